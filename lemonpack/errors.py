@@ -1,0 +1,125 @@
+"""The one error family of lemonpack.
+
+Every error a user can cause is a :class:`LemonpackError`; the CLI catches this family
+once, prints ``str(error)`` (or ``error.to_json()`` with ``--json``) and exits with
+``error.exit_code``. Anything else escaping is a bug and keeps its traceback.
+
+Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own), 3 integrity
+(digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
+failed (nix, podman), 7 runtime (engine failed to start or probe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class LemonpackError(Exception):
+    """Base of every user-facing error. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+    kind = "error"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable description: ``{"error": kind, "message": str}``."""
+        return {"error": self.kind, "message": str(self)}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One violation found in a file.
+
+    ``file`` is the path as given, ``path`` the JSON path of the offending field
+    (``platforms.linux.rocm.args[7]``, ``""`` for the document root), ``rule`` a short
+    stable rule id (``unknown-field``, ``digest-pinning`` ...), ``message`` a sentence.
+    """
+
+    file: str
+    path: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.path}" if self.path else f"{self.file}"
+        return f"{where}: {self.message} [{self.rule}]"
+
+    def to_json(self) -> dict[str, str]:
+        return {"file": self.file, "path": self.path, "rule": self.rule, "message": self.message}
+
+
+class ManifestError(LemonpackError):
+    """A recipe (or other description file) broke one or more rules.
+
+    ``problems`` holds every :class:`Problem` found in the file, not only the first.
+    """
+
+    kind = "manifest"
+
+    def __init__(self, problems: list[Problem] | tuple[Problem, ...]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.kind, "message": str(self), "problems": [p.to_json() for p in self.problems]}
+
+
+class SelectionError(LemonpackError):
+    """No platform block / arch override / alias fits the host or the requested target."""
+
+    kind = "selection"
+
+
+class TokenError(LemonpackError):
+    """A token could not be resolved at spawn time (unknown value, leading dash, denied env)."""
+
+    kind = "token"
+
+
+class IntegrityError(LemonpackError):
+    """A digest did not match. ``expected`` and ``actual`` are ``sha256:<hex>`` strings."""
+
+    exit_code = 3
+    kind = "integrity"
+
+    def __init__(self, what: str, expected: str, actual: str):
+        self.what, self.expected, self.actual = what, expected, actual
+        super().__init__(f"sha256 mismatch for {what}: expected {expected}, got {actual}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.kind, "message": str(self), "what": self.what,
+                "expected": self.expected, "actual": self.actual}
+
+
+class FetchError(LemonpackError):
+    """A download failed or was refused (HTTP status, plain http to a non-loopback host)."""
+
+    exit_code = 4
+    kind = "fetch"
+
+
+class UnsafeContentError(LemonpackError):
+    """An archive member or path would escape its root, or is a device/special file."""
+
+    exit_code = 5
+    kind = "unsafe"
+
+
+class ToolError(LemonpackError):
+    """An external tool (nix-build, podman, skopeo) failed; message carries its stderr tail."""
+
+    exit_code = 6
+    kind = "tool"
+
+
+class RuntimeFailure(LemonpackError):
+    """An engine failed to start, exited during its probe, or timed out."""
+
+    exit_code = 7
+    kind = "runtime"
+
+
+__all__ = [
+    "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
+    "IntegrityError", "FetchError", "UnsafeContentError", "ToolError", "RuntimeFailure",
+]
