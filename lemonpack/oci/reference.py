@@ -1,0 +1,281 @@
+"""Image references: the distribution/reference grammar, pinning checks, and finding the
+image argument of ``podman run`` / ``docker run`` command lines.
+
+Grammar (github.com/distribution/reference, ``reference.go``)::
+
+    reference  := name [ ":" tag ] [ "@" digest ]
+    name       := [domain "/"] remote-name
+    domain     := host [":" port-number]
+    host       := domain-name | IPv4address | "[" IPv6address "]"
+    path-component := [a-z0-9]+ ( ( [_.] | "__" | [-]+ ) [a-z0-9]+ )*
+    tag        := [\\w][\\w.-]{0,127}
+    digest     := algorithm ":" hex   (sha256: exactly 64 lowercase hex, sha512: 128)
+
+The first ``/``-separated component is the domain only if it contains ``.`` or ``:`` or is
+``localhost`` (the Docker convention); names are not normalised (no implicit
+``docker.io/library/``). OCI image-spec v1.1 ``descriptor.md`` ("Digests") governs the
+digest part.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from lemonpack.errors import LemonpackError
+
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[_.]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_PATH = rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[[a-fA-F0-9:]+\]"
+_DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+
+_PATH_RE = re.compile(rf"^{_PATH}$")
+_DOMAIN_RE = re.compile(rf"^{_DOMAIN}$")
+_TAG_RE = re.compile(rf"^{_TAG}$")
+_DIGEST_RE = re.compile(rf"^{_DIGEST}$")
+_HEX_LENGTHS = {"sha256": 64, "sha512": 128}
+_NAME_MAX = 255
+
+
+class InvalidReferenceError(LemonpackError, ValueError):
+    """A string is not a valid image reference. ``reference`` is the input, the message says why."""
+
+    kind = "reference"
+
+    def __init__(self, reference: str, reason: str):
+        self.reference, self.reason = reference, reason
+        super().__init__(f"invalid image reference {reference!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A parsed image reference.
+
+    ``name`` is ``domain/path`` (or ``path`` when there is no domain), ``domain`` is
+    ``host[:port]`` or ``None``, ``path`` the repository path, ``tag`` and ``digest``
+    (``algo:hex``) are ``None`` when absent.
+    """
+
+    name: str
+    domain: str | None
+    path: str
+    tag: str | None
+    digest: str | None
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.tag is not None:
+            text += f":{self.tag}"
+        if self.digest is not None:
+            text += f"@{self.digest}"
+        return text
+
+    @property
+    def pinned(self) -> bool:
+        """True when the reference carries a digest (whatever its tag)."""
+        return self.digest is not None
+
+
+def parse_reference(s: str) -> ImageReference:
+    """Parse ``domain[:port]/path[:tag][@algo:hex]`` into an :class:`ImageReference`.
+
+    Raises :class:`InvalidReferenceError` (a ``ValueError`` and a ``LemonpackError``) on
+    any malformed input: empty string, uppercase in the path, bad tag, a digest whose
+    algorithm is unknown-length-invalid (sha256 needs exactly 64 lowercase hex digits,
+    sha512 128), a name longer than 255 characters.
+
+    Spec: distribution/reference grammar; OCI image-spec v1.1 ``descriptor.md`` (digests).
+    """
+    if not isinstance(s, str) or not s:
+        raise InvalidReferenceError(str(s), "empty reference")
+    rest, digest = s, None
+    if "@" in rest:
+        rest, digest = rest.split("@", 1)
+        if not _DIGEST_RE.match(digest):
+            raise InvalidReferenceError(s, f"malformed digest {digest!r}")
+        algo, hexpart = digest.split(":", 1)
+        want = _HEX_LENGTHS.get(algo)
+        if want is not None and (len(hexpart) != want or hexpart != hexpart.lower()):
+            raise InvalidReferenceError(s, _digest_length_reason(algo, hexpart))
+    tag = None
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        rest, tag = rest[:colon], rest[colon + 1:]
+        if not _TAG_RE.match(tag):
+            raise InvalidReferenceError(s, f"malformed tag {tag!r}")
+    if not rest:
+        raise InvalidReferenceError(s, "missing repository name")
+    if len(rest) > _NAME_MAX:
+        raise InvalidReferenceError(s, f"repository name longer than {_NAME_MAX} characters")
+    domain, path = _split_domain(rest)
+    if domain is not None and not _DOMAIN_RE.match(domain):
+        raise InvalidReferenceError(s, f"malformed domain {domain!r}")
+    if not _PATH_RE.match(path):
+        if path.lower() != path:
+            raise InvalidReferenceError(s, f"repository path {path!r} must be lowercase")
+        raise InvalidReferenceError(s, f"malformed repository path {path!r}")
+    return ImageReference(name=rest, domain=domain, path=path, tag=tag, digest=digest)
+
+
+def _split_domain(name: str) -> tuple[str | None, str]:
+    first, sep, remainder = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"
+                or first.lower() != first):
+        return first, remainder
+    return None, name
+
+
+def _digest_length_reason(algo: str, hexpart: str) -> str:
+    want = _HEX_LENGTHS[algo]
+    if len(hexpart) != want:
+        return f"digest has {len(hexpart)} hex digits, needs {want}"
+    return f"{algo} digest must be lowercase hex"
+
+
+_PINNED_RE = re.compile(r"@sha256:([0-9a-f]{64})$")
+
+
+def check_pinned(image: str) -> str | None:
+    """Say why ``image`` is not pinned by digest, or ``None`` when it is.
+
+    Pinned means ``name[:tag]@sha256:<64 lowercase hex>`` and a valid reference otherwise.
+    Returns a one-sentence human message for: a template token in the reference (any
+    ``{``: it cannot be pinned before resolution), no digest (mutable tag), a malformed
+    digest (``"digest has 62 hex digits, needs 64"``, uppercase, non-hex, other algorithm)
+    or an otherwise malformed reference. Never raises for string input.
+
+    Spec: OCI image-spec v1.1 ``descriptor.md`` (digests); distribution/reference grammar.
+    """
+    if "{" in image:
+        return (f"image reference {image!r} contains a token; an image must be a literal "
+                "reference pinned by @sha256 digest")
+    if "@" not in image:
+        return (f"image reference {image!r} has no digest: a tag is mutable; "
+                "pin it as name[:tag]@sha256:<64 hex digits>")
+    digest = image.split("@", 1)[1]
+    algo, colon, hexpart = digest.partition(":")
+    if not colon:
+        return f"image reference {image!r} has a malformed digest {digest!r} (expected sha256:<hex>)"
+    if algo != "sha256":
+        return f"image reference {image!r} uses digest algorithm {algo!r}; only sha256 is accepted"
+    if not re.fullmatch(r"[0-9a-fA-F]*", hexpart):
+        return f"image reference {image!r} has a digest with non-hex characters"
+    if len(hexpart) != 64:
+        return f"image reference {image!r}: digest has {len(hexpart)} hex digits, needs 64"
+    if hexpart != hexpart.lower():
+        return f"image reference {image!r}: digest must be lowercase hex"
+    try:
+        parse_reference(image)
+    except InvalidReferenceError as exc:
+        return f"image reference {image!r} is malformed: {exc.reason}"
+    if not _PINNED_RE.search(image):  # pragma: no cover - covered by the checks above
+        return f"image reference {image!r} is not pinned by sha256 digest"
+    return None
+
+
+# --- command lines -------------------------------------------------------------------
+
+CONTAINER_ENGINES = frozenset({"podman", "docker"})
+
+#: ``run`` options that take no value (podman-run(1), docker-run(1)). Any other long
+#: option without ``=`` takes the next argument; ``--flag=value`` is self-contained.
+RUN_BOOLEAN_OPTIONS = frozenset({
+    "--rm", "--init", "-d", "--detach", "-i", "-t", "--interactive", "--tty",
+    "--privileged", "--read-only", "--replace", "-P", "--publish-all", "--rmi",
+    "--no-hosts", "-q", "--quiet", "--oom-kill-disable", "--sig-proxy",
+    "--read-only-tmpfs", "--no-healthcheck", "--env-host", "--http-proxy", "--passwd",
+    "--disable-content-trust", "--help",
+})
+#: Single-letter ``run`` flags that take no value; a cluster (``-it``, ``-dit``) made
+#: only of these is boolean, otherwise the first value-taking letter takes the rest of
+#: the cluster or, when it is last, the next argument (``-p8080:80``, ``-itv X``).
+RUN_BOOLEAN_SHORT = frozenset("dtiPq")
+
+#: Global options (before the subcommand) that take no value; every other global option
+#: without ``=`` takes the next argument (``--root X``, ``--log-level X``, ``-H X``).
+GLOBAL_BOOLEAN_OPTIONS = frozenset({
+    "--remote", "-r", "--syslog", "--debug", "-D", "--tls", "--tlsverify", "--help", "-h",
+    "--version", "-v", "--noout",
+})
+
+
+def _skip_option(args: Sequence[str], i: int, booleans: frozenset[str],
+                 short_booleans: frozenset[str]) -> int:
+    """Return the index after the option at ``args[i]`` (and its value, if it takes one)."""
+    arg = args[i]
+    if arg.startswith("--"):
+        if "=" in arg or arg in booleans:
+            return i + 1
+        return i + 2
+    # short option or cluster
+    if arg in booleans:
+        return i + 1
+    letters = arg[1:]
+    for pos, letter in enumerate(letters):
+        if letter in short_booleans:
+            continue
+        return i + 1 if pos < len(letters) - 1 else i + 2
+    return i + 1
+
+
+def find_run_images(command: str, args: Sequence[str]) -> list[tuple[int, str]]:
+    """Find the image argument of a ``podman``/``docker`` ``run`` command line.
+
+    ``command`` is the program (its basename must be ``podman`` or ``docker``), ``args``
+    the argv after it. Global options may precede the subcommand (``--root X run ...``);
+    the subcommand is ``run`` or ``container run``. The image is the first positional
+    after ``run``'s options: options in :data:`RUN_BOOLEAN_OPTIONS` (and clusters of
+    :data:`RUN_BOOLEAN_SHORT` like ``-it``) take no value, ``--flag=value`` is
+    self-contained, every other option takes the next argument, ``--`` ends options.
+
+    Returns ``[(index_in_args, image_text)]``: one element, or ``[]`` when the command is
+    not a container engine, not ``run``, or has no image. The text is returned verbatim
+    (it may contain tokens such as ``{arch_alias}``); see :func:`check_pinned`.
+
+    Spec: podman-run(1) and docker-run(1) synopsis ``run [options] image [command [arg...]]``.
+    """
+    if os.path.basename(command) not in CONTAINER_ENGINES:
+        return []
+    i, n = 0, len(args)
+    # global options, then the subcommand
+    while i < n and args[i].startswith("-") and args[i] != "-":
+        if args[i] == "--":
+            i += 1
+            break
+        i = _skip_option(args, i, GLOBAL_BOOLEAN_OPTIONS, frozenset())
+    if i >= n:
+        return []
+    if args[i] == "container" and i + 1 < n and args[i + 1] == "run":
+        i += 2
+    elif args[i] == "run":
+        i += 1
+    else:
+        return []
+    while i < n:
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg.startswith("-") and arg != "-":
+            i = _skip_option(args, i, RUN_BOOLEAN_OPTIONS, RUN_BOOLEAN_SHORT)
+            continue
+        return [(i, arg)]
+    if i < n:
+        return [(i, args[i])]
+    return []
+
+
+__all__ = [
+    "ImageReference", "InvalidReferenceError", "parse_reference", "check_pinned",
+    "find_run_images", "CONTAINER_ENGINES", "RUN_BOOLEAN_OPTIONS", "RUN_BOOLEAN_SHORT",
+    "GLOBAL_BOOLEAN_OPTIONS",
+]
