@@ -1,0 +1,226 @@
+"""Nix emitter: ``sources.json`` plus a ``default.nix`` of fixed-output fetches.
+
+Input: a recipe id and one :class:`NixSource` per artifact (one per OS / accelerator /
+GPU arch the recipe builds for). Output, in a directory:
+
+* ``sources.json``, canonical JSON (sorted keys, 2-space indent, UTF-8, trailing newline;
+  the same inputs always give the same bytes)::
+
+      { "recipe": "<id>",
+        "sources": { "<attr>": { "url": ..., "mirrorPath": "host/path", "hash": "sha256-...",
+                                 "storeName": ..., "os": ..., "accelerator": ...,
+                                 "gpuArch": ... | null, "binary": ... | null } } }
+
+  ``storeName`` is an addition to the brief's field list: the store-path name of the
+  fetched file, computed here (from the URL basename) so that the Nix side does no
+  string munging.
+
+* ``default.nix``, a function ``{ pkgs ? null, mirror ? null }:`` returning one
+  fixed-output derivation per source (Nix manual, "Advanced Attributes": ``outputHash``;
+  "Fixed-output derivations"). With ``pkgs`` it calls ``pkgs.fetchurl { url; hash; name; }``
+  (nixpkgs); without, Nix's own builtin fetcher ``import <nix/fetchurl.nix>`` (the
+  corepkgs expression compiled into Nix; measured on Nix 2.8.0: it accepts both ``hash``
+  in SRI form and ``sha256``; we emit ``hash``). ``mirror`` (a base URL string) replaces
+  every URL with ``mirror + "/" + mirrorPath`` (the layout of :mod:`lemonpack.fetch.mirror`).
+
+Both files are written atomically: a temp file in the same directory, fsync, ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lemonpack.nix.hashes import sri_from_hex
+
+_ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
+"""A Nix identifier (Nix manual, "Language: Identifiers"), usable unquoted with ``-A``."""
+
+_STORE_BAD = re.compile(r"[^A-Za-z0-9+\-._?=]")
+"""Characters not allowed in a store path name (Nix: ``checkName`` in ``path.cc``)."""
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_STORE_NAME_MAX = 211
+
+
+def attr_name(os_name: str, accelerator: str, gpu_arch: str | None = None) -> str:
+    """The attribute name of a source: ``"<os>-<accelerator>[-<gpu_arch>]"``.
+
+    E.g. ``attr_name("linux", "rocm", "gfx1151") == "linux-rocm-gfx1151"``. Characters
+    outside a Nix identifier are replaced with ``_``; raises ``ValueError`` if the result
+    is still not an identifier (e.g. it starts with a digit).
+    """
+    parts = [os_name, accelerator] + ([gpu_arch] if gpu_arch else [])
+    name = "-".join(re.sub(r"[^A-Za-z0-9_'-]", "_", p) for p in parts)
+    if not _ATTR.fullmatch(name):
+        raise ValueError(f"cannot make a Nix attribute name from {parts!r}")
+    return name
+
+
+def store_name(url: str, fallback: str) -> str:
+    """A valid Nix store-path name for the file at ``url``.
+
+    Takes the percent-decoded basename of the URL path, replaces every character outside
+    ``[A-Za-z0-9+-._?=]`` with ``_``, strips leading dots, keeps at most 211 characters
+    (Nix's limit), and uses ``fallback`` (sanitised the same way) if nothing is left.
+    Follows Nix's store path name rules (Nix manual, "Store Path"; ``checkName``).
+    """
+    base = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    for candidate in (base, fallback, "source"):
+        name = _STORE_BAD.sub("_", candidate).lstrip(".")[:_STORE_NAME_MAX]
+        if name:
+            return name
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class NixSource:
+    """One artifact of a recipe, as the Nix emitter needs it.
+
+    ``name``: the attribute name (a Nix identifier, e.g. ``linux-rocm-gfx1151``, see
+    :func:`attr_name`); ``url``: the origin URL; ``mirror_path``: ``"host/path"`` of that
+    URL in a mirror (:func:`lemonpack.fetch.mirror.mirror_path`); ``sha256_hex``: 64
+    lowercase hex characters; ``os``, ``accelerator``, ``gpu_arch`` (or None): the platform
+    it is for; ``binary``: the executable inside the artifact, or None.
+    Raises ``ValueError`` on a bad name, digest, URL or mirror path.
+    """
+
+    name: str
+    url: str
+    mirror_path: str
+    sha256_hex: str
+    os: str
+    accelerator: str
+    gpu_arch: str | None = None
+    binary: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _ATTR.fullmatch(self.name):
+            raise ValueError(f"not a Nix attribute name: {self.name!r}")
+        if not _HEX64.fullmatch(self.sha256_hex):
+            raise ValueError(f"{self.name}: not a sha256 hex digest: {self.sha256_hex!r}")
+        if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
+            raise ValueError(f"{self.name}: not an http(s) URL: {self.url!r}")
+        parts = self.mirror_path.split("/")
+        if self.mirror_path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"{self.name}: bad mirror path: {self.mirror_path!r}")
+
+    def to_json(self) -> dict[str, str | None]:
+        """The source's entry in ``sources.json`` (camelCase keys, hash in SRI form)."""
+        return {
+            "url": self.url,
+            "mirrorPath": self.mirror_path,
+            "hash": sri_from_hex(self.sha256_hex),
+            "storeName": store_name(self.url, self.name),
+            "os": self.os,
+            "accelerator": self.accelerator,
+            "gpuArch": self.gpu_arch,
+            "binary": self.binary,
+        }
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def sources_document(recipe_id: str, sources: Iterable[NixSource]) -> bytes:
+    """The canonical bytes of ``sources.json`` (see the module docstring).
+
+    Raises ``ValueError`` if two sources share a name (naming both URLs).
+    """
+    table: dict[str, NixSource] = {}
+    for src in sources:
+        if src.name in table:
+            raise ValueError(
+                f"duplicate Nix source {src.name!r}: {table[src.name].url} and {src.url}")
+        table[src.name] = src
+    doc = {"recipe": recipe_id, "sources": {n: s.to_json() for n, s in table.items()}}
+    return (json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_sources_json(out_dir: Path | str, recipe_id: str, sources: Iterable[NixSource]) -> Path:
+    """Write ``out_dir/sources.json`` atomically; returns its path.
+
+    Deterministic: same ``recipe_id`` and sources (in any order) give the same bytes.
+    Raises ``ValueError`` on duplicate source names, ``OSError`` on write failure.
+    """
+    path = Path(out_dir) / "sources.json"
+    _write_atomic(path, sources_document(recipe_id, sources))
+    return path
+
+
+def nix_string(value: str) -> str:
+    """A Nix double-quoted string literal for ``value`` (escapes ``\\``, ``"``, ``${``, newlines).
+
+    Follows the Nix manual, "Language: String literals".
+    """
+    out = (value.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${")
+           .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t"))
+    return f'"{out}"'
+
+
+_PACKAGE_NIX = """\
+# Generated by lemonpack for recipe {comment}. Do not edit: regenerate instead.
+#
+# One fixed-output derivation per artifact listed in ./sources.json.
+#   pkgs   : a nixpkgs package set; when given, pkgs.fetchurl is used, otherwise Nix's
+#            builtin fetcher (import <nix/fetchurl.nix>), which needs no nixpkgs.
+#   mirror : a base URL; when given, each URL becomes mirror + "/" + mirrorPath.
+{{ pkgs ? null, mirror ? null }}:
+let
+  manifest = builtins.fromJSON (builtins.readFile ./sources.json);
+  base =
+    if mirror == null then null
+    else if builtins.substring (builtins.stringLength mirror - 1) 1 mirror == "/"
+    then builtins.substring 0 (builtins.stringLength mirror - 1) mirror
+    else mirror;
+  urlOf = src: if base == null then src.url else base + "/" + src.mirrorPath;
+  fetch = _attr: src:
+    let
+      args = {{ url = urlOf src; hash = src.hash; name = src.storeName; }};
+    in
+    if pkgs == null then import <nix/fetchurl.nix> args else pkgs.fetchurl args;
+in
+assert manifest.recipe == {recipe};
+builtins.mapAttrs fetch manifest.sources
+"""
+
+
+def package_nix(recipe_id: str) -> bytes:
+    """The bytes of ``default.nix`` for ``recipe_id`` (see the module docstring)."""
+    comment = re.sub(r"[^\x20-\x7e]", "?", recipe_id)
+    return _PACKAGE_NIX.format(comment=comment, recipe=nix_string(recipe_id)).encode("utf-8")
+
+
+def write_package_nix(out_dir: Path | str, recipe_id: str) -> Path:
+    """Write ``out_dir/default.nix`` atomically; returns its path.
+
+    The expression reads ``./sources.json`` (write it with :func:`write_sources_json`)
+    and asserts that its ``recipe`` is ``recipe_id``. Raises ``OSError`` on write failure.
+    """
+    path = Path(out_dir) / "default.nix"
+    _write_atomic(path, package_nix(recipe_id))
+    return path
+
+
+__all__ = ["NixSource", "attr_name", "store_name", "nix_string", "sources_document",
+           "write_sources_json", "package_nix", "write_package_nix"]
