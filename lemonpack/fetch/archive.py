@@ -1,0 +1,288 @@
+"""Safe extraction of downloaded artifacts: tar (plain, gzip, bzip2, xz), zip, or one file.
+
+Format detection looks at content first (magic bytes: gzip ``1f 8b``, bzip2 ``BZh``, xz
+``fd 37 7a 58 5a 00``, zip ``PK\\x03\\x04``/``PK\\x05\\x06``, POSIX tar ``ustar`` at offset
+257, also inside a compressed stream), then at ``name_hint`` (``.tar``, ``.tgz``,
+``.tar.gz`` ...) for old tars without the ``ustar`` magic. Anything else, including a
+compressed single file such as ``model.gguf.gz``, is "not an archive" and is placed as
+``dest/<name_hint>`` with mode 0755, bytes unchanged.
+
+Safety rules (as Python's ``tarfile`` "data" filter, PEP 706, but raising instead of
+skipping), each violation an ``UnsafeContentError`` naming archive and member: no absolute
+member names, no ``..`` component, no symlink whose target is absolute or leaves ``dest``
+(resolved lexically from the link's directory), no hardlink to anything but an already
+extracted regular file inside ``dest``, no device files or fifos, and no writing through a
+symlink extracted earlier (which would defeat the lexical checks). Setuid, setgid and
+sticky bits are dropped; owners are not restored; modification times are.
+
+Atomicity: everything is extracted into a temp sibling directory of ``dest`` which is
+``os.replace``-d onto ``dest`` at the end; on any failure the temp directory is removed
+and ``dest`` is untouched. Tars are read as a stream (``r|*``) and validated member by
+member; zips are read through their central directory, member by member. Neither is
+loaded into memory. Archives are extracted as-is (no strip-components).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import posixpath
+import shutil
+import stat
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from lemonpack.errors import UnsafeContentError
+
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz")
+_COPY_CHUNK = 1 << 20
+
+
+def detect_format(archive: Path, name_hint: str) -> str:
+    """``"tar"``, ``"zip"`` or ``"file"`` for ``archive`` (see the module docstring)."""
+    with open(archive, "rb") as fh:
+        head = fh.read(512)
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    opener = None
+    if head.startswith(b"\x1f\x8b"):
+        opener = gzip.open
+    elif head.startswith(b"BZh"):
+        opener = bz2.open
+    elif head.startswith(b"\xfd7zXZ\x00"):
+        opener = lzma.open
+    if opener is not None:
+        try:
+            with opener(archive, "rb") as fh:
+                head = fh.read(512)
+        except (OSError, EOFError, lzma.LZMAError):
+            head = b""
+    if head[257:262] == b"ustar":
+        return "tar"
+    if name_hint.lower().endswith(_TAR_SUFFIXES):
+        return "tar"
+    return "file"
+
+
+def extract(archive: Path, dest: Path, *, name_hint: str) -> None:
+    """Extract ``archive`` into ``dest`` safely and atomically (see the module docstring).
+
+    ``archive``: the file (e.g. a cache entry); ``dest``: a directory that must not exist
+    yet, or be empty; ``name_hint``: the URL basename, used for format detection and as the
+    file name of a non-archive. Raises ``UnsafeContentError`` (naming archive and member)
+    on a hostile member or a bad ``name_hint``, ``FileExistsError`` if ``dest`` is a
+    non-empty directory or a file, ``tarfile.TarError``/``zipfile.BadZipFile``/``OSError``
+    on a corrupt archive. On any error nothing is left at ``dest`` or beside it.
+    """
+    archive, dest = Path(archive), Path(dest)
+    if dest.exists() or dest.is_symlink():
+        if not dest.is_dir() or dest.is_symlink() or any(dest.iterdir()):
+            raise FileExistsError(f"extraction target exists and is not an empty directory: {dest}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    kind = detect_format(archive, name_hint)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
+    try:
+        if kind == "tar":
+            _Extractor(archive, tmp).tar()
+        elif kind == "zip":
+            _Extractor(archive, tmp).zip()
+        else:
+            _single_file(archive, tmp, name_hint)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dest)
+    except BaseException:
+        _remove_tree(tmp)
+        raise
+
+
+def _single_file(archive: Path, tmp: Path, name_hint: str) -> None:
+    """Copy a non-archive to ``tmp/<name_hint>`` with mode 0755."""
+    if (not name_hint or "/" in name_hint or "\\" in name_hint or "\x00" in name_hint
+            or name_hint in (".", "..")):
+        raise UnsafeContentError(f"{archive}: unsafe file name {name_hint!r} for a single-file artifact")
+    target = tmp / name_hint
+    with open(archive, "rb") as src, open(target, "xb") as out:
+        shutil.copyfileobj(src, out, _COPY_CHUNK)
+    os.chmod(target, 0o755)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove ``path`` even if the archive made some of its directories read-only."""
+    if not os.path.lexists(path):
+        return
+    for root, dirs, _files in os.walk(path):
+        for d in dirs:
+            p = os.path.join(root, d)
+            if not os.path.islink(p):
+                os.chmod(p, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class _Extractor:
+    """Member-by-member writer into ``root`` with the safety checks of the module docstring."""
+
+    def __init__(self, archive: Path, root: Path):
+        self.archive = archive
+        self.root = root
+        self.dir_modes: dict[str, tuple[int, float | None]] = {}
+
+    def unsafe(self, member: str, why: str) -> UnsafeContentError:
+        return UnsafeContentError(f"{self.archive}: unsafe member {member!r}: {why}")
+
+    def relpath(self, name: str) -> str:
+        """Normalised relative path of a member name; '' for the root. Raises on escapes."""
+        if name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
+            raise self.unsafe(name, "absolute path")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise self.unsafe(name, "'..' component")
+        if any("\x00" in p for p in parts):
+            raise self.unsafe(name, "NUL in name")
+        return "/".join(parts)
+
+    def prepare(self, member: str, rel: str) -> str:
+        """Create the parent directories of ``rel`` (refusing symlinked parents); return the
+        absolute target path with any previous non-directory entry removed."""
+        parts = rel.split("/")
+        cur = str(self.root)
+        for p in parts[:-1]:
+            cur = os.path.join(cur, p)
+            try:
+                st = os.lstat(cur)
+            except FileNotFoundError:
+                os.mkdir(cur, 0o700)
+                self.dir_modes.setdefault(os.path.relpath(cur, self.root), (0o755, None))
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise self.unsafe(member, f"path goes through the symlink {os.path.relpath(cur, self.root)!r}")
+            if not stat.S_ISDIR(st.st_mode):
+                raise self.unsafe(member, f"parent {os.path.relpath(cur, self.root)!r} is not a directory")
+        target = os.path.join(cur, parts[-1])
+        if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)):
+            os.unlink(target)
+        return target
+
+    def check_symlink(self, member: str, rel: str, link: str) -> None:
+        if not link or link.startswith("/"):
+            raise self.unsafe(member, f"symlink to absolute path {link!r}")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
+        if resolved == ".." or resolved.startswith("../") or resolved.startswith("/"):
+            raise self.unsafe(member, f"symlink target {link!r} leaves the destination")
+
+    def write_file(self, member: str, rel: str, src, mode: int, mtime: float | None) -> None:
+        target = self.prepare(member, rel)
+        if os.path.isdir(target):
+            raise self.unsafe(member, "file over an existing directory")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, _COPY_CHUNK)
+        os.chmod(target, mode & 0o777)
+        if mtime is not None:
+            os.utime(target, (mtime, mtime))
+
+    def make_dir(self, member: str, rel: str, mode: int, mtime: float | None) -> None:
+        if rel == "":
+            return
+        target = self.prepare(member, rel)
+        if not os.path.isdir(target):
+            os.mkdir(target, 0o700)
+        self.dir_modes[rel] = ((mode & 0o777) | 0o700, mtime)
+
+    def make_symlink(self, member: str, rel: str, link: str) -> None:
+        if rel == "":
+            raise self.unsafe(member, "symlink at the destination root")
+        self.check_symlink(member, rel, link)
+        target = self.prepare(member, rel)
+        if os.path.isdir(target):
+            raise self.unsafe(member, "symlink over an existing directory")
+        os.symlink(link, target)
+
+    def make_hardlink(self, member: str, rel: str, link: str) -> None:
+        if link.startswith("/"):
+            raise self.unsafe(member, f"hardlink to absolute path {link!r}")
+        parts = [p for p in link.split("/") if p not in ("", ".")]
+        if ".." in parts or not parts:
+            raise self.unsafe(member, f"hardlink target {link!r} leaves the destination")
+        source_rel = "/".join(parts)
+        cur = str(self.root)
+        for p in parts:
+            cur = os.path.join(cur, p)
+            if os.path.islink(cur):
+                raise self.unsafe(member, f"hardlink target {link!r} goes through a symlink")
+        if not os.path.isfile(cur):
+            raise self.unsafe(member, f"hardlink target {link!r} is not an extracted regular file")
+        target = self.prepare(member, rel)
+        if target == cur:
+            return
+        os.link(os.path.join(self.root, source_rel), target, follow_symlinks=False)
+
+    def finish_dirs(self) -> None:
+        """Apply directory modes and mtimes, deepest first (so writes inside come first)."""
+        for rel in sorted(self.dir_modes, key=lambda r: r.count("/"), reverse=True):
+            mode, mtime = self.dir_modes[rel]
+            path = os.path.join(self.root, rel)
+            os.chmod(path, mode)
+            if mtime is not None:
+                os.utime(path, (mtime, mtime))
+
+    def tar(self) -> None:
+        """Stream a (possibly compressed) tar, validating each member before writing it."""
+        with tarfile.open(self.archive, mode="r|*") as tf:
+            for m in tf:
+                rel = self.relpath(m.name)
+                if m.ischr() or m.isblk():
+                    raise self.unsafe(m.name, "device file")
+                if m.isfifo():
+                    raise self.unsafe(m.name, "fifo")
+                if m.isdir():
+                    self.make_dir(m.name, rel, m.mode, m.mtime)
+                elif m.issym():
+                    self.make_symlink(m.name, rel, m.linkname)
+                elif m.islnk():
+                    if rel == "":
+                        raise self.unsafe(m.name, "hardlink at the destination root")
+                    self.make_hardlink(m.name, rel, m.linkname)
+                elif m.isreg():
+                    if rel == "":
+                        raise self.unsafe(m.name, "file at the destination root")
+                    src = tf.extractfile(m)
+                    self.write_file(m.name, rel, src, m.mode, m.mtime)
+                else:
+                    raise self.unsafe(m.name, f"unsupported member type {m.type!r}")
+        self.finish_dirs()
+
+    def zip(self) -> None:
+        """Extract a zip member by member (unix modes and symlinks honoured when present)."""
+        with zipfile.ZipFile(self.archive) as zf:
+            for info in zf.infolist():
+                name = info.filename
+                rel = self.relpath(name)
+                unix = info.external_attr >> 16 if info.create_system == 3 else 0
+                ftype = stat.S_IFMT(unix)
+                if ftype in (stat.S_IFCHR, stat.S_IFBLK):
+                    raise self.unsafe(name, "device file")
+                if ftype == stat.S_IFIFO:
+                    raise self.unsafe(name, "fifo")
+                if ftype == stat.S_IFSOCK:
+                    raise self.unsafe(name, "socket")
+                mtime = None
+                if info.is_dir() or ftype == stat.S_IFDIR:
+                    self.make_dir(name, rel, (unix & 0o777) or 0o755, mtime)
+                elif ftype == stat.S_IFLNK:
+                    if info.file_size > 4096:
+                        raise self.unsafe(name, "symlink target too long")
+                    link = zf.read(info).decode("utf-8", "surrogateescape")
+                    self.make_symlink(name, rel, link)
+                else:
+                    if rel == "":
+                        raise self.unsafe(name, "file at the destination root")
+                    with zf.open(info) as src:
+                        self.write_file(name, rel, src, (unix & 0o777) or 0o644, mtime)
+        self.finish_dirs()
+
+
+__all__ = ["extract", "detect_format"]

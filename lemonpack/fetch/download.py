@@ -1,0 +1,208 @@
+"""Downloads that verify sha256 while streaming, into the content-addressed cache.
+
+Flow of :func:`fetch`: warm cache hit (expected digest known and present) returns with no
+network at all. Otherwise the bytes are streamed (1 MiB chunks, never held in memory)
+from the mirror (if any) or the origin into a temp file in the cache directory, hashed as
+they arrive, and only moved into the cache once the digest is checked. Any failure
+(mismatch, HTTP status, network error, interruption) deletes the temp file.
+
+Transport policy: only ``https`` and ``http`` URLs; plain ``http`` only to a loopback
+host (127.0.0.0/8, ::1, ``localhost``) or through a :class:`Mirror` built with
+``allow_insecure=True``. Redirects (RFC 9110, section 15.4) are followed by hand, at most
+10, each hop checked against the same policy, and never from https down to http. Bytes
+are requested with ``Accept-Encoding: identity`` and read raw, so what is hashed is what
+the server stored (as curl and Nix's fetcher see it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+import sys
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from lemonpack.errors import FetchError, IntegrityError
+from lemonpack.fetch.cache import ArtifactCache
+from lemonpack.fetch.mirror import Mirror
+
+CHUNK_SIZE = 1 << 20
+"""Bytes per read while streaming (1 MiB)."""
+
+MAX_REDIRECTS = 10
+
+_EXPECTED = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A verified artifact in the cache.
+
+    ``path``: the cache entry; ``sha256``: its 64-hex digest; ``url``: the URL as
+    requested; ``fetched_from``: the URL the bytes came from (after mirror rewriting and
+    redirects), or the entry's ``file://`` URI on a cache hit; ``from_cache``: True when no
+    network was used; ``size``: bytes.
+    """
+
+    path: Path
+    sha256: str
+    url: str
+    fetched_from: str
+    from_cache: bool
+    size: int
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """True for ``localhost`` and any address in 127.0.0.0/8 or ``::1`` (RFC 6890, RFC 6761)."""
+    if not host:
+        return False
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: str) -> None:
+    """Apply the transport policy to one request URL; raises ``FetchError``."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError(f"refusing to fetch {requested}: scheme {scheme!r} of {url} is not http(s)")
+    if scheme == "http":
+        if previous is not None and urllib.parse.urlsplit(previous).scheme.lower() == "https":
+            raise FetchError(f"refusing to fetch {requested}: redirect from {previous} down to plain http {url}")
+        if not (insecure_ok or is_loopback_host(parts.hostname)):
+            raise FetchError(
+                f"refusing to fetch {requested}: plain http to non-loopback host {parts.hostname!r}"
+                " (use https, or a mirror with allow_insecure)")
+
+
+def _parse_expected(sha256: str | None) -> str | None:
+    if sha256 is None:
+        return None
+    m = _EXPECTED.fullmatch(sha256)
+    if not m:
+        raise ValueError(f"expected digest must be 'sha256:<64 lowercase hex>', got {sha256!r}")
+    return m.group(1)
+
+
+def _progress_bar(total: int | None, label: str):
+    """A rich Progress on stderr with bytes, speed and ETA columns (rich.progress docs)."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                               TimeRemainingColumn, TransferSpeedColumn)
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), TimeRemainingColumn(),
+                        console=Console(stderr=True), transient=False)
+    task = progress.add_task(label, total=total)
+    return progress, task
+
+
+def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror | None = None,
+          progress: bool | None = None, client: httpx.Client | None = None) -> Fetched:
+    """Fetch ``url`` into ``cache``, verifying its sha256; returns :class:`Fetched`.
+
+    ``sha256``: ``"sha256:<64 hex>"``, or None for roll-forward (download, record the
+    observed digest in ``Fetched.sha256``, verify nothing). ``mirror``: fetch from
+    ``mirror.rewrite(url)`` instead of the origin. ``progress``: show a rich progress bar
+    on stderr (bytes, speed, ETA); None means "if stderr is a TTY". ``client``: an
+    ``httpx.Client`` to use (not closed); default a fresh one.
+
+    Raises ``IntegrityError(url, expected, actual)`` (both ``sha256:<hex>``) on mismatch,
+    leaving nothing in the cache; ``FetchError`` on HTTP status >= 400 (naming URL and
+    status), network failure, too many redirects, or a transport-policy refusal (decided
+    before connecting); ``ValueError`` on a malformed ``sha256``.
+    """
+    expected = _parse_expected(sha256)
+    if expected is not None:
+        hit = cache.path_for(expected)
+        if hit is not None:
+            return Fetched(path=hit, sha256=expected, url=url, fetched_from=hit.resolve().as_uri(),
+                           from_cache=True, size=hit.stat().st_size)
+
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError(f"refusing to fetch {url}: only http and https URLs")
+    source = mirror.rewrite(url) if mirror is not None else url
+    insecure_ok = mirror is not None and mirror.allow_insecure
+    _check_hop(source, insecure_ok=insecure_ok, previous=None, requested=url)
+
+    if progress is None:
+        progress = sys.stderr.isatty()
+    own_client = client is None
+    if client is None:
+        client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+    try:
+        return _download(url, source, expected, cache, client, progress, insecure_ok)
+    finally:
+        if own_client:
+            client.close()
+
+
+def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
+              client: httpx.Client, progress: bool, insecure_ok: bool) -> Fetched:
+    """Stream ``source`` into a cache temp file, following checked redirects."""
+    headers = {"Accept-Encoding": "identity"}
+    current, previous = source, None
+    try:
+        for _ in range(MAX_REDIRECTS + 1):
+            _check_hop(current, insecure_ok=insecure_ok, previous=previous, requested=url)
+            request = client.build_request("GET", current, headers=headers)
+            response = client.send(request, stream=True, follow_redirects=False)
+            try:
+                if response.has_redirect_location:
+                    previous, current = current, str(response.next_request.url)
+                    continue
+                if response.status_code >= 400:
+                    raise FetchError(f"GET {current} failed: HTTP {response.status_code} "
+                                     f"{response.reason_phrase}" + (f" (for {url})" if current != url else ""))
+                return _store(url, current, expected, cache, response, progress)
+            finally:
+                response.close()
+        raise FetchError(f"GET {source} failed: more than {MAX_REDIRECTS} redirects (for {url})")
+    except httpx.HTTPError as exc:
+        raise FetchError(f"GET {current} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
+           response: httpx.Response, progress: bool) -> Fetched:
+    """Write the response body to the cache, hashing as it streams; verify; commit."""
+    fh, tmp = cache.staging()
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        total = response.headers.get("Content-Length")
+        bar = task = None
+        if progress:
+            bar, task = _progress_bar(int(total) if total and total.isdigit() else None,
+                                      url.rsplit("/", 1)[-1] or url)
+            bar.start()
+        try:
+            for chunk in response.iter_raw(CHUNK_SIZE):
+                fh.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+                if bar is not None:
+                    bar.update(task, advance=len(chunk))
+        finally:
+            if bar is not None:
+                bar.stop()
+        actual = digest.hexdigest()
+        if expected is not None and actual != expected:
+            raise IntegrityError(url, f"sha256:{expected}", f"sha256:{actual}")
+    except BaseException:
+        cache.discard(fh, tmp)
+        raise
+    path = cache.commit(fh, tmp, actual)
+    return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=size)
+
+
+__all__ = ["Fetched", "fetch", "is_loopback_host", "CHUNK_SIZE"]
