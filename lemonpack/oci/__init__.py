@@ -1,0 +1,24 @@
+"""lemonpack.oci: image references, deterministic layers, OCI image layouts (stdlib only).
+
+Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descriptor.md,
+layer.md, config.md, annotations.md) and the distribution/reference grammar.
+
+- :mod:`~lemonpack.oci.canonical`: ``canonical_json`` and media-type constants.
+- :mod:`~lemonpack.oci.reference`: ``parse_reference``, ``check_pinned``, ``find_run_images``.
+- :mod:`~lemonpack.oci.layer`: ``write_dir_layer``, ``write_files_layer`` -> ``LayerInfo``.
+- :mod:`~lemonpack.oci.layout`: ``LayoutWriter``, ``Descriptor``, ``read_layout``, ``verify_layout``.
+"""
+
+from lemonpack.oci.canonical import *  # noqa: F401,F403
+from lemonpack.oci.canonical import __all__ as _canonical_all
+from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
+from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout, rfc3339, verify_layout
+from lemonpack.oci.reference import (
+    ImageReference, InvalidReferenceError, check_pinned, find_run_images, parse_reference,
+)
+
+__all__ = [
+    *_canonical_all, "DEFAULT_COMPRESSLEVEL", "LayerInfo", "write_dir_layer", "write_files_layer",
+    "Descriptor", "LayoutWriter", "read_layout", "rfc3339", "verify_layout",
+    "ImageReference", "InvalidReferenceError", "check_pinned", "find_run_images", "parse_reference",
+]

@@ -1,0 +1,562 @@
+"""OCI image layouts: an atomic writer and a small reader/verifier.
+
+A layout is a directory (OCI image-spec v1.1 ``image-layout.md``)::
+
+    oci-layout            {"imageLayoutVersion":"1.0.0"}
+    index.json            the top-level image index; tags are descriptors annotated with
+                          org.opencontainers.image.ref.name
+    blobs/sha256/<hex>    content-addressed blobs: layers, configs, manifests, indexes
+
+:class:`LayoutWriter` builds into a temporary sibling directory and renames it into place
+only when the ``with`` block succeeds, so a reader never sees a half-written layout and a
+failed build leaves the old one untouched. Every JSON document goes through
+:func:`~lemonpack.oci.canonical.canonical_json`, so the same inputs give the same digests.
+Blobs are written through a temporary file in ``blobs/sha256/`` and renamed to their
+digest name, so even a big layer is streamed once and never held in memory.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
+
+from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.oci.canonical import (
+    ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY,
+    MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
+    MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION, canonical_json,
+)
+from lemonpack.oci.layer import CHUNK, LayerInfo
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# annotations.md: org.opencontainers.image.ref.name
+_REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
+_REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*$")
+_MANIFEST_TYPES = (MEDIA_TYPE_IMAGE_MANIFEST, "application/vnd.docker.distribution.manifest.v2+json")
+_INDEX_TYPES = (MEDIA_TYPE_IMAGE_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A content descriptor (OCI image-spec v1.1 ``descriptor.md``).
+
+    ``media_type``: the blob's media type; ``digest``: ``"sha256:<64 hex>"``; ``size``:
+    bytes; ``annotations``: ``{str: str}`` or ``None``; ``platform``: ``{"architecture",
+    "os", ["variant", ...]}`` or ``None`` (image-index.md); ``artifact_type``: the
+    ``artifactType`` of an artifact manifest or ``None``. Mappings are stored read-only.
+    Hash and equality use all fields.
+    """
+
+    media_type: str
+    digest: str
+    size: int
+    annotations: Mapping[str, str] | None = None
+    platform: Mapping[str, Any] | None = None
+    artifact_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _DIGEST_RE.match(self.digest):
+            raise ValueError(f"descriptor digest must be sha256:<64 lowercase hex>, got {self.digest!r}")
+        if self.size < 0:
+            raise ValueError(f"descriptor size must be >= 0, got {self.size}")
+        object.__setattr__(self, "annotations", _frozen_map(self.annotations))
+        object.__setattr__(self, "platform", _frozen_map(self.platform))
+
+    def __hash__(self) -> int:
+        return hash((self.media_type, self.digest, self.size, self.artifact_type,
+                     tuple(sorted((self.annotations or {}).items()))))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Descriptor):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    @property
+    def hex(self) -> str:
+        """The hex part of the digest (the blob's file name under ``blobs/sha256/``)."""
+        return self.digest.split(":", 1)[1]
+
+    def with_annotations(self, annotations: Mapping[str, str] | None) -> "Descriptor":
+        """A copy with ``annotations`` replaced (``None`` removes them)."""
+        return Descriptor(self.media_type, self.digest, self.size, annotations,
+                          self.platform, self.artifact_type)
+
+    def to_json(self) -> dict[str, Any]:
+        """The descriptor as a JSON object (``mediaType``, ``digest``, ``size`` and the
+        optional ``annotations``, ``platform``, ``artifactType`` when set)."""
+        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        if self.platform:
+            out["platform"] = _plain(self.platform)
+        if self.artifact_type:
+            out["artifactType"] = self.artifact_type
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Descriptor":
+        """Build from a descriptor JSON object; raises ``LemonpackError`` if a field is missing."""
+        try:
+            return cls(media_type=obj["mediaType"], digest=obj["digest"], size=int(obj["size"]),
+                       annotations=obj.get("annotations"), platform=obj.get("platform"),
+                       artifact_type=obj.get("artifactType"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LemonpackError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def rfc3339(epoch: int) -> str:
+    """Seconds since the epoch as an RFC 3339 UTC timestamp, ``"1970-01-01T00:00:00Z"``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
+
+
+def _is_layout(path: Path) -> bool:
+    return (path / "oci-layout").is_file()
+
+
+class _HashingFile:
+    """Writable file object that hashes and counts what passes through."""
+
+    def __init__(self, f: BinaryIO):
+        self._f, self.sha, self.size = f, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+class LayoutWriter:
+    """Build an OCI image layout at ``path`` atomically.
+
+    Use as a context manager::
+
+        with LayoutWriter(out_dir) as lw:
+            layer = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+                                     lambda f: write_dir_layer(src, "opt/x", f, mtime=0))
+            image = lw.add_image_manifest({"architecture": "amd64", "os": "linux",
+                                           "config": {"Entrypoint": ["/opt/x/run"]}},
+                                          [layer], created=0)
+            lw.set_tags({"latest": image})
+
+    Content goes to ``<path>.tmp-<random>``; on success ``oci-layout`` and ``index.json``
+    are written and the directory renamed to ``path`` (an existing layout at ``path`` is
+    renamed aside, replaced, then deleted). On any exception the temporary directory is
+    removed and ``path`` is untouched. Entering raises :class:`LemonpackError` (and
+    changes nothing) if ``path`` exists and is a non-empty directory that is not an OCI
+    layout, or is not a directory.
+
+    Spec: OCI image-spec v1.1 ``image-layout.md``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._tmp: Path | None = None
+        self._tags: dict[str, Descriptor] = {}
+        self._diff_ids: dict[str, str] = {}
+
+    # -- lifecycle ----------------------------------------------------------------
+    def __enter__(self) -> "LayoutWriter":
+        self._check_target()
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = parent / f"{self.path.name}.tmp-{secrets.token_hex(6)}"
+        (self._tmp / "blobs" / "sha256").mkdir(parents=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        tmp, self._tmp = self._tmp, None
+        if tmp is None:
+            return
+        if exc_type is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        try:
+            self._write_index(tmp)
+            self._install(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _check_target(self) -> None:
+        p = self.path
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            raise LemonpackError(f"{p}: exists and is not a directory; refusing to replace it")
+        if p.is_dir() and not _is_layout(p) and any(p.iterdir()):
+            raise LemonpackError(f"{p}: exists, is not empty and is not an OCI image layout; "
+                                 "refusing to replace it")
+
+    def _install(self, tmp: Path) -> None:
+        self._check_target()
+        p = self.path
+        if p.is_dir() and not _is_layout(p):
+            p.rmdir()  # empty (checked above)
+        if not p.exists():
+            os.rename(tmp, p)
+            return
+        old = p.parent / f"{p.name}.old-{secrets.token_hex(6)}"
+        os.rename(p, old)
+        try:
+            os.rename(tmp, p)
+        except BaseException:
+            os.rename(old, p)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _write_index(self, root: Path) -> None:
+        manifests = [d.with_annotations({**(d.annotations or {}), ANNOTATION_REF_NAME: tag}).to_json()
+                     for tag, d in sorted(self._tags.items())]
+        index = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX, "manifests": manifests}
+        (root / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": OCI_LAYOUT_VERSION}))
+        (root / "index.json").write_bytes(canonical_json(index))
+
+    def _root(self) -> Path:
+        if self._tmp is None:
+            raise LemonpackError("LayoutWriter must be used inside a 'with' block")
+        return self._tmp
+
+    def _blob_path(self, digest: str) -> Path:
+        return self._root() / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+    def _tmp_blob(self) -> Path:
+        return self._root() / "blobs" / "sha256" / f".tmp-{secrets.token_hex(8)}"
+
+    # -- blobs --------------------------------------------------------------------
+    def add_blob_bytes(self, media_type: str, data: bytes,
+                       annotations: Mapping[str, str] | None = None) -> Descriptor:
+        """Store ``data`` as a blob; return its :class:`Descriptor` (size in bytes).
+
+        Idempotent: the same bytes twice give the same blob. Spec: ``image-layout.md``
+        (blobs), ``descriptor.md``.
+        """
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        dest = self._blob_path(digest)
+        if not dest.exists():
+            tmp = self._tmp_blob()
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+        return Descriptor(media_type, digest, len(data), annotations)
+
+    def add_blob_file(self, media_type: str,
+                      source: str | os.PathLike[str] | Callable[[BinaryIO], Any],
+                      annotations: Mapping[str, str] | None = None) -> Descriptor:
+        """Stream a blob into ``blobs/sha256/`` and return its :class:`Descriptor`.
+
+        ``source`` is either a file path (copied in 1 MiB chunks) or a callback
+        ``write(f)`` that writes the blob to the binary file object ``f`` (e.g.
+        ``lambda f: write_dir_layer(src, prefix, f, mtime=0)``). The bytes go to a temporary
+        file next to the blobs and are renamed to their digest name; the digest is always
+        computed here. If the callback returns a :class:`LayerInfo`, its digest and size
+        must match (else :class:`IntegrityError`) and its ``diff_id`` is remembered for
+        :meth:`add_image_manifest`.
+        """
+        tmp = self._tmp_blob()
+        result = None
+        try:
+            with open(tmp, "wb") as raw:
+                hf = _HashingFile(raw)
+                if callable(source):
+                    result = source(hf)
+                else:
+                    with open(source, "rb") as src:
+                        while chunk := src.read(CHUNK):
+                            hf.write(chunk)
+            digest = "sha256:" + hf.sha.hexdigest()
+            if isinstance(result, LayerInfo):
+                if result.digest != digest:
+                    raise IntegrityError("layer written by callback", result.digest, digest)
+                if result.size != hf.size:
+                    raise LemonpackError(f"layer size mismatch: callback said {result.size}, wrote {hf.size}")
+                self._diff_ids[digest] = result.diff_id
+            os.replace(tmp, self._blob_path(digest))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return Descriptor(media_type, digest, hf.size, annotations)
+
+    def link_or_copy_blob(self, path: str | os.PathLike[str], descriptor: Descriptor, *,
+                          diff_id: str | None = None, verify: bool = True) -> Descriptor:
+        """Put the prebuilt blob at ``path`` (e.g. a layer cache) into the layout.
+
+        Hard-links when the file system allows it (same device, links permitted), else
+        copies. With ``verify`` (default) the file is re-hashed and must match
+        ``descriptor.digest`` and ``descriptor.size`` (:class:`IntegrityError` otherwise).
+        ``diff_id`` (for layers) is remembered for :meth:`add_image_manifest`. Returns
+        ``descriptor``. Note: a hard-linked blob shares its inode with the cache; neither
+        side may be modified in place.
+        """
+        src = Path(path)
+        if verify:
+            actual, size = _hash_file(src)
+            if actual != descriptor.digest:
+                raise IntegrityError(str(src), descriptor.digest, actual)
+            if size != descriptor.size:
+                raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
+        dest = self._blob_path(descriptor.digest)
+        if diff_id is not None:
+            self._diff_ids[descriptor.digest] = diff_id
+        if dest.exists():
+            return descriptor
+        tmp = self._tmp_blob()
+        try:
+            try:
+                os.link(src, tmp)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES, errno.ENOTSUP):
+                    raise
+                shutil.copyfile(src, tmp)
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return descriptor
+
+    # -- manifests ----------------------------------------------------------------
+    def _diff_id(self, layer: Descriptor) -> str:
+        known = self._diff_ids.get(layer.digest)
+        if known:
+            return known
+        if layer.media_type == MEDIA_TYPE_LAYER_TAR:
+            return layer.digest
+        if layer.media_type != MEDIA_TYPE_LAYER_TAR_GZIP:
+            raise LemonpackError(f"cannot compute the diff_id of a {layer.media_type} layer; "
+                                 "pass a LayerInfo or diff_id when adding it")
+        sha = hashlib.sha256()
+        with gzip.open(self._blob_path(layer.digest), "rb") as f:
+            while chunk := f.read(CHUNK):
+                sha.update(chunk)
+        diff_id = "sha256:" + sha.hexdigest()
+        self._diff_ids[layer.digest] = diff_id
+        return diff_id
+
+    def add_image_manifest(self, config: Mapping[str, Any], layers: Sequence[Descriptor],
+                           annotations: Mapping[str, str] | None = None, *,
+                           created: int | None = None,
+                           config_annotations: Mapping[str, str] | None = None) -> Descriptor:
+        """Write an image config and image manifest; return the manifest's descriptor.
+
+        ``config``: the image config without ``rootfs`` (``architecture`` and ``os``
+        required; optional ``variant``, ``config`` with ``Entrypoint``/``Cmd``/``Env``/
+        ``WorkingDir``/``Labels``..., ``history`` kept as given). ``rootfs`` is set to
+        ``{"type": "layers", "diff_ids": [...]}`` from ``layers`` (diff_ids remembered from
+        :meth:`add_blob_file`/:meth:`link_or_copy_blob`, else computed by decompressing
+        the blob). ``created``: seconds since the epoch written as RFC 3339 (omitted when
+        ``None``). ``layers`` must already be blobs of this layout. The returned
+        descriptor carries ``platform`` (architecture, os, variant) for use in an index.
+
+        Raises :class:`LemonpackError` when ``architecture``/``os`` are missing or
+        ``rootfs`` is given. Spec: ``manifest.md``, ``config.md``.
+        """
+        cfg = _plain(dict(config))
+        for key in ("architecture", "os"):
+            if not isinstance(cfg.get(key), str) or not cfg[key]:
+                raise LemonpackError(f"image config needs a non-empty {key!r}")
+        if "rootfs" in cfg:
+            raise LemonpackError("image config must not set 'rootfs'; it is computed from the layers")
+        for layer in layers:
+            self._require_blob(layer)
+        cfg["rootfs"] = {"type": "layers", "diff_ids": [self._diff_id(l) for l in layers]}
+        if created is not None:
+            cfg["created"] = rfc3339(created)
+        config_desc = self.add_blob_bytes(MEDIA_TYPE_IMAGE_CONFIG, canonical_json(cfg), config_annotations)
+        manifest: dict[str, Any] = {
+            "schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
+            "config": config_desc.to_json(), "layers": [l.to_json() for l in layers],
+        }
+        if annotations:
+            manifest["annotations"] = dict(annotations)
+        platform = {k: cfg[k] for k in ("architecture", "os", "variant") if k in cfg}
+        desc = self.add_blob_bytes(MEDIA_TYPE_IMAGE_MANIFEST, canonical_json(manifest))
+        return Descriptor(desc.media_type, desc.digest, desc.size, None, platform)
+
+    def add_artifact_manifest(self, artifact_type: str, layers: Sequence[Descriptor],
+                              annotations: Mapping[str, str] | None = None, *,
+                              subject: Descriptor | None = None) -> Descriptor:
+        """Write an OCI 1.1 artifact manifest; return its descriptor (with ``artifact_type``).
+
+        The config is the empty descriptor (``application/vnd.oci.empty.v1+json``, data
+        ``{}``, :data:`EMPTY_DIGEST`, size 2), ``artifactType`` is ``artifact_type`` (a
+        media type, e.g. ``application/vnd.lemonpack.recipe.v1+json``). With no
+        ``layers``, the empty descriptor is the single layer (manifest.md guidance).
+        ``subject`` makes this a referrer of another manifest (signatures, SBOMs).
+
+        Spec: ``manifest.md`` ("Guidelines for Artifact Usage", "Guidance for an Empty
+        Descriptor"), ``descriptor.md``.
+        """
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*", artifact_type):
+            raise LemonpackError(f"artifactType must be a media type (type/subtype), got {artifact_type!r}")
+        empty = self.add_blob_bytes(MEDIA_TYPE_EMPTY, EMPTY_JSON)
+        assert empty.digest == EMPTY_DIGEST and empty.size == EMPTY_SIZE
+        for layer in layers:
+            self._require_blob(layer)
+        manifest: dict[str, Any] = {
+            "schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
+            "artifactType": artifact_type, "config": empty.to_json(),
+            "layers": [l.to_json() for l in layers] or [empty.to_json()],
+        }
+        if subject is not None:
+            manifest["subject"] = subject.to_json()
+        if annotations:
+            manifest["annotations"] = dict(annotations)
+        desc = self.add_blob_bytes(MEDIA_TYPE_IMAGE_MANIFEST, canonical_json(manifest))
+        return Descriptor(desc.media_type, desc.digest, desc.size, None, None, artifact_type)
+
+    def add_index(self, manifests: Sequence[Descriptor],
+                  annotations: Mapping[str, str] | None = None) -> Descriptor:
+        """Write a nested image index blob listing ``manifests`` (in the order given:
+        clients pick the first matching platform); return its descriptor.
+
+        Spec: ``image-index.md``.
+        """
+        for m in manifests:
+            self._require_blob(m)
+        index: dict[str, Any] = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX,
+                                 "manifests": [m.to_json() for m in manifests]}
+        if annotations:
+            index["annotations"] = dict(annotations)
+        desc = self.add_blob_bytes(MEDIA_TYPE_IMAGE_INDEX, canonical_json(index))
+        return Descriptor(desc.media_type, desc.digest, desc.size)
+
+    def set_tags(self, tags: Mapping[str, Descriptor]) -> None:
+        """Tag manifests or indexes in the top-level ``index.json``.
+
+        Each tag becomes the descriptor's ``org.opencontainers.image.ref.name`` annotation;
+        entries are sorted by tag. A tag must match the annotations.md ``ref`` grammar
+        (``ValueError`` otherwise). Setting a tag again to a different descriptor raises
+        :class:`LemonpackError` naming both; the same descriptor again is a no-op.
+
+        Spec: ``image-layout.md`` (index.json), ``annotations.md``.
+        """
+        for tag, desc in tags.items():
+            if not _REF_NAME_RE.match(tag):
+                raise ValueError(f"tag {tag!r} does not match the ref.name grammar")
+            self._require_blob(desc)
+            old = self._tags.get(tag)
+            if old is not None and old != desc:
+                raise LemonpackError(f"tag {tag!r} already points at {old.digest}; refusing to "
+                                     f"repoint it at {desc.digest}")
+            self._tags[tag] = desc
+
+    def _require_blob(self, desc: Descriptor) -> None:
+        if not self._blob_path(desc.digest).is_file():
+            raise LemonpackError(f"{desc.digest} is not a blob of this layout; add it first")
+
+
+# --- reading -------------------------------------------------------------------------
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    sha, size = hashlib.sha256(), 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+    return "sha256:" + sha.hexdigest(), size
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise LemonpackError(f"{path}: missing") from None
+    except ValueError as exc:
+        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+
+
+def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
+    """Read the tags of the OCI layout at ``path``: ``{ref.name: Descriptor}``.
+
+    Only top-level ``index.json`` entries with an ``org.opencontainers.image.ref.name``
+    annotation are returned. Raises :class:`LemonpackError` when ``oci-layout`` is
+    missing, has another ``imageLayoutVersion``, or ``index.json`` is malformed.
+
+    Spec: ``image-layout.md``.
+    """
+    root = Path(path)
+    header = _load_json(root / "oci-layout")
+    if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
+        raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
+    index = _load_json(root / "index.json")
+    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
+        raise LemonpackError(f"{root}/index.json: not an image index")
+    tags: dict[str, Descriptor] = {}
+    for obj in index["manifests"]:
+        desc = Descriptor.from_json(obj)
+        ref = (desc.annotations or {}).get(ANNOTATION_REF_NAME)
+        if ref is not None:
+            tags[ref] = desc
+    return tags
+
+
+def verify_layout(path: str | os.PathLike[str]) -> int:
+    """Re-hash every blob of the layout at ``path`` and check every reference.
+
+    Checks: each file under ``blobs/sha256/`` hashes to its name; every descriptor
+    reachable from ``index.json`` (manifests, nested indexes, configs, layers, subjects
+    are not required to be present) names an existing blob of the right size.
+    Returns the number of blobs verified. Raises :class:`IntegrityError` on a hash
+    mismatch, :class:`LemonpackError` on a missing blob, size mismatch or malformed JSON.
+
+    Spec: ``image-layout.md`` (blobs), ``descriptor.md`` (verification).
+    """
+    root = Path(path)
+    read_layout(root)
+    blob_dir = root / "blobs" / "sha256"
+    count = 0
+    for entry in sorted(blob_dir.iterdir()) if blob_dir.is_dir() else []:
+        expected = "sha256:" + entry.name
+        actual, _ = _hash_file(entry)
+        if actual != expected:
+            raise IntegrityError(str(entry), expected, actual)
+        count += 1
+    index = _load_json(root / "index.json")
+    seen: set[str] = set()
+    todo = [Descriptor.from_json(d) for d in index.get("manifests", [])]
+    while todo:
+        desc = todo.pop()
+        if desc.digest in seen:
+            continue
+        seen.add(desc.digest)
+        blob = blob_dir / desc.hex
+        if not blob.is_file():
+            raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+        if blob.stat().st_size != desc.size:
+            raise LemonpackError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
+                                 f"descriptor says {desc.size}")
+        if desc.media_type in _MANIFEST_TYPES:
+            doc = _load_json(blob)
+            todo.append(Descriptor.from_json(doc["config"]))
+            todo.extend(Descriptor.from_json(l) for l in doc.get("layers", []))
+        elif desc.media_type in _INDEX_TYPES:
+            doc = _load_json(blob)
+            todo.extend(Descriptor.from_json(m) for m in doc.get("manifests", []))
+    return count
+
+
+__all__ = ["Descriptor", "LayoutWriter", "read_layout", "verify_layout", "rfc3339"]
