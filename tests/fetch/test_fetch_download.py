@@ -1,0 +1,226 @@
+"""fetch(): real downloads from a loopback http.server into a real cache directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tracemalloc
+
+import httpx
+import pytest
+
+from lemonpack.errors import FetchError, IntegrityError
+from lemonpack.fetch import ArtifactCache, Mirror, default_cache_root, fetch
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _entries(cache: ArtifactCache) -> list[str]:
+    return sorted(os.listdir(cache.directory)) if cache.directory.exists() else []
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return ArtifactCache(tmp_path / "cache")
+
+
+def _refusing_client() -> httpx.Client:
+    """A client whose transport fails the test if any request reaches it."""
+    def handler(request):
+        raise AssertionError(f"network used: {request.url}")
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_download_verifies_and_stores(server, cache):
+    data = os.urandom(3 * (1 << 20) + 17)  # several 1 MiB chunks
+    url = server.put("a/b/engine.bin", data)
+    got = fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False)
+    assert got.path == cache.directory / _sha(data)
+    assert got.path.read_bytes() == data
+    assert (got.sha256, got.url, got.fetched_from, got.from_cache, got.size) == (
+        _sha(data), url, url, False, len(data))
+    assert _entries(cache) == [_sha(data)]  # no temp files left
+    assert cache.path_for(_sha(data)) == got.path
+
+
+def test_warm_cache_hit_needs_no_server(server, cache):
+    data = os.urandom(4096)
+    url = server.put("x.bin", data)
+    fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False)
+    server.stop()
+    with _refusing_client() as client:
+        again = fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False, client=client)
+    assert again.from_cache and again.path.read_bytes() == data
+    assert again.fetched_from.startswith("file://")
+
+
+def test_mismatch_raises_with_both_digests_and_leaves_nothing(server, cache):
+    data = os.urandom(2 * (1 << 20))
+    url = server.put("bad.bin", data)
+    wrong = "0" * 64
+    with pytest.raises(IntegrityError) as info:
+        fetch(url, sha256=f"sha256:{wrong}", cache=cache, progress=False)
+    err = info.value
+    assert err.what == url
+    assert err.expected == f"sha256:{wrong}" and err.actual == f"sha256:{_sha(data)}"
+    assert wrong in str(err) and _sha(data) in str(err)
+    assert _entries(cache) == []
+
+
+def test_plain_http_to_non_loopback_is_refused_before_connecting(cache):
+    with _refusing_client() as client:
+        with pytest.raises(FetchError, match="plain http"):
+            fetch("http://example.invalid/x.bin", sha256=None, cache=cache, client=client, progress=False)
+    assert _entries(cache) == []
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "file:///etc/passwd"])
+def test_other_schemes_refused(cache, url):
+    with _refusing_client() as client, pytest.raises(FetchError):
+        fetch(url, sha256=None, cache=cache, client=client, progress=False)
+
+
+def test_loopback_hosts():
+    from lemonpack.fetch.download import is_loopback_host
+    assert all(map(is_loopback_host, ["127.0.0.1", "127.9.8.7", "::1", "[::1]", "localhost", "LOCALHOST."]))
+    assert not any(map(is_loopback_host, ["10.0.0.1", "128.0.0.1", "localhost.example", "::2", "", None]))
+
+
+def test_http_404_is_fetch_error(server, cache):
+    url = f"{server.base}/missing.bin"
+    with pytest.raises(FetchError) as info:
+        fetch(url, sha256=None, cache=cache, progress=False)
+    assert url in str(info.value) and "404" in str(info.value)
+    assert _entries(cache) == []
+
+
+def test_connection_refused_is_fetch_error(server, cache):
+    url = f"{server.base}/gone.bin"
+    server.stop()
+    with pytest.raises(FetchError, match="gone.bin"):
+        fetch(url, sha256=None, cache=cache, progress=False)
+
+
+def test_roll_forward_records_observed_hash(server, cache):
+    data = os.urandom(10000)
+    url = server.put("rf.bin", data)
+    got = fetch(url, sha256=None, cache=cache, progress=False)
+    assert got.sha256 == _sha(data) and not got.from_cache
+    server.stop()
+    pinned = fetch(url, sha256=f"sha256:{got.sha256}", cache=cache, progress=False)
+    assert pinned.from_cache and pinned.path == got.path
+
+
+def test_malformed_expected_digest(cache):
+    with pytest.raises(ValueError):
+        fetch("https://example.invalid/x", sha256="sha256:XYZ", cache=cache)
+    with pytest.raises(ValueError):
+        fetch("https://example.invalid/x", sha256=_sha(b""), cache=cache)  # missing prefix
+
+
+def test_fetch_through_mirror(server, cache):
+    data = os.urandom(5000)
+    origin = "https://github.com/org/engine/releases/download/v1.2/engine-linux-rocm.tar.gz?raw=1"
+    server.put("github.com/org/engine/releases/download/v1.2/engine-linux-rocm.tar.gz", data)
+    mirror = Mirror(server.base + "/")
+    got = fetch(origin, sha256=f"sha256:{_sha(data)}", cache=cache, mirror=mirror, progress=False)
+    assert got.url == origin
+    assert got.fetched_from == f"{server.base}/github.com/org/engine/releases/download/v1.2/engine-linux-rocm.tar.gz"
+    assert got.path.read_bytes() == data
+
+
+def test_insecure_mirror_needs_opt_in(cache):
+    data = b"mirrored"
+    seen = []
+
+    def handler(request):
+        seen.append(str(request.url))
+        return httpx.Response(200, content=iter([data]))
+
+    origin = "https://example.org/f.bin"
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(FetchError, match="plain http"):
+            fetch(origin, sha256=None, cache=cache, mirror=Mirror("http://10.1.2.3/m"), client=client)
+        assert seen == []
+        got = fetch(origin, sha256=f"sha256:{_sha(data)}", cache=cache, client=client, progress=False,
+                    mirror=Mirror("http://10.1.2.3/m", allow_insecure=True))
+    assert seen == ["http://10.1.2.3/m/example.org/f.bin"] and got.path.read_bytes() == data
+
+
+def test_redirects_followed_on_loopback(server, cache):
+    data = os.urandom(777)
+    server.put("real.bin", data)
+    server.httpd.redirects["/alias.bin"] = f"{server.base}/real.bin"
+    got = fetch(f"{server.base}/alias.bin", sha256=None, cache=cache, progress=False)
+    assert got.fetched_from == f"{server.base}/real.bin" and got.sha256 == _sha(data)
+
+
+def test_redirect_https_to_http_refused(cache):
+    def handler(request):
+        if request.url.scheme == "https":
+            return httpx.Response(302, headers={"Location": "http://127.0.0.1:9/x.bin"})
+        raise AssertionError("followed a downgrade")
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(FetchError, match="down to plain http"):
+            fetch("https://example.org/x.bin", sha256=None, cache=cache, client=client, progress=False)
+    assert _entries(cache) == []
+
+
+def test_redirect_loop_is_bounded(server, cache):
+    server.httpd.redirects["/loop"] = f"{server.base}/loop"
+    with pytest.raises(FetchError, match="redirects"):
+        fetch(f"{server.base}/loop", sha256=None, cache=cache, progress=False)
+
+
+def test_progress_bar_on_stderr(server, cache, capsys):
+    data = os.urandom(1 << 20)
+    url = server.put("p.bin", data)
+    fetch(url, sha256=None, cache=cache, progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "p.bin" in captured.err
+
+
+def test_no_decoding_of_content_encoding(cache):
+    """Bytes are hashed as served, even if the server labels them gzip-encoded."""
+    import gzip
+    body = gzip.compress(b"hello" * 100)
+
+    def handler(request):
+        assert request.headers["accept-encoding"] == "identity"
+        return httpx.Response(200, content=iter([body]), headers={"Content-Encoding": "gzip"})
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        got = fetch("https://example.org/a.gz", sha256=None, cache=cache, client=client, progress=False)
+    assert got.sha256 == _sha(body)
+
+
+def test_memory_stays_flat_while_streaming(server, cache):
+    data = os.urandom(32 << 20)
+    url = server.put("big.bin", data)
+    digest = _sha(data)
+    del data
+    tracemalloc.start()
+    try:
+        fetch(url, sha256=f"sha256:{digest}", cache=cache, progress=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+
+
+def test_cache_root_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "lp"))
+    assert ArtifactCache().root == tmp_path / "lp" / "artifacts"
+    monkeypatch.delenv("LEMONPACK_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_root() == tmp_path / "xdg" / "lemonpack"
+    assert ArtifactCache().directory == tmp_path / "xdg" / "lemonpack" / "artifacts" / "sha256"
+
+
+def test_cache_rejects_bad_digest(cache):
+    with pytest.raises(ValueError):
+        cache.path_for("../../etc/passwd")
+    assert cache.path_for("a" * 64) is None
