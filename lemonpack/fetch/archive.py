@@ -13,7 +13,8 @@ member names, no ``..`` component, no symlink whose target is absolute or leaves
 (resolved lexically from the link's directory), no hardlink to anything but an already
 extracted regular file inside ``dest``, no device files or fifos, and no writing through a
 symlink extracted earlier (which would defeat the lexical checks). Setuid, setgid and
-sticky bits are dropped; owners are not restored; modification times are.
+sticky bits are dropped; owners are not restored; tar modification times are (zip
+times, which carry no time zone, are not).
 
 Atomicity: everything is extracted into a temp sibling directory of ``dest`` which is
 ``os.replace``-d onto ``dest`` at the end; on any failure the temp directory is removed
