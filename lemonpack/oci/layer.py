@@ -31,7 +31,9 @@ Byte-reproducibility holds for the same zlib build: a different zlib implementat
 ``diff_id`` is independent of compression.
 
 Refused (:class:`~lemonpack.errors.UnsafeContentError`): device files, fifos, sockets,
-symlinks whose target is absolute or escapes the source root, names that are not UTF-8.
+symlinks whose target is absolute, escapes the source root, or has ``..`` after a name
+(only leading ``..`` are allowed, which keeps the check sound when a component is itself a
+symlink), names that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -313,8 +315,17 @@ def _check_symlink(rel: str, target: str, where: str) -> None:
         raise UnsafeContentError(
             f"{where}: symlink target {target!r} is absolute; only relative targets inside "
             "the source tree are allowed")
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-    if resolved == ".." or resolved.startswith("../"):
+    # Sound against symlinked intermediate components: only leading ".." are allowed
+    # (``../../lib/x``), never after a name (``a/../../x`` escapes when ``a`` -> ``.``).
+    parts = [p for p in target.split("/") if p not in ("", ".")]
+    ups = 0
+    while ups < len(parts) and parts[ups] == "..":
+        ups += 1
+    if ".." in parts[ups:]:
+        raise UnsafeContentError(
+            f"{where}: symlink target {target!r} has '..' after a name; only leading '..' are allowed")
+    depth = len(posixpath.dirname(rel).split("/")) if posixpath.dirname(rel) else 0
+    if ups > depth:
         raise UnsafeContentError(f"{where}: symlink target {target!r} escapes the source tree")
 
 

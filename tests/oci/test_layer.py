@@ -1,0 +1,220 @@
+import gzip
+import hashlib
+import io
+import os
+import socket
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from lemonpack.errors import UnsafeContentError
+from lemonpack.oci.layer import LayerInfo, write_dir_layer, write_files_layer
+
+
+def _make_tree(root: Path, *, umask: int, mtime: int, owner: int) -> Path:
+    """The same logical tree, created with different umask, times and owner."""
+    old = os.umask(umask)
+    try:
+        root.mkdir()
+        (root / "bin").mkdir()
+        (root / "lib" / "deep").mkdir(parents=True)
+        (root / "bin" / "engine").write_bytes(b"#!/bin/sh\necho engine\n")
+        os.chmod(root / "bin" / "engine", 0o777 & ~umask)
+        (root / "lib" / "deep" / "data.bin").write_bytes(bytes(range(256)) * 5000)
+        (root / "lib" / "z-empty").write_bytes(b"")
+        (root / "lib" / "é-unicode.txt").write_text("héllo")
+        (root / "lib" / ("long" * 40)).write_bytes(b"long name")
+        os.symlink("deep/data.bin", root / "lib" / "link")
+        os.link(root / "bin" / "engine", root / "bin" / "hardlink")
+    finally:
+        os.umask(old)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames + [""]:
+            p = os.path.join(dirpath, name)
+            if os.geteuid() == 0:
+                os.lchown(p, owner, owner)
+            os.utime(p, (mtime, mtime), follow_symlinks=False)
+    return root
+
+
+def _layer(src: Path, prefix="opt/lemonpack/recipe", mtime=0, level=1) -> tuple[LayerInfo, bytes]:
+    out = io.BytesIO()
+    info = write_dir_layer(src, prefix, out, mtime=mtime, compresslevel=level)
+    return info, out.getvalue()
+
+
+def test_reproducible_across_umask_mtime_owner(tmp_path):
+    a = _make_tree(tmp_path / "a", umask=0o022, mtime=1_000_000, owner=0)
+    b = _make_tree(tmp_path / "elsewhere-b", umask=0o077, mtime=1_700_000_000, owner=12345)
+    info_a, data_a = _layer(a)
+    info_b, data_b = _layer(b)
+    assert info_a == info_b
+    assert data_a == data_b
+
+
+def test_layer_info_hashes_match_bytes(tmp_path):
+    src = _make_tree(tmp_path / "t", umask=0o022, mtime=5, owner=0)
+    info, data = _layer(src)
+    assert info.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert info.diff_id == "sha256:" + hashlib.sha256(gzip.decompress(data)).hexdigest()
+    assert info.size == len(data)
+    # gzip header: no name flag, mtime 0, OS 255
+    assert data[:4] == b"\x1f\x8b\x08\x00" and data[4:8] == b"\0\0\0\0" and data[9] == 255
+
+
+def test_normalisation(tmp_path):
+    src = _make_tree(tmp_path / "t", umask=0o077, mtime=123456789, owner=4242)
+    _, data = _layer(src, mtime=42)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = tar.getmembers()
+        names = [m.name for m in members]
+        assert names[:3] == ["opt", "opt/lemonpack", "opt/lemonpack/recipe"]
+        assert names == sorted(names, key=lambda n: n.encode())
+        seen = set()
+        for m in members:
+            parent = os.path.dirname(m.name)
+            assert parent == "" or parent in seen, f"{m.name} before its parent"
+            seen.add(m.name)
+            assert (m.mtime, m.uid, m.gid, m.uname, m.gname) == (42, 0, 0, "", "")
+            assert set(m.pax_headers) <= {"path", "linkpath"}
+            if m.isdir():
+                assert m.mode == 0o755
+            elif m.issym():
+                assert m.mode == 0o777
+            else:
+                assert m.isreg()
+        by = {m.name: m for m in members}
+        p = "opt/lemonpack/recipe/"
+        assert by[p + "bin/engine"].mode == 0o755
+        assert by[p + "bin/hardlink"].isreg() and by[p + "bin/hardlink"].mode == 0o755
+        assert tar.extractfile(by[p + "bin/hardlink"]).read() == b"#!/bin/sh\necho engine\n"
+        assert by[p + "lib/deep/data.bin"].mode == 0o644
+        assert by[p + "lib/link"].linkname == "deep/data.bin"
+        assert tar.extractfile(by[p + "lib/é-unicode.txt"]).read() == "héllo".encode()
+        assert by[p + "lib/" + "long" * 40].size == 9
+
+
+def test_gnu_tar_lists_the_layer(tmp_path):
+    src = _make_tree(tmp_path / "t", umask=0o022, mtime=5, owner=0)
+    out = tmp_path / "layer.tgz"
+    with open(out, "wb") as f:
+        write_dir_layer(src, "opt/x", f, mtime=0, compresslevel=6)
+    listing = subprocess.run(["tar", "-tzvf", str(out)], check=True, capture_output=True, text=True).stdout
+    assert "opt/x/bin/engine" in listing and "root/root" not in listing
+
+
+def test_empty_prefix_and_empty_dir(tmp_path):
+    (tmp_path / "e").mkdir()
+    info, data = _layer(tmp_path / "e", prefix="")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert tar.getmembers() == []
+    assert len(gzip.decompress(data)) % 10240 == 0
+
+
+def test_compresslevel_changes_digest_not_diff_id(tmp_path):
+    src = _make_tree(tmp_path / "t", umask=0o022, mtime=5, owner=0)
+    fast, _ = _layer(src, level=1)
+    best, _ = _layer(src, level=9)
+    assert fast.diff_id == best.diff_id and fast.digest != best.digest
+
+
+def test_big_file_streams(tmp_path):
+    src = tmp_path / "big"
+    src.mkdir()
+    with open(src / "f", "wb") as f:
+        f.write(os.urandom(3 << 20) + b"\0" * (5 << 20) + b"tail")
+    out = tmp_path / "l.tgz"
+    with open(out, "wb") as f:
+        info = write_dir_layer(src, "p", f, mtime=0, compresslevel=1)
+    data = out.read_bytes()
+    assert info.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    with tarfile.open(out) as tar:
+        assert tar.extractfile("p/f").read() == (src / "f").read_bytes()
+
+
+def test_files_layer(tmp_path):
+    out = io.BytesIO()
+    info = write_files_layer([("/etc/lemonpack/recipe.json", b"{}", 0o600),
+                              ("usr/bin/run", b"#!/bin/sh\n", 0o700)], out, mtime=7, compresslevel=1)
+    with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as tar:
+        got = [(m.name, m.type, m.mode, m.mtime) for m in tar.getmembers()]
+    assert got == [
+        ("etc", tarfile.DIRTYPE, 0o755, 7), ("etc/lemonpack", tarfile.DIRTYPE, 0o755, 7),
+        ("etc/lemonpack/recipe.json", tarfile.REGTYPE, 0o644, 7),
+        ("usr", tarfile.DIRTYPE, 0o755, 7), ("usr/bin", tarfile.DIRTYPE, 0o755, 7),
+        ("usr/bin/run", tarfile.REGTYPE, 0o755, 7),
+    ]
+    again = write_files_layer([("usr/bin/run", b"#!/bin/sh\n", 0o755),
+                               ("etc/lemonpack/recipe.json", b"{}", 0o644)], io.BytesIO(), mtime=7,
+                              compresslevel=1)
+    assert again == info
+
+
+@pytest.mark.parametrize("bad", [[("../x", b"", 0o644)], [("a/./b", b"", 0o644)], [("", b"", 0o644)]])
+def test_files_layer_rejects_unsafe_paths(bad):
+    with pytest.raises(UnsafeContentError):
+        write_files_layer(bad, io.BytesIO(), mtime=0, compresslevel=1)
+
+
+def test_files_layer_rejects_duplicates():
+    with pytest.raises(ValueError):
+        write_files_layer([("a", b"", 0), ("a", b"", 0)], io.BytesIO(), mtime=0, compresslevel=1)
+    with pytest.raises(ValueError):
+        write_files_layer([("a", b"", 0), ("a/b", b"", 0)], io.BytesIO(), mtime=0, compresslevel=1)
+
+
+def test_rejects_fifo(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(UnsafeContentError, match="fifo"):
+        _layer(tmp_path)
+
+
+def test_rejects_socket(tmp_path):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(tmp_path / "sock"))
+        with pytest.raises(UnsafeContentError, match="socket"):
+            _layer(tmp_path)
+    finally:
+        s.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_rejects_device(tmp_path):
+    import stat
+    os.mknod(tmp_path / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    with pytest.raises(UnsafeContentError, match="device"):
+        _layer(tmp_path)
+
+
+@pytest.mark.parametrize("target", ["../../outside", "a/../x", "/etc/passwd", "../..", "./../../x"])
+def test_rejects_escaping_symlinks(tmp_path, target):
+    (tmp_path / "sub").mkdir()
+    os.symlink(target, tmp_path / "sub" / "link")
+    with pytest.raises(UnsafeContentError, match="symlink"):
+        _layer(tmp_path)
+
+
+def test_allows_symlinks_inside(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "f").write_text("x")
+    os.symlink("../f", tmp_path / "sub" / "up")
+    os.symlink("sub", tmp_path / "dirlink")
+    _layer(tmp_path)
+
+
+def test_rejects_bad_prefix(tmp_path):
+    with pytest.raises(UnsafeContentError):
+        _layer(tmp_path, prefix="opt/../etc")
+
+
+def test_error_leaves_no_thread_running(tmp_path):
+    import threading
+    os.mkfifo(tmp_path / "zz-fifo")
+    (tmp_path / "a").write_bytes(os.urandom(3 << 20))
+    before = threading.active_count()
+    with pytest.raises(UnsafeContentError):
+        _layer(tmp_path)
+    assert threading.active_count() == before
