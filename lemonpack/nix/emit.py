@@ -87,8 +87,8 @@ class NixSource:
     :func:`attr_name`); ``url``: the origin URL; ``mirror_path``: ``"host/path"`` of that
     URL in a mirror (:func:`lemonpack.fetch.mirror.mirror_path`); ``sha256_hex``: 64
     lowercase hex characters; ``os``, ``accelerator``, ``gpu_arch`` (or None): the platform
-    it is for; ``binary``: the executable inside the artifact, or None.
-    Raises ``ValueError`` on a bad name, digest, URL or mirror path.
+    it is for; ``binary``: the executable inside the artifact (a relative path, no ``..``),
+    or None. Raises ``ValueError`` on a bad name, digest, URL, mirror path or binary.
     """
 
     name: str
@@ -110,6 +110,10 @@ class NixSource:
         parts = self.mirror_path.split("/")
         if self.mirror_path.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"{self.name}: bad mirror path: {self.mirror_path!r}")
+        if self.binary is not None and (self.binary.startswith("/") or not self.binary
+                                        or ".." in self.binary.split("/")):
+            raise ValueError(f"{self.name}: binary must be a relative path inside the artifact: "
+                             f"{self.binary!r}")
 
     def to_json(self) -> dict[str, str | None]:
         """The source's entry in ``sources.json`` (camelCase keys, hash in SRI form)."""

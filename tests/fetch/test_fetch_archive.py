@@ -225,3 +225,20 @@ def test_read_only_dirs_cleaned_on_failure(tmp_path):
         extract(arc, tmp_path / "out" / "d", name_hint="ro.tar.gz")
     assert os.listdir(tmp_path / "out") == []
     shutil.rmtree(tmp_path / "out")
+
+
+def test_fetch_then_extract(server, tmp_path):
+    """The two halves together: a served tar.gz, fetched into the cache, extracted from it."""
+    import hashlib
+    from urllib.parse import urlsplit
+
+    from lemonpack.fetch import ArtifactCache, fetch
+
+    arc = _tar(tmp_path / "engine.tar.gz", [(_info("bin/llama-server", mode=0o755), b"#!/bin/sh\necho hi\n")])
+    data = arc.read_bytes()
+    url = server.put("releases/engine.tar.gz", data)
+    got = fetch(url, sha256="sha256:" + hashlib.sha256(data).hexdigest(),
+                cache=ArtifactCache(tmp_path / "cache"), progress=False)
+    dest = tmp_path / "engines" / got.sha256
+    extract(got.path, dest, name_hint=urlsplit(url).path.rsplit("/", 1)[-1])
+    assert os.access(dest / "bin/llama-server", os.X_OK)

@@ -47,7 +47,8 @@ def test_nixsource_validation():
               os="linux", accelerator="cpu")
     NixSource(**ok)
     for bad in [dict(name="bad name"), dict(sha256_hex="0" * 63), dict(url="ftp://h/a"),
-                dict(mirror_path="/h/a"), dict(mirror_path="h/../a")]:
+                dict(mirror_path="/h/a"), dict(mirror_path="h/../a"),
+                dict(binary="/bin/sh"), dict(binary="../x"), dict(binary="")]:
         with pytest.raises(ValueError):
             NixSource(**{**ok, **bad})
 

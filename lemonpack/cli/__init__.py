@@ -1,0 +1,55 @@
+"""The ``lemonpack`` command line (typer): argument parsing and printing only.
+
+Every command is one call into a room. Errors of the :class:`~lemonpack.errors.LemonpackError`
+family are caught once, in :func:`main`, and printed without a traceback (as JSON on
+stdout when ``--json`` was given); the process exits with the error's ``exit_code``.
+Command groups live in sibling modules and register themselves on :data:`app`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import typer
+
+from lemonpack.cli._app import app, console, err_console
+from lemonpack.cli import build_cmds, contract_cmds  # noqa: F401  (register commands)
+from lemonpack.errors import LemonpackError
+
+try:  # the runtime commands arrive with the runtime room
+    from lemonpack.cli import runtime_cmds  # noqa: F401
+except ImportError:  # pragma: no cover - only while the runtime room is absent
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns (and exits with) the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in args
+    try:
+        result = app(args=args, prog_name="lemonpack", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except LemonpackError as e:
+        if want_json:
+            print(json.dumps(e.to_json(), indent=2))
+        else:
+            err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+        code = e.exit_code
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        err_console.print("aborted")
+        code = 130
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+__all__ = ["app", "console", "main"]

@@ -1,0 +1,3 @@
+"""``lemonpack build``: recipes into OCI image layouts and Nix expressions."""
+
+from __future__ import annotations

@@ -1,0 +1,88 @@
+"""``lemonpack lint``, ``lemonpack host``, ``lemonpack schema check|lock``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.contract import detect_host, lint_file
+from lemonpack.contract.schemalock import check_lock, refresh_lock
+
+
+@app.command()
+def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to check."),
+         json_out: bool = JSON_OPTION) -> int:
+    """Check recipes against contract major 1 (schema, semantic rules, digest pinning).
+
+    Exit 0 when every file passes, 1 otherwise; one line per problem.
+    """
+    from lemonpack.build.checks import pinning_problems
+
+    results = []
+    for f in files:
+        problems = lint_file(f)
+        if not problems:
+            problems = pinning_problems(f)
+        results.append((f, problems))
+    failed = any(p for _, p in results)
+    if json_out:
+        print_json({"ok": not failed, "files": [
+            {"file": str(f), "ok": not p, "problems": [x.to_json() for x in p]} for f, p in results]})
+    else:
+        for f, problems in results:
+            if problems:
+                for p in problems:
+                    err_console.print(str(p), markup=False)
+            else:
+                console.print(f"{f}: ok", markup=False)
+    return 1 if failed else 0
+
+
+@app.command()
+def host(json_out: bool = JSON_OPTION) -> int:
+    """Print what platform selection sees on this machine (OS, accelerators, GPU arch).
+
+    Set LEMONPACK_HOST_FACTS to a JSON host description to override detection.
+    """
+    facts = detect_host()
+    if json_out:
+        print_json(facts.to_json())
+    else:
+        console.print(f"os: {facts.os}")
+        console.print(f"accelerators: {', '.join(sorted(facts.accelerators))}")
+        console.print(f"rocm_arch: {facts.rocm_arch or '-'}")
+        console.print(f"cuda_arch: {facts.cuda_arch or '-'}")
+    return 0
+
+
+schema_app = typer.Typer(help="The shipped recipe schemas and their lock file.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("check")
+def schema_check(json_out: bool = JSON_OPTION) -> int:
+    """Verify every shipped schema major against the lock file (exit 1 on drift)."""
+    problems = check_lock()
+    if json_out:
+        print_json({"ok": not problems, "problems": problems})
+    else:
+        for p in problems:
+            err_console.print(p, markup=False)
+        if not problems:
+            console.print("schema lock: ok")
+    return 1 if problems else 0
+
+
+@schema_app.command("lock")
+def schema_lock(json_out: bool = JSON_OPTION) -> int:
+    """Re-pin unreleased schema majors after review (a released major is refused)."""
+    lock = refresh_lock()
+    if json_out:
+        print_json(lock)
+    else:
+        for major, entry in sorted(lock["majors"].items()):
+            state = "released" if entry["released"] else "unreleased"
+            console.print(f"major {major}: {entry['sha256']} ({state})")
+    return 0

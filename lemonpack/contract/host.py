@@ -1,0 +1,124 @@
+"""Host facts: what platform selection needs to know about a machine (RFC sections 3, 9).
+
+Selection is a pure function of an explicit :class:`HostFacts`; :func:`detect_host`
+is the one place that reads the real machine (``/dev``, ``/sys``, ``nvidia-smi``), and
+it takes a ``root`` so tests can point it at a fake tree. ``LEMONPACK_HOST_FACTS``
+(JSON, the shape of :meth:`HostFacts.to_json`) replaces detection entirely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from lemonpack.errors import LemonpackError
+
+#: Section 9's runtime detection order (metal first on macOS).
+DETECTION_ORDER: tuple[str, ...] = ("cuda", "rocm", "vulkan", "gpu", "cpu")
+
+_OS_NAMES = {"Linux": "linux", "Darwin": "darwin", "Windows": "windows"}
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """A host: ``os`` (``linux``/``darwin``/``windows``), ``accelerators`` present
+    (always including ``cpu``), the AMD GPU arch ``rocm_arch`` (``gfx1151``) and the
+    NVIDIA arch ``cuda_arch`` (``sm_90``), each None when absent."""
+
+    os: str
+    accelerators: frozenset[str] = frozenset({"cpu"})
+    rocm_arch: str | None = None
+    cuda_arch: str | None = None
+
+    def gpu_arch(self, accelerator: str) -> str | None:
+        """The GPU arch that arch overrides match for a block of ``accelerator``:
+        the ROCm arch for rocm, the CUDA arch for cuda, whichever GPU exists for
+        vulkan/gpu/oneapi (AMD first), None for cpu."""
+        if accelerator == "rocm":
+            return self.rocm_arch
+        if accelerator == "cuda":
+            return self.cuda_arch
+        if accelerator in ("cpu", "npu", "tpu", "metal"):
+            return None
+        return self.rocm_arch or self.cuda_arch
+
+    def to_json(self) -> dict:
+        return {"os": self.os, "accelerators": sorted(self.accelerators),
+                "rocm_arch": self.rocm_arch, "cuda_arch": self.cuda_arch}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "HostFacts":
+        """Build from :meth:`to_json`'s shape; LemonpackError on a malformed value."""
+        try:
+            accels = frozenset(data.get("accelerators", ["cpu"])) | {"cpu"}
+            return cls(os=data["os"], accelerators=accels, rocm_arch=data.get("rocm_arch"),
+                       cuda_arch=data.get("cuda_arch"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise LemonpackError(f"invalid host description {data!r}: {e}") from None
+
+
+def _gfx_from_target_version(value: int) -> str:
+    """KFD ``gfx_target_version`` (major*10000 + minor*100 + stepping) to ``gfxNNN``."""
+    major, minor, step = value // 10000, (value // 100) % 100, value % 100
+    return f"gfx{major}{minor}{step:x}"
+
+
+def detect_rocm_arch(root: Path) -> str | None:
+    """The first GPU's gfx arch from KFD topology under ``root`` (None without /dev/kfd)."""
+    if not (root / "dev/kfd").exists():
+        return None
+    nodes = sorted((root / "sys/class/kfd/kfd/topology/nodes").glob("*/properties"))
+    for props in nodes:
+        for line in props.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "gfx_target_version" and value.strip().isdigit() and int(value) > 0:
+                return _gfx_from_target_version(int(value))
+    return None
+
+
+def detect_cuda_arch(root: Path) -> str | None:
+    """``sm_XY`` from ``nvidia-smi --query-gpu=compute_cap`` when an NVIDIA driver is present."""
+    if root != Path("/") or not Path("/proc/driver/nvidia/gpus").exists():
+        return None
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    return "sm_" + first.replace(".", "") if first else None
+
+
+def detect_host(root: str | Path = "/") -> HostFacts:
+    """Describe the machine. ``LEMONPACK_HOST_FACTS`` (JSON) overrides detection;
+    ``root`` lets tests supply a fake ``/dev`` and ``/sys`` tree."""
+    injected = os.environ.get("LEMONPACK_HOST_FACTS")
+    if injected:
+        try:
+            return HostFacts.from_json(json.loads(injected))
+        except json.JSONDecodeError as e:
+            raise LemonpackError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
+    root = Path(root)
+    os_name = _OS_NAMES.get(platform.system(), platform.system().lower())
+    accels = {"cpu"}
+    if os_name == "darwin":
+        accels.add("metal")
+    rocm = detect_rocm_arch(root)
+    cuda = detect_cuda_arch(root)
+    if rocm:
+        accels.add("rocm")
+    if cuda:
+        accels.add("cuda")
+    if list((root / "dev/dri").glob("renderD*")) and any(
+            (root / d).is_dir() and any((root / d).iterdir())
+            for d in ("usr/share/vulkan/icd.d", "etc/vulkan/icd.d")):
+        accels.add("vulkan")
+    return HostFacts(os=os_name, accelerators=frozenset(accels), rocm_arch=rocm, cuda_arch=cuda)

@@ -1,0 +1,22 @@
+"""JSON paths for messages: ``platforms.linux.rocm.args[7]`` (dotted keys, ``[i]``
+indices, ``["odd.key"]`` for keys that are not plain words or globs)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_*?!\[\]-]+$")
+
+
+def join(parts: Iterable[str | int]) -> str:
+    """Render a sequence of keys and indices as a JSON path (``""`` for the root)."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN.match(part) and not part.startswith("["):
+            out += f".{part}" if out else part
+        else:
+            out += f'["{part}"]'
+    return out

@@ -1,0 +1,231 @@
+"""Semantic rules of contract major 1 that the JSON Schema alone cannot say.
+
+Each rule reads the raw document defensively (the schema may already have failed on
+the same file, and every problem is reported together) and yields
+:class:`~lemonpack.errors.Problem` objects with the JSON path of the offending field.
+Sources: RFC sections 4 (the seven rejections), 4.1, 4.2, 4.3, 4.6, 5, 6, 7, 11, 12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lemonpack.contract import jsonpath
+from lemonpack.contract.builtins import (BUILTIN_RECIPES, LAUNCH_PLAN_BUILTINS, SUPPORTED_CONTRACT_MAJOR,
+                                         is_loader_env_key)
+from lemonpack.contract.capabilities import CAPABILITIES
+from lemonpack.contract.tokens import TokenSyntaxError, parse_template
+from lemonpack.errors import Problem
+
+Path = tuple[str | int, ...]
+
+EXEC_TEMPLATE_LISTS = ("args", "stop_command_args", "argv_extra")
+EXEC_TEMPLATE_STRINGS = ("command", "stop_command", "working_dir")
+PROVENANCE_FIELDS = ("source", "sha256", "version_policy")
+VARIANT_ONLY_FIELDS = ("binary", "argv_extra", "source", "sha256", "version_policy")
+
+
+class _Collector:
+    def __init__(self, file: str):
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def add(self, path: Path, rule: str, message: str) -> None:
+        self.problems.append(Problem(self.file, jsonpath.join(path), rule, message))
+
+
+def semantic_problems(doc: Any, file: str) -> list[Problem]:
+    """Every semantic problem in ``doc`` (a parsed JSON value), in document order."""
+    c = _Collector(file)
+    if not isinstance(doc, dict):
+        return c.problems
+    _identity(doc, c)
+    _capabilities(doc, c)
+    _top_level(doc, c)
+    for os_name, accels in _items(doc.get("platforms")):
+        for accel, block in _items(accels):
+            if isinstance(block, dict):
+                _block(doc, block, ("platforms", os_name, accel), c)
+    _provenance(doc, c)
+    return c.problems
+
+
+def _items(value: Any) -> list[tuple[str, Any]]:
+    return list(value.items()) if isinstance(value, dict) else []
+
+
+def _identity(doc: dict, c: _Collector) -> None:
+    recipe = doc.get("recipe")
+    if isinstance(recipe, str) and recipe in BUILTIN_RECIPES:
+        c.add(("recipe",), "builtin-collision",
+              f"recipe id {recipe!r} collides with a built-in recipe; choose another id")
+    version = doc.get("api_contract_version")
+    if isinstance(version, str) and version.isdigit() and int(version) > SUPPORTED_CONTRACT_MAJOR:
+        c.add(("api_contract_version",), "contract-too-new",
+              f"api_contract_version {version!r} is newer than this lemonpack supports "
+              f"({SUPPORTED_CONTRACT_MAJOR}); upgrade lemonpack")
+    if "extends" in doc and "variant_of" in doc:
+        c.add(("extends",), "extends-and-variant-of", "declares both 'extends' and 'variant_of'; they are mutually exclusive")
+    if isinstance(doc.get("extends"), str) and doc.get("extends") == recipe:
+        c.add(("extends",), "extends-cycle", f"recipe {recipe!r} extends itself")
+    variant = doc.get("variant_of")
+    if isinstance(variant, str) and variant not in LAUNCH_PLAN_BUILTINS:
+        c.add(("variant_of",), "variant-of-target",
+              f"variant_of {variant!r} is not a built-in with a launch plan; "
+              f"it must be one of {', '.join(LAUNCH_PLAN_BUILTINS)}")
+    ports = doc.get("requested_ports")
+    if isinstance(ports, int) and not isinstance(ports, bool) and ports != 1:
+        c.add(("requested_ports",), "requested-ports",
+              f"requested_ports is {ports}; contract v1 supports exactly 1 (the {{port}} token)")
+
+
+def _capabilities(doc: dict, c: _Collector) -> None:
+    caps = doc.get("capabilities")
+    declared = [x for x in caps if isinstance(x, str) and x in CAPABILITIES] if isinstance(caps, list) else []
+    for i, cap in enumerate(declared):
+        info = CAPABILITIES.get(cap)
+        if info and info.variant_of_only and "variant_of" not in doc:
+            c.add(("capabilities", i), "variant-of-only-capability",
+                  f"capability {cap!r} is only available to variant_of recipes in contract v1")
+    for field in ("capability_enable_args", "endpoints"):
+        for key, _ in _items(doc.get(field)):
+            if key in CAPABILITIES and key not in declared:
+                c.add((field, key), "undeclared-capability",
+                      f"{field} key {key!r} is not a declared capability (declared: {', '.join(declared) or 'none'})")
+    for key, args in _items(doc.get("capability_enable_args")):
+        if isinstance(args, list):
+            _template_list(args, (("capability_enable_args", key)), c, custom_args_ok=True)
+
+
+def _top_level(doc: dict, c: _Collector) -> None:
+    if "variant_of" not in doc:
+        for field in PROVENANCE_FIELDS:
+            if field in doc:
+                c.add((field,), "provenance-without-variant-of",
+                      f"'{field}' is only valid with 'variant_of' (a passthrough recipe runs a user-provided command)")
+    probe = doc.get("health_probe")
+    if isinstance(probe, dict) and probe.get("type") in ("tcp", "process"):
+        for field in ("endpoint", "expected_status"):
+            if field in probe:
+                c.add(("health_probe", field), "probe-field",
+                      f"health_probe.{field} only applies to type 'http' (this probe is {probe['type']!r})")
+    uses_alias = _uses_token(doc, "arch_alias")
+    if uses_alias and not isinstance(doc.get("arch_aliases"), dict):
+        c.add(("arch_aliases",), "arch-alias-undeclared",
+              "the {arch_alias} token is used but the recipe declares no arch_aliases")
+
+
+def _uses_token(doc: dict, kind: str) -> bool:
+    found = False
+
+    def walk(value: Any) -> None:
+        nonlocal found
+        if isinstance(value, str) and "{" + kind in value:
+            found = True
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(doc.get("platforms"))
+    walk(doc.get("capability_enable_args"))
+    return found
+
+
+def _block(doc: dict, block: dict, path: Path, c: _Collector, *, override: bool = False) -> None:
+    variant = "variant_of" in doc
+    has_cmd, has_args = "command" in block, "args" in block
+    if has_cmd != has_args:
+        c.add(path + ("command" if has_cmd else "args",), "command-and-args",
+              "'command' and 'args' must be set together")
+    if "stop_command_args" in block and "stop_command" not in block:
+        c.add(path + ("stop_command_args",), "stop-command-args", "'stop_command_args' needs 'stop_command'")
+    if variant:
+        if has_cmd or has_args:
+            c.add(path + ("command" if has_cmd else "args",), "variant-of-command",
+                  "a variant_of block takes its argv from the built-in's launch plan; "
+                  "use 'argv_extra' for extra flags instead of 'command'/'args'")
+        if not override and "binary" not in block:
+            c.add(path, "variant-of-binary", "a variant_of platform block needs 'binary' (the executable's file name)")
+        binary = block.get("binary")
+        if isinstance(binary, str) and ("/" in binary or "\\" in binary or binary in (".", "..") or ".." in binary):
+            c.add(path + ("binary",), "binary-name",
+                  f"binary {binary!r} must be a bare file name (no '/', no '..')")
+    else:
+        for field in VARIANT_ONLY_FIELDS:
+            if field in block:
+                c.add(path + (field,), "variant-of-field", f"'{field}' is only valid with 'variant_of'")
+        if not override and not has_cmd and not has_args:
+            c.add(path, "command-and-args", "a passthrough platform block needs 'command' and 'args'")
+    for key, _ in _items(block.get("env")):
+        if is_loader_env_key(key):
+            c.add(path + ("env", key), "loader-env",
+                  f"env may not set the dynamic-loader variable {key!r}")
+    for key, value in _items(block.get("env")):
+        if isinstance(value, str):
+            _template(value, path + ("env", key), c)
+    for field in EXEC_TEMPLATE_STRINGS:
+        value = block.get(field)
+        if isinstance(value, str):
+            _template(value, path + (field,), c)
+            if field == "command" and value.startswith("-"):
+                c.add(path + (field,), "command-dash", "command may not begin with '-'")
+    for field in EXEC_TEMPLATE_LISTS:
+        value = block.get(field)
+        if isinstance(value, list):
+            _template_list(value, path + (field,), c, custom_args_ok=field in ("args", "argv_extra"))
+    if not override:
+        for pattern, entry in _items(block.get("arch")):
+            if isinstance(entry, dict):
+                _block(doc, entry, path + ("arch", pattern), c, override=True)
+
+
+def _template_list(values: list, path: Path, c: _Collector, *, custom_args_ok: bool) -> None:
+    for i, value in enumerate(values):
+        if isinstance(value, str):
+            _template(value, path + (i,), c, whole_custom_args_ok=custom_args_ok)
+
+
+def _template(value: str, path: Path, c: _Collector, *, whole_custom_args_ok: bool = False) -> None:
+    try:
+        parts = parse_template(value)
+    except TokenSyntaxError as e:
+        c.add(path, "token", str(e))
+        return
+    for part in parts:
+        if not isinstance(part, str) and part.kind == "custom_args":
+            if not (whole_custom_args_ok and value == "{custom_args}"):
+                c.add(path, "token-custom-args",
+                      "{custom_args} expands to several argv elements: it must be a whole element of "
+                      "args or argv_extra")
+
+
+def _provenance(doc: dict, c: _Collector) -> None:
+    """Pinned (the default) requires sha256 at whatever level ends up fetching (section 7)."""
+    if "variant_of" not in doc:
+        return
+    top = {k: doc.get(k) for k in PROVENANCE_FIELDS}
+    for os_name, accels in _items(doc.get("platforms")):
+        for accel, block in _items(accels):
+            if not isinstance(block, dict):
+                continue
+            base = {k: block.get(k, top[k]) for k in PROVENANCE_FIELDS}
+            path: Path = ("platforms", os_name, accel)
+            _check_effective(base, path, c)
+            for pattern, entry in _items(block.get("arch")):
+                if isinstance(entry, dict):
+                    eff = {k: entry.get(k, base[k]) for k in PROVENANCE_FIELDS}
+                    _check_effective(eff, path + ("arch", pattern), c)
+
+
+def _check_effective(eff: dict, path: Path, c: _Collector) -> None:
+    if eff["source"] is None:
+        return
+    policy = eff["version_policy"] or "pinned"
+    if policy == "pinned" and eff["sha256"] is None:
+        c.add(path, "pinned-needs-sha256",
+              f"artifact {eff['source']} is pinned (the default version_policy) but has no sha256 "
+              "at this level or above; add sha256 or set version_policy to roll_forward")

@@ -1,0 +1,101 @@
+"""Per-major recipe schemas and their lock file (RFC section 11, decision D6).
+
+``schema/recipe-v<major>.schema.json`` holds each major; ``schema/lock.json`` pins each
+major's canonical sha256 (sha256 of the schema's canonical JSON, so whitespace edits do
+not count) and a ``released`` flag. A released major is frozen: :func:`refresh_lock`
+refuses to re-pin it. :func:`check_lock` is what the schema-lock test and
+``lemonpack schema check`` run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lemonpack.errors import LemonpackError
+
+SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
+LOCK_FILE = SCHEMA_DIR / "lock.json"
+
+
+def schema_path(major: int, schema_dir: Path = SCHEMA_DIR) -> Path:
+    """Path of the schema file for contract ``major``."""
+    return schema_dir / f"recipe-v{major}.schema.json"
+
+
+def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
+    """The parsed JSON Schema of contract ``major``; LemonpackError if it is not shipped."""
+    path = schema_path(major, schema_dir)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LemonpackError(f"no schema shipped for contract major {major} ({path})") from None
+
+
+def canonical_sha256(path: Path) -> str:
+    """Hex sha256 of the canonical JSON (sorted keys, compact, UTF-8) of a schema file."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_lock(lock_file: Path = LOCK_FILE) -> dict[str, Any]:
+    """The lock document: ``{"majors": {"1": {"file", "sha256", "released"}}}``."""
+    return json.loads(lock_file.read_text(encoding="utf-8"))
+
+
+def shipped_majors(schema_dir: Path = SCHEMA_DIR) -> list[int]:
+    """Every major that has a schema file, ascending."""
+    out = []
+    for p in schema_dir.glob("recipe-v*.schema.json"):
+        num = p.name[len("recipe-v"):-len(".schema.json")]
+        if num.isdigit():
+            out.append(int(num))
+    return sorted(out)
+
+
+def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -> list[str]:
+    """Every mismatch between the schema files and the lock, as sentences (empty: OK)."""
+    lock_file = lock_file or schema_dir / "lock.json"
+    majors = read_lock(lock_file).get("majors", {})
+    problems = []
+    for major in shipped_majors(schema_dir):
+        entry = majors.get(str(major))
+        actual = canonical_sha256(schema_path(major, schema_dir))
+        if entry is None:
+            problems.append(f"major {major}: schema file is not in the lock; run 'lemonpack schema lock'")
+        elif entry.get("sha256") != actual:
+            verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'lemonpack schema lock' after review"
+            problems.append(f"major {major}: schema sha256 {actual} != locked {entry.get('sha256')}: the schema {verb}")
+    for major in majors:
+        if not schema_path(int(major), schema_dir).exists():
+            problems.append(f"major {major}: locked but its schema file is missing (majors are never removed)")
+    return problems
+
+
+def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -> dict[str, Any]:
+    """Re-pin every unreleased major; refuse (LemonpackError) to change a released one.
+
+    Writes the lock atomically and returns the new lock document.
+    """
+    lock_file = lock_file or schema_dir / "lock.json"
+    lock = read_lock(lock_file) if lock_file.exists() else {"majors": {}}
+    majors = lock.setdefault("majors", {})
+    for major in shipped_majors(schema_dir):
+        actual = canonical_sha256(schema_path(major, schema_dir))
+        entry = majors.get(str(major))
+        if entry and entry.get("released") and entry.get("sha256") != actual:
+            raise LemonpackError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
+        majors[str(major)] = {"file": schema_path(major, schema_dir).name, "sha256": actual,
+                              "released": bool(entry and entry.get("released"))}
+    data = json.dumps(lock, indent=2, sort_keys=True) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=lock_file.parent, prefix=".lock-")
+    with os.fdopen(fd, "w") as f:
+        f.write(data)
+    os.replace(tmp, lock_file)
+    return lock

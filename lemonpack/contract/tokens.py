@@ -1,0 +1,181 @@
+"""The v1 token vocabulary and the token engine (RFC section 4.2).
+
+A template is a string from ``command``, ``args``, ``env`` values, ``stop_command``,
+``stop_command_args``, ``argv_extra``, ``working_dir`` or ``capability_enable_args``.
+Every ``{`` opens a token and the next ``}`` closes it; there is no escape. Tokens are
+parsed when a manifest is loaded (unknown, empty, unterminated or nested tokens, and a
+default on a token that takes none, are rejected) and resolved only when a process is
+spawned, each into a single argv element or env value, never through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from lemonpack.errors import TokenError
+
+#: Tokens written as a bare name, grouped as in the RFC table.
+SIMPLE_TOKENS: dict[str, str] = {
+    **dict.fromkeys(("port", "host", "pid", "log_level", "recipe", "model_name"), "runtime"),
+    **dict.fromkeys(("resolved_path", "model_relative_path", "model_dir", "exe_dir", "hf_cache", "cache_dir"),
+                    "checkpoints"),
+    **dict.fromkeys(("rocm_arch", "cuda_arch", "arch_alias", "target_device", "hip_visible_devices",
+                     "cuda_visible_devices", "rocr_visible_devices", "ggml_vk_visible_devices",
+                     "ze_affinity_mask"), "hardware"),
+    **dict.fromkeys(("ctx_size", "batch_size", "ubatch_size", "threads", "cache_type_k", "cache_type_v"),
+                    "options"),
+    "custom_args": "custom",
+}
+
+#: Tokens written ``{kind:NAME}``; the value says whether ``:-DEFAULT`` is allowed.
+PARAM_TOKENS: dict[str, bool] = {
+    "checkpoint": False,
+    "checkpoint_relative": False,
+    "custom": True,
+    "env": True,
+}
+
+_PARAM_NAME = {
+    "checkpoint": re.compile(r"^[A-Za-z0-9_.-]+$"),
+    "checkpoint_relative": re.compile(r"^[A-Za-z0-9_.-]+$"),
+    "custom": re.compile(r"^[A-Za-z0-9_]+$"),
+    "env": re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$"),
+}
+
+_NEGATIVE_NUMBER = re.compile(r"^-(?:\d+(?:\.\d+)?|\.\d+)$")
+
+
+@dataclass(frozen=True)
+class Token:
+    """A parsed token. ``kind`` is the bare name (``port``) or the parameterised kind
+    (``custom``); ``name`` the parameter (``gpu_layers``) or None; ``default`` the text
+    after ``:-`` or None; ``text`` the token as written, braces included."""
+
+    kind: str
+    name: str | None
+    default: str | None
+    text: str
+
+
+class TokenSyntaxError(ValueError):
+    """A template breaks the token grammar; ``str()`` is a sentence for the user."""
+
+
+Part = str | Token
+
+
+def parse_template(template: str) -> tuple[Part, ...]:
+    """Split ``template`` into literal strings and :class:`Token` objects.
+
+    Raises :class:`TokenSyntaxError` for an unknown token, ``{}``, a ``{`` without ``}``,
+    a ``{`` inside a token, a stray ``}``, a bad parameter name, or a default on a token
+    that takes none.
+    """
+    parts: list[Part] = []
+    i, n = 0, len(template)
+    literal_start = 0
+    while i < n:
+        ch = template[i]
+        if ch == "}":
+            raise TokenSyntaxError(f"unmatched '}}' at offset {i} in {template!r}")
+        if ch != "{":
+            i += 1
+            continue
+        if i > literal_start:
+            parts.append(template[literal_start:i])
+        j = i + 1
+        while j < n and template[j] not in "{}":
+            j += 1
+        if j >= n:
+            raise TokenSyntaxError(f"unterminated token at offset {i} in {template!r}")
+        if template[j] == "{":
+            raise TokenSyntaxError(f"nested token at offset {j} in {template!r}")
+        parts.append(_parse_token(template[i + 1:j], template[i:j + 1]))
+        i = j + 1
+        literal_start = i
+    if literal_start < n:
+        parts.append(template[literal_start:])
+    return tuple(parts)
+
+
+def _parse_token(body: str, text: str) -> Token:
+    if not body:
+        raise TokenSyntaxError("empty token '{}'")
+    head, sep, rest = body.partition(":")
+    if not sep:
+        if body in SIMPLE_TOKENS:
+            return Token(body, None, None, text)
+        if body in PARAM_TOKENS:
+            raise TokenSyntaxError(f"token {text} needs a name: {{{body}:NAME}}")
+        raise TokenSyntaxError(f"unknown token {text}")
+    if head in SIMPLE_TOKENS:
+        if rest.startswith("-"):
+            raise TokenSyntaxError(f"token {{{head}}} takes no default (in {text})")
+        raise TokenSyntaxError(f"token {{{head}}} takes no parameter (in {text})")
+    if head not in PARAM_TOKENS:
+        raise TokenSyntaxError(f"unknown token {text}")
+    name, dsep, default = rest.partition(":-")
+    if not dsep and ":" in rest:
+        raise TokenSyntaxError(f"malformed token {text}: a default is written {{{head}:NAME:-DEFAULT}}")
+    if not _PARAM_NAME[head].match(name):
+        raise TokenSyntaxError(f"token {text} has an invalid name {name!r}")
+    if dsep and not PARAM_TOKENS[head]:
+        raise TokenSyntaxError(f"token {{{head}:NAME}} takes no default (in {text})")
+    return Token(head, name, default if dsep else None, text)
+
+
+def tokens_in(template: str) -> tuple[Token, ...]:
+    """The tokens of ``template`` (raises :class:`TokenSyntaxError` like parse_template)."""
+    return tuple(p for p in parse_template(template) if isinstance(p, Token))
+
+
+def is_negative_number(value: str) -> bool:
+    """True for a validated negative number (``-0``, ``-12``, ``-1.5``): the only
+    resolved values allowed to start with ``-`` (RFC section 4.2)."""
+    return bool(_NEGATIVE_NUMBER.match(value))
+
+
+def render(template: str, resolve: Callable[[Token], str], *, where: str = "") -> str:
+    """Resolve every token of ``template`` through ``resolve`` into one string.
+
+    ``resolve(token)`` returns the value or raises :class:`TokenError`. A resolved value
+    that begins with ``-`` is rejected unless it is a negative number (section 4.2),
+    whatever the argv position. ``{custom_args}`` cannot be rendered into one string:
+    use :func:`render_argv`. ``where`` names the field for messages.
+    """
+    out: list[str] = []
+    for part in parse_template(template):
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        if part.kind == "custom_args":
+            raise TokenError(f"{where}: {{custom_args}} must be a whole argv element")
+        value = resolve(part)
+        if value.startswith("-") and not is_negative_number(value):
+            raise TokenError(
+                f"{where}: token {part.text} resolved to {value!r}, which begins with '-' "
+                "and is not a negative number")
+        out.append(value)
+    return "".join(out)
+
+
+def render_argv(templates: Sequence[str], resolve: Callable[[Token], str],
+                expand_custom_args: Callable[[], Sequence[str]] | None = None,
+                *, where: str = "") -> list[str]:
+    """Resolve a list of templates into argv elements.
+
+    An element that is exactly ``{custom_args}`` expands through ``expand_custom_args()``
+    into zero or more elements (the caller splits and checks them against reserved_args);
+    every other element renders to exactly one element through :func:`render`.
+    """
+    argv: list[str] = []
+    for i, template in enumerate(templates):
+        if template == "{custom_args}":
+            if expand_custom_args is None:
+                raise TokenError(f"{where}[{i}]: {{custom_args}} is not available here")
+            argv.extend(expand_custom_args())
+        else:
+            argv.append(render(template, resolve, where=f"{where}[{i}]"))
+    return argv
