@@ -7,6 +7,7 @@ no other user of this machine's podman sees the image, and it is removed afterwa
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def test_busybox_image_runs_in_podman(tmp_path, require_tool):
 
     conf = tmp_path / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
-    root, runroot = tmp_path / "storage", tmp_path / "run"
+    root = tmp_path / "storage"
+    runroot = Path(tempfile.mkdtemp(prefix="lp-run-"))  # podman: runroot <= 50 chars
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
     store = f"[vfs@{root}+{runroot}]"
     podman = ["podman", "--root", str(root), "--runroot", str(runroot), "--storage-driver", "vfs"]
@@ -64,5 +66,5 @@ def test_busybox_image_runs_in_podman(tmp_path, require_tool):
         assert digest.stdout.strip() == image.digest
     finally:
         run([*podman, "rmi", "-f", ref])
-        run([*podman, "system", "reset", "-f"]) if False else None
-        subprocess.run(["chmod", "-R", "u+w", str(root)], capture_output=True)
+        shutil.rmtree(runroot, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
