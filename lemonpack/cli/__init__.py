@@ -18,10 +18,12 @@ from lemonpack.cli._app import app, console, err_console
 from lemonpack.cli import build_cmds, contract_cmds  # noqa: F401  (register commands)
 from lemonpack.errors import LemonpackError
 
-try:  # the runtime commands arrive with the runtime room
-    from lemonpack.cli import runtime_cmds  # noqa: F401
-except ImportError:  # pragma: no cover - only while the runtime room is absent
-    pass
+for _name in ("backends_cmds", "models_cmds", "run_cmds"):
+    try:  # command groups of rooms still being built register themselves when present
+        __import__(f"lemonpack.cli.{_name}")
+    except ModuleNotFoundError as _e:  # pragma: no cover
+        if _e.name != f"lemonpack.cli.{_name}":
+            raise
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""The runtime: discover recipes, build launch plans, launch, probe and supervise engines."""
