@@ -112,7 +112,9 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
 
     ``sha256``: ``"sha256:<64 hex>"``, or None for roll-forward (download, record the
     observed digest in ``Fetched.sha256``, verify nothing). ``mirror``: fetch from
-    ``mirror.rewrite(url)`` instead of the origin. ``progress``: show a rich progress bar
+    ``mirror.rewrite(url)`` instead of the origin (no fallback to the origin if the mirror
+    fails; the transport policy applies to the mirror URL, the origin is only a key).
+    ``progress``: show a rich progress bar
     on stderr (bytes, speed, ETA); None means "if stderr is a TTY". ``client``: an
     ``httpx.Client`` to use (not closed); default a fresh one.
 
