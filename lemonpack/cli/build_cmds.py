@@ -1,3 +1,117 @@
-"""``lemonpack build``: recipes into OCI image layouts and Nix expressions."""
+"""``lemonpack build`` and ``lemonpack install``: recipes into verified OCI layouts and
+Nix expressions, or into the runtime's install directory."""
 
 from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+
+MIRROR_OPTION = typer.Option(
+    None, "--mirror", metavar="URL",
+    help="Fetch artifacts from this base URL instead of their origin (laid out as <URL>/<host>/<path>); "
+         "hashes stay pinned. Default: $LEMONPACK_MIRROR.")
+INSECURE_OPTION = typer.Option(False, "--allow-insecure-mirror",
+                               help="Allow a plain-http mirror on a non-loopback host.")
+
+
+@app.command()
+def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", metavar="RECIPE.json..."),
+          out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write."),
+          os_name: str = typer.Option(None, "--os", help="Only targets for this OS (linux, darwin, windows)."),
+          accelerator: str = typer.Option(None, "--accelerator", help="Only targets for this accelerator."),
+          arch: str = typer.Option(None, "--arch", help="Build for this concrete GPU arch (e.g. gfx1151): "
+                                   "per block, the arch override that applies to it."),
+          mirror: str = MIRROR_OPTION,
+          allow_insecure_mirror: bool = INSECURE_OPTION,
+          cpu_arch: str = typer.Option(None, "--cpu-arch", help="OCI architecture of the images "
+                                       "(default: this machine's, e.g. amd64)."),
+          progress: bool = typer.Option(None, "--progress/--no-progress",
+                                        help="Download progress bars (default: when stderr is a terminal)."),
+          json_out: bool = JSON_OPTION) -> int:
+    """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
+
+    Every artifact is fetched once into the cache and verified by sha256 while streaming;
+    every container image must be pinned by digest. Tags: <recipe> (the image index) and
+    <recipe>.<target> per target, e.g. llamacpp-per-platform.linux-rocm. Nix files land in
+    OUT/nix/<recipe>/. Timestamps come from SOURCE_DATE_EPOCH (default 0).
+    """
+    from lemonpack.build.pipeline import BuildOptions, build_recipes, source_date_epoch
+    from lemonpack.contract import load_recipe
+    from lemonpack.errors import ManifestError
+    from lemonpack.fetch import Mirror
+
+    loaded, problems = [], []
+    for path in recipes:
+        try:
+            loaded.append(load_recipe(path))
+        except ManifestError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise ManifestError(problems)
+    opts = BuildOptions(
+        out=out, os=os_name, accelerator=accelerator, arch=arch,
+        mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
+        epoch=source_date_epoch(),
+        cpu_arch=cpu_arch or {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
+        progress=progress)
+
+    def report(t):
+        if not json_out:
+            what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
+            err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
+
+    result = build_recipes(loaded, opts, on_target=report)
+    if json_out:
+        print_json(result.to_json())
+    else:
+        for rid, digest in result.indexes.items():
+            console.print(f"{rid}: {digest} -> {out} (tag {rid})", markup=False)
+        for t in result.targets:
+            if t.policy == "roll_forward":
+                console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
+        for rel in result.nix:
+            console.print(f"  nix: {out / rel}/default.nix", markup=False)
+    return 0
+
+
+@app.command()
+def install(recipe_file: Path = typer.Argument(..., metavar="RECIPE.json", help="A variant_of recipe."),
+            accelerator: str = typer.Option(None, "--accelerator", help="Which platform block's artifact."),
+            arch: str = typer.Option(None, "--arch", help="GPU arch for arch overrides (default: detected)."),
+            mirror: str = MIRROR_OPTION,
+            allow_insecure_mirror: bool = INSECURE_OPTION,
+            yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+            progress: bool = typer.Option(None, "--progress/--no-progress"),
+            json_out: bool = JSON_OPTION) -> int:
+    """Download, verify and unpack a variant_of recipe's artifact for this host into
+    <cache>/external/<recipe>/, where its launch plan finds the binary (RFC section 10)."""
+    import sys
+
+    from lemonpack.build.install import install_recipe, plan_install
+    from lemonpack.contract import detect_host, load_recipe
+    from lemonpack.errors import LemonpackError
+    from lemonpack.fetch import Mirror
+
+    recipe = load_recipe(recipe_file)
+    plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
+    if not json_out:
+        for line in plan.disclosure():
+            err_console.print(line, markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
+                                 "pass --yes")
+        if not typer.confirm("Install?", default=False, err=True):
+            raise LemonpackError("not confirmed; nothing installed")
+    done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
+                          progress=progress)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
+    return 0

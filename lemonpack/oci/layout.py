@@ -237,6 +237,12 @@ class LayoutWriter:
         (root / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": OCI_LAYOUT_VERSION}))
         (root / "index.json").write_bytes(canonical_json(index))
 
+    @property
+    def staging_dir(self) -> Path:
+        """The temporary directory being built (inside the ``with`` block only). Extra
+        files written under it (e.g. ``nix/``) are installed atomically with the layout."""
+        return self._root()
+
     def _root(self) -> Path:
         if self._tmp is None:
             raise LemonpackError("LayoutWriter must be used inside a 'with' block")

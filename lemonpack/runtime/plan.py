@@ -24,7 +24,10 @@ class LaunchPlan:
     listens. ``stop_argv_template`` is the stop command with every token but ``{pid}``
     already resolved from the load-time snapshot; :meth:`stop_argv` fills in the pid.
     ``container_name``/``container_runtime`` are set when the command is a
-    ``podman``/``docker`` ``run`` with ``--name``.
+    ``podman``/``docker`` ``run`` with ``--name``. ``platform_path`` is the JSON path of
+    the effective block (``platforms.linux.rocm.arch.gfx1151``); ``accelerator`` and
+    ``gpu_arch`` the selection that produced it; ``mode`` the model's deployment mode
+    label (section 5), None when the recipe declares no moded capability.
     """
 
     recipe: str
@@ -40,6 +43,9 @@ class LaunchPlan:
     container_name: str | None = None
     container_runtime: str | None = None
     platform_path: str = ""
+    accelerator: str = ""
+    gpu_arch: str | None = None
+    mode: str | None = None
 
     def stop_argv(self, pid: int | None) -> tuple[str, ...] | None:
         """The stop command argv with ``{pid}`` replaced by ``pid`` (None: no stop command)."""

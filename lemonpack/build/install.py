@@ -1,0 +1,120 @@
+"""Install a variant_of recipe's artifact where the runtime launches it (RFC sections 7, 10).
+
+The host OS block is chosen; when the recipe offers more than one artifact for that OS
+and the host cannot tell which, ``--accelerator`` is required and the choices are named
+(section 7: never guess). The effective arch override uses ``--arch`` or the detected GPU
+arch. The artifact is fetched and verified (unless ``roll_forward``) and unpacked safely
+into ``<cache>/external/<recipe>/``, replacing a previous install atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
+from lemonpack.contract.select import block_for_arch
+from lemonpack.errors import LemonpackError, SelectionError
+from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
+from lemonpack.paths import external_dir
+
+DISCLOSURE = ("WARNING: this backend runs as an external subprocess. No process\n"
+              "         sandbox is enforced; run only manifests you trust.")
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """What :func:`install_recipe` will do: the ``recipe``, the chosen effective ``block``."""
+
+    recipe: Recipe
+    block: EffectiveBlock
+
+    def disclosure(self) -> list[str]:
+        """Provenance lines and the no-sandbox warning printed before installing (section 10)."""
+        r, p = self.recipe, self.block.provenance
+        return [f"recipe:        {r.recipe} ({r.display_name})",
+                f"variant_of:    {r.variant_of or '-'}",
+                f"platform:      {self.block.path}",
+                f"source:        {p.source or '- (user-provided binary)'}",
+                f"sha256:        {p.sha256 or '-'}",
+                f"version_policy: {p.policy}",
+                f"capabilities:  {', '.join(r.capabilities)}",
+                DISCLOSURE]
+
+
+def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = None,
+                 arch: str | None = None) -> InstallPlan:
+    """Choose the block and arch override to install for ``host``.
+
+    Raises :class:`SelectionError` when the recipe has no block for the host OS, when the
+    requested accelerator has no block, when several artifacts fit and no
+    ``accelerator`` was given (naming them), or when only arch overrides carry artifacts
+    and the arch is unknown (naming the patterns). Raises LemonpackError for a
+    passthrough recipe (nothing to install: its binary is user-provided).
+    """
+    if recipe.variant_of is None:
+        raise LemonpackError(f"{recipe.file}: {recipe.recipe} is a passthrough recipe; its command is "
+                             "user-provided and there is nothing to install")
+    blocks = recipe.platforms.get(host.os)
+    if not blocks:
+        raise SelectionError(f"{recipe.file}: no platform block for OS {host.os!r} "
+                             f"(declared: {', '.join(recipe.platforms)})")
+    if accelerator:
+        if accelerator not in blocks:
+            raise SelectionError(f"{recipe.file}: no block platforms.{host.os}.{accelerator} "
+                                 f"(choices: {', '.join(blocks)})")
+        chosen = accelerator
+    else:
+        usable = [a for a in blocks if a in host.accelerators] or list(blocks)
+        if len(usable) > 1:
+            raise SelectionError(f"{recipe.file}: {recipe.recipe} offers more than one artifact for "
+                                 f"{host.os} ({', '.join(usable)}); choose one with --accelerator")
+        chosen = usable[0]
+    block = recipe.platforms[host.os][chosen]
+    gpu_arch = arch or host.gpu_arch(chosen)
+    eff = block_for_arch(recipe, block, gpu_arch)
+    if eff.provenance.source is None and any(o.source for o in block.arch):
+        raise SelectionError(f"{recipe.file}: {block.path} publishes artifacts per arch "
+                             f"({', '.join(o.pattern for o in block.arch)}); give --arch")
+    return InstallPlan(recipe, eff)
+
+
+def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: ArtifactCache | None = None,
+                   progress: bool | None = None) -> dict:
+    """Fetch, verify and unpack ``plan``'s artifact into ``<cache>/external/<recipe>/``.
+
+    Returns ``{"recipe", "path", "binary", "source", "sha256", "policy"}``. Raises
+    IntegrityError / FetchError / UnsafeContentError with nothing changed, and
+    LemonpackError when the block has no source (user-provided binary) or the unpacked
+    artifact lacks the declared binary at its top level.
+    """
+    eff, recipe = plan.block, plan.recipe
+    prov = eff.provenance
+    if prov.source is None:
+        raise LemonpackError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
+                             f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
+    expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
+    fetched = fetch(prov.source, sha256=expected, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
+    dest = external_dir(recipe.recipe)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe.recipe}.install-"))
+    try:
+        tree = staging / "tree"
+        extract(fetched.path, tree, name_hint=Path(urlsplit(prov.source).path).name or "artifact")
+        if eff.binary and not (tree / eff.binary).is_file():
+            raise LemonpackError(f"{recipe.file}: artifact {prov.source} has no {eff.binary!r} at its top level")
+        record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
+                  "sha256": fetched.sha256, "policy": prov.policy, "platform": eff.path}
+        old = staging / "old"
+        if dest.exists():
+            os.rename(dest, old)
+        os.rename(tree, dest)
+        (dest.parent / f"{recipe.recipe}.install.json").write_text(json.dumps(record, indent=2) + "\n")
+        return record
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,316 @@
+"""``lemonpack build``: recipes → verified artifacts → one OCI image layout (+ Nix).
+
+Input: validated recipes (:mod:`lemonpack.contract`) and :class:`BuildOptions`.
+Output, in ``--out`` (an OCI image layout, image-spec v1.1 ``image-layout.md``):
+
+- per target (OS × accelerator × arch override, :func:`lemonpack.contract.targets`):
+  * a ``variant_of`` target with an artifact → an **image manifest**: layer 1 is the
+    artifact, verified by sha256 while streaming and unpacked safely, under
+    ``opt/lemonpack/<recipe>/``; layer 2 is the canonical recipe JSON at
+    ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary;
+  * any other target (passthrough, or a variant_of binary the user provides) → an
+    **artifact manifest** (``artifactType`` :data:`RECIPE_ARTIFACT_TYPE`, empty config)
+    whose one layer is the canonical recipe JSON and whose annotations record the
+    digest-pinned container images of that target;
+- one image index per recipe over its targets, tagged ``<recipe>``; one tag per target,
+  ``<recipe>.<target>`` (e.g. ``llamacpp-per-platform.linux-rocm``);
+- ``nix/<recipe>/sources.json`` and ``nix/<recipe>/default.nix`` (fixed-output fetches of
+  every artifact, :mod:`lemonpack.nix`), for recipes that have artifacts.
+
+Annotations use the vendor namespace ``dev.lemonpack.*`` (recipe, os, accelerator,
+gpu-arch, source, sha256, version-policy, images). Byte-reproducible: mtimes are
+``SOURCE_DATE_EPOCH`` (or 0), owners 0, modes normalised, gzip has no name or time, JSON is
+canonical, and nothing depends on the build directory or the clock. The layout is built
+in a temporary sibling and renamed into place; any failure (hash mismatch, unsafe
+archive, unpinned image) leaves ``--out`` as it was. Memory stays flat: artifacts and
+layers are streamed, and built artifact layers are cached by the artifact's digest so a
+warm rebuild only links blobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from lemonpack.build.checks import require_pinned
+from lemonpack.contract import EffectiveBlock, Recipe, targets
+from lemonpack.errors import LemonpackError
+from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch, mirror_path
+from lemonpack.nix import NixSource, write_package_nix, write_sources_json
+from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
+                           find_run_images, write_dir_layer, write_files_layer)
+from lemonpack.paths import cache_root
+
+RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
+RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
+ANNOTATION_PREFIX = "dev.lemonpack."
+#: Bumped whenever the bytes of an artifact layer would change for the same inputs.
+LAYER_FORMAT = "1"
+
+GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH`` as an int (reproducible-builds.org), or 0 when unset.
+    Raises LemonpackError when it is set but not a non-negative integer."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit():
+        raise LemonpackError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build. ``out``: the OCI layout directory; ``os``/``accelerator``/``arch``
+    narrow the targets (None: every block and arch override); ``mirror`` rewrites artifact
+    URLs (hashes stay pinned); ``cache``: artifact cache (default under the XDG cache);
+    ``epoch``: the timestamp of every file and of the image configs; ``cpu_arch``: the
+    OCI ``architecture`` of images (the recipe's accelerator axis is not the CPU);
+    ``progress``: download progress bars (None: when stderr is a terminal)."""
+
+    out: Path
+    os: str | None = None
+    accelerator: str | None = None
+    arch: str | None = None
+    mirror: Mirror | None = None
+    cache: ArtifactCache | None = None
+    epoch: int = 0
+    cpu_arch: str = "amd64"
+    progress: bool | None = None
+    compresslevel: int = 1
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What was built for one target: ``tag``, ``kind`` (``image`` or ``recipe``),
+    manifest ``digest``, the artifact's ``source`` URL and ``sha256`` (verified, or observed
+    under ``roll_forward``), ``policy``, and the pinned container ``images``."""
+
+    recipe: str
+    target: str
+    tag: str
+    kind: str
+    digest: str
+    os: str
+    accelerator: str
+    gpu_arch: str | None
+    source: str | None = None
+    sha256: str | None = None
+    policy: str | None = None
+    images: tuple[str, ...] = ()
+    from_cache: bool = False
+
+    def to_json(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """The whole build: the layout ``out``, per recipe its index digest, every target,
+    and the Nix directories written (relative to ``out``)."""
+
+    out: Path
+    indexes: dict[str, str]
+    targets: tuple[TargetResult, ...]
+    nix: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        return {"out": str(self.out), "indexes": self.indexes, "nix": list(self.nix),
+                "targets": [t.to_json() for t in self.targets]}
+
+
+class LayerCache:
+    """Built artifact layers keyed by (artifact sha256, prefix, epoch, level, format).
+
+    ``<cache>/layers/<key>.json`` holds ``{digest, diff_id, size}``; the blob is
+    ``<cache>/layers/blobs/<hex>``. Entries are written blob first, then the record, both
+    by rename, so a record always names a complete blob.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        (root / "blobs").mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def key(artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
+        return hashlib.sha256(f"{LAYER_FORMAT}\0{artifact_sha}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
+
+    def get(self, key: str) -> tuple[Path, dict] | None:
+        rec = self.root / f"{key}.json"
+        try:
+            info = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            return None
+        blob = self.root / "blobs" / info["digest"].split(":", 1)[1]
+        if not blob.is_file() or blob.stat().st_size != info["size"]:
+            return None
+        return blob, info
+
+    def put(self, key: str, build: Callable[[object], object]) -> tuple[Path, dict]:
+        fd, tmp = tempfile.mkstemp(dir=self.root / "blobs", prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                info = build(f)
+            record = {"digest": info.digest, "diff_id": info.diff_id, "size": info.size}
+            blob = self.root / "blobs" / info.digest.split(":", 1)[1]
+            os.replace(tmp, blob)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        fd, rtmp = tempfile.mkstemp(dir=self.root, prefix=".rec-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f)
+        os.replace(rtmp, self.root / f"{key}.json")
+        return blob, record
+
+
+def _annotations(t: EffectiveBlock, extra: dict[str, str | None]) -> dict[str, str]:
+    base = {"recipe": t.recipe.recipe, "os": t.os, "accelerator": t.accelerator, "gpu-arch": t.gpu_arch,
+            "target": t.target_name}
+    base.update(extra)
+    out = {ANNOTATION_PREFIX + k: v for k, v in base.items() if v}
+    out[ANNOTATION_TITLE] = t.recipe.display_name
+    return out
+
+
+def target_images(t: EffectiveBlock) -> tuple[str, ...]:
+    """The container images (pinned by now) of a target's ``podman``/``docker run`` argv."""
+    if not t.command:
+        return ()
+    return tuple(image for _, image in find_run_images(t.command, t.args))
+
+
+def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int) -> Descriptor:
+    path = f"etc/lemonpack/recipes/{recipe.recipe}.json"
+    return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+                            lambda f: write_files_layer([(path, recipe.canonical, 0o644)], f,
+                                                        mtime=epoch, compresslevel=level))
+
+
+def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
+                    layers: LayerCache, scratch: Path) -> Descriptor:
+    prefix = f"opt/lemonpack/{t.recipe.recipe}"
+    key = LayerCache.key(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
+    hit = layers.get(key)
+    if hit is None:
+        unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
+        name = Path(urlsplit(t.provenance.source or "").path).name or "artifact"
+        try:
+            extract(fetched.path, unpacked, name_hint=name)
+        except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as e:
+            raise LemonpackError(f"{t.recipe.file}: {t.path}: artifact {t.provenance.source} "
+                                 f"(sha256 {fetched.sha256}) is not a readable archive: {e}") from None
+        hit = layers.put(key, lambda f: write_dir_layer(unpacked, prefix, f, mtime=opts.epoch,
+                                                        compresslevel=opts.compresslevel))
+        shutil.rmtree(unpacked.parent, ignore_errors=True)
+    blob, info = hit
+    desc = Descriptor(MEDIA_TYPE_LAYER_TAR_GZIP, info["digest"], info["size"])
+    return lw.link_or_copy_blob(blob, desc, diff_id=info["diff_id"], verify=False)
+
+
+def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str]) -> dict:
+    prefix = f"/opt/lemonpack/{t.recipe.recipe}"
+    config: dict = {"Env": [f"PATH={prefix}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                    "Labels": labels, "WorkingDir": prefix}
+    if t.binary:
+        config["Entrypoint"] = [f"{prefix}/{t.binary}"]
+    return {"architecture": opts.cpu_arch, "os": t.os, "config": config}
+
+
+def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
+                  on_target: Callable[[TargetResult], None] | None = None) -> BuildResult:
+    """Build ``recipes`` into one OCI image layout at ``opts.out``; see the module docstring.
+
+    Raises :class:`~lemonpack.errors.ManifestError` (unpinned container image),
+    :class:`~lemonpack.errors.SelectionError` (narrowing matches nothing),
+    :class:`~lemonpack.errors.IntegrityError` (artifact hash mismatch: expected and actual),
+    :class:`~lemonpack.errors.FetchError`, :class:`~lemonpack.errors.UnsafeContentError`;
+    in every case ``opts.out`` is unchanged. ``on_target`` is called after each target.
+    """
+    ids = [r.recipe for r in recipes]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise LemonpackError(f"recipe id given twice: {', '.join(dupes)}")
+    plans = []
+    for recipe in recipes:
+        require_pinned(recipe)
+        plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch)))
+    cache = opts.cache or ArtifactCache()
+    layers = LayerCache(cache_root() / "layers")
+    results: list[TargetResult] = []
+    indexes: dict[str, str] = {}
+    nix_dirs: list[str] = []
+    scratch = Path(tempfile.mkdtemp(dir=layers.root, prefix=".scratch-"))
+    try:
+        with LayoutWriter(opts.out) as lw:
+            for recipe, tgts in plans:
+                recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel)
+                recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
+                descs: list[Descriptor] = []
+                tags: dict[str, Descriptor] = {}
+                nix_sources: list[NixSource] = []
+                for t in tgts:
+                    result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob)
+                    if result.source:
+                        nix_sources.append(NixSource(
+                            name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
+                            sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
+                            gpu_arch=t.gpu_arch, binary=t.binary))
+                    descs.append(desc)
+                    tags[result.tag] = desc
+                    results.append(result)
+                    if on_target:
+                        on_target(result)
+                index = lw.add_index(descs, {ANNOTATION_PREFIX + "recipe": recipe.recipe,
+                                             ANNOTATION_TITLE: recipe.display_name})
+                tags[recipe.recipe] = index
+                lw.set_tags(tags)
+                indexes[recipe.recipe] = index.digest
+                if nix_sources:
+                    rel = f"nix/{recipe.recipe}"
+                    nix_dir = lw.staging_dir / rel
+                    nix_dir.mkdir(parents=True, exist_ok=True)
+                    write_sources_json(nix_dir, recipe.recipe, nix_sources)
+                    write_package_nix(nix_dir, recipe.recipe)
+                    nix_dirs.append(rel)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return BuildResult(out=opts.out, indexes=indexes, targets=tuple(results), nix=tuple(nix_dirs))
+
+
+def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache: ArtifactCache,
+                  layers: LayerCache, scratch: Path, recipe_layer: Descriptor,
+                  recipe_blob: Descriptor) -> tuple[TargetResult, Descriptor]:
+    recipe = t.recipe
+    tag = f"{recipe.recipe}.{t.target_name}"
+    prov = t.provenance
+    if recipe.variant_of and prov.source:
+        expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
+        fetched = fetch(prov.source, sha256=expected, cache=cache, mirror=opts.mirror, progress=opts.progress)
+        artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)
+        notes = {"source": prov.source, "sha256": f"sha256:{fetched.sha256}", "version-policy": prov.policy,
+                 "variant-of": recipe.variant_of, "binary": t.binary}
+        ann = _annotations(t, notes)
+        desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann, created=opts.epoch)
+        desc = desc.with_annotations(ann)
+        return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
+                            t.gpu_arch, prov.source, fetched.sha256, prov.policy, (), fetched.from_cache), desc
+    images = target_images(t)
+    ann = _annotations(t, {"images": ",".join(images) or None, "variant-of": recipe.variant_of,
+                           "binary": t.binary})
+    desc = lw.add_artifact_manifest(RECIPE_ARTIFACT_TYPE, [recipe_blob], ann).with_annotations(ann)
+    return TargetResult(recipe.recipe, t.target_name, tag, "recipe", desc.digest, t.os, t.accelerator,
+                        t.gpu_arch, images=images), desc
