@@ -1,0 +1,534 @@
+"""Discovery of external recipe descriptors (RFC section 8) and the discovery watcher.
+
+Search path, highest priority first (:func:`search_path`):
+
+1. user config: ``paths.config_root()/backends`` (``$XDG_CONFIG_HOME/lemonpack/backends``),
+   then ``$XDG_CONFIG_HOME/lemonade/backends``;
+2. user cache: ``paths.cache_root()/backends``, then ``$XDG_CACHE_HOME/lemonade/backends``
+   (``~/.cache/lemonade/backends``);
+3. system: ``/usr/share/lemonpack/backends``, ``/etc/lemonpack/backends``,
+   ``/usr/share/lemonade-server/backends``, ``/usr/local/share/lemonade-server/backends``,
+   ``/etc/lemonade/backends`` (lemonpack's own first, then lemonade's in RFC order).
+
+``LEMONPACK_BACKENDS_PATH`` replaces the whole list: ``os.pathsep``-separated entries,
+each ``user:DIR``, ``system:DIR`` or a bare ``DIR`` (user scope). Because ``:`` is also
+the POSIX separator, an entry that is exactly ``user`` or ``system`` takes the next entry
+as its directory (``user:/a:system:/b`` is two directories). An empty value means no
+directories at all.
+
+In each existing directory, every ``*.json`` entry (not starting with ``.``, in name
+order) is a descriptor. Each is first checked by :mod:`lemonpack.runtime.trust`
+(POSIX mode/owner/symlink/ancestor rules), then read without following symlinks and
+loaded with the contract loader (:func:`lemonpack.contract.check_text` then ``build_model``,
+the two halves of ``load_recipe_text``, so an invalid file still names its recipe id). Then:
+
+- a recipe found in a higher-priority directory shadows the same id lower down (the
+  shadowed descriptor is recorded with kind ``shadowed``);
+- two descriptors with the same id in *one* directory are ambiguous: both are rejected
+  (kind ``duplicate``) and the id stays claimed at that priority, so lower descriptors
+  with that id are shadowed rather than silently promoted;
+- a collision with a built-in id is rejected by the contract loader (rule
+  ``builtin-collision``); that rule is kept as the reason (kind ``builtin-collision``);
+- ``extends`` is resolved among the winners (:mod:`lemonpack.runtime.extends`);
+  recipes dropped there are rejected with kind ``extends``.
+
+Every rejected or shadowed descriptor is kept as a :class:`Rejected` (file, kind, reason,
+problems) and logged once, at WARNING (INFO for ``shadowed``), on the logger
+``lemonpack.runtime.discovery`` when first seen. A rejected descriptor never blocks a
+lower-priority one: an untrusted file cannot take an id away from a trusted one.
+
+:class:`Discovery` caches parsed files by their ``lstat`` signature (device, inode,
+size, mtime, ctime, mode, owner), so a re-scan only re-parses files that changed; trust
+checks (a few ``lstat`` calls) run on every scan. :class:`DiscoveryWatcher` re-scans in a
+daemon thread every 2 s and calls ``on_change`` when the result changes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import platformdirs
+
+from lemonpack import paths
+from lemonpack.contract.loader import build_model, check_text
+from lemonpack.contract.model import Recipe
+from lemonpack.errors import Problem
+from lemonpack.runtime import trust
+from lemonpack.runtime.extends import resolve_extends
+from lemonpack.runtime.trust import Scope
+
+log = logging.getLogger("lemonpack.runtime.discovery")
+log.addHandler(logging.NullHandler())
+
+#: The environment variable that replaces the search path (see the module docstring).
+BACKENDS_PATH_ENV = "LEMONPACK_BACKENDS_PATH"
+
+#: System descriptor directories, highest priority first.
+SYSTEM_DIRS: tuple[str, ...] = (
+    "/usr/share/lemonpack/backends",
+    "/etc/lemonpack/backends",
+    "/usr/share/lemonade-server/backends",
+    "/usr/local/share/lemonade-server/backends",
+    "/etc/lemonade/backends",
+)
+
+#: Default watcher period in seconds (RFC section 8: "re-scans every 2 seconds").
+WATCH_INTERVAL_SECONDS = 2.0
+
+#: Kinds of :class:`Rejected` records.
+REJECT_KINDS = ("untrusted", "unreadable", "invalid", "builtin-collision", "duplicate", "shadowed", "extends")
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    """One descriptor directory: ``path`` and its ``scope`` (``user`` or ``system``,
+    which decides the required owner of its files)."""
+
+    path: Path
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class DiscoveredRecipe:
+    """A loaded, trusted, winning recipe.
+
+    ``recipe`` is the frozen :class:`Recipe` with ``extends`` already resolved (its
+    ``recipe_options``/``custom_options`` include inherited entries); ``file`` the
+    descriptor path; ``directory`` the search directory it was found in; ``scope``
+    ``user`` or ``system``; ``priority`` the index of that directory in the search path
+    (0 is highest); ``extends_chain`` the resolved base ids, nearest first.
+    """
+
+    recipe: Recipe
+    file: Path
+    directory: Path
+    scope: Scope
+    priority: int
+    extends_chain: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The recipe id."""
+        return self.recipe.recipe
+
+    @property
+    def kind(self) -> str:
+        """``passthrough`` or ``variant_of:<builtin>``."""
+        return "passthrough" if self.recipe.variant_of is None else f"variant_of:{self.recipe.variant_of}"
+
+    def to_json(self) -> dict:
+        """JSON-serialisable summary (for ``backends list --json``)."""
+        return {
+            "recipe": self.id, "display_name": self.recipe.display_name, "kind": self.kind,
+            "variant_of": self.recipe.variant_of, "extends": self.recipe.extends,
+            "extends_chain": list(self.extends_chain), "scope": self.scope, "file": str(self.file),
+            "directory": str(self.directory), "priority": self.priority,
+            "capabilities": list(self.recipe.capabilities),
+        }
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A descriptor that was not loaded, and why.
+
+    ``file``/``directory``/``scope`` locate it; ``kind`` is one of :data:`REJECT_KINDS`;
+    ``reason`` a one-line sentence; ``problems`` every :class:`Problem` found (for
+    ``invalid`` files, the contract loader's full list); ``recipe`` the id when known.
+    """
+
+    file: Path
+    directory: Path
+    scope: Scope
+    kind: str
+    reason: str
+    problems: tuple[Problem, ...] = ()
+    recipe: str | None = None
+
+    def to_json(self) -> dict:
+        """JSON-serialisable form (for ``backends list --json``)."""
+        return {
+            "file": str(self.file), "directory": str(self.directory), "scope": self.scope, "kind": self.kind,
+            "reason": self.reason, "recipe": self.recipe, "problems": [p.to_json() for p in self.problems],
+        }
+
+
+@dataclass(frozen=True)
+class DiscoveryResult:
+    """The outcome of one scan.
+
+    ``recipes`` maps recipe id to the winning :class:`DiscoveredRecipe` (sorted by id);
+    ``rejected`` holds every descriptor not loaded, shadowed ones included, in search
+    order (directory priority, then file name, then the later passes).
+    """
+
+    recipes: Mapping[str, DiscoveredRecipe]
+    rejected: tuple[Rejected, ...]
+
+    @property
+    def shadowed(self) -> tuple[Rejected, ...]:
+        """The rejected records of kind ``shadowed``."""
+        return tuple(r for r in self.rejected if r.kind == "shadowed")
+
+    @property
+    def errors(self) -> tuple[Rejected, ...]:
+        """The rejected records other than ``shadowed`` (real problems)."""
+        return tuple(r for r in self.rejected if r.kind != "shadowed")
+
+    def get(self, recipe: str) -> DiscoveredRecipe | None:
+        """The discovered recipe with id ``recipe`` or None."""
+        return self.recipes.get(recipe)
+
+    def to_json(self) -> dict:
+        """``{"recipes": [...], "rejected": [...]}``."""
+        return {"recipes": [r.to_json() for r in self.recipes.values()],
+                "rejected": [r.to_json() for r in self.rejected]}
+
+
+EMPTY_RESULT = DiscoveryResult(MappingProxyType({}), ())
+
+
+def parse_search_path(value: str) -> tuple[SearchDir, ...]:
+    """Parse a ``LEMONPACK_BACKENDS_PATH`` value into search directories, in order.
+
+    Entries are separated by ``os.pathsep``; each is ``user:DIR``, ``system:DIR`` or
+    ``DIR`` (user). On POSIX an entry that is exactly ``user``/``system`` takes the next
+    entry as its directory. Empty entries are skipped. Raises nothing.
+    """
+    parts = value.split(os.pathsep) if value else []
+    out: list[SearchDir] = []
+    i = 0
+    while i < len(parts):
+        entry = parts[i]
+        i += 1
+        scope: Scope = "user"
+        if entry in ("user", "system") and i < len(parts):
+            scope, entry = entry, parts[i]  # type: ignore[assignment]
+            i += 1
+        elif entry.startswith("user:"):
+            entry = entry[len("user:"):]
+        elif entry.startswith("system:"):
+            scope, entry = "system", entry[len("system:"):]
+        if entry:
+            out.append(SearchDir(Path(entry), scope))
+    return tuple(out)
+
+
+def default_search_path() -> tuple[SearchDir, ...]:
+    """The built-in search path (module docstring), from the current environment."""
+    user = (
+        paths.config_root() / "backends",
+        Path(platformdirs.user_config_dir("lemonade")) / "backends",
+        paths.cache_root() / "backends",
+        Path(platformdirs.user_cache_dir("lemonade")) / "backends",
+    )
+    return tuple(SearchDir(p, "user") for p in user) + tuple(SearchDir(Path(p), "system") for p in SYSTEM_DIRS)
+
+
+def search_path(environ: Mapping[str, str] | None = None) -> tuple[SearchDir, ...]:
+    """The effective search path: ``LEMONPACK_BACKENDS_PATH`` when set, else the default."""
+    env = os.environ if environ is None else environ
+    if BACKENDS_PATH_ENV in env:
+        return parse_search_path(env[BACKENDS_PATH_ENV])
+    return default_search_path()
+
+
+# --- one file -----------------------------------------------------------------------
+
+_Signature = tuple[int, int, int, int, int, int, int, int]
+
+
+def _signature(st: os.stat_result) -> _Signature:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid, st.st_gid)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """What loading one file produced: a recipe, or the problems and the reject kind."""
+
+    recipe: Recipe | None
+    kind: str = ""
+    problems: tuple[Problem, ...] = ()
+    recipe_id: str | None = None
+
+
+def _read_nofollow(file: str, expected: os.stat_result) -> str:
+    """Read ``file`` without following a symlink, checking it is the inode we lstat'ed.
+
+    Raises ``OSError`` (including when the file was swapped between lstat and open) and
+    ``UnicodeDecodeError``.
+    """
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino) or not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.ESTALE, "file changed while being opened")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+def _parse(file: str, st: os.stat_result) -> _Parsed:
+    try:
+        text = _read_nofollow(file, st)
+    except (OSError, UnicodeDecodeError) as e:
+        msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        return _Parsed(None, "unreadable", (Problem(file, "", "unreadable", f"cannot read file: {msg}"),))
+    doc, problems = check_text(text, file)
+    if not problems:
+        return _Parsed(build_model(doc, file))
+    kind = "builtin-collision" if any(p.rule == "builtin-collision" for p in problems) else "invalid"
+    rid = doc.get("recipe") if isinstance(doc, dict) and isinstance(doc.get("recipe"), str) else None
+    return _Parsed(None, kind, tuple(problems), rid)
+
+
+def _summary(kind: str, problems: Sequence[Problem]) -> str:
+    if kind == "builtin-collision":
+        first = next(p for p in problems if p.rule == "builtin-collision")
+    else:
+        first = problems[0]
+    more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
+    return f"{first.message} [{first.rule}]{more}"
+
+
+# --- the scanner ----------------------------------------------------------------------
+
+
+class Discovery:
+    """The recipe registry's scanner (RFC section 8). Thread-safe; cheap to re-scan.
+
+    ``directories`` is the search path, highest priority first (default:
+    :func:`search_path` evaluated now); ``euid`` the uid user descriptors must belong
+    to (default ``os.geteuid()``). :meth:`scan` returns a fresh :class:`DiscoveryResult`
+    and never raises for anything found on disk.
+    """
+
+    def __init__(self, directories: Iterable[SearchDir] | None = None, *, euid: int | None = None):
+        self.directories: tuple[SearchDir, ...] = tuple(search_path() if directories is None else directories)
+        self.euid = os.geteuid() if euid is None and os.name == "posix" else (euid or 0)
+        self._cache: dict[str, tuple[_Signature, _Parsed]] = {}
+        self._logged: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+        self.parse_count = 0  # how many files were (re)parsed: lets tests check the cache
+
+    def _entries(self, directory: Path) -> list[str]:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            log.warning("descriptor directory %s is not a directory; skipped", directory)
+            return []
+        except OSError as e:
+            log.warning("cannot list descriptor directory %s: %s", directory, e.strerror)
+            return []
+        return sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def _load(self, file: str, st: os.stat_result) -> _Parsed:
+        sig = _signature(st)
+        cached = self._cache.get(file)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        parsed = _parse(file, st)
+        self.parse_count += 1
+        self._cache[file] = (sig, parsed)
+        return parsed
+
+    def scan(self) -> DiscoveryResult:
+        """Scan every directory and return the current :class:`DiscoveryResult`.
+
+        Only files whose ``lstat`` signature changed since the last scan are re-parsed.
+        Each rejected/shadowed descriptor is logged the first time it is seen.
+        """
+        with self._lock:
+            result, seen_files = self._scan_locked()
+            for stale in set(self._cache) - seen_files:
+                del self._cache[stale]
+        self._log_new(result.rejected)
+        return result
+
+    def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:
+        rejected: list[Rejected] = []
+        winners: dict[str, DiscoveredRecipe] = {}
+        claimed: dict[str, str] = {}  # id -> description of who claimed it (for shadow reasons)
+        seen_files: set[str] = set()
+        for priority, sd in enumerate(self.directories):
+            found: dict[str, list[tuple[Path, Recipe]]] = {}
+            for name in self._entries(sd.path):
+                path = sd.path / name
+                file = str(path)
+                seen_files.add(file)
+                try:
+                    st = os.lstat(file)
+                except FileNotFoundError:
+                    continue  # removed while scanning
+                except OSError as e:
+                    rejected.append(Rejected(path, sd.path, sd.scope, "unreadable", f"cannot stat: {e.strerror}",
+                                             (Problem(file, "", "unreadable", f"cannot stat: {e.strerror}"),)))
+                    continue
+                violations = trust.check_descriptor(file, sd.scope, euid=self.euid, st=st)
+                if violations:
+                    problems = tuple(Problem(file, "", f"trust-{v.rule}", v.message) for v in violations)
+                    reason = violations[0].message + (
+                        f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
+                    rejected.append(Rejected(path, sd.path, sd.scope, "untrusted", reason, problems))
+                    continue
+                parsed = self._load(file, st)
+                if parsed.recipe is None:
+                    rejected.append(Rejected(path, sd.path, sd.scope, parsed.kind,
+                                             _summary(parsed.kind, parsed.problems), parsed.problems,
+                                             parsed.recipe_id))
+                    continue
+                found.setdefault(parsed.recipe.recipe, []).append((path, parsed.recipe))
+            for rid in sorted(found, key=lambda r: str(found[r][0][0])):
+                entries = found[rid]
+                if len(entries) > 1:
+                    names = ", ".join(p.name for p, _ in entries)
+                    for p, _ in entries:
+                        reason = (f"recipe id {rid!r} is declared by several descriptors in {sd.path} ({names}); "
+                                  f"ambiguous, none is loaded")
+                        rejected.append(Rejected(p, sd.path, sd.scope, "duplicate", reason,
+                                                 (Problem(str(p), "recipe", "duplicate-recipe", reason),), rid))
+                    claimed.setdefault(rid, f"the ambiguous descriptors in {sd.path}")
+                    continue
+                path, recipe = entries[0]
+                if rid in claimed:
+                    reason = f"recipe {rid!r} is shadowed by {claimed[rid]} (higher priority)"
+                    rejected.append(Rejected(path, sd.path, sd.scope, "shadowed", reason,
+                                             (Problem(str(path), "recipe", "shadowed", reason),), rid))
+                    continue
+                claimed[rid] = str(path)
+                winners[rid] = DiscoveredRecipe(recipe, path, sd.path, sd.scope, priority)
+
+        resolved = resolve_extends({rid: d.recipe for rid, d in winners.items()})
+        for drop in resolved.dropped:
+            d = winners.pop(drop.recipe)
+            rejected.append(Rejected(d.file, d.directory, d.scope, "extends", drop.reason,
+                                     (Problem(str(d.file), "extends", drop.rule, drop.reason),), drop.recipe))
+        recipes = {
+            rid: DiscoveredRecipe(resolved.recipes[rid], d.file, d.directory, d.scope, d.priority,
+                                  resolved.chains.get(rid, ()))
+            for rid, d in sorted(winners.items())
+        }
+        return DiscoveryResult(MappingProxyType(recipes), tuple(rejected)), seen_files
+
+    def _log_new(self, rejected: Iterable[Rejected]) -> None:
+        for r in rejected:
+            key = (str(r.file), r.kind, r.reason)
+            if key in self._logged:
+                continue
+            self._logged.add(key)
+            level = logging.INFO if r.kind == "shadowed" else logging.WARNING
+            log.log(level, "descriptor %s %s: %s", r.file, "shadowed" if r.kind == "shadowed" else "rejected",
+                    r.reason)
+
+
+def discover(directories: Iterable[SearchDir] | None = None) -> DiscoveryResult:
+    """One-shot convenience: ``Discovery(directories).scan()``."""
+    return Discovery(directories).scan()
+
+
+class DiscoveryWatcher:
+    """Re-scan a :class:`Discovery` every ``interval`` seconds in a daemon thread.
+
+    :meth:`current` returns the latest :class:`DiscoveryResult` (a scan runs in the
+    constructor, so it is never empty by accident); ``on_change(result)`` is called from
+    the watcher thread whenever a scan's result differs from the previous one. A failing
+    scan or callback is logged and the watcher keeps going. Use as a context manager, or
+    call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, discovery: Discovery | None = None, *, interval: float = WATCH_INTERVAL_SECONDS,
+                 on_change: Callable[[DiscoveryResult], None] | None = None):
+        self.discovery = discovery if discovery is not None else Discovery()
+        self.interval = interval
+        self.on_change = on_change
+        self._current = self.discovery.scan()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._generation = 0
+        self._cond = threading.Condition()
+
+    def current(self) -> DiscoveryResult:
+        """The latest scan result."""
+        with self._cond:
+            return self._current
+
+    @property
+    def generation(self) -> int:
+        """How many times the result has changed since construction."""
+        with self._cond:
+            return self._generation
+
+    def refresh(self) -> DiscoveryResult:
+        """Scan now (in the caller's thread), publish and return the result."""
+        result = self.discovery.scan()
+        changed = False
+        with self._cond:
+            if result != self._current:
+                self._current = result
+                self._generation += 1
+                changed = True
+                self._cond.notify_all()
+        if changed and self.on_change is not None:
+            try:
+                self.on_change(result)
+            except Exception:  # noqa: BLE001 - a callback bug must not kill the watcher
+                log.exception("discovery on_change callback failed")
+        return result
+
+    def wait_for_change(self, generation: int, timeout: float) -> bool:
+        """Block until :attr:`generation` exceeds ``generation`` or ``timeout`` seconds
+        pass; True when it changed."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._generation > generation, timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001 - keep watching whatever a scan hits
+                log.exception("discovery re-scan failed")
+
+    def start(self) -> DiscoveryWatcher:
+        """Start the watcher thread (idempotent); returns self."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="lemonpack-discovery-watcher", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the thread and wait up to ``timeout`` seconds for it to end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        """True while the watcher thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> DiscoveryWatcher:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+__all__ = [
+    "BACKENDS_PATH_ENV", "Discovery", "DiscoveredRecipe", "DiscoveryResult", "DiscoveryWatcher", "EMPTY_RESULT",
+    "REJECT_KINDS", "Rejected", "SYSTEM_DIRS", "SearchDir", "WATCH_INTERVAL_SECONDS", "default_search_path",
+    "discover", "parse_search_path", "search_path",
+]
