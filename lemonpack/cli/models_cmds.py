@@ -1,0 +1,118 @@
+"""``lemonpack models add|list|remove``: the user model registry (RFC section 10).
+
+``models add`` checks that ``--recipe`` names a built-in recipe or a recipe that discovery
+currently loads. An unknown id is an error (exit 1) that lists the known ids, and a
+rejected one is an error that repeats the rejection reason; ``--force`` registers it
+anyway with a warning (for a descriptor that will be installed later). A model that
+names a missing recipe would otherwise only fail at load time, far from the typo.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.contract.builtins import BUILTIN_RECIPES
+from lemonpack.errors import LemonpackError, ManifestError
+from lemonpack.runtime.discovery import Discovery
+from lemonpack.runtime.models import ModelRegistry, entry_problems, parse_checkpoint, parse_option
+
+models_app = typer.Typer(help="Models registered in user_models.json (name, recipe, checkpoints, options).",
+                         no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+def _check_recipe(recipe: str, force: bool) -> None:
+    """Raise :class:`LemonpackError` unless ``recipe`` is built-in or discovered (or ``force``)."""
+    if recipe in BUILTIN_RECIPES:
+        return
+    result = Discovery().scan()
+    if recipe in result.recipes:
+        return
+    rejected = [r for r in result.errors if r.recipe == recipe]
+    if rejected:
+        why = f"recipe {recipe!r} was found but rejected: {rejected[0].file}: {rejected[0].reason}"
+    else:
+        known = sorted(set(result.recipes) | BUILTIN_RECIPES)
+        why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
+    if not force:
+        raise LemonpackError(why + "; use --force to register it anyway")
+    err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
+
+
+@models_app.command("add")
+def models_add(
+    name: str = typer.Argument(..., help="Model name, 'user.' followed by letters, digits, '.', '_' or '-'."),
+    recipe: str = typer.Option(..., "--recipe", "-r", help="Recipe id the model runs with."),
+    checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", metavar="NAME=PATH",
+                                         help="A checkpoint: main=PATH is required; also mmproj=..., draft=... "
+                                              "PATH is a local file or an org/repo:file hub reference."),
+    option: list[str] = typer.Option([], "--option", "-o", metavar="KEY=VALUE",
+                                     help="A recipe option; VALUE is a JSON scalar when it parses as one "
+                                          "(4096, true, null, \"0\"), else text."),
+    replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
+    force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered."),
+    json_out: bool = JSON_OPTION,
+) -> int:
+    """Register (or with --replace, overwrite) a model in user_models.json."""
+    checkpoints: dict[str, str] = {}
+    for text in checkpoint:
+        key, value = parse_checkpoint(text)
+        if key in checkpoints:
+            raise LemonpackError(f"checkpoint {key!r} given twice")
+        checkpoints[key] = value
+    options = {}
+    for text in option:
+        key, value = parse_option(text)
+        if key in options:
+            raise LemonpackError(f"option {key!r} given twice")
+        options[key] = value
+    registry = ModelRegistry()
+    problems = entry_problems(name, {"recipe": recipe, "checkpoints": checkpoints, "recipe_options": options},
+                              str(registry.path))
+    if problems:  # shape first: a bad name should not be reported as an unknown recipe
+        raise ManifestError(problems)
+    _check_recipe(recipe, force)
+    entry = registry.add(name, recipe, checkpoints, options, replace=replace)
+    if json_out:
+        print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})
+    else:
+        console.print(f"registered {entry.name} (recipe {entry.recipe}) in {registry.path}", markup=False)
+    return 0
+
+
+@models_app.command("list")
+def models_list(json_out: bool = JSON_OPTION) -> int:
+    """List registered models."""
+    registry = ModelRegistry()
+    entries = registry.list()
+    if json_out:
+        print_json({"file": str(registry.path), "models": [{"name": e.name, **e.to_json()} for e in entries]})
+        return 0
+    if not entries:
+        console.print(f"no models registered in {registry.path}", markup=False)
+        return 0
+    table = Table(title=str(registry.path), title_justify="left")
+    for col in ("name", "recipe", "checkpoints", "options"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        table.add_row(Text(e.name), Text(e.recipe), Text("\n".join(f"{k}={v}" for k, v in e.checkpoints.items())),
+                      Text("\n".join(f"{k}={json.dumps(v)}" for k, v in e.recipe_options.items())))
+    console.print(table)
+    return 0
+
+
+@models_app.command("remove")
+def models_remove(name: str = typer.Argument(..., help="Model name (user.*)."), json_out: bool = JSON_OPTION) -> int:
+    """Remove a registered model."""
+    registry = ModelRegistry()
+    entry = registry.remove(name)
+    if json_out:
+        print_json({"removed": entry.name, "file": str(registry.path)})
+    else:
+        console.print(f"removed {entry.name} from {registry.path}", markup=False)
+    return 0

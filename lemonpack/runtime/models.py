@@ -1,0 +1,372 @@
+"""The user model registry, ``user_models.json`` (RFC section 10, "Management and consent").
+
+Models reference a recipe through this file. Its location is
+``paths.config_root()/user_models.json`` and its shape is one JSON object::
+
+    {
+      "user.qwen-0.5b": {
+        "recipe": "llamacpp-vulkan-custom",
+        "checkpoints": {"main": "/models/qwen.gguf", "mmproj": "org/repo:mmproj.gguf"},
+        "recipe_options": {"ctx_size": 4096, "vk_device": "1"}
+      }
+    }
+
+Rules (every violation is reported, each naming the file and the JSON path of the
+entry, as a :class:`~lemonpack.errors.ManifestError`):
+
+- a name is ``user.`` followed by ``[A-Za-z0-9][A-Za-z0-9._-]*`` (at most 128 characters);
+- an entry has exactly the fields ``recipe`` (required, a recipe id
+  ``^[a-z0-9][a-z0-9_-]{1,63}$``), ``checkpoints`` (required) and ``recipe_options``
+  (optional); unknown fields are rejected, as in the recipe contract;
+- checkpoint names match ``[A-Za-z0-9_.-]+`` (the ``{checkpoint:NAME}`` token grammar),
+  ``main`` is required, values are non-empty strings without NUL or line breaks: a local
+  file path, or a hub reference ``org/repo:file`` kept as text (nothing is downloaded);
+- ``recipe_options`` keys match ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` and values are JSON
+  scalars (string, finite number, boolean, null).
+
+The registry checks shapes only. Whether ``recipe`` names a known recipe depends on
+discovery and is the caller's decision (the CLI checks it, see ``models add``).
+
+Writes are atomic (a temporary file in the same directory, ``fsync``, ``os.replace``,
+then the directory is fsync'ed), the file is mode ``0600``, read-modify-write cycles
+hold an ``flock`` on ``user_models.json.lock`` so two CLI runs cannot lose an update,
+and a failed validation changes nothing on disk. A missing file is an empty registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from lemonpack import paths
+from lemonpack.contract import jsonpath
+from lemonpack.errors import LemonpackError, ManifestError, Problem
+
+try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+MODEL_NAME_RE = re.compile(r"^user\.[A-Za-z0-9][A-Za-z0-9._-]*$")
+MODEL_NAME_MAX = 128
+CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+RECIPE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
+OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options")
+
+Scalar = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One registered model.
+
+    ``name`` is ``user.*``; ``recipe`` the recipe id it runs with; ``checkpoints`` maps
+    checkpoint name (``main``, ``mmproj``, ``draft`` ...) to a local path or a hub
+    reference, as text; ``recipe_options`` maps option name to a JSON scalar. Mappings
+    are read-only.
+    """
+
+    name: str
+    recipe: str
+    checkpoints: Mapping[str, str]
+    recipe_options: Mapping[str, Scalar]
+
+    @property
+    def main(self) -> str:
+        """The ``main`` checkpoint."""
+        return self.checkpoints["main"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry's value as stored in ``user_models.json`` (without the name)."""
+        out: dict[str, Any] = {"recipe": self.recipe, "checkpoints": dict(self.checkpoints)}
+        if self.recipe_options:
+            out["recipe_options"] = dict(self.recipe_options)
+        return out
+
+
+def default_path() -> Path:
+    """``paths.config_root()/user_models.json``."""
+    return paths.config_root() / "user_models.json"
+
+
+def _is_scalar(value: Any) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _text_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if any(c in value for c in "\x00\r\n"):
+        return "must not contain NUL or line breaks"
+    return None
+
+
+def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
+    """Every problem of one registry entry ``name: value`` (empty list: valid).
+
+    ``file`` is used in the :class:`Problem` records; paths are JSON paths such as
+    ``["user.x"].checkpoints.main``.
+    """
+    out: list[Problem] = []
+    base = [name] if isinstance(name, str) else ["?"]
+
+    def add(rel: list, rule: str, message: str) -> None:
+        out.append(Problem(file, jsonpath.join(base + rel), rule, message))
+
+    if not isinstance(name, str) or not MODEL_NAME_RE.match(name) or len(name) > MODEL_NAME_MAX:
+        add([], "model-name", f"model name {name!r} must be 'user.' followed by [A-Za-z0-9][A-Za-z0-9._-]* "
+                              f"(at most {MODEL_NAME_MAX} characters)")
+    if not isinstance(value, dict):
+        add([], "schema-type", "a model entry must be an object with 'recipe' and 'checkpoints'")
+        return out
+    for key in value:
+        if key not in ENTRY_FIELDS:
+            add([key], "unknown-field", f"unknown field {key!r} (allowed: {', '.join(ENTRY_FIELDS)})")
+    recipe = value.get("recipe")
+    if recipe is None:
+        add(["recipe"], "missing-field", "required field 'recipe' is missing")
+    elif not isinstance(recipe, str) or not RECIPE_ID_RE.match(recipe):
+        add(["recipe"], "recipe-id", f"recipe {recipe!r} must be a recipe id matching ^[a-z0-9][a-z0-9_-]{{1,63}}$")
+    checkpoints = value.get("checkpoints")
+    if checkpoints is None:
+        add(["checkpoints"], "missing-field", "required field 'checkpoints' is missing")
+    elif not isinstance(checkpoints, dict):
+        add(["checkpoints"], "schema-type", "'checkpoints' must be an object of name -> path or hub reference")
+    else:
+        if "main" not in checkpoints:
+            add(["checkpoints", "main"], "missing-field", "the 'main' checkpoint is required")
+        for ck, cv in checkpoints.items():
+            if not CHECKPOINT_NAME_RE.match(ck):
+                add(["checkpoints", ck], "checkpoint-name", f"checkpoint name {ck!r} must match [A-Za-z0-9_.-]+")
+            why = _text_problem(cv)
+            if why:
+                add(["checkpoints", ck], "checkpoint-value", f"checkpoint {ck!r} {why}")
+    options = value.get("recipe_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            add(["recipe_options"], "schema-type", "'recipe_options' must be an object")
+        else:
+            for ok, ov in options.items():
+                if not OPTION_KEY_RE.match(ok):
+                    add(["recipe_options", ok], "option-name",
+                        f"option name {ok!r} must match [A-Za-z0-9_][A-Za-z0-9_.-]*")
+                if not _is_scalar(ov):
+                    add(["recipe_options", ok], "option-value",
+                        f"option {ok!r} must be a JSON scalar (string, number, boolean or null)")
+    return out
+
+
+def _build(name: str, value: dict) -> ModelEntry:
+    return ModelEntry(name=name, recipe=value["recipe"],
+                      checkpoints=MappingProxyType(dict(value["checkpoints"])),
+                      recipe_options=MappingProxyType(dict(value.get("recipe_options") or {})))
+
+
+def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
+    """Parse and validate the text of a registry file into entries, by name.
+
+    Raises :class:`ManifestError` with every problem (JSON syntax, duplicate keys, a
+    top level that is not an object, and each entry's problems).
+    """
+    problems: list[Problem] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        seen: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen:
+                problems.append(Problem(file, "", "duplicate-key", f"duplicate key {k!r} in one object"))
+            seen[k] = v
+        return seen
+
+    try:
+        doc = json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as e:
+        msg = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
+        raise ManifestError([Problem(file, "", "json-syntax", f"not valid JSON: {msg}")]) from None
+    if not isinstance(doc, dict):
+        raise ManifestError([Problem(file, "", "schema-type",
+                                     "the model registry must be a JSON object of 'user.NAME' -> entry")])
+    for name, value in doc.items():
+        problems.extend(entry_problems(name, value, file))
+    if problems:
+        raise ManifestError(problems)
+    return {name: _build(name, value) for name, value in doc.items()}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+class ModelRegistry:
+    """Read and change one ``user_models.json`` (default :func:`default_path`).
+
+    Every method reads the file afresh (it is small), so two registries or two
+    processes never work from a stale copy. Errors: :class:`ManifestError` for a
+    malformed file or invalid arguments (naming the file and the entry);
+    :class:`LemonpackError` for an unknown name, an existing name without
+    ``replace=True``, or an I/O failure. Never raises anything else for bad content.
+    """
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else default_path()
+
+    # reading ---------------------------------------------------------------------
+
+    def load(self) -> Mapping[str, ModelEntry]:
+        """Every entry by name, sorted (empty when the file does not exist)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return MappingProxyType({})
+        except (OSError, UnicodeDecodeError) as e:
+            msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ManifestError([Problem(str(self.path), "", "unreadable", f"cannot read file: {msg}")]) from None
+        entries = parse_registry(text, str(self.path))
+        return MappingProxyType(dict(sorted(entries.items())))
+
+    def list(self) -> tuple[ModelEntry, ...]:
+        """Every entry, sorted by name."""
+        return tuple(self.load().values())
+
+    def get(self, name: str) -> ModelEntry:
+        """The entry called ``name``; :class:`LemonpackError` when there is none."""
+        entry = self.load().get(name)
+        if entry is None:
+            raise LemonpackError(f"no model named {name!r} in {self.path}")
+        return entry
+
+    # writing ---------------------------------------------------------------------
+
+    def add(self, name: str, recipe: str, checkpoints: Mapping[str, str],
+            recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False) -> ModelEntry:
+        """Register ``name`` and return its entry.
+
+        Validates everything first (a :class:`ManifestError` leaves the file untouched);
+        an existing ``name`` is an error unless ``replace`` is true.
+        """
+        value: dict[str, Any] = {"recipe": recipe, "checkpoints": dict(checkpoints)}
+        if recipe_options:
+            value["recipe_options"] = dict(recipe_options)
+        problems = entry_problems(name, value, str(self.path))
+        if problems:
+            raise ManifestError(problems)
+        entry = _build(name, value)
+        with self._locked():
+            entries = dict(self.load())
+            if name in entries and not replace:
+                raise LemonpackError(f"model {name!r} already exists in {self.path} (use replace to overwrite)")
+            entries[name] = entry
+            self._write(entries)
+        return entry
+
+    def remove(self, name: str) -> ModelEntry:
+        """Remove ``name`` and return the removed entry; :class:`LemonpackError` when absent."""
+        with self._locked():
+            entries = dict(self.load())
+            if name not in entries:
+                raise LemonpackError(f"no model named {name!r} in {self.path}")
+            removed = entries.pop(name)
+            self._write(entries)
+        return removed
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._ensure_dir()
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise LemonpackError(f"cannot lock {self.path}: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _ensure_dir(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as e:
+            raise LemonpackError(f"cannot create {self.path.parent}: {e.strerror}") from None
+
+    def _write(self, entries: Mapping[str, ModelEntry]) -> None:
+        """Atomically replace the file with ``entries`` (sorted, indented, mode 0600)."""
+        doc = {name: entries[name].to_json() for name in sorted(entries)}
+        data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        directory = self.path.parent
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o600)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            tmp = None
+            _fsync_dir(directory)
+        except OSError as e:
+            raise LemonpackError(f"cannot write {self.path}: {e.strerror or e}") from None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover (not possible on every platform)
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def parse_option(text: str) -> tuple[str, Scalar]:
+    """Parse a CLI ``KEY=VALUE`` option: the value is a JSON scalar when it parses as
+    one (``4096``, ``1.5``, ``true``, ``null``, ``"0"``), otherwise the text as written.
+
+    Raises :class:`LemonpackError` when there is no ``=`` or the key is empty.
+    """
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise LemonpackError(f"option {text!r} must be KEY=VALUE")
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except ValueError:
+        return key, raw
+    return (key, value) if _is_scalar(value) else (key, raw)
+
+
+def parse_checkpoint(text: str) -> tuple[str, str]:
+    """Parse a CLI ``NAME=VALUE`` checkpoint (``main=/models/x.gguf``); a bare value
+    means ``main``. Raises :class:`LemonpackError` for an empty name or value."""
+    name, sep, value = text.partition("=")
+    if not sep:
+        name, value = "main", text
+    if not name or not value:
+        raise LemonpackError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf)")
+    return name, value
+
+
+__all__ = [
+    "CHECKPOINT_NAME_RE", "MODEL_NAME_RE", "ModelEntry", "ModelRegistry", "default_path", "entry_problems",
+    "parse_checkpoint", "parse_option", "parse_registry",
+]
