@@ -401,7 +401,9 @@ def deployment_mode(recipe: Recipe, requested: str | None = None) -> str | None:
 
 def container_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
     """``(runtime, name)`` when ``argv`` is ``podman|docker [global opts] run ... --name X``
-    (or ``--name=X``), else ``(None, None)``. The first ``--name`` after ``run`` counts."""
+    (or ``--name=X``), else ``(None, None)``. The subcommand is the first element after the
+    runtime that does not start with ``-`` (write global options as ``--opt=value``); the
+    first ``--name`` after ``run`` counts. Raises nothing."""
     if not argv:
         return None, None
     base = os.path.basename(argv[0])
