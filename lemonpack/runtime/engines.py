@@ -1,0 +1,744 @@
+"""The thin effects layer: spawn, probe, stop and clean up real engines (RFC section 9).
+
+Design notes live in ``SUPERVISOR.md`` next to this file. In short:
+
+- **Spawning** (:meth:`Engines.spawn`): ``subprocess.Popen(plan.argv, env=..., cwd=...,
+  start_new_session=True)`` (never a shell), stdout+stderr into one pipe read into a
+  :class:`~lemonpack.runtime.logs.LogRing`. ``preexec_fn`` sets ``PR_SET_PDEATHSIG(SIGKILL)``
+  so the engine dies with the runtime; because the kernel fires it when the *thread* that
+  forked exits, every spawn runs on one long-lived spawner thread.
+- **Tags**: each engine's environment carries ``LEMONPACK_RUNTIME_ID`` and
+  ``LEMONPACK_ENGINE_ID``; descendants inherit them, even after ``setsid``.
+- **Stopping** (:meth:`Engines.stop`): the plan's stop command (argv, with a timeout), then
+  for a container confirm it is gone (``rm -f -t 0`` if not), then SIGTERM to every member
+  (process group, session, descendants, tagged processes), a grace period, SIGKILL, and a
+  wait until every member is gone (zombies reaped when they are ours).
+- **Runtime death**: a sentinel process (:func:`reaper_main`) holds the read end of a pipe
+  whose write end only the runtime holds. When the runtime dies in any way (SIGKILL
+  included) it reads EOF, removes containers labelled ``lemonpack.owner=<runtime-id>`` and
+  kills every process tagged with the runtime id.
+- **Containers**: ``--label lemonpack.owner=<runtime-id>`` is injected right after ``run``;
+  before a start, a leftover container of the same name is removed if its owner is dead
+  (or is us), otherwise the start fails; :meth:`Engines.cleanup_leftovers` removes every
+  labelled container and tagged process whose runtime is dead.
+
+:class:`Runner` binds the pure :class:`~lemonpack.runtime.supervisor.Supervisor` to
+:class:`Engines`: thread-safe ``ensure_ready(model)`` / ``unload(model)`` / ``close()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from lemonpack.errors import RuntimeFailure
+from lemonpack.runtime import probes
+from lemonpack.runtime.logs import LogRing
+from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.supervisor import (
+    Crashed, Request, Shutdown, StartFailed, Started, State, Stopped, Supervisor, Unload,
+)
+
+ENV_RUNTIME = "LEMONPACK_RUNTIME_ID"
+ENV_ENGINE = "LEMONPACK_ENGINE_ID"
+LABEL_OWNER = "lemonpack.owner"
+LABEL_RECIPE = "lemonpack.recipe"
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _prctl = _libc.prctl
+except (OSError, AttributeError):  # pragma: no cover (not Linux)
+    _prctl = None
+
+
+# ---------------------------------------------------------------- /proc helpers
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One line of the process table: ids and the one-letter state (``Z`` zombie)."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start: int  # start time in clock ticks since boot (tells a reused pid apart)
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """``/proc/<pid>/stat`` parsed, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), rest[0], int(rest[19]))
+
+
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    info = proc_info(pid)
+    return info is not None and info.state not in ("Z", "X")
+
+
+def process_table() -> dict[int, ProcInfo]:
+    """Every process visible in ``/proc``."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = proc_info(int(name))
+            if info is not None:
+                out[info.pid] = info
+    return out
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """The value of ``name`` in the *initial* environment of ``pid`` (None: absent/unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode("utf-8", "replace")
+    return None
+
+
+def runtime_id_of(pid: int) -> str | None:
+    """``<pid>-<start ticks>`` of a live process: an id no later process can reuse."""
+    info = proc_info(pid)
+    return f"{pid}-{info.start}" if info else None
+
+
+def owner_alive(runtime_id: str) -> bool:
+    """True when the runtime ``runtime_id`` (from :func:`runtime_id_of`) still runs."""
+    try:
+        pid = int(runtime_id.split("-", 1)[0])
+    except ValueError:
+        return False
+    return runtime_id_of(pid) == runtime_id and pid_alive(pid)
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (``PR_SET_CHILD_SUBREAPER``),
+    so a grandchild whose parent exits stays in our tree. Returns False when unsupported."""
+    if _prctl is None:
+        return False
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _pdeathsig_preexec(parent: int) -> Callable[[], None]:
+    def preexec() -> None:  # runs in the child between fork and exec: no allocation-heavy work
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: do not outlive it
+            os._exit(1)
+    return preexec
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(pids) -> None:
+    """Collect zombies among ``pids`` that are our children (orphans we adopted as subreaper)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def tagged(name: str, value: str, table: Mapping[int, ProcInfo] | None = None) -> set[int]:
+    """Live pids whose initial environment has ``name=value``."""
+    table = process_table() if table is None else table
+    me = os.getpid()
+    return {p for p, i in table.items()
+            if p != me and i.state not in ("Z", "X") and environ_value(p, name) == value}
+
+
+def kill_tagged(name: str, value: str, timeout: float = 5.0) -> set[int]:
+    """SIGKILL every process tagged ``name=value`` until none is left (or ``timeout``)."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = tagged(name, value)
+        if not pids or time.monotonic() > deadline:
+            _reap(killed)
+            return killed
+        for p in pids:
+            _kill(p, signal.SIGKILL)
+        killed |= pids
+        time.sleep(0.01)
+        _reap(killed)
+
+
+# ---------------------------------------------------------------- containers
+
+
+def inject_labels(argv: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
+    """``argv`` of a ``podman|docker ... run ...`` with ``--label k=v`` inserted right after
+    ``run`` (unchanged when there is no ``run``)."""
+    try:
+        i = argv.index("run", 1)
+    except ValueError:
+        return argv
+    extra = tuple(x for k, v in labels.items() for x in ("--label", f"{k}={v}"))
+    return argv[: i + 1] + extra + argv[i + 1:]
+
+
+def _ctl(runtime: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    return subprocess.run([runtime, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def container_labels(runtime: str, name: str) -> dict[str, str] | None:
+    """The labels of the container named exactly ``name`` (None: there is none)."""
+    r = _ctl(runtime, "ps", "-a", "--filter", f"name=^{name}$",
+             "--format", "{{.ID}}\t{{.Names}}\t{{json .Labels}}")
+    import json
+    for line in r.stdout.splitlines():
+        cid, names, labels = (line.split("\t", 2) + ["", ""])[:3]
+        if name in names.split(","):
+            try:
+                return json.loads(labels) or {}
+            except ValueError:
+                return {}
+    return None
+
+
+def container_exists(runtime: str, name: str) -> bool:
+    """True while a container named exactly ``name`` exists (in any state)."""
+    r = _ctl(runtime, "ps", "-a", "-q", "--filter", f"name=^{name}$")
+    return bool(r.stdout.strip())
+
+
+def wait_container_gone(runtime: str, name: str, timeout: float = 30.0, poll: float = 0.05) -> bool:
+    """Poll until no container is named ``name``; True when it is gone within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while container_exists(runtime, name):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+def remove_container(runtime: str, name: str, timeout: float = 30.0) -> None:
+    """``rm -f -t 0`` the container ``name`` and wait until it is gone; RuntimeFailure if not."""
+    _ctl(runtime, "rm", "-f", "-t", "0", name, timeout=timeout)
+    if not wait_container_gone(runtime, name, timeout):
+        raise RuntimeFailure(f"container {name} is still there after `{runtime} rm -f`")
+
+
+def remove_orphan_containers(runtime: str, *, only_owner: str | None = None) -> list[str]:
+    """Remove containers labelled ``lemonpack.owner`` whose owner is dead (or, with
+    ``only_owner``, exactly that owner's); returns their names."""
+    r = _ctl(runtime, "ps", "-a", "--filter", f"label={LABEL_OWNER}",
+             "--format", "{{.Names}}\t{{.Labels}}")
+    if r.returncode != 0:
+        return []
+    removed = []
+    for line in r.stdout.splitlines():
+        name, _, labels = line.partition("\t")
+        owner = ""
+        for part in labels.replace("map[", "").replace("]", "").replace(",", " ").split():
+            k, _, v = part.partition(":" if ":" in part and "=" not in part else "=")
+            if k == LABEL_OWNER:
+                owner = v
+        if not owner:
+            continue
+        if (only_owner is not None and owner == only_owner) or (only_owner is None and not owner_alive(owner)):
+            _ctl(runtime, "rm", "-f", "-t", "0", name)
+            removed.append(name)
+    return removed
+
+
+# ---------------------------------------------------------------- one engine
+
+
+class EngineProcess:
+    """One spawned engine: the Popen, its logs, its exit, its tag.
+
+    ``pid`` is the direct child's pid (the session and process-group id as well).
+    ``on_exit(fn)`` registers ``fn(returncode)``, called once from a waiter thread.
+    """
+
+    def __init__(self, plan: LaunchPlan, popen: subprocess.Popen, tag: str, logs: LogRing) -> None:
+        self.plan, self.popen, self.tag, self.logs = plan, popen, tag, logs
+        self.pid = popen.pid
+        self.started_at = time.monotonic()
+        self.ready_after: float | None = None
+        self.exited = threading.Event()
+        self.stopping = False
+        self._callbacks: list[Callable[[int], None]] = []
+        self._lock = threading.Lock()
+        self._reader = logs.pump(popen.stdout, name=f"log-{plan.recipe}") if popen.stdout else None
+        threading.Thread(target=self._wait, name=f"wait-{self.pid}", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return self.plan.url
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return tuple(self.popen.args)
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self.popen.poll()
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once the child has exited."""
+        return self.exited.wait(timeout)
+
+    def on_exit(self, fn: Callable[[int], None]) -> None:
+        with self._lock:
+            if not self.exited.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self.popen.returncode)
+
+    def _wait(self) -> None:
+        rc = self.popen.wait()
+        with self._lock:
+            self.exited.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(rc)
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------- the driver
+
+
+class Engines:
+    """Spawns, probes and stops engines; owns the spawner thread and the reaper sentinel.
+
+    ``runtime_id`` defaults to :func:`runtime_id_of` this process. With ``subreaper`` the
+    process adopts orphaned descendants (use it in a runtime process, not in a library
+    host). With ``sentinel`` a reaper process cleans up after this runtime if it dies.
+    ``grace`` is the seconds between SIGTERM and SIGKILL; ``stop_timeout`` bounds the
+    plan's stop command; ``container_timeout`` bounds waiting for a container to be gone.
+    """
+
+    def __init__(self, *, runtime_id: str | None = None, subreaper: bool = False, sentinel: bool = False,
+                 grace: float = 5.0, stop_timeout: float = 30.0, container_timeout: float = 30.0,
+                 log_lines: int = 2000) -> None:
+        self.runtime_id = runtime_id or runtime_id_of(os.getpid()) or str(os.getpid())
+        self.grace, self.stop_timeout, self.container_timeout = grace, stop_timeout, container_timeout
+        self.log_lines = log_lines
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="lemonpack-spawner")
+        self._counter = itertools.count(1)
+        self._live: set[EngineProcess] = set()
+        self._lock = threading.Lock()
+        self._runtimes_used: set[str] = set()
+        self.subreaper = set_child_subreaper() if subreaper else False
+        self._sentinel: subprocess.Popen | None = _start_sentinel(self.runtime_id) if sentinel else None
+
+    # -- start
+
+    def spawn(self, plan: LaunchPlan) -> EngineProcess:
+        """Start ``plan``'s process (not probed). Raises RuntimeFailure when the executable
+        cannot be run or a foreign container holds ``plan.container_name``."""
+        argv = tuple(plan.argv)
+        if plan.container_name:
+            rt = plan.container_runtime or argv[0]
+            self._note_runtime(rt)
+            self._clear_container_name(rt, plan.container_name)
+            argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe})
+        tag = f"{self.runtime_id}/{next(self._counter)}"
+        env = {**os.environ, **plan.env, ENV_RUNTIME: self.runtime_id, ENV_ENGINE: tag}
+        logs = LogRing(max_lines=self.log_lines)
+        parent = os.getpid()
+
+        def popen() -> subprocess.Popen:
+            return subprocess.Popen(list(argv), env=env, cwd=plan.working_dir or None, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    close_fds=True, preexec_fn=_pdeathsig_preexec(parent))
+        try:
+            p = self._spawner.submit(popen).result()
+        except OSError as e:
+            raise RuntimeFailure(f"{plan.recipe}: cannot run {argv[0]!r}: {e.strerror or e}") from e
+        eng = EngineProcess(plan, p, tag, logs)
+        with self._lock:
+            self._live.add(eng)
+        return eng
+
+    def wait_ready(self, eng: EngineProcess, cancelled: threading.Event | None = None) -> float:
+        """Run the plan's health probe against ``eng`` (see :func:`probes.wait_ready`)."""
+        plan = eng.plan
+        took = probes.wait_ready(plan.health_probe, plan.host, plan.port, eng, name=f"{plan.recipe} ({plan.model})",
+                                 logs=eng.logs, cancelled=cancelled)
+        eng.ready_after = time.monotonic() - eng.started_at
+        return took
+
+    def start(self, plan: LaunchPlan) -> EngineProcess:
+        """Spawn and probe; on failure stop everything it started and raise RuntimeFailure."""
+        eng = self.spawn(plan)
+        try:
+            self.wait_ready(eng)
+        except BaseException:
+            self.stop(eng)
+            raise
+        return eng
+
+    # -- stop
+
+    def members(self, eng: EngineProcess) -> set[int]:
+        """Live processes that belong to ``eng``: its group, its session, its descendants and
+        every process carrying its tag."""
+        table = process_table()
+        me = os.getpid()
+        out = {p for p, i in table.items() if i.pgid == eng.pid or i.sid == eng.pid}
+        children: dict[int, list[int]] = {}
+        for p, i in table.items():
+            children.setdefault(i.ppid, []).append(p)
+        stack = [eng.pid]
+        while stack:
+            for c in children.get(stack.pop(), ()):
+                if c not in out:
+                    out.add(c)
+                    stack.append(c)
+        if eng.pid in table:
+            out.add(eng.pid)
+        out |= tagged(ENV_ENGINE, eng.tag, table)
+        return {p for p in out if p != me and table.get(p) and table[p].state not in ("Z", "X")}
+
+    def stop(self, eng: EngineProcess, grace: float | None = None) -> None:
+        """Stop ``eng`` and everything it started; idempotent; returns once all are gone.
+
+        Order: the plan's stop command (argv, ``stop_timeout``); for a container, confirm it
+        is gone (``rm -f -t 0`` when the stop command did not remove it); SIGTERM to every
+        member; ``grace`` seconds; SIGKILL to what is left; wait until none is left.
+        """
+        grace = self.grace if grace is None else grace
+        eng.stopping = True
+        plan = eng.plan
+        stop_argv = plan.stop_argv(eng.pid)
+        if stop_argv and (eng.poll() is None or plan.container_name):
+            try:
+                r = subprocess.run(list(stop_argv), capture_output=True, text=True, timeout=self.stop_timeout,
+                                   stdin=subprocess.DEVNULL, env={**os.environ, **plan.env})
+                for line in (r.stdout + r.stderr).splitlines():
+                    eng.logs.append(f"[stop] {line}")
+            except (OSError, subprocess.TimeoutExpired) as e:
+                eng.logs.append(f"[stop] stop command failed: {e}")
+        if plan.container_name:
+            rt = plan.container_runtime or plan.argv[0]
+            if not wait_container_gone(rt, plan.container_name, timeout=min(2.0, self.container_timeout)):
+                remove_container(rt, plan.container_name, self.container_timeout)
+        self._terminate(eng, grace)
+        with self._lock:
+            self._live.discard(eng)
+        if eng._reader is not None:
+            eng._reader.join(timeout=1.0)
+
+    def _terminate(self, eng: EngineProcess, grace: float) -> None:
+        pids = self.members(eng)
+        if not pids:
+            eng.exited.wait(1.0)
+            return
+        for p in pids:
+            _kill(p, signal.SIGTERM)
+        _killpg(eng.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        seen = set(pids)
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.005)
+            pids = self.members(eng)
+            seen |= pids
+        deadline = time.monotonic() + 10.0
+        while pids:
+            for p in pids:
+                _kill(p, signal.SIGKILL)
+            _killpg(eng.pid, signal.SIGKILL)
+            time.sleep(0.005)
+            _reap(seen - {eng.pid})
+            pids = self.members(eng)
+            seen |= pids
+            if time.monotonic() > deadline:
+                raise RuntimeFailure(f"{eng.plan.recipe}: processes {sorted(pids)} survive SIGKILL")
+        eng.exited.wait(5.0)
+        _reap(seen - {eng.pid})
+
+    # -- housekeeping
+
+    def cleanup_leftovers(self, container_runtimes: tuple[str, ...] = ("podman",)) -> dict[str, list]:
+        """Remove what crashed runtimes left: labelled containers and tagged processes whose
+        owner is dead. Returns ``{"containers": [...], "processes": [...]}``."""
+        gone_containers: list[str] = []
+        for rt in container_runtimes:
+            if shutil.which(rt):
+                try:
+                    gone_containers += remove_orphan_containers(rt)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        owners: dict[int, str] = {}
+        for p in process_table():
+            rid = environ_value(p, ENV_RUNTIME)
+            if rid and rid != self.runtime_id and not owner_alive(rid):
+                owners[p] = rid
+        for p in owners:
+            _kill(p, signal.SIGKILL)
+        return {"containers": gone_containers, "processes": sorted(owners)}
+
+    def close(self) -> None:
+        """Stop every live engine, then end the spawner thread and the sentinel."""
+        with self._lock:
+            live = list(self._live)
+        for eng in live:
+            self.stop(eng)
+        self._spawner.shutdown(wait=True)
+        if self._sentinel is not None:
+            try:
+                self._sentinel.stdin.close()
+            except OSError:
+                pass
+            self._sentinel = None
+
+    def _note_runtime(self, rt: str) -> None:
+        if rt not in self._runtimes_used:
+            self._runtimes_used.add(rt)
+            if self._sentinel is not None and self._sentinel.stdin:
+                try:
+                    self._sentinel.stdin.write(f"runtime {rt}\n".encode())
+                    self._sentinel.stdin.flush()
+                except OSError:
+                    pass
+
+    def _clear_container_name(self, rt: str, name: str) -> None:
+        labels = container_labels(rt, name)
+        if labels is None:
+            return
+        owner = labels.get(LABEL_OWNER)
+        if owner and (owner == self.runtime_id or not owner_alive(owner)):
+            remove_container(rt, name, self.container_timeout)
+            return
+        if wait_container_gone(rt, name, timeout=self.container_timeout):  # e.g. a --rm still finishing
+            return
+        raise RuntimeFailure(f"a container named {name} already exists and is not ours "
+                             f"(owner {owner or 'unknown'}); remove it with `{rt} rm -f {name}`")
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ---------------------------------------------------------------- the sentinel
+
+
+def _start_sentinel(runtime_id: str) -> subprocess.Popen:
+    """Start the reaper sentinel: its own session, no tag, stdin a pipe only we hold."""
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_RUNTIME, ENV_ENGINE)}
+    return subprocess.Popen([sys.executable, "-m", "lemonpack.runtime.engines", "reap", runtime_id],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env=env, close_fds=True)
+
+
+def reaper_main(runtime_id: str) -> int:
+    """The sentinel: wait for EOF on stdin (the runtime is gone, however it ended), then
+    remove containers labelled with ``runtime_id`` and kill every process tagged with it.
+    Lines ``runtime <cli>`` on stdin name container CLIs in use (podman is always tried)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    runtimes = {"podman"}
+    for line in sys.stdin.buffer:
+        parts = line.decode("utf-8", "replace").split()
+        if len(parts) == 2 and parts[0] == "runtime":
+            runtimes.add(parts[1])
+    for rt in sorted(runtimes):
+        if shutil.which(rt):
+            try:
+                remove_orphan_containers(rt, only_owner=runtime_id)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    kill_tagged(ENV_RUNTIME, runtime_id)
+    return 0
+
+
+# ---------------------------------------------------------------- supervisor binding
+
+
+@dataclass
+class _Live:
+    generation: int
+    engine: EngineProcess | None = None
+    watchdog: probes.Watchdog | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Runner:
+    """The supervisor bound to real engines: a thread-safe front for many models.
+
+    ``plans`` maps a model name to its :class:`LaunchPlan` (a mapping or a callable, called
+    at each start). :meth:`ensure_ready` blocks until the model's engine is ready (starting
+    it, or joining a start under way) and returns it. ``on_state(model, old, new)`` observes
+    transitions. Decisions are the :class:`Supervisor`'s; this class only performs them.
+    """
+
+    def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
+                 engines: Engines | None = None, *, watchdog_interval: float | None = None,
+                 watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None) -> None:
+        self._plans = plans
+        self.engines = engines or Engines()
+        self._own_engines = engines is None
+        self.watchdog_interval, self.watchdog_failures = watchdog_interval, watchdog_failures
+        self._on_state = on_state
+        self._lock = threading.RLock()
+        self._sv = Supervisor(self)
+        self._live: dict[str, _Live] = {}
+        self._idle = threading.Condition(self._lock)
+        self.starts = 0  # engines spawned (for tests and stats)
+
+    # -- public API
+
+    def ensure_ready(self, model: str, timeout: float | None = None) -> EngineProcess:
+        """Block until ``model`` is ready; return its engine. Raises RuntimeFailure when the
+        start fails, the model is unloaded meanwhile, or ``timeout`` seconds pass."""
+        fut: Future = Future()
+        self._post(Request(model, fut))
+        try:
+            return fut.result(timeout)
+        except TimeoutError as e:
+            raise RuntimeFailure(f"{model}: not ready within {timeout}s") from e
+
+    def unload(self, model: str, timeout: float | None = 60.0) -> None:
+        """Stop ``model``'s engine and wait until it is stopped."""
+        self._post(Unload(model))
+        self._wait(lambda: self._sv.state(model) is State.STOPPED, timeout)
+
+    def state(self, model: str) -> State:
+        with self._lock:
+            return self._sv.state(model)
+
+    def engine(self, model: str) -> EngineProcess | None:
+        """The current engine of ``model`` (None when there is none)."""
+        with self._lock:
+            live = self._live.get(model)
+            return live.engine if live else None
+
+    def wait_state(self, model: str, state: State, timeout: float | None = 30.0) -> bool:
+        """Block until ``model`` is in ``state``; False on timeout."""
+        return self._wait(lambda: self._sv.state(model) is state, timeout)
+
+    def close(self, timeout: float | None = 120.0) -> None:
+        """Stop every model and wait; then close the engines driver if we made it."""
+        self._post(Shutdown())
+        self._wait(lambda: self._sv.idle, timeout)
+        if self._own_engines:
+            self.engines.close()
+
+    # -- plumbing
+
+    def _post(self, event) -> None:
+        with self._lock:
+            self._sv.handle(event)
+            self._idle.notify_all()
+
+    def _wait(self, pred: Callable[[], bool], timeout: float | None) -> bool:
+        with self._idle:
+            return self._idle.wait_for(pred, timeout)
+
+    def _plan(self, model: str) -> LaunchPlan:
+        return self._plans(model) if callable(self._plans) else self._plans[model]
+
+    # -- Effects (called under the lock; must not block)
+
+    def start(self, model: str, generation: int) -> None:
+        live = self._live[model] = _Live(generation)
+        threading.Thread(target=self._do_start, args=(model, live), name=f"start-{model}", daemon=True).start()
+
+    def stop(self, model: str, generation: int) -> None:
+        live = self._live.get(model)
+        if live is None or live.generation != generation:
+            live = _Live(generation)
+        live.cancelled.set()
+        threading.Thread(target=self._do_stop, args=(model, live), name=f"stop-{model}", daemon=True).start()
+
+    def ready(self, model, generation, waiters) -> None:
+        eng = self._live[model].engine
+        for w in waiters:
+            w.set_result(eng)
+
+    def failed(self, model, waiters, error) -> None:
+        for w in waiters:
+            w.set_exception(error)
+
+    def state_changed(self, model, old, new) -> None:
+        if self._on_state is not None:
+            self._on_state(model, old, new)
+
+    # -- workers
+
+    def _do_start(self, model: str, live: _Live) -> None:
+        try:
+            plan = self._plan(model)
+            with live.lock:
+                if live.cancelled.is_set():
+                    raise RuntimeFailure(f"{model}: start cancelled")
+                live.engine = eng = self.engines.spawn(plan)
+                self.starts += 1
+            self.engines.wait_ready(eng, cancelled=live.cancelled)
+        except Exception as e:  # noqa: BLE001 (every failure is reported as an event)
+            err = e if isinstance(e, RuntimeFailure) else RuntimeFailure(f"{model}: {e}")
+            self._post(StartFailed(model, live.generation, err))
+            return
+        gen = live.generation
+        if live.cancelled.is_set():  # unloaded while the probe ran: the stop worker cleans up
+            self._post(StartFailed(model, gen, RuntimeFailure(f"{model}: start cancelled")))
+            return
+        eng.on_exit(lambda rc: self._post(Crashed(model, gen, f"engine exited with code {rc}")))
+        if plan.health_probe.type == "http":
+            live.watchdog = probes.Watchdog(plan.health_probe, plan.host, plan.port,
+                                            lambda why: self._post(Crashed(model, gen, why)),
+                                            interval=self.watchdog_interval, failures=self.watchdog_failures,
+                                            name=model).start()
+        self._post(Started(model, gen))
+
+    def _do_stop(self, model: str, live: _Live) -> None:
+        try:
+            with live.lock:
+                eng = live.engine
+            if live.watchdog is not None:
+                live.watchdog.stop()
+            if eng is not None:
+                self.engines.stop(eng)
+        finally:
+            self._post(Stopped(model, live.generation))
+
+
+__all__ = [
+    "ENV_ENGINE", "ENV_RUNTIME", "EngineProcess", "Engines", "LABEL_OWNER", "LABEL_RECIPE", "ProcInfo", "Runner",
+    "container_exists", "inject_labels", "kill_tagged", "owner_alive", "pid_alive", "proc_info",
+    "process_table", "reaper_main", "remove_container", "remove_orphan_containers", "runtime_id_of",
+    "set_child_subreaper", "tagged", "wait_container_gone",
+]
+
+if __name__ == "__main__":  # the sentinel: python -m lemonpack.runtime.engines reap <runtime-id>
+    if len(sys.argv) == 3 and sys.argv[1] == "reap":
+        sys.exit(reaper_main(sys.argv[2]))
+    sys.exit("usage: python -m lemonpack.runtime.engines reap RUNTIME_ID")

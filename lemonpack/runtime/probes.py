@@ -1,0 +1,169 @@
+"""Health probes (RFC section 4.3) and the after-ready watchdog (section 9).
+
+- ``http``: GET ``http://host:port{endpoint}``; only ``expected_status`` passes. Any other
+  status (503 "Loading model" included) and connection errors keep waiting.
+- ``tcp``: ``{port}`` accepts a TCP connection.
+- ``process``: the child is still alive one ``poll_interval_ms`` after spawn.
+
+:func:`wait_ready` polls at once, then every ``poll_interval_ms`` until ``timeout_seconds``;
+between polls it waits on the child's exit, so a child that exits during the probe fails
+the load at once with its exit code and last log lines (:class:`RuntimeFailure`), instead
+of waiting out the timeout. Probes talk to loopback only and ignore proxy variables
+(``trust_env=False``).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import httpx
+
+from lemonpack.contract.model import HealthProbe
+from lemonpack.errors import RuntimeFailure
+from lemonpack.runtime.logs import LogRing
+
+LOG_TAIL = 20  # log lines quoted in a failure
+
+
+class Watched(Protocol):
+    """What a probe needs of a running child (see :class:`~lemonpack.runtime.engines.EngineProcess`)."""
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once the child has exited."""
+
+
+def probe_host(host: str) -> str:
+    """The address to probe an engine listening on ``host`` (wildcards map to loopback)."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def _url(host: str, port: int, endpoint: str) -> str:
+    h = probe_host(host)
+    h = f"[{h}]" if ":" in h else h
+    return f"http://{h}:{port}{endpoint if endpoint.startswith('/') else '/' + endpoint}"
+
+
+def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | None = None,
+               timeout: float = 2.0) -> tuple[bool, str]:
+    """One probe attempt: ``(passed, what was seen)``; ``what`` is e.g. ``"HTTP 503"``,
+    ``"connection refused"``. Never raises for network errors. ``process`` always passes."""
+    if probe.type == "http":
+        own = client is None
+        c = client or httpx.Client(trust_env=False)
+        try:
+            r = c.get(_url(host, port, probe.endpoint), timeout=timeout)
+            return r.status_code == probe.expected_status, f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            return False, _describe(e)
+        finally:
+            if own:
+                c.close()
+    if probe.type == "tcp":
+        try:
+            with socket.create_connection((probe_host(host), port), timeout=timeout):
+                return True, "connected"
+        except OSError as e:
+            return False, e.strerror or type(e).__name__
+    if probe.type == "process":
+        return True, "alive"
+    raise RuntimeFailure(f"unknown health probe type {probe.type!r}")
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, httpx.ConnectError):
+        return "connection refused"
+    if isinstance(e, httpx.TimeoutException):
+        return "timed out"
+    return type(e).__name__
+
+
+def failure(what: str, logs: LogRing | None) -> RuntimeFailure:
+    """A :class:`RuntimeFailure` with ``what`` and the last :data:`LOG_TAIL` log lines."""
+    tail = logs.tail(LOG_TAIL) if logs else []
+    if tail:
+        what += "\nlast log lines:\n  " + "\n  ".join(tail)
+    return RuntimeFailure(what)
+
+
+def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name: str = "engine",
+               logs: LogRing | None = None, cancelled: threading.Event | None = None) -> float:
+    """Block until ``probe`` passes; return the seconds it took.
+
+    Raises :class:`RuntimeFailure` when the child exits first (exit code + log tail), when
+    ``timeout_seconds`` pass (last observation + log tail) or when ``cancelled`` is set.
+    """
+    t0 = time.monotonic()
+    deadline = t0 + probe.timeout_seconds
+    interval = max(probe.poll_interval_ms, 1) / 1000.0
+    last = "not probed yet"
+
+    def exited() -> None:
+        rc = child.poll()
+        if rc is not None:
+            raise failure(f"{name} exited with code {rc} during its health probe ({last})", logs)
+
+    if probe.type == "process":
+        if child.wait_exit(interval):
+            exited()
+        return time.monotonic() - t0
+    with httpx.Client(trust_env=False) as client:
+        while True:
+            exited()
+            if cancelled is not None and cancelled.is_set():
+                raise RuntimeFailure(f"{name}: start cancelled")
+            remaining = deadline - time.monotonic()
+            ok, last = check_once(probe, host, port, client, timeout=max(0.05, min(remaining, 5.0)))
+            if ok:
+                exited()  # passed, but only if the child is the one answering
+                return time.monotonic() - t0
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise failure(f"{name} not ready after {probe.timeout_seconds}s "
+                              f"({probe.type} probe of port {port}: {last})", logs)
+            child.wait_exit(min(interval, remaining))
+
+
+class Watchdog:
+    """After an http probe passed, keep checking it (RFC section 9).
+
+    Every ``interval`` seconds (default: ``max(poll_interval_ms, 1 s)``) it probes once;
+    after ``failures`` consecutive failed checks it calls ``on_crash(reason)`` once and
+    stops. :meth:`stop` ends it without a report. Other probe types have no watchdog (the
+    child's exit is reported by the process driver).
+    """
+
+    def __init__(self, probe: HealthProbe, host: str, port: int, on_crash: Callable[[str], None], *,
+                 interval: float | None = None, failures: int = 3, name: str = "engine") -> None:
+        self.probe, self.host, self.port, self.on_crash = probe, host, port, on_crash
+        self.interval = interval if interval is not None else max(probe.poll_interval_ms / 1000.0, 1.0)
+        self.failures = failures
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"watchdog-{name}", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        bad = 0
+        with httpx.Client(trust_env=False) as client:
+            while not self._stop.wait(self.interval):
+                ok, seen = check_once(self.probe, self.host, self.port, client, timeout=max(self.interval, 1.0))
+                bad = 0 if ok else bad + 1
+                if bad >= self.failures and not self._stop.is_set():
+                    self._stop.set()
+                    self.on_crash(f"health check failed {bad} times in a row ({seen})")
+                    return
+
+
+__all__ = ["LOG_TAIL", "Watchdog", "Watched", "check_once", "failure", "probe_host", "wait_ready"]

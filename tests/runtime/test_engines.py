@@ -1,0 +1,194 @@
+"""Engines, probes and the Runner against the real fake engine (real processes, loopback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.helpers import all_gone, fake_plan, read_pids, wait_for  # noqa: E402
+
+from lemonpack.contract.model import HealthProbe  # noqa: E402
+from lemonpack.errors import RuntimeFailure  # noqa: E402
+from lemonpack.runtime.engines import Engines, Runner, pid_alive  # noqa: E402
+from lemonpack.runtime.supervisor import State  # noqa: E402
+
+
+@pytest.fixture
+def engines():
+    e = Engines(grace=0.5, subreaper=False)
+    yield e
+    e.close()
+
+
+def probe(type_="http", timeout=20, interval=20):
+    return HealthProbe(type=type_, endpoint="/health", expected_status=200, timeout_seconds=timeout,
+                       poll_interval_ms=interval)
+
+
+def test_ready_after_503s_then_serves_and_stops(engines):
+    eng = engines.spawn(fake_plan("--health-delay", "0.5"))
+    took = engines.wait_ready(eng)
+    assert took >= 0.4
+    r = httpx.post(eng.url + "/v1/chat/completions", json={"messages": []}, trust_env=False)
+    assert r.json()["choices"][0]["message"]["content"].startswith("Hello")
+    with httpx.stream("POST", eng.url + "/v1/chat/completions", json={"stream": True}, trust_env=False) as r:
+        lines = [x for x in r.iter_lines() if x]
+    assert lines[-1] == "data: [DONE]" and all(x.startswith("data: ") for x in lines)
+    assert any("listening on" in line for line in eng.logs.lines())
+    engines.stop(eng)
+    assert not pid_alive(eng.pid) and eng.poll() == 0
+
+
+def test_exit_during_probe_fails_fast_with_code_and_logs(engines):
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFailure) as e:
+        engines.start(fake_plan("--exit-now", "--exit-code", "5", probe=probe(timeout=60)))
+    assert time.monotonic() - t0 < 5
+    assert "exited with code 5" in str(e.value)
+    assert "cannot load model: giving up with code 5" in str(e.value)
+
+
+def test_probe_timeout(engines):
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFailure) as e:
+        engines.start(fake_plan("--health-delay", "100", probe=probe(timeout=1, interval=100)))
+    assert 0.9 < time.monotonic() - t0 < 5
+    assert "not ready after 1s" in str(e.value) and "HTTP 503" in str(e.value)
+    assert "listening on" in str(e.value)
+
+
+def test_only_expected_status_passes(engines):
+    p = HealthProbe(type="http", endpoint="/v1/models", expected_status=204, timeout_seconds=1, poll_interval_ms=50)
+    with pytest.raises(RuntimeFailure, match="HTTP 200"):
+        engines.start(fake_plan(probe=p))
+
+
+def test_tcp_and_process_probes(engines):
+    eng = engines.start(fake_plan("--health-delay", "100", probe=probe("tcp")))
+    engines.stop(eng)
+    eng = engines.start(fake_plan("--no-listen", probe=probe("process", interval=200)))
+    assert eng.poll() is None
+    engines.stop(eng)
+    with pytest.raises(RuntimeFailure, match="code 3"):
+        engines.start(fake_plan("--exit-now", probe=probe("process", interval=2000)))
+
+
+def test_stop_command_runs_first_as_argv(engines):
+    stop = (sys.executable, "-c", "import sys; print('stop command for', sys.argv[1])", "{pid}")
+    eng = engines.start(fake_plan(stop_argv=stop))
+    engines.stop(eng)
+    assert f"[stop] stop command for {eng.pid}" in eng.logs.lines()
+
+
+def test_missing_executable_is_a_runtime_failure(engines):
+    plan = fake_plan()
+    plan = type(plan)(**{**plan.__dict__, "argv": ("/nonexistent/engine",), "executable": "/nonexistent/engine"})
+    with pytest.raises(RuntimeFailure, match="cannot run"):
+        engines.spawn(plan)
+
+
+@pytest.mark.parametrize("flags", [
+    ("--ignore-sigterm",),
+    ("--fork-child",),
+    ("--fork-child", "--ignore-sigterm"),
+    ("--grandchild",),
+    ("--grandchild", "--ignore-sigterm", "--fork-child"),
+])
+def test_stop_leaves_no_process_behind(engines, tmp_path, flags):
+    pidfile = tmp_path / "pids"
+    eng = engines.start(fake_plan(*flags, "--pid-file", str(pidfile)))
+    pids = read_pids(pidfile)
+    assert len(pids) == 1 + flags.count("--fork-child") + flags.count("--grandchild")
+    assert all(pid_alive(p) for p in pids.values())
+    if "--grandchild" in flags:  # it really escaped: another session, not our child's child
+        g = pids["grandchild"]
+        assert os.getsid(g) != eng.pid and os.getpgid(g) != eng.pid
+    t0 = time.monotonic()
+    engines.stop(eng)
+    assert all_gone(pids.values()), {r: p for r, p in pids.items() if pid_alive(p)}
+    took = time.monotonic() - t0
+    assert took < (0.5 + 2 if "--ignore-sigterm" in flags else 2)
+
+
+def test_runner_concurrent_first_requests_start_one_engine():
+    runner = Runner({"m": fake_plan("--health-delay", "0.3")}, Engines(grace=0.5))
+    results, errors = [], []
+
+    def ask():
+        try:
+            results.append(runner.ensure_ready("m", timeout=30))
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not errors and len(results) == 16
+        assert len({e.pid for e in results}) == 1 and runner.starts == 1
+        assert runner.state("m") is State.READY
+    finally:
+        runner.close()
+    assert not pid_alive(results[0].pid)
+
+
+def test_runner_crash_after_ready_goes_stopped_and_next_request_restarts():
+    runner = Runner({"m": fake_plan("--crash-after", "0.5", "--exit-code", "9")}, Engines(grace=0.5))
+    try:
+        first = runner.ensure_ready("m", timeout=30)
+        assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
+        assert first.poll() == 9
+        second = runner.ensure_ready("m", timeout=30)
+        assert second.pid != first.pid and runner.starts == 2
+    finally:
+        runner.close()
+
+
+def test_runner_watchdog_reports_a_hung_engine():
+    runner = Runner({"m": fake_plan()}, Engines(grace=0.3), watchdog_interval=0.1, watchdog_failures=2)
+    try:
+        eng = runner.ensure_ready("m", timeout=30)
+        os.kill(eng.pid, signal.SIGSTOP)  # alive, but answers nothing
+        assert wait_for(lambda: runner.state("m") is State.STOPPED, 15)
+        assert not pid_alive(eng.pid)
+    finally:
+        runner.close()
+
+
+def test_runner_failure_is_not_sticky(tmp_path):
+    calls = []
+
+    def plans(model):
+        calls.append(model)
+        return fake_plan("--exit-now") if len(calls) == 1 else fake_plan()
+    runner = Runner(plans, Engines(grace=0.3))
+    try:
+        with pytest.raises(RuntimeFailure, match="code 3"):
+            runner.ensure_ready("m", timeout=30)
+        assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
+        assert runner.ensure_ready("m", timeout=30).poll() is None
+    finally:
+        runner.close()
+
+
+def test_runner_unload_during_start():
+    runner = Runner({"m": fake_plan("--health-delay", "100")}, Engines(grace=0.3))
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeFailure, runner.ensure_ready, "m", 30)))
+    t.start()
+    assert wait_for(lambda: runner.engine("m") is not None, 10)
+    eng = runner.engine("m")
+    runner.unload("m")
+    t.join(10)
+    assert errors and "unloaded" in str(errors[0].value)
+    assert not pid_alive(eng.pid)
+    runner.close()

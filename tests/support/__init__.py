@@ -1,0 +1,1 @@
+"""Shared test support for the runtime tests: a fake engine, plan helpers, llama-server."""

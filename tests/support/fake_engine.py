@@ -1,0 +1,163 @@
+"""A fake OpenAI-compatible engine for runtime tests (stdlib only; run it as a script).
+
+    python fake_engine.py --port P [--host H] [--health-delay S] [--crash-after S]
+        [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
+        [--pid-file F] [--no-listen]
+
+- ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200.
+- ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
+  ``data: {...}`` lines ending ``data: [DONE]``).
+- ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
+  ``--exit-now``: print a message and exit with ``--exit-code`` at once.
+- ``--ignore-sigterm``: SIGTERM is ignored (by the engine and the children it makes).
+- ``--fork-child``: fork a child that stays in our process group and sleeps.
+- ``--grandchild``: fork a child that forks a grandchild which ``setsid``s away and sleeps,
+  then the child exits (the grandchild is orphaned, outside our group and session).
+- ``--pid-file F``: write one line per process: ``engine PID``, ``child PID``, ``grandchild PID``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+START = time.monotonic()
+
+
+def log(msg: str) -> None:
+    print(f"fake-engine[{os.getpid()}]: {msg}", flush=True)
+
+
+def sleeper(ignore_term: bool) -> None:
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(3600)
+
+
+def record(path: str | None, role: str, pid: int) -> None:
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{role} {pid}\n")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    opts: argparse.Namespace
+
+    def log_message(self, fmt, *args):  # noqa: D401
+        pass
+
+    def _json(self, code: int, obj) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        if self.path == "/health":
+            if time.monotonic() - START < self.opts.health_delay:
+                self._json(503, {"error": {"code": 503, "message": "Loading model"}})
+            else:
+                self._json(200, {"status": "ok"})
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": self.opts.model, "object": "model"}]})
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        req = json.loads(self.rfile.read(length) or b"{}")
+        if self.path != "/v1/chat/completions":
+            self._json(404, {"error": "not found"})
+            return
+        text = "Hello from the fake engine"
+        if not req.get("stream"):
+            self._json(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": self.opts.model,
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": text}}]})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for word in text.split(" "):
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.opts.model,
+                     "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--model", default="fake-model")
+    ap.add_argument("--health-delay", type=float, default=0.0)
+    ap.add_argument("--crash-after", type=float, default=None)
+    ap.add_argument("--exit-code", type=int, default=3)
+    ap.add_argument("--exit-now", action="store_true")
+    ap.add_argument("--ignore-sigterm", action="store_true")
+    ap.add_argument("--fork-child", action="store_true")
+    ap.add_argument("--grandchild", action="store_true")
+    ap.add_argument("--pid-file")
+    ap.add_argument("--no-listen", action="store_true")
+    opts = ap.parse_args(argv)
+    record(opts.pid_file, "engine", os.getpid())
+    if opts.exit_now:
+        log(f"cannot load model: giving up with code {opts.exit_code}")
+        return opts.exit_code
+    if opts.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if opts.fork_child:
+        pid = os.fork()
+        if pid == 0:
+            sleeper(opts.ignore_sigterm)
+        record(opts.pid_file, "child", pid)
+    if opts.grandchild:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            gpid = os.fork()
+            if gpid == 0:
+                os.setsid()
+                for fd in (0, 1, 2):  # a daemon-like grandchild: away from our pipes too
+                    os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+                sleeper(opts.ignore_sigterm)
+            os.write(w, f"{gpid}\n".encode())
+            os._exit(0)
+        os.close(w)
+        gpid = int(os.read(r, 64).decode().strip())
+        os.waitpid(pid, 0)
+        record(opts.pid_file, "grandchild", gpid)
+    if opts.crash_after is not None:
+        def crash():
+            log(f"crashing with code {opts.exit_code}")
+            os._exit(opts.exit_code)
+        threading.Timer(opts.crash_after, crash).start()
+    if opts.no_listen:
+        log("running without a port")
+        sleeper(opts.ignore_sigterm)
+    Handler.opts = opts
+    srv = http.server.ThreadingHTTPServer((opts.host, opts.port), Handler)
+    srv.daemon_threads = True
+    log(f"listening on http://{opts.host}:{opts.port} (health 503 for {opts.health_delay}s)")
+    if not opts.ignore_sigterm:
+        signal.signal(signal.SIGTERM, lambda *_: (log("SIGTERM: bye"), os._exit(0)))
+    srv.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
