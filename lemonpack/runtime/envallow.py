@@ -90,7 +90,8 @@ def denial_reason(name: str, allowlist: Iterable[str] = DEFAULT_ALLOWLIST) -> st
 
 
 def is_resolvable(name: str, allowlist: Iterable[str] = DEFAULT_ALLOWLIST) -> bool:
-    """True when ``{env:name}`` may read the parent environment (see :func:`denial_reason`)."""
+    """True when ``{env:name}`` may read the parent environment (section 4.2, D4; see
+    :func:`denial_reason`). Raises nothing."""
     return denial_reason(name, allowlist) is None
 
 

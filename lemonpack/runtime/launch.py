@@ -138,7 +138,8 @@ class ModelSpec:
         """Build from a registry entry, duck-typed: ``entry.name``, ``entry.checkpoints``
         (a mapping NAME -> path, or one string taken as ``main``), optional
         ``entry.recipe_options``, ``entry.mode`` and ``entry.model_dir``. Raises
-        :class:`LemonpackError` when ``name`` is missing or checkpoints have another shape."""
+        :class:`LemonpackError` when ``name`` is missing or checkpoints have another shape.
+        Models reference a recipe plus recipe_options (section 10)."""
         name = getattr(entry, "name", None)
         if not isinstance(name, str) or not name:
             raise LemonpackError(f"model entry {entry!r} has no name")
@@ -372,7 +373,7 @@ def expand_custom_args(ctx: TokenContext) -> list[str]:
 def default_hf_cache(environ: Mapping[str, str]) -> str | None:
     """The Hugging Face hub cache for ``environ``: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``,
     ``$HF_HOME/hub``, ``$XDG_CACHE_HOME/huggingface/hub``, ``$HOME/.cache/huggingface/hub``;
-    None when none of them is set. Raises nothing."""
+    None when none of them is set (the ``{hf_cache}`` token, section 4.2). Raises nothing."""
     for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if environ.get(key):
             return environ[key]
@@ -403,7 +404,8 @@ def container_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
     """``(runtime, name)`` when ``argv`` is ``podman|docker [global opts] run ... --name X``
     (or ``--name=X``), else ``(None, None)``. The subcommand is the first element after the
     runtime that does not start with ``-`` (write global options as ``--opt=value``); the
-    first ``--name`` after ``run`` counts. Raises nothing."""
+    first ``--name`` after ``run`` counts (the container launch of section 13.2, whose stop
+    command removes the container by that name). Raises nothing."""
     if not argv:
         return None, None
     base = os.path.basename(argv[0])

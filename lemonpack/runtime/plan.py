@@ -48,7 +48,9 @@ class LaunchPlan:
     mode: str | None = None
 
     def stop_argv(self, pid: int | None) -> tuple[str, ...] | None:
-        """The stop command argv with ``{pid}`` replaced by ``pid`` (None: no stop command)."""
+        """The stop command argv (section 9: run first on unload, tokens from the load-time
+        snapshot) with ``{pid}`` replaced by ``pid``; None when the recipe has no stop
+        command. Raises nothing."""
         if self.stop_argv_template is None:
             return None
         return tuple(a.replace("{pid}", str(pid if pid is not None else "")) for a in self.stop_argv_template)
