@@ -548,6 +548,45 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+# ---------------------------------------------------------------- foreground
+
+
+def run_foreground(plan: LaunchPlan, engines: Engines, *, on_log: Callable[[str], None] | None = None,
+                   on_ready: Callable[[EngineProcess], None] | None = None,
+                   stop: threading.Event | None = None, watchdog_interval: float | None = None) -> EngineProcess:
+    """Run one engine in the foreground (``lemonpack run``): spawn, stream its log lines to
+    ``on_log``, probe, call ``on_ready``, then block until ``stop`` is set (returns the
+    stopped engine) or the engine dies (raises RuntimeFailure with its exit code and log
+    tail). Whatever happens, including KeyboardInterrupt, the engine and everything it
+    started are stopped before this returns or raises."""
+    stop = stop or threading.Event()
+    eng = engines.spawn(plan)
+    if on_log is not None:
+        eng.logs.subscribe(on_log, replay=True)
+    crash: list[str] = []
+    dog = None
+    try:
+        engines.wait_ready(eng, cancelled=stop)
+        if on_ready is not None:
+            on_ready(eng)
+        if plan.health_probe.type == "http":
+            dog = probes.Watchdog(plan.health_probe, plan.host, plan.port,
+                                  lambda why: (crash.append(why), stop.set()),
+                                  interval=watchdog_interval, name=plan.recipe).start()
+        eng.on_exit(lambda rc: stop.set())
+        while not stop.wait(0.2):
+            pass
+        if eng.poll() is not None and not eng.stopping:
+            raise probes.failure(f"{plan.recipe}: engine exited with code {eng.poll()}", eng.logs)
+        if crash:
+            raise probes.failure(f"{plan.recipe}: {crash[0]}", eng.logs)
+        return eng
+    finally:
+        if dog is not None:
+            dog.stop()
+        engines.stop(eng)
+
+
 # ---------------------------------------------------------------- the sentinel
 
 
@@ -734,7 +773,7 @@ class Runner:
 __all__ = [
     "ENV_ENGINE", "ENV_RUNTIME", "EngineProcess", "Engines", "LABEL_OWNER", "LABEL_RECIPE", "ProcInfo", "Runner",
     "container_exists", "inject_labels", "kill_tagged", "owner_alive", "pid_alive", "proc_info",
-    "process_table", "reaper_main", "remove_container", "remove_orphan_containers", "runtime_id_of",
+    "process_table", "reaper_main", "run_foreground", "remove_container", "remove_orphan_containers", "runtime_id_of",
     "set_child_subreaper", "tagged", "wait_container_gone",
 ]
 

@@ -57,3 +57,67 @@ def wait_for(pred, timeout: float = 10.0, interval: float = 0.02) -> bool:
 def all_gone(pids) -> bool:
     """True when none of ``pids`` is alive (zombies count as gone)."""
     return not any(pid_alive(p) for p in pids)
+
+
+def fake_recipe(path: Path, *flags: str, recipe: str = "fake-engine", timeout: int = 20, poll_ms: int = 20) -> Path:
+    """Write a passthrough recipe running the fake engine with ``flags``; return its path."""
+    import json
+
+    doc = {
+        "recipe": recipe, "display_name": "Fake engine", "api_contract_version": "1",
+        "capabilities": ["chat_completion"],
+        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
+                         "timeout_seconds": timeout, "poll_interval_ms": poll_ms},
+        "platforms": {"linux": {"cpu": {
+            "command": sys.executable,
+            "args": [str(FAKE_ENGINE), "--host", "{host}", "--port", "{port}", "--model", "{model_name}", *flags],
+        }}},
+    }
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+class RunProcess:
+    """``lemonpack run ...`` in a subprocess; ``wait_line(prefix)`` reads stdout until a line
+    starts with ``prefix`` (stderr is collected in a thread)."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        import os
+        import subprocess
+        import threading
+
+        self.proc = subprocess.Popen([sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._err = threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True)
+        self._err.start()
+
+    def wait_line(self, prefix: str, timeout: float = 30.0) -> str | None:
+        import threading
+
+        found: list[str] = []
+
+        def read():
+            for line in self.proc.stdout:
+                self.stdout.append(line)
+                if line.startswith(prefix):
+                    found.append(line.strip())
+                    return
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout)
+        return found[0] if found else None
+
+    def finish(self, timeout: float = 30.0) -> int:
+        rc = self.proc.wait(timeout)
+        self._err.join(5)
+        rest = self.proc.stdout.read()
+        if rest:
+            self.stdout.append(rest)
+        return rc
+
+    @property
+    def err(self) -> str:
+        return "".join(self.stderr)

@@ -1,0 +1,69 @@
+"""``lemonpack run`` end to end with the fake engine (real subprocesses, loopback)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.helpers import RunProcess, all_gone, fake_recipe, read_pids, wait_for  # noqa: E402
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "config")}
+
+
+@pytest.fixture
+def model(tmp_path):
+    m = tmp_path / "tiny.gguf"
+    m.write_bytes(b"GGUF")
+    return m
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_run_ready_serves_and_stops_everything_on_signal(tmp_path, env, model, sig):
+    pids = tmp_path / "pids"
+    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "0.3", "--fork-child", "--grandchild",
+                         "--pid-file", str(pids))
+    run = RunProcess([str(recipe), "--model", str(model)], env)
+    ready = run.wait_line("ready: ")
+    assert ready, run.err
+    url = ready.split()[1]
+    argv = run.wait_line("argv: ")
+    assert argv and "fake_engine.py" in argv and "--model tiny" in argv
+    r = httpx.post(url + "/v1/chat/completions", json={"messages": []}, trust_env=False)
+    assert r.status_code == 200
+    procs = read_pids(pids)
+    assert len(procs) == 3
+    run.proc.send_signal(sig)
+    assert run.finish() == 0, run.err
+    assert all_gone(procs.values())
+    assert "listening on" in run.err and f"stopped fake-engine ({sig.name})" in run.err
+
+
+def test_run_engine_failing_at_start_exits_7_with_code_and_logs(tmp_path, env, model):
+    recipe = fake_recipe(tmp_path / "fake.json", "--exit-now", "--exit-code", "4")
+    run = RunProcess([str(recipe), "--model", str(model), "--quiet"], env)
+    assert run.finish() == 7
+    assert "exited with code 4" in run.err and "cannot load model: giving up with code 4" in run.err
+
+
+def test_run_engine_crashing_after_ready_exits_7(tmp_path, env, model):
+    recipe = fake_recipe(tmp_path / "fake.json", "--crash-after", "0.5", "--exit-code", "11")
+    run = RunProcess([str(recipe), "--model", str(model)], env)
+    assert run.wait_line("ready: ")
+    assert run.finish() == 7
+    assert "engine exited with code 11" in run.err and "crashing with code 11" in run.err
+
+
+def test_run_bad_recipe_is_a_clear_error(tmp_path, env, model):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"recipe": "x"}')
+    run = RunProcess([str(bad), "--model", str(model)], env)
+    assert run.finish() == 1
+    assert "error:" in run.err and "Traceback" not in run.err
