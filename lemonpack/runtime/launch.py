@@ -446,6 +446,9 @@ def _abs_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, path in model.checkpoints.items():
         if not os.path.isabs(path):
+            if ":" in path:
+                raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} is the hub reference {path!r}; "
+                                     "resolve it to a local file before building a launch plan")
             if model_dir is None:
                 raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} path {path!r} is relative "
                                      "and the model has no model_dir")

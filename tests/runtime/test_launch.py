@@ -9,7 +9,7 @@ import pytest
 
 from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.contract.tokens import render
-from lemonpack.errors import SelectionError, TokenError
+from lemonpack.errors import LemonpackError, SelectionError, TokenError
 from lemonpack.runtime.launch import (
     MissingCheckpointError, ModelSpec, TokenContext, build_launch_plan, container_of, expand_custom_args,
     resolve_token, split_custom_args)
@@ -360,3 +360,15 @@ def test_model_spec_from_entry_is_duck_typed(tmp_path):
         checkpoints = "/m/a.gguf"
 
     assert ModelSpec.from_entry(One()).checkpoints == {"main": "/m/a.gguf"}
+
+
+def test_model_spec_from_the_real_registry_entry(tmp_path):
+    from lemonpack.runtime.models import ModelEntry
+
+    (tmp_path / "q.gguf").write_bytes(b"x")
+    entry = ModelEntry("user.q", "test-engine", {"main": str(tmp_path / "q.gguf")}, {"ctx_size": 1024})
+    p = plan(recipe(["-m", "{checkpoint:main}", "-c", "{ctx_size}"]), ModelSpec.from_entry(entry))
+    assert p.argv[1:] == ("-m", str(tmp_path / "q.gguf"), "-c", "1024") and p.model == "user.q"
+    hub = ModelEntry("user.h", "test-engine", {"main": "org/repo:file.gguf"}, {})
+    with pytest.raises(LemonpackError, match="hub reference 'org/repo:file.gguf'"):
+        plan(recipe(["{checkpoint:main}"]), ModelSpec.from_entry(hub))
