@@ -1,0 +1,95 @@
+"""``lemonpack backends list`` against real descriptor directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lemonpack.cli import main
+
+EXAMPLES = Path("/work/shared/reference/lemonade-examples")
+
+
+def recipe_doc(rid: str, **extra) -> dict:
+    doc = {"recipe": rid, "display_name": f"Recipe {rid}", "api_contract_version": "1",
+           "capabilities": ["completion"],
+           "platforms": {"linux": {"cpu": {"command": "/opt/engine", "args": ["--port", "{port}"]}}}}
+    doc.update(extra)
+    return doc
+
+
+def write(directory: Path, name: str, doc, mode: int = 0o644) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o755)
+    p = directory / name
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    os.chmod(p, mode)
+    return p
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    user, system = tmp_path / "user", tmp_path / "system"
+    for d in (user, system):
+        d.mkdir()
+        os.chmod(d, 0o755)
+    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", os.pathsep.join([f"user:{user}", "system", str(system)]))
+    monkeypatch.setenv("LEMONPACK_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "250")
+    return user, system
+
+
+def test_list_json_has_recipes_and_rejected(env, capsys):
+    user, system = env
+    for f in ("dflash_rocm.json", "llamacpp_rocm_nightly.json"):
+        shutil.copy(EXAMPLES / f, user / f)
+        os.chmod(user / f, 0o644)
+    write(system, "dflash.json", json.loads((EXAMPLES / "dflash_rocm.json").read_text()))
+    write(user, "builtin.json", recipe_doc("sd-cpp"))
+    write(user, "open.json", recipe_doc("open"), mode=0o646)
+    assert main(["backends", "list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(r["recipe"], r["kind"], r["scope"]) for r in doc["recipes"]] == [
+        ("dflash-rocm", "passthrough", "user"), ("llamacpp-rocm-nightly", "variant_of:llamacpp", "user")]
+    assert doc["recipes"][0]["file"] == str(user / "dflash_rocm.json")
+    kinds = {Path(r["file"]).name: r["kind"] for r in doc["rejected"]}
+    assert kinds == {"builtin.json": "builtin-collision", "open.json": "untrusted", "dflash.json": "shadowed"}
+    assert all(r["reason"] for r in doc["rejected"])
+    assert next(r for r in doc["rejected"] if r["kind"] == "builtin-collision")["problems"][0]["rule"] == \
+        "builtin-collision"
+
+
+def test_list_table_and_all(env, capsys):
+    user, system = env
+    write(user, "a.json", recipe_doc("alpha", recipe_options={"x": 1}))
+    write(user, "b.json", recipe_doc("beta", extends="alpha"))
+    write(user, "c.json", recipe_doc("kokoro"))
+    assert main(["backends", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "alpha" in out and "beta" in out and "extends alpha" in out and "kokoro" not in out
+    assert "1 descriptor rejected" in err and "--all" in err
+    assert main(["backends", "list", "--all"]) == 0
+    out, err = capsys.readouterr()
+    assert "c.json" in out and "builtin-collision" in out and "collides with a built-in" in out
+    assert err == ""
+
+
+def test_empty_search_path(env, capsys, monkeypatch):
+    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", "")
+    assert main(["backends", "list"]) == 0
+    assert "no external recipes" in capsys.readouterr().out
+
+
+def test_subprocess_json(env):
+    user, _ = env
+    write(user, "a.json", recipe_doc("alpha"))
+    proc = subprocess.run(["lemonpack", "backends", "list", "--all", "--json"], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["recipe"] for r in json.loads(proc.stdout)["recipes"]] == ["alpha"]
