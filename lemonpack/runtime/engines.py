@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -215,7 +216,6 @@ def container_labels(runtime: str, name: str) -> dict[str, str] | None:
     """The labels of the container named exactly ``name`` (None: there is none)."""
     r = _ctl(runtime, "ps", "-a", "--filter", f"name=^{name}$",
              "--format", "{{.ID}}\t{{.Names}}\t{{json .Labels}}")
-    import json
     for line in r.stdout.splitlines():
         cid, names, labels = (line.split("\t", 2) + ["", ""])[:3]
         if name in names.split(","):
@@ -252,18 +252,16 @@ def remove_container(runtime: str, name: str, timeout: float = 30.0) -> None:
 def remove_orphan_containers(runtime: str, *, only_owner: str | None = None) -> list[str]:
     """Remove containers labelled ``lemonpack.owner`` whose owner is dead (or, with
     ``only_owner``, exactly that owner's); returns their names."""
-    r = _ctl(runtime, "ps", "-a", "--filter", f"label={LABEL_OWNER}",
-             "--format", "{{.Names}}\t{{.Labels}}")
+    r = _ctl(runtime, "ps", "-a", "--filter", f"label={LABEL_OWNER}", "--format", "{{.Names}}\t{{json .Labels}}")
     if r.returncode != 0:
         return []
     removed = []
     for line in r.stdout.splitlines():
         name, _, labels = line.partition("\t")
-        owner = ""
-        for part in labels.replace("map[", "").replace("]", "").replace(",", " ").split():
-            k, _, v = part.partition(":" if ":" in part and "=" not in part else "=")
-            if k == LABEL_OWNER:
-                owner = v
+        try:
+            owner = (json.loads(labels) or {}).get(LABEL_OWNER, "")
+        except ValueError:
+            continue
         if not owner:
             continue
         if (only_owner is not None and owner == only_owner) or (only_owner is None and not owner_alive(owner)):

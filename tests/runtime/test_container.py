@@ -1,0 +1,164 @@
+"""A real container engine under podman: label, probe (503 then 200), stop, gone; leftover
+containers of a dead runtime are removed; a SIGKILLed ``lemonpack run`` leaves no container.
+
+slow: real podman + runc with a busybox image imported from a rootfs tar (by digest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.containers import containers_conf, import_image, podman_usable, serve_argv  # noqa: E402
+from support.helpers import RunProcess, free_port, wait_for  # noqa: E402
+
+from lemonpack.contract.model import HealthProbe  # noqa: E402
+from lemonpack.errors import RuntimeFailure  # noqa: E402
+from lemonpack.runtime.engines import (  # noqa: E402
+    LABEL_OWNER, Engines, container_exists, container_labels, pid_alive,
+)
+from lemonpack.runtime.plan import LaunchPlan  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200, timeout_seconds=60,
+                    poll_interval_ms=100)
+
+
+@pytest.fixture(scope="module")
+def podman_env(tmp_path_factory):
+    why = podman_usable()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("podman")
+    old = os.environ.get("CONTAINERS_CONF")
+    os.environ["CONTAINERS_CONF"] = str(containers_conf(d))  # the runtime and podman inherit it
+    try:
+        yield {"dir": d, "image": import_image(d, dict(os.environ))}
+    finally:
+        if old is None:
+            os.environ.pop("CONTAINERS_CONF", None)
+        else:
+            os.environ["CONTAINERS_CONF"] = old
+
+
+def podman(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+
+
+def plan_for(image: str, port: int, recipe: str = "bbtest", delay: float = 1.0) -> LaunchPlan:
+    name = f"lemonpack-{recipe}-{port}"
+    argv = serve_argv(image, name, port, delay)
+    return LaunchPlan(recipe=recipe, model="none", executable="podman", argv=argv, host="127.0.0.1", port=port,
+                      health_probe=PROBE, stop_argv_template=("podman", "rm", "-f", "-t", "0", name),
+                      container_name=name, container_runtime="podman")
+
+
+def test_container_engine_probe_stop_gone(podman_env):
+    engines = Engines()
+    port = free_port()
+    plan = plan_for(podman_env["image"], port)
+    try:
+        eng = engines.spawn(plan)
+        took = engines.wait_ready(eng)
+        assert took >= 0.9  # it answered 503 first
+        labels = container_labels("podman", plan.container_name)
+        assert labels[LABEL_OWNER] == engines.runtime_id and labels["lemonpack.recipe"] == "bbtest"
+        assert eng.argv[:6] == ("podman", "run", "--label", f"{LABEL_OWNER}={engines.runtime_id}", "--label",
+                                "lemonpack.recipe=bbtest")
+        engines.stop(eng)
+        assert podman("ps", "-a", "--filter", f"name=^{plan.container_name}$", "-q").stdout.strip() == ""
+        assert not pid_alive(eng.pid)
+        # the same name can start again at once
+        eng = engines.start(plan_for(podman_env["image"], port, delay=0))
+        engines.stop(eng)
+        assert not container_exists("podman", plan.container_name)
+    finally:
+        engines.close()
+        podman("rm", "-f", "-t", "0", plan.container_name)
+
+
+def test_container_missing_image_fails_fast(podman_env):
+    engines = Engines()
+    port = free_port()
+    bad = podman_env["image"].split("@")[0] + "@sha256:" + "0" * 64
+    plan = plan_for(bad, port)
+    plan = LaunchPlan(**{**plan.__dict__, "argv": serve_argv(bad, plan.container_name, port)[:5] +
+                         ("--network", "host", "--pull", "never", bad, "/bin/true")})
+    try:
+        with pytest.raises(RuntimeFailure, match="exited with code"):
+            engines.start(plan)
+    finally:
+        engines.close()
+    assert not container_exists("podman", plan.container_name)
+
+
+def test_leftover_of_dead_runtime_is_removed_foreign_one_is_refused(podman_env):
+    port = free_port()
+    plan = plan_for(podman_env["image"], port, delay=0)
+    name = plan.container_name
+    dead_owner = "999999999-1"
+    leftover = list(plan.argv)
+    leftover[1:2] = ["run", "-d", "--label", f"{LABEL_OWNER}={dead_owner}"]
+    assert podman(*leftover[1:]).returncode == 0
+    engines = Engines()
+    try:
+        assert name in engines.cleanup_leftovers()["containers"]
+        assert wait_for(lambda: not container_exists("podman", name), 10)
+        # a leftover with our name from a dead owner is cleared before the start
+        assert podman(*leftover[1:]).returncode == 0
+        eng = engines.start(plan)
+        engines.stop(eng)
+        # a foreign container (no label) holding the name is refused, not removed
+        foreign = [a for a in leftover if a not in ("--label", f"{LABEL_OWNER}={dead_owner}")]
+        assert podman(*foreign[1:]).returncode == 0
+        engines.container_timeout = 1.0
+        with pytest.raises(RuntimeFailure, match="already exists and is not ours"):
+            engines.spawn(plan)
+        assert container_exists("podman", name)
+    finally:
+        engines.close()
+        podman("rm", "-f", "-t", "0", name)
+
+
+def container_recipe(path: Path, image: str) -> Path:
+    doc = {
+        "recipe": "bb-container", "display_name": "busybox httpd in a container", "api_contract_version": "1",
+        "capabilities": ["chat_completion"],
+        "health_probe": {"type": "http", "endpoint": "/cgi-bin/health", "expected_status": 200,
+                         "timeout_seconds": 60, "poll_interval_ms": 100},
+        "platforms": {"linux": {"cpu": {
+            "command": "podman",
+            "args": ["run", "--rm", "--name", "lemonpack-{recipe}-{port}", "--network", "host", image,
+                     "/bin/sh", "-c", "touch /tmp/ready; exec /bin/busybox httpd -f -p {host}:{port} -h /www"],
+            "stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", "lemonpack-{recipe}-{port}"],
+        }}},
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(podman_env, tmp_path):
+    recipe = container_recipe(tmp_path / "bb.json", podman_env["image"])
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "c"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "f")}
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        port = free_port()
+        name = f"lemonpack-bb-container-{port}"
+        run = RunProcess([str(recipe), "--model", str(model), "--port", str(port), "--quiet"], env)
+        assert run.wait_line("ready: ", timeout=60), run.err
+        assert container_exists("podman", name)
+        os.kill(run.proc.pid, sig)
+        rc = run.finish()
+        if sig == signal.SIGINT:
+            assert rc == 0, run.err
+            assert not container_exists("podman", name)
+        else:
+            assert wait_for(lambda: not container_exists("podman", name), 10, 0.2), "container survived"
