@@ -195,7 +195,10 @@ def _template(value: str, path: Path, c: _Collector, *, whole_custom_args_ok: bo
     except TokenSyntaxError as e:
         c.add(path, "token", str(e))
         return
+    pid_ok = any(p in ("stop_command", "stop_command_args") for p in path)
     for part in parts:
+        if not isinstance(part, str) and part.kind == "pid" and not pid_ok:
+            c.add(path, "token-pid", "{pid} is only known after spawn: use it in stop_command or stop_command_args")
         if not isinstance(part, str) and part.kind == "custom_args":
             if not (whole_custom_args_ok and value == "{custom_args}"):
                 c.add(path, "token-custom-args",
