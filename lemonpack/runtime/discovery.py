@@ -354,7 +354,7 @@ class Discovery:
             result, seen_files = self._scan_locked()
             for stale in set(self._cache) - seen_files:
                 del self._cache[stale]
-        self._log_new(result.rejected)
+            self._log_new(result.rejected)
         return result
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:

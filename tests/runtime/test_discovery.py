@@ -301,12 +301,18 @@ def test_watcher_picks_up_add_edit_and_delete(tmp_path):
         with lock:
             seen.append(result)
 
+    def atomic_write(doc) -> Path:
+        # Editors and package managers replace files; a scan must never see a half-written one here.
+        tmp = write(d, ".a.json.tmp", doc)  # dot files are ignored by discovery
+        os.replace(tmp, d / "a.json")
+        return d / "a.json"
+
     watcher = DiscoveryWatcher(Discovery([SearchDir(d, "user")]), interval=0.05, on_change=on_change)
     with watcher:
         assert watcher.running and watcher.current().recipes == {}
-        p = write(d, "a.json", recipe_doc("aaa"))
+        p = atomic_write(recipe_doc("aaa"))
         assert _wait(lambda: "aaa" in watcher.current().recipes)
-        p.write_text(json.dumps(recipe_doc("aaa", display_name="edited")))
+        atomic_write(recipe_doc("aaa", display_name="edited"))
         assert _wait(lambda: watcher.current().recipes["aaa"].recipe.display_name == "edited")
         gen = watcher.generation
         p.unlink()
