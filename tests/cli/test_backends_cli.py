@@ -12,7 +12,7 @@ import pytest
 
 from lemonpack.cli import main
 
-EXAMPLES = Path("/work/shared/reference/lemonade-examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 
 def recipe_doc(rid: str, **extra) -> dict:

@@ -16,7 +16,7 @@ import pytest
 from lemonpack.runtime.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery, DiscoveryWatcher, SearchDir,
                                          default_search_path, parse_search_path, search_path)
 
-EXAMPLES = Path("/work/shared/reference/lemonade-examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to chown")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from lemonpack.contract import load_recipe, load_recipe_text
 from lemonpack.runtime.extends import merge_custom_options, resolve_extends
 
-EXAMPLES = Path("/work/shared/reference/lemonade-examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 
 def opt(name: str, default="0", flag: str | None = None) -> dict:
