@@ -159,7 +159,7 @@ def targets(recipe: Recipe, *, os: str | None = None, accelerator: str | None = 
     """Build targets: by default every platform block and every arch override the recipe
     declares (an override's ``gpu_arch`` is its pattern). ``os``/``accelerator`` narrow
     the blocks; ``arch`` selects, per block, the override that applies to that concrete
-    arch (or the base block when none does). Raises :class:`SelectionError` when the
+    arch (named after ``arch``), or the base block when none does. Raises :class:`SelectionError` when the
     narrowing leaves nothing, naming what the recipe offers."""
     out: list[EffectiveBlock] = []
     for os_name, blocks in recipe.platforms.items():
@@ -169,7 +169,8 @@ def targets(recipe: Recipe, *, os: str | None = None, accelerator: str | None = 
             if accelerator and accel != accelerator:
                 continue
             if arch:
-                out.append(block_for_arch(recipe, block, arch))
+                eff = block_for_arch(recipe, block, arch)
+                out.append(eff if eff.arch_pattern else merge(recipe, block, None, None))
                 continue
             out.append(merge(recipe, block, None, None))
             out.extend(merge(recipe, block, o, o.pattern) for o in block.arch)
