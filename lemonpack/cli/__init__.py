@@ -13,6 +13,7 @@ import sys
 
 import click
 import typer
+from rich.markup import escape
 
 from lemonpack.cli._app import app, console, err_console
 from lemonpack.cli import build_cmds, contract_cmds  # noqa: F401  (register commands)
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         if want_json:
             print(json.dumps(e.to_json(), indent=2))
         else:
-            err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
     except click.exceptions.Exit as e:
         code = e.exit_code

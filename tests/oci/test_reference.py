@@ -7,7 +7,7 @@ from lemonpack.oci.reference import (
     ImageReference, InvalidReferenceError, check_pinned, find_run_images, parse_reference,
 )
 
-EXAMPLES = Path("/work/shared/reference/lemonade-examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 HEX = "0123456789abcdef" * 4
 
 

@@ -12,8 +12,7 @@ from lemonpack.contract import HostFacts, load_recipe, load_recipe_text
 from lemonpack.errors import SelectionError, TokenError
 from lemonpack.runtime.launch import MissingBinaryError, ModelSpec, build_launch_plan
 
-EXAMPLES = Path("/work/shared/reference/lemonade-examples")
-pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="reference examples not present")
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 GFX1151 = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1151")
 GFX1150 = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1150")
