@@ -1,7 +1,9 @@
 """A real container engine under podman: label, probe (503 then 200), stop, gone; leftover
 containers of a dead runtime are removed; a SIGKILLed ``lemonpack run`` leaves no container.
 
-slow: real podman + runc with a busybox image imported from a rootfs tar (by digest).
+slow: real podman + runc with a busybox image referenced by digest: built by ``lemonpack build``
+from a variant_of recipe whose artifact is a tar of busybox (served on 127.0.0.1 through
+``--mirror``, loaded with skopeo), or, without the builder, ``podman import`` of a rootfs tar.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.containers import containers_conf, import_image, podman_usable, serve_argv  # noqa: E402
+from support.containers import containers_conf, podman_usable, test_image  # noqa: E402
 from support.helpers import RunProcess, free_port, wait_for  # noqa: E402
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
@@ -40,7 +42,7 @@ def podman_env(tmp_path_factory):
     old = os.environ.get("CONTAINERS_CONF")
     os.environ["CONTAINERS_CONF"] = str(containers_conf(d))  # the runtime and podman inherit it
     try:
-        yield {"dir": d, "image": import_image(d, dict(os.environ))}
+        yield {"dir": d, "image": test_image(d, dict(os.environ))}
     finally:
         if old is None:
             os.environ.pop("CONTAINERS_CONF", None)
@@ -52,12 +54,19 @@ def podman(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
 
 
-def plan_for(image: str, port: int, recipe: str = "bbtest", delay: float = 1.0) -> LaunchPlan:
+def plan_for(image, port: int, recipe: str = "bbtest", delay: float = 1.0) -> LaunchPlan:
     name = f"lemonpack-{recipe}-{port}"
-    argv = serve_argv(image, name, port, delay)
+    argv = image.serve_argv(name, port, delay)
     return LaunchPlan(recipe=recipe, model="none", executable="podman", argv=argv, host="127.0.0.1", port=port,
                       health_probe=PROBE, stop_argv_template=("podman", "rm", "-f", "-t", "0", name),
                       container_name=name, container_runtime="podman")
+
+
+def test_image_is_pinned_by_digest(podman_env):
+    image = podman_env["image"]
+    assert "@sha256:" in image.ref
+    digest = podman("image", "inspect", image.ref, "--format", "{{.Digest}}").stdout.strip()
+    assert image.ref.endswith(digest)
 
 
 def test_container_engine_probe_stop_gone(podman_env):
@@ -87,10 +96,9 @@ def test_container_engine_probe_stop_gone(podman_env):
 def test_container_missing_image_fails_fast(podman_env):
     engines = Engines()
     port = free_port()
-    bad = podman_env["image"].split("@")[0] + "@sha256:" + "0" * 64
-    plan = plan_for(bad, port)
-    plan = LaunchPlan(**{**plan.__dict__, "argv": serve_argv(bad, plan.container_name, port)[:5] +
-                         ("--network", "host", "--pull", "never", bad, "/bin/true")})
+    bad = podman_env["image"].ref.split("@")[0] + "@sha256:" + "0" * 64
+    plan = plan_for(podman_env["image"], port)
+    plan = LaunchPlan(**{**plan.__dict__, "argv": plan.argv[:7] + ("--pull", "never", bad, "true")})
     try:
         with pytest.raises(RuntimeFailure, match="exited with code"):
             engines.start(plan)
@@ -127,7 +135,7 @@ def test_leftover_of_dead_runtime_is_removed_foreign_one_is_refused(podman_env):
         podman("rm", "-f", "-t", "0", name)
 
 
-def container_recipe(path: Path, image: str) -> Path:
+def container_recipe(path: Path, image) -> Path:
     doc = {
         "recipe": "bb-container", "display_name": "busybox httpd in a container", "api_contract_version": "1",
         "capabilities": ["chat_completion"],
@@ -135,8 +143,8 @@ def container_recipe(path: Path, image: str) -> Path:
                          "timeout_seconds": 60, "poll_interval_ms": 100},
         "platforms": {"linux": {"cpu": {
             "command": "podman",
-            "args": ["run", "--rm", "--name", "lemonpack-{recipe}-{port}", "--network", "host", image,
-                     "/bin/sh", "-c", "touch /tmp/ready; exec /bin/busybox httpd -f -p {host}:{port} -h /www"],
+            "args": ["run", "--rm", "--name", "lemonpack-{recipe}-{port}", "--network", "host", image.ref,
+                     *image.shell, image.command("{port}", 0, "{host}")],
             "stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", "lemonpack-{recipe}-{port}"],
         }}},
     }

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 CONTAINERS_CONF = """[containers]
@@ -83,8 +84,125 @@ def import_image(directory: Path, env: dict) -> str:
     return f"{IMAGE_NAME}@{digest}"
 
 
+@dataclass(frozen=True)
+class TestImage:
+    """An image that serves the health CGI with busybox httpd.
+
+    ``ref`` is ``name@sha256:...``; ``shell`` the argv prefix running a shell command in it
+    (``/bin/sh -c`` for the imported rootfs; ``sh -c`` after the busybox Entrypoint of a
+    ``lemonpack build`` image); ``bb`` the busybox path inside; ``www`` the document root;
+    ``ready`` the file whose presence turns the CGI from 503 to 200; ``source`` how it was made.
+    """
+
+    ref: str
+    shell: tuple[str, ...]
+    bb: str
+    www: str
+    ready: str
+    source: str
+
+    def serve_argv(self, name: str, port: int, delay: float = 1.0, runtime: str = "podman",
+                   host: str = "127.0.0.1") -> tuple[str, ...]:
+        """A seed-13.2-shaped ``podman run`` argv serving the CGI on ``host:port``; it answers
+        503 for ``delay`` seconds."""
+        return (runtime, "run", "--rm", "--name", name, "--network", "host", self.ref, *self.shell,
+                self.command(port, delay, host))
+
+    def command(self, port, delay: float = 1.0, host: str = "127.0.0.1") -> str:
+        """The shell command (``port``/``host`` may be tokens such as ``{port}``)."""
+        bb = self.bb
+        return (f"({bb} sleep {delay}; {bb} touch {self.ready}) & "
+                f"exec {bb} httpd -f -p {host}:{port} -h {self.www}")
+
+
+def imported_image(directory: Path, env: dict) -> TestImage:
+    """The rootfs of :func:`rootfs_tar` imported with ``podman import``."""
+    return TestImage(import_image(directory, env), ("/bin/sh", "-c"), "/bin/busybox", "/www", "/tmp/ready",
+                     "podman import")
+
+
+def _health_cgi(bb: str, ready: str) -> bytes:
+    return (f"#!{bb} sh\n"
+            f"if [ -f {ready} ]; then\n"
+            "  printf 'Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nok\\n'\n"
+            "else\n"
+            "  printf 'Status: 503 Service Unavailable\\r\\nContent-Type: text/plain\\r\\n\\r\\nloading\\n'\n"
+            "fi\n").encode()
+
+
+def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact") -> TestImage:
+    """An image built by ``lemonpack build`` from a variant_of recipe whose artifact is a tar of
+    busybox (+ the CGI), served from a 127.0.0.1 HTTP server through ``--mirror``, then loaded
+    with ``skopeo copy oci:DIR:TAG containers-storage:localhost/NAME:TAG``. The image's
+    digest is the one ``lemonpack build`` wrote into the layout."""
+    import hashlib
+    import io
+    import json
+    import sys
+
+    from support.helpers import serve_directory
+
+    prefix = f"/opt/lemonpack/{recipe}"
+    bb, ready = f"{prefix}/busybox", f"{prefix}/ready"
+    mirror_root = directory / "mirror"
+    art = mirror_root / "example.invalid" / "bb" / "busybox.tar"
+    art.parent.mkdir(parents=True, exist_ok=True)
+    data = BUSYBOX.read_bytes()
+    cgi = _health_cgi(bb, ready)
+    with tarfile.open(art, "w", format=tarfile.PAX_FORMAT) as tf:
+        for name, payload, kind in (("www", None, tarfile.DIRTYPE), ("www/cgi-bin", None, tarfile.DIRTYPE),
+                                    ("busybox", data, tarfile.REGTYPE), ("www/cgi-bin/health", cgi, tarfile.REGTYPE)):
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.mode, ti.mtime = kind, 0o755, 0
+            ti.size = len(payload) if payload is not None else 0
+            tf.addfile(ti, io.BytesIO(payload) if payload is not None else None)
+    sha = hashlib.sha256(art.read_bytes()).hexdigest()
+    doc = {"recipe": recipe, "display_name": "busybox artifact", "api_contract_version": "1",
+           "variant_of": "llamacpp", "capabilities": ["chat_completion"],
+           "source": "https://example.invalid/bb/busybox.tar", "sha256": f"sha256:{sha}", "version_policy": "pinned",
+           "platforms": {"linux": {"cpu": {"binary": "busybox"}}}}
+    recipe_file = directory / f"{recipe}.json"
+    recipe_file.write_text(json.dumps(doc))
+    layout = directory / "layout"
+    with serve_directory(mirror_root) as base:
+        r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "build", str(recipe_file),
+                            "--out", str(layout), "--mirror", base, "--no-progress", "--json"],
+                           env={**env, "LEMONPACK_CACHE_DIR": str(directory / "cache")},
+                           capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"lemonpack build failed ({r.returncode}): {r.stderr}{r.stdout}")
+    result = json.loads(r.stdout)
+    target = next(t for t in result["targets"] if t["kind"] == "image")
+    tag = target["tag"]
+    name = f"localhost/lemonpack-test-built:{tag.replace('.', '-')}"
+    subprocess.run(["skopeo", "copy", f"oci:{layout}:{tag}", f"containers-storage:{name}"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    return TestImage(f"{name.rsplit(':', 1)[0]}@{target['digest']}", ("sh", "-c"), bb, f"{prefix}/www", ready,
+                     "lemonpack build")
+
+
+def build_available() -> bool:
+    """True when ``lemonpack build`` and skopeo are present."""
+    try:
+        import lemonpack.build.pipeline  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which("skopeo") is not None
+
+
+def test_image(directory: Path, env: dict) -> TestImage:
+    """The image for container tests: built by ``lemonpack build`` when it is available,
+    else a ``podman import`` of the rootfs (forced with ``LEMONPACK_TEST_IMAGE_SOURCE=import``)."""
+    if build_available() and os.environ.get("LEMONPACK_TEST_IMAGE_SOURCE") != "import":
+        return lemonpack_built_image(directory, env)
+    return imported_image(directory, env)
+
+
+test_image.__test__ = False  # not a pytest test
+TestImage.__test__ = False
+
+
 def serve_argv(image: str, name: str, port: int, delay: float = 1.0, runtime: str = "podman") -> tuple[str, ...]:
-    """A seed-13.2-shaped ``podman run`` argv serving the health CGI on 127.0.0.1:port;
-    the CGI answers 503 for ``delay`` seconds."""
+    """A seed-13.2-shaped ``podman run`` argv for the imported rootfs image ``image``."""
     script = f"(sleep {delay}; touch /tmp/ready) & exec /bin/busybox httpd -f -p 127.0.0.1:{port} -h /www"
     return (runtime, "run", "--rm", "--name", name, "--network", "host", image, "/bin/sh", "-c", script)

@@ -121,3 +121,27 @@ class RunProcess:
     @property
     def err(self) -> str:
         return "".join(self.stderr)
+
+
+class serve_directory:  # noqa: N801 (a context manager used like a function)
+    """``with serve_directory(root) as base_url:`` a ThreadingHTTPServer on 127.0.0.1 serving
+    ``root`` (static files), stopped on exit."""
+
+    def __init__(self, root: Path):
+        import functools
+        import http.server
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+
+    def __enter__(self) -> str:
+        import threading
+
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
