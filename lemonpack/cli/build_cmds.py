@@ -20,7 +20,7 @@ INSECURE_OPTION = typer.Option(False, "--allow-insecure-mirror",
 
 
 @app.command()
-def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", metavar="RECIPE.json..."),
+def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="RECIPE.json..."),
           out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write."),
           os_name: str = typer.Option(None, "--os", help="Only targets for this OS (linux, darwin, windows)."),
           accelerator: str = typer.Option(None, "--accelerator", help="Only targets for this accelerator."),
@@ -32,6 +32,8 @@ def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", m
                                        "(default: this machine's, e.g. amd64)."),
           progress: bool = typer.Option(None, "--progress/--no-progress",
                                         help="Download progress bars (default: when stderr is a terminal)."),
+          example: bool = typer.Option(False, "--example", help="Also build lemonpack's shipped example "
+                                       "recipe, its artifact served from 127.0.0.1 (no network needed)."),
           json_out: bool = JSON_OPTION) -> int:
     """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
 
@@ -42,9 +44,18 @@ def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", m
     """
     from lemonpack.build.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.contract import load_recipe
-    from lemonpack.errors import ManifestError
+    from lemonpack.errors import LemonpackError, ManifestError
     from lemonpack.fetch import Mirror
 
+    import contextlib
+
+    from lemonpack.examples import example_recipes, serve_mirror
+
+    recipes = list(recipes or [])
+    if example:
+        recipes += example_recipes()
+    if not recipes:
+        raise LemonpackError("give at least one RECIPE.json (or --example)")
     loaded, problems = [], []
     for path in recipes:
         try:
@@ -53,6 +64,9 @@ def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", m
             problems.extend(e.problems)
     if problems:
         raise ManifestError(problems)
+    stack = contextlib.ExitStack()
+    if example and not (mirror or os.environ.get("LEMONPACK_MIRROR")):
+        mirror = stack.enter_context(serve_mirror())
     opts = BuildOptions(
         out=out, os=os_name, accelerator=accelerator, arch=arch,
         mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
@@ -65,7 +79,8 @@ def build(recipes: list[Path] = typer.Argument(..., help="Recipe JSON files.", m
             what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
             err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
 
-    result = build_recipes(loaded, opts, on_target=report)
+    with stack:
+        result = build_recipes(loaded, opts, on_target=report)
     if json_out:
         print_json(result.to_json())
     else:
