@@ -94,6 +94,8 @@ def run(
         def on_ready(eng) -> None:
             console.print(f"ready: {eng.url}  ({plan.recipe}, pid {eng.pid}, "
                           f"{(eng.ready_after or 0) * 1000:.0f} ms)", markup=False)
+            if eng.probe_seen:
+                console.print(f"probe: {' -> '.join(eng.probe_seen)}", markup=False)
             console.print(f"argv: {shlex.join(eng.argv)}", markup=False)
             sys.stdout.flush()
         try:

@@ -285,6 +285,7 @@ class EngineProcess:
         self.pid = popen.pid
         self.started_at = time.monotonic()
         self.ready_after: float | None = None
+        self.probe_seen: list[str] = []  # what the health probe observed, repeats folded
         self.exited = threading.Event()
         self.stopping = False
         self._callbacks: list[Callable[[int], None]] = []
@@ -387,7 +388,7 @@ class Engines:
         """Run the plan's health probe against ``eng`` (see :func:`probes.wait_ready`)."""
         plan = eng.plan
         took = probes.wait_ready(plan.health_probe, plan.host, plan.port, eng, name=f"{plan.recipe} ({plan.model})",
-                                 logs=eng.logs, cancelled=cancelled)
+                                 logs=eng.logs, cancelled=cancelled, seen=eng.probe_seen)
         eng.ready_after = time.monotonic() - eng.started_at
         return took
 

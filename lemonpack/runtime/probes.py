@@ -93,8 +93,10 @@ def failure(what: str, logs: LogRing | None) -> RuntimeFailure:
 
 
 def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name: str = "engine",
-               logs: LogRing | None = None, cancelled: threading.Event | None = None) -> float:
-    """Block until ``probe`` passes; return the seconds it took.
+               logs: LogRing | None = None, cancelled: threading.Event | None = None,
+               seen: list[str] | None = None) -> float:
+    """Block until ``probe`` passes; return the seconds it took. ``seen`` (when given)
+    receives every observation in order, consecutive repeats folded (``"HTTP 503"``...).
 
     Raises :class:`RuntimeFailure` when the child exits first (exit code + log tail), when
     ``timeout_seconds`` pass (last observation + log tail) or when ``cancelled`` is set.
@@ -120,6 +122,8 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
                 raise RuntimeFailure(f"{name}: start cancelled")
             remaining = deadline - time.monotonic()
             ok, last = check_once(probe, host, port, client, timeout=max(0.05, min(remaining, 5.0)))
+            if seen is not None and (not seen or seen[-1] != last):
+                seen.append(last)
             if ok:
                 exited()  # passed, but only if the child is the one answering
                 return time.monotonic() - t0

@@ -37,6 +37,7 @@ def test_ready_after_503s_then_serves_and_stops(engines):
     eng = engines.spawn(fake_plan("--health-delay", "0.5"))
     took = engines.wait_ready(eng)
     assert took >= 0.4
+    assert eng.probe_seen[-2:] == ["HTTP 503", "HTTP 200"]
     r = httpx.post(eng.url + "/v1/chat/completions", json={"messages": []}, trust_env=False)
     assert r.json()["choices"][0]["message"]["content"].startswith("Hello")
     with httpx.stream("POST", eng.url + "/v1/chat/completions", json={"stream": True}, trust_env=False) as r:
