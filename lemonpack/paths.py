@@ -31,3 +31,13 @@ def external_dir(recipe: str) -> Path:
     """``<cache>/external/<recipe>/``: where a variant_of recipe's artifact is installed
     and where its launch plan looks for ``binary`` (RFC section 9)."""
     return cache_root() / "external" / recipe
+
+
+def lemonade_config_dir() -> Path:
+    """Lemonade's own per-user config dir (RFC section 8 names it beside ours)."""
+    return Path(platformdirs.user_config_dir("lemonade"))
+
+
+def lemonade_cache_dir() -> Path:
+    """Lemonade's own per-user cache dir (RFC section 8)."""
+    return Path(platformdirs.user_cache_dir("lemonade"))

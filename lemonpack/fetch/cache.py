@@ -19,16 +19,16 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-import platformdirs
+from lemonpack.paths import cache_root
+
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def default_cache_root() -> Path:
-    """The lemonpack cache root (not the artifact store): ``$LEMONPACK_CACHE_DIR`` or
-    ``platformdirs.user_cache_dir("lemonpack")`` (which honours ``XDG_CACHE_HOME``)."""
-    env = os.environ.get("LEMONPACK_CACHE_DIR")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("lemonpack"))
+    """The lemonpack cache root (not the artifact store): :func:`lemonpack.paths.cache_root`,
+    i.e. ``$LEMONPACK_CACHE_DIR`` or ``platformdirs.user_cache_dir("lemonpack")``."""
+    return cache_root()
 
 
 def _check_hex(hex_digest: str) -> str:

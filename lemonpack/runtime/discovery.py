@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-import platformdirs
 
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
@@ -225,9 +224,9 @@ def default_search_path() -> tuple[SearchDir, ...]:
     """The built-in search path (module docstring), from the current environment."""
     user = (
         paths.config_root() / "backends",
-        Path(platformdirs.user_config_dir("lemonade")) / "backends",
+        paths.lemonade_config_dir() / "backends",
         paths.cache_root() / "backends",
-        Path(platformdirs.user_cache_dir("lemonade")) / "backends",
+        paths.lemonade_cache_dir() / "backends",
     )
     return tuple(SearchDir(p, "user") for p in user) + tuple(SearchDir(Path(p), "system") for p in SYSTEM_DIRS)
 
