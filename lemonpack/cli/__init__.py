@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 
-import click
 import typer
 from rich.markup import escape
 
@@ -40,16 +39,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         code = e.exit_code
-    except click.exceptions.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         code = 130
-    except click.ClickException as e:
+    except Exception as e:
+        # Usage errors of typer's (vendored) click: they know how to print themselves.
+        if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
+            raise
         e.show()
         code = e.exit_code
-    except KeyboardInterrupt:
-        code = 130
     if argv is None:
         sys.exit(code)
     return code
