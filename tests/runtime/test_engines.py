@@ -193,3 +193,15 @@ def test_runner_unload_during_start():
     assert errors and "unloaded" in str(errors[0].value)
     assert not pid_alive(eng.pid)
     runner.close()
+
+
+def test_engine_outlives_the_thread_that_asked_for_it(engines):
+    """PR_SET_PDEATHSIG fires when the forking *thread* exits: spawns run on the long-lived
+    spawner thread, so a request thread that ends does not take the engine with it."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(engines.start(fake_plan())))
+    t.start()
+    t.join()
+    time.sleep(0.3)
+    assert out[0].poll() is None and pid_alive(out[0].pid)
+    engines.stop(out[0])
