@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lemonpack.errors import ManifestError
+
 from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.contract.tokens import render
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
@@ -174,8 +176,9 @@ def test_resolve_token_accepts_text_and_pid_outside_stop_fails():
     with pytest.raises(TokenError, match=r"\{pid\} is only valid in stop_command"):
         resolve_token("{pid}", c)
     assert resolve_token("{pid}", ctx(pid=42)) == "42"
-    with pytest.raises(TokenError, match=r"\{pid\}"):
-        plan(recipe(["{pid}"]), ModelSpec("m"))
+    # The contract rejects {pid} outside a stop command when the recipe is loaded.
+    with pytest.raises(ManifestError, match=r"token-pid"):
+        recipe(["{pid}"])
 
 
 # ---------------------------------------------------------------- leading dash
