@@ -600,9 +600,10 @@ def _start_sentinel(runtime_id: str) -> subprocess.Popen:
 def reaper_main(runtime_id: str) -> int:
     """The sentinel: wait for EOF on stdin (the runtime is gone, however it ended), then
     remove containers labelled with ``runtime_id`` and kill every process tagged with it.
-    Lines ``runtime <cli>`` on stdin name container CLIs in use (podman is always tried)."""
+    Lines ``runtime <cli>`` on stdin name the container CLIs in use (announced before the
+    first container starts), so a run without containers never calls podman."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    runtimes = {"podman"}
+    runtimes: set[str] = set()
     for line in sys.stdin.buffer:
         parts = line.decode("utf-8", "replace").split()
         if len(parts) == 2 and parts[0] == "runtime":
