@@ -405,24 +405,30 @@ class Engines:
     # -- stop
 
     def members(self, eng: EngineProcess) -> set[int]:
-        """Live processes that belong to ``eng``: its group, its session, its descendants and
-        every process carrying its tag."""
+        """Live processes that belong to ``eng``: its process group, its session, its
+        descendants and every process carrying its tag. A process tagged by *another* engine
+        never counts (after our engine is reaped, its pid, and so a group or session id, may
+        be reused)."""
         table = process_table()
         me = os.getpid()
         out = {p for p, i in table.items() if i.pgid == eng.pid or i.sid == eng.pid}
-        children: dict[int, list[int]] = {}
-        for p, i in table.items():
-            children.setdefault(i.ppid, []).append(p)
-        stack = [eng.pid]
-        while stack:
-            for c in children.get(stack.pop(), ()):
-                if c not in out:
-                    out.add(c)
-                    stack.append(c)
-        if eng.pid in table:
+        if eng.poll() is None:  # not reaped yet: its pid is still ours, so is its tree
+            children: dict[int, list[int]] = {}
+            for p, i in table.items():
+                children.setdefault(i.ppid, []).append(p)
+            stack = [eng.pid]
             out.add(eng.pid)
+            while stack:
+                for c in children.get(stack.pop(), ()):
+                    if c not in out:
+                        out.add(c)
+                        stack.append(c)
+        out = {p for p in out if environ_value(p, ENV_ENGINE) in (None, eng.tag)}
         out |= tagged(ENV_ENGINE, eng.tag, table)
         return {p for p in out if p != me and table.get(p) and table[p].state not in ("Z", "X")}
+
+    def _group_alive(self, eng: EngineProcess, pids: set[int]) -> bool:
+        return any((i := proc_info(p)) is not None and i.pgid == eng.pid for p in pids)
 
     def stop(self, eng: EngineProcess, grace: float | None = None) -> None:
         """Stop ``eng`` and everything it started; idempotent; returns once all are gone.
@@ -460,7 +466,8 @@ class Engines:
             return
         for p in pids:
             _kill(p, signal.SIGTERM)
-        _killpg(eng.pid, signal.SIGTERM)
+        if self._group_alive(eng, pids):  # atomic for members forking right now
+            _killpg(eng.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         seen = set(pids)
         while pids and time.monotonic() < deadline:
@@ -471,7 +478,8 @@ class Engines:
         while pids:
             for p in pids:
                 _kill(p, signal.SIGKILL)
-            _killpg(eng.pid, signal.SIGKILL)
+            if self._group_alive(eng, pids):
+                _killpg(eng.pid, signal.SIGKILL)
             time.sleep(0.005)
             _reap(seen - {eng.pid})
             pids = self.members(eng)
