@@ -12,22 +12,20 @@ from __future__ import annotations
 import copy
 import gzip
 import hashlib
-import http.server
 import io
 import json
 import os
 import secrets
 import shutil
 import tarfile
-import threading
 import zipfile
-from functools import partial
 from pathlib import Path
 
 import pytest
 
 from lemonpack.cli import main
 from lemonpack.fetch import mirror_path
+from support.fileserver import LocalServer
 
 REPO = Path(__file__).resolve().parents[2]
 LEMONADE = REPO / "tests" / "fixtures" / "lemonade-examples"
@@ -106,33 +104,13 @@ def recipe_sources(doc: dict) -> list[tuple[str, str]]:
 
 # ---------------------------------------------------------------- server
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        self.server.requests.append(self.path)
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-
-class Site:
+class Site(LocalServer):
     """A mirror tree served over HTTP on 127.0.0.1 (random port)."""
 
     def __init__(self, root: Path):
-        self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, directory=str(root)))
-        self.httpd.requests = []
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-        self.running = True
+        super().__init__(root)
         self.hashes: dict[str, str] = {}  # origin URL -> sha256 hex of the served file
-
-    @property
-    def requests(self) -> list[str]:
-        return self.httpd.requests
 
     def path_of(self, url: str) -> Path:
         return self.root / mirror_path(url)
@@ -170,13 +148,6 @@ class Site:
         out = dest / recipe.name
         out.write_text(json.dumps(doc2, indent=2))
         return out
-
-    def stop(self) -> None:
-        if self.running:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(5)
-            self.running = False
 
 
 class CliResult:
