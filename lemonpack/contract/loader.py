@@ -31,11 +31,16 @@ def canonical_json(doc: Any) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-class _DuplicateKeys(Exception):
-    pass
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
-def _parse_json(text: str, file: str) -> tuple[Any, list[Problem]]:
+def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
+    """Parse JSON text strictly: duplicate keys and ``NaN``/``Infinity`` are problems.
+
+    Returns ``(document, problems)``; the document is None when the text is not JSON
+    (then the one problem has rule ``json-syntax``). Used for every description file.
+    """
     problems: list[Problem] = []
 
     def hook(pairs: list[tuple[str, Any]]) -> dict:
@@ -47,9 +52,12 @@ def _parse_json(text: str, file: str) -> tuple[Any, list[Problem]]:
         return seen
 
     try:
-        return json.loads(text, object_pairs_hook=hook), problems
+        return json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant), problems
     except json.JSONDecodeError as e:
-        return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")]
+        msg = f"{e.msg} at line {e.lineno} column {e.colno}"
+    except ValueError as e:
+        msg = str(e)
+    return None, [Problem(file, "", "json-syntax", f"not valid JSON: {msg}")]
 
 
 @lru_cache(maxsize=None)
@@ -136,7 +144,7 @@ def check_document(doc: Any, file: str) -> list[Problem]:
 
 def check_text(text: str, file: str) -> tuple[Any, list[Problem]]:
     """Parse and check JSON text; returns ``(document or None, problems)``."""
-    doc, problems = _parse_json(text, file)
+    doc, problems = parse_json_strict(text, file)
     if doc is None:
         return None, problems
     return doc, problems + check_document(doc, file)

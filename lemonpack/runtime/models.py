@@ -49,6 +49,7 @@ from typing import Any
 
 from lemonpack import paths
 from lemonpack.contract import jsonpath
+from lemonpack.contract.loader import parse_json_strict
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
@@ -180,21 +181,9 @@ def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
     Raises :class:`ManifestError` with every problem (JSON syntax, duplicate keys, a
     top level that is not an object, and each entry's problems).
     """
-    problems: list[Problem] = []
-
-    def hook(pairs: list[tuple[str, Any]]) -> dict:
-        seen: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in seen:
-                problems.append(Problem(file, "", "duplicate-key", f"duplicate key {k!r} in one object"))
-            seen[k] = v
-        return seen
-
-    try:
-        doc = json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, ValueError) as e:
-        msg = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
-        raise ManifestError([Problem(file, "", "json-syntax", f"not valid JSON: {msg}")]) from None
+    doc, problems = parse_json_strict(text, file)
+    if doc is None:
+        raise ManifestError(problems)
     if not isinstance(doc, dict):
         raise ManifestError([Problem(file, "", "schema-type",
                                      "the model registry must be a JSON object of 'user.NAME' -> entry")])
@@ -203,10 +192,6 @@ def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
     if problems:
         raise ManifestError(problems)
     return {name: _build(name, value) for name, value in doc.items()}
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
 
 
 class ModelRegistry:
@@ -348,11 +333,8 @@ def parse_option(text: str) -> tuple[str, Scalar]:
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise LemonpackError(f"option {text!r} must be KEY=VALUE")
-    try:
-        value = json.loads(raw, parse_constant=_reject_constant)
-    except ValueError:
-        return key, raw
-    return (key, value) if _is_scalar(value) else (key, raw)
+    value, problems = parse_json_strict(raw, "--option")
+    return (key, value) if not problems and _is_scalar(value) else (key, raw)
 
 
 def parse_checkpoint(text: str) -> tuple[str, str]:

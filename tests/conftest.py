@@ -1,4 +1,4 @@
-"""Fixtures for the nix tests: a real HTTP server on 127.0.0.1 serving a temp directory."""
+"""Fixtures shared by every test folder."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from support.fileserver import LocalServer
 
 @pytest.fixture
 def server(tmp_path):
+    """A real HTTP server on 127.0.0.1 serving ``tmp_path/www`` (see support/fileserver.py)."""
     (tmp_path / "www").mkdir(exist_ok=True)
     srv = LocalServer(tmp_path / "www")
     try:
