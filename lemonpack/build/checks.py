@@ -33,7 +33,7 @@ def recipe_pinning_problems(recipe: Recipe) -> list[Problem]:
                     why = check_pinned(image)
                     if why:
                         problems.append(Problem(recipe.file, f"{path}.args[{index}]", "digest-pinning",
-                                                f"container image {image!r} is not pinned by digest: {why}"))
+                                                f"container image not pinned by digest: {why}"))
     return problems
 
 
