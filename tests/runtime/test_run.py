@@ -67,3 +67,16 @@ def test_run_bad_recipe_is_a_clear_error(tmp_path, env, model):
     run = RunProcess([str(bad), "--model", str(model)], env)
     assert run.finish() == 1
     assert "error:" in run.err and "Traceback" not in run.err
+
+
+def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_path, env, model):
+    pids = tmp_path / "pids"
+    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "{custom:delay:-0}", "--pid-file", str(pids))
+    run = RunProcess([str(recipe), "--model", str(model), "--option", "delay=60", "--device", "cpu"], env)
+    assert wait_for(lambda: read_pids(pids), 20)
+    assert wait_for(lambda: "listening on" in run.err, 20)
+    assert "--health-delay 60" in run.err  # the "starting ..." line shows the resolved argv
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 0, run.err
+    assert all_gone(read_pids(pids).values())
+    assert not [line for line in run.stdout if line.startswith("ready: ")]
