@@ -205,3 +205,26 @@ def test_engine_outlives_the_thread_that_asked_for_it(engines):
     time.sleep(0.3)
     assert out[0].poll() is None and pid_alive(out[0].pid)
     engines.stop(out[0])
+
+
+def test_engine_that_exits_during_probe_leaves_no_grandchild(engines, tmp_path):
+    pidfile = tmp_path / "pids"
+    with pytest.raises(RuntimeFailure, match="code 3"):
+        engines.start(fake_plan("--grandchild", "--fork-child", "--ignore-sigterm", "--exit-now",
+                                "--pid-file", str(pidfile)))
+    pids = read_pids(pidfile)
+    assert set(pids) == {"engine", "child", "grandchild"}
+    assert all_gone(pids.values()), {r: p for r, p in pids.items() if pid_alive(p)}
+
+
+def test_runner_crash_after_ready_cleans_up_what_the_engine_left(tmp_path):
+    pidfile = tmp_path / "pids"
+    runner = Runner({"m": fake_plan("--grandchild", "--ignore-sigterm", "--crash-after", "0.5",
+                                    "--pid-file", str(pidfile))}, Engines(grace=0.3))
+    try:
+        runner.ensure_ready("m", timeout=30)
+        pids = read_pids(pidfile)
+        assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
+        assert all_gone(pids.values()), {r: p for r, p in pids.items() if pid_alive(p)}
+    finally:
+        runner.close()

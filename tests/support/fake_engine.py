@@ -8,7 +8,8 @@
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
   ``data: {...}`` lines ending ``data: [DONE]``).
 - ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
-  ``--exit-now``: print a message and exit with ``--exit-code`` at once.
+  ``--exit-now``: print a message and exit with ``--exit-code`` at once (after making the
+  children asked for, which are left behind).
 - ``--ignore-sigterm``: SIGTERM is ignored (by the engine and the children it makes).
 - ``--fork-child``: fork a child that stays in our process group and sleeps.
 - ``--grandchild``: fork a child that forks a grandchild which ``setsid``s away and sleeps,
@@ -114,9 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-listen", action="store_true")
     opts = ap.parse_args(argv)
     record(opts.pid_file, "engine", os.getpid())
-    if opts.exit_now:
-        log(f"cannot load model: giving up with code {opts.exit_code}")
-        return opts.exit_code
     if opts.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if opts.fork_child:
@@ -141,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         gpid = int(os.read(r, 64).decode().strip())
         os.waitpid(pid, 0)
         record(opts.pid_file, "grandchild", gpid)
+    if opts.exit_now:  # after the forks: children and grandchildren are left behind
+        log(f"cannot load model: giving up with code {opts.exit_code}")
+        return opts.exit_code
     if opts.crash_after is not None:
         def crash():
             log(f"crashing with code {opts.exit_code}")
