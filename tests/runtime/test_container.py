@@ -170,3 +170,22 @@ def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(po
             assert not container_exists("podman", name)
         else:
             assert wait_for(lambda: not container_exists("podman", name), 10, 0.2), "container survived"
+
+
+def test_runner_restarts_a_container_removed_behind_its_back(podman_env):
+    from lemonpack.runtime.engines import Runner
+    from lemonpack.runtime.supervisor import State
+
+    port = free_port()
+    plan = plan_for(podman_env["image"], port, delay=0)
+    runner = Runner({"bb": plan}, Engines(grace=1.0))
+    try:
+        first = runner.ensure_ready("bb", timeout=60)
+        assert podman("rm", "-f", "-t", "0", plan.container_name).returncode == 0  # a crash, seen from us
+        assert wait_for(lambda: runner.state("bb") is State.STOPPED, 20, 0.05)
+        second = runner.ensure_ready("bb", timeout=60)  # same name again: the old one is gone
+        assert second.pid != first.pid and container_exists("podman", plan.container_name)
+    finally:
+        runner.close()
+        podman("rm", "-f", "-t", "0", plan.container_name)
+    assert not container_exists("podman", plan.container_name)
