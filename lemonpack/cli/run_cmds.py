@@ -10,6 +10,7 @@ whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import app, console, err_console
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console
 from lemonpack.errors import LemonpackError, RuntimeFailure
 
 
@@ -62,6 +63,7 @@ def run(
     port: int | None = typer.Option(None, "--port", help="Port for the engine (default: a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the engine listens on."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the engine's log lines."),
+    json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
     from lemonpack.contract import detect_host
@@ -92,6 +94,11 @@ def run(
             sys.stderr.flush()
 
         def on_ready(eng) -> None:
+            if json_out:  # one JSON line on stdout, for scripts that wait for readiness
+                print(json.dumps({"event": "ready", "recipe": plan.recipe, "model": plan.model, "url": eng.url,
+                                  "pid": eng.pid, "argv": list(eng.argv), "probe": list(eng.probe_seen or ()),
+                                  "ready_ms": round((eng.ready_after or 0) * 1000)}), flush=True)
+                return
             console.print(f"ready: {eng.url}  ({plan.recipe}, pid {eng.pid}, "
                           f"{(eng.ready_after or 0) * 1000:.0f} ms)", markup=False)
             if eng.probe_seen:

@@ -80,3 +80,19 @@ def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_pat
     assert run.finish() == 0, run.err
     assert all_gone(read_pids(pids).values())
     assert not [line for line in run.stdout if line.startswith("ready: ")]
+
+
+def test_run_json_prints_one_ready_event(tmp_path, env, model):
+    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "0.2")
+    run = RunProcess([str(recipe), "--model", str(model), "--json", "--quiet"], env)
+    line = run.wait_line('{"event": "ready"')
+    assert line, run.err
+    import json
+
+    event = json.loads(line)
+    assert event["recipe"] == "fake-engine" and event["model"] == "tiny"
+    assert event["url"].startswith("http://127.0.0.1:") and event["pid"] > 0
+    assert "fake_engine.py" in " ".join(event["argv"])
+    assert httpx.get(event["url"] + "/health", trust_env=False).status_code == 200
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 0, run.err
