@@ -103,8 +103,13 @@ def install(recipe_file: Path = typer.Argument(..., metavar="RECIPE.json", help=
             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
             progress: bool = typer.Option(None, "--progress/--no-progress"),
             json_out: bool = JSON_OPTION) -> int:
-    """Download, verify and unpack a variant_of recipe's artifact for this host into
-    <cache>/external/<recipe>/, where its launch plan finds the binary (RFC section 10)."""
+    """Install a variant_of recipe's artifact for this host (download, verify, unpack).
+
+    The artifact lands in <cache>/external/<recipe>/, where its launch plan finds the
+    binary (RFC section 10). Prints the provenance and a no-sandbox disclosure first and
+    asks for consent; --yes skips the question, and a non-interactive run without --yes
+    refuses.
+    """
     import sys
 
     from lemonpack.build.install import install_recipe, plan_install
