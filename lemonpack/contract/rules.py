@@ -207,28 +207,41 @@ def _template(value: str, path: Path, c: _Collector, *, whole_custom_args_ok: bo
 
 
 def _provenance(doc: dict, c: _Collector) -> None:
-    """Pinned (the default) requires sha256 at whatever level ends up fetching (section 7)."""
+    """Pinned (the default) requires sha256 at whatever level ends up fetching (section 7).
+
+    A hash pins one file: it must sit at the level of the ``source`` it pins or at a more
+    specific one. A ``source`` override that would inherit the hash of a less specific
+    level (a different file) is refused rather than silently verified against it.
+    """
     if "variant_of" not in doc:
         return
-    top = {k: doc.get(k) for k in PROVENANCE_FIELDS}
+    top = {k: (doc[k], 0) for k in PROVENANCE_FIELDS if k in doc}
     for os_name, accels in _items(doc.get("platforms")):
         for accel, block in _items(accels):
             if not isinstance(block, dict):
                 continue
-            base = {k: block.get(k, top[k]) for k in PROVENANCE_FIELDS}
             path: Path = ("platforms", os_name, accel)
+            base = {**top, **{k: (block[k], 1) for k in PROVENANCE_FIELDS if k in block}}
             _check_effective(base, path, c)
             for pattern, entry in _items(block.get("arch")):
                 if isinstance(entry, dict):
-                    eff = {k: entry.get(k, base[k]) for k in PROVENANCE_FIELDS}
+                    eff = {**base, **{k: (entry[k], 2) for k in PROVENANCE_FIELDS if k in entry}}
                     _check_effective(eff, path + ("arch", pattern), c)
 
 
 def _check_effective(eff: dict, path: Path, c: _Collector) -> None:
-    if eff["source"] is None:
+    """``eff`` maps a provenance field to ``(value, level)``: 0 top, 1 block, 2 override."""
+    if "source" not in eff:
         return
-    policy = eff["version_policy"] or "pinned"
-    if policy == "pinned" and eff["sha256"] is None:
+    source, source_level = eff["source"]
+    policy = eff.get("version_policy", ("pinned", 0))[0]
+    if policy != "pinned":
+        return
+    if "sha256" not in eff:
         c.add(path, "pinned-needs-sha256",
-              f"artifact {eff['source']} is pinned (the default version_policy) but has no sha256 "
+              f"artifact {source} is pinned (the default version_policy) but has no sha256 "
               "at this level or above; add sha256 or set version_policy to roll_forward")
+    elif eff["sha256"][1] < source_level:
+        c.add(path, "sha256-level",
+              f"source {source} is set here but its sha256 would be inherited from a less specific "
+              "level, where it pins a different file; set sha256 next to this source")

@@ -156,10 +156,21 @@ def test_provenance_per_block_and_per_arch(tmp_path, variant):
     block["arch"] = {"gfx1151": {"source": "https://example.invalid/a.tar.gz"},
                      "gfx115*": {"source": "https://example.invalid/b.tar.gz", "sha256": "sha256:" + "cd" * 32}}
     assert problems(tmp_path, variant) == [("platforms.linux.rocm.arch.gfx1151", "pinned-needs-sha256")]
-    block["sha256"] = "sha256:" + "ef" * 32  # block-level hash covers the override's source
-    assert problems(tmp_path, variant) == []
     block["arch"]["gfx1151"]["version_policy"] = "roll_forward"
-    del block["sha256"]
+    assert problems(tmp_path, variant) == []
+
+
+def test_a_source_override_may_not_inherit_a_hash_of_another_file(tmp_path, variant):
+    # The top-level sha256 pins the top-level source: a block or override that swaps the
+    # source needs its own hash (a user found builds verifying against the wrong file).
+    variant["platforms"]["linux"]["rocm"]["source"] = "https://example.invalid/other.tar.gz"
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"source": "https://example.invalid/c.tar.gz"}}
+    got = problems(tmp_path, variant)
+    assert ("platforms.linux.rocm", "sha256-level") in got
+    assert ("platforms.linux.rocm.arch.gfx1151", "sha256-level") in got
+    # a hash at the same level as the source is right; one below it (override) too
+    variant["platforms"]["linux"]["rocm"]["sha256"] = "sha256:" + "ef" * 32
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"sha256": "sha256:" + "12" * 32}}
     assert problems(tmp_path, variant) == []
 
 
