@@ -138,7 +138,7 @@ def _uses_token(doc: dict, kind: str) -> bool:
 def _block(doc: dict, block: dict, path: Path, c: _Collector, *, override: bool = False) -> None:
     variant = "variant_of" in doc
     has_cmd, has_args = "command" in block, "args" in block
-    if has_cmd != has_args:
+    if has_cmd != has_args and not override:  # an arch override names only its deltas (4.6)
         c.add(path + ("command" if has_cmd else "args",), "command-and-args",
               "'command' and 'args' must be set together")
     if "stop_command_args" in block and "stop_command" not in block:

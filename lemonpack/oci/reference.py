@@ -227,13 +227,17 @@ def _skip_option(args: Sequence[str], i: int, booleans: frozenset[str],
     return i + 1
 
 
+#: Subcommands whose first positional argument is an image (also under ``container``/``image``).
+IMAGE_SUBCOMMANDS = frozenset({"run", "create", "pull"})
+
+
 def find_run_images(command: str, args: Sequence[str]) -> list[tuple[int, str]]:
-    """Find the image argument of a ``podman``/``docker`` ``run`` command line.
+    """Find the image argument of a ``podman``/``docker`` ``run`` (or ``create``, ``pull``) command line.
 
     ``command`` is the program (its basename must be ``podman`` or ``docker``), ``args``
     the argv after it. Global options may precede the subcommand (``--root X run ...``);
-    the subcommand is ``run`` or ``container run``. The image is the first positional
-    after ``run``'s options: options in :data:`RUN_BOOLEAN_OPTIONS` (and clusters of
+    the subcommand is one of :data:`IMAGE_SUBCOMMANDS`, optionally after ``container`` or
+    ``image``. The image is the first positional after the subcommand's options: options in :data:`RUN_BOOLEAN_OPTIONS` (and clusters of
     :data:`RUN_BOOLEAN_SHORT` like ``-it``) take no value, ``--flag=value`` is
     self-contained, every other option takes the next argument, ``--`` ends options.
 
@@ -254,9 +258,9 @@ def find_run_images(command: str, args: Sequence[str]) -> list[tuple[int, str]]:
         i = _skip_option(args, i, GLOBAL_BOOLEAN_OPTIONS, frozenset())
     if i >= n:
         return []
-    if args[i] == "container" and i + 1 < n and args[i + 1] == "run":
+    if args[i] in ("container", "image") and i + 1 < n and args[i + 1] in IMAGE_SUBCOMMANDS:
         i += 2
-    elif args[i] == "run":
+    elif args[i] in IMAGE_SUBCOMMANDS:
         i += 1
     else:
         return []
@@ -276,6 +280,6 @@ def find_run_images(command: str, args: Sequence[str]) -> list[tuple[int, str]]:
 
 __all__ = [
     "ImageReference", "InvalidReferenceError", "parse_reference", "check_pinned",
-    "find_run_images", "CONTAINER_ENGINES", "RUN_BOOLEAN_OPTIONS", "RUN_BOOLEAN_SHORT",
+    "find_run_images", "IMAGE_SUBCOMMANDS", "CONTAINER_ENGINES", "RUN_BOOLEAN_OPTIONS", "RUN_BOOLEAN_SHORT",
     "GLOBAL_BOOLEAN_OPTIONS",
 ]

@@ -222,6 +222,9 @@ def test_command_and_args_only_together(tmp_path, passthrough):
     assert ("platforms.linux.cpu.command", "command-and-args") in problems(tmp_path, passthrough)
     passthrough["platforms"]["linux"]["cpu"] = {"args": []}
     assert ("platforms.linux.cpu.args", "command-and-args") in problems(tmp_path, passthrough)
+    # an arch override names only its deltas: args alone is fine there
+    passthrough["platforms"]["linux"]["cpu"] = {"command": "x", "args": [], "arch": {"gfx1151": {"args": ["-v"]}}}
+    assert problems(tmp_path, passthrough) == []
 
 
 def test_variant_block_needs_bare_binary(tmp_path, variant):
