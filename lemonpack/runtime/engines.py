@@ -193,6 +193,47 @@ def kill_tagged(name: str, value: str, timeout: float = 5.0) -> set[int]:
         _reap(killed)
 
 
+def listening_inodes(port: int) -> set[int] | None:
+    """Socket inodes of the TCP sockets listening on local ``port`` (IPv4 and IPv6) in
+    this network namespace; None when ``/proc/net/tcp*`` cannot be read."""
+    out: set[int] = set()
+    readable = False
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name, encoding="ascii", errors="replace") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            try:
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    out.add(int(fields[9]))
+            except ValueError:
+                continue
+    return out if readable else None
+
+
+def holds_socket(pids, inodes: set[int]) -> bool:
+    """True when one of ``pids`` has an open file descriptor on one of the socket ``inodes``."""
+    wanted = {f"socket:[{i}]" for i in inodes}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 # ---------------------------------------------------------------- containers
 
 
@@ -384,11 +425,28 @@ class Engines:
             self._live.add(eng)
         return eng
 
+    def owns_port(self, eng: EngineProcess) -> bool | None:
+        """Whether the socket listening on ``eng.plan.port`` belongs to ``eng`` (one of
+        :meth:`members`): True/False, or None when it cannot be told (no ``/proc``, no
+        listener visible in this network namespace, or a container launch, whose port is
+        published by the container runtime's own processes)."""
+        plan = eng.plan
+        if plan.container_name or plan.container_runtime or os.path.basename(plan.argv[0]) in ("podman", "docker"):
+            return None
+        inodes = listening_inodes(plan.port)
+        if not inodes:
+            return None
+        return holds_socket(self.members(eng), inodes)
+
     def wait_ready(self, eng: EngineProcess, cancelled: threading.Event | None = None) -> float:
-        """Run the plan's health probe against ``eng`` (see :func:`probes.wait_ready`)."""
+        """Run the plan's health probe against ``eng`` (see :func:`probes.wait_ready`). A
+        probe answered while the port is held by a process outside ``eng`` does not count
+        (:meth:`owns_port`): it came from someone else, and ``eng`` is probably about to
+        exit with "address already in use"."""
         plan = eng.plan
         took = probes.wait_ready(plan.health_probe, plan.host, plan.port, eng, name=f"{plan.recipe} ({plan.model})",
-                                 logs=eng.logs, cancelled=cancelled, seen=eng.probe_seen)
+                                 logs=eng.logs, cancelled=cancelled, seen=eng.probe_seen,
+                                 owns_port=lambda: self.owns_port(eng))
         eng.ready_after = time.monotonic() - eng.started_at
         return took
 
@@ -780,7 +838,7 @@ class Runner:
 
 __all__ = [
     "ENV_ENGINE", "ENV_RUNTIME", "EngineProcess", "Engines", "LABEL_OWNER", "LABEL_RECIPE", "ProcInfo", "Runner",
-    "container_exists", "inject_labels", "kill_tagged", "owner_alive", "pid_alive", "proc_info",
+    "container_exists", "holds_socket", "inject_labels", "kill_tagged", "listening_inodes", "owner_alive", "pid_alive", "proc_info",
     "process_table", "reaper_main", "run_foreground", "remove_container", "remove_orphan_containers", "runtime_id_of",
     "set_child_subreaper", "tagged", "wait_container_gone",
 ]

@@ -8,7 +8,10 @@
 :func:`wait_ready` polls at once, then every ``poll_interval_ms`` until ``timeout_seconds``;
 between polls it waits on the child's exit, so a child that exits during the probe fails
 the load at once with its exit code and last log lines (:class:`RuntimeFailure`), instead
-of waiting out the timeout. Probes talk to loopback only and ignore proxy variables
+of waiting out the timeout. A passing http/tcp probe only counts while the child is
+still alive and, when the caller gives an ``owns_port`` check, while the listening socket
+belongs to the child (another process answering on the same port is not the engine; see
+:meth:`lemonpack.runtime.engines.Engines.wait_ready`). Probes talk to loopback only and ignore proxy variables
 (``trust_env=False``). They speak plain http, so the client is made with ``verify=False``:
 loading the CA bundle would cost ~100 ms on every start for nothing.
 """
@@ -85,6 +88,21 @@ def _describe(e: Exception) -> str:
     return type(e).__name__
 
 
+def describe_probe(probe: HealthProbe, host: str, port: int) -> str:
+    """One line saying what :func:`wait_ready` waits for, e.g. ``http GET
+    http://127.0.0.1:8080/health -> 200 (timeout 60s, every 500 ms)``."""
+    every = f"every {probe.poll_interval_ms} ms"
+    if probe.type == "http":
+        return (f"http GET {_url(host, port, probe.endpoint)} -> {probe.expected_status} "
+                f"(timeout {probe.timeout_seconds}s, {every})")
+    if probe.type == "tcp":
+        h = probe_host(host)
+        return f"tcp connect to {f'[{h}]' if ':' in h else h}:{port} (timeout {probe.timeout_seconds}s, {every})"
+    if probe.type == "process":
+        return f"process still alive after {probe.poll_interval_ms} ms"
+    return f"{probe.type} probe"
+
+
 def failure(what: str, logs: LogRing | None) -> RuntimeFailure:
     """A :class:`RuntimeFailure` with ``what`` and the last :data:`LOG_TAIL` log lines."""
     tail = logs.tail(LOG_TAIL) if logs else []
@@ -95,9 +113,15 @@ def failure(what: str, logs: LogRing | None) -> RuntimeFailure:
 
 def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name: str = "engine",
                logs: LogRing | None = None, cancelled: threading.Event | None = None,
-               seen: list[str] | None = None) -> float:
+               seen: list[str] | None = None, owns_port: Callable[[], bool | None] | None = None) -> float:
     """Block until ``probe`` passes; return the seconds it took. ``seen`` (when given)
     receives every observation in order, consecutive repeats folded (``"HTTP 503"``...).
+
+    A passing http/tcp attempt counts only if the child is still alive and ``owns_port()``
+    (when given) does not return False: False means another process holds the port, so
+    the answer did not come from the child; the attempt is recorded as ``"answered by
+    another process"`` and polling goes on (the child usually exits soon with "address
+    already in use", which fails the load with its exit code). None means "cannot tell".
 
     Raises :class:`RuntimeFailure` when the child exits first (exit code + log tail), when
     ``timeout_seconds`` pass (last observation + log tail) or when ``cancelled`` is set.
@@ -105,12 +129,14 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
     t0 = time.monotonic()
     deadline = t0 + probe.timeout_seconds
     interval = max(probe.poll_interval_ms, 1) / 1000.0
-    last = "not probed yet"
+    last: str | None = None
 
     def exited() -> None:
         rc = child.poll()
         if rc is not None:
-            raise failure(f"{name} exited with code {rc} during its health probe ({last})", logs)
+            when = ("before its health probe answered" if last is None
+                    else f"during its health probe (last seen: {last})")
+            raise failure(f"{name} exited with code {rc} {when}", logs)
 
     if probe.type == "process":
         if child.wait_exit(interval):
@@ -123,15 +149,18 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
                 raise RuntimeFailure(f"{name}: start cancelled")
             remaining = deadline - time.monotonic()
             ok, last = check_once(probe, host, port, client, timeout=max(0.05, min(remaining, 5.0)))
+            if ok:
+                exited()  # passed, but only if the child is the one answering
+                if owns_port is not None and owns_port() is False:
+                    ok, last = False, f"{last} from another process holding port {port}"
             if seen is not None and (not seen or seen[-1] != last):
                 seen.append(last)
             if ok:
-                exited()  # passed, but only if the child is the one answering
                 return time.monotonic() - t0
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise failure(f"{name} not ready after {probe.timeout_seconds}s "
-                              f"({probe.type} probe of port {port}: {last})", logs)
+                              f"({probe.type} probe of port {port}: {last or 'no answer'})", logs)
             child.wait_exit(min(interval, remaining))
 
 
@@ -171,4 +200,4 @@ class Watchdog:
                     return
 
 
-__all__ = ["LOG_TAIL", "Watchdog", "Watched", "check_once", "failure", "probe_host", "wait_ready"]
+__all__ = ["LOG_TAIL", "Watchdog", "Watched", "check_once", "describe_probe", "failure", "probe_host", "wait_ready"]

@@ -228,3 +228,46 @@ def test_runner_crash_after_ready_cleans_up_what_the_engine_left(tmp_path):
         assert all_gone(pids.values()), {r: p for r, p in pids.items() if pid_alive(p)}
     finally:
         runner.close()
+
+
+class _Foreign:
+    """Another process's server (here: a thread of the test) answering /health 200 on a port."""
+
+    def __init__(self):
+        import http.server
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_probe_answered_by_another_process_is_not_ready(engines):
+    foreign = _Foreign()
+    try:
+        with pytest.raises(RuntimeFailure) as e:
+            engines.start(fake_plan(port=foreign.port, probe=probe(timeout=20)))
+        msg = str(e.value)
+        assert "exited with code 1" in msg and "Address already in use" in msg, msg
+        assert "from another process holding port" in msg
+    finally:
+        foreign.close()
+
+
+def test_owns_port_true_for_the_engine_itself(engines):
+    eng = engines.start(fake_plan())
+    try:
+        assert engines.owns_port(eng) is True
+    finally:
+        engines.stop(eng)

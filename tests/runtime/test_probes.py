@@ -145,3 +145,24 @@ def test_watchdog_stop_is_silent(server):
     dog.stop()
     time.sleep(0.1)
     assert reports == []
+
+
+def test_exit_before_any_answer_reads_well():
+    child = Child()
+    child.exit(3)
+    with pytest.raises(RuntimeFailure, match=r"^engine exited with code 3 before its health probe answered$"):
+        wait_ready(hp(), "127.0.0.1", 9, child)
+
+
+def test_owns_port_false_keeps_waiting_then_times_out(server):
+    with pytest.raises(RuntimeFailure, match="HTTP 200 from another process holding port"):
+        wait_ready(hp(timeout_seconds=1), "127.0.0.1", server.server_address[1], Child(), owns_port=lambda: False)
+    assert wait_ready(hp(), "127.0.0.1", server.server_address[1], Child(), owns_port=lambda: None) >= 0
+
+
+def test_describe_probe():
+    from lemonpack.runtime.probes import describe_probe
+
+    assert describe_probe(hp(timeout_seconds=60, poll_interval_ms=500), "0.0.0.0", 8080) == \
+        "http GET http://127.0.0.1:8080/health -> 200 (timeout 60s, every 500 ms)"
+    assert describe_probe(hp(type="tcp"), "::", 81).startswith("tcp connect to [::1]:81 (timeout 5s")
