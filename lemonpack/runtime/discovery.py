@@ -29,6 +29,10 @@ the two halves of ``load_recipe_text``, so an invalid file still names its recip
   with that id are shadowed rather than silently promoted;
 - a collision with a built-in id is rejected by the contract loader (rule
   ``builtin-collision``); that rule is kept as the reason (kind ``builtin-collision``);
+- a valid recipe that runs a container image not pinned by digest is rejected with kind
+  ``unpinned`` and every ``digest-pinning`` problem: the same policy ``lint``/``build``
+  and ``run`` enforce (:func:`lemonpack.build.checks.recipe_pinning_problems`; the runtime
+  imports this one function of the build room, which depends on contract and oci only);
 - ``extends`` is resolved among the winners (:mod:`lemonpack.runtime.extends`);
   recipes dropped there are rejected with kind ``extends``.
 
@@ -58,6 +62,7 @@ from types import MappingProxyType
 
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
+from lemonpack.build.checks import recipe_pinning_problems
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import Problem
 from lemonpack.runtime import trust
@@ -83,7 +88,8 @@ SYSTEM_DIRS: tuple[str, ...] = (
 WATCH_INTERVAL_SECONDS = 2.0
 
 #: Kinds of :class:`Rejected` records.
-REJECT_KINDS = ("untrusted", "unreadable", "invalid", "builtin-collision", "duplicate", "shadowed", "extends")
+REJECT_KINDS = ("untrusted", "unreadable", "invalid", "unpinned", "builtin-collision", "duplicate", "shadowed",
+                "extends")
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,11 @@ def _parse(file: str, st: os.stat_result) -> _Parsed:
         return _Parsed(None, "unreadable", (Problem(file, "", "unreadable", f"cannot read file: {msg}"),))
     doc, problems = check_text(text, file)
     if not problems:
-        return _Parsed(build_model(doc, file))
+        recipe = build_model(doc, file)
+        unpinned = recipe_pinning_problems(recipe)
+        if unpinned:
+            return _Parsed(None, "unpinned", tuple(unpinned), recipe.recipe)
+        return _Parsed(recipe)
     kind = "builtin-collision" if any(p.rule == "builtin-collision" for p in problems) else "invalid"
     rid = doc.get("recipe") if isinstance(doc, dict) and isinstance(doc.get("recipe"), str) else None
     return _Parsed(None, kind, tuple(problems), rid)

@@ -47,10 +47,14 @@ def env(tmp_path, monkeypatch):
 
 def test_list_json_has_recipes_and_rejected(env, capsys):
     user, system = env
-    for f in ("dflash_rocm.json", "llamacpp_rocm_nightly.json"):
-        shutil.copy(EXAMPLES / f, user / f)
-        os.chmod(user / f, 0o644)
-    write(system, "dflash.json", json.loads((EXAMPLES / "dflash_rocm.json").read_text()))
+    shutil.copy(EXAMPLES / "llamacpp_rocm_nightly.json", user / "llamacpp_rocm_nightly.json")
+    os.chmod(user / "llamacpp_rocm_nightly.json", 0o644)
+    tagged = (EXAMPLES / "dflash_rocm.json").read_text()  # its image digest has 62 hex digits: unpinned
+    digest = next(w for w in tagged.split('"') if "@sha256:" in w).split("@sha256:")[1]
+    pinned = json.loads(tagged.replace(digest, "ab" * 32))
+    write(user, "dflash_rocm.json", pinned)
+    write(system, "dflash.json", pinned)
+    write(user, "tagged.json", tagged)
     write(user, "builtin.json", recipe_doc("sd-cpp"))
     write(user, "open.json", recipe_doc("open"), mode=0o646)
     assert main(["backends", "list", "--json"]) == 0
@@ -59,7 +63,13 @@ def test_list_json_has_recipes_and_rejected(env, capsys):
         ("dflash-rocm", "passthrough", "user"), ("llamacpp-rocm-nightly", "variant_of:llamacpp", "user")]
     assert doc["recipes"][0]["file"] == str(user / "dflash_rocm.json")
     kinds = {Path(r["file"]).name: r["kind"] for r in doc["rejected"]}
-    assert kinds == {"builtin.json": "builtin-collision", "open.json": "untrusted", "dflash.json": "shadowed"}
+    assert kinds == {"builtin.json": "builtin-collision", "open.json": "untrusted", "dflash.json": "shadowed",
+                     "tagged.json": "unpinned"}
+    unpinned = next(r for r in doc["rejected"] if r["kind"] == "unpinned")
+    assert unpinned["recipe"] == "dflash-rocm" and unpinned["problems"][0]["rule"] == "digest-pinning"
+    assert main(["backends", "list", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "tagged.json" in out and "unpinned" in out and "not pinned by digest" in out
     assert all(r["reason"] for r in doc["rejected"])
     assert next(r for r in doc["rejected"] if r["kind"] == "builtin-collision")["problems"][0]["rule"] == \
         "builtin-collision"

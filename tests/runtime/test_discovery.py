@@ -103,12 +103,33 @@ def test_reference_examples_all_load(tmp_path):
         shutil.copy(f, d / f.name)
         os.chmod(d / f.name, 0o644)
     result = Discovery([SearchDir(d, "user")]).scan()
-    assert result.rejected == ()
-    assert set(result.recipes) == {json.loads(f.read_text())["recipe"] for f in EXAMPLES.glob("*.json")}
-    dflash = result.recipes["dflash-rocm"]
-    assert dflash.file == d / "dflash_rocm.json" and dflash.directory == d and dflash.scope == "user"
-    assert dflash.kind == "passthrough"
-    assert result.recipes["llamacpp-rocm-nightly"].kind == "variant_of:llamacpp"
+    # Two reference examples run a container image that is not pinned by digest (a 62-digit
+    # digest, a token in the image): lint/build reject them, and so does discovery.
+    unpinned = {"dflash_rocm.json", "toolbox_arch_alias.json"}
+    assert {(r.file.name, r.kind) for r in result.rejected} == {(n, "unpinned") for n in unpinned}
+    assert all(p.rule == "digest-pinning" for r in result.rejected for p in r.problems)
+    assert {r.recipe for r in result.rejected} == {"dflash-rocm", "toolbox-arch-alias"}
+    assert set(result.recipes) == {json.loads(f.read_text())["recipe"] for f in EXAMPLES.glob("*.json")
+                                   if f.name not in unpinned}
+    nightly = result.recipes["llamacpp-rocm-nightly"]
+    assert nightly.file == d / "llamacpp_rocm_nightly.json" and nightly.directory == d and nightly.scope == "user"
+    assert nightly.kind == "variant_of:llamacpp"
+
+
+def test_unpinned_container_image_is_rejected_and_does_not_block_a_lower_copy(dirs):
+    user, system, d = dirs
+    args = ["run", "--rm", "--name", "x", "-p", "{port}:8080", "docker.io/library/engine:latest", "serve"]
+    bad = write(user, "tagged.json", recipe_doc("engine", platforms={"linux": {"cpu": {
+        "command": "podman", "args": args}}}))
+    pinned = "docker.io/library/engine@sha256:" + "ab" * 32
+    good = write(system, "pinned.json", recipe_doc("engine", platforms={"linux": {"cpu": {
+        "command": "podman", "args": [*args[:-2], pinned, "serve"]}}}))
+    result = d.scan()
+    assert result.recipes["engine"].file == good
+    (r,) = result.rejected
+    assert r.kind == "unpinned" and r.file == bad and r.recipe == "engine"
+    assert "not pinned by digest" in r.reason and "[digest-pinning]" in r.reason
+    assert [(p.rule, p.path) for p in r.problems] == [("digest-pinning", "platforms.linux.cpu.args[6]")]
 
 
 def test_missing_directories_and_other_files_are_ignored(dirs, tmp_path):
