@@ -15,12 +15,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
 from lemonpack.errors import LemonpackError, SelectionError
-from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
+from lemonpack.build.artifact import fetch_target, unpack_target
+from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.paths import external_dir
 
 DISCLOSURE = ("WARNING: this backend runs as an external subprocess. No process\n"
@@ -98,18 +98,15 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     if prov.source is None:
         raise LemonpackError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
                              f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
-    expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
-    fetched = fetch(prov.source, sha256=expected, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
+    fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
     dest = external_dir(recipe.recipe)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe.recipe}.install-"))
     try:
         tree = staging / "tree"
-        extract(fetched.path, tree, name_hint=Path(urlsplit(prov.source).path).name or "artifact")
-        if eff.binary and not (tree / eff.binary).is_file():
-            raise LemonpackError(f"{recipe.file}: artifact {prov.source} has no {eff.binary!r} at its top level")
+        unpack_target(fetched, tree, eff)
         record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
-                  "sha256": fetched.sha256, "policy": prov.policy, "platform": eff.path}
+                  "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
         old = staging / "old"
         if dest.exists():
             os.rename(dest, old)

@@ -31,22 +31,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import lzma
 import os
 import shutil
-import tarfile
 import tempfile
-import zipfile
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from lemonpack.build.artifact import fetch_target, unpack_target
 from lemonpack.build.checks import require_pinned
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.errors import LemonpackError
-from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch, mirror_path
+from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
                            find_run_images, write_dir_layer, write_files_layer)
@@ -114,7 +110,11 @@ class TargetResult:
     from_cache: bool = False
 
     def to_json(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        """JSON form; ``sha256`` is written ``sha256:<hex>`` like every digest lemonpack prints."""
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        if self.sha256:
+            out["sha256"] = f"sha256:{self.sha256}"
+        return out
 
 
 @dataclass(frozen=True)
@@ -207,12 +207,7 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
     hit = layers.get(key)
     if hit is None:
         unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
-        name = Path(urlsplit(t.provenance.source or "").path).name or "artifact"
-        try:
-            extract(fetched.path, unpacked, name_hint=name)
-        except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as e:
-            raise LemonpackError(f"{t.recipe.file}: {t.path}: artifact {t.provenance.source} "
-                                 f"(sha256 {fetched.sha256}) is not a readable archive: {e}") from None
+        unpack_target(fetched, unpacked, t)
         hit = layers.put(key, lambda f: write_dir_layer(unpacked, prefix, f, mtime=opts.epoch,
                                                         compresslevel=opts.compresslevel))
         shutil.rmtree(unpacked.parent, ignore_errors=True)
@@ -240,10 +235,11 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     :class:`~lemonpack.errors.FetchError`, :class:`~lemonpack.errors.UnsafeContentError`;
     in every case ``opts.out`` is unchanged. ``on_target`` is called after each target.
     """
-    ids = [r.recipe for r in recipes]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise LemonpackError(f"recipe id given twice: {', '.join(dupes)}")
+    seen: dict[str, str] = {}
+    for r in recipes:
+        if r.recipe in seen:
+            raise LemonpackError(f"recipe id {r.recipe!r} given twice: {seen[r.recipe]} and {r.file}")
+        seen[r.recipe] = r.file
     plans = []
     for recipe in recipes:
         require_pinned(recipe)
@@ -298,8 +294,7 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
     tag = f"{recipe.recipe}.{t.target_name}"
     prov = t.provenance
     if recipe.variant_of and prov.source:
-        expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
-        fetched = fetch(prov.source, sha256=expected, cache=cache, mirror=opts.mirror, progress=opts.progress)
+        fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)
         notes = {"source": prov.source, "sha256": f"sha256:{fetched.sha256}", "version-policy": prov.policy,
                  "variant-of": recipe.variant_of, "binary": t.binary}

@@ -182,7 +182,7 @@ def test_install_puts_binary_in_external_dir(lp, site, tmp_path, build_env, monk
     binary = build_env / "external" / "llamacpp-per-platform" / "llama-server"
     assert binary.is_file() and os.access(binary, os.X_OK)
     assert b"linux-rocm.tar.gz" in binary.read_bytes()
-    assert r.json()["sha256"] == site.hashes["https://example.invalid/llamacpp-fork/linux-rocm.tar.gz"]
+    assert r.json()["sha256"] == "sha256:" + site.hashes["https://example.invalid/llamacpp-fork/linux-rocm.tar.gz"]
 
 
 def test_install_arch_override_from_host_facts(lp, site, tmp_path, build_env, monkeypatch):

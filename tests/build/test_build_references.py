@@ -166,7 +166,7 @@ def test_full_build_of_pinned_copy(lp, site, tmp_path, name):
         assert doc["nix"] == [f"nix/{rid}"]
         sources = json.loads((out / "nix" / rid / "sources.json").read_text())
         assert {s["hash"] for s in sources["sources"].values()} == \
-            {_sri(x["sha256"]) for x in doc["targets"] if x["source"]}
+            {_sri(x["sha256"].removeprefix("sha256:")) for x in doc["targets"] if x["source"]}
         assert (out / "nix" / rid / "default.nix").is_file()
     else:
         assert not (out / "nix").exists()
@@ -183,9 +183,9 @@ def _check_image(out, manifest, target, site):
     import tarfile
     assert manifest["mediaType"] == IMAGE_MANIFEST
     ann = manifest["annotations"]
-    assert ann["dev.lemonpack.sha256"] == "sha256:" + target["sha256"]
+    assert ann["dev.lemonpack.sha256"] == target["sha256"]
     assert ann["dev.lemonpack.source"] == target["source"]
-    assert target["sha256"] == site.hashes[target["source"]]
+    assert target["sha256"] == "sha256:" + site.hashes[target["source"]]
     config = blob_json(out, manifest["config"]["digest"])
     entry = config["config"]["Entrypoint"][0]
     assert len(manifest["layers"]) == 2
@@ -213,7 +213,7 @@ def test_roll_forward_records_observed_hash(lp, site, tmp_path):
     r = lp("build", LEMONADE / "llamacpp_rocm_nightly.json", "--out", out, "--mirror", site.base, "--json")
     assert r.code == 0, r
     (target,) = r.json()["targets"]
-    assert target["policy"] == "roll_forward" and target["sha256"] == observed
+    assert target["policy"] == "roll_forward" and target["sha256"] == "sha256:" + observed
     m = blob_json(out, target["digest"])
     assert m["annotations"]["dev.lemonpack.sha256"] == f"sha256:{observed}"
     assert m["annotations"]["dev.lemonpack.version-policy"] == "roll_forward"

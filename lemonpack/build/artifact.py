@@ -1,0 +1,68 @@
+"""Fetch and unpack one target's artifact, with errors that name the recipe and field.
+
+Shared by ``lemonpack build`` (the image layer) and ``lemonpack install`` (the runtime's
+install directory), so both verify, unpack and check the same way: the effective
+``source`` is fetched and verified (:func:`lemonpack.fetch.fetch`; ``roll_forward``
+records the observed hash), unpacked safely (:func:`lemonpack.fetch.extract`), and the
+block's ``binary`` must be a file at the top level of the unpacked tree, because that is
+where the launch plan looks for it (RFC section 9: ``<cache>/external/<recipe>/<binary>``).
+"""
+
+from __future__ import annotations
+
+import lzma
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from lemonpack.contract import EffectiveBlock
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError, UnsafeContentError
+from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
+
+
+def _where(eff: EffectiveBlock) -> str:
+    return f"{eff.recipe.file}: {eff.path}.source"
+
+
+def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | None,
+                 progress: bool | None) -> Fetched:
+    """Fetch and verify ``eff``'s effective artifact (it must have a source).
+
+    Raises :class:`IntegrityError` (``what`` names recipe file, field and URL; expected and
+    actual digests), :class:`FetchError` or :class:`UnsafeContentError` prefixed with the
+    recipe file and the JSON path of the source field.
+    """
+    prov = eff.provenance
+    expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
+    try:
+        return fetch(prov.source, sha256=expected, cache=cache, mirror=mirror, progress=progress)
+    except IntegrityError as e:
+        raise IntegrityError(f"{_where(eff)} ({e.what})", e.expected, e.actual) from None
+    except (FetchError, UnsafeContentError) as e:
+        raise type(e)(f"{_where(eff)}: {e}") from None
+
+
+def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
+    """Unpack ``fetched`` into the new directory ``dest`` and check the binary is there.
+
+    Raises :class:`UnsafeContentError` (hostile member), :class:`LemonpackError` (not a
+    readable archive; ``binary`` missing at the top level); ``dest`` does not exist then.
+    """
+    source = eff.provenance.source or ""
+    name = Path(urlsplit(source).path).name or "artifact"
+    what = f"{_where(eff)}: artifact {source} (sha256:{fetched.sha256})"
+    try:
+        extract(fetched.path, dest, name_hint=name)
+    except UnsafeContentError as e:
+        raise UnsafeContentError(f"{what}: {e}") from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as e:
+        raise LemonpackError(f"{what} is not a readable archive: {e}") from None
+    if eff.binary and not (dest / eff.binary).is_file():
+        import shutil
+
+        top = sorted(p.name + ("/" if p.is_dir() else "") for p in dest.iterdir())[:10]
+        shutil.rmtree(dest, ignore_errors=True)
+        raise LemonpackError(f"{what} has no {eff.binary!r} at its top level (binary of {eff.path}); "
+                             f"it holds: {', '.join(top) or 'nothing'}")
