@@ -5,11 +5,20 @@ currently loads. An unknown id is an error (exit 1) that lists the known ids, an
 rejected one is an error that repeats the rejection reason; ``--force`` registers it
 anyway with a warning (for a descriptor that will be installed later). A model that
 names a missing recipe would otherwise only fail at load time, far from the typo.
+
+Checkpoints are ``NAME=PATH`` (anything else is a usage error, exit 2, as is a malformed
+``--option``). ``PATH`` is a local file or a hub reference ``ORG/REPO:FILE``: a value
+naming an existing file is local, else one of the hub form is a hub reference (kept as
+text), else it is local (:func:`lemonpack.runtime.models.checkpoint_kind`). A local path is
+stored absolute (relative to the current directory) and must exist unless ``--force``.
+Problems with the arguments name the argument (``NAME``, ``--checkpoint`` ...), not the
+registry file.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -17,9 +26,10 @@ from rich.text import Text
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract.builtins import BUILTIN_RECIPES
-from lemonpack.errors import LemonpackError, ManifestError
+from lemonpack.errors import LemonpackError, ManifestError, Problem
 from lemonpack.runtime.discovery import Discovery
-from lemonpack.runtime.models import ModelRegistry, entry_problems, parse_checkpoint, parse_option
+from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
+                                      parse_checkpoint, parse_option)
 
 models_app = typer.Typer(help="Models registered in user_models.json (name, recipe, checkpoints, options).",
                          no_args_is_help=True)
@@ -44,38 +54,67 @@ def _check_recipe(recipe: str, force: bool) -> None:
     err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
 
 
+def _argument_of(problem: Problem) -> str:
+    """The command-line argument an :func:`entry_problems` problem is about."""
+    if ".checkpoints" in problem.path:
+        return "--checkpoint"
+    if ".recipe_options" in problem.path:
+        return "--option"
+    if problem.path.endswith(".recipe"):
+        return "--recipe"
+    return "NAME"
+
+
 @models_app.command("add")
 def models_add(
     name: str = typer.Argument(..., help="Model name, 'user.' followed by letters, digits, '.', '_' or '-'."),
     recipe: str = typer.Option(..., "--recipe", "-r", help="Recipe id the model runs with."),
     checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", metavar="NAME=PATH",
-                                         help="A checkpoint: main=PATH is required; also mmproj=..., draft=... "
-                                              "PATH is a local file or an org/repo:file hub reference."),
+                                         help="A checkpoint NAME=PATH: main=PATH is required; also mmproj=..., "
+                                              "draft=... PATH is a local file (stored as an absolute path; it must "
+                                              "exist unless --force) or an ORG/REPO:FILE hub reference (kept as "
+                                              "text; an existing file of that name counts as local)."),
     option: list[str] = typer.Option([], "--option", "-o", metavar="KEY=VALUE",
                                      help="A recipe option; VALUE is a JSON scalar when it parses as one "
                                           "(4096, true, null, \"0\"), else text."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
-    force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered."),
+    force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered or a local "
+                                                     "checkpoint file does not exist (yet)."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
     checkpoints: dict[str, str] = {}
     for text in checkpoint:
-        key, value = parse_checkpoint(text)
+        try:
+            key, value = parse_checkpoint(text)
+        except LemonpackError as e:
+            raise typer.BadParameter(str(e), param_hint="'--checkpoint' / '-c'") from None
         if key in checkpoints:
-            raise LemonpackError(f"checkpoint {key!r} given twice")
+            raise typer.BadParameter(f"checkpoint {key!r} given twice", param_hint="'--checkpoint' / '-c'")
         checkpoints[key] = value
     options = {}
     for text in option:
-        key, value = parse_option(text)
+        try:
+            key, value = parse_option(text)
+        except LemonpackError as e:
+            raise typer.BadParameter(str(e), param_hint="'--option' / '-o'") from None
         if key in options:
-            raise LemonpackError(f"option {key!r} given twice")
+            raise typer.BadParameter(f"option {key!r} given twice", param_hint="'--option' / '-o'")
         options[key] = value
     registry = ModelRegistry()
-    problems = entry_problems(name, {"recipe": recipe, "checkpoints": checkpoints, "recipe_options": options},
-                              str(registry.path))
+    problems = entry_problems(name, {"recipe": recipe, "checkpoints": checkpoints, "recipe_options": options}, "")
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
-        raise ManifestError(problems)
+        raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
+    for key, value in list(checkpoints.items()):
+        if checkpoint_kind(value) == "hub":
+            continue
+        checkpoints[key] = path = normalize_checkpoint(value)
+        if not Path(path).is_file():
+            why = f"checkpoint {key!r}: local file {path} " + ("is not a file" if Path(path).exists()
+                                                              else "does not exist")
+            if not force:
+                raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
+            err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
     _check_recipe(recipe, force)
     entry = registry.add(name, recipe, checkpoints, options, replace=replace)
     if json_out:

@@ -24,6 +24,14 @@ entry, as a :class:`~lemonpack.errors.ManifestError`):
 - ``recipe_options`` keys match ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` and values are JSON
   scalars (string, finite number, boolean, null).
 
+Local path or hub reference (:func:`checkpoint_kind`, used by ``models add``): a value
+that names an existing file is a local path; otherwise a value of the form
+``ORG/REPO:FILE`` (``ORG`` and ``REPO`` made of letters, digits, ``.``, ``_``, ``-``, not
+starting with ``.``, no other ``/`` before the ``:``, a non-empty ``FILE``) is a hub
+reference; anything else is a local path. ``models add`` stores a local path absolute
+(:func:`normalize_checkpoint`: ``~`` expanded, made absolute against the current
+directory, normalised, symlinks kept) and refuses one that does not exist unless ``--force``.
+
 The registry checks shapes only. Whether ``recipe`` names a known recipe depends on
 discovery and is the caller's decision (the CLI checks it, see ``models add``).
 
@@ -251,7 +259,7 @@ class ModelRegistry:
         with self._locked():
             entries = dict(self.load())
             if name in entries and not replace:
-                raise LemonpackError(f"model {name!r} already exists in {self.path} (use replace to overwrite)")
+                raise LemonpackError(f"model {name!r} already exists in {self.path} (use --replace to overwrite)")
             entries[name] = entry
             self._write(entries)
         return entry
@@ -338,17 +346,45 @@ def parse_option(text: str) -> tuple[str, Scalar]:
 
 
 def parse_checkpoint(text: str) -> tuple[str, str]:
-    """Parse a CLI ``NAME=VALUE`` checkpoint (``main=/models/x.gguf``); a bare value
-    means ``main``. Raises :class:`LemonpackError` for an empty name or value."""
+    """Parse a CLI ``NAME=PATH`` checkpoint (``main=/models/x.gguf``). Raises
+    :class:`LemonpackError` when there is no ``=`` or the name or the value is empty."""
     name, sep, value = text.partition("=")
-    if not sep:
-        name, value = "main", text
-    if not name or not value:
-        raise LemonpackError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf)")
+    if not sep or not name or not value:
+        raise LemonpackError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
+                             "or main=org/repo:model.gguf)")
     return name, value
 
 
+#: ``ORG/REPO:FILE``: a Hugging Face hub reference (see the module docstring).
+HUB_REF_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*/[A-Za-z0-9_-][A-Za-z0-9._-]*:.+$")
+
+#: File name suffixes that mark a command-line model argument as a file path.
+MODEL_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".onnx", ".pt", ".pth", ".ckpt")
+
+
+def checkpoint_kind(value: str) -> str:
+    """``"local"`` or ``"hub"`` for a checkpoint value (rule in the module docstring)."""
+    if os.path.isfile(os.path.expanduser(value)):
+        return "local"
+    return "hub" if HUB_REF_RE.match(value) else "local"
+
+
+def normalize_checkpoint(value: str) -> str:
+    """A hub reference as is; a local path absolute and normalised (``~`` expanded,
+    relative to the current directory, symlinks not resolved)."""
+    if checkpoint_kind(value) == "hub":
+        return value
+    return os.path.normpath(os.path.abspath(os.path.expanduser(value)))
+
+
+def looks_like_path(text: str) -> bool:
+    """True when a command-line model argument is meant as a file: it contains a path
+    separator or ends with a model file suffix (:data:`MODEL_FILE_SUFFIXES`)."""
+    return "/" in text or os.sep in text or text.lower().endswith(MODEL_FILE_SUFFIXES)
+
+
 __all__ = [
-    "CHECKPOINT_NAME_RE", "MODEL_NAME_RE", "ModelEntry", "ModelRegistry", "default_path", "entry_problems",
+    "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
+    "normalize_checkpoint", "MODEL_NAME_RE", "ModelEntry", "ModelRegistry", "default_path", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry",
 ]

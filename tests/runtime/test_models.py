@@ -171,6 +171,24 @@ def test_parse_option_and_checkpoint():
         parse_option("novalue")
     assert parse_checkpoint("main=/m.gguf") == ("main", "/m.gguf")
     assert parse_checkpoint("mmproj=org/repo:file.gguf") == ("mmproj", "org/repo:file.gguf")
-    assert parse_checkpoint("org/repo:file.gguf") == ("main", "org/repo:file.gguf")
-    with pytest.raises(LemonpackError):
-        parse_checkpoint("main=")
+    for bad in ("org/repo:file.gguf", "main", "main=", "=/m.gguf"):  # no bare value: NAME=PATH only
+        with pytest.raises(LemonpackError, match="must be NAME=PATH"):
+            parse_checkpoint(bad)
+
+
+def test_checkpoint_kind_and_normalize(tmp_path, monkeypatch):
+    from lemonpack.runtime.models import checkpoint_kind, looks_like_path, normalize_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint_kind("org/repo:file.gguf") == "hub"
+    assert checkpoint_kind("unsloth/Qwen3-0.6B-GGUF:Q4_K_M") == "hub"
+    assert normalize_checkpoint("org/repo:file.gguf") == "org/repo:file.gguf"
+    for local in ("/models/x.gguf", "x.gguf", "./org/repo:file", "a/b/c:d", ".hidden/repo:x"):
+        assert checkpoint_kind(local) == "local", local
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "repo:file.gguf").write_bytes(b"GGUF")  # an existing file wins
+    assert checkpoint_kind("org/repo:file.gguf") == "local"
+    assert normalize_checkpoint("org/repo:file.gguf") == str(tmp_path / "org" / "repo:file.gguf")
+    assert normalize_checkpoint("sub/../m.gguf") == str(tmp_path / "m.gguf")
+    assert looks_like_path("/x/m") and looks_like_path("m.GGUF") and looks_like_path("w.safetensors")
+    assert not looks_like_path("user.qwen")
