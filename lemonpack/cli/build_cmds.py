@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 
 MIRROR_OPTION = typer.Option(
     None, "--mirror", metavar="URL",
@@ -17,6 +18,27 @@ MIRROR_OPTION = typer.Option(
          "hashes stay pinned. Default: $LEMONPACK_MIRROR.")
 INSECURE_OPTION = typer.Option(False, "--allow-insecure-mirror",
                                help="Allow a plain-http mirror on a non-loopback host.")
+
+
+#: OCI ``architecture`` values (Go's GOARCH names, image-spec config.md).
+OCI_ARCHITECTURES = ("amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le", "loong64")
+
+
+def _check_choice(value: str | None, choices: tuple[str, ...], hint: str) -> None:
+    if value is not None and value not in choices:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}", param_hint=hint)
+
+
+def _check_mirror(value: str | None) -> None:
+    from urllib.parse import urlsplit
+
+    value = value if value is not None else os.environ.get("LEMONPACK_MIRROR") or None
+    if value is None:
+        return
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise typer.BadParameter(f"{value!r} is not an http(s) base URL such as http://127.0.0.1:8080",
+                                 param_hint="--mirror / LEMONPACK_MIRROR")
 
 
 @app.command()
@@ -40,7 +62,9 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     Every artifact is fetched once into the cache and verified by sha256 while streaming;
     every container image must be pinned by digest. Tags: <recipe> (the image index) and
     <recipe>.<target> per target, e.g. llamacpp-per-platform.linux-rocm. Nix files land in
-    OUT/nix/<recipe>/. Timestamps come from SOURCE_DATE_EPOCH (default 0).
+    OUT/nix/<recipe>/ for recipes with artifacts. OUT holds exactly the recipes of this run:
+    an existing layout there is replaced atomically. Timestamps come from SOURCE_DATE_EPOCH
+    (default 0).
     """
     from lemonpack.build.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.contract import load_recipe
@@ -52,10 +76,17 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     from lemonpack.examples import example_recipes, serve_mirror
 
     recipes = list(recipes or [])
+    if example and (recipes or mirror):
+        raise typer.BadParameter("--example builds the shipped example alone, from its own loopback mirror; "
+                                 "build your recipes in another run", param_hint="--example")
     if example:
-        recipes += example_recipes()
+        recipes = example_recipes()
     if not recipes:
-        raise LemonpackError("give at least one RECIPE.json (or --example)")
+        raise typer.BadParameter("give at least one RECIPE.json (or --example)", param_hint="RECIPE.json")
+    _check_choice(os_name, OS_NAMES, "--os")
+    _check_choice(accelerator, ACCELERATORS, "--accelerator")
+    _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
+    _check_mirror(mirror)
     loaded, problems = [], []
     for path in recipes:
         try:
@@ -65,7 +96,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     if problems:
         raise ManifestError(problems)
     stack = contextlib.ExitStack()
-    if example and not (mirror or os.environ.get("LEMONPACK_MIRROR")):
+    if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
         mirror = stack.enter_context(serve_mirror())
     opts = BuildOptions(
         out=out, os=os_name, accelerator=accelerator, arch=arch,
@@ -101,7 +132,8 @@ def install(recipe_file: Path = typer.Argument(..., metavar="RECIPE.json", help=
             mirror: str = MIRROR_OPTION,
             allow_insecure_mirror: bool = INSECURE_OPTION,
             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-            progress: bool = typer.Option(None, "--progress/--no-progress"),
+            progress: bool = typer.Option(None, "--progress/--no-progress",
+                                          help="Download progress bar (default: when stderr is a terminal)."),
             json_out: bool = JSON_OPTION) -> int:
     """Install a variant_of recipe's artifact for this host (download, verify, unpack).
 

@@ -16,7 +16,8 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
          json_out: bool = JSON_OPTION) -> int:
     """Check recipes against contract major 1 (schema, semantic rules, digest pinning).
 
-    Exit 0 when every file passes, 1 otherwise; one line per problem.
+    Exit 0 when every file passes, 1 otherwise; one line per problem on stdout:
+    FILE: JSON.PATH: MESSAGE [RULE].
     """
     from lemonpack.build.checks import pinning_problems
 
@@ -34,7 +35,7 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
         for f, problems in results:
             if problems:
                 for p in problems:
-                    err_console.print(str(p), markup=False)
+                    console.print(str(p), markup=False)
             else:
                 console.print(f"{f}: ok", markup=False)
     return 1 if failed else 0

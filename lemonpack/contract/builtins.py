@@ -34,3 +34,7 @@ LOADER_ENV_PREFIXES: tuple[str, ...] = ("DYLD_",)
 def is_loader_env_key(key: str) -> bool:
     """True when ``key`` names a dynamic-loader variable a manifest must not set."""
     return key in LOADER_ENV_KEYS or key.startswith(LOADER_ENV_PREFIXES)
+
+#: Platform keys of contract major 1 (the schema's enums; a test keeps them equal).
+OS_NAMES: tuple[str, ...] = ("linux", "darwin", "windows")
+ACCELERATORS: tuple[str, ...] = ("cpu", "gpu", "rocm", "cuda", "vulkan", "metal", "oneapi", "npu", "tpu")

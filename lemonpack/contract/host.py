@@ -53,13 +53,33 @@ class HostFacts:
 
     @classmethod
     def from_json(cls, data: dict) -> "HostFacts":
-        """Build from :meth:`to_json`'s shape; LemonpackError on a malformed value."""
-        try:
-            accels = frozenset(data.get("accelerators", ["cpu"])) | {"cpu"}
-            return cls(os=data["os"], accelerators=accels, rocm_arch=data.get("rocm_arch"),
-                       cuda_arch=data.get("cuda_arch"))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise LemonpackError(f"invalid host description {data!r}: {e}") from None
+        """Build from :meth:`to_json`'s shape. Raises LemonpackError naming the offending
+        key for an unknown key, an unknown OS or accelerator, or a value of the wrong type."""
+        from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
+
+        def fail(msg: str) -> LemonpackError:
+            return LemonpackError(f"invalid host description: {msg} (expected "
+                                  '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151", '
+                                  '"cuda_arch": null})')
+
+        if not isinstance(data, dict):
+            raise fail("not a JSON object")
+        unknown = sorted(set(data) - {"os", "accelerators", "rocm_arch", "cuda_arch"})
+        if unknown:
+            raise fail(f"unknown key {unknown[0]!r}")
+        if data.get("os") not in OS_NAMES:
+            raise fail(f"'os' must be one of {', '.join(OS_NAMES)}, got {data.get('os')!r}")
+        accels = data.get("accelerators", ["cpu"])
+        if not isinstance(accels, list) or not all(isinstance(a, str) for a in accels):
+            raise fail("'accelerators' must be a list of strings")
+        bad = [a for a in accels if a not in ACCELERATORS]
+        if bad:
+            raise fail(f"unknown accelerator {bad[0]!r} in 'accelerators'")
+        for key in ("rocm_arch", "cuda_arch"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise fail(f"{key!r} must be a string or null")
+        return cls(os=data["os"], accelerators=frozenset(accels) | {"cpu"},
+                   rocm_arch=data.get("rocm_arch"), cuda_arch=data.get("cuda_arch"))
 
 
 def _gfx_from_target_version(value: int) -> str:
@@ -103,9 +123,13 @@ def detect_host(root: str | Path = "/") -> HostFacts:
     injected = os.environ.get("LEMONPACK_HOST_FACTS")
     if injected:
         try:
-            return HostFacts.from_json(json.loads(injected))
+            data = json.loads(injected)
         except json.JSONDecodeError as e:
             raise LemonpackError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
+        try:
+            return HostFacts.from_json(data)
+        except LemonpackError as e:
+            raise LemonpackError(f"LEMONPACK_HOST_FACTS: {e}") from None
     root = Path(root)
     os_name = _OS_NAMES.get(platform.system(), platform.system().lower())
     accels = {"cpu"}

@@ -102,6 +102,10 @@ def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
         yield Problem(file, where, "recipe-id",
                       f"recipe id {err.instance!r} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
         return
+    if err.validator == "pattern" and path and path[-1] == "source":
+        yield Problem(file, where, "source-https",
+                      f"source {err.instance!r} must be an https:// URL (plain http is only for mirrors: --mirror)")
+        return
     if err.validator == "pattern" and path and path[-1] == "sha256":
         yield Problem(file, where, "sha256-format", f"sha256 {err.instance!r} must be 'sha256:' and 64 lowercase hex digits")
         return

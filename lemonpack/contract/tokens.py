@@ -10,6 +10,7 @@ spawned, each into a single argv element or env value, never through a shell.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,14 @@ def parse_template(template: str) -> tuple[Part, ...]:
     return tuple(parts)
 
 
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, [*SIMPLE_TOKENS, *PARAM_TOKENS], n=1, cutoff=0.7)
+    if not close:
+        return ""
+    hint = close[0] if close[0] in SIMPLE_TOKENS else f"{close[0]}:NAME"
+    return f" (did you mean {{{hint}}}?)"
+
+
 def _parse_token(body: str, text: str) -> Token:
     if not body:
         raise TokenSyntaxError("empty token '{}'")
@@ -109,13 +118,13 @@ def _parse_token(body: str, text: str) -> Token:
             return Token(body, None, None, text)
         if body in PARAM_TOKENS:
             raise TokenSyntaxError(f"token {text} needs a name: {{{body}:NAME}}")
-        raise TokenSyntaxError(f"unknown token {text}")
+        raise TokenSyntaxError(f"unknown token {text}{_did_you_mean(body)}")
     if head in SIMPLE_TOKENS:
         if rest.startswith("-"):
             raise TokenSyntaxError(f"token {{{head}}} takes no default (in {text})")
         raise TokenSyntaxError(f"token {{{head}}} takes no parameter (in {text})")
     if head not in PARAM_TOKENS:
-        raise TokenSyntaxError(f"unknown token {text}")
+        raise TokenSyntaxError(f"unknown token {text}{_did_you_mean(head)}")
     name, dsep, default = rest.partition(":-")
     if not dsep and ":" in rest:
         raise TokenSyntaxError(f"malformed token {text}: a default is written {{{head}:NAME:-DEFAULT}}")

@@ -81,7 +81,7 @@ def _check_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: 
         if not (insecure_ok or is_loopback_host(parts.hostname)):
             raise FetchError(
                 f"refusing to fetch {requested}: plain http to non-loopback host {parts.hostname!r}"
-                " (use https, or a mirror with allow_insecure)")
+                " (use https, or a mirror with --allow-insecure-mirror)")
 
 
 def _parse_expected(sha256: str | None) -> str | None:

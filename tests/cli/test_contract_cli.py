@@ -29,7 +29,7 @@ def test_lint_reports_every_problem_one_per_line_no_traceback(tmp_path):
     r = run("lint", str(bad), str(EXAMPLES / "dflash_rocm.json"))
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert f"{bad}: surprise: unknown field 'surprise' [unknown-field]" in lines
     assert any(line.startswith(f"{bad}: capabilities[0]: unknown capability") for line in lines)
     assert any(line.startswith(f"{bad}: platforms.linux.cpu.args[0]: unknown token") for line in lines)
@@ -48,7 +48,7 @@ def test_lint_json(tmp_path):
 
 def test_lint_missing_file_is_a_problem_not_a_traceback(tmp_path):
     r = run("lint", str(tmp_path / "nope.json"))
-    assert r.returncode == 1 and "cannot read file" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "cannot read file" in r.stdout and "Traceback" not in r.stderr
 
 
 def test_host_plain_and_injected():

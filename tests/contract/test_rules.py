@@ -312,3 +312,15 @@ def test_load_from_text_names_memory():
     with pytest.raises(ManifestError) as e:
         load_recipe_text("[]")
     assert "<memory>" in str(e.value)
+
+
+def test_source_must_be_https(tmp_path, variant):
+    variant["source"] = "http://example.invalid/fork.tar.gz"
+    assert problems(tmp_path, variant) == [("source", "source-https")]
+
+
+def test_unknown_token_suggests_the_close_one(tmp_path, passthrough):
+    passthrough["platforms"]["linux"]["cpu"]["args"] = ["{prot}", "{checkpont:main}"]
+    msgs = [p.message for p in lint_file(write(tmp_path, passthrough))]
+    assert "unknown token {prot} (did you mean {port}?)" in msgs
+    assert "unknown token {checkpont:main} (did you mean {checkpoint:NAME}?)" in msgs

@@ -109,3 +109,27 @@ def test_detect_rocm_arch_from_fake_sysfs(tmp_path, monkeypatch):
     assert facts.rocm_arch == "gfx1151" and "rocm" in facts.accelerators
     (gpu / "properties").write_text("gfx_target_version 90010\n")
     assert detect_host(tmp_path).rocm_arch == "gfx90a"
+
+
+def test_platform_key_constants_match_the_schema():
+    from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
+    from lemonpack.contract.schemalock import load_schema
+
+    schema = load_schema(1)
+    assert tuple(schema["properties"]["platforms"]["propertyNames"]["enum"]) == OS_NAMES
+    assert tuple(schema["$defs"]["accelerator"]["enum"]) == ACCELERATORS
+
+
+@pytest.mark.parametrize("facts, needle", [
+    ('{"os": "linux", "accelerators": "rocm"}', "'accelerators' must be a list"),
+    ('{"os": "plan9"}', "'os' must be one of linux, darwin, windows"),
+    ('{"os": "linux", "gpu": "x"}', "unknown key 'gpu'"),
+    ('{"os": "linux", "accelerators": ["quantum"]}', "unknown accelerator 'quantum'"),
+    ('{"os": "linux", "rocm_arch": 1151}', "'rocm_arch' must be a string"),
+    ('[]', "not a JSON object"),
+])
+def test_injected_host_facts_are_validated(monkeypatch, facts, needle):
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", facts)
+    with pytest.raises(LemonpackError, match="LEMONPACK_HOST_FACTS") as e:
+        detect_host()
+    assert needle in str(e.value)
