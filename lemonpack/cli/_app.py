@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from lemonpack.contract import Recipe
 
 app = typer.Typer(
     name="lemonpack",
@@ -25,3 +28,45 @@ JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout (no rich markup)."""
     print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def resolve_recipe(ref: str) -> "Recipe":
+    """The recipe a command argument names: a path to a recipe JSON file, or the id of a
+    recipe discovery loads (``lemonpack backends list``).
+
+    ``ref`` is a file when it names an existing file; when it does not and looks like a
+    path (ends with ``.json`` or contains a path separator) the error is "recipe file not
+    found: REF". Otherwise it is a recipe id, looked up with a fresh discovery scan; an id
+    that only rejected descriptors carry (their recipe id, or for descriptors that were
+    never parsed, e.g. untrusted ones, their file name ``ID.json``/``ID_WITH_UNDERSCORES.json``)
+    is an error saying where it was found and why it was rejected. Raises
+    :class:`~lemonpack.errors.LemonpackError` (a :class:`~lemonpack.errors.ManifestError`
+    for an invalid file); never returns None.
+    """
+    import os
+    from pathlib import Path
+
+    from lemonpack.contract import load_recipe
+    from lemonpack.errors import LemonpackError
+
+    path = Path(ref)
+    if path.is_file():
+        return load_recipe(path)
+    if ref.endswith(".json") or "/" in ref or os.sep in ref:
+        if path.exists():
+            raise LemonpackError(f"recipe file {ref} is not a regular file")
+        raise LemonpackError(f"recipe file not found: {ref}")
+    from lemonpack.runtime.discovery import Discovery, search_path
+
+    result = Discovery().scan()
+    found = result.recipes.get(ref)
+    if found is not None:
+        return found.recipe
+    for r in result.errors:
+        if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
+            raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
+                                 f"— see lemonpack backends list --all")
+    known = ", ".join(result.recipes) or "none"
+    dirs = ", ".join(str(d.path) for d in search_path()) or "no directories"
+    raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
+                         f"searched: {dirs})")

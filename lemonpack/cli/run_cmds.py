@@ -6,6 +6,14 @@ on Ctrl-C (SIGINT) or SIGTERM stops it and everything it started. An engine that
 start or dies exits with code 7 and its last log lines. If this process is killed outright
 (SIGKILL), the engine dies with it (parent-death signal) and a sentinel process removes
 whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
+
+Before anything is spawned: RECIPE is resolved by :func:`lemonpack.cli._app.resolve_recipe`
+(a file, or a discovered id); a recipe whose container images are not pinned by digest is
+refused with the ``lint``/``build`` problems; ``--device`` must name an accelerator block
+the recipe has for this OS and ``--port`` must be 1..65535 (usage errors, exit 2); a
+``--port`` another process listens on is refused; ``--model`` that looks like a path
+(a ``/`` or a model file suffix) and is not a file is "model file not found". The
+``starting`` line names the health probe it waits for.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console, resolve_recipe
 from lemonpack.errors import LemonpackError, RuntimeFailure
 
 
@@ -30,28 +38,30 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _recipe(ref: str):
-    from lemonpack.contract import load_recipe
-
-    if Path(ref).is_file() or ref.endswith(".json"):
-        return load_recipe(ref)
-    from lemonpack.runtime.discovery import Discovery  # a recipe id: ask discovery
-
-    found = Discovery().scan().recipes.get(ref)
-    if found is None:
-        raise LemonpackError(f"no recipe file or discovered recipe named {ref!r}")
-    return found.recipe
-
-
 def _model(ref: str):
     from lemonpack.runtime.launch import ModelSpec
+    from lemonpack.runtime.models import ModelRegistry, looks_like_path  # a registered model name
 
     path = Path(ref)
     if path.is_file():
         return ModelSpec(name=path.stem, checkpoints={"main": str(path.resolve())}, model_dir=str(path.resolve().parent))
-    from lemonpack.runtime.models import ModelRegistry  # a registered model name
-
+    if looks_like_path(ref):
+        registry = ModelRegistry()
+        if "/" not in ref and ref in registry.load():  # e.g. a model registered as user.x.gguf
+            return ModelSpec.from_entry(registry.get(ref))
+        if path.exists():
+            raise LemonpackError(f"model path is not a file: {ref}")
+        raise LemonpackError(f"model file not found: {ref}")
     return ModelSpec.from_entry(ModelRegistry().get(ref))
+
+
+def _check_device(rec, host, device: str | None) -> None:
+    """A usage error when ``device`` is not an accelerator block of ``rec`` for the host OS."""
+    blocks = rec.platforms.get(host.os)
+    if device is None or not blocks or device in blocks:
+        return  # no block for the OS at all: build_launch_plan says so
+    raise typer.BadParameter(f"recipe {rec.recipe!r} has no {device!r} block for {host.os} "
+                             f"(it offers: {', '.join(blocks)})", param_hint="'--device'")
 
 
 @app.command("run")
@@ -60,22 +70,34 @@ def run(
     model: str = typer.Option(..., "--model", "-m", help="Model file (checkpoint 'main') or a registered model name."),
     device: str | None = typer.Option(None, "--device", help="Accelerator block to use (cpu, vulkan, rocm ...)."),
     option: list[str] = typer.Option([], "--option", "-o", help="Recipe option KEY=VALUE (repeatable)."),
-    port: int | None = typer.Option(None, "--port", help="Port for the engine (default: a free one)."),
+    port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                    help="Port for the engine, 1..65535; it must be free (default: a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the engine listens on."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the engine's log lines."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
+    from lemonpack.build.checks import require_pinned
     from lemonpack.contract import detect_host
-    from lemonpack.runtime.engines import Engines, run_foreground
+    from lemonpack.contract.model import HealthProbe
+    from lemonpack.runtime.engines import Engines, check_port_free, run_foreground
     from lemonpack.runtime.launch import build_launch_plan  # written in parallel: imported lazily
     from lemonpack.runtime.models import parse_option
+    from lemonpack.runtime.probes import describe_probe
 
-    rec = _recipe(recipe)
+    rec = resolve_recipe(recipe)
+    require_pinned(rec)  # the lint/build digest-pinning policy: ManifestError with every problem
+    facts = detect_host()
+    _check_device(rec, facts, device)
     spec = _model(model)
     options = dict(parse_option(o) for o in option)
-    plan = build_launch_plan(rec, spec, detect_host(), device=device, port=port or _free_port(host),
-                             host_addr=host, options=options)
+    if port is not None:
+        check_port_free(host, port)
+    plan = build_launch_plan(rec, spec, facts, device=device, port=port or _free_port(host),
+                             host_addr=host, options=options, install_ref=recipe)
+    probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
+    if "health_probe" not in rec.document and plan.health_probe == HealthProbe():
+        probe_text += "; the default probe: the recipe sets no health_probe"
 
     stop = threading.Event()
     got: list[int] = []
@@ -87,7 +109,8 @@ def run(
     engines = Engines(subreaper=True, sentinel=True)
     try:
         engines.cleanup_leftovers(container_runtimes=(plan.container_runtime,) if plan.container_name else ())
-        err_console.print(f"starting {plan.recipe} for {plan.model}: {shlex.join(plan.argv)}", markup=False)
+        err_console.print(f"starting {plan.recipe} for {plan.model}, waiting for its health probe ({probe_text}): "
+                          f"{shlex.join(plan.argv)}", markup=False)
 
         def on_log(line: str) -> None:
             sys.stderr.write(f"[{plan.recipe}] {line}\n")

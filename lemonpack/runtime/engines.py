@@ -29,11 +29,13 @@ Design notes live in ``SUPERVISOR.md`` next to this file. In short:
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,7 +44,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lemonpack.errors import RuntimeFailure
+from lemonpack.errors import LemonpackError, RuntimeFailure
 from lemonpack.runtime import probes
 from lemonpack.runtime.logs import LogRing
 from lemonpack.runtime.plan import LaunchPlan
@@ -215,6 +217,24 @@ def listening_inodes(port: int) -> set[int] | None:
             except ValueError:
                 continue
     return out if readable else None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`LemonpackError` naming ``host:port`` when a TCP socket cannot be bound
+    there (another process listens on it). ``SO_REUSEADDR`` is set, as servers do, so
+    connections in TIME_WAIT from an earlier engine do not count; wildcard hosts
+    (``0.0.0.0``, ``::``) are checked as such."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    addr = "" if host in ("0.0.0.0", "") else host
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise LemonpackError(f"port {port} on {host} is already in use by another process; "
+                                 f"choose another --port (or omit it to use a free one)") from None
+        raise LemonpackError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
 def holds_socket(pids, inodes: set[int]) -> bool:
@@ -838,6 +858,7 @@ class Runner:
 
 __all__ = [
     "ENV_ENGINE", "ENV_RUNTIME", "EngineProcess", "Engines", "LABEL_OWNER", "LABEL_RECIPE", "ProcInfo", "Runner",
+    "check_port_free",
     "container_exists", "holds_socket", "inject_labels", "kill_tagged", "listening_inodes", "owner_alive", "pid_alive", "proc_info",
     "process_table", "reaper_main", "run_foreground", "remove_container", "remove_orphan_containers", "runtime_id_of",
     "set_child_subreaper", "tagged", "wait_container_gone",

@@ -520,7 +520,7 @@ class _Recorder:
 def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, device: str | None = None,
                       port: int, host_addr: str = "127.0.0.1", options: Mapping[str, Any] | None = None,
                       cache_root: str | os.PathLike[str] | None = None, mode: str | None = None,
-                      environ: Mapping[str, str] | None = None) -> LaunchPlan:
+                      environ: Mapping[str, str] | None = None, install_ref: str | None = None) -> LaunchPlan:
     """Resolve ``recipe`` for ``model`` on ``host`` into a :class:`LaunchPlan` (sections 4.2, 5, 7, 9).
 
     ``device`` is the requested accelerator key (else the ``device`` option);
@@ -529,7 +529,9 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     :func:`lemonpack.paths.cache_root`), under which ``external/<recipe>/<binary>`` is the
     variant_of executable; ``mode`` the deployment mode (else the model's, else the
     first declared capability's); ``environ`` the parent environment snapshot (default:
-    a copy of :data:`os.environ`).
+    a copy of :data:`os.environ`); ``install_ref`` how the user named the recipe (its
+    file or its id), used in the ``lemonpack install ...`` hint of a missing binary
+    (default: the recipe id).
 
     Raises :class:`SelectionError` when the host OS has no block or the mode is not
     declared; :class:`TokenError` for any token that cannot resolve, a leading-dash value,
@@ -588,7 +590,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         if not eff.binary:
             raise SelectionError(f"{recipe.file}: {eff.path} has no binary")
         executable = str(external / eff.binary)
-        _check_binary(recipe.recipe, executable)
+        _check_binary(install_ref or recipe.recipe, executable)
         argv = [executable, *built.argv[1:]]
         argv += render_argv(eff.argv_extra, rec, expand, where=f"{eff.path}.argv_extra")
         if "{custom_args}" not in eff.argv_extra and "{custom_args}" not in _enable_templates(recipe, chosen_mode):
@@ -633,12 +635,12 @@ def _enable_templates(recipe: Recipe, mode: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _check_binary(recipe: str, path: str) -> None:
+def _check_binary(ref: str, path: str) -> None:
+    install = f"lemonpack install {shlex.quote(ref)}"
     if not os.path.isfile(path):
-        raise MissingBinaryError(f"variant_of binary {path} is not installed; run `lemonpack install {recipe}`")
+        raise MissingBinaryError(f"variant_of binary {path} is not installed; run `{install}`")
     if not os.access(path, os.X_OK):
-        raise MissingBinaryError(f"variant_of binary {path} is not executable; reinstall it with "
-                                 f"`lemonpack install {recipe}`")
+        raise MissingBinaryError(f"variant_of binary {path} is not executable; reinstall it with `{install}`")
 
 
 def _check_checkpoints(model: str, referenced: Mapping[str, str]) -> None:

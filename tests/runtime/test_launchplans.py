@@ -163,6 +163,9 @@ def test_variant_of_missing_binary_names_path_and_install(model, cache):
     expected = cache / "external" / "fork" / "llama-server"
     with pytest.raises(MissingBinaryError, match=f"{expected}.*lemonpack install fork"):
         plan(r, model, cache)
+    # run names the recipe the way the user did: a file (quoted for a shell) or an id
+    with pytest.raises(MissingBinaryError, match=r"run `lemonpack install '/my recipes/fork\.json'`"):
+        plan(r, model, cache, install_ref="/my recipes/fork.json")
 
 
 def test_variant_of_non_executable_binary(model, cache):
