@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
-from lemonpack.runtime.discovery import Discovery
+from lemonpack.runtime.discovery import BACKENDS_PATH_ENV, Discovery
 
 backends_app = typer.Typer(help="External backend recipes found on this machine.", no_args_is_help=True)
 app.add_typer(backends_app, name="backends")
@@ -24,8 +24,26 @@ def backends_list(show_all: bool = typer.Option(False, "--all", help="Also list 
     """List discovered recipes: id, display name, kind, scope, file.
 
     Exit 0 even when some descriptors were rejected (a hint names how many; see --all).
+
+    \b
+    Search path, highest priority first (*.json files in each directory):
+      user:   $LEMONPACK_CONFIG_DIR/backends (default $XDG_CONFIG_HOME/lemonpack/backends),
+              $XDG_CONFIG_HOME/lemonade/backends,
+              $LEMONPACK_CACHE_DIR/backends (default $XDG_CACHE_HOME/lemonpack/backends),
+              $XDG_CACHE_HOME/lemonade/backends
+      system: /usr/share/lemonpack/backends, /etc/lemonpack/backends,
+              /usr/share/lemonade-server/backends,
+              /usr/local/share/lemonade-server/backends, /etc/lemonade/backends
+
+    \b
+    LEMONPACK_BACKENDS_PATH replaces the whole list: directories separated by ':',
+    each written user:DIR, system:DIR or DIR (user scope), e.g.
+      LEMONPACK_BACKENDS_PATH=user:$HOME/recipes:system:/opt/recipes
+    An empty value searches no directory. User descriptors must belong to you, system
+    ones to root; neither may be group or world writable.
     """
-    result = Discovery().scan()
+    discovery = Discovery()
+    result = discovery.scan()
     if json_out:
         print_json(result.to_json())
         return 0
@@ -38,7 +56,16 @@ def backends_list(show_all: bool = typer.Option(False, "--all", help="Also list 
     if result.recipes:
         console.print(table)
     else:
-        console.print("no external recipes found")
+        import os
+
+        dirs = "\n".join(f"  {d.scope}: {d.path}" for d in discovery.directories)
+        if BACKENDS_PATH_ENV in os.environ:
+            where = (f"in the directories {BACKENDS_PATH_ENV} names:\n{dirs}" if dirs
+                     else f"({BACKENDS_PATH_ENV} is set but empty: no directory was searched)")
+        else:
+            where = (f"in the default search path (highest priority first; {BACKENDS_PATH_ENV} "
+                     f"replaces it):\n{dirs}")
+        console.print(f"no external recipes found {where}", markup=False)
     if show_all and result.rejected:
         rej = Table(title="rejected and shadowed", title_justify="left")
         for col in ("file", "kind", "scope", "reason"):

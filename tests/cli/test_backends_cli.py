@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,31 @@ def test_list_table_and_all(env, capsys):
 def test_empty_search_path(env, capsys, monkeypatch):
     monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", "")
     assert main(["backends", "list"]) == 0
-    assert "no external recipes" in capsys.readouterr().out
+    assert "no external recipes found (LEMONPACK_BACKENDS_PATH is set but empty: no directory was searched)" in \
+        capsys.readouterr().out
+
+
+def test_nothing_found_names_the_searched_directories(env, capsys, monkeypatch, tmp_path):
+    user, system = env
+    assert main(["backends", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "no external recipes found in the directories LEMONPACK_BACKENDS_PATH names" in out
+    assert f"user: {user}" in out and f"system: {system}" in out
+    monkeypatch.delenv("LEMONPACK_BACKENDS_PATH")
+    assert main(["backends", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "default search path" in out and "LEMONPACK_BACKENDS_PATH replaces it" in out
+    assert f"user: {tmp_path / 'config' / 'backends'}" in out and "system: /etc/lemonpack/backends" in out
+
+
+def test_help_documents_the_search_path(env):
+    proc = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "backends", "list",
+                           "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"},
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "highest priority first" in text and "/usr/share/lemonpack/backends" in text
+    assert "LEMONPACK_BACKENDS_PATH replaces the whole list" in text and "user:DIR, system:DIR or DIR" in text
 
 
 def test_subprocess_json(env):
