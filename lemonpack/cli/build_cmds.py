@@ -126,7 +126,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
 
 @app.command()
-def install(recipe_file: Path = typer.Argument(..., metavar="RECIPE.json", help="A variant_of recipe."),
+def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
+                                            help="A variant_of recipe: a JSON file or the id of a discovered recipe."),
             accelerator: str = typer.Option(None, "--accelerator", help="Which platform block's artifact."),
             arch: str = typer.Option(None, "--arch", help="GPU arch for arch overrides (default: detected)."),
             mirror: str = MIRROR_OPTION,
@@ -145,11 +146,12 @@ def install(recipe_file: Path = typer.Argument(..., metavar="RECIPE.json", help=
     import sys
 
     from lemonpack.build.install import install_recipe, plan_install
-    from lemonpack.contract import detect_host, load_recipe
+    from lemonpack.cli._app import resolve_recipe
+    from lemonpack.contract import detect_host
     from lemonpack.errors import LemonpackError
     from lemonpack.fetch import Mirror
 
-    recipe = load_recipe(recipe_file)
+    recipe = resolve_recipe(recipe_ref)
     plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
     if not json_out:
         for line in plan.disclosure():

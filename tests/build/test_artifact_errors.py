@@ -64,3 +64,19 @@ def test_same_recipe_twice_names_both_files(tmp_path, site, lp):
     b.write_text(a.read_text())
     res = lp("build", a, b, "--out", tmp_path / "out", "--mirror", site.base)
     assert res.code == 1 and str(a) in res.text and str(b) in res.text
+
+
+def test_install_by_discovered_recipe_id(tmp_path, site, lp, monkeypatch, build_env):
+    h = serve(site, tar_gz([("llama-server", b"#!/bin/sh\n", 0o755)]))
+    backends = tmp_path / "backends"
+    backends.mkdir(mode=0o755)
+    r = recipe(tmp_path, h)
+    (backends / "fault-test.json").write_text(r.read_text())
+    (backends / "fault-test.json").chmod(0o644)
+    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", str(backends))
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", '{"os": "linux"}')
+    res = lp("install", "fault-test", "--yes", "--mirror", site.base)
+    assert res.code == 0, res.text
+    assert (build_env / "external" / "fault-test" / "llama-server").is_file()
+    res = lp("install", "no-such-recipe", "--yes")
+    assert res.code == 1 and "no-such-recipe" in res.text
