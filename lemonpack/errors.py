@@ -11,7 +11,7 @@ failed (nix, podman), 7 runtime (engine failed to start or probe).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -45,6 +45,7 @@ class Problem:
         return f"{where}: {self.message} [{self.rule}]"
 
     def to_json(self) -> dict[str, str]:
+        """``{"file", "path", "rule", "message"}``."""
         return {"file": self.file, "path": self.path, "rule": self.rule, "message": self.message}
 
 
@@ -61,6 +62,7 @@ class ManifestError(LemonpackError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
     def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``problems``: every Problem as JSON."""
         return {"error": self.kind, "message": str(self), "problems": [p.to_json() for p in self.problems]}
 
 
@@ -87,6 +89,7 @@ class IntegrityError(LemonpackError):
         super().__init__(f"sha256 mismatch for {what}: expected {expected}, got {actual}")
 
     def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``what``, ``expected`` and ``actual``."""
         return {"error": self.kind, "message": str(self), "what": self.what,
                 "expected": self.expected, "actual": self.actual}
 

@@ -128,6 +128,7 @@ class BuildResult:
     nix: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict:
+        """JSON form for ``lemonpack build --json``."""
         return {"out": str(self.out), "indexes": self.indexes, "nix": list(self.nix),
                 "targets": [t.to_json() for t in self.targets]}
 
@@ -146,9 +147,11 @@ class LayerCache:
 
     @staticmethod
     def key(artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
+        """Hex sha256 naming the layer built from these inputs (and :data:`LAYER_FORMAT`)."""
         return hashlib.sha256(f"{LAYER_FORMAT}\0{artifact_sha}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
 
     def get(self, key: str) -> tuple[Path, dict] | None:
+        """``(blob path, {digest, diff_id, size})`` for ``key``, or None when absent or incomplete."""
         rec = self.root / f"{key}.json"
         try:
             info = json.loads(rec.read_text())
@@ -160,6 +163,8 @@ class LayerCache:
         return blob, info
 
     def put(self, key: str, build: Callable[[object], object]) -> tuple[Path, dict]:
+        """Run ``build(file)`` (it writes the layer and returns a LayerInfo), store the blob
+        under its digest, then the record; returns what :meth:`get` would."""
         fd, tmp = tempfile.mkstemp(dir=self.root / "blobs", prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -48,6 +48,8 @@ class HostFacts:
         return self.rocm_arch or self.cuda_arch
 
     def to_json(self) -> dict:
+        """``{"os", "accelerators" (sorted), "rocm_arch", "cuda_arch"}``: the shape
+        ``LEMONPACK_HOST_FACTS`` takes."""
         return {"os": self.os, "accelerators": sorted(self.accelerators),
                 "rocm_arch": self.rocm_arch, "cuda_arch": self.cuda_arch}
 
