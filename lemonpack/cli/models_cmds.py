@@ -65,6 +65,21 @@ def _argument_of(problem: Problem) -> str:
     return "NAME"
 
 
+def _pairs(texts: list[str], parse, what: str, hint: str) -> dict:
+    """Parse repeated ``KEY=VALUE`` arguments with ``parse``; a malformed or repeated key
+    is a usage error (exit 2) naming the option."""
+    out: dict = {}
+    for text in texts:
+        try:
+            key, value = parse(text)
+        except LemonpackError as e:
+            raise typer.BadParameter(str(e), param_hint=hint) from None
+        if key in out:
+            raise typer.BadParameter(f"{what} {key!r} given twice", param_hint=hint)
+        out[key] = value
+    return out
+
+
 @models_app.command("add")
 def models_add(
     name: str = typer.Argument(..., help="Model name, 'user.' followed by letters, digits, '.', '_' or '-'."),
@@ -83,24 +98,8 @@ def models_add(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
-    checkpoints: dict[str, str] = {}
-    for text in checkpoint:
-        try:
-            key, value = parse_checkpoint(text)
-        except LemonpackError as e:
-            raise typer.BadParameter(str(e), param_hint="'--checkpoint' / '-c'") from None
-        if key in checkpoints:
-            raise typer.BadParameter(f"checkpoint {key!r} given twice", param_hint="'--checkpoint' / '-c'")
-        checkpoints[key] = value
-    options = {}
-    for text in option:
-        try:
-            key, value = parse_option(text)
-        except LemonpackError as e:
-            raise typer.BadParameter(str(e), param_hint="'--option' / '-o'") from None
-        if key in options:
-            raise typer.BadParameter(f"option {key!r} given twice", param_hint="'--option' / '-o'")
-        options[key] = value
+    checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
+    options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
     problems = entry_problems(name, {"recipe": recipe, "checkpoints": checkpoints, "recipe_options": options}, "")
     if problems:  # shape first: a bad name should not be reported as an unknown recipe

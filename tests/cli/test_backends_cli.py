@@ -24,13 +24,7 @@ def recipe_doc(rid: str, **extra) -> dict:
     return doc
 
 
-def write(directory: Path, name: str, doc, mode: int = 0o644) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o755)
-    p = directory / name
-    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    os.chmod(p, mode)
-    return p
+from support.helpers import write_descriptor as write  # noqa: E402
 
 
 @pytest.fixture

@@ -145,3 +145,17 @@ class serve_directory:  # noqa: N801 (a context manager used like a function)
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def write_descriptor(directory, name: str, doc, mode: int = 0o644):
+    """Write a recipe descriptor ``directory/name`` (dict → JSON) with ``mode``; the
+    directory is created 0755 so discovery's trust checks pass unless a test says otherwise."""
+    import json
+    import os
+
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o755)
+    p = directory / name
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    os.chmod(p, mode)
+    return p
