@@ -68,7 +68,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     """
     from lemonpack.build.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.contract import load_recipe
-    from lemonpack.errors import LemonpackError, ManifestError
+    from lemonpack.errors import ManifestError
     from lemonpack.fetch import Mirror
 
     import contextlib

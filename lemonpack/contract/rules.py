@@ -8,7 +8,6 @@ Sources: RFC sections 4 (the seven rejections), 4.1, 4.2, 4.3, 4.6, 5, 6, 7, 11,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from lemonpack.contract import jsonpath

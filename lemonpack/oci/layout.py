@@ -26,7 +26,7 @@ import re
 import secrets
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.cli import main
 from lemonpack.fetch import mirror_path
 from support.fileserver import LocalServer
 

@@ -4,7 +4,6 @@ skopeo, umoci, podman + runc). A missing tool fails the test naming its apt pack
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import subprocess
