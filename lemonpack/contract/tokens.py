@@ -161,7 +161,10 @@ def render(template: str, resolve: Callable[[Token], str], *, where: str = "") -
             continue
         if part.kind == "custom_args":
             raise TokenError(f"{where}: {{custom_args}} must be a whole argv element")
-        value = resolve(part)
+        try:
+            value = resolve(part)
+        except TokenError as e:
+            raise TokenError(f"{where}: {e}" if where and not str(e).startswith(where) else str(e)) from None
         if value.startswith("-") and not is_negative_number(value):
             raise TokenError(
                 f"{where}: token {part.text} resolved to {value!r}, which begins with '-' "

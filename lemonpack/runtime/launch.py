@@ -58,10 +58,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -87,6 +88,9 @@ OPTION_DEFAULTS: Mapping[str, str] = MappingProxyType({
     "cache_type_k": "f16",
     "cache_type_v": "f16",
 })
+
+#: Options whose value must be an integer (``threads`` may be -1: "choose automatically").
+INTEGER_OPTIONS = frozenset({"ctx_size", "batch_size", "ubatch_size", "threads"})
 
 #: Device-selection tokens: the option of the same name, else this default.
 DEVICE_TOKEN_DEFAULTS: Mapping[str, str] = MappingProxyType({
@@ -427,7 +431,10 @@ def container_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
 
 
 def _merged_options(recipe: Recipe, model: ModelSpec, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    merged = dict(recipe.recipe_options)
+    """Options by precedence: custom_options ``default_value``s, the recipe's (and its
+    bases') ``recipe_options``, the model's, then the load's ``options``."""
+    merged = {o["name"]: o["default_value"] for o in recipe.custom_options if "name" in o and "default_value" in o}
+    merged.update(recipe.recipe_options)
     merged.update(model.recipe_options)
     merged.update(options or {})
     return merged
@@ -439,7 +446,10 @@ def _option(merged: Mapping[str, Any], name: str) -> str:
         return OPTION_DEFAULTS[name]
     if isinstance(value, bool):
         raise TokenError(f"option {name!r} must be a number or string, not a boolean")
-    return _option_text(name, value)
+    text = _option_text(name, value)
+    if name in INTEGER_OPTIONS and not re.fullmatch(r"-?\d+", text):
+        raise TokenError(f"option {name!r} must be an integer, got {text!r}")
+    return text
 
 
 def _abs_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, str]:
@@ -517,6 +527,20 @@ class _Recorder:
 
 # ---------------------------------------------------------------------------- the plan
 
+def _name_the_file(fn):
+    """Prefix token errors with the recipe file: the field path alone does not say which recipe."""
+    @wraps(fn)
+    def wrapper(recipe: Recipe, *args, **kwargs):
+        try:
+            return fn(recipe, *args, **kwargs)
+        except TokenError as e:
+            if str(e).startswith(recipe.file):
+                raise
+            raise TokenError(f"{recipe.file}: {e}") from None
+    return wrapper
+
+
+@_name_the_file
 def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, device: str | None = None,
                       port: int, host_addr: str = "127.0.0.1", options: Mapping[str, Any] | None = None,
                       cache_root: str | os.PathLike[str] | None = None, mode: str | None = None,
@@ -591,6 +615,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
             raise SelectionError(f"{recipe.file}: {eff.path} has no binary")
         executable = str(external / eff.binary)
         _check_binary(install_ref or recipe.recipe, executable)
+        _check_installed_pin(install_ref or recipe.recipe, external, eff)
         argv = [executable, *built.argv[1:]]
         argv += render_argv(eff.argv_extra, rec, expand, where=f"{eff.path}.argv_extra")
         if "{custom_args}" not in eff.argv_extra and "{custom_args}" not in _enable_templates(recipe, chosen_mode):
@@ -641,6 +666,24 @@ def _check_binary(ref: str, path: str) -> None:
         raise MissingBinaryError(f"variant_of binary {path} is not installed; run `{install}`")
     if not os.access(path, os.X_OK):
         raise MissingBinaryError(f"variant_of binary {path} is not executable; reinstall it with `{install}`")
+
+
+def _check_installed_pin(ref: str, external: Path, eff) -> None:
+    """Refuse an installed artifact whose recorded sha256 is not the one the recipe pins
+    now (the recipe changed after ``lemonpack install``). A binary without an install
+    record is user-provided (RFC section 7) and is not checked."""
+    record = external.parent / f"{external.name}.install.json"
+    prov = eff.provenance
+    if prov.policy != "pinned" or not prov.sha256 or not record.is_file():
+        return
+    try:
+        installed = json.loads(record.read_text()).get("sha256", "")
+    except (OSError, ValueError):
+        return
+    if installed.removeprefix("sha256:") != prov.sha256:
+        raise MissingBinaryError(
+            f"the installed artifact of {eff.recipe.recipe} ({external}) has {installed}, but {eff.path} now pins "
+            f"sha256:{prov.sha256}; run `lemonpack install {shlex.quote(ref)}`")
 
 
 def _check_checkpoints(model: str, referenced: Mapping[str, str]) -> None:

@@ -185,9 +185,28 @@ def test_resolve_token_accepts_text_and_pid_outside_stop_fails():
 
 @pytest.mark.parametrize("value", ["-0", "-12", "-1.5"])
 def test_negative_numbers_are_accepted(value):
-    r = recipe(["--n-gpu-layers", "{custom:ngl}", "{threads}"])
-    p = plan(r, ModelSpec("m", recipe_options={"ngl": value, "threads": value}))
+    r = recipe(["--n-gpu-layers", "{custom:ngl}", "{custom:scale}"])
+    p = plan(r, ModelSpec("m", recipe_options={"ngl": value, "scale": value}))
     assert p.argv[1:] == ("--n-gpu-layers", value, value)
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "4k"])
+def test_integer_options_are_checked(value):
+    with pytest.raises(TokenError, match="'ctx_size' must be an integer"):
+        plan(recipe(["-c", "{ctx_size}"]), ModelSpec("m", recipe_options={"ctx_size": value}))
+
+
+def test_custom_option_default_value_is_the_base_layer():
+    doc_opts = [{"name": "docroot", "cli_flag": "--docroot", "default_value": "/srv/a", "help": "h"}]
+    r = recipe(["--dir", "{custom:docroot}"], top={"custom_options": doc_opts})
+    assert plan(r, ModelSpec("m")).argv[1:] == ("--dir", "/srv/a")
+    assert plan(r, ModelSpec("m", recipe_options={"docroot": "/srv/b"})).argv[1:] == ("--dir", "/srv/b")
+
+
+def test_unresolvable_token_names_file_and_field():
+    with pytest.raises(TokenError) as e:
+        plan(recipe(["--dir", "{custom:nothing}"]), ModelSpec("m"))
+    assert "platforms.linux.cpu.args[1]" in str(e.value) and "<memory>" in str(e.value)
 
 
 @pytest.mark.parametrize("value", ["--rpc", "-x", "-1e5", "-", "--"])

@@ -197,3 +197,17 @@ def test_variant_of_env_merge_plan_then_manifest(model, cache):
     p = plan(r, model, cache)
     assert dict(p.env) == {"HSA_OVERRIDE_GFX_VERSION": "11.5.1", "ROCR": "0"}
     assert p.container_name is None and p.container_runtime is None
+
+
+def test_installed_artifact_must_match_the_pin_of_the_recipe(model, cache):
+    install(cache, "fork")
+    old, new = "1" * 64, "2" * 64
+    record = cache / "external" / "fork.install.json"
+    record.write_text(json.dumps({"recipe": "fork", "sha256": f"sha256:{old}"}))
+    pinned = variant(top={"source": "https://example.invalid/f.tar.gz", "sha256": f"sha256:{new}"})
+    with pytest.raises(MissingBinaryError, match=f"has sha256:{old}.*pins sha256:{new}.*lemonpack install fork"):
+        plan(pinned, model, cache)
+    record.write_text(json.dumps({"recipe": "fork", "sha256": f"sha256:{new}"}))
+    assert plan(pinned, model, cache).executable.endswith("llama-server")
+    record.unlink()  # no record: a user-provided binary, not checked
+    assert plan(pinned, model, cache).executable.endswith("llama-server")
