@@ -9,7 +9,8 @@ is a :class:`~lemonpack.errors.Problem` naming the field and the argument.
 Section 4.2 also says there is no shell string for ``command`` and ``args`` (the process
 is spawned with execvp) and the stop command is not a shell pipeline. A shell given a
 script with ``-c`` (``sh -c "podman run ..."``) would hide the argv from every check, so
-it is refused (rule ``shell-string``).
+it is refused (rule ``shell-string``), and so is ``env -S``. ``env [NAME=VALUE]... CMD`` is
+seen through, so ``env podman run IMAGE:tag`` is checked like ``podman run IMAGE:tag``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,33 @@ def _argvs(recipe: Recipe) -> Iterator[tuple[str, str, str, Sequence[str]]]:
                         yield path, args_field, command, args or ()
 
 
+#: ``env`` options that take a value as the next argument (coreutils env(1)).
+_ENV_VALUE_OPTIONS = frozenset({"-u", "--unset", "-C", "--chdir"})
+
+
+def _unwrap_env(command: str, args: Sequence[str]) -> tuple[str, Sequence[str], int, bool]:
+    """See through ``env [OPTION]... [NAME=VALUE]... COMMAND [ARG]...``.
+
+    Returns ``(command, args, offset, split_string)``: the wrapped program, its args,
+    where they start in the original args, and whether ``-S``/``--split-string`` (a
+    string env splits like a shell) was used. Not ``env``: returned unchanged.
+    """
+    if os.path.basename(command) != "env":
+        return command, args, 0, False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-S", "--split-string") or a.startswith(("-S", "--split-string=")):
+            return command, args, 0, True
+        if a in _ENV_VALUE_OPTIONS:
+            i += 2
+        elif a.startswith("-") or ("=" in a and not a.startswith("=")):
+            i += 1
+        else:
+            return a, args[i + 1:], i + 1, False
+    return command, args, 0, False
+
+
 def _is_shell_script(command: str, args: Sequence[str]) -> bool:
     name = os.path.basename(command)
     if name not in SHELLS:
@@ -60,14 +88,15 @@ def recipe_policy_problems(recipe: Recipe) -> list[Problem]:
     """Pinning and shell-string problems of every execution argv of ``recipe``."""
     problems: list[Problem] = []
     for path, args_field, command, args in _argvs(recipe):
-        if _is_shell_script(command, args):
+        command, args, offset, split_string = _unwrap_env(command, args)
+        if split_string or _is_shell_script(command, args):
             problems.append(Problem(recipe.file, f"{path}.{args_field}", "shell-string",
                                     f"{os.path.basename(command)} -c runs a shell script; a recipe gives an argv "
                                     "(RFC section 4.2): call the program directly"))
         for index, image in find_run_images(command, args):
             why = check_pinned(image)
             if why:
-                problems.append(Problem(recipe.file, f"{path}.{args_field}[{index}]", "digest-pinning",
+                problems.append(Problem(recipe.file, f"{path}.{args_field}[{index + offset}]", "digest-pinning",
                                         f"container image not pinned by digest: {why}"))
     return problems
 

@@ -37,14 +37,11 @@ class InstallPlan:
     def disclosure(self) -> list[str]:
         """Provenance lines and the no-sandbox warning printed before installing (section 10)."""
         r, p = self.recipe, self.block.provenance
-        return [f"recipe:        {r.recipe} ({r.display_name})",
-                f"variant_of:    {r.variant_of or '-'}",
-                f"platform:      {self.block.path}",
-                f"source:        {p.source or '- (user-provided binary)'}",
-                f"sha256:        {p.sha256 or '-'}",
-                f"version_policy: {p.policy}",
-                f"capabilities:  {', '.join(r.capabilities)}",
-                DISCLOSURE]
+        rows = [("recipe", f"{r.recipe} ({r.display_name})"), ("variant_of", r.variant_of or "-"),
+                ("platform", self.block.path), ("source", p.source or "- (user-provided binary)"),
+                ("sha256", f"sha256:{p.sha256}" if p.sha256 else "-"), ("version_policy", p.policy),
+                ("capabilities", ", ".join(r.capabilities))]
+        return [f"{k + ':':<16}{v}" for k, v in rows] + [DISCLOSURE]
 
 
 def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = None,

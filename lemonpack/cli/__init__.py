@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         code = result if isinstance(result, int) else 0
     except LemonpackError as e:
         if want_json:
-            print(json.dumps(e.to_json(), indent=2))
+            print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:
             err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code

@@ -151,6 +151,8 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     from lemonpack.errors import LemonpackError
     from lemonpack.fetch import Mirror
 
+    _check_choice(accelerator, ACCELERATORS, "--accelerator")
+    _check_mirror(mirror)
     recipe = resolve_recipe(recipe_ref)
     plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
     if not json_out:

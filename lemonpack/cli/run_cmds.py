@@ -33,26 +33,35 @@ from lemonpack.errors import LemonpackError, RuntimeFailure
 
 
 def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
-        return s.getsockname()[1]
+    """A free TCP port on ``host``; a usage error (exit 2) when ``host`` cannot be bound."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
+            return s.getsockname()[1]
+    except OSError as e:
+        raise typer.BadParameter(f"cannot listen on {host!r}: {e.strerror or e}", param_hint="--host") from None
 
 
 def _model(ref: str):
+    """``(ModelSpec, recipe the model is registered for or None)`` for a file or a registered name."""
     from lemonpack.runtime.launch import ModelSpec
     from lemonpack.runtime.models import ModelRegistry, looks_like_path  # a registered model name
 
     path = Path(ref)
     if path.is_file():
-        return ModelSpec(name=path.stem, checkpoints={"main": str(path.resolve())}, model_dir=str(path.resolve().parent))
+        spec = ModelSpec(name=path.stem, checkpoints={"main": str(path.resolve())},
+                         model_dir=str(path.resolve().parent))
+        return spec, None
     if looks_like_path(ref):
         registry = ModelRegistry()
         if "/" not in ref and ref in registry.load():  # e.g. a model registered as user.x.gguf
-            return ModelSpec.from_entry(registry.get(ref))
+            entry = registry.get(ref)
+            return ModelSpec.from_entry(entry), entry.recipe
         if path.exists():
             raise LemonpackError(f"model path is not a file: {ref}")
         raise LemonpackError(f"model file not found: {ref}")
-    return ModelSpec.from_entry(ModelRegistry().get(ref))
+    entry = ModelRegistry().get(ref)
+    return ModelSpec.from_entry(entry), entry.recipe
 
 
 def _check_device(rec, host, device: str | None) -> None:
@@ -89,11 +98,21 @@ def run(
     require_pinned(rec)  # the lint/build digest-pinning policy: ManifestError with every problem
     facts = detect_host()
     _check_device(rec, facts, device)
-    spec = _model(model)
-    options = dict(parse_option(o) for o in option)
+    spec, registered_for = _model(model)
+    if registered_for and registered_for != rec.recipe:
+        err_console.print(f"warning: model {model!r} is registered for recipe {registered_for!r}, "
+                          f"running it with {rec.recipe!r}", markup=False)
+    if not host.strip():
+        raise typer.BadParameter("an address is required, e.g. 127.0.0.1", param_hint="--host")
+    try:
+        options = dict(parse_option(o) for o in option)
+    except LemonpackError as e:
+        raise typer.BadParameter(str(e), param_hint="'--option' / '-o'") from None
     if port is not None:
         check_port_free(host, port)
-    plan = build_launch_plan(rec, spec, facts, device=device, port=port or _free_port(host),
+    else:
+        port = _free_port(host)
+    plan = build_launch_plan(rec, spec, facts, device=device, port=port,
                              host_addr=host, options=options, install_ref=recipe)
     probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():

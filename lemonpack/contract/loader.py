@@ -54,7 +54,7 @@ def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
     try:
         return json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant), problems
     except json.JSONDecodeError as e:
-        msg = f"{e.msg} at line {e.lineno} column {e.colno}"
+        msg = f"{e.msg} (line {e.lineno}, column {e.colno})"
     except ValueError as e:
         msg = str(e)
     return None, [Problem(file, "", "json-syntax", f"not valid JSON: {msg}")]

@@ -226,6 +226,19 @@ def _provenance(doc: dict, c: _Collector) -> None:
                 if isinstance(entry, dict):
                     eff = {**base, **{k: (entry[k], 2) for k in PROVENANCE_FIELDS if k in entry}}
                     _check_effective(eff, path + ("arch", pattern), c)
+                    _check_conflict(base, entry, path + ("arch", pattern), c)
+
+
+def _check_conflict(base: dict, entry: dict, path: Path, c: _Collector) -> None:
+    """An override that changes only ``sha256`` re-pins the inherited source; if that
+    source is already pinned to another hash at its own level, one of the two is wrong."""
+    if "sha256" not in entry or "source" in entry or "source" not in base or "sha256" not in base:
+        return
+    (source, source_level), (sha, sha_level) = base["source"], base["sha256"]
+    if sha_level >= source_level and sha != entry["sha256"]:
+        c.add(path + ("sha256",), "sha256-conflict",
+              f"sha256 differs from {sha}, which already pins the inherited source {source}; "
+              "one file cannot have two hashes: give this override its own source")
 
 
 def _check_effective(eff: dict, path: Path, c: _Collector) -> None:

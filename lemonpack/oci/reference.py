@@ -184,7 +184,7 @@ def check_pinned(image: str) -> str | None:
 
 # --- command lines -------------------------------------------------------------------
 
-CONTAINER_ENGINES = frozenset({"podman", "docker"})
+CONTAINER_ENGINES = frozenset({"podman", "docker", "podman-remote", "nerdctl"})
 
 #: ``run`` options that take no value (podman-run(1), docker-run(1)). Any other long
 #: option without ``=`` takes the next argument; ``--flag=value`` is self-contained.

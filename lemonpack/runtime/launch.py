@@ -458,7 +458,8 @@ def _abs_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, str]:
         if not os.path.isabs(path):
             if ":" in path:
                 raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} is the hub reference {path!r}; "
-                                     "resolve it to a local file before building a launch plan")
+                                     "lemonpack does not download model weights (RFC section 8): download the file "
+                                     "and register its local path (lemonpack models add ... --replace)")
             if model_dir is None:
                 raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} path {path!r} is relative "
                                      "and the model has no model_dir")

@@ -50,3 +50,19 @@ def test_plain_commands_pass(tmp_path):
                             "stop_command": "podman", "stop_command_args": ["rm", "-f", "n"]}) == []
     assert rules(tmp_path, {"command": "busybox", "args": ["httpd", "-f", "-p", "{port}"]}) == []
     assert rules(tmp_path, {"command": "/usr/bin/python3", "args": ["-c", "print(1)"]}) == []
+
+
+@pytest.mark.parametrize("command, args, index", [
+    ("/usr/bin/env", ["podman", "run", "--rm", "alpine:3", "true"], 3),
+    ("env", ["-u", "X", "A=1", "docker", "run", "alpine:3"], 5),
+    ("podman-remote", ["run", "alpine:3"], 1),
+    ("nerdctl", ["run", "alpine:3"], 1),
+])
+def test_wrappers_and_other_engines_are_checked(tmp_path, command, args, index):
+    assert rules(tmp_path, {"command": command, "args": args}) == [
+        (f"platforms.linux.cpu.args[{index}]", "digest-pinning")]
+
+
+def test_env_split_string_is_a_shell_string(tmp_path):
+    assert rules(tmp_path, {"command": "env", "args": ["-S", "podman run alpine:3"]}) == [
+        ("platforms.linux.cpu.args", "shell-string")]

@@ -168,9 +168,10 @@ def test_a_source_override_may_not_inherit_a_hash_of_another_file(tmp_path, vari
     got = problems(tmp_path, variant)
     assert ("platforms.linux.rocm", "sha256-level") in got
     assert ("platforms.linux.rocm.arch.gfx1151", "sha256-level") in got
-    # a hash at the same level as the source is right; one below it (override) too
+    # a hash at the same level as its source is right
     variant["platforms"]["linux"]["rocm"]["sha256"] = "sha256:" + "ef" * 32
-    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"sha256": "sha256:" + "12" * 32}}
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"source": "https://example.invalid/c.tar.gz",
+                                                                 "sha256": "sha256:" + "12" * 32}}
     assert problems(tmp_path, variant) == []
 
 
@@ -324,3 +325,16 @@ def test_unknown_token_suggests_the_close_one(tmp_path, passthrough):
     msgs = [p.message for p in lint_file(write(tmp_path, passthrough))]
     assert "unknown token {prot} (did you mean {port}?)" in msgs
     assert "unknown token {checkpont:main} (did you mean {checkpoint:NAME}?)" in msgs
+
+
+def test_an_override_may_not_re_pin_an_already_pinned_source(tmp_path, variant):
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"sha256": "sha256:" + "12" * 32}}
+    assert problems(tmp_path, variant) == [("platforms.linux.rocm.arch.gfx1151.sha256", "sha256-conflict")]
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"sha256": variant["sha256"]}}
+    assert problems(tmp_path, variant) == []
+    # a source pinned only by the override (nothing above) is fine
+    del variant["sha256"]
+    variant["version_policy"] = "roll_forward"
+    variant["platforms"]["linux"]["rocm"]["arch"] = {"gfx1151": {"sha256": "sha256:" + "12" * 32,
+                                                                 "version_policy": "pinned"}}
+    assert problems(tmp_path, variant) == []
