@@ -194,3 +194,35 @@ def test_engine_exiting_before_the_probe_answers_reads_well(tmp_path, env, model
     assert "exited with code 3 before its health probe answered" in run.err or \
         "exited with code 3 during its health probe (last seen: connection refused)" in run.err
     assert "not probed yet" not in run.err
+
+
+# --- found by a second user trial ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["--host", "nohost.invalid"], "--host"), (["--host", "192.0.2.1"], "--host"), (["--host", " "], "--host"),
+    (["-o", "nokeyvalue"], "--option"),
+])
+def test_bad_host_or_option_is_a_usage_error_without_traceback(tmp_path, env, model, capsys, args, hint):
+    recipe = fake_recipe(tmp_path / "fake.json")
+    code = main(["run", str(recipe), "--model", str(model), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and hint in err and "Traceback" not in err
+
+
+def test_model_registered_for_another_recipe_warns(tmp_path, env, model, capsys):
+    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "0")
+    assert main(["models", "add", "user.other", "--recipe", "someone-else", "--force",
+                 "-c", f"main={model}"]) == 0
+    run = RunProcess([str(recipe), "--model", "user.other", "--quiet"], env)
+    assert run.wait_line("ready: "), run.err
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 0
+    assert "registered for recipe 'someone-else'" in run.err
+
+
+def test_json_errors_are_one_line(tmp_path, env, model, capsys):
+    code = main(["run", str(tmp_path / "missing.json"), "--model", str(model), "--json"])
+    out = capsys.readouterr().out
+    assert code == 1 and len(out.strip().splitlines()) == 1
+    assert json.loads(out)["message"].startswith("recipe file not found")
