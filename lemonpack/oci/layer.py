@@ -124,7 +124,7 @@ def _header(entry: _Entry, mtime: int) -> bytes:
 
 # --- the streaming pipeline ----------------------------------------------------------
 
-class _HashingWriter:
+class HashingWriter:
     """File-object shim: counts and hashes what the gzip stream writes to ``out``."""
 
     def __init__(self, out: BinaryIO):
@@ -156,7 +156,7 @@ class _Pipeline:
         self._buf = bytearray()
         self._queue: queue.Queue = queue.Queue(maxsize=_QUEUE_DEPTH)
         self._error: BaseException | None = None
-        self._sink = _HashingWriter(out)
+        self._sink = HashingWriter(out)
         self._gz = gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel,
                                  fileobj=self._sink, mtime=0)
         self._thread = threading.Thread(target=self._work, name="lemonpack-gzip", daemon=True)

@@ -37,7 +37,7 @@ from lemonpack.oci.canonical import (
     MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
     MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION, canonical_json,
 )
-from lemonpack.oci.layer import CHUNK, LayerInfo
+from lemonpack.oci.layer import CHUNK, HashingWriter, LayerInfo
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # annotations.md: org.opencontainers.image.ref.name
@@ -136,21 +136,6 @@ def rfc3339(epoch: int) -> str:
 
 def _is_layout(path: Path) -> bool:
     return (path / "oci-layout").is_file()
-
-
-class _HashingFile:
-    """Writable file object that hashes and counts what passes through."""
-
-    def __init__(self, f: BinaryIO):
-        self._f, self.sha, self.size = f, hashlib.sha256(), 0
-
-    def write(self, data) -> int:
-        self.sha.update(data)
-        self.size += len(data)
-        return self._f.write(data)
-
-    def flush(self) -> None:
-        self._f.flush()
 
 
 class LayoutWriter:
@@ -287,7 +272,7 @@ class LayoutWriter:
         result = None
         try:
             with open(tmp, "wb") as raw:
-                hf = _HashingFile(raw)
+                hf = HashingWriter(raw)
                 if callable(source):
                     result = source(hf)
                 else:

@@ -14,11 +14,7 @@ import pytest
 
 from lemonpack.oci import MEDIA_TYPE_LAYER_TAR_GZIP, LayoutWriter, verify_layout, write_dir_layer
 
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
-[engine]
-runtime = "runc"
-"""
+CONTAINERS_CONF = (Path(__file__).resolve().parents[1] / "containers.conf").read_text()  # the suite's podman settings
 BUSYBOX = Path("/bin/busybox")
 EXPECTED = "hello from lemonpack"
 

@@ -16,11 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
-[engine]
-runtime = "runc"
-"""
+CONTAINERS_CONF = (Path(__file__).resolve().parents[1] / "containers.conf").read_text()  # the suite's podman settings
 BUSYBOX = Path("/bin/busybox")
 IMAGE_NAME = "localhost/lemonpack-test-bb"
 HEALTH_CGI = """#!/bin/sh
