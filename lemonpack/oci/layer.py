@@ -125,7 +125,8 @@ def _header(entry: _Entry, mtime: int) -> bytes:
 # --- the streaming pipeline ----------------------------------------------------------
 
 class HashingWriter:
-    """File-object shim: counts and hashes what the gzip stream writes to ``out``."""
+    """Writable file object that sha256-hashes and counts what it passes on to ``out``
+    (used for compressed layer bytes and for every blob of a layout)."""
 
     def __init__(self, out: BinaryIO):
         self.out, self.sha, self.size = out, hashlib.sha256(), 0
