@@ -42,7 +42,7 @@ def _check_mirror(value: str | None) -> None:
 
 
 @app.command()
-def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="RECIPE.json..."),
+def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="RECIPE.json"),
           out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write."),
           os_name: str = typer.Option(None, "--os", help="Only targets for this OS (linux, darwin, windows)."),
           accelerator: str = typer.Option(None, "--accelerator", help="Only targets for this accelerator."),
