@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from support.fileserver import LocalServer
+from support.tools import need
 
 
 @pytest.fixture
@@ -16,3 +17,10 @@ def server(tmp_path):
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def nix_installed():
+    """Fails (never skips) when Nix is missing: the Nix tests must run in CI."""
+    need("nix-build")
+    need("nix-hash")

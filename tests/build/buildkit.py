@@ -21,37 +21,14 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import pytest
 
 from lemonpack.fetch import mirror_path
 from support.fileserver import LocalServer
+from support.tools import CONTAINERS_CONF, need  # noqa: F401  (re-exported to the build tests)
 
 REPO = Path(__file__).resolve().parents[2]
 LEMONADE = REPO / "tests" / "fixtures" / "lemonade-examples"
 SEED = REPO / "tests" / "fixtures" / "seed-examples"
-
-#: tool -> Debian package that provides it.
-APT = {"nix-build": "nix-bin", "nix-store": "nix-bin", "skopeo": "skopeo", "umoci": "umoci",
-       "podman": "podman", "runc": "runc", "busybox": "busybox-static"}
-
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
-[engine]
-runtime = "runc"
-"""
-
-
-def need(tool: str) -> str:
-    """The path of ``tool``; fails the test (never skips) naming the apt package."""
-    if tool == "busybox":
-        if Path("/bin/busybox").is_file():
-            return "/bin/busybox"
-    else:
-        path = shutil.which(tool)
-        if path:
-            return path
-    pytest.fail(f"{tool} is not installed: apt-get install -y {APT.get(tool, tool)}")
-
 
 # ---------------------------------------------------------------- artifacts
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from lemonpack.nix import NixSource, attr_name, store_name, write_package_nix, w
 from lemonpack.nix.emit import nix_string, sources_document
 from lemonpack.nix.hashes import sri_from_hex
 
-needs_nix = pytest.mark.skipif(shutil.which("nix-build") is None, reason="nix-build not installed")
+needs_nix = pytest.mark.usefixtures("nix_installed")
 NIX_FLAGS = ["--option", "substituters", "", "--option", "connect-timeout", "1"]
 
 

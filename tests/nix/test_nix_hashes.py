@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from lemonpack.nix.hashes import NIX32_ALPHABET, hex_from_sri, nix32_from_hex, sri_from_hex
 
-needs_nix = pytest.mark.skipif(shutil.which("nix-hash") is None, reason="nix-hash not installed")
+needs_nix = pytest.mark.usefixtures("nix_installed")
 
 # Fixed vector: sha256("") in Nix's encodings (as printed by nix-hash 2.8).
 EMPTY = hashlib.sha256(b"").hexdigest()

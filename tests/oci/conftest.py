@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
+
+from support.tools import need
 
 
 def pytest_configure(config):
@@ -13,10 +14,5 @@ def pytest_configure(config):
 
 @pytest.fixture
 def require_tool():
-    """``require_tool("skopeo")`` skips the test when the tool is not installed."""
-    def need(name: str) -> str:
-        path = shutil.which(name)
-        if path is None:
-            pytest.skip(f"{name} not installed")
-        return path
+    """``require_tool("skopeo")`` fails the test, naming the apt package, when the tool is missing."""
     return need

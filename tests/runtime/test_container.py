@@ -37,7 +37,7 @@ PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200
 def podman_env(tmp_path_factory):
     why = podman_usable()
     if why:
-        pytest.skip(why)
+        pytest.fail(f"podman cannot run here: {why} (scripts/test.sh installs podman runc busybox-static)")
     d = tmp_path_factory.mktemp("podman")
     old = os.environ.get("CONTAINERS_CONF")
     os.environ["CONTAINERS_CONF"] = str(containers_conf(d))  # the runtime and podman inherit it

@@ -16,7 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTAINERS_CONF = (Path(__file__).resolve().parents[1] / "containers.conf").read_text()  # the suite's podman settings
+from support.tools import CONTAINERS_CONF  # noqa: E402
 BUSYBOX = Path("/bin/busybox")
 IMAGE_NAME = "localhost/lemonpack-test-bb"
 HEALTH_CGI = """#!/bin/sh
