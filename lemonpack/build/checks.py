@@ -101,12 +101,9 @@ def recipe_policy_problems(recipe: Recipe) -> list[Problem]:
     return problems
 
 
-#: Kept for callers that only ask about pinning: the same checks.
-recipe_pinning_problems = recipe_policy_problems
-
-
-def pinning_problems(path: str | Path) -> list[Problem]:
-    """Policy problems of the recipe file at ``path`` (contract problems if it fails to load)."""
+def lint_problems(path: str | Path) -> list[Problem]:
+    """Every problem ``lemonpack lint`` reports for the file at ``path``: the contract's,
+    and when the recipe passes them, this policy's. The file is read and parsed once."""
     try:
         return recipe_policy_problems(load_recipe(path))
     except ManifestError as e:

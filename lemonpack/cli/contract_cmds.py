@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
-from lemonpack.contract import detect_host, lint_file
+from lemonpack.contract import detect_host
 from lemonpack.contract.schemalock import check_lock, refresh_lock
 
 
@@ -19,13 +19,11 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
     Exit 0 when every file passes, 1 otherwise; one line per problem on stdout:
     FILE: JSON.PATH: MESSAGE [RULE].
     """
-    from lemonpack.build.checks import pinning_problems
+    from lemonpack.build.checks import lint_problems
 
     results = []
     for f in files:
-        problems = lint_file(f)
-        if not problems:
-            problems = pinning_problems(f)
+        problems = lint_problems(f)  # contract problems, else the build policy's: one read
         results.append((f, problems))
     failed = any(p for _, p in results)
     if json_out:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lemonpack.build.checks import pinning_problems
+from lemonpack.build.checks import lint_problems
 
 PINNED = "docker.io/library/busybox@sha256:" + "a" * 64
 
@@ -18,7 +18,7 @@ def recipe(tmp_path, block):
 
 
 def rules(tmp_path, block):
-    return [(p.path, p.rule) for p in pinning_problems(recipe(tmp_path, block))]
+    return [(p.path, p.rule) for p in lint_problems(recipe(tmp_path, block))]
 
 
 def test_create_is_checked(tmp_path):
