@@ -46,7 +46,6 @@ from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
                            find_run_images, write_dir_layer, write_files_layer)
-from lemonpack.paths import cache_root
 
 RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
@@ -250,7 +249,7 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
         require_pinned(recipe)
         plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch)))
     cache = opts.cache or ArtifactCache()
-    layers = LayerCache(cache_root() / "layers")
+    layers = LayerCache(Path(cache.root).parent / "layers")  # beside the artifact store it is built from
     results: list[TargetResult] = []
     indexes: dict[str, str] = {}
     nix_dirs: list[str] = []
