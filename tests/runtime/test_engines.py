@@ -260,7 +260,18 @@ def test_probe_answered_by_another_process_is_not_ready(engines):
             engines.start(fake_plan(port=foreign.port, probe=probe(timeout=20)))
         msg = str(e.value)
         assert "exited with code 1" in msg and "Address already in use" in msg, msg
-        assert "from another process holding port" in msg
+    finally:
+        foreign.close()
+
+
+def test_probe_answered_by_another_process_while_the_engine_lives_is_not_ready(engines):
+    # The engine stays alive without listening: the only answers come from the foreign
+    # server, and they must not count (deterministic, unlike racing the engine's exit).
+    foreign = _Foreign()
+    try:
+        with pytest.raises(RuntimeFailure) as e:
+            engines.start(fake_plan("--no-listen", port=foreign.port, probe=probe(timeout=2)))
+        assert "from another process holding port" in str(e.value), str(e.value)
     finally:
         foreign.close()
 
