@@ -14,12 +14,27 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  # Wait (up to 10 minutes) for another apt/dpkg to release its lock instead of failing at once.
+  APT_OPTS=(-o DPkg::Lock::Timeout=600)
+  $SUDO apt-get "${APT_OPTS[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${APT_OPTS[@]}" install -y -qq "${missing[@]}" >/dev/null
 fi
 
 PYTHON=${PYTHON:-python3}
-"$PYTHON" -m pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING: Running pip as' -e 'is ignored: it is neither' || true
+# A failed install stops the run (its output is shown); only pip's known-harmless warnings are hidden.
+if ! pip_out=$("$PYTHON" -m pip install -q -e '.[test]' 2>&1); then
+  echo "$pip_out" >&2
+  echo "scripts/test.sh: installing the Python test dependencies failed" >&2
+  exit 1
+fi
+echo "$pip_out" | grep -v -e '^WARNING: Running pip as' -e 'is ignored: it is neither' -e '^$' >&2 || :
 
 export CONTAINERS_CONF="$PWD/tests/containers.conf"
+
+# The real-engine tests need llama-server: build it (once per machine, cached outside the repo,
+# bounded to the machine's cores, with progress) before pytest starts, unless only fast tests run.
+case " $* " in
+  *"not slow"*) ;;
+  *) "$PYTHON" tests/support/llama_server.py >/dev/null ;;
+esac
 exec "$PYTHON" -m pytest -q "$@"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from support.fileserver import LocalServer
@@ -24,3 +26,39 @@ def nix_installed():
     """Fails (never skips) when Nix is missing: the Nix tests must run in CI."""
     need("nix-build")
     need("nix-hash")
+
+
+
+# --- every test file under tests/ must be collected -------------------------------------------
+# pytest skips some directories by default (``norecursedirs`` holds ``build``, ``dist``, ``*.egg``,
+# dot-directories ...): once a whole folder of tests (tests/build/) went unrun that way. When a run
+# covers the whole suite (no path arguments, or ``tests``), a test file on disk that no collector
+# reached fails the run. Marker and keyword selection do not matter: modules are still collected.
+
+_TESTS = Path(__file__).resolve().parent
+_collected_modules: set[Path] = set()
+
+
+def pytest_collectreport(report):
+    """Record every module a collector reached (its node id is the file's path from the rootdir)."""
+    path = report.nodeid.split("::")[0]
+    if path.endswith(".py"):
+        _collected_modules.add((_TESTS.parent / path).resolve())
+
+
+def uncollected_test_files(collected: set[Path], root: Path = _TESTS) -> list[Path]:
+    """Test files (``test_*.py``, ``*_test.py``) under ``root`` that are not in ``collected``."""
+    on_disk = {p.resolve() for pat in ("test_*.py", "*_test.py") for p in root.rglob(pat)
+               if "__pycache__" not in p.parts}
+    return sorted(on_disk - collected)
+
+
+def pytest_collection_finish(session):
+    whole = all(Path(a).resolve() in (_TESTS, _TESTS.parent) for a in session.config.args)
+    if not whole:
+        return
+    missing = uncollected_test_files(_collected_modules)
+    if missing:
+        raise pytest.UsageError(
+            "test files on disk that this run did not collect (norecursedirs? a name clash?):\n  "
+            + "\n  ".join(str(p.relative_to(_TESTS.parent)) for p in missing))

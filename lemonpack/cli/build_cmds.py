@@ -66,7 +66,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     an existing layout there is replaced atomically. Timestamps come from SOURCE_DATE_EPOCH
     (default 0).
     """
-    from lemonpack.build.pipeline import BuildOptions, build_recipes, source_date_epoch
+    from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.contract import load_recipe
     from lemonpack.errors import ManifestError
     from lemonpack.fetch import Mirror
@@ -145,7 +145,7 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     """
     import sys
 
-    from lemonpack.build.install import install_recipe, plan_install
+    from lemonpack.builder.install import install_recipe, plan_install
     from lemonpack.cli._app import resolve_recipe
     from lemonpack.contract import detect_host
     from lemonpack.errors import LemonpackError

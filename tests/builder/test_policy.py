@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lemonpack.build.checks import lint_problems
+from lemonpack.builder.checks import lint_problems
 
 PINNED = "docker.io/library/busybox@sha256:" + "a" * 64
 
