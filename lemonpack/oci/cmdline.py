@@ -34,8 +34,10 @@ shell), a wrapper option that makes it act on other processes (``taskset -p``), 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -135,7 +137,8 @@ IMAGE_SUBCOMMANDS = frozenset({"run", "create", "pull"})
 #: Subcommands that create a container (labels, ``--name``).
 CREATE_SUBCOMMANDS = frozenset({"run", "create"})
 
-#: ``<group> <word>`` forms normalised to the top-level subcommand they equal.
+#: ``<group> <word>`` forms normalised to the top-level subcommand they equal (``ls`` is a
+#: cobra alias the help pages do not list).
 _GROUP_ALIASES = {("container", "ls"): "ps", ("container", "list"): "ps",
                   ("image", "rm"): "rmi", ("image", "ls"): "images", ("image", "list"): "images"}
 
@@ -403,7 +406,7 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
         if j + 1 >= n:
             return ContainerInvocation(engine=engine, engine_index=i, subcommand=word, subcommand_index=j)
         sub_word = argv[j + 1]
-        if sub_word not in cli.groups[word]:
+        if sub_word not in cli.groups[word] and (word, sub_word) not in _GROUP_ALIASES:
             raise UnreadableCommandLine(f"unknown subcommand form {engine} {word} {sub_word!r} ({cli.source})", j + 1)
         sub = _GROUP_ALIASES.get((word, sub_word), sub_word)
         j += 1
@@ -438,7 +441,27 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
                                image=argv[j], image_index=j, name=name, name_index=name_index)
 
 
+#: What podman and docker accept as a container name (podman-create(1) ``--name``; docker's
+#: ``validContainerNamePattern`` in daemon/names).
+CONTAINER_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+
+
+def valid_container_name(name: str) -> str:
+    """``name`` made a valid container name, stably: unchanged when it already matches
+    :data:`CONTAINER_NAME_RE`; otherwise every character outside ``[a-zA-Z0-9_.-]`` becomes
+    ``-``, an ``x`` is put in front when the result does not start with a letter or digit,
+    and ``-`` plus the first 8 hex digits of the SHA-256 of the original name (UTF-8) is
+    appended, so two names that differ only in replaced characters cannot collide
+    (``lp-Qwen3:Q4_K_M.gguf`` -> ``lp-Qwen3-Q4_K_M.gguf-<8 hex>``). Raises nothing."""
+    if CONTAINER_NAME_RE.fullmatch(name):
+        return name
+    text = re.sub(r"[^a-zA-Z0-9_.-]", "-", name)
+    if not text[:1].isascii() or not text[:1].isalnum():
+        text = "x" + text
+    return f"{text}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 __all__ = [
-    "CLI_TABLES", "CONTAINER_CLIS", "CREATE_SUBCOMMANDS", "ContainerInvocation", "FlagTable", "IMAGE_SUBCOMMANDS",
+    "CONTAINER_NAME_RE", "valid_container_name", "CLI_TABLES", "CONTAINER_CLIS", "CREATE_SUBCOMMANDS", "ContainerInvocation", "FlagTable", "IMAGE_SUBCOMMANDS",
     "UnreadableCommandLine", "WRAPPERS", "Wrapper", "program_index", "read_container_argv",
 ]
