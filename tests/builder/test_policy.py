@@ -100,6 +100,15 @@ def test_case01_is_refused_by_the_cli():
         assert r.returncode == 1 and "[digest-pinning]" in r.stdout, r.stdout + r.stderr
 
 
+def test_case01_is_refused_by_build(tmp_path):
+    for name in ("nice.json", "setsid.json", "boolflag.json"):
+        out = tmp_path / name
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "build", str(CASE01 / name), "--out", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "[digest-pinning]" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not out.exists()
+
+
 @pytest.mark.parametrize("block, path", [
     ({"command": "nice", "args": ["-n", "5", "podman", "run", "--tls-verify", "alpine:3", PINNED]},
      "platforms.linux.cpu.args[5]"),
