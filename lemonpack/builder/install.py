@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch

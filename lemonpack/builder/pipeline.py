@@ -39,7 +39,7 @@ from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.builder.checks import require_pinned
-from lemonpack.builder.layercache import LAYER_FORMAT, LayerCache, read_layer
+from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.errors import LemonpackError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path

@@ -40,6 +40,7 @@ import zipfile
 from pathlib import Path
 
 from lemonpack.errors import UnsafeContentError
+from lemonpack.fetch.staging import remove_tree
 from lemonpack.safetree import name_problem, symlink_problem, target_problem
 
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz")
@@ -101,7 +102,7 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
         os.chmod(tmp, 0o755)
         os.replace(tmp, dest)
     except BaseException:
-        _remove_tree(tmp)
+        remove_tree(tmp)
         raise
 
 
@@ -117,18 +118,6 @@ def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
     with open(archive, "rb") as src, open(target, "xb") as out:
         shutil.copyfileobj(src, out, _COPY_CHUNK)
     os.chmod(target, 0o755)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove ``path`` even if the archive made some of its directories read-only."""
-    if not os.path.lexists(path):
-        return
-    for root, dirs, _files in os.walk(path):
-        for d in dirs:
-            p = os.path.join(root, d)
-            if not os.path.islink(p):
-                os.chmod(p, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class _Extractor:
