@@ -22,8 +22,24 @@ from lemonpack.errors import FetchError, IntegrityError, LemonpackError, UnsafeC
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
 
 
+def source_field(eff: EffectiveBlock) -> str:
+    """The JSON path of the field ``eff``'s effective ``source`` comes from: the arch
+    override's (``platforms.linux.rocm.arch.gfx1151.source``), the block's
+    (``platforms.linux.cpu.source``) or the recipe's top-level ``source``."""
+    block = eff.recipe.platforms[eff.os][eff.accelerator]
+    if eff.arch_pattern is not None:
+        for o in block.arch:
+            if o.pattern == eff.arch_pattern and o.source is not None:
+                return f"{eff.path}.source"
+    if block.source is not None:
+        return f"{block.path}.source"
+    return "source"
+
+
 def _where(eff: EffectiveBlock) -> str:
-    return f"{eff.recipe.file}: {eff.path}.source"
+    field = source_field(eff)
+    used = "" if field.startswith(eff.path) else f" (used by {eff.path})"
+    return f"{eff.recipe.file}: {field}{used}"
 
 
 def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | None,
@@ -52,11 +68,12 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     """
     source = eff.provenance.source or ""
     name = Path(urlsplit(source).path).name or "artifact"
-    what = f"{_where(eff)}: artifact {source} (sha256:{fetched.sha256})"
+    artifact = f"artifact {source} (sha256:{fetched.sha256})"
+    what = f"{_where(eff)}: {artifact}"
     try:
-        extract(fetched.path, dest, name_hint=name)
+        extract(fetched.path, dest, name_hint=name, label=artifact)
     except UnsafeContentError as e:
-        raise UnsafeContentError(f"{what}: {e}") from None
+        raise UnsafeContentError(f"{_where(eff)}: {e}") from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as e:
         raise LemonpackError(f"{what} is not a readable archive: {e}") from None
     if eff.binary and not (dest / eff.binary).is_file():

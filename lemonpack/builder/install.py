@@ -4,23 +4,23 @@ The host OS block is chosen; when the recipe offers more than one artifact for t
 and the host cannot tell which, ``--accelerator`` is required and the choices are named
 (section 7: never guess). The effective arch override uses ``--arch`` or the detected GPU
 arch. The artifact is fetched and verified (unless ``roll_forward``) and unpacked safely
-into ``<cache>/external/<recipe>/``, replacing a previous install atomically.
+into ``<cache>/external/<recipe>/``, replacing a previous install atomically. The work
+happens in a locked ``<cache>/external/.<recipe>.install-*`` directory; one left by a
+killed install is removed by the next install of that recipe or ``lemonpack cache clean``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
 from lemonpack.errors import LemonpackError, SelectionError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
+from lemonpack.fetch.staging import LockedDir, remove_tree, sweep
 from lemonpack.paths import external_dir
 
 DISCLOSURE = ("WARNING: this backend runs as an external subprocess. No process\n"
@@ -98,7 +98,9 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
     dest = external_dir(recipe.recipe)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe.recipe}.install-"))
+    sweep(dest.parent, (f".{recipe.recipe}.install-",))  # left by a killed install
+    held = LockedDir(dest.parent, f".{recipe.recipe}.install-")
+    staging = held.path
     try:
         tree = staging / "tree"
         unpack_target(fetched, tree, eff)
@@ -111,4 +113,5 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
         (dest.parent / f"{recipe.recipe}.install.json").write_text(json.dumps(record, indent=2) + "\n")
         return record
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)
+        held.close()

@@ -23,35 +23,36 @@ gpu-arch, source, sha256, version-policy, images). Byte-reproducible: mtimes are
 canonical, and nothing depends on the build directory or the clock. The layout is built
 in a temporary sibling and renamed into place; any failure (hash mismatch, unsafe
 archive, unpinned image) leaves ``--out`` as it was. Memory stays flat: artifacts and
-layers are streamed, and built artifact layers are cached by the artifact's digest so a
-warm rebuild only links blobs.
+layers are streamed, and built artifact layers are cached by the artifact's digest
+(:mod:`lemonpack.builder.layercache`) so a warm rebuild only copies blobs, checking each
+one on the way (nothing from a cache reaches a layout unverified).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LemonpackError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
+from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
-from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
+from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.policy import container_images, require_pinned
+
+log = logging.getLogger(__name__)
 
 RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 ANNOTATION_PREFIX = "dev.lemonpack."
-#: Bumped whenever the bytes of an artifact layer would change for the same inputs.
-LAYER_FORMAT = "1"
 
 GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
@@ -132,55 +133,6 @@ class BuildResult:
                 "targets": [t.to_json() for t in self.targets]}
 
 
-class LayerCache:
-    """Built artifact layers keyed by (artifact sha256, prefix, epoch, level, format).
-
-    ``<cache>/layers/<key>.json`` holds ``{digest, diff_id, size}``; the blob is
-    ``<cache>/layers/blobs/<hex>``. Entries are written blob first, then the record, both
-    by rename, so a record always names a complete blob.
-    """
-
-    def __init__(self, root: Path):
-        self.root = root
-        (root / "blobs").mkdir(parents=True, exist_ok=True)
-
-    @staticmethod
-    def key(artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
-        """Hex sha256 naming the layer built from these inputs (and :data:`LAYER_FORMAT`)."""
-        return hashlib.sha256(f"{LAYER_FORMAT}\0{artifact_sha}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
-
-    def get(self, key: str) -> tuple[Path, dict] | None:
-        """``(blob path, {digest, diff_id, size})`` for ``key``, or None when absent or incomplete."""
-        rec = self.root / f"{key}.json"
-        try:
-            info = json.loads(rec.read_text())
-        except (OSError, ValueError):
-            return None
-        blob = self.root / "blobs" / info["digest"].split(":", 1)[1]
-        if not blob.is_file() or blob.stat().st_size != info["size"]:
-            return None
-        return blob, info
-
-    def put(self, key: str, build: Callable[[object], object]) -> tuple[Path, dict]:
-        """Run ``build(file)`` (it writes the layer and returns a LayerInfo), store the blob
-        under its digest, then the record; returns what :meth:`get` would."""
-        fd, tmp = tempfile.mkstemp(dir=self.root / "blobs", prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                info = build(f)
-            record = {"digest": info.digest, "diff_id": info.diff_id, "size": info.size}
-            blob = self.root / "blobs" / info.digest.split(":", 1)[1]
-            os.replace(tmp, blob)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        fd, rtmp = tempfile.mkstemp(dir=self.root, prefix=".rec-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
-        os.replace(rtmp, self.root / f"{key}.json")
-        return blob, record
-
-
 def _annotations(t: EffectiveBlock, extra: dict[str, str | None]) -> dict[str, str]:
     base = {"recipe": t.recipe.recipe, "os": t.os, "accelerator": t.accelerator, "gpu-arch": t.gpu_arch,
             "target": t.target_name}
@@ -205,20 +157,80 @@ def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int) -> D
                                                         mtime=epoch, compresslevel=level))
 
 
+class _Tee:
+    """A write-only file object passing every write to two others (layout and cache)."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def write(self, data) -> int:
+        self.a.write(data)
+        self.b.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self.a.flush()
+        self.b.flush()
+
+
+class _BadEntry(Exception):
+    """A cached layer that is not what its record says."""
+
+
+def _cached_layer(lw: LayoutWriter, blob: Path, record: dict) -> Descriptor | None:
+    """Copy a cached layer into the layout, checking digest, size and diff_id in the same
+    read; None (and nothing in the layout) when the entry is bad."""
+    def copy(f):
+        try:
+            facts = read_layer(blob, out=f)
+        except OSError as exc:
+            raise _BadEntry(str(exc)) from None
+        for name, got in (("digest", facts.digest), ("size", facts.size), ("diff_id", facts.diff_id)):
+            if got != record[name]:
+                raise _BadEntry(f"{name} is {got}, record says {record[name]}")
+        return LayerInfo(facts.digest, facts.diff_id, facts.size)
+    try:
+        return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, copy)
+    except _BadEntry as exc:
+        log.warning("cached layer %s is corrupt (%s); rebuilding it", blob, exc)
+        return None
+
+
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
     key = LayerCache.key(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
     hit = layers.get(key)
-    if hit is None:
-        unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
+    if hit is not None:
+        desc = _cached_layer(lw, *hit)
+        if desc is not None:
+            return desc
+        layers.drop(key)
+    unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
+    try:
         unpack_target(fetched, unpacked, t)
-        hit = layers.put(key, lambda f: write_dir_layer(unpacked, prefix, f, mtime=opts.epoch,
-                                                        compresslevel=opts.compresslevel))
-        shutil.rmtree(unpacked.parent, ignore_errors=True)
-    blob, info = hit
-    desc = Descriptor(MEDIA_TYPE_LAYER_TAR_GZIP, info["digest"], info["size"])
-    return lw.link_or_copy_blob(blob, desc, diff_id=info["diff_id"], verify=False)
+        fh, tmp = layers.staging()
+        built: list[LayerInfo] = []
+
+        def write(f):
+            built.append(write_dir_layer(unpacked, prefix, _Tee(f, fh), mtime=opts.epoch,
+                                         compresslevel=opts.compresslevel))
+            return built[0]
+        try:
+            try:
+                desc = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, write)
+            except UnsafeContentError as e:
+                from lemonpack.builder.artifact import source_field
+                raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
+                                         f"(sha256:{fetched.sha256}): unsafe member {e}") from None
+            info = built[0]
+            layers.commit(key, fh, tmp, info.digest, info.diff_id, info.size)
+        except BaseException:
+            layers.discard(fh, tmp)
+            raise
+        return desc
+    finally:
+        remove_tree(unpacked.parent)
 
 
 def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str]) -> dict:
@@ -254,7 +266,8 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     results: list[TargetResult] = []
     indexes: dict[str, str] = {}
     nix_dirs: list[str] = []
-    scratch = Path(tempfile.mkdtemp(dir=layers.root, prefix=".scratch-"))
+    held = layers.scratch()
+    scratch = held.path
     try:
         with LayoutWriter(opts.out) as lw:
             for recipe, tgts in plans:
@@ -288,7 +301,8 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                     write_package_nix(nix_dir, recipe.recipe)
                     nix_dirs.append(rel)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
+        held.close()
     return BuildResult(out=opts.out, indexes=indexes, targets=tuple(results), nix=tuple(nix_dirs))
 
 

@@ -8,13 +8,16 @@ compressed single file such as ``model.gguf.gz``, is "not an archive" and is pla
 ``dest/<name_hint>`` with mode 0755, bytes unchanged.
 
 Safety rules (as Python's ``tarfile`` "data" filter, PEP 706, but raising instead of
-skipping), each violation an ``UnsafeContentError`` naming archive and member: no absolute
-member names, no ``..`` component, no symlink whose target is absolute or leaves ``dest``
-(resolved lexically from the link's directory), no hardlink to anything but an already
-extracted regular file inside ``dest``, no device files or fifos, and no writing through a
-symlink extracted earlier (which would defeat the lexical checks). Setuid, setgid and
-sticky bits are dropped; owners are not restored; tar modification times are (zip
-times, which carry no time zone, are not).
+skipping), each violation an ``UnsafeContentError`` naming the archive and the member: no
+absolute member names, no ``..`` component, no OCI whiteout names (``.wh.*``), no
+symlink that resolves outside ``dest`` (judged by :func:`lemonpack.safetree.symlink_problem`,
+the same function the OCI layer writer uses: the target is walked following the links
+already extracted, right after the link is created, and once more over the finished
+tree), no hardlink to anything but an already extracted regular file inside ``dest``, no
+device files or fifos, no writing through a symlink extracted earlier, and no later
+member replacing a symlink or a directory (either would change what an earlier check
+saw). Setuid, setgid and sticky bits are dropped; owners are not restored; tar
+modification times are (zip times, which carry no time zone, are not).
 
 Atomicity: everything is extracted into a temp sibling directory of ``dest`` which is
 ``os.replace``-d onto ``dest`` at the end; on any failure the temp directory is removed
@@ -29,7 +32,6 @@ import bz2
 import gzip
 import lzma
 import os
-import posixpath
 import shutil
 import stat
 import tarfile
@@ -38,6 +40,8 @@ import zipfile
 from pathlib import Path
 
 from lemonpack.errors import UnsafeContentError
+from lemonpack.fetch.staging import remove_tree
+from lemonpack.safetree import name_problem, symlink_problem, target_problem
 
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz")
 _COPY_CHUNK = 1 << 20
@@ -69,12 +73,13 @@ def detect_format(archive: Path, name_hint: str) -> str:
     return "file"
 
 
-def extract(archive: Path, dest: Path, *, name_hint: str) -> None:
+def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = None) -> None:
     """Extract ``archive`` into ``dest`` safely and atomically (see the module docstring).
 
     ``archive``: the file (e.g. a cache entry); ``dest``: a directory that must not exist
     yet, or be empty; ``name_hint``: the URL basename, used for format detection and as the
-    file name of a non-archive. Raises ``UnsafeContentError`` (naming archive and member)
+    file name of a non-archive; ``label``: how errors name the archive (e.g. its URL;
+    default the path of ``archive``), so no scratch path reaches a user. Raises ``UnsafeContentError`` (naming archive and member)
     on a hostile member or a bad ``name_hint``, ``FileExistsError`` if ``dest`` is a
     non-empty directory or a file, ``tarfile.TarError``/``zipfile.BadZipFile``/``OSError``
     on a corrupt archive. On any error nothing is left at ``dest`` or beside it.
@@ -86,53 +91,47 @@ def extract(archive: Path, dest: Path, *, name_hint: str) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     kind = detect_format(archive, name_hint)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
+    shown = label if label is not None else str(archive)
     try:
         if kind == "tar":
-            _Extractor(archive, tmp).tar()
+            _Extractor(archive, tmp, shown).tar()
         elif kind == "zip":
-            _Extractor(archive, tmp).zip()
+            _Extractor(archive, tmp, shown).zip()
         else:
-            _single_file(archive, tmp, name_hint)
+            _single_file(archive, tmp, name_hint, shown)
         os.chmod(tmp, 0o755)
         os.replace(tmp, dest)
     except BaseException:
-        _remove_tree(tmp)
+        remove_tree(tmp)
         raise
 
 
-def _single_file(archive: Path, tmp: Path, name_hint: str) -> None:
+def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
     """Copy a non-archive to ``tmp/<name_hint>`` with mode 0755."""
     if (not name_hint or "/" in name_hint or "\\" in name_hint or "\x00" in name_hint
             or name_hint in (".", "..")):
-        raise UnsafeContentError(f"{archive}: unsafe file name {name_hint!r} for a single-file artifact")
+        raise UnsafeContentError(f"{label}: unsafe file name {name_hint!r} for a single-file artifact")
+    why = name_problem(name_hint)
+    if why:
+        raise UnsafeContentError(f"{label}: unsafe file name {name_hint!r}: {why}")
     target = tmp / name_hint
     with open(archive, "rb") as src, open(target, "xb") as out:
         shutil.copyfileobj(src, out, _COPY_CHUNK)
     os.chmod(target, 0o755)
 
 
-def _remove_tree(path: Path) -> None:
-    """Remove ``path`` even if the archive made some of its directories read-only."""
-    if not os.path.lexists(path):
-        return
-    for root, dirs, _files in os.walk(path):
-        for d in dirs:
-            p = os.path.join(root, d)
-            if not os.path.islink(p):
-                os.chmod(p, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 class _Extractor:
     """Member-by-member writer into ``root`` with the safety checks of the module docstring."""
 
-    def __init__(self, archive: Path, root: Path):
+    def __init__(self, archive: Path, root: Path, label: str):
         self.archive = archive
         self.root = root
+        self.label = label
         self.dir_modes: dict[str, tuple[int, float | None]] = {}
+        self.links: dict[str, str] = {}  # rel -> member name, every symlink created
 
     def unsafe(self, member: str, why: str) -> UnsafeContentError:
-        return UnsafeContentError(f"{self.archive}: unsafe member {member!r}: {why}")
+        return UnsafeContentError(f"{self.label}: unsafe member {member!r}: {why}")
 
     def relpath(self, name: str) -> str:
         """Normalised relative path of a member name; '' for the root. Raises on escapes."""
@@ -143,7 +142,11 @@ class _Extractor:
             raise self.unsafe(name, "'..' component")
         if any("\x00" in p for p in parts):
             raise self.unsafe(name, "NUL in name")
-        return "/".join(parts)
+        rel = "/".join(parts)
+        why = name_problem(rel)
+        if why:
+            raise self.unsafe(name, why)
+        return rel
 
     def prepare(self, member: str, rel: str) -> str:
         """Create the parent directories of ``rel`` (refusing symlinked parents); return the
@@ -163,16 +166,15 @@ class _Extractor:
             if not stat.S_ISDIR(st.st_mode):
                 raise self.unsafe(member, f"parent {os.path.relpath(cur, self.root)!r} is not a directory")
         target = os.path.join(cur, parts[-1])
-        if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)):
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            return target
+        if stat.S_ISLNK(st.st_mode):
+            raise self.unsafe(member, f"replaces the symlink {rel!r} extracted earlier")
+        if not stat.S_ISDIR(st.st_mode):
             os.unlink(target)
         return target
-
-    def check_symlink(self, member: str, rel: str, link: str) -> None:
-        if not link or link.startswith("/"):
-            raise self.unsafe(member, f"symlink to absolute path {link!r}")
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
-        if resolved == ".." or resolved.startswith("../") or resolved.startswith("/"):
-            raise self.unsafe(member, f"symlink target {link!r} leaves the destination")
 
     def write_file(self, member: str, rel: str, src, mode: int, mtime: float | None) -> None:
         target = self.prepare(member, rel)
@@ -196,11 +198,17 @@ class _Extractor:
     def make_symlink(self, member: str, rel: str, link: str) -> None:
         if rel == "":
             raise self.unsafe(member, "symlink at the destination root")
-        self.check_symlink(member, rel, link)
+        why = target_problem(link)
+        if why:
+            raise self.unsafe(member, why)
         target = self.prepare(member, rel)
         if os.path.isdir(target):
             raise self.unsafe(member, "symlink over an existing directory")
         os.symlink(link, target)
+        self.links[rel] = member
+        why = symlink_problem(self.root, rel)  # with the link in place: a link through itself loops
+        if why:
+            raise self.unsafe(member, why)
 
     def make_hardlink(self, member: str, rel: str, link: str) -> None:
         if link.startswith("/"):
@@ -219,10 +227,17 @@ class _Extractor:
         target = self.prepare(member, rel)
         if target == cur:
             return
+        if os.path.isdir(target):
+            raise self.unsafe(member, "hardlink over an existing directory")
         os.link(os.path.join(self.root, source_rel), target, follow_symlinks=False)
 
     def finish_dirs(self) -> None:
-        """Apply directory modes and mtimes, deepest first (so writes inside come first)."""
+        """Judge every symlink once more against the finished tree (what the layer writer
+        will see), then apply directory modes and mtimes, deepest first."""
+        for rel, member in self.links.items():
+            why = symlink_problem(self.root, rel)
+            if why:
+                raise self.unsafe(member, why)
         for rel in sorted(self.dir_modes, key=lambda r: r.count("/"), reverse=True):
             mode, mtime = self.dir_modes[rel]
             path = os.path.join(self.root, rel)

@@ -8,18 +8,37 @@ whole lemonpack cache root), else ``platformdirs.user_cache_dir("lemonpack")/art
 An entry only ever appears complete and verified: the bytes are written to a temp file in
 the same directory (so the rename cannot cross file systems), fsynced, hashed by the
 writer, and only then ``os.replace``-d to their digest's name. A crash leaves at most a
-``.tmp-*`` file, never a wrong or partial entry.
+``.tmp-*`` file, never a wrong or partial entry. The writer holds a lock on its temp
+(:mod:`lemonpack.fetch.staging`); temps whose lock can be taken are stale and are removed
+by the next :meth:`ArtifactCache.staging` and by ``lemonpack cache clean``.
+
+Trust on a hit: **re-hash every time** (:meth:`ArtifactCache.verified`). A file can stop
+being what its name says after it was written: bit rot, a copy cut short, a restore, a
+user's edit. Stat facts (size, mtime, ctime, inode) catch the edits but not bit rot, and
+every user of an artifact reads all of it right after the hit anyway (extraction, the
+layer writer), so one more sequential read is the price of certainty. A bad entry is
+removed and the caller downloads it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import re
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
+from lemonpack.fetch.staging import locked_temp_file, partials, sweep
 from lemonpack.paths import cache_root
+
+log = logging.getLogger(__name__)
+
+PARTIAL_PREFIXES = (".tmp-",)
+"""Names of in-flight (or, once their lock is free, stale) downloads in the store."""
+
+_READ = 1 << 20
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -37,12 +56,31 @@ def _check_hex(hex_digest: str) -> str:
     return hex_digest
 
 
+def hash_file(path: Path) -> tuple[str, int]:
+    """``(sha256 hex, size in bytes)`` of the file at ``path``, read in 1 MiB chunks."""
+    sha, size = hashlib.sha256(), 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_READ):
+            sha.update(chunk)
+            size += len(chunk)
+    return sha.hexdigest(), size
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cache entry: ``path``, ``digest`` (``sha256:<hex>``, from its name), ``size`` bytes."""
+
+    path: Path
+    digest: str
+    size: int
+
+
 class ArtifactCache:
     """Content-addressed store of verified files at ``<root>/sha256/<hex>``.
 
     ``root`` defaults to ``default_cache_root() / "artifacts"``. Nothing is created until
-    the first write. Entries are read-only by convention (mode 0444); callers must not
-    modify them.
+    the first write. Entries are read-only (mode 0444); :meth:`verified` re-hashes an
+    entry on every hit (see the module docstring for why).
     """
 
     def __init__(self, root: Path | str | None = None):
@@ -61,15 +99,52 @@ class ArtifactCache:
         path = self.directory / _check_hex(hex_digest)
         return path if path.is_file() else None
 
-    def staging(self) -> tuple[BinaryIO, Path]:
-        """Open a new temp file in the store directory for writing: ``(file, path)``.
+    def verified(self, hex_digest: str) -> Path | None:
+        """Path of the entry for ``hex_digest`` after re-hashing it, or None.
 
-        The caller writes, then calls :meth:`commit` with the digest it computed, or
-        :meth:`discard` on any failure.
+        None when there is no entry, or when the entry's bytes no longer hash to its name:
+        such an entry is removed (and a warning logged) so the caller fetches it again.
+        Raises ``ValueError`` on a malformed digest.
+        """
+        path = self.path_for(hex_digest)
+        if path is None:
+            return None
+        actual, _ = hash_file(path)
+        if actual == hex_digest:
+            return path
+        log.warning("cache entry %s does not hash to its name (sha256:%s); dropped", path, actual)
+        self.drop(hex_digest)
+        return None
+
+    def drop(self, hex_digest: str) -> None:
+        """Remove the entry for ``hex_digest`` (missing is fine)."""
+        (self.directory / _check_hex(hex_digest)).unlink(missing_ok=True)
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry (not temps), sorted by digest; nothing is re-hashed."""
+        for p in sorted(self.directory.iterdir()) if self.directory.is_dir() else ():
+            if _HEX64.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+                yield Entry(p, "sha256:" + p.name, p.stat().st_size)
+
+    def partials(self) -> list[Path]:
+        """Temp files of downloads in the store: live ones and stale ones."""
+        return partials(self.directory, PARTIAL_PREFIXES)
+
+    def sweep(self) -> list[tuple[Path, int]]:
+        """Remove stale partial downloads (their writer is gone); ``[(path, bytes)]``."""
+        return sweep(self.directory, PARTIAL_PREFIXES)
+
+    def staging(self) -> tuple[BinaryIO, Path]:
+        """Open a new, locked temp file in the store directory: ``(file, path)``.
+
+        Stale temps of killed downloads are removed first (:meth:`sweep`). The caller
+        writes, then calls :meth:`commit` with the digest it computed, or :meth:`discard`
+        on any failure; the lock is held until then.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        return os.fdopen(fd, "wb"), Path(name)
+        for path, size in self.sweep():
+            log.info("removed the stale partial download %s (%d bytes)", path, size)
+        return locked_temp_file(self.directory, ".tmp-")
 
     def commit(self, fh: BinaryIO, tmp: Path, hex_digest: str) -> Path:
         """Flush, fsync and close ``fh``, then move ``tmp`` to the entry of ``hex_digest``.
@@ -82,10 +157,10 @@ class ArtifactCache:
         try:
             fh.flush()
             os.fsync(fh.fileno())
-            fh.close()
             os.chmod(tmp, 0o444)
             final = self.directory / hex_digest
             os.replace(tmp, final)
+            fh.close()  # releases the temp's lock only once it has its final name
         except BaseException:
             self.discard(fh, tmp)
             raise
@@ -94,12 +169,12 @@ class ArtifactCache:
 
     @staticmethod
     def discard(fh: BinaryIO, tmp: Path) -> None:
-        """Close ``fh`` and delete ``tmp`` (missing is fine)."""
-        fh.close()
+        """Delete ``tmp`` (missing is fine), then close ``fh`` (which releases its lock)."""
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        fh.close()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -116,4 +191,4 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["ArtifactCache", "default_cache_root"]
+__all__ = ["ArtifactCache", "Entry", "default_cache_root", "hash_file", "PARTIAL_PREFIXES"]

@@ -1,7 +1,8 @@
 """Downloads that verify sha256 while streaming, into the content-addressed cache.
 
-Flow of :func:`fetch`: warm cache hit (expected digest known and present) returns with no
-network at all. Otherwise the bytes are streamed (1 MiB chunks, never held in memory)
+Flow of :func:`fetch`: warm cache hit (expected digest known, entry present and still
+hashing to its name, :meth:`ArtifactCache.verified`) returns with no network at all; a
+corrupted entry is dropped and downloaded again. Otherwise the bytes are streamed (1 MiB chunks, never held in memory)
 from the mirror (if any) or the origin into a temp file in the cache directory, hashed as
 they arrive, and only moved into the cache once the digest is checked. Any failure
 (mismatch, HTTP status, network error, interruption) deletes the temp file.
@@ -125,7 +126,7 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
     """
     expected = _parse_expected(sha256)
     if expected is not None:
-        hit = cache.path_for(expected)
+        hit = cache.verified(expected)
         if hit is not None:
             return Fetched(path=hit, sha256=expected, url=url, fetched_from=hit.resolve().as_uri(),
                            from_cache=True, size=hit.stat().st_size)

@@ -30,10 +30,11 @@ Byte-reproducibility holds for the same zlib build: a different zlib implementat
 (zlib-ng, a different major version) may compress the same tar differently; the
 ``diff_id`` is independent of compression.
 
-Refused (:class:`~lemonpack.errors.UnsafeContentError`): device files, fifos, sockets,
-symlinks whose target is absolute, escapes the source root, or has ``..`` after a name
-(only leading ``..`` are allowed, which keeps the check sound when a component is itself a
-symlink), names that are not UTF-8.
+Refused (:class:`~lemonpack.errors.UnsafeContentError`, naming the path inside the tree,
+never the directory it was read from): device files, fifos, sockets, names that are not
+UTF-8, names with the OCI whiteout prefix ``.wh.`` and symlinks that resolve outside the
+source root, both judged by :mod:`lemonpack.safetree`, the same rule the extractor applies
+(so what ``install`` accepts, an image can hold, and the other way round).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import posixpath
 import queue
 import stat
 import tarfile
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
 from lemonpack.errors import LemonpackError, UnsafeContentError
+from lemonpack.safetree import name_problem, symlink_problem
 from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP
 
 CHUNK = 1 << 20
@@ -272,7 +273,7 @@ def _check_name(name: str, where: str) -> None:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise UnsafeContentError(f"{where}: file name is not valid UTF-8") from None
+        raise UnsafeContentError(f"{where!r}: file name is not valid UTF-8") from None
 
 
 def _scan(src: Path, prefix: str) -> list[_Entry]:
@@ -287,7 +288,10 @@ def _scan(src: Path, prefix: str) -> list[_Entry]:
         with os.scandir(abs_dir) as it:
             for de in it:
                 rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
-                _check_name(rel, de.path)
+                _check_name(rel, rel)
+                why = name_problem(rel)
+                if why:
+                    raise UnsafeContentError(f"{rel!r}: {why}")
                 st = de.stat(follow_symlinks=False)
                 inlayer = f"{prefix}/{rel}" if prefix else rel
                 mode = st.st_mode
@@ -299,35 +303,18 @@ def _scan(src: Path, prefix: str) -> list[_Entry]:
                                           size=st.st_size, source=de.path))
                 elif stat.S_ISLNK(mode):
                     target = os.readlink(de.path)
-                    _check_symlink(rel, target, de.path)
+                    _check_name(target, rel)
+                    why = symlink_problem(src, rel)
+                    if why:
+                        raise UnsafeContentError(f"{rel!r}: {why}")
                     entries.append(_Entry(inlayer, "symlink", linkname=target))
                 else:
                     kind = ("device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
                             "fifo" if stat.S_ISFIFO(mode) else
                             "socket" if stat.S_ISSOCK(mode) else "special file")
-                    raise UnsafeContentError(f"{de.path}: refusing to archive a {kind}")
+                    raise UnsafeContentError(f"{rel!r}: refusing to archive a {kind}")
     entries.sort(key=lambda e: e.path.encode("utf-8"))
     return entries
-
-
-def _check_symlink(rel: str, target: str, where: str) -> None:
-    _check_name(target, where)
-    if not target or posixpath.isabs(target):
-        raise UnsafeContentError(
-            f"{where}: symlink target {target!r} is absolute; only relative targets inside "
-            "the source tree are allowed")
-    # Sound against symlinked intermediate components: only leading ".." are allowed
-    # (``../../lib/x``), never after a name (``a/../../x`` escapes when ``a`` -> ``.``).
-    parts = [p for p in target.split("/") if p not in ("", ".")]
-    ups = 0
-    while ups < len(parts) and parts[ups] == "..":
-        ups += 1
-    if ".." in parts[ups:]:
-        raise UnsafeContentError(
-            f"{where}: symlink target {target!r} has '..' after a name; only leading '..' are allowed")
-    depth = len(posixpath.dirname(rel).split("/")) if posixpath.dirname(rel) else 0
-    if ups > depth:
-        raise UnsafeContentError(f"{where}: symlink target {target!r} escapes the source tree")
 
 
 # --- public API ----------------------------------------------------------------------
@@ -345,8 +332,9 @@ def write_dir_layer(src_dir: Path, prefix: str, out: BinaryIO, *, mtime: int,
     ``compresslevel``: gzip level 0-9, default 1 (see :data:`DEFAULT_COMPRESSLEVEL`).
 
     Returns :class:`LayerInfo`. Memory stays flat (files are read in 1 MiB chunks).
-    Raises :class:`UnsafeContentError` for devices, fifos, sockets, absolute or escaping
-    symlinks, non-UTF-8 names, ``.``/``..`` in ``prefix``; :class:`LemonpackError` when
+    Raises :class:`UnsafeContentError` (naming the path inside ``src_dir``) for devices,
+    fifos, sockets, symlinks resolving outside ``src_dir``, whiteout (``.wh.``) and
+    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`LemonpackError` when
     a file changes size while being read; ``NotADirectoryError``/``OSError`` from the OS.
 
     Spec: OCI image-spec v1.1 ``layer.md`` (tar+gzip changesets) and ``config.md`` (diff_ids).

@@ -17,7 +17,6 @@ digest name, so even a big layer is streamed once and never held in memory.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import hashlib
 import json
@@ -292,41 +291,38 @@ class LayoutWriter:
             raise
         return Descriptor(media_type, digest, hf.size, annotations)
 
-    def link_or_copy_blob(self, path: str | os.PathLike[str], descriptor: Descriptor, *,
-                          diff_id: str | None = None, verify: bool = True) -> Descriptor:
-        """Put the prebuilt blob at ``path`` (e.g. a layer cache) into the layout.
+    def copy_blob(self, path: str | os.PathLike[str], descriptor: Descriptor, *,
+                  diff_id: str | None = None) -> Descriptor:
+        """Copy the prebuilt blob at ``path`` (e.g. from a cache) into the layout, checking it.
 
-        Hard-links when the file system allows it (same device, links permitted), else
-        copies. With ``verify`` (default) the file is re-hashed and must match
-        ``descriptor.digest`` and ``descriptor.size`` (:class:`IntegrityError` otherwise).
+        The bytes are hashed while they are copied (one read); the copy must match
+        ``descriptor.digest`` and ``descriptor.size`` or it is discarded and
+        :class:`IntegrityError` (digest) / :class:`LemonpackError` (size) is raised, so a
+        layout never holds a blob that is not what its name says. Never a hard link: a
+        layout is the user's output (edited, pushed, deleted), and a hard link would let a
+        write or a ``chmod`` there change the cache entry it shares an inode with.
         ``diff_id`` (for layers) is remembered for :meth:`add_image_manifest`. Returns
-        ``descriptor``. Note: a hard-linked blob shares its inode with the cache; neither
-        side may be modified in place.
+        ``descriptor``.
         """
         src = Path(path)
-        if verify:
-            actual, size = _hash_file(src)
-            if actual != descriptor.digest:
-                raise IntegrityError(str(src), descriptor.digest, actual)
-            if size != descriptor.size:
-                raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
         dest = self._blob_path(descriptor.digest)
-        if diff_id is not None:
-            self._diff_ids[descriptor.digest] = diff_id
-        if dest.exists():
-            return descriptor
         tmp = self._tmp_blob()
         try:
-            try:
-                os.link(src, tmp)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES, errno.ENOTSUP):
-                    raise
-                shutil.copyfile(src, tmp)
+            with open(src, "rb") as f, open(tmp, "wb") as raw:
+                hf = HashingWriter(raw)
+                while chunk := f.read(CHUNK):
+                    hf.write(chunk)
+            actual = "sha256:" + hf.sha.hexdigest()
+            if actual != descriptor.digest:
+                raise IntegrityError(str(src), descriptor.digest, actual)
+            if hf.size != descriptor.size:
+                raise LemonpackError(f"{src}: size {hf.size} does not match descriptor size {descriptor.size}")
             os.replace(tmp, dest)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        if diff_id is not None:
+            self._diff_ids[descriptor.digest] = diff_id
         return descriptor
 
     # -- manifests ----------------------------------------------------------------
@@ -357,7 +353,7 @@ class LayoutWriter:
         required; optional ``variant``, ``config`` with ``Entrypoint``/``Cmd``/``Env``/
         ``WorkingDir``/``Labels``..., ``history`` kept as given). ``rootfs`` is set to
         ``{"type": "layers", "diff_ids": [...]}`` from ``layers`` (diff_ids remembered from
-        :meth:`add_blob_file`/:meth:`link_or_copy_blob`, else computed by decompressing
+        :meth:`add_blob_file`/:meth:`copy_blob`, else computed by decompressing
         the blob). ``created``: seconds since the epoch written as RFC 3339 (omitted when
         ``None``). ``layers`` must already be blobs of this layout. The returned
         descriptor carries ``platform`` (architecture, os, variant) for use in an index.

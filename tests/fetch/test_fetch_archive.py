@@ -242,3 +242,49 @@ def test_fetch_then_extract(server, tmp_path):
     dest = tmp_path / "engines" / got.sha256
     extract(got.path, dest, name_hint=urlsplit(url).path.rsplit("/", 1)[-1])
     assert os.access(dest / "bin/llama-server", os.X_OK)
+
+
+def _zip_link(zf: zipfile.ZipFile, name: str, target: str) -> None:
+    zl = zipfile.ZipInfo(name)
+    zl.create_system = 3
+    zl.external_attr = (stat.S_IFLNK | 0o777) << 16
+    zf.writestr(zl, target)
+
+
+def test_zip_symlink_chain_judged_by_resolution(tmp_path):
+    """Each link lexically inside, the chain outside (case 02, as a zip): refused, naming
+    the member and the label, never the temp directory."""
+    arc = tmp_path / "chain.zip"
+    with zipfile.ZipFile(arc, "w") as zf:
+        zf.writestr("a/b/keep", b"x")
+        _zip_link(zf, "a/b/s", "../..")
+        _zip_link(zf, "run", "a/b/s/../bin/sh")
+    with pytest.raises(UnsafeContentError, match=r"artifact X: unsafe member 'run': .*resolves outside") as e:
+        extract(arc, tmp_path / "out" / "d", name_hint="chain.zip", label="artifact X")
+    assert str(tmp_path) not in str(e.value)
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_links_inside_kept_and_resolving(tmp_path):
+    arc = _tar(tmp_path / "ok.tar.gz", [
+        (_info("lib/sub", tarfile.DIRTYPE, 0o755), None), (_info("lib/sub/real"), b"payload"),
+        (_info("lib/cur", tarfile.SYMTYPE, linkname="sub"), None),
+        (_info("lib/up", tarfile.SYMTYPE, linkname="cur/../sub/real"), None),
+        (_info("top", tarfile.SYMTYPE, linkname="lib/up"), None)])
+    extract(arc, tmp_path / "d", name_hint="ok.tar.gz")
+    assert (tmp_path / "d" / "top").read_bytes() == b"payload"
+    assert os.readlink(tmp_path / "d" / "lib" / "up") == "cur/../sub/real"
+
+
+@pytest.mark.parametrize("members, why", [
+    ([("a", tarfile.SYMTYPE, "x/../../etc"), ("x", tarfile.SYMTYPE, ".")], "'..' after 'x'"),
+    ([("d", tarfile.DIRTYPE, ""), ("l", tarfile.SYMTYPE, "d"), ("l", tarfile.SYMTYPE, ".")], "replaces the symlink"),
+    ([("d", tarfile.DIRTYPE, ""), ("h", tarfile.REGTYPE, ""), ("d", tarfile.LNKTYPE, "h")], "over an existing directory"),
+    ([("x/.wh.y", tarfile.REGTYPE, "")], "whiteout"),
+])
+def test_later_members_cannot_change_what_was_checked(tmp_path, members, why):
+    arc = _tar(tmp_path / "m.tar.gz", [(_info(n, t, 0o755, l), b"" if t == tarfile.REGTYPE else None)
+                                       for n, t, l in members])
+    with pytest.raises(UnsafeContentError, match=why):
+        extract(arc, tmp_path / "out" / "d", name_hint="m.tar.gz")
+    assert os.listdir(tmp_path / "out") == []

@@ -224,3 +224,52 @@ def test_cache_rejects_bad_digest(cache):
     with pytest.raises(ValueError):
         cache.path_for("../../etc/passwd")
     assert cache.path_for("a" * 64) is None
+
+
+def test_corrupted_entry_is_rehashed_dropped_and_fetched_again(server, cache):
+    data = os.urandom(3 * (1 << 20))
+    url = server.put("e.bin", data)
+    first = fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False)
+    assert first.path.stat().st_mode & 0o777 == 0o444
+    first.path.chmod(0o644)
+    with open(first.path, "r+b") as f:  # one flipped byte, same size: stat facts could miss bit rot
+        f.seek(1 << 20)
+        f.write(bytes([data[1 << 20] ^ 1]))
+    assert cache.verified(_sha(data)) is None and not first.path.exists()
+    again = fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False)
+    assert not again.from_cache and again.path.read_bytes() == data
+    first.path.chmod(0o644)
+    first.path.write_bytes(b"other")
+    server.put("e.bin", b"other")  # the refetch is wrong too: exit 3, nothing cached
+    with pytest.raises(IntegrityError):
+        fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=False)
+    assert _entries(cache) == []
+
+
+def test_partial_of_a_live_writer_is_never_swept(cache, tmp_path):
+    """A temp whose lock another process holds stays; once that process dies it is stale."""
+    import subprocess
+    import sys
+    import time
+
+    fh, tmp = cache.staging()
+    cache.discard(fh, tmp)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, tempfile, time\n"
+        f"fd, name = tempfile.mkstemp(dir={str(cache.directory)!r}, prefix='.tmp-')\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX); print(name, flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        live = holder.stdout.readline().strip()
+        assert cache.sweep() == [] and os.path.exists(live)
+        fh, mine = cache.staging()  # a new download sweeps too, and leaves it alone
+        assert os.path.exists(live)
+        cache.discard(fh, mine)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    deadline = time.monotonic() + 5
+    while os.path.exists(live) and time.monotonic() < deadline:
+        cache.sweep()
+        time.sleep(0.05)
+    assert not os.path.exists(live)

@@ -197,12 +197,67 @@ def test_rejects_escaping_symlinks(tmp_path, target):
         _layer(tmp_path)
 
 
-def test_allows_symlinks_inside(tmp_path):
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "f").write_text("x")
-    os.symlink("../f", tmp_path / "sub" / "up")
-    os.symlink("sub", tmp_path / "dirlink")
-    _layer(tmp_path)
+def test_allows_symlinks_inside(tmp_path, require_tool):
+    """Links that resolve inside are stored as links with their targets unchanged, and
+    umoci (the oracle) unpacks them to the same files."""
+    require_tool("umoci")
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "f").write_text("x")
+    os.symlink("../f", src / "sub" / "up")
+    os.symlink("sub", src / "dirlink")
+    os.symlink("dirlink/up", src / "chain")  # through a link to a dir, then up: still inside
+    info, data = _layer(src, prefix="opt/x")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
+    assert links == {"opt/x/sub/up": "../f", "opt/x/dirlink": "sub", "opt/x/chain": "dirlink/up"}
+    from lemonpack.oci import LayoutWriter, MEDIA_TYPE_LAYER_TAR_GZIP
+    with LayoutWriter(tmp_path / "layout") as lw:
+        layer = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+                                 lambda f: write_dir_layer(src, "opt/x", f, mtime=0))
+        lw.set_tags({"t": lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [layer])})
+    bundle = tmp_path / "bundle"
+    done = subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{tmp_path / 'layout'}:t", str(bundle)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    root = bundle / "rootfs" / "opt" / "x"
+    for name in ("sub/up", "chain"):
+        assert (root / name).is_symlink() and (root / name).read_text() == "x"
+        assert (root / name).resolve().is_relative_to(bundle / "rootfs")
+
+
+@pytest.mark.parametrize("links", [
+    {"s": ".", "escape": "s/../etc"},  # each lexically inside; s/.. is the root's parent
+    {"d/s": "..", "d/t": "s/s/x"},  # d/s is the root, root/s is missing: a downward tail, inside
+])
+def test_symlink_chains_judged_by_resolution(tmp_path, links):
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    for name, target in links.items():
+        os.symlink(target, src / name)
+    if "escape" in links:
+        with pytest.raises(UnsafeContentError, match="'escape'.*outside") as e:
+            _layer(src)
+        assert str(src) not in str(e.value)  # names the path in the tree, not the disk
+    else:
+        _layer(src)
+
+
+def test_symlink_loop_refused(tmp_path):
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    with pytest.raises(UnsafeContentError, match="more than 40 symlinks"):
+        _layer(tmp_path)
+
+
+@pytest.mark.parametrize("name", [".wh.x", ".wh..wh..opq", "lib/.wh.", "d/.wh.sub/file"])
+def test_whiteout_names_refused(tmp_path, name):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("x")
+    with pytest.raises(UnsafeContentError, match="whiteout") as e:
+        _layer(tmp_path)
+    assert str(tmp_path) not in str(e.value)
 
 
 def test_rejects_bad_prefix(tmp_path):

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 import subprocess
@@ -162,22 +163,32 @@ def test_tags_refuse_ambiguity_and_bad_names(tmp_path):
             lw.set_tags({"x": Descriptor(MEDIA_TYPE_IMAGE_MANIFEST, "sha256:" + "0" * 64, 1)})
 
 
-def test_link_or_copy_blob(tmp_path, src):
+def test_copy_blob_is_a_checked_copy_never_a_hard_link(tmp_path, src):
     cache = tmp_path / "cache.tgz"
     with open(cache, "wb") as f:
         info = write_dir_layer(src, "opt/x", f, mtime=0, compresslevel=1)
+    cache.chmod(0o444)
     desc = Descriptor(MEDIA_TYPE_LAYER_TAR_GZIP, info.digest, info.size)
     with LayoutWriter(tmp_path / "l") as lw:
-        lw.link_or_copy_blob(cache, desc, diff_id=info.diff_id)
+        lw.copy_blob(cache, desc, diff_id=info.diff_id)
         image = lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [desc])
         lw.set_tags({"x": image})
     blob = tmp_path / "l" / "blobs" / "sha256" / desc.hex
-    assert os.stat(blob).st_ino == os.stat(cache).st_ino  # same file system: hard link
+    assert os.stat(blob).st_ino != os.stat(cache).st_ino  # a write to the layout cannot reach the cache
+    assert os.stat(cache).st_nlink == 1
     verify_layout(tmp_path / "l")
+    blob.chmod(0o644)
+    blob.write_bytes(b"changed in the layout")
+    assert hashlib.sha256(cache.read_bytes()).hexdigest() == desc.hex
+    # a source that is not what the descriptor says never lands in the layout
     bad = Descriptor(MEDIA_TYPE_LAYER_TAR_GZIP, "sha256:" + "1" * 64, info.size)
-    with pytest.raises(IntegrityError):
-        with LayoutWriter(tmp_path / "m") as lw:
-            lw.link_or_copy_blob(cache, bad)
+    with LayoutWriter(tmp_path / "m") as lw:
+        with pytest.raises(IntegrityError):
+            lw.copy_blob(cache, bad)
+        assert sorted(p.name for p in (lw.staging_dir / "blobs" / "sha256").iterdir()) == []
+        with pytest.raises(LemonpackError, match="size"):
+            lw.copy_blob(cache, Descriptor(MEDIA_TYPE_LAYER_TAR_GZIP, info.digest, info.size + 1))
+        assert list((lw.staging_dir / "blobs" / "sha256").iterdir()) == []
 
 
 def test_diff_id_computed_for_foreign_layer(tmp_path, src):
@@ -230,15 +241,25 @@ def test_skopeo_inspects_image_and_index(require_tool, layout):
     assert index.returncode == 0 and json.loads(index.stdout)["mediaType"] == MEDIA_TYPE_IMAGE_INDEX
 
 
-def test_skopeo_and_artifacts(require_tool, layout):
-    """skopeo 1.9 refuses `inspect` of an artifact (empty config) but `inspect --raw` works."""
+def test_skopeo_and_artifacts(require_tool, layout, tmp_path):
+    """skopeo reads and copies an artifact manifest (empty config) byte for byte; its
+    `inspect` (1.9) refuses artifacts, and a skopeo that accepts them must report our digest."""
     require_tool("skopeo")
+    want = read_layout(layout)["demo-recipe"]
     raw = _run("skopeo", "inspect", "--raw", f"oci:{layout}:demo-recipe")
     assert raw.returncode == 0, raw.stderr
     assert json.loads(raw.stdout)["artifactType"] == ARTIFACT_TYPE
+    assert "sha256:" + hashlib.sha256(raw.stdout.encode()).hexdigest() == want.digest
+    dest = tmp_path / "copy"
+    done = _run("skopeo", "copy", f"oci:{layout}:demo-recipe", f"oci:{dest}:r")
+    assert done.returncode == 0, done.stderr
+    verify_layout(dest)
+    assert read_layout(dest)["r"].digest == want.digest
     cooked = _run("skopeo", "inspect", f"oci:{layout}:demo-recipe")
-    if cooked.returncode != 0:
-        assert "artifact" in cooked.stderr or "vnd.oci.empty" in cooked.stderr
+    if cooked.returncode == 0:
+        assert json.loads(cooked.stdout)["Digest"] == want.digest
+    else:
+        assert "artifact" in cooked.stderr and "vnd.oci.empty" in cooked.stderr, cooked.stderr
 
 
 def test_skopeo_copies_layout_to_layout(require_tool, layout, tmp_path):

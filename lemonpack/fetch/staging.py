@@ -1,0 +1,181 @@
+"""Temp files and directories that say whether their writer is still alive.
+
+A download or a build writes into a temp file (or directory) beside its final place and
+renames it in when done. A writer killed with SIGKILL, or a power loss, leaves the temp
+behind; engine archives are often several GB, so such leftovers must go, but never a temp
+that another process is still writing.
+
+The writer holds an exclusive ``flock(2)`` on its temp for as long as it writes it (the
+kernel drops the lock when the process dies, whatever killed it). A temp is **stale**
+exactly when that lock can be taken: :func:`sweep` takes it, checks that the name still
+refers to the inode it locked, removes it and lets go. A writer that lost the race between
+creating its temp and locking it notices (the name no longer refers to its inode) and
+starts over with a new temp. ``flock`` locks live on the open file description, so they
+also work on directories (Linux ``flock(2)``; not on NFS before Linux 2.6.12).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+
+def _same(fd: int, path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_ino, st.st_dev) == (own.st_ino, own.st_dev)
+
+
+def locked_temp_file(directory: Path, prefix: str = ".tmp-") -> tuple[BinaryIO, Path]:
+    """Create ``directory/<prefix><random>`` (mode 0600), lock it; return ``(file, path)``.
+
+    The lock lasts until ``file`` is closed (or the process dies), so close it only after
+    the temp was renamed to its final name or removed. Raises ``OSError``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _same(fd, name):
+            return os.fdopen(fd, "wb"), Path(name)
+        os.close(fd)  # a sweeper removed it between mkstemp and flock: try again
+
+
+class LockedDir:
+    """A temp directory ``path`` whose lock is held until :meth:`close` (see the module
+    docstring). Use as a context manager; closing does not remove the directory."""
+
+    def __init__(self, directory: Path, prefix: str):
+        directory.mkdir(parents=True, exist_ok=True)
+        while True:
+            name = tempfile.mkdtemp(dir=directory, prefix=prefix)
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same(fd, name):
+                self.path, self._fd = Path(name), fd
+                return
+            os.close(fd)
+
+    def close(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "LockedDir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove a directory tree even where an archive made directories read-only."""
+    for root, dirs, _files in os.walk(path):
+        for d in dirs:
+            p = os.path.join(root, d)
+            if not os.path.islink(p):
+                try:
+                    os.chmod(p, 0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def is_stale(path: Path) -> bool:
+    """True when nobody holds the lock of the temp ``path`` right now (a snapshot)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    finally:
+        os.close(fd)
+
+
+def partials(directory: Path, prefixes: tuple[str, ...]) -> list[Path]:
+    """The temps (files or directories) in ``directory`` whose names start with one of
+    ``prefixes``, live or stale, sorted; ``[]`` when ``directory`` is missing."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(directory / n for n in names if n.startswith(prefixes))
+
+
+def sweep(directory: Path, prefixes: tuple[str, ...]) -> list[tuple[Path, int]]:
+    """Remove the stale temps of ``directory`` (see :func:`partials`); live ones (their
+    lock is held) are left alone. Returns ``[(path, bytes freed)]`` of what was removed.
+    Symlinks with those names are removed without being followed."""
+    removed = []
+    for path in partials(directory, prefixes):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            path.unlink(missing_ok=True)
+            removed.append((path, 0))
+            continue
+        flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if stat.S_ISDIR(st.st_mode) else 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    continue  # a live writer
+                raise
+            if not _same(fd, str(path)):
+                continue  # renamed into place or replaced meanwhile
+            if stat.S_ISDIR(st.st_mode):
+                size = tree_size(path)
+                remove_tree(path)
+            else:
+                size = st.st_size
+                path.unlink(missing_ok=True)
+            removed.append((path, size))
+        finally:
+            os.close(fd)
+    return removed
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (or of ``path`` itself), symlinks not followed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                s = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            if stat.S_ISREG(s.st_mode):
+                total += s.st_size
+    return total
+
+
+__all__ = ["locked_temp_file", "LockedDir", "sweep", "partials", "is_stale", "tree_size", "remove_tree"]

@@ -1,0 +1,369 @@
+"""Extraction and caches that cannot be fooled (issue 6, section 3; cases 02-05), through
+the CLI with a real mirror on 127.0.0.1."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from buildkit import blob, tags, tar_gz
+from lemonpack.oci import verify_layout
+
+URL = "https://example.invalid/bt/artifact.tar.gz"
+RECIPE = "hardening-test"
+
+
+def recipe(tmp_path: Path, sha_hex: str, *, top_level: bool = False) -> Path:
+    """A pinned variant_of recipe for :data:`URL`; ``top_level`` puts ``source`` at the top."""
+    block = {"binary": "llama-server"}
+    doc = {"recipe": RECIPE, "display_name": "x", "api_contract_version": "1", "variant_of": "llamacpp",
+           "capabilities": ["chat_completion"], "version_policy": "pinned",
+           "platforms": {"linux": {"cpu": block}}}
+    where = doc if top_level else block
+    where["source"], where["sha256"] = URL, "sha256:" + sha_hex
+    p = tmp_path / "recipe.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def tar_with(members: list[tuple[str, str, bytes | str]]) -> bytes:
+    """A tar.gz of ``(kind, name, data-or-linkname)``; kind ``file``, ``sym``, ``hard``, ``dir``."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for kind, name, data in members:
+            ti = tarfile.TarInfo(name)
+            if kind == "file":
+                ti.size, ti.mode = len(data), 0o755
+                tf.addfile(ti, io.BytesIO(data))
+                continue
+            ti.type = {"sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE, "dir": tarfile.DIRTYPE}[kind]
+            ti.mode = 0o755
+            if kind != "dir":
+                ti.linkname = data
+            tf.addfile(ti)
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+@pytest.fixture
+def host(monkeypatch):
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", '{"os": "linux", "accelerators": ["cpu"]}')
+
+
+def _serve(site, data: bytes) -> str:
+    site.put(URL, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------ case 02: link chains
+
+DEEP = "/".join(f"d{i}" for i in range(1, 25))
+CHAIN = [("dir", DEEP, b""), ("sym", f"{DEEP}/s", "/".join([".."] * 24)),
+         ("sym", "llama-server", f"{DEEP}/s/" + "/".join([".."] * 25) + "/usr/bin/id"),
+         ("sym", "escape", f"{DEEP}/s/" + "/".join([".."] * 25) + "/etc")]
+
+
+@pytest.mark.parametrize("top_level", [False, True])
+def test_case02_symlink_chain_refused_by_install_and_build(tmp_path, site, lp, host, build_env, top_level):
+    r = recipe(tmp_path, _serve(site, tar_with(CHAIN)), top_level=top_level)
+    field = "source (used by platforms.linux.cpu)" if top_level else "platforms.linux.cpu.source"
+    res = lp("install", r, "--yes", "--mirror", site.base)
+    assert res.code == 5, res
+    assert f"{r}: {field}" in res.text and "unsafe member 'llama-server'" in res.text
+    assert "resolves outside" in res.text and str(build_env) not in res.text
+    assert not (build_env / "external" / RECIPE).exists()
+    assert [p.name for p in (build_env / "external").iterdir()] == []  # no staging left
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 5, res
+    assert f"{r}: {field}" in res.text and "unsafe member 'llama-server'" in res.text
+    assert str(build_env) not in res.text and "scratch" not in res.text  # refused at extraction
+    assert not (tmp_path / "oci").exists()
+
+
+@pytest.mark.parametrize("members, member, why", [
+    # a link checked while 'x' is missing cannot have '..' after it: 'x -> .' later would move it
+    ([("sym", "a", "x/../../etc"), ("sym", "x", ".")], "a", "'..' after 'x'"),
+    ([("dir", "sub", b""), ("sym", "d", "sub"), ("sym", "a", "d/../f"), ("sym", "d", ".")],
+     "d", "replaces the symlink"),
+    ([("dir", "sub", b""), ("sym", "l", "sub"), ("file", "l/llama-server", b"x")],
+     "l/llama-server", "through the symlink 'l'"),
+    ([("hard", "h", "../../etc/passwd")], "h", "leaves the destination"),
+    ([("sym", "l", "."), ("file", "f", b"x"), ("hard", "h", "l/f")], "h", "goes through a symlink"),
+    ([("sym", "a", "b"), ("sym", "b", "a")], "b", "more than 40 symlinks"),
+    ([("file", "f", b"x"), ("sym", "a", "f/../../x")], "a", "'..' after 'f'"),
+])
+def test_later_members_cannot_redirect_checked_paths(tmp_path, site, lp, host, build_env, members, member, why):
+    data = tar_with([("file", "llama-server", b"#!/bin/sh\n")] + members)
+    r = recipe(tmp_path, _serve(site, data))
+    for args in (("install", r, "--yes"), ("build", r, "--out", tmp_path / "oci")):
+        res = lp(*args, "--mirror", site.base)
+        assert res.code == 5, res
+        assert f"unsafe member {member!r}" in res.text and why in res.text, res.text
+    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
+
+
+def test_links_that_stay_inside_are_installed_and_packaged_alike(tmp_path, site, lp, host, build_env):
+    members = [("dir", "lib/sub", b""), ("file", "lib/sub/real", b"payload"),
+               ("sym", "lib/cur", "sub"), ("sym", "lib/up", "cur/../sub/real"),
+               ("sym", "llama-server", "bin/run"), ("file", "bin/run", b"#!/bin/sh\n")]
+    r = recipe(tmp_path, _serve(site, tar_with(members)))
+    assert lp("install", r, "--yes", "--mirror", site.base).code == 0
+    dest = build_env / "external" / RECIPE
+    assert (dest / "lib" / "up").read_bytes() == b"payload"
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 0, res
+    layout = tmp_path / "oci"
+    manifest = json.loads(blob(layout, tags(layout)[f"{RECIPE}.linux-cpu"]["digest"]))
+    with tarfile.open(fileobj=io.BytesIO(blob(layout, manifest["layers"][0]["digest"]))) as tf:
+        links = {m.name: m.linkname for m in tf if m.issym()}
+    prefix = f"opt/lemonpack/{RECIPE}/"
+    assert links == {prefix + "lib/cur": "sub", prefix + "lib/up": "cur/../sub/real",
+                     prefix + "llama-server": "bin/run"}
+
+
+# ------------------------------------------------------------------ case 04: whiteouts
+
+@pytest.mark.parametrize("name", ["lib/.wh.", "lib/.wh.libggml.so", ".wh..wh..opq", "d/.wh.x/f"])
+def test_case04_whiteout_names_refused_by_build_and_install(tmp_path, site, lp, host, build_env, name):
+    data = tar_gz([("llama-server", b"#!/bin/sh\n", 0o755), ("lib/libggml.so", b"so", 0o755), (name, b"", 0o755)])
+    r = recipe(tmp_path, _serve(site, data))
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 5, res
+    assert f"{r}: platforms.linux.cpu.source" in res.text and f"unsafe member {name!r}" in res.text
+    assert "whiteout" in res.text and not (tmp_path / "oci").exists()
+    res = lp("install", r, "--yes", "--mirror", site.base)
+    assert res.code == 5 and f"unsafe member {name!r}" in res.text
+    assert not (build_env / "external" / RECIPE).exists()
+
+
+# ------------------------------------------------------------------ case 03: corrupted entries
+
+TAMPERED = tar_gz([("llama-server", b"#!/bin/sh\necho TAMPERED\n", 0o755)])
+
+
+def _layout_bytes(layout: Path) -> bytes:
+    return b"".join(gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes()
+                    for p in (layout / "blobs" / "sha256").iterdir())
+
+
+def test_case03_corrupted_artifact_entry_is_dropped_and_fetched_again(tmp_path, site, lp, host, build_env):
+    good = tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])
+    h = _serve(site, good)
+    r = recipe(tmp_path, h)
+    assert lp("install", r, "--yes", "--mirror", site.base).code == 0
+    entry = build_env / "artifacts" / "sha256" / h
+    assert entry.stat().st_mode & 0o777 == 0o444
+    entry.chmod(0o644)
+    entry.write_bytes(TAMPERED)
+    served = len(site.requests)
+    res = lp("install", r, "--yes", "--mirror", site.base)
+    assert res.code == 0, res
+    assert b"TAMPERED" not in (build_env / "external" / RECIPE / "llama-server").read_bytes()
+    assert len(site.requests) == served + 1  # fetched again
+    assert hashlib.sha256(entry.read_bytes()).hexdigest() == h
+    entry.chmod(0o644)
+    entry.write_bytes(TAMPERED)
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 0, res
+    verify_layout(tmp_path / "oci")
+    assert b"TAMPERED" not in _layout_bytes(tmp_path / "oci")
+
+
+def test_case03_refetch_that_is_wrong_too_exits_3_and_changes_nothing(tmp_path, site, lp, host, build_env):
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    r = recipe(tmp_path, h)
+    assert lp("install", r, "--yes", "--mirror", site.base).code == 0
+    before = (build_env / "external" / RECIPE / "llama-server").read_bytes()
+    entry = build_env / "artifacts" / "sha256" / h
+    entry.chmod(0o644)
+    entry.write_bytes(TAMPERED)
+    site.put(URL, TAMPERED)  # the mirror now serves other bytes too
+    res = lp("install", r, "--yes", "--mirror", site.base)
+    assert res.code == 3 and f"expected sha256:{h}" in res.text
+    assert not entry.exists()
+    assert (build_env / "external" / RECIPE / "llama-server").read_bytes() == before
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 3 and not (tmp_path / "oci").exists()
+
+
+@pytest.mark.parametrize("damage", ["append", "other-gzip", "record-diff-id"])
+def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build_env, damage):
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    r = recipe(tmp_path, h)
+    assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
+    layers = build_env / "layers"
+    (rec,) = layers.glob("*.json")
+    info = json.loads(rec.read_text())
+    cached = layers / "blobs" / info["digest"][7:]
+    assert cached.stat().st_nlink == 1  # the layout holds a copy, not a hard link
+    cached.chmod(0o644)
+    if damage == "append":
+        cached.write_bytes(cached.read_bytes() + b"junk")
+    elif damage == "other-gzip":
+        cached.write_bytes(TAMPERED)
+    else:
+        rec.write_text(json.dumps({**info, "diff_id": "sha256:" + "0" * 64}))
+    res = lp("build", r, "--out", tmp_path / "b", "--mirror", site.base)
+    assert res.code == 0, res
+    verify_layout(tmp_path / "b")
+    # the rebuilt layout is the same image, byte for byte, and the cache is whole again
+    assert tags(tmp_path / "b") == tags(tmp_path / "a")
+    assert json.loads(rec.read_text()) == info
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == info["digest"][7:]
+
+
+def test_write_through_layout_does_not_reach_the_cache(tmp_path, site, lp, build_env):
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    r = recipe(tmp_path, h)
+    assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
+    for p in (tmp_path / "a" / "blobs" / "sha256").iterdir():
+        p.chmod(0o644)
+        p.write_bytes(b"overwritten in the layout")
+    assert lp("cache", "verify").code == 0  # nothing in the cache changed
+
+
+# ------------------------------------------------------------------ lemonpack cache
+
+def test_cache_list_verify_clean(tmp_path, site, lp, host, build_env):
+    data = tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])
+    r = recipe(tmp_path, _serve(site, data))
+    assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
+    assert lp("install", r, "--yes", "--mirror", site.base).code == 0
+    res = lp("cache", "list", "--json")
+    assert res.code == 0
+    doc = res.json()
+    assert doc["root"] == str(build_env)
+    assert {e["cache"] for e in doc["entries"]} == {"artifacts", "layers"}
+    art = [e for e in doc["entries"] if e["cache"] == "artifacts"]
+    assert art[0]["size"] == len(data) and art[0]["name"] == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert doc["total"] == sum(e["size"] for e in doc["entries"]) == sum(c["size"] for c in doc["caches"].values())
+    text = lp("cache", "list")
+    assert text.code == 0 and "artifacts: 1 item(s)" in text.text and "total:" in text.text
+
+    assert lp("cache", "verify").code == 0
+    entry = Path(art[0]["path"])
+    entry.chmod(0o644)
+    entry.write_bytes(b"rot")
+    res = lp("cache", "verify", "--json")
+    assert res.code == 3
+    assert [b["name"] for b in res.json()["bad"]] == [art[0]["name"]] and not entry.exists()
+    assert lp("cache", "verify").code == 0
+
+    res = lp("cache", "clean", "--json")
+    assert res.code == 0 and res.json()["freed"] > 0
+    assert lp("cache", "list", "--json").json()["entries"] == []
+    assert (build_env / "external" / RECIPE / "llama-server").is_file()  # installs are not a cache
+
+
+# ------------------------------------------------------------------ case 05: partial downloads
+
+class _SlowHandler(http.server.BaseHTTPRequestHandler):
+    """Sends half of the body at once, then one byte a second (a download that lasts)."""
+
+    body = b""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        data = self.server.body
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            if self.path.startswith("/good/"):
+                self.wfile.write(data)
+                return
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            for b in data[len(data) // 2:]:
+                if self.server.stopping.wait(1):
+                    return
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def slow_server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowHandler)
+    srv.body = tar_gz([("llama-server", b"#!/bin/sh\n", 0o755), ("big.bin", os.urandom(1 << 20), 0o644)])
+    srv.stopping = threading.Event()
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield srv
+    srv.stopping.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def _install_process(r: Path, mirror: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from lemonpack.cli import main; main()", "install", str(r),
+                             "--yes", "--mirror", mirror], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _wait_partials(d: Path, n: int, known: set = frozenset()) -> set[Path]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = set(d.glob(".tmp-*")) if d.is_dir() else set()
+        if len(found - set(known)) >= n:
+            time.sleep(0.2)  # the writer locks its temp right after creating it
+            return found - set(known)
+        time.sleep(0.05)
+    raise AssertionError(f"no partial download appeared in {d}")
+
+
+@pytest.mark.slow
+def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_server, lp, build_env, monkeypatch):
+    host_facts = '{"os": "linux", "accelerators": ["cpu"]}'
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", host_facts)
+    r = recipe(tmp_path, hashlib.sha256(slow_server.body).hexdigest())
+    base = f"http://127.0.0.1:{slow_server.server_address[1]}"
+    env = {**os.environ, "LEMONPACK_CACHE_DIR": str(build_env), "LEMONPACK_HOST_FACTS": host_facts}
+    store = build_env / "artifacts" / "sha256"
+
+    def killed_download(known: set) -> Path:
+        p = _install_process(r, f"{base}/slow", env)
+        (new,) = _wait_partials(store, 1, known)
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+        return new
+
+    stale = killed_download(set())
+    assert stale.exists()
+    live = _install_process(r, f"{base}/slow", env)  # a concurrent download, still being written
+    try:
+        (writing,) = _wait_partials(store, 1, {stale})
+        assert not stale.exists()  # the next fetch removed the killed one
+        stale = killed_download({writing})  # its sweep left the live one alone
+        assert writing.exists() and stale.exists()
+        listed = {e["name"]: e["state"] for e in lp("cache", "list", "--json").json()["entries"]}
+        assert listed == {writing.name: "partial-live", stale.name: "partial-stale"}
+        res = lp("cache", "clean", "--partial", "--json")
+        assert res.code == 0
+        assert [Path(e["path"]) for e in res.json()["removed"]] == [stale]
+        assert writing.exists() and not stale.exists() and live.poll() is None
+        stale = killed_download({writing})
+        res = lp("install", r, "--yes", "--mirror", f"{base}/good")
+        assert res.code == 0, res
+        assert not stale.exists() and writing.exists() and live.poll() is None
+        assert lp("cache", "clean").code == 0 and writing.exists()  # not even a full clean
+    finally:
+        live.send_signal(signal.SIGKILL)
+        live.wait(10)
+    assert lp("cache", "clean", "--partial").code == 0
+    assert list(store.glob(".tmp-*")) == []
