@@ -113,7 +113,7 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
     curl_line = one(commands(section("Try the example").split("From another terminal", 1)[1]), "curl ")
     readme_port = re.search(r"--port (\d+)", run_line).group(1)
     assert f"127.0.0.1:{readme_port}/" in curl_line
-    answer = re.search(r"whose message is `([^`]+)`", section("Try the example")).group(1)
+    answer = re.search(r"whose message is\s+`([^`]+)`", section("Try the example")).group(1)
 
     # 1. build (twice: the same bytes)
     built = run_cli(readme_build_line(), cwd, env)
