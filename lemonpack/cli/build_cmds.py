@@ -87,7 +87,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     _check_choice(os_name, OS_NAMES, "--os")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
     _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
-    _check_mirror(mirror)
+    if not example:  # the example ignores LEMONPACK_MIRROR
+        _check_mirror(mirror)
     loaded, problems = [], []
     for path in recipes:
         try:
@@ -147,18 +148,15 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     asks for consent; --yes skips the question, and a non-interactive run without --yes
     refuses. --example installs the shipped example engine: then `lemonpack run --example`.
     """
+    import contextlib
     import sys
 
     from lemonpack.builder.install import install_recipe, plan_install
     from lemonpack.cli._app import resolve_recipe
-    from lemonpack.contract import detect_host
+    from lemonpack.contract import detect_host, load_recipe
     from lemonpack.errors import LemonpackError
-    from lemonpack.fetch import Mirror
-
-    import contextlib
-
-    from lemonpack.contract import load_recipe
     from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
+    from lemonpack.fetch import Mirror
 
     if example and (recipe_ref or mirror):
         raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
@@ -166,7 +164,8 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     if not example and not recipe_ref:
         raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
-    _check_mirror(mirror)
+    if not example:  # the example ignores LEMONPACK_MIRROR
+        _check_mirror(mirror)
     recipe = load_recipe(EXAMPLE_RECIPE) if example else resolve_recipe(recipe_ref)
     plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
     if not json_out:
