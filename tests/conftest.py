@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from support.fileserver import LocalServer
+from support.collection import uncollected_test_files
 from support.tools import need
 
 
@@ -46,18 +47,11 @@ def pytest_collectreport(report):
         _collected_modules.add((_TESTS.parent / path).resolve())
 
 
-def uncollected_test_files(collected: set[Path], root: Path = _TESTS) -> list[Path]:
-    """Test files (``test_*.py``, ``*_test.py``) under ``root`` that are not in ``collected``."""
-    on_disk = {p.resolve() for pat in ("test_*.py", "*_test.py") for p in root.rglob(pat)
-               if "__pycache__" not in p.parts}
-    return sorted(on_disk - collected)
-
-
 def pytest_collection_finish(session):
     whole = all(Path(a).resolve() in (_TESTS, _TESTS.parent) for a in session.config.args)
     if not whole:
         return
-    missing = uncollected_test_files(_collected_modules)
+    missing = uncollected_test_files(_collected_modules, _TESTS)
     if missing:
         raise pytest.UsageError(
             "test files on disk that this run did not collect (norecursedirs? a name clash?):\n  "

@@ -45,6 +45,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.oci.cmdline import read_container_argv
 from lemonpack.runtime import probes
 from lemonpack.runtime.logs import LogRing
 from lemonpack.runtime.plan import LaunchPlan
@@ -258,14 +259,20 @@ def holds_socket(pids, inodes: set[int]) -> bool:
 
 
 def inject_labels(argv: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
-    """``argv`` of a ``podman|docker ... run ...`` with ``--label k=v`` inserted right after
-    ``run`` (unchanged when there is no ``run``)."""
+    """``argv`` of a container ``run``/``create`` (as :func:`lemonpack.oci.cmdline.read_container_argv`
+    reads it: any container CLI, global options, ``container run``, wrappers in front) with
+    ``--label k=v`` inserted right after the subcommand; unchanged for any other argv.
+    Raises :class:`~lemonpack.oci.cmdline.UnreadableCommandLine` for an unreadable argv."""
+    inv = read_container_argv(argv)
+    return tuple(argv) if inv is None else inv.with_labels(argv, labels)
+
+
+def reaches_container_cli(argv: tuple[str, ...]) -> bool:
+    """True when ``argv`` calls a container CLI (through wrappers too), or may (unreadable)."""
     try:
-        i = argv.index("run", 1)
-    except ValueError:
-        return argv
-    extra = tuple(x for k, v in labels.items() for x in ("--label", f"{k}={v}"))
-    return argv[: i + 1] + extra + argv[i + 1:]
+        return read_container_argv(argv) is not None
+    except LemonpackError:
+        return True
 
 
 def _ctl(runtime: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
@@ -451,7 +458,7 @@ class Engines:
         listener visible in this network namespace, or a container launch, whose port is
         published by the container runtime's own processes)."""
         plan = eng.plan
-        if plan.container_name or plan.container_runtime or os.path.basename(plan.argv[0]) in ("podman", "docker"):
+        if plan.container_name or plan.container_runtime or reaches_container_cli(plan.argv):
             return None
         inodes = listening_inodes(plan.port)
         if not inodes:
