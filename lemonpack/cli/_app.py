@@ -12,8 +12,14 @@ from rich.console import Console
 if TYPE_CHECKING:
     from lemonpack.contract import Recipe
 
+#: Help pages are click's plain ones (``rich_markup_mode=None`` on every Typer of the CLI):
+#: typer's rich panels (typer 0.29) print a type column for flags too (``--json <bool>``),
+#: suggesting a value the flag does not take. Plain help lists flags bare.
+HELP_MARKUP = None
+
 app = typer.Typer(
     name="lemonpack",
+    rich_markup_mode=HELP_MARKUP,
     help="Reproducible, verifiable, runnable out-of-tree inference engines: "
     "lint recipes, build them into OCI layouts and Nix expressions, run them.",
     no_args_is_help=True,

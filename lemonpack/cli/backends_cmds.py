@@ -11,10 +11,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.runtime.discovery import BACKENDS_PATH_ENV, Discovery
 
-backends_app = typer.Typer(help="External backend recipes found on this machine.", no_args_is_help=True)
+backends_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
+                         help="External backend recipes found on this machine.", no_args_is_help=True)
 app.add_typer(backends_app, name="backends")
 
 

@@ -18,6 +18,8 @@ MIRROR_OPTION = typer.Option(
          "hashes stay pinned. Default: $LEMONPACK_MIRROR.")
 INSECURE_OPTION = typer.Option(False, "--allow-insecure-mirror",
                                help="Allow a plain-http mirror on a non-loopback host.")
+EXAMPLE_HELP = ("Build only lemonpack's shipped example recipe (hello-engine), its artifact served from "
+                "the installed package on 127.0.0.1 (no network needed); takes no RECIPE.json or --mirror.")
 
 
 #: OCI ``architecture`` values (Go's GOARCH names, image-spec config.md).
@@ -54,8 +56,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                                        "(default: this machine's, e.g. amd64)."),
           progress: bool = typer.Option(None, "--progress/--no-progress",
                                         help="Download progress bars (default: when stderr is a terminal)."),
-          example: bool = typer.Option(False, "--example", help="Also build lemonpack's shipped example "
-                                       "recipe, its artifact served from 127.0.0.1 (no network needed)."),
+          example: bool = typer.Option(False, "--example", help=EXAMPLE_HELP),
           json_out: bool = JSON_OPTION) -> int:
     """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
 
@@ -86,7 +87,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     _check_choice(os_name, OS_NAMES, "--os")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
     _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
-    _check_mirror(mirror)
+    if not example:  # the example ignores LEMONPACK_MIRROR
+        _check_mirror(mirror)
     loaded, problems = [], []
     for path in recipes:
         try:
@@ -126,7 +128,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
 
 @app.command()
-def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
+def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
                                             help="A variant_of recipe: a JSON file or the id of a discovered recipe."),
             accelerator: str = typer.Option(None, "--accelerator", help="Which platform block's artifact."),
             arch: str = typer.Option(None, "--arch", help="GPU arch for arch overrides (default: detected)."),
@@ -135,25 +137,36 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
             progress: bool = typer.Option(None, "--progress/--no-progress",
                                           help="Download progress bar (default: when stderr is a terminal)."),
+            example: bool = typer.Option(False, "--example", help="Install lemonpack's shipped example "
+                                         "(hello-engine), its artifact served from the installed package on "
+                                         "127.0.0.1 (no network needed); takes no RECIPE or --mirror."),
             json_out: bool = JSON_OPTION) -> int:
     """Install a variant_of recipe's artifact for this host (download, verify, unpack).
 
     The artifact lands in <cache>/external/<recipe>/, where its launch plan finds the
     binary (RFC section 10). Prints the provenance and a no-sandbox disclosure first and
     asks for consent; --yes skips the question, and a non-interactive run without --yes
-    refuses.
+    refuses. --example installs the shipped example engine: then `lemonpack run --example`.
     """
+    import contextlib
     import sys
 
     from lemonpack.builder.install import install_recipe, plan_install
     from lemonpack.cli._app import resolve_recipe
-    from lemonpack.contract import detect_host
+    from lemonpack.contract import detect_host, load_recipe
     from lemonpack.errors import LemonpackError
+    from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
     from lemonpack.fetch import Mirror
 
+    if example and (recipe_ref or mirror):
+        raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
+                                 param_hint="--example")
+    if not example and not recipe_ref:
+        raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
-    _check_mirror(mirror)
-    recipe = resolve_recipe(recipe_ref)
+    if not example:  # the example ignores LEMONPACK_MIRROR
+        _check_mirror(mirror)
+    recipe = load_recipe(EXAMPLE_RECIPE) if example else resolve_recipe(recipe_ref)
     plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
     if not json_out:
         for line in plan.disclosure():
@@ -164,10 +177,15 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
                                  "pass --yes")
         if not typer.confirm("Install?", default=False, err=True):
             raise LemonpackError("not confirmed; nothing installed")
-    done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
-                          progress=progress)
+    with contextlib.ExitStack() as stack:
+        if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
+            mirror = stack.enter_context(serve_mirror())
+        done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
+                              progress=progress)
     if json_out:
         print_json(done)
     else:
         console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
+        if example:
+            console.print("next: lemonpack run --example", markup=False)
     return 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract import detect_host
 from lemonpack.contract.schemalock import check_lock, refresh_lock
 
@@ -56,7 +56,8 @@ def host(json_out: bool = JSON_OPTION) -> int:
     return 0
 
 
-schema_app = typer.Typer(help="The shipped recipe schemas and their lock file.", no_args_is_help=True)
+schema_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
+                       help="The shipped recipe schemas and their lock file.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 
 

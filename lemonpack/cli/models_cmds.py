@@ -24,14 +24,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract.builtins import BUILTIN_RECIPES
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 from lemonpack.runtime.discovery import Discovery
 from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
                                       parse_checkpoint, parse_option)
 
-models_app = typer.Typer(help="Models registered in user_models.json (name, recipe, checkpoints, options).",
+models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
+                         help="Models registered in user_models.json (name, recipe, checkpoints, options).",
                          no_args_is_help=True)
 app.add_typer(models_app, name="models")
 

@@ -75,14 +75,18 @@ def _check_device(rec, host, device: str | None) -> None:
 
 @app.command("run")
 def run(
-    recipe: str = typer.Argument(..., help="Recipe file (JSON) or the id of a discovered recipe."),
-    model: str = typer.Option(..., "--model", "-m", help="Model file (checkpoint 'main') or a registered model name."),
+    recipe: str | None = typer.Argument(None, metavar="RECIPE",
+                                        help="Recipe file (JSON) or the id of a discovered recipe."),
+    model: str | None = typer.Option(None, "--model", "-m", help="Model file (checkpoint 'main') or a registered "
+                                     "model name; required unless --example."),
     device: str | None = typer.Option(None, "--device", help="Accelerator block to use (cpu, vulkan, rocm ...)."),
     option: list[str] = typer.Option([], "--option", "-o", help="Recipe option KEY=VALUE (repeatable)."),
     port: int | None = typer.Option(None, "--port", min=1, max=65535,
                                     help="Port for the engine, 1..65535; it must be free (default: a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the engine listens on."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the engine's log lines."),
+    example: bool = typer.Option(False, "--example", help="Run lemonpack's shipped example engine (hello-engine, "
+                                 "installed by `lemonpack install --example`), by default with its stand-in model."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
@@ -94,6 +98,17 @@ def run(
     from lemonpack.runtime.models import parse_option
     from lemonpack.runtime.probes import describe_probe
 
+    if example:  # the shipped example: `lemonpack install --example` put its engine in place
+        from lemonpack.examples import EXAMPLE_MODEL, EXAMPLE_RECIPE
+
+        if recipe is not None:
+            raise typer.BadParameter("--example runs the shipped example recipe; give no RECIPE",
+                                     param_hint="--example")
+        recipe, model = str(EXAMPLE_RECIPE), model or str(EXAMPLE_MODEL)
+    if recipe is None:
+        raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
+    if model is None:
+        raise typer.BadParameter("a model file or registered model name is required", param_hint="'--model' / '-m'")
     rec = resolve_recipe(recipe)
     require_pinned(rec)  # the lint/build digest-pinning policy: ManifestError with every problem
     facts = detect_host()
@@ -113,7 +128,7 @@ def run(
     else:
         port = _free_port(host)
     plan = build_launch_plan(rec, spec, facts, device=device, port=port,
-                             host_addr=host, options=options, install_ref=recipe)
+                             host_addr=host, options=options, install_ref="--example" if example else recipe)
     probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():
         probe_text += "; the default probe: the recipe sets no health_probe"

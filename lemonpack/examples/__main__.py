@@ -1,0 +1,36 @@
+"""``python -m lemonpack.examples``: rewrite the example artifact from ``engine/hello-engine``
+and pin its sha256 in ``hello-engine.json`` (run it after editing the engine)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from lemonpack.examples import ENGINE_SOURCE, EXAMPLE_ARCHIVE, EXAMPLE_RECIPE, engine_archive
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    """Write the archive and the recipe's ``sha256`` (atomically); print the new digest."""
+    data = engine_archive(ENGINE_SOURCE)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    EXAMPLE_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+    _write(EXAMPLE_ARCHIVE, data)
+    doc = json.loads(EXAMPLE_RECIPE.read_text())
+    doc["sha256"] = digest
+    _write(EXAMPLE_RECIPE, (json.dumps(doc, indent=2) + "\n").encode())
+    print(f"{EXAMPLE_ARCHIVE.name}: {digest}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Every ``--help`` page of the CLI, walked from the real command tree: flags are listed
+bare (a flag takes no value, so ``--json <bool>`` would tell the user to type one), and
+``build --help`` says what ``--example`` really does."""
+
+from __future__ import annotations
+
+import typer
+
+from lemonpack.cli import app, main
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command path of the CLI, the root included (``[]``, ``["models", "add"]``, ...)."""
+    def walk(cmd, path):
+        yield path
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            yield from walk(sub, [*path, name])
+    return list(walk(typer.main.get_command(app), []))
+
+
+def _help(path: list[str], capsys) -> str:
+    capsys.readouterr()
+    assert main([*path, "--help"]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_walk_sees_every_command():
+    paths = {" ".join(p) for p in _command_paths()}
+    assert {"build", "install", "run", "lint", "models add", "backends list", "schema check"} <= paths
+
+
+def test_no_help_page_shows_a_value_for_a_flag(capsys):
+    for path in _command_paths():
+        page = _help(path, capsys)
+        assert "--help" in page, path
+        assert "<bool>" not in page, f"lemonpack {' '.join(path)} --help:\n{page}"
+        for line in page.splitlines():
+            if line.strip().startswith(("--json", "--yes", "-y,", "--help", "--example")):
+                assert "<" not in line.split("  ")[0], f"{path}: {line!r}"
+
+
+def test_build_help_says_example_builds_the_example_alone(capsys):
+    page = " ".join(_help(["build"], capsys).split())
+    assert "Also build" not in page
+    assert "--example Build only lemonpack's shipped example" in page
