@@ -2,9 +2,15 @@
 
 Validation (RFC section 4, strict: reject rather than ignore) runs in three passes and
 reports every problem of a file together, each naming the file, the JSON path of the
-field and the rule: (1) JSON syntax and duplicate keys, (2) the shipped JSON Schema
-(draft 2020-12, :mod:`lemonpack.contract.schemalock`), (3) the semantic rules of
-:mod:`lemonpack.contract.rules`. Loading never touches the network or the hardware.
+field and the rule: (1) reading and JSON syntax (:func:`read_json_text`,
+:func:`parse_json_strict`: size, UTF-8, nesting depth, duplicate keys, lone surrogates,
+numbers out of range), (2) the shipped JSON Schema (draft 2020-12,
+:mod:`lemonpack.contract.schemalock`) with ``pattern`` anchored as ECMA-262 anchors it
+and a linear ``uniqueItems``, (3) the semantic rules of :mod:`lemonpack.contract.rules`.
+
+Any input gets an answer (problems, or a model) in time and memory linear in its size:
+nothing here raises for a file's content, and recursion is bounded by :data:`MAX_DEPTH`.
+Loading never touches the network or the hardware.
 """
 
 from __future__ import annotations
