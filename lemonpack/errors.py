@@ -11,8 +11,23 @@ failed (nix, podman), 7 runtime (engine failed to start or probe).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+#: Characters that would split or hide a line of text output: C0/C1 controls, DEL, the
+#: Unicode line/paragraph separators, and lone surrogates (not encodable as UTF-8).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character of :data:`_UNSAFE` escaped (``\\n``, ``\\x1b``,
+    ``\\ud800``), so a name or value taken from a file prints as part of one line."""
+    def esc(m: re.Match) -> str:
+        ch = m.group()
+        return _SHORT.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return _UNSAFE.sub(esc, text)
 
 
 class LemonpackError(Exception):
@@ -41,8 +56,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """``FILE: PATH: MESSAGE [RULE]`` on one line (controls escaped, :func:`one_line`)."""
         where = f"{self.file}: {self.path}" if self.path else f"{self.file}"
-        return f"{where}: {self.message} [{self.rule}]"
+        return one_line(f"{where}: {self.message} [{self.rule}]")
 
     def to_json(self) -> dict[str, str]:
         """``{"file", "path", "rule", "message"}``."""

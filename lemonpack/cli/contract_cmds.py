@@ -9,6 +9,7 @@ import typer
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract import detect_host
 from lemonpack.contract.schemalock import check_lock, refresh_lock
+from lemonpack.errors import LemonpackError, Problem, one_line
 
 
 @app.command()
@@ -17,13 +18,16 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
     """Check recipes against contract major 1 (schema, semantic rules, digest pinning).
 
     Exit 0 when every file passes, 1 otherwise; one line per problem on stdout:
-    FILE: JSON.PATH: MESSAGE [RULE].
+    FILE: JSON.PATH: MESSAGE [RULE] (control characters in names and values escaped).
     """
     from lemonpack.builder.checks import lint_problems
 
     results = []
-    for f in files:
-        problems = lint_problems(f)  # contract problems, else the build policy's: one read
+    for f in files:  # one file's failure never stops the others from being reported
+        try:
+            problems = lint_problems(f)  # contract and build-policy problems: one read
+        except LemonpackError as e:
+            problems = list(getattr(e, "problems", ())) or [Problem(str(f), "", e.kind, str(e))]
         results.append((f, problems))
     failed = any(p for _, p in results)
     if json_out:
@@ -35,7 +39,7 @@ def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to chec
                 for p in problems:
                     console.print(str(p), markup=False)
             else:
-                console.print(f"{f}: ok", markup=False)
+                console.print(one_line(f"{f}: ok"), markup=False)
     return 1 if failed else 0
 
 
@@ -76,9 +80,12 @@ def schema_check(json_out: bool = JSON_OPTION) -> int:
 
 
 @schema_app.command("lock")
-def schema_lock(json_out: bool = JSON_OPTION) -> int:
-    """Re-pin unreleased schema majors after review (a released major is refused)."""
-    lock = refresh_lock()
+def schema_lock(reason: str = typer.Option(None, "--reason", metavar="TEXT",
+                                           help="Why the schema changed (recorded in the lock's history)."),
+                json_out: bool = JSON_OPTION) -> int:
+    """Re-pin unreleased schema majors after review (a released major is refused; a
+    changed schema needs --reason)."""
+    lock = refresh_lock(reason=reason)
     if json_out:
         print_json(lock)
     else:

@@ -9,12 +9,26 @@ from __future__ import annotations
 
 LAUNCH_PLAN_BUILTINS: tuple[str, ...] = ("llamacpp", "whispercpp", "sd-cpp")
 
+#: Every recipe id the reference server registers itself, so an external recipe may not
+#: take it: the ``LEMON_BACKENDS`` list of the Lemonade prototype (``cmake/Backends.cmake``,
+#: one ``<recipe>|<folder>`` entry per backend under ``src/cpp/server/backends/``; read
+#: 2026-11) plus the ONNX Runtime GenAI ids of earlier releases (``oga-*``), which
+#: existing configurations still name.
 BUILTIN_RECIPES: frozenset[str] = frozenset(
     LAUNCH_PLAN_BUILTINS
     + (
+        "acestep",
+        "cloud",
         "flm",
         "kokoro",
+        "moonshine",
+        "onnxruntime",
+        "openmoss",
         "ryzenai-llm",
+        "thenoise",
+        "thinksound",
+        "trellis",
+        "vllm",
         "oga-cpu",
         "oga-npu",
         "oga-hybrid",

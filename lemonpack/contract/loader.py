@@ -2,14 +2,24 @@
 
 Validation (RFC section 4, strict: reject rather than ignore) runs in three passes and
 reports every problem of a file together, each naming the file, the JSON path of the
-field and the rule: (1) JSON syntax and duplicate keys, (2) the shipped JSON Schema
-(draft 2020-12, :mod:`lemonpack.contract.schemalock`), (3) the semantic rules of
-:mod:`lemonpack.contract.rules`. Loading never touches the network or the hardware.
+field and the rule: (1) reading and JSON syntax (:func:`read_json_text`,
+:func:`parse_json_strict`: size, UTF-8, nesting depth, duplicate keys, lone surrogates,
+numbers out of range), (2) the shipped JSON Schema (draft 2020-12,
+:mod:`lemonpack.contract.schemalock`) with ``pattern`` anchored as ECMA-262 anchors it
+and a linear ``uniqueItems``, (3) the semantic rules of :mod:`lemonpack.contract.rules`.
+
+Any input gets an answer (problems, or a model) in time and memory linear in its size:
+nothing here raises for a file's content, and recursion is bounded by :data:`MAX_DEPTH`.
+Loading never touches the network or the hardware.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -31,41 +41,242 @@ def canonical_json(doc: Any) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+#: Largest recipe file read (bytes). Real recipes are a few KB; the bound keeps memory
+#: flat whatever a file claims to be.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+#: Deepest nesting of arrays/objects accepted. Contract v1 needs 6 levels (platforms,
+#: OS, accelerator, arch, pattern, env); the open bags (``recipe_options``,
+#: ``extensions``) get generous room. Checked before parsing, so neither the JSON parser
+#: nor the schema validator ever recurses deeper than this.
+MAX_DEPTH = 64
+
+#: Longest integer literal accepted (digits). Python refuses to convert more than 4300
+#: digits; no field of the contract needs more than a handful.
+MAX_INT_DIGITS = 100
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
-    """Parse JSON text strictly: duplicate keys and ``NaN``/``Infinity`` are problems.
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer with {digits} digits is out of range (at most {MAX_INT_DIGITS})")
+    return int(text)
 
-    Returns ``(document, problems)``; the document is None when the text is not JSON
-    (then the one problem has rule ``json-syntax``). Used for every description file.
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range for a JSON number (IEEE 754 double)")
+    return value
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON ``text``, ignoring brackets inside strings.
+
+    Linear in ``len(text)``; tolerant of malformed text (the parser reports that).
     """
-    problems: list[Problem] = []
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for ch in brackets:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        else:
+            depth -= 1
+    return deepest
+
+
+def decode_json_bytes(data: bytes, file: str) -> tuple[str | None, list[Problem]]:
+    """Decode a description file's bytes as UTF-8 JSON text (RFC 8259 section 8.1).
+
+    A leading UTF-8 byte order mark is ignored (RFC 8259 allows parsers to); other
+    encodings and invalid UTF-8 are a problem naming the byte offset. Returns
+    ``(text or None, problems)``.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as e:
+        return None, [Problem(file, "", "encoding",
+                              f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} is invalid ({e.reason})")]
+
+
+def read_json_text(path: str | Path) -> tuple[str | None, list[Problem]]:
+    """Read ``path`` as UTF-8 JSON text; ``(text or None, problems)``, never raises.
+
+    Refuses (as a problem with rule ``unreadable``) a missing, unreadable or non-regular
+    file and one larger than :data:`MAX_FILE_BYTES`; see :func:`decode_json_bytes`.
+    """
+    file = str(path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, [Problem(file, "", "unreadable", "cannot read file: not a regular file")]
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
+    if len(data) > MAX_FILE_BYTES:
+        return None, [Problem(file, "", "unreadable", f"file is larger than {MAX_FILE_BYTES} bytes")]
+    return decode_json_bytes(data, file)
+
+
+def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
+    """Parse JSON text strictly (RFC 8259 plus I-JSON, RFC 7493, section 2).
+
+    Problems, each with the JSON path where it has one: duplicate keys
+    (``duplicate-key``), ``NaN``/``Infinity`` and numbers out of range, strings or keys
+    holding a lone UTF-16 surrogate (``invalid-unicode``: not Unicode, cannot be written
+    as UTF-8), nesting deeper than :data:`MAX_DEPTH`. Returns ``(document, problems)``;
+    when the text is not usable JSON the document is None and the one problem has rule
+    ``json-syntax`` (a None document without it is the JSON ``null``). Linear time; never raises. Used for every description file.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        return None, [Problem(file, "", "json-syntax",
+                              f"not accepted JSON: nested {depth} levels deep (at most {MAX_DEPTH})")]
+    duplicates: list[tuple[dict, str, Any]] = []  # (object, key, overwritten value): kept alive
 
     def hook(pairs: list[tuple[str, Any]]) -> dict:
         seen: dict[str, Any] = {}
         for key, value in pairs:
             if key in seen:
-                problems.append(Problem(file, "", "duplicate-key", f"duplicate key {key!r} in one object"))
+                duplicates.append((seen, key, seen[key]))
             seen[key] = value
         return seen
 
     try:
-        return json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant), problems
+        doc = json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant,
+                         parse_int=_parse_int, parse_float=_parse_float)
     except json.JSONDecodeError as e:
-        msg = f"{e.msg} (line {e.lineno}, column {e.colno})"
-    except ValueError as e:
-        msg = str(e)
-    return None, [Problem(file, "", "json-syntax", f"not valid JSON: {msg}")]
+        return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")]
+    except (ValueError, RecursionError) as e:
+        return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e}")]
+    return doc, _walk_problems(doc, duplicates, file)
+
+
+def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], file: str) -> list[Problem]:
+    """Paths of the duplicate keys and lone surrogates of a parsed document (iterative)."""
+    paths: dict[int, tuple] = {}
+    problems: list[Problem] = []
+
+    def walk(root: Any, base: tuple, report: bool) -> None:
+        stack = [(root, base)]
+        while stack:
+            value, path = stack.pop()
+            if isinstance(value, dict):
+                paths[id(value)] = path
+                for key, child in value.items():
+                    if report and _SURROGATE.search(key):
+                        problems.append(Problem(file, jsonpath.join(path + (key,)), "invalid-unicode",
+                                                f"key {_short(key)} holds a lone UTF-16 surrogate: not Unicode text"))
+                    stack.append((child, path + (key,)))
+            elif isinstance(value, list):
+                paths[id(value)] = path
+                stack.extend((child, path + (i,)) for i, child in enumerate(value))
+            elif report and isinstance(value, str) and _SURROGATE.search(value):
+                problems.append(Problem(file, jsonpath.join(path), "invalid-unicode",
+                                        f"{_short(value)} holds a lone UTF-16 surrogate: not Unicode text"))
+
+    walk(doc, (), True)
+    # a duplicate inside a value that a later duplicate overwrote: locate it through that key
+    for obj, key, old in reversed(duplicates):
+        if id(obj) in paths and isinstance(old, (dict, list)):
+            walk(old, paths[id(obj)] + (key,), False)
+    for obj, key, _ in duplicates:
+        where = paths.get(id(obj), ())
+        problems.append(Problem(file, jsonpath.join(where + (key,)), "duplicate-key",
+                                f"duplicate key {_short(key)} in one object (JSON names must be unique, RFC 8259 section 4)"))
+    return problems
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + " ...'"
+
+
+def _ecma_regex(pattern: str) -> str:
+    """A JSON Schema (ECMA-262) pattern as a Python regex: ``$`` outside a character
+    class becomes ``\\Z``, because ECMA ``$`` (no multiline flag) matches only at the end
+    of input while Python's also matches before a final newline."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+        elif ch == "]" and in_class:
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern:
+    return re.compile(_ecma_regex(pattern))
+
+
+def _pattern_keyword(validator, pattern, instance, schema):
+    """``pattern`` with ECMA-262 anchoring (see :func:`_ecma_regex`)."""
+    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{_short(instance)} does not match {pattern!r}")
+
+
+def _equality_key(value: Any) -> Any:
+    """A hashable key equal for JSON-Schema-equal values (1 == 1.0, true != 1, objects
+    compare regardless of key order). Recursion is bounded by :data:`MAX_DEPTH`."""
+    if isinstance(value, bool) or value is None:
+        return ("c", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_equality_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _equality_key(v)) for k, v in value.items()))
+    return ("?", id(value))
+
+
+def _unique_items_keyword(validator, unique, instance, schema):
+    """``uniqueItems`` in linear time (jsonschema's own is quadratic on some inputs):
+    one error per repeated item, at the repeat's index."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    first: dict[Any, int] = {}
+    for i, item in enumerate(instance):
+        key = _equality_key(item)
+        if key in first:
+            yield jsonschema.ValidationError(f"{_short(item)} repeats item [{first[key]}]; items must be unique",
+                                             path=[i])
+        else:
+            first[key] = i
 
 
 @lru_cache(maxsize=None)
 def _validator(major: int = 1) -> jsonschema.protocols.Validator:
     schema = load_schema(major)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword})
+    return cls(schema)
 
 
 def schema_problems(doc: Any, file: str) -> list[Problem]:
@@ -83,7 +294,7 @@ def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
         allowed = set(err.schema.get("properties", {}))
         for key in err.instance:
             if key not in allowed:
-                yield Problem(file, jsonpath.join(path + [key]), "unknown-field", f"unknown field {key!r}")
+                yield Problem(file, jsonpath.join(path + [key]), "unknown-field", f"unknown field {_short(key)}")
         return
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
@@ -96,20 +307,33 @@ def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
         yield Problem(file, jsonpath.join(target), _name_rule(path), _name_message(path, key))
         return
     if err.validator == "enum" and path and path[0] == "capabilities":
-        yield Problem(file, where, "unknown-capability", f"unknown capability {err.instance!r}")
+        yield Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}")
+        return
+    if err.validator == "uniqueItems":
+        yield Problem(file, where, "duplicate-item", err.message)
+        return
+    if path == ["requested_ports"] and err.validator in ("minimum", "maximum"):
+        yield Problem(file, where, "requested-ports",
+                      f"requested_ports is {_short(err.instance)}; contract v1 supports exactly 1 (RFC 4.3: the {{port}} token)")
+        return
+    if err.validator == "pattern" and path and path[-1] == "binary":
+        yield Problem(file, where, "binary-name",
+                      f"binary {_short(err.instance)} must be a bare file name: a letter or digit, then letters, "
+                      "digits, '.', '_' or '-' (no path separator, no leading '-' or '.')")
         return
     if err.validator == "pattern" and path == ["recipe"]:
         yield Problem(file, where, "recipe-id",
-                      f"recipe id {err.instance!r} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
+                      f"recipe id {_short(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
         return
     if err.validator == "pattern" and path and path[-1] == "source":
         yield Problem(file, where, "source-https",
-                      f"source {err.instance!r} must be an https:// URL (plain http is only for mirrors: --mirror)")
+                      f"source {_short(err.instance)} must be an https:// URL (plain http is only for mirrors: --mirror)")
         return
     if err.validator == "pattern" and path and path[-1] == "sha256":
-        yield Problem(file, where, "sha256-format", f"sha256 {err.instance!r} must be 'sha256:' and 64 lowercase hex digits")
+        yield Problem(file, where, "sha256-format", f"sha256 {_short(err.instance)} must be 'sha256:' and 64 lowercase hex digits")
         return
-    yield Problem(file, where, f"schema-{err.validator}", err.message)
+    message = err.message if len(err.message) <= 300 else err.message[:290] + " ..."
+    yield Problem(file, where, f"schema-{err.validator}", message)
 
 
 def _name_rule(path: list) -> str:
@@ -125,16 +349,19 @@ def _name_rule(path: list) -> str:
 def _name_message(path: list, key: Any) -> str:
     rule = _name_rule(path)
     if rule == "unknown-capability":
-        return f"unknown capability {key!r}"
+        return f"unknown capability {_short(key)}"
     if rule == "unknown-os":
-        return f"unknown host OS {key!r} (linux, darwin, windows)"
+        return f"unknown host OS {_short(key)} (linux, darwin, windows)"
     if rule == "unknown-accelerator":
-        return f"unknown accelerator {key!r}"
-    return f"invalid key {key!r}"
+        return f"unknown accelerator {_short(key)}"
+    return f"invalid key {_short(key)}"
 
 
 def check_document(doc: Any, file: str) -> list[Problem]:
     """All schema and semantic problems of a parsed document (empty list: valid)."""
+    if not isinstance(doc, dict):
+        kind = "null" if doc is None else type(doc).__name__.replace("dict", "object").replace("list", "array")
+        return [Problem(file, "", "document-type", f"the document must be a JSON object, not {kind}")]
     problems = schema_problems(doc, file)
     problems.extend(semantic_problems(doc, file))
     seen: set[tuple[str, str, str]] = set()
@@ -147,11 +374,20 @@ def check_document(doc: Any, file: str) -> list[Problem]:
 
 
 def check_text(text: str, file: str) -> tuple[Any, list[Problem]]:
-    """Parse and check JSON text; returns ``(document or None, problems)``."""
+    """Parse and check JSON text; returns ``(document or None, problems)``. Never raises."""
     doc, problems = parse_json_strict(text, file)
-    if doc is None:
+    if any(p.rule == "json-syntax" for p in problems):
         return None, problems
     return doc, problems + check_document(doc, file)
+
+
+def check_file(path: str | Path) -> tuple[Any, list[Problem]]:
+    """Read, parse and check the recipe file at ``path`` (see :func:`read_json_text`);
+    returns ``(document or None, problems)``. Never raises for any file content."""
+    text, problems = read_json_text(path)
+    if text is None:
+        return None, problems
+    return check_text(text, str(path))
 
 
 def load_recipe_text(text: str, file: str = "<memory>") -> Recipe:
@@ -170,12 +406,10 @@ def load_recipe(path: str | Path) -> Recipe:
 
     Raises :class:`ManifestError` for an unreadable file or any rule violation.
     """
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError([Problem(file, "", "unreadable", f"cannot read file: {e}")]) from None
-    return load_recipe_text(text, file)
+    doc, problems = check_file(path)
+    if problems:
+        raise ManifestError(problems)
+    return build_model(doc, str(path))
 
 
 def _strip(sha: str | None) -> str | None:

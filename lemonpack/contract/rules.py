@@ -8,6 +8,7 @@ Sources: RFC sections 4 (the seven rejections), 4.1, 4.2, 4.3, 4.6, 5, 6, 7, 11,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lemonpack.contract import jsonpath
@@ -60,7 +61,7 @@ def _identity(doc: dict, c: _Collector) -> None:
         c.add(("recipe",), "builtin-collision",
               f"recipe id {recipe!r} collides with a built-in recipe; choose another id")
     version = doc.get("api_contract_version")
-    if isinstance(version, str) and version.isdigit() and int(version) > SUPPORTED_CONTRACT_MAJOR:
+    if isinstance(version, str) and _is_newer_major(version):
         c.add(("api_contract_version",), "contract-too-new",
               f"api_contract_version {version!r} is newer than this lemonpack supports "
               f"({SUPPORTED_CONTRACT_MAJOR}); upgrade lemonpack")
@@ -74,9 +75,21 @@ def _identity(doc: dict, c: _Collector) -> None:
               f"variant_of {variant!r} is not a built-in with a launch plan; "
               f"it must be one of {', '.join(LAUNCH_PLAN_BUILTINS)}")
     ports = doc.get("requested_ports")
-    if isinstance(ports, int) and not isinstance(ports, bool) and ports != 1:
+    if isinstance(ports, float) and ports == 1:  # other values: the schema's minimum/maximum
         c.add(("requested_ports",), "requested-ports",
-              f"requested_ports is {ports}; contract v1 supports exactly 1 (the {{port}} token)")
+              f"requested_ports is {ports!r}; write the integer 1 (RFC 4.3: contract v1 supports exactly 1 port)")
+
+
+_MAJOR = re.compile(r"[1-9][0-9]*")  # ASCII digits only: str.isdigit() also accepts '²'
+
+
+def _is_newer_major(version: str) -> bool:
+    """True when ``version`` is a well-formed major above the supported one (compared as
+    digit strings, so a 5000-digit value costs no int conversion)."""
+    if not _MAJOR.fullmatch(version):
+        return False  # the schema's pattern reports it
+    supported = str(SUPPORTED_CONTRACT_MAJOR)
+    return (len(version), version) > (len(supported), supported)
 
 
 def _capabilities(doc: dict, c: _Collector) -> None:
@@ -134,13 +147,16 @@ def _uses_token(doc: dict, kind: str) -> bool:
     return found
 
 
-def _block(doc: dict, block: dict, path: Path, c: _Collector, *, override: bool = False) -> None:
+def _block(doc: dict, block: dict, path: Path, c: _Collector, *, base: dict | None = None) -> None:
+    """Rules of a platform block, or of an arch override of ``base`` (an override names
+    only its deltas, RFC 4.6: a field it omits is the base block's)."""
+    override = base is not None
     variant = "variant_of" in doc
     has_cmd, has_args = "command" in block, "args" in block
-    if has_cmd != has_args and not override:  # an arch override names only its deltas (4.6)
+    if has_cmd != has_args and not override:
         c.add(path + ("command" if has_cmd else "args",), "command-and-args",
               "'command' and 'args' must be set together")
-    if "stop_command_args" in block and "stop_command" not in block:
+    if "stop_command_args" in block and "stop_command" not in block and "stop_command" not in (base or {}):
         c.add(path + ("stop_command_args",), "stop-command-args", "'stop_command_args' needs 'stop_command'")
     if variant:
         if has_cmd or has_args:
@@ -149,10 +165,6 @@ def _block(doc: dict, block: dict, path: Path, c: _Collector, *, override: bool 
                   "use 'argv_extra' for extra flags instead of 'command'/'args'")
         if not override and "binary" not in block:
             c.add(path, "variant-of-binary", "a variant_of platform block needs 'binary' (the executable's file name)")
-        binary = block.get("binary")
-        if isinstance(binary, str) and ("/" in binary or "\\" in binary or binary in (".", "..") or ".." in binary):
-            c.add(path + ("binary",), "binary-name",
-                  f"binary {binary!r} must be a bare file name (no '/', no '..')")
     else:
         for field in VARIANT_ONLY_FIELDS:
             if field in block:
@@ -179,7 +191,7 @@ def _block(doc: dict, block: dict, path: Path, c: _Collector, *, override: bool 
     if not override:
         for pattern, entry in _items(block.get("arch")):
             if isinstance(entry, dict):
-                _block(doc, entry, path + ("arch", pattern), c, override=True)
+                _block(doc, entry, path + ("arch", pattern), c, base=block)
 
 
 def _template_list(values: list, path: Path, c: _Collector, *, custom_args_ok: bool) -> None:
@@ -215,17 +227,21 @@ def _provenance(doc: dict, c: _Collector) -> None:
     if "variant_of" not in doc:
         return
     top = {k: (doc[k], 0) for k in PROVENANCE_FIELDS if k in doc}
+    user_binary = "source" not in doc and not any(
+        isinstance(block, dict) and ("source" in block or any(
+            isinstance(e, dict) and "source" in e for _, e in _items(block.get("arch"))))
+        for _, accels in _items(doc.get("platforms")) for _, block in _items(accels))
     for os_name, accels in _items(doc.get("platforms")):
         for accel, block in _items(accels):
             if not isinstance(block, dict):
                 continue
             path: Path = ("platforms", os_name, accel)
             base = {**top, **{k: (block[k], 1) for k in PROVENANCE_FIELDS if k in block}}
-            _check_effective(base, path, c)
+            _check_effective(base, path, c, user_binary)
             for pattern, entry in _items(block.get("arch")):
-                if isinstance(entry, dict):
+                if isinstance(entry, dict) and ("source" in base or any(k in entry for k in PROVENANCE_FIELDS)):
                     eff = {**base, **{k: (entry[k], 2) for k in PROVENANCE_FIELDS if k in entry}}
-                    _check_effective(eff, path + ("arch", pattern), c)
+                    _check_effective(eff, path + ("arch", pattern), c, user_binary)
                     _check_conflict(base, entry, path + ("arch", pattern), c)
 
 
@@ -241,14 +257,24 @@ def _check_conflict(base: dict, entry: dict, path: Path, c: _Collector) -> None:
               "one file cannot have two hashes: give this override its own source")
 
 
-def _check_effective(eff: dict, path: Path, c: _Collector) -> None:
-    """``eff`` maps a provenance field to ``(value, level)``: 0 top, 1 block, 2 override."""
-    if "source" not in eff:
-        return
-    source, source_level = eff["source"]
+def _check_effective(eff: dict, path: Path, c: _Collector, user_binary: bool = False) -> None:
+    """``eff`` maps a provenance field to ``(value, level)``: 0 top, 1 block, 2 override.
+
+    ``user_binary``: the recipe names no source anywhere, so the binary is the user's
+    (section 7); pinned still requires a sha256 then (section 7 "pinned requires sha256",
+    and the normative schema requires one for every pinned variant_of). A block without
+    a source whose arch overrides have one is not that case (section 4.6).
+    """
     policy = eff.get("version_policy", ("pinned", 0))[0]
     if policy != "pinned":
         return
+    if "source" not in eff:
+        if user_binary and "sha256" not in eff:
+            c.add(path, "pinned-needs-sha256",
+                  "this variant_of binary is pinned (the default version_policy) but has no sha256 "
+                  "at this level or above; add sha256 or set version_policy to roll_forward")
+        return
+    source, source_level = eff["source"]
     if "sha256" not in eff:
         c.add(path, "pinned-needs-sha256",
               f"artifact {source} is pinned (the default version_policy) but has no sha256 "

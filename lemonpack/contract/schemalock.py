@@ -3,8 +3,11 @@
 ``schema/recipe-v<major>.schema.json`` holds each major; ``schema/lock.json`` pins each
 major's canonical sha256 (sha256 of the schema's canonical JSON, so whitespace edits do
 not count) and a ``released`` flag. A released major is frozen: :func:`refresh_lock`
-refuses to re-pin it. :func:`check_lock` is what the schema-lock test and
-``lemonpack schema check`` run.
+refuses to re-pin it (a change to a released contract is a new major, section 11).
+An unreleased major may be corrected, but never silently: re-pinning a changed schema
+needs a reason, and the entry's ``history`` keeps every earlier sha256 with the reason it
+was replaced. :func:`check_lock` is what the schema-lock test and ``lemonpack schema
+check`` run.
 """
 
 from __future__ import annotations
@@ -78,10 +81,14 @@ def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -> 
     return problems
 
 
-def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -> dict[str, Any]:
+def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
+                 reason: str | None = None) -> dict[str, Any]:
     """Re-pin every unreleased major; refuse (LemonpackError) to change a released one.
 
-    Writes the lock atomically and returns the new lock document.
+    A major whose schema changed is re-pinned only with a ``reason`` (a sentence: what
+    changed and why); its previous sha256 and the reason are appended to the entry's
+    ``history`` (``[{"sha256", "reason"}]``, oldest first). Writes the lock atomically and
+    returns the new lock document.
     """
     lock_file = lock_file or schema_dir / "lock.json"
     lock = read_lock(lock_file) if lock_file.exists() else {"majors": {}}
@@ -89,10 +96,19 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -
     for major in shipped_majors(schema_dir):
         actual = canonical_sha256(schema_path(major, schema_dir))
         entry = majors.get(str(major))
-        if entry and entry.get("released") and entry.get("sha256") != actual:
+        changed = bool(entry) and entry.get("sha256") != actual
+        if changed and entry.get("released"):
             raise LemonpackError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
+        if changed and not (reason and reason.strip()):
+            raise LemonpackError(f"contract major {major}: the schema changed; say why with --reason "
+                                 "(recorded in the lock's history)")
+        history = list(entry.get("history", [])) if entry else []
+        if changed:
+            history.append({"sha256": entry.get("sha256"), "reason": reason.strip()})
         majors[str(major)] = {"file": schema_path(major, schema_dir).name, "sha256": actual,
                               "released": bool(entry and entry.get("released"))}
+        if history:
+            majors[str(major)]["history"] = history
     data = json.dumps(lock, indent=2, sort_keys=True) + "\n"
     fd, tmp = tempfile.mkstemp(dir=lock_file.parent, prefix=".lock-")
     with os.fdopen(fd, "w") as f:

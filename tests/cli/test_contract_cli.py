@@ -71,7 +71,10 @@ def test_schema_check():
 
 
 def test_usage_error_exit_2():
-    r = run("build")
-    assert r.returncode != 0 and "Traceback" not in r.stderr
-    r = run("frobnicate")
-    assert r.returncode == 2
+    r = run("build")  # a required option missing
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "Usage: lemonpack build" in r.stderr and "Missing option '--out'" in r.stderr
+    r = run("frobnicate")  # no such command
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "No such command" in r.stderr
+    r = run("lint")  # a required argument missing
+    assert r.returncode == 2 and "Missing argument" in r.stderr

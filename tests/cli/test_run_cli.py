@@ -48,6 +48,7 @@ def descriptor(env, name: str, doc: dict, mode: int = 0o644) -> Path:
 
 def variant_doc(rid: str = "fake-llama") -> dict:
     return {"recipe": rid, "display_name": "Fake llama", "api_contract_version": "1", "variant_of": "llamacpp",
+            "version_policy": "roll_forward",  # the user's own binary: no source, no sha256
             "capabilities": ["chat_completion"], "platforms": {"linux": {"cpu": {"binary": "llama-server"}}}}
 
 

@@ -1,5 +1,6 @@
 """Every rule of contract major 1, each with the JSON path and rule id a user sees."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -285,7 +286,7 @@ def test_model_is_frozen_and_typed(tmp_path, variant):
     r = load_recipe(write(tmp_path, variant))
     block = r.platforms["linux"]["rocm"]
     assert block.binary == "llama-server" and r.sha256 == "ab" * 32
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         r.recipe = "other"
     with pytest.raises(TypeError):
         block.env["A"] = "2"

@@ -60,8 +60,15 @@ def test_schema_change_without_lock_refresh_fails(tmp_path):
     p.write_text(json.dumps(doc))
     [problem] = check_lock(d)
     assert "major 1" in problem and "lemonpack schema lock" in problem
-    refresh_lock(d)
+    before = json.loads((d / "lock.json").read_text())["majors"]["1"]
+    with pytest.raises(LemonpackError, match="--reason"):
+        refresh_lock(d)  # a correction is never silent
+    assert check_lock(d) == [problem]
+    refresh_lock(d, reason="add new_field")
     assert check_lock(d) == []
+    entry = json.loads((d / "lock.json").read_text())["majors"]["1"]
+    assert entry["history"][-1] == {"sha256": before["sha256"], "reason": "add new_field"}
+    assert entry["history"][:-1] == before.get("history", [])
 
 
 def test_whitespace_only_edit_keeps_lock(tmp_path):

@@ -32,8 +32,11 @@ def install(cache: Path, recipe: str, binary: str = "llama-server", mode: int = 
 
 def variant(builtin="llamacpp", *, block=None, top=None, caps=("chat_completion", "completion")):
     blk = {"binary": "llama-server", **(block or {})}
+    # without a sha256 the binary is the user's own, unpinned (the normative schema requires
+    # a sha256 for a pinned variant_of)
+    unpinned = {} if "sha256" in (top or {}) else {"version_policy": "roll_forward"}
     doc = {"recipe": "fork", "display_name": "Fork", "api_contract_version": "1", "variant_of": builtin,
-           "capabilities": list(caps), "platforms": {"linux": {"rocm": blk}}, **(top or {})}
+           **unpinned, "capabilities": list(caps), "platforms": {"linux": {"rocm": blk}}, **(top or {})}
     return load_recipe_text(json.dumps(doc))
 
 

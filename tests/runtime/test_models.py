@@ -106,7 +106,7 @@ def test_invalid_add_raises_and_changes_nothing(reg, name, recipe, checkpoints, 
 @pytest.mark.parametrize("text, rule, where", [
     ("{nope", "json-syntax", ""),
     ("[]", "schema-type", ""),
-    ('{"user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"}}, "user.a": {}}', "duplicate-key", ""),
+    ('{"user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"}}, "user.a": {}}', "duplicate-key", '["user.a"]'),
     ('{"user.a": {"recipe": "llamacpp"}}', "missing-field", '["user.a"].checkpoints'),
     ('{"user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"}, "extra": 1}}', "unknown-field",
      '["user.a"].extra'),
