@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lemonpack.contract.loader import check_text
+from lemonpack.contract.loader import check_file
 from lemonpack.errors import Problem
 from lemonpack.oci.policy import document_policy_problems, recipe_policy_problems, require_pinned
 
@@ -21,11 +21,7 @@ def lint_problems(path: str | Path) -> list[Problem]:
     file is read and parsed once. Returns the problems in that order; never raises for a
     file's content."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        return [Problem(file, "", "unreadable", f"cannot read file: {e}")]
-    doc, problems = check_text(text, file)
+    doc, problems = check_file(path)
     if doc is None:
         return list(problems)
     return list(problems) + document_policy_problems(file, doc)

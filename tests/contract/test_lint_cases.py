@@ -33,11 +33,7 @@ TABLE = [
     ("bug-strict-arch-override-stop-args-delta", 0, None),
     ("quality-duplicate-key-has-no-path", 1, ("duplicate-key", "platforms.linux.cpu.env.A")),
     ("quality-newline-in-key-breaks-line-format", 1, ("unknown-field", '["x\\nforged.json: ok"]')),
-    pytest.param("quality-policy-problem-hidden-by-contract-problem", 1,
-                 ("digest-pinning", "platforms.linux.cpu.args[1]"),
-                 marks=pytest.mark.xfail(strict=True, reason="lint_problems reports policy problems only for a "
-                                         "valid recipe; the argv/policy branch changes that (remove this mark "
-                                         "when merged)")),
+    ("quality-policy-problem-hidden-by-contract-problem", 1, ("digest-pinning", "platforms.linux.cpu.args[1]")),
 ]
 
 
