@@ -41,6 +41,41 @@ def _check_mirror(value: str | None) -> None:
                                  param_hint="--mirror / LEMONPACK_MIRROR")
 
 
+def _check_arch_matches(recipes, arch: str, os_name: str | None, accelerator: str | None) -> None:
+    """``--arch X`` must pick an arch override of at least one chosen block; otherwise the
+    build would silently be the base blocks. Raises typer.BadParameter (exit 2) naming the
+    arch and the overrides the chosen blocks declare."""
+    from lemonpack.contract import targets
+    from lemonpack.errors import SelectionError
+
+    chosen, overrides = False, []
+    for r in recipes:
+        try:
+            picked = targets(r, os=os_name, accelerator=accelerator, arch=arch)
+            every = targets(r, os=os_name, accelerator=accelerator)
+        except SelectionError:
+            continue  # build_recipes reports a narrowing that leaves nothing
+        chosen = chosen or any(t.arch_pattern for t in picked)
+        overrides += [f"{r.recipe}:{t.os}/{t.accelerator}:{t.arch_pattern}" for t in every if t.arch_pattern]
+    if not chosen:
+        have = ("the overrides are: " + ", ".join(overrides)) if overrides else \
+            "the chosen blocks declare no arch overrides"
+        raise typer.BadParameter(f"{arch!r} matches no arch override of the chosen targets, so the build would "
+                                 f"be the base blocks; {have} (omit --arch to build every block and override)",
+                                 param_hint="--arch")
+
+
+def _discovered_bases(recipes) -> dict:
+    """The recipes discovery finds (id -> resolved recipe), for ``extends`` bases not given
+    on the command line; empty when every base is given or nothing extends."""
+    given = {r.recipe for r in recipes}
+    if all(r.extends is None or r.extends in given for r in recipes):
+        return {}
+    from lemonpack.runtime.discovery import Discovery
+
+    return {rid: d.recipe for rid, d in Discovery().scan().recipes.items() if rid not in given}
+
+
 @app.command()
 def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="RECIPE.json"),
           out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write."),
@@ -95,6 +130,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
             problems.extend(e.problems)
     if problems:
         raise ManifestError(problems)
+    if arch is not None:
+        _check_arch_matches(loaded, arch, os_name, accelerator)
     stack = contextlib.ExitStack()
     if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
         mirror = stack.enter_context(serve_mirror())
@@ -111,7 +148,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
             err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
 
     with stack:
-        result = build_recipes(loaded, opts, on_target=report)
+        result = build_recipes(loaded, opts, on_target=report, bases=_discovered_bases(loaded))
     if json_out:
         print_json(result.to_json())
     else:
