@@ -191,7 +191,15 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
     _check_mirror(mirror)
     recipe = resolve_recipe(recipe_ref)
-    plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
+    facts = detect_host()
+    plan = plan_install(recipe, facts, accelerator=accelerator, arch=arch)
+    from lemonpack.contract.select import lacking_accelerator_warning
+
+    lacking = lacking_accelerator_warning(recipe, facts, plan.block.accelerator, requested=accelerator,
+                                          requested_by="--accelerator")
+    warnings = [lacking] if lacking else []
+    for w in warnings:
+        err_console.print(f"warning: {w}", markup=False)
     if not json_out:
         for line in plan.disclosure():
             err_console.print(line, markup=False)
@@ -204,7 +212,7 @@ def install(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
                           progress=progress)
     if json_out:
-        print_json(done)
+        print_json({**done, "warnings": warnings})
     else:
         console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
     return 0
