@@ -33,13 +33,14 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
+from lemonpack.contract.extends import resolve_extends
 from lemonpack.errors import LemonpackError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
@@ -135,7 +136,7 @@ class BuildResult:
 
 def _annotations(t: EffectiveBlock, extra: dict[str, str | None]) -> dict[str, str]:
     base = {"recipe": t.recipe.recipe, "os": t.os, "accelerator": t.accelerator, "gpu-arch": t.gpu_arch,
-            "target": t.target_name}
+            "target": t.target_name, "extends": t.recipe.extends}
     base.update(extra)
     out = {ANNOTATION_PREFIX + k: v for k, v in base.items() if v}
     out[ANNOTATION_TITLE] = t.recipe.display_name
@@ -196,6 +197,23 @@ def _cached_layer(lw: LayoutWriter, blob: Path, record: dict) -> Descriptor | No
         return None
 
 
+def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Recipe, ...]:
+    """The recipes ``recipe`` extends, nearest first, taken from ``available`` (id ->
+    recipe) by the rule discovery and ``lemonpack run`` use
+    (:func:`lemonpack.contract.extends.resolve_extends`). Raises LemonpackError naming the
+    recipe file and the reason when the chain cannot be resolved (a missing base, a
+    built-in base, a cycle)."""
+    if recipe.extends is None:
+        return ()
+    pool = {**available, recipe.recipe: recipe}
+    res = resolve_extends(pool)
+    for drop in res.dropped:
+        if drop.recipe == recipe.recipe:
+            raise LemonpackError(f"{recipe.file}: extends: {drop.reason}; give the base recipe file in the same "
+                                 f"build or install it where discovery finds it (lemonpack backends list)")
+    return tuple(pool[b] for b in res.chains.get(recipe.recipe, ()))
+
+
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
@@ -243,8 +261,15 @@ def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str])
 
 
 def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
-                  on_target: Callable[[TargetResult], None] | None = None) -> BuildResult:
+                  on_target: Callable[[TargetResult], None] | None = None,
+                  bases: Mapping[str, Recipe] | None = None) -> BuildResult:
     """Build ``recipes`` into one OCI image layout at ``opts.out``; see the module docstring.
+
+    A recipe that ``extends`` another (never a variant_of, so always an artifact manifest)
+    is packaged with its base chain (from ``recipes``, then ``bases``: id -> recipe, e.g.
+    the discovered ones): the bases' canonical files follow its recipe blob as layers,
+    nearest first, each annotated ``dev.lemonpack.extends-base``; the manifest's
+    ``dev.lemonpack.extends`` annotation names the direct base.
 
     Raises :class:`~lemonpack.errors.ManifestError` (unpinned container image),
     :class:`~lemonpack.errors.SelectionError` (narrowing matches nothing),
@@ -258,9 +283,11 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
             raise LemonpackError(f"recipe id {r.recipe!r} given twice: {seen[r.recipe]} and {r.file}")
         seen[r.recipe] = r.file
     plans = []
+    available = {**(bases or {}), **{r.recipe: r for r in recipes}}
     for recipe in recipes:
         require_pinned(recipe)
-        plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch)))
+        plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch),
+                      extends_bases(recipe, available)))
     cache = opts.cache or ArtifactCache()
     layers = LayerCache(Path(cache.root).parent / "layers")  # beside the artifact store it is built from
     results: list[TargetResult] = []
@@ -270,14 +297,18 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     scratch = held.path
     try:
         with LayoutWriter(opts.out) as lw:
-            for recipe, tgts in plans:
+            for recipe, tgts, chain in plans:
                 recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel)
                 recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
+                base_blobs = tuple(lw.add_blob_bytes(RECIPE_MEDIA_TYPE, b.canonical).with_annotations(
+                    {ANNOTATION_TITLE: f"{b.recipe}.json", ANNOTATION_PREFIX + "extends-base": b.recipe})
+                    for b in chain)
                 descs: list[Descriptor] = []
                 tags: dict[str, Descriptor] = {}
                 nix_sources: list[NixSource] = []
                 for t in tgts:
-                    result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob)
+                    result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob,
+                                                 base_blobs)
                     if result.source:
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
@@ -308,7 +339,7 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
 
 def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache: ArtifactCache,
                   layers: LayerCache, scratch: Path, recipe_layer: Descriptor,
-                  recipe_blob: Descriptor) -> tuple[TargetResult, Descriptor]:
+                  recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = ()) -> tuple[TargetResult, Descriptor]:
     recipe = t.recipe
     tag = f"{recipe.recipe}.{t.target_name}"
     prov = t.provenance
@@ -325,6 +356,6 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
     images = target_images(t)
     ann = _annotations(t, {"images": ",".join(images) or None, "variant-of": recipe.variant_of,
                            "binary": t.binary})
-    desc = lw.add_artifact_manifest(RECIPE_ARTIFACT_TYPE, [recipe_blob], ann).with_annotations(ann)
+    desc = lw.add_artifact_manifest(RECIPE_ARTIFACT_TYPE, [recipe_blob, *base_blobs], ann).with_annotations(ann)
     return TargetResult(recipe.recipe, t.target_name, tag, "recipe", desc.digest, t.os, t.accelerator,
                         t.gpu_arch, images=images), desc

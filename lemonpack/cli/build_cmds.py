@@ -11,6 +11,7 @@ import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
+from lemonpack.contract.select import lacking_accelerator_warning
 
 MIRROR_OPTION = typer.Option(
     None, "--mirror", metavar="URL",
@@ -41,6 +42,41 @@ def _check_mirror(value: str | None) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise typer.BadParameter(f"{value!r} is not an http(s) base URL such as http://127.0.0.1:8080",
                                  param_hint="--mirror / LEMONPACK_MIRROR")
+
+
+def _check_arch_matches(recipes, arch: str, os_name: str | None, accelerator: str | None) -> None:
+    """``--arch X`` must pick an arch override of at least one chosen block; otherwise the
+    build would silently be the base blocks. Raises typer.BadParameter (exit 2) naming the
+    arch and the overrides the chosen blocks declare."""
+    from lemonpack.contract import targets
+    from lemonpack.errors import SelectionError
+
+    chosen, overrides = False, []
+    for r in recipes:
+        try:
+            picked = targets(r, os=os_name, accelerator=accelerator, arch=arch)
+            every = targets(r, os=os_name, accelerator=accelerator)
+        except SelectionError:
+            continue  # build_recipes reports a narrowing that leaves nothing
+        chosen = chosen or any(t.arch_pattern for t in picked)
+        overrides += [f"{r.recipe}:{t.os}/{t.accelerator}:{t.arch_pattern}" for t in every if t.arch_pattern]
+    if not chosen:
+        have = ("the overrides are: " + ", ".join(overrides)) if overrides else \
+            "the chosen blocks declare no arch overrides"
+        raise typer.BadParameter(f"{arch!r} matches no arch override of the chosen targets, so the build would "
+                                 f"be the base blocks; {have} (omit --arch to build every block and override)",
+                                 param_hint="--arch")
+
+
+def _discovered_bases(recipes) -> dict:
+    """The recipes discovery finds (id -> resolved recipe), for ``extends`` bases not given
+    on the command line; empty when every base is given or nothing extends."""
+    given = {r.recipe for r in recipes}
+    if all(r.extends is None or r.extends in given for r in recipes):
+        return {}
+    from lemonpack.runtime.discovery import Discovery
+
+    return {rid: d.recipe for rid, d in Discovery().scan().recipes.items() if rid not in given}
 
 
 @app.command()
@@ -97,6 +133,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
             problems.extend(e.problems)
     if problems:
         raise ManifestError(problems)
+    if arch is not None:
+        _check_arch_matches(loaded, arch, os_name, accelerator)
     stack = contextlib.ExitStack()
     if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
         mirror = stack.enter_context(serve_mirror())
@@ -113,7 +151,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
             err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
 
     with stack:
-        result = build_recipes(loaded, opts, on_target=report)
+        result = build_recipes(loaded, opts, on_target=report, bases=_discovered_bases(loaded))
     if json_out:
         print_json(result.to_json())
     else:
@@ -167,7 +205,13 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     if not example:  # the example ignores LEMONPACK_MIRROR
         _check_mirror(mirror)
     recipe = load_recipe(EXAMPLE_RECIPE) if example else resolve_recipe(recipe_ref)
-    plan = plan_install(recipe, detect_host(), accelerator=accelerator, arch=arch)
+    facts = detect_host()
+    plan = plan_install(recipe, facts, accelerator=accelerator, arch=arch)
+    lacking = lacking_accelerator_warning(recipe, facts, plan.block.accelerator, requested=accelerator,
+                                          requested_by="--accelerator")
+    warnings = [lacking] if lacking else []
+    for w in warnings:
+        err_console.print(f"warning: {w}", markup=False)
     if not json_out:
         for line in plan.disclosure():
             err_console.print(line, markup=False)
@@ -183,7 +227,7 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
         done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
                               progress=progress)
     if json_out:
-        print_json(done)
+        print_json({**done, "warnings": warnings})
     else:
         console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
         if example:

@@ -73,6 +73,19 @@ def _check_device(rec, host, device: str | None) -> None:
                              f"(it offers: {', '.join(blocks)})", param_hint="'--device'")
 
 
+def _lacking_warnings(rec, spec, facts, accelerator: str | None, device: str | None, options) -> list[str]:
+    """The warning (a list of 0 or 1) when the chosen block is for an accelerator the host
+    lacks; the device asked for is ``--device``, else the ``device`` option."""
+    from lemonpack.contract.select import lacking_accelerator_warning
+
+    if accelerator is None:
+        return []
+    asked = device or options.get("device") or spec.recipe_options.get("device") or rec.recipe_options.get("device")
+    w = lacking_accelerator_warning(rec, facts, accelerator, requested=asked,
+                                    requested_by="--device" if device else "the device option")
+    return [w] if w else []
+
+
 @app.command("run")
 def run(
     recipe: str | None = typer.Argument(None, metavar="RECIPE",
@@ -129,6 +142,9 @@ def run(
         port = _free_port(host)
     plan = build_launch_plan(rec, spec, facts, device=device, port=port,
                              host_addr=host, options=options, install_ref="--example" if example else recipe)
+    warnings = _lacking_warnings(rec, spec, facts, plan.accelerator, device, options)
+    for w in warnings:
+        err_console.print(f"warning: {w}", markup=False)
     probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():
         probe_text += "; the default probe: the recipe sets no health_probe"
@@ -154,7 +170,8 @@ def run(
             if json_out:  # one JSON line on stdout, for scripts that wait for readiness
                 print(json.dumps({"event": "ready", "recipe": plan.recipe, "model": plan.model, "url": eng.url,
                                   "pid": eng.pid, "argv": list(eng.argv), "probe": list(eng.probe_seen or ()),
-                                  "ready_ms": round((eng.ready_after or 0) * 1000)}), flush=True)
+                                  "ready_ms": round((eng.ready_after or 0) * 1000), "warnings": warnings}),
+                      flush=True)
                 return
             console.print(f"ready: {eng.url}  ({plan.recipe}, pid {eng.pid}, "
                           f"{(eng.ready_after or 0) * 1000:.0f} ms)", markup=False)

@@ -1,8 +1,9 @@
 """Host facts: what platform selection needs to know about a machine (RFC sections 3, 9).
 
 Selection is a pure function of an explicit :class:`HostFacts`; :func:`detect_host`
-is the one place that reads the real machine (``/dev``, ``/sys``, ``nvidia-smi``), and
-it takes a ``root`` so tests can point it at a fake tree. ``LEMONPACK_HOST_FACTS``
+is the one place that reads the real machine (``/dev``, ``/sys``, ``/proc``,
+``nvidia-smi``), and it takes a ``root`` and an ``nvidia_smi`` program so tests can point
+it at a fake tree and a fake tool. ``LEMONPACK_HOST_FACTS``
 (JSON, the shape of :meth:`HostFacts.to_json`) replaces detection entirely.
 """
 
@@ -103,11 +104,36 @@ def detect_rocm_arch(root: Path) -> str | None:
     return None
 
 
-def detect_cuda_arch(root: Path) -> str | None:
-    """``sm_XY`` from ``nvidia-smi --query-gpu=compute_cap`` when an NVIDIA driver is present."""
-    if root != Path("/") or not Path("/proc/driver/nvidia/gpus").exists():
+def nvidia_gpus(root: Path) -> list[Path]:
+    """The GPUs the NVIDIA kernel driver lists under ``root``
+    (``proc/driver/nvidia/gpus/<pci-address>/``, one directory each; NVIDIA driver
+    README, "procfs interface"). Empty without the driver."""
+    d = root / "proc/driver/nvidia/gpus"
+    try:
+        return sorted(p for p in d.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def _default_nvidia_smi(root: Path) -> str | None:
+    if root == Path("/"):
+        return shutil.which("nvidia-smi")
+    for d in ("usr/bin", "bin", "usr/local/bin"):
+        if os.access(root / d / "nvidia-smi", os.X_OK):
+            return str(root / d / "nvidia-smi")
+    return None
+
+
+def detect_cuda_arch(root: Path, nvidia_smi: str | os.PathLike[str] | None = None) -> str | None:
+    """``sm_XY`` of the first GPU from ``nvidia-smi --query-gpu=compute_cap
+    --format=csv,noheader`` (nvidia-smi(1), driver >= 510) when the NVIDIA driver lists a
+    GPU under ``root``; None without a GPU, without nvidia-smi, or when it fails or
+    prints something else. ``nvidia_smi`` is the program to run (default: ``nvidia-smi``
+    on ``PATH`` for ``/``, else ``<root>/usr/bin/nvidia-smi``); it runs without a shell,
+    10 s at most."""
+    if not nvidia_gpus(root):
         return None
-    exe = shutil.which("nvidia-smi")
+    exe = os.fspath(nvidia_smi) if nvidia_smi is not None else _default_nvidia_smi(root)
     if exe is None:
         return None
     try:
@@ -115,13 +141,38 @@ def detect_cuda_arch(root: Path) -> str | None:
                              capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    return "sm_" + first.replace(".", "") if first else None
+    first = out.strip().splitlines()[0].strip() if out.strip() else ""
+    major, dot, minor = first.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        return None
+    return f"sm_{major}{minor}"
 
 
-def detect_host(root: str | Path = "/") -> HostFacts:
-    """Describe the machine. ``LEMONPACK_HOST_FACTS`` (JSON) overrides detection;
-    ``root`` lets tests supply a fake ``/dev`` and ``/sys`` tree."""
+def detect_vulkan(root: Path) -> bool:
+    """A render node (``dev/dri/renderD*``) and at least one installed Vulkan ICD manifest
+    (``usr/share/vulkan/icd.d`` or ``etc/vulkan/icd.d``, the Khronos loader's search
+    directories, LoaderDriverInterface.md) under ``root``."""
+    if not list((root / "dev/dri").glob("renderD*")):
+        return False
+    for d in ("usr/share/vulkan/icd.d", "etc/vulkan/icd.d"):
+        try:
+            if any(p.suffix == ".json" for p in (root / d).iterdir()):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def detect_host(root: str | Path = "/", *, nvidia_smi: str | os.PathLike[str] | None = None) -> HostFacts:
+    """Describe the machine. ``LEMONPACK_HOST_FACTS`` (JSON) overrides detection.
+
+    ``root`` is where ``dev/``, ``sys/`` and ``proc/`` are read (tests pass a fake tree),
+    ``nvidia_smi`` the program asked for the CUDA arch (see :func:`detect_cuda_arch`).
+    Accelerators: ``cpu`` always; ``metal`` on macOS; ``rocm`` when ``dev/kfd`` exists and
+    KFD topology names a GPU arch; ``cuda`` when the NVIDIA driver lists a GPU (arch from
+    nvidia-smi, None if it cannot tell); ``vulkan`` per :func:`detect_vulkan`. The OS is
+    the running one. Raises LemonpackError for an invalid ``LEMONPACK_HOST_FACTS``.
+    """
     injected = os.environ.get("LEMONPACK_HOST_FACTS")
     if injected:
         try:
@@ -138,13 +189,11 @@ def detect_host(root: str | Path = "/") -> HostFacts:
     if os_name == "darwin":
         accels.add("metal")
     rocm = detect_rocm_arch(root)
-    cuda = detect_cuda_arch(root)
     if rocm:
         accels.add("rocm")
-    if cuda:
+    cuda = detect_cuda_arch(root, nvidia_smi)
+    if nvidia_gpus(root):
         accels.add("cuda")
-    if list((root / "dev/dri").glob("renderD*")) and any(
-            (root / d).is_dir() and any((root / d).iterdir())
-            for d in ("usr/share/vulkan/icd.d", "etc/vulkan/icd.d")):
+    if detect_vulkan(root):
         accels.add("vulkan")
     return HostFacts(os=os_name, accelerators=frozenset(accels), rocm_arch=rocm, cuda_arch=cuda)

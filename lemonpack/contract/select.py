@@ -111,6 +111,27 @@ def select_accelerator(recipe: Recipe, host: HostFacts, requested: str | None = 
     return next(iter(blocks))
 
 
+def lacking_accelerator_warning(recipe: Recipe, host: HostFacts, accelerator: str, *,
+                                requested: str | None = None, requested_by: str = "--device") -> str | None:
+    """A one-line warning when the block chosen for ``host`` is for an ``accelerator`` the
+    host does not have (section 9 still picks it: a requested device, the recipe's
+    ``default_accelerator``, or, when no block matches the host, the first declared one);
+    None when the host has it. ``requested`` is the device asked for and ``requested_by``
+    how it was asked (an option name). Names the block, the reason and the host's
+    accelerators. Raises nothing."""
+    if accelerator in host.accelerators:
+        return None
+    if requested == accelerator:
+        why = f"it was requested ({requested_by} {accelerator})"
+    elif recipe.default_accelerator == accelerator:
+        why = "it is the recipe's default_accelerator"
+    else:
+        blocks = ", ".join(recipe.platforms.get(host.os, {}))
+        why = f"no block of the recipe ({blocks}) is for an accelerator this host has"
+    return (f"using block platforms.{host.os}.{accelerator} although this host has no {accelerator} "
+            f"(host accelerators: {', '.join(sorted(host.accelerators))}): {why}")
+
+
 def merge(recipe: Recipe, block: PlatformBlock, override: ArchOverride | None, gpu_arch: str | None) -> EffectiveBlock:
     """Field-wise merge of ``override`` onto ``block`` (a present field replaces the
     base field; ``env`` merges key by key) plus the top-level provenance defaults."""

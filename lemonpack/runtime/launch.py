@@ -75,6 +75,7 @@ from lemonpack.contract.select import EffectiveBlock, arch_alias, select_block
 from lemonpack.contract.tokens import Token, TokenSyntaxError, parse_template, render, render_argv
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
 from lemonpack.oci.cmdline import CONTAINER_CLIS, read_container_argv, valid_container_name
+from lemonpack.runtime.engine_flags import EngineFlagTable, table_for
 from lemonpack.runtime.envallow import DEFAULT_ALLOWLIST, resolve_env
 from lemonpack.runtime.launchplans import BuiltinInputs, builtin_plan
 from lemonpack.runtime.plan import LaunchPlan
@@ -171,7 +172,8 @@ class TokenContext:
     ``resolved_path``, ``model_relative_path``, ``hf_cache``, ``cache_dir``, ``exe_dir``
     (None: the token fails). Options: ``ctx_size`` ... ``cache_type_v`` as text.
     ``recipe_options`` the merged options (recipe defaults, model, load), ``custom_args``
-    a string or a list, ``reserved_args`` what ``{custom_args}`` must not contain.
+    a string or a list, ``reserved_args`` what ``{custom_args}`` must not contain, under
+    every spelling ``engine_flags`` (the engine's option table, or None) knows.
     ``environ`` the parent environment snapshot and ``env_allowlist`` the ``{env:}``
     allowlist. Hardware: ``host_facts``, ``accelerator`` (selected block key),
     ``gpu_arch`` (selected arch), ``arch_alias_resolver`` (arch -> alias, raising
@@ -200,6 +202,7 @@ class TokenContext:
     recipe_options: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     custom_args: str | Sequence[str] | None = None
     reserved_args: tuple[str, ...] = ()
+    engine_flags: EngineFlagTable | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     env_allowlist: frozenset[str] = DEFAULT_ALLOWLIST
     host_facts: HostFacts | None = None
@@ -357,10 +360,19 @@ def split_custom_args(value: str | Sequence[str] | None) -> list[str]:
     return items
 
 
-def check_reserved(args: Sequence[str], reserved: Sequence[str]) -> None:
+def check_reserved(args: Sequence[str], reserved: Sequence[str], flags: EngineFlagTable | None = None) -> None:
     """Reject a user argument that overrides a reserved flag (section 4.3): an exact match
-    or a leading ``<flag>=``. Raises :class:`TokenError` naming the argument and the flag."""
+    or a leading ``<flag>=``; with ``flags`` (the engine's option table,
+    :mod:`lemonpack.runtime.engine_flags`) also any other spelling the engine reads as the
+    flag (aliases, negations, ``_`` for ``-``) and any option setting what the flag sets.
+    Raises :class:`TokenError` naming the argument, the reserved flag and the relation."""
     for arg in args:
+        if flags is not None:
+            hit = flags.conflict(arg, reserved)
+            if hit is not None:
+                why = "" if arg.split("=", 1)[0] == hit.reserved else f": {arg.split('=', 1)[0]!r} is {hit.how}"
+                raise TokenError(f"custom_args element {arg!r} overrides the reserved flag {hit.reserved!r}{why}")
+            continue
         for flag in reserved:
             if arg == flag or arg.startswith(flag + "="):
                 raise TokenError(f"custom_args element {arg!r} overrides the reserved flag {flag!r}")
@@ -368,9 +380,10 @@ def check_reserved(args: Sequence[str], reserved: Sequence[str]) -> None:
 
 def expand_custom_args(ctx: TokenContext) -> list[str]:
     """``{custom_args}``: :func:`split_custom_args` of ``ctx.custom_args``, each element
-    checked against ``ctx.reserved_args`` (:func:`check_reserved`). Raises :class:`TokenError`."""
+    checked against ``ctx.reserved_args`` under ``ctx.engine_flags`` (:func:`check_reserved`).
+    Raises :class:`TokenError`."""
     args = split_custom_args(ctx.custom_args)
-    check_reserved(args, ctx.reserved_args)
+    check_reserved(args, ctx.reserved_args, ctx.engine_flags)
     return args
 
 
@@ -604,6 +617,10 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         if not eff.command:
             raise SelectionError(f"{recipe.file}: {eff.path} has no command")
         executable = render(eff.command, rec, where=f"{eff.path}.command")
+        # A known engine binary (llama-server, ...) gets its option table for {custom_args}.
+        ctx = replace(ctx, engine_flags=table_for(executable=executable))
+        rec.ctx = ctx
+        expand = partial(expand_custom_args, ctx)
         argv = [executable] + render_argv(eff.args, rec, expand, where=f"{eff.path}.args")
     else:
         inputs = BuiltinInputs(
@@ -614,7 +631,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         built = builtin_plan(recipe.variant_of, inputs)
         # Reserved flags for {custom_args}: the manifest's (block, then top level), then the built-in's.
         reserved = eff.reserved_args + tuple(a for a in built.reserved_args if a not in eff.reserved_args)
-        ctx = replace(ctx, reserved_args=reserved)
+        ctx = replace(ctx, reserved_args=reserved, engine_flags=table_for(recipe.variant_of))
         rec.ctx = ctx
         expand = partial(expand_custom_args, ctx)
         if not eff.binary:

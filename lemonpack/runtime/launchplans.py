@@ -17,7 +17,10 @@ Contract major 1 has exactly three such built-ins, as in Lemonade:
 
 Each plan also lists the flags it builds (:attr:`BuiltinPlan.reserved_args`); they are
 united with the manifest's ``reserved_args`` when ``{custom_args}`` is checked, so a
-user option cannot override ``--port`` even if the manifest forgot to reserve it.
+user option cannot override ``--port`` even if the manifest forgot to reserve it. The
+check reads every reserved flag under all the spellings the engine accepts (aliases such
+as ``-mm``, negations such as ``--no-jinja``, options setting the same thing such as
+``-hf``), from the engine's own argument table (:mod:`lemonpack.runtime.engine_flags`).
 Inputs arrive already resolved (:class:`BuiltinInputs`), so every value has passed the
 token engine's leading-dash rule before a plan sees it.
 """
@@ -76,7 +79,8 @@ def llamacpp_plan(inputs: BuiltinInputs) -> BuiltinPlan:
     """llama.cpp's ``llama-server`` plan (Lemonade's built-in argv, section 7).
 
     Returns ``llama-server -m M --ctx-size C --port P --host H --jinja --metrics``
-    [``--mmproj X``] [``--embeddings`` | ``--reranking``]. Raises nothing.
+    [``--mmproj X``] [``--embeddings`` | ``--reranking``], reserving every flag it sets or
+    may set by mode (and ``--pooling`` in reranking mode). Raises nothing.
     """
     argv = ["llama-server", "-m", inputs.model_path, "--ctx-size", inputs.ctx_size,
             "--port", inputs.port, "--host", inputs.host, "--jinja", "--metrics"]
@@ -86,8 +90,11 @@ def llamacpp_plan(inputs: BuiltinInputs) -> BuiltinPlan:
         argv.append("--embeddings")
     elif inputs.mode == "reranking":
         argv.append("--reranking")
-    return BuiltinPlan("llama-server", tuple(argv), reserved_args=(
-        "-m", "--model", "-c", "--ctx-size", "--port", "--host", "--mmproj", "--embeddings", "--reranking"))
+    reserved = ("-m", "--model", "-c", "--ctx-size", "--port", "--host", "--jinja", "--metrics", "--mmproj",
+                "--embeddings", "--reranking")
+    if inputs.mode == "reranking":
+        reserved += ("--pooling",)  # --reranking sets the rank pooling; another pooling would undo it
+    return BuiltinPlan("llama-server", tuple(argv), reserved_args=reserved)
 
 
 def whispercpp_plan(inputs: BuiltinInputs) -> BuiltinPlan:

@@ -233,7 +233,6 @@ def test_roll_forward_records_observed_hash(lp, site, tmp_path):
     # artifact is the gfx115* override's
     (["--arch", "gfx1150"], {"linux-rocm-gfx1150", "windows-cuda"}),
     (["--os", "linux", "--arch", "gfx1151"], {"linux-rocm-gfx1151"}),
-    (["--os", "linux", "--arch", "gfx1030"], {"linux-rocm"}),
     (["--os", "windows"], {"windows-cuda"}),
     (["--accelerator", "rocm"], {"linux-rocm", "linux-rocm-gfx1151", "linux-rocm-gfx115x"}),
 ])

@@ -95,7 +95,7 @@ def test_released_major_is_frozen(tmp_path):
 def test_detect_host_on_this_machine_and_injected(monkeypatch):
     monkeypatch.delenv("LEMONPACK_HOST_FACTS", raising=False)
     facts = detect_host()
-    assert facts.os == "linux" and "cpu" in facts.accelerators
+    assert facts.os == "linux" and "cpu" in facts.accelerators and facts == detect_host("/")
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", json.dumps({"os": "linux", "accelerators": ["rocm"],
                                                            "rocm_arch": "gfx1151"}))
     assert detect_host() == HostFacts("linux", frozenset({"cpu", "rocm"}), rocm_arch="gfx1151")
