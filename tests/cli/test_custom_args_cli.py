@@ -31,6 +31,8 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 RECIPE = {
     "recipe": "case-fork", "display_name": "llama.cpp fork, user-provided binary", "api_contract_version": "1",
     "variant_of": "llamacpp", "capabilities": ["chat_completion"],
+    # the user's own binary: the normative schema needs a sha256 or the roll_forward opt-out
+    "version_policy": "roll_forward",
     "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200, "timeout_seconds": 10,
                      "poll_interval_ms": 50},
     "platforms": {"linux": {"cpu": {"binary": "llama-server", "reserved_args": ["--port", "--host", "-m"]}}},

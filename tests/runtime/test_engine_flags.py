@@ -119,7 +119,7 @@ def test_table_for_variant_or_binary_name():
 
 
 def _variant(builtin, binary, reserved):
-    doc = {"recipe": "fork", "display_name": "Fork", "api_contract_version": "1", "variant_of": builtin,
+    doc = {"recipe": "fork", "display_name": "Fork", "api_contract_version": "1", "variant_of": builtin, "version_policy": "roll_forward",
            "capabilities": ["chat_completion"],
            "platforms": {"linux": {"cpu": {"binary": binary, "reserved_args": reserved}}}}
     return load_recipe_text(json.dumps(doc))
