@@ -166,7 +166,7 @@ def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(po
         os.kill(run.proc.pid, sig)
         rc = run.finish()
         if sig == signal.SIGINT:
-            assert rc == 0, run.err
+            assert rc == 130, run.err
             assert not container_exists("podman", name)
         else:
             assert wait_for(lambda: not container_exists("podman", name), 10, 0.2), "container survived"
