@@ -541,19 +541,21 @@ class Engines:
 
     def spawn(self, plan: LaunchPlan) -> EngineProcess:
         """Start ``plan``'s process (not probed). Raises RuntimeFailure when the executable
-        cannot be run or a foreign container holds ``plan.container_name``."""
+        cannot be run, a foreign container holds ``plan.container_name``, or ``plan.port``
+        is not free (checked before every launch, process or container, so that a health
+        probe is never answered by a server that was there first)."""
         argv = tuple(plan.argv)
+        tag = f"{self.runtime_id}/{next(self._counter)}"
+        if plan.container_runtime or plan.container_name:
+            rt = plan.container_runtime or argv[0]
+            self._note_runtime(rt)
+            if plan.container_name:  # a leftover of ours (or of a dead runtime) may hold the port too
+                self._clear_container_name(rt, plan.container_name)
         if plan.port:
             try:  # before every launch: a probe must never be answered by someone else's server
                 check_port_free(plan.host, plan.port)
             except LemonpackError as e:
                 raise RuntimeFailure(f"{plan.recipe}: {e}") from None
-        tag = f"{self.runtime_id}/{next(self._counter)}"
-        if plan.container_runtime or plan.container_name:
-            rt = plan.container_runtime or argv[0]
-            self._note_runtime(rt)
-            if plan.container_name:
-                self._clear_container_name(rt, plan.container_name)
             argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe, LABEL_ENGINE: tag})
         env = {**os.environ, **plan.env, ENV_RUNTIME: self.runtime_id, ENV_ENGINE: tag}
         logs = LogRing(max_lines=self.log_lines)

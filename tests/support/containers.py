@@ -73,7 +73,7 @@ def rootfs_tar(directory: Path) -> Path:
 def import_image(directory: Path, env: dict) -> str:
     """``podman import`` the rootfs; return ``IMAGE_NAME@sha256:<manifest digest>``."""
     tar_path = rootfs_tar(directory)
-    tag = f"{IMAGE_NAME}:test"
+    tag = f"{IMAGE_NAME}-{os.urandom(4).hex()}:test"
     subprocess.run(["podman", "import", str(tar_path), tag], env=env, check=True, capture_output=True, timeout=120)
     digest = subprocess.run(["podman", "image", "inspect", tag, "--format", "{{.Digest}}"], env=env, check=True,
                             capture_output=True, text=True, timeout=60).stdout.strip()
@@ -96,6 +96,7 @@ class TestImage:
     www: str
     ready: str
     source: str
+    tag: str = ""  # name:tag in podman's storage (what :func:`remove_image` removes)
 
     def serve_argv(self, name: str, port: int, delay: float = 1.0, runtime: str = "podman",
                    host: str = "127.0.0.1") -> tuple[str, ...]:
@@ -113,8 +114,9 @@ class TestImage:
 
 def imported_image(directory: Path, env: dict) -> TestImage:
     """The rootfs of :func:`rootfs_tar` imported with ``podman import``."""
-    return TestImage(import_image(directory, env), ("/bin/sh", "-c"), "/bin/busybox", "/www", "/tmp/ready",
-                     "podman import")
+    ref = import_image(directory, env)
+    return TestImage(ref, ("/bin/sh", "-c"), "/bin/busybox", "/www", "/tmp/ready", "podman import",
+                     ref.split("@")[0] + ":test")
 
 
 def _health_cgi(bb: str, ready: str) -> bytes:
@@ -126,7 +128,8 @@ def _health_cgi(bb: str, ready: str) -> bytes:
             "fi\n").encode()
 
 
-def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact") -> TestImage:
+def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact",
+                          name: str = "localhost/lemonpack-test-built") -> TestImage:
     """An image built by ``lemonpack build`` from a variant_of recipe whose artifact is a tar of
     busybox (+ the CGI), served from a 127.0.0.1 HTTP server through ``--mirror``, then loaded
     with ``skopeo copy oci:DIR:TAG containers-storage:localhost/NAME:TAG``. The image's
@@ -170,28 +173,29 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
     result = json.loads(r.stdout)
     target = next(t for t in result["targets"] if t["kind"] == "image")
     tag = target["tag"]
-    name = f"localhost/lemonpack-test-built:{tag.replace('.', '-')}"
+    name = f"{name}-{os.urandom(4).hex()}:{tag.replace('.', '-')}"  # unique: other suites use podman too
     subprocess.run(["skopeo", "copy", f"oci:{layout}:{tag}", f"containers-storage:{name}"], env=env, check=True,
                    capture_output=True, timeout=300)
     return TestImage(f"{name.rsplit(':', 1)[0]}@{target['digest']}", ("sh", "-c"), bb, f"{prefix}/www", ready,
-                     "lemonpack build")
-
-
-def build_available() -> bool:
-    """True when ``lemonpack build`` and skopeo are present."""
-    try:
-        import lemonpack.builder.pipeline  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("skopeo") is not None
+                     "lemonpack build", name)
 
 
 def test_image(directory: Path, env: dict) -> TestImage:
-    """The image for container tests: built by ``lemonpack build`` when it is available,
-    else a ``podman import`` of the rootfs (forced with ``LEMONPACK_TEST_IMAGE_SOURCE=import``)."""
-    if build_available() and os.environ.get("LEMONPACK_TEST_IMAGE_SOURCE") != "import":
-        return lemonpack_built_image(directory, env)
-    return imported_image(directory, env)
+    """The image for container tests, always built by ``lemonpack build`` (what users run);
+    raises RuntimeError naming what is missing when it cannot be built (never a fallback to
+    an image lemonpack did not build). Remove it with :func:`remove_image`."""
+    if shutil.which("skopeo") is None:
+        raise RuntimeError("skopeo is not installed (apt-get install skopeo): the container tests load the "
+                           "image `lemonpack build` wrote with it")
+    return lemonpack_built_image(directory, env)
+
+
+def remove_image(image: TestImage, env: dict | None = None) -> None:
+    """``podman rmi -f`` the image's tag, so the suite leaves nothing in podman's storage."""
+    ref = image.tag or image.ref
+    r = subprocess.run(["podman", "rmi", "-f", ref], env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"podman rmi -f {ref} failed: {r.stderr.strip()}")
 
 
 test_image.__test__ = False  # not a pytest test
