@@ -701,8 +701,10 @@ class Engines:
         """Stop ``eng`` and everything it started; idempotent; returns once all are gone.
 
         Order: the plan's stop command (argv, ``stop_timeout``); for a container, confirm it
-        is gone (``rm -f -t 0`` when the stop command did not remove it); SIGTERM to every
-        member; ``grace`` seconds; SIGKILL to what is left; wait until none is left.
+        is gone (``rm -f -t 0`` when the stop command did not remove it), give its CLI client
+        ``grace`` seconds to exit by itself, then SIGKILL what is left (no SIGTERM: the client
+        would forward it to the removed container and log an error); for a process, SIGTERM
+        to every member, ``grace`` seconds, SIGKILL to what is left; wait until none is left.
         """
         grace = self.grace if grace is None else grace
         eng.stopping = True
@@ -718,25 +720,32 @@ class Engines:
             except (OSError, subprocess.TimeoutExpired) as e:
                 eng.logs.append(f"[stop] stop command failed: {e}")
                 log.warning("%s: stop command %s failed: %s", plan.recipe, list(stop_argv), e)
+        first = signal.SIGTERM
         if plan.container_name:
             rt = plan.container_runtime or plan.argv[0]
             if not wait_container_gone(rt, plan.container_name, timeout=min(2.0, self.container_timeout)):
                 remove_container(rt, plan.container_name, self.container_timeout)
-        self._terminate(eng, grace)
+            # The container is gone: its CLI client (`podman run`) exits by itself. A SIGTERM
+            # now would be forwarded by its signal proxy to a removed container and print
+            # `level=error msg="forwarding signal 15 to container ...: container has already
+            # been removed"` (podman 4.3). So let it finish, then SIGKILL what is left.
+            eng.exited.wait(grace)
+            first = signal.SIGKILL
+        self._terminate(eng, grace, first)
         with self._lock:
             self._live.discard(eng)
         if eng._reader is not None:
             eng._reader.join(timeout=1.0)
 
-    def _terminate(self, eng: EngineProcess, grace: float) -> None:
+    def _terminate(self, eng: EngineProcess, grace: float, first: int = signal.SIGTERM) -> None:
         pids = self.members(eng)
         if not pids:
             eng.exited.wait(1.0)
             return
         for p in pids:
-            _kill(p, signal.SIGTERM)
+            _kill(p, first)
         if self._group_alive(eng, pids):  # atomic for members forking right now
-            _killpg(eng.pid, signal.SIGTERM)
+            _killpg(eng.pid, first)
         deadline = time.monotonic() + grace
         seen = set(pids)
         while pids and time.monotonic() < deadline:

@@ -129,7 +129,7 @@ def _health_cgi(bb: str, ready: str) -> bytes:
 
 
 def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact",
-                          name: str = "localhost/lemonpack-test-built") -> TestImage:
+                          image_name: str = "localhost/lemonpack-test-built") -> TestImage:
     """An image built by ``lemonpack build`` from a variant_of recipe whose artifact is a tar of
     busybox (+ the CGI), served from a 127.0.0.1 HTTP server through ``--mirror``, then loaded
     with ``skopeo copy oci:DIR:TAG containers-storage:localhost/NAME:TAG``. The image's
@@ -173,7 +173,7 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
     result = json.loads(r.stdout)
     target = next(t for t in result["targets"] if t["kind"] == "image")
     tag = target["tag"]
-    name = f"{name}-{os.urandom(4).hex()}:{tag.replace('.', '-')}"  # unique: other suites use podman too
+    name = f"{image_name}-{os.urandom(4).hex()}:{tag.replace('.', '-')}"  # unique: other suites use podman too
     subprocess.run(["skopeo", "copy", f"oci:{layout}:{tag}", f"containers-storage:{name}"], env=env, check=True,
                    capture_output=True, timeout=300)
     return TestImage(f"{name.rsplit(':', 1)[0]}@{target['digest']}", ("sh", "-c"), bb, f"{prefix}/www", ready,
