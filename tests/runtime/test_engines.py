@@ -287,3 +287,38 @@ def test_owns_port_true_for_the_engine_itself(engines):
         assert engines.owns_port(eng) is True
     finally:
         engines.stop(eng)
+
+
+def test_a_failing_exit_callback_is_logged_and_the_crash_still_reaches_the_supervisor(caplog):
+    import logging
+
+    seen = []
+
+    def bad_observer(model, old, new):  # an observer that raises on every transition
+        seen.append(new)
+        raise RuntimeError("observer bug")
+    plan = fake_plan("--crash-after", "1.0", "--exit-code", "9")
+    runner = Runner({"m": plan}, Engines(grace=0.5), on_state=bad_observer)
+    try:
+        with caplog.at_level(logging.WARNING, logger="lemonpack.runtime.engines"):
+            eng = runner.ensure_ready("m", timeout=30)
+
+            def boom(rc):
+                raise ValueError(f"callback bug {rc}")
+            eng.on_exit(boom)  # registered after the Runner's own: it runs, fails, is logged
+            assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
+        assert runner.last_error("m") == "engine exited with code 9"
+        assert seen == [State.STARTING, State.READY, State.STOPPING, State.STOPPED]
+        text = "\n".join(f"{r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in caplog.records)
+        assert "callback bug 9" in text and "observer bug" in text
+    finally:
+        runner.close()
+
+
+def test_a_failing_exit_callback_does_not_hide_the_next_one(engines):
+    eng = engines.spawn(fake_plan("--exit-now", "--exit-code", "3"))
+    got = []
+    eng.on_exit(lambda rc: 1 / 0)
+    eng.on_exit(got.append)
+    assert wait_for(lambda: got == [3], 10)
+    engines.stop(eng)
