@@ -1,9 +1,9 @@
-"""A tiny busybox image for container tests, imported into podman's default storage.
+"""A tiny busybox image for container tests, built by ``lemonpack build`` and loaded into podman.
 
-The rootfs holds ``/bin/busybox`` (+ ``sh``, ``httpd``, ``sleep``, ``touch`` links) and a
-CGI ``/www/cgi-bin/health`` that answers 503 until ``/tmp/ready`` exists, then 200. The
-image is referenced by digest (``localhost/lemonpack-test-bb@sha256:...``). podman runs
-here only as root with a containers.conf asking for runc and modest ulimits:
+The image holds busybox and a CGI ``.../www/cgi-bin/health`` that answers 503 until a
+``ready`` file exists, then 200. It is referenced by digest, named with a random suffix
+(other suites use podman at the same time) and removed with :func:`remove_image`. podman
+runs here only as root with a containers.conf asking for runc and modest ulimits:
 :func:`containers_conf` writes one and the caller sets ``CONTAINERS_CONF``.
 """
 
@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.tools import CONTAINERS_CONF  # noqa: E402
+
 BUSYBOX = Path("/bin/busybox")
-IMAGE_NAME = "localhost/lemonpack-test-bb"
-HEALTH_CGI = """#!/bin/sh
-if [ -f /tmp/ready ]; then
-  printf 'Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nok\\n'
-else
-  printf 'Status: 503 Service Unavailable\\r\\nContent-Type: text/plain\\r\\n\\r\\nloading\\n'
-fi
-"""
 
 
 def podman_usable() -> str | None:
@@ -45,39 +38,6 @@ def containers_conf(directory: Path) -> Path:
     path = directory / "containers.conf"
     path.write_text(CONTAINERS_CONF)
     return path
-
-
-def rootfs_tar(directory: Path) -> Path:
-    """A deterministic rootfs tar with busybox and the health CGI."""
-    tar_path = directory / "rootfs.tar"
-
-    def info(name: str, **kw) -> tarfile.TarInfo:
-        ti = tarfile.TarInfo(name)
-        ti.mtime, ti.uid, ti.gid, ti.uname, ti.gname = 0, 0, 0, "", ""
-        for k, v in kw.items():
-            setattr(ti, k, v)
-        return ti
-    bb = BUSYBOX.read_bytes()
-    cgi = HEALTH_CGI.encode()
-    import io
-    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for d in ("bin", "tmp", "www", "www/cgi-bin"):
-            tf.addfile(info(d, type=tarfile.DIRTYPE, mode=0o1777 if d == "tmp" else 0o755))
-        tf.addfile(info("bin/busybox", size=len(bb), mode=0o755), io.BytesIO(bb))
-        for applet in ("sh", "httpd", "sleep", "touch", "cat"):
-            tf.addfile(info(f"bin/{applet}", type=tarfile.SYMTYPE, linkname="busybox", mode=0o777))
-        tf.addfile(info("www/cgi-bin/health", size=len(cgi), mode=0o755), io.BytesIO(cgi))
-    return tar_path
-
-
-def import_image(directory: Path, env: dict) -> str:
-    """``podman import`` the rootfs; return ``IMAGE_NAME@sha256:<manifest digest>``."""
-    tar_path = rootfs_tar(directory)
-    tag = f"{IMAGE_NAME}-{os.urandom(4).hex()}:test"
-    subprocess.run(["podman", "import", str(tar_path), tag], env=env, check=True, capture_output=True, timeout=120)
-    digest = subprocess.run(["podman", "image", "inspect", tag, "--format", "{{.Digest}}"], env=env, check=True,
-                            capture_output=True, text=True, timeout=60).stdout.strip()
-    return f"{IMAGE_NAME}@{digest}"
 
 
 @dataclass(frozen=True)
@@ -110,13 +70,6 @@ class TestImage:
         bb = self.bb
         return (f"({bb} sleep {delay}; {bb} touch {self.ready}) & "
                 f"exec {bb} httpd -f -p {host}:{port} -h {self.www}")
-
-
-def imported_image(directory: Path, env: dict) -> TestImage:
-    """The rootfs of :func:`rootfs_tar` imported with ``podman import``."""
-    ref = import_image(directory, env)
-    return TestImage(ref, ("/bin/sh", "-c"), "/bin/busybox", "/www", "/tmp/ready", "podman import",
-                     ref.split("@")[0] + ":test")
 
 
 def _health_cgi(bb: str, ready: str) -> bytes:
@@ -201,8 +154,3 @@ def remove_image(image: TestImage, env: dict | None = None) -> None:
 test_image.__test__ = False  # not a pytest test
 TestImage.__test__ = False
 
-
-def serve_argv(image: str, name: str, port: int, delay: float = 1.0, runtime: str = "podman") -> tuple[str, ...]:
-    """A seed-13.2-shaped ``podman run`` argv for the imported rootfs image ``image``."""
-    script = f"(sleep {delay}; touch /tmp/ready) & exec /bin/busybox httpd -f -p 127.0.0.1:{port} -h /www"
-    return (runtime, "run", "--rm", "--name", name, "--network", "host", image, "/bin/sh", "-c", script)
