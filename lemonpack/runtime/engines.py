@@ -17,13 +17,21 @@ Design notes live in ``SUPERVISOR.md`` next to this file. In short:
   whose write end only the runtime holds. When the runtime dies in any way (SIGKILL
   included) it reads EOF, removes containers labelled ``lemonpack.owner=<runtime-id>`` and
   kills every process tagged with the runtime id.
+- **Adopted orphans**: as child subreaper the runtime adopts helpers an engine daemonised
+  with an emptied environment; every child it forks is registered (:func:`_popen`), so an
+  unregistered direct child is adopted and is ended with its engine (:meth:`Engines.adopted_by`
+  says what still escapes without cgroups).
+- **Ports**: checked free before every launch; a probe answer counts only from the engine
+  (:meth:`Engines.owns_port`; for a container: running, and its processes hold the port).
 - **Containers**: ``--label lemonpack.owner=<runtime-id>`` is injected right after ``run``;
   before a start, a leftover container of the same name is removed if its owner is dead
   (or is us), otherwise the start fails; :meth:`Engines.cleanup_leftovers` removes every
   labelled container and tagged process whose runtime is dead.
 
 :class:`Runner` binds the pure :class:`~lemonpack.runtime.supervisor.Supervisor` to
-:class:`Engines`: thread-safe ``ensure_ready(model)`` / ``unload(model)`` / ``close()``.
+:class:`Engines`: thread-safe ``ensure_ready(model)`` / ``unload(model)`` / ``close()``. It is
+the one driver of engines (``lemonpack run`` and the server). Failures the runtime cannot
+raise (clean-up, callbacks) are logged to ``lemonpack.runtime.engines``.
 """
 
 from __future__ import annotations
