@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
-from lemonpack.builder.checks import require_pinned
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.errors import LemonpackError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
-                           find_run_images, write_dir_layer, write_files_layer)
+                           write_dir_layer, write_files_layer)
+from lemonpack.oci.policy import container_images, require_pinned
 
 RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
@@ -191,10 +191,11 @@ def _annotations(t: EffectiveBlock, extra: dict[str, str | None]) -> dict[str, s
 
 
 def target_images(t: EffectiveBlock) -> tuple[str, ...]:
-    """The container images (pinned by now) of a target's ``podman``/``docker run`` argv."""
+    """The container image (pinned by now) a target's container run/create/pull argv names
+    (:func:`lemonpack.oci.policy.container_images`), or ``()``."""
     if not t.command:
         return ()
-    return tuple(image for _, image in find_run_images(t.command, t.args))
+    return container_images(t.command, t.args)
 
 
 def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int) -> Descriptor:

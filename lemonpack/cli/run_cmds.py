@@ -92,7 +92,7 @@ def run(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
-    from lemonpack.builder.checks import require_pinned
+    from lemonpack.oci.policy import require_pinned
     from lemonpack.contract import detect_host
     from lemonpack.contract.model import HealthProbe
     from lemonpack.runtime.engines import Engines, Runner, check_port_free

@@ -4,7 +4,9 @@ Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descr
 layer.md, config.md, annotations.md) and the distribution/reference grammar.
 
 - :mod:`~lemonpack.oci.canonical`: ``canonical_json`` and media-type constants.
-- :mod:`~lemonpack.oci.reference`: ``parse_reference``, ``check_pinned``, ``find_run_images``.
+- :mod:`~lemonpack.oci.reference`: ``parse_reference``, ``check_pinned``.
+- :mod:`~lemonpack.oci.cmdline`: ``read_container_argv`` -> ``ContainerInvocation`` (one reader of container CLIs).
+- :mod:`~lemonpack.oci.policy`: digest pinning and shell strings in recipe argvs.
 - :mod:`~lemonpack.oci.layer`: ``write_dir_layer``, ``write_files_layer`` -> ``LayerInfo``.
 - :mod:`~lemonpack.oci.layout`: ``LayoutWriter``, ``Descriptor``, ``read_layout``, ``verify_layout``.
 """
@@ -13,12 +15,12 @@ from lemonpack.oci.canonical import *  # noqa: F401,F403
 from lemonpack.oci.canonical import __all__ as _canonical_all
 from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
 from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout, rfc3339, verify_layout
-from lemonpack.oci.reference import (
-    ImageReference, InvalidReferenceError, check_pinned, find_run_images, parse_reference,
-)
+from lemonpack.oci.cmdline import ContainerInvocation, UnreadableCommandLine, read_container_argv
+from lemonpack.oci.reference import ImageReference, InvalidReferenceError, check_pinned, parse_reference
 
 __all__ = [
     *_canonical_all, "DEFAULT_COMPRESSLEVEL", "LayerInfo", "write_dir_layer", "write_files_layer",
     "Descriptor", "LayoutWriter", "read_layout", "rfc3339", "verify_layout",
-    "ImageReference", "InvalidReferenceError", "check_pinned", "find_run_images", "parse_reference",
+    "ImageReference", "InvalidReferenceError", "check_pinned", "parse_reference",
+    "ContainerInvocation", "UnreadableCommandLine", "read_container_argv",
 ]

@@ -1,5 +1,5 @@
-"""Image references: the distribution/reference grammar, pinning checks, and finding the
-image argument of ``podman run`` / ``docker run`` command lines.
+"""Image references: the distribution/reference grammar and pinning checks. Container command
+lines are read by :mod:`lemonpack.oci.cmdline`.
 
 Grammar (github.com/distribution/reference, ``reference.go``)::
 
@@ -19,10 +19,8 @@ digest part.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from typing import Sequence
 
 from lemonpack.errors import LemonpackError
 
@@ -182,104 +180,6 @@ def check_pinned(image: str) -> str | None:
     return None
 
 
-# --- command lines -------------------------------------------------------------------
-
-CONTAINER_ENGINES = frozenset({"podman", "docker", "podman-remote", "nerdctl"})
-
-#: ``run`` options that take no value (podman-run(1), docker-run(1)). Any other long
-#: option without ``=`` takes the next argument; ``--flag=value`` is self-contained.
-RUN_BOOLEAN_OPTIONS = frozenset({
-    "--rm", "--init", "-d", "--detach", "-i", "-t", "--interactive", "--tty",
-    "--privileged", "--read-only", "--replace", "-P", "--publish-all", "--rmi",
-    "--no-hosts", "-q", "--quiet", "--oom-kill-disable", "--sig-proxy",
-    "--read-only-tmpfs", "--no-healthcheck", "--env-host", "--http-proxy", "--passwd",
-    "--disable-content-trust", "--help",
-})
-#: Single-letter ``run`` flags that take no value; a cluster (``-it``, ``-dit``) made
-#: only of these is boolean, otherwise the first value-taking letter takes the rest of
-#: the cluster or, when it is last, the next argument (``-p8080:80``, ``-itv X``).
-RUN_BOOLEAN_SHORT = frozenset("dtiPq")
-
-#: Global options (before the subcommand) that take no value; every other global option
-#: without ``=`` takes the next argument (``--root X``, ``--log-level X``, ``-H X``).
-GLOBAL_BOOLEAN_OPTIONS = frozenset({
-    "--remote", "-r", "--syslog", "--debug", "-D", "--tls", "--tlsverify", "--help", "-h",
-    "--version", "-v", "--noout",
-})
-
-
-def _skip_option(args: Sequence[str], i: int, booleans: frozenset[str],
-                 short_booleans: frozenset[str]) -> int:
-    """Return the index after the option at ``args[i]`` (and its value, if it takes one)."""
-    arg = args[i]
-    if arg.startswith("--"):
-        if "=" in arg or arg in booleans:
-            return i + 1
-        return i + 2
-    # short option or cluster
-    if arg in booleans:
-        return i + 1
-    letters = arg[1:]
-    for pos, letter in enumerate(letters):
-        if letter in short_booleans:
-            continue
-        return i + 1 if pos < len(letters) - 1 else i + 2
-    return i + 1
-
-
-#: Subcommands whose first positional argument is an image (also under ``container``/``image``).
-IMAGE_SUBCOMMANDS = frozenset({"run", "create", "pull"})
-
-
-def find_run_images(command: str, args: Sequence[str]) -> list[tuple[int, str]]:
-    """Find the image argument of a ``podman``/``docker`` ``run`` (or ``create``, ``pull``) command line.
-
-    ``command`` is the program (its basename must be ``podman`` or ``docker``), ``args``
-    the argv after it. Global options may precede the subcommand (``--root X run ...``);
-    the subcommand is one of :data:`IMAGE_SUBCOMMANDS`, optionally after ``container`` or
-    ``image``. The image is the first positional after the subcommand's options: options in :data:`RUN_BOOLEAN_OPTIONS` (and clusters of
-    :data:`RUN_BOOLEAN_SHORT` like ``-it``) take no value, ``--flag=value`` is
-    self-contained, every other option takes the next argument, ``--`` ends options.
-
-    Returns ``[(index_in_args, image_text)]``: one element, or ``[]`` when the command is
-    not a container engine, not ``run``, or has no image. The text is returned verbatim
-    (it may contain tokens such as ``{arch_alias}``); see :func:`check_pinned`.
-
-    Spec: podman-run(1) and docker-run(1) synopsis ``run [options] image [command [arg...]]``.
-    """
-    if os.path.basename(command) not in CONTAINER_ENGINES:
-        return []
-    i, n = 0, len(args)
-    # global options, then the subcommand
-    while i < n and args[i].startswith("-") and args[i] != "-":
-        if args[i] == "--":
-            i += 1
-            break
-        i = _skip_option(args, i, GLOBAL_BOOLEAN_OPTIONS, frozenset())
-    if i >= n:
-        return []
-    if args[i] in ("container", "image") and i + 1 < n and args[i + 1] in IMAGE_SUBCOMMANDS:
-        i += 2
-    elif args[i] in IMAGE_SUBCOMMANDS:
-        i += 1
-    else:
-        return []
-    while i < n:
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if arg.startswith("-") and arg != "-":
-            i = _skip_option(args, i, RUN_BOOLEAN_OPTIONS, RUN_BOOLEAN_SHORT)
-            continue
-        return [(i, arg)]
-    if i < n:
-        return [(i, args[i])]
-    return []
-
-
 __all__ = [
     "ImageReference", "InvalidReferenceError", "parse_reference", "check_pinned",
-    "find_run_images", "IMAGE_SUBCOMMANDS", "CONTAINER_ENGINES", "RUN_BOOLEAN_OPTIONS", "RUN_BOOLEAN_SHORT",
-    "GLOBAL_BOOLEAN_OPTIONS",
 ]

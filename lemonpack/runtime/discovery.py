@@ -31,7 +31,7 @@ the two halves of ``load_recipe_text``, so an invalid file still names its recip
   ``builtin-collision``); that rule is kept as the reason (kind ``builtin-collision``);
 - a valid recipe that runs a container image not pinned by digest is rejected with kind
   ``unpinned`` and every ``digest-pinning`` problem: the same policy ``lint``/``build``
-  and ``run`` enforce (:func:`lemonpack.builder.checks.recipe_policy_problems`; the runtime
+  and ``run`` enforce (:func:`lemonpack.oci.policy.recipe_policy_problems`; the runtime
   imports this one function of the build room, which depends on contract and oci only);
 - ``extends`` is resolved among the winners (:mod:`lemonpack.runtime.extends`);
   recipes dropped there are rejected with kind ``extends``.
@@ -62,9 +62,9 @@ from types import MappingProxyType
 
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
-from lemonpack.builder.checks import recipe_policy_problems
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import Problem
+from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
 from lemonpack.runtime.extends import resolve_extends
 from lemonpack.runtime.trust import Scope

@@ -54,6 +54,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.oci.cmdline import read_container_argv
 from lemonpack.runtime import probes
 from lemonpack.runtime.logs import LogRing
 from lemonpack.runtime.plan import LaunchPlan
@@ -320,14 +321,20 @@ def holds_socket(pids, inodes: set[int]) -> bool:
 
 
 def inject_labels(argv: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
-    """``argv`` of a ``podman|docker ... run ...`` with ``--label k=v`` inserted right after
-    ``run`` (unchanged when there is no ``run``)."""
+    """``argv`` of a container ``run``/``create`` (as :func:`lemonpack.oci.cmdline.read_container_argv`
+    reads it: any container CLI, global options, ``container run``, wrappers in front) with
+    ``--label k=v`` inserted right after the subcommand; unchanged for any other argv.
+    Raises :class:`~lemonpack.oci.cmdline.UnreadableCommandLine` for an unreadable argv."""
+    inv = read_container_argv(argv)
+    return tuple(argv) if inv is None else inv.with_labels(argv, labels)
+
+
+def reaches_container_cli(argv: tuple[str, ...]) -> bool:
+    """True when ``argv`` calls a container CLI (through wrappers too), or may (unreadable)."""
     try:
-        i = argv.index("run", 1)
-    except ValueError:
-        return argv
-    extra = tuple(x for k, v in labels.items() for x in ("--label", f"{k}={v}"))
-    return argv[: i + 1] + extra + argv[i + 1:]
+        return read_container_argv(argv) is not None
+    except LemonpackError:
+        return True
 
 
 def _run(argv, *, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -559,12 +566,12 @@ class Engines:
             self._note_runtime(rt)
             if plan.container_name:  # a leftover of ours (or of a dead runtime) may hold the port too
                 self._clear_container_name(rt, plan.container_name)
+            argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe, LABEL_ENGINE: tag})
         if plan.port:
             try:  # before every launch: a probe must never be answered by someone else's server
                 check_port_free(plan.host, plan.port)
             except LemonpackError as e:
                 raise RuntimeFailure(f"{plan.recipe}: {e}") from None
-            argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe, LABEL_ENGINE: tag})
         env = {**os.environ, **plan.env, ENV_RUNTIME: self.runtime_id, ENV_ENGINE: tag}
         logs = LogRing(max_lines=self.log_lines)
         parent = os.getpid()
@@ -596,6 +603,8 @@ class Engines:
         plan = eng.plan
         if plan.container_runtime:
             return self.container_owns_port(eng)
+        if reaches_container_cli(plan.argv):  # a container CLI the plan does not name: cannot tell
+            return None
         inodes = listening_inodes(plan.port)
         if not inodes:
             return None

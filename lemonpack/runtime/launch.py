@@ -74,6 +74,7 @@ from lemonpack.contract.model import EMPTY, Recipe
 from lemonpack.contract.select import EffectiveBlock, arch_alias, select_block
 from lemonpack.contract.tokens import Token, TokenSyntaxError, parse_template, render, render_argv
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
+from lemonpack.oci.cmdline import CONTAINER_CLIS, read_container_argv, valid_container_name
 from lemonpack.runtime.envallow import DEFAULT_ALLOWLIST, resolve_env
 from lemonpack.runtime.launchplans import BuiltinInputs, builtin_plan
 from lemonpack.runtime.plan import LaunchPlan
@@ -101,8 +102,9 @@ DEVICE_TOKEN_DEFAULTS: Mapping[str, str] = MappingProxyType({
     "ze_affinity_mask": "0",
 })
 
-#: Container runtimes whose ``run --name X`` marks a container launch.
-CONTAINER_RUNTIMES: frozenset[str] = frozenset({"podman", "docker"})
+#: Container runtimes whose ``run --name X`` marks a container launch (the CLIs
+#: :mod:`lemonpack.oci.cmdline` reads).
+CONTAINER_RUNTIMES: frozenset[str] = CONTAINER_CLIS
 
 _PID_LITERAL = "{pid}"
 
@@ -405,29 +407,32 @@ def deployment_mode(recipe: Recipe, requested: str | None = None) -> str | None:
 
 
 def container_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
-    """``(runtime, name)`` when ``argv`` is ``podman|docker [global opts] run ... --name X``
-    (or ``--name=X``), else ``(None, None)``. The subcommand is the first element after the
-    runtime that does not start with ``-`` (write global options as ``--opt=value``); the
-    first ``--name`` after ``run`` counts (the container launch of section 13.2, whose stop
-    command removes the container by that name). Raises nothing."""
-    if not argv:
+    """``(runtime, name)`` when ``argv`` runs a named container (a container CLI's ``run``
+    with ``--name X``/``--name=X``, read by :func:`lemonpack.oci.cmdline.read_container_argv`:
+    any of its CLIs, global options, ``container run``, wrappers in front), else
+    ``(None, None)``. ``runtime`` is the CLI's basename (``podman``, ``nerdctl`` ...).
+    Raises :class:`~lemonpack.oci.cmdline.UnreadableCommandLine` for an argv that cannot be
+    read unambiguously."""
+    inv = read_container_argv(argv)
+    if inv is None or inv.subcommand != "run" or inv.name is None:
         return None, None
-    base = os.path.basename(argv[0])
-    if base.endswith(".exe"):
-        base = base[:-4]
-    if base not in CONTAINER_RUNTIMES:
-        return None, None
-    rest = list(argv[1:])
-    sub = next((i for i, a in enumerate(rest) if not a.startswith("-")), None)
-    if sub is None or rest[sub] != "run":
-        return None, None
-    tail = rest[sub + 1:]
-    for i, arg in enumerate(tail):
-        if arg == "--name" and i + 1 < len(tail):
-            return base, tail[i + 1]
-        if arg.startswith("--name="):
-            return base, arg[len("--name="):]
-    return None, None
+    return inv.engine, inv.name
+
+
+def _valid_names(argv: list[str], stop: tuple[str, ...] | None) -> tuple[list[str], tuple[str, ...] | None]:
+    """Make the container name of a ``run`` argv valid (:func:`valid_container_name`: a model
+    name such as ``Qwen3:Q4_K_M.gguf`` may land in ``--name lp-{model_name}``) and give every
+    stop-argv element equal to the old name the new one, so stop and clean-up find it."""
+    inv = read_container_argv(argv)
+    if inv is None or inv.subcommand != "run" or inv.name is None:
+        return argv, stop
+    safe = valid_container_name(inv.name)
+    if safe == inv.name:
+        return argv, stop
+    argv = list(inv.with_name(argv, safe))
+    if stop is not None:
+        stop = tuple(safe if a == inv.name else f"--name={safe}" if a == f"--name={inv.name}" else a for a in stop)
+    return argv, stop
 
 
 def _merged_options(recipe: Recipe, model: ModelSpec, options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -643,6 +648,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     if recipe.model_management != "self_managed":
         _check_checkpoints(model.name, {n: checkpoints[n] for n in rec.checkpoints if n in checkpoints})
 
+    argv, stop = _valid_names(argv, stop)
     runtime, name = container_of(argv)
     return LaunchPlan(
         recipe=recipe.recipe, model=model.name, executable=argv[0], argv=tuple(argv),

@@ -1,6 +1,9 @@
 """Policy checks a user found missing: images in create/pull and stop commands, shell strings."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +69,98 @@ def test_wrappers_and_other_engines_are_checked(tmp_path, command, args, index):
 def test_env_split_string_is_a_shell_string(tmp_path):
     assert rules(tmp_path, {"command": "env", "args": ["-S", "podman run alpine:3"]}) == [
         ("platforms.linux.cpu.args", "shell-string")]
+
+
+# --- issue 6 section 2: one reader; pinning whatever is in front and whatever flags come first
+
+CASE01 = Path("/work/shared/cases/01-unpinned-image-behind-a-wrapper")
+CASE11 = Path("/work/shared/cases/11-lint-crashes-and-leniency")
+
+
+@pytest.mark.parametrize("name", ["nice.json", "setsid.json", "boolflag.json"])
+def test_case01_unpinned_image_behind_a_wrapper_or_a_boolean_flag(name):
+    """Case 01: the tag podman would run is what lint reports, behind nice/setsid and after a
+    boolean flag written without =value."""
+    problems = lint_problems(CASE01 / name)
+    pins = [p for p in problems if p.rule == "digest-pinning"]
+    assert pins, problems
+    doc = json.loads((CASE01 / name).read_text())
+    for p in pins:
+        block = doc["platforms"]["linux"]["cpu"]
+        index = int(p.path.rsplit("[", 1)[1].rstrip("]"))
+        assert p.path.startswith("platforms.linux.cpu.args[")
+        image = block["args"][index]
+        assert "@sha256:" not in image and image in p.message
+
+
+def test_case01_is_refused_by_the_cli():
+    for name in ("nice.json", "setsid.json", "boolflag.json"):
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "lint", str(CASE01 / name)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "[digest-pinning]" in r.stdout, r.stdout + r.stderr
+
+
+def test_case01_is_refused_by_build(tmp_path):
+    for name in ("nice.json", "setsid.json", "boolflag.json"):
+        out = tmp_path / name
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "build", str(CASE01 / name), "--out", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "[digest-pinning]" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("block, path", [
+    ({"command": "nice", "args": ["-n", "5", "podman", "run", "--tls-verify", "alpine:3", PINNED]},
+     "platforms.linux.cpu.args[5]"),
+    ({"command": "podman", "args": ["--log-level", "debug", "container", "run", "alpine:3"]},
+     "platforms.linux.cpu.args[4]"),
+    ({"command": "timeout", "args": ["30", "podman", "pull", "alpine:3"]}, "platforms.linux.cpu.args[3]"),
+    ({"command": "podman", "args": ["run", PINNED], "stop_command": "setsid",
+      "stop_command_args": ["-f", "docker", "run", "--rm", "alpine:3"]}, "platforms.linux.cpu.stop_command_args[4]"),
+])
+def test_pinning_through_every_form(tmp_path, block, path):
+    assert rules(tmp_path, block) == [(path, "digest-pinning")]
+
+
+@pytest.mark.parametrize("block, path", [
+    ({"command": "podman", "args": ["run", "--unknown-flag", "x", PINNED]}, "platforms.linux.cpu.args[1]"),
+    ({"command": "foo", "args": ["podman", "run", PINNED]}, "platforms.linux.cpu.args[0]"),
+    ({"command": "podman", "args": ["frobnicate", PINNED]}, "platforms.linux.cpu.args[0]"),
+    ({"command": "/usr/bin/podman", "args": ["run", PINNED],
+      "arch": {"gfx1151": {"command": "nice", "args": ["--bogus", "podman", "run", PINNED]}}},
+     "platforms.linux.cpu.arch.gfx1151.args[0]"),
+])
+def test_unreadable_argv_is_a_problem_naming_the_path(tmp_path, block, path):
+    problems = lint_problems(recipe(tmp_path, block))
+    assert [(p.path, p.rule) for p in problems] == [(path, "container-argv")]
+    assert "cannot read the container command line" in problems[0].message
+
+
+def test_policy_problems_are_reported_beside_contract_problems():
+    """Case 11 (quality-policy-problem-hidden-by-contract-problem): an unknown field must not hide
+    the unpinned image."""
+    problems = lint_problems(CASE11 / "quality-policy-problem-hidden-by-contract-problem.json")
+    rules_ = {(p.path, p.rule) for p in problems}
+    assert ("platforms.linux.cpu.args[1]", "digest-pinning") in rules_
+    assert any(p.rule != "digest-pinning" for p in problems)
+
+
+def test_ill_typed_argvs_are_left_to_the_contract(tmp_path):
+    doc = {"recipe": "x", "display_name": "x", "api_contract_version": "1", "capabilities": ["completion"],
+           "platforms": {"linux": {"cpu": {"command": "podman", "args": ["run", 3, "alpine:3"]},
+                                   "vulkan": {"command": 7}, "rocm": [], "cuda": {"command": "podman",
+                                                                                  "args": ["run", "alpine:3"]}},
+                         "windows": None}}
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    problems = lint_problems(p)
+    assert ("platforms.linux.cuda.args[1]", "digest-pinning") in {(x.path, x.rule) for x in problems}
+    assert not any(x.rule == "digest-pinning" and ".cpu." in x.path for x in problems)
+
+
+def test_runtime_and_builder_share_the_policy():
+    import lemonpack.builder.checks as checks
+    import lemonpack.runtime.discovery as discovery
+    from lemonpack.oci import policy
+    assert checks.require_pinned is policy.require_pinned
+    assert discovery.recipe_policy_problems is policy.recipe_policy_problems

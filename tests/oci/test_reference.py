@@ -3,9 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.oci.reference import (
-    ImageReference, InvalidReferenceError, check_pinned, find_run_images, parse_reference,
-)
+from lemonpack.oci.cmdline import read_container_argv
+from lemonpack.oci.reference import ImageReference, InvalidReferenceError, check_pinned, parse_reference
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 HEX = "0123456789abcdef" * 4
@@ -67,48 +66,26 @@ def test_check_pinned_messages(text, fragment):
 
 def test_dflash_example_has_62_digit_digest():
     block = _block("dflash_rocm.json")
-    found = find_run_images(block["command"], block["args"])
-    assert found == [(18, block["args"][18])]
-    assert found[0][1].startswith("ghcr.io/luce-org/lucebox-hub:rocm-7.2@sha256:")
-    assert "digest has 62 hex digits, needs 64" in check_pinned(found[0][1])
+    inv = read_container_argv([block["command"], *block["args"]])
+    assert (inv.image_index, inv.image) == (19, block["args"][18])
+    assert inv.image.startswith("ghcr.io/luce-org/lucebox-hub:rocm-7.2@sha256:")
+    assert "digest has 62 hex digits, needs 64" in check_pinned(inv.image)
 
 
 def test_toolbox_example_has_token_in_image():
     block = _block("toolbox_arch_alias.json")
-    found = find_run_images(block["command"], block["args"])
-    assert found == [(17, "docker.io/kyuz0/amd-{arch_alias}-toolboxes:vulkan-radv")]
-    assert "token" in check_pinned(found[0][1])
+    inv = read_container_argv([block["command"], *block["args"]])
+    assert (inv.image_index, inv.image) == (18, "docker.io/kyuz0/amd-{arch_alias}-toolboxes:vulkan-radv")
+    assert "token" in check_pinned(inv.image)
 
 
 def test_non_container_examples_have_no_run_image():
     block = _block("llamacpp_vulkan_custom.json")
-    assert find_run_images(block["command"], block["args"]) == []
+    assert read_container_argv([block["command"], *block["args"]]) is None
     # the stop commands are podman, but not `run`
     for name in ("dflash_rocm.json", "toolbox_arch_alias.json"):
         b = _block(name)
-        assert find_run_images(b["stop_command"], b["stop_command_args"]) == []
+        inv = read_container_argv([b["stop_command"], *b["stop_command_args"]])
+        assert inv.engine == "podman" and inv.image is None
 
 
-@pytest.mark.parametrize("command, args, expected", [
-    ("podman", ["run", "img"], [(1, "img")]),
-    ("/usr/bin/docker", ["run", "-it", "--rm", "img", "sh"], [(3, "img")]),
-    ("podman", ["run", "-dit", "img"], [(2, "img")]),
-    ("podman", ["--root", "/x", "run", "-v", "a:b", "img"], [(5, "img")]),
-    ("podman", ["--log-level=debug", "container", "run", "--name=x", "img"], [(4, "img")]),
-    ("podman", ["run", "--name", "x", "--sig-proxy", "img", "--rm"], [(4, "img")]),
-    ("podman", ["run", "-p8080:80", "img"], [(2, "img")]),
-    ("podman", ["run", "-itv", "a:b", "img"], [(3, "img")]),
-    ("podman", ["run", "--rm", "--", "img", "-x"], [(3, "img")]),
-    ("podman", ["run", "--rm"], []),
-    ("podman", ["run", "--name"], []),
-    ("podman", ["pull", "img"], [(1, "img")]),
-    ("podman", ["create", "--name", "x", "img@sha256:" + "a" * 64], [(3, "img@sha256:" + "a" * 64)]),
-    ("docker", ["container", "create", "img"], [(2, "img")]),
-    ("podman", ["image", "pull", "-q", "img"], [(3, "img")]),
-    ("podman", ["rm", "-f", "name"], []),
-    ("podman", ["container", "ls"], []),
-    ("podmanx", ["run", "img"], []),
-    ("docker", [], []),
-])
-def test_find_run_images(command, args, expected):
-    assert find_run_images(command, args) == expected

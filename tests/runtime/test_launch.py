@@ -12,6 +12,7 @@ from lemonpack.errors import ManifestError
 from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.contract.tokens import render
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
+from lemonpack.oci.cmdline import UnreadableCommandLine, valid_container_name
 from lemonpack.runtime.launch import (
     MissingCheckpointError, ModelSpec, TokenContext, build_launch_plan, container_of, expand_custom_args,
     resolve_token, split_custom_args)
@@ -325,14 +326,41 @@ def test_stop_value_cannot_smuggle_a_pid_placeholder():
     (["podman", "run", "--rm", "--name", "lemonade-x-1", "img"], ("podman", "lemonade-x-1")),
     (["/usr/bin/docker", "run", "--name=ctr", "img"], ("docker", "ctr")),
     (["podman", "--log-level=debug", "run", "--name", "n", "img"], ("podman", "n")),
-    (["podman", "pull", "--name", "n"], (None, None)),  # the subcommand is not "run"
+    (["podman", "pull", "img"], (None, None)),  # the subcommand is not "run"
     (["podman", "--remote", "run", "--name", "n", "img"], ("podman", "n")),
+    # the forms the old detection missed (issue 6 section 2): one reader for all of them
+    (["podman", "--root", "/r", "container", "run", "--name", "n", "img"], ("podman", "n")),
+    (["nerdctl", "-n", "ns", "run", "--name", "n", "img"], ("nerdctl", "n")),
+    (["podman-remote", "run", "--name=n", "img"], ("podman-remote", "n")),
+    (["nice", "-n", "5", "setsid", "podman", "run", "--name", "n", "img"], ("podman", "n")),
+    (["podman", "run", "--rm", "img", "--name", "n"], (None, None)),  # the container's own argv
     (["podman", "run", "--rm", "img"], (None, None)),
     (["podman", "exec", "--name", "n"], (None, None)),
     (["/opt/llama-server", "--name", "n"], (None, None)),
 ])
 def test_container_detection(argv, expected):
     assert container_of(argv) == expected
+
+
+def test_container_detection_refuses_what_it_cannot_read():
+    with pytest.raises(UnreadableCommandLine, match="unknown podman pull option --name"):
+        container_of(["podman", "pull", "--name", "n"])
+
+
+def test_model_name_in_container_name_is_made_valid(tmp_path):
+    """Case 06: ``--name lp-{model_name}`` with a model called ``Qwen3:Q4_K_M.gguf``. The name is
+    mapped (valid_container_name) in the run argv, the stop argv and the plan's container_name."""
+    r = recipe(["unused"], block={
+        "command": "podman", "args": ["run", "--rm", "--name", "lp-{model_name}", "img@sha256:" + "a" * 64],
+        "stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", "lp-{model_name}"]})
+    p = plan(r, ModelSpec("Qwen3:Q4_K_M.gguf"))
+    safe = valid_container_name("lp-Qwen3:Q4_K_M.gguf")
+    assert safe != "lp-Qwen3:Q4_K_M.gguf"
+    assert p.argv[:5] == ("podman", "run", "--rm", "--name", safe)
+    assert p.stop_argv(1) == ("podman", "rm", "-f", "-t", "0", safe)
+    assert (p.container_runtime, p.container_name) == ("podman", safe)
+    # a valid name is left alone
+    assert plan(r, ModelSpec("qwen3")).container_name == "lp-qwen3"
 
 
 def test_lemond_managed_checks_referenced_checkpoints(tmp_path):
