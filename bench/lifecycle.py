@@ -26,10 +26,9 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # runs from a plain install: no pytest, no tests/support
 
-from support.helpers import FAKE_ENGINE, all_gone, fake_plan, free_port, read_pids  # noqa: E402
+from _support import FAKE_ENGINE, all_gone, fake_plan, free_port, read_pids  # noqa: E402
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
 from lemonpack.runtime.engines import Engines, Runner, container_exists  # noqa: E402
@@ -80,12 +79,21 @@ def stop_tree(engines: Engines, tmp: Path, i: int) -> float:
 
 
 def container_stop(engines: Engines, tmp: Path) -> tuple[float, float] | None:
-    from support.containers import containers_conf, import_image, podman_usable, serve_argv
+    from _support import CONTAINERS_CONF, import_image, podman_usable, remove_image
 
     if podman_usable():
         return None
-    os.environ["CONTAINERS_CONF"] = str(containers_conf(tmp))
-    image = import_image(tmp, dict(os.environ))
+    os.environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+    image, tag = import_image(tmp)
+    try:
+        return _container_stop(engines, image)
+    finally:
+        remove_image(tag)
+
+
+def _container_stop(engines: Engines, image: str) -> tuple[float, float]:
+    from _support import serve_argv
+
     from lemonpack.runtime.plan import LaunchPlan
 
     port = free_port()

@@ -3,7 +3,11 @@
 Loads the recipe, detects the host, builds the launch plan, spawns the engine, waits for
 its health probe, prints the URL and the argv it ran, streams its log lines to stderr, and
 on Ctrl-C (SIGINT) or SIGTERM stops it and everything it started. An engine that fails to
-start or dies exits with code 7 and its last log lines. If this process is killed outright
+start or dies exits with code 7 and its last log lines; a stop by SIGINT exits 130, by
+SIGTERM 143 (as shells report them), after everything was stopped. The engine is driven by
+:class:`lemonpack.runtime.engines.Runner` (the supervisor), the same driver the server uses;
+at start-up, leftovers of dead runtimes (labelled containers, tagged processes) are removed
+whatever the recipe. Runtime warnings (clean-up failures) are logged to stderr. If this process is killed outright
 (SIGKILL), the engine dies with it (parent-death signal) and a sentinel process removes
 whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
 
@@ -19,11 +23,13 @@ the recipe has for this OS and ``--port`` must be 1..65535 (usage errors, exit 2
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import signal
 import socket
 import sys
 import threading
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import typer
@@ -106,7 +112,9 @@ def run(
     from lemonpack.oci.policy import require_pinned
     from lemonpack.contract import detect_host
     from lemonpack.contract.model import HealthProbe
-    from lemonpack.runtime.engines import Engines, check_port_free, run_foreground
+    from lemonpack.runtime.engines import Engines, Runner, check_port_free
+    from lemonpack.runtime.probes import failure
+    from lemonpack.runtime.supervisor import State
     from lemonpack.runtime.launch import build_launch_plan  # written in parallel: imported lazily
     from lemonpack.runtime.models import parse_option
     from lemonpack.runtime.probes import describe_probe
@@ -155,42 +163,90 @@ def run(
     def on_signal(signum, _frame):
         got.append(signum)
         stop.set()
+
+    def on_log(line: str) -> None:
+        sys.stderr.write(f"[{plan.recipe}] {line}\n")
+        sys.stderr.flush()
+
+    def on_spawn(_model: str, eng) -> None:
+        if not quiet:
+            eng.logs.subscribe(on_log, replay=True)
+
+    def on_ready(eng) -> None:
+        if json_out:  # one JSON line on stdout, for scripts that wait for readiness
+            print(json.dumps({"event": "ready", "recipe": plan.recipe, "model": plan.model, "url": eng.url,
+                              "pid": eng.pid, "argv": list(eng.argv), "probe": list(eng.probe_seen or ()),
+                              "ready_ms": round((eng.ready_after or 0) * 1000), "warnings": warnings}),
+                  flush=True)
+            return
+        console.print(f"ready: {eng.url}  ({plan.recipe}, pid {eng.pid}, "
+                      f"{(eng.ready_after or 0) * 1000:.0f} ms)", markup=False)
+        if eng.probe_seen:
+            console.print(f"probe: {' -> '.join(eng.probe_seen)}", markup=False)
+        console.print(f"argv: {shlex.join(eng.argv)}", markup=False)
+        sys.stdout.flush()
+
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    handler = _StderrHandler(logging.WARNING)
+    logger = logging.getLogger("lemonpack")
+    logger.addHandler(handler)
     engines = Engines(subreaper=True, sentinel=True)
+    runner = Runner({plan.model: plan}, engines, on_spawn=on_spawn)
     try:
-        engines.cleanup_leftovers(container_runtimes=(plan.container_runtime,) if plan.container_name else ())
+        left = engines.cleanup_leftovers()  # every container CLI installed, whatever this recipe is
+        if left["containers"] or left["processes"]:
+            err_console.print(f"removed leftovers of dead runtimes: containers {left['containers']}, "
+                              f"processes {left['processes']}", markup=False)
         err_console.print(f"starting {plan.recipe} for {plan.model}, waiting for its health probe ({probe_text}): "
                           f"{shlex.join(plan.argv)}", markup=False)
-
-        def on_log(line: str) -> None:
-            sys.stderr.write(f"[{plan.recipe}] {line}\n")
-            sys.stderr.flush()
-
-        def on_ready(eng) -> None:
-            if json_out:  # one JSON line on stdout, for scripts that wait for readiness
-                print(json.dumps({"event": "ready", "recipe": plan.recipe, "model": plan.model, "url": eng.url,
-                                  "pid": eng.pid, "argv": list(eng.argv), "probe": list(eng.probe_seen or ()),
-                                  "ready_ms": round((eng.ready_after or 0) * 1000), "warnings": warnings}),
-                      flush=True)
-                return
-            console.print(f"ready: {eng.url}  ({plan.recipe}, pid {eng.pid}, "
-                          f"{(eng.ready_after or 0) * 1000:.0f} ms)", markup=False)
-            if eng.probe_seen:
-                console.print(f"probe: {' -> '.join(eng.probe_seen)}", markup=False)
-            console.print(f"argv: {shlex.join(eng.argv)}", markup=False)
-            sys.stdout.flush()
-        try:
-            run_foreground(plan, engines, on_log=None if quiet else on_log, on_ready=on_ready, stop=stop)
-        except RuntimeFailure:
-            if not got:
-                raise
-        if got:
-            err_console.print(f"stopped {plan.recipe} ({signal.Signals(got[0]).name})", markup=False)
-        return 0
+        eng = _wait_ready(runner, plan.model, stop, got)
+        if eng is not None:
+            on_ready(eng)
+            while not stop.wait(0.1):  # until a signal, or the supervisor saw a crash
+                if runner.state(plan.model) is not State.READY:
+                    if not got:
+                        raise failure(f"{plan.recipe}: {runner.last_error(plan.model) or 'engine stopped'}",
+                                      eng.logs)
+                    break
     finally:
+        runner.close()
         engines.close()
+        logger.removeHandler(handler)
         for s, h in old.items():
             signal.signal(s, h)
+    err_console.print(f"stopped {plan.recipe} ({signal.Signals(got[0]).name})", markup=False)
+    return 128 + got[0]  # 130 after SIGINT, 143 after SIGTERM, as shells report them
+
+
+def _wait_ready(runner, model: str, stop: threading.Event, got: list[int]):
+    """The ready engine of ``model``; None when a signal came first (the start is then
+    cancelled by the runner's close). A failed start raises its RuntimeFailure."""
+    fut = runner.request(model)
+    while not stop.is_set():
+        try:
+            return fut.result(0.1)
+        except FutureTimeout:
+            continue
+        except RuntimeFailure:
+            if got:
+                return None
+            raise
+    return None
+
+
+class _StderrHandler(logging.Handler):
+    """Log records of the ``lemonpack`` loggers as ``lemonpack: warning: ...`` lines on the
+    *current* ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            if record.exc_info:
+                msg += "\n" + logging.Formatter().formatException(record.exc_info)
+            sys.stderr.write(f"lemonpack: {record.levelname.lower()}: {msg}\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            self.handleError(record)
 
 
 __all__ = ["run"]

@@ -17,13 +17,21 @@ Design notes live in ``SUPERVISOR.md`` next to this file. In short:
   whose write end only the runtime holds. When the runtime dies in any way (SIGKILL
   included) it reads EOF, removes containers labelled ``lemonpack.owner=<runtime-id>`` and
   kills every process tagged with the runtime id.
+- **Adopted orphans**: as child subreaper the runtime adopts helpers an engine daemonised
+  with an emptied environment; every child it forks is registered (:func:`_popen`), so an
+  unregistered direct child is adopted and is ended with its engine (:meth:`Engines.adopted_by`
+  says what still escapes without cgroups).
+- **Ports**: checked free before every launch; a probe answer counts only from the engine
+  (:meth:`Engines.owns_port`; for a container: running, and its processes hold the port).
 - **Containers**: ``--label lemonpack.owner=<runtime-id>`` is injected right after ``run``;
   before a start, a leftover container of the same name is removed if its owner is dead
   (or is us), otherwise the start fails; :meth:`Engines.cleanup_leftovers` removes every
   labelled container and tagged process whose runtime is dead.
 
 :class:`Runner` binds the pure :class:`~lemonpack.runtime.supervisor.Supervisor` to
-:class:`Engines`: thread-safe ``ensure_ready(model)`` / ``unload(model)`` / ``close()``.
+:class:`Engines`: thread-safe ``ensure_ready(model)`` / ``unload(model)`` / ``close()``. It is
+the one driver of engines (``lemonpack run`` and the server). Failures the runtime cannot
+raise (clean-up, callbacks) are logged to ``lemonpack.runtime.engines``.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import ctypes
 import errno
 import itertools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -53,10 +62,15 @@ from lemonpack.runtime.supervisor import (
     Crashed, Request, Shutdown, StartFailed, Started, State, Stopped, Supervisor, Unload,
 )
 
+log = logging.getLogger("lemonpack.runtime.engines")
+
 ENV_RUNTIME = "LEMONPACK_RUNTIME_ID"
 ENV_ENGINE = "LEMONPACK_ENGINE_ID"
 LABEL_OWNER = "lemonpack.owner"
 LABEL_RECIPE = "lemonpack.recipe"
+LABEL_ENGINE = "lemonpack.engine"
+CONTAINER_CLIS = ("podman", "docker", "nerdctl", "podman-remote")
+"""Container CLIs whose labelled leftovers :meth:`Engines.cleanup_leftovers` looks for (when installed)."""
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -172,6 +186,54 @@ def _reap(pids) -> None:
             pass
 
 
+# Every child this module forks is recorded here (under the lock, from fork to registration),
+# so that a direct child that is *not* recorded can only be an orphan the kernel re-parented
+# to us because we are the child subreaper (see :func:`adopted_orphans`).
+_children_lock = threading.Lock()
+_own_children: set[int] = set()
+
+
+def _popen(argv, **kw) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **kw)`` recorded as our own child until :func:`_forget`."""
+    with _children_lock:
+        p = subprocess.Popen(argv, **kw)
+        _own_children.add(p.pid)
+    return p
+
+
+def _forget(pid: int) -> None:
+    with _children_lock:
+        _own_children.discard(pid)
+
+
+def adopted_orphans(table: Mapping[int, ProcInfo] | None = None) -> dict[int, ProcInfo]:
+    """Live direct children of this process that it did not fork through this module:
+    orphans re-parented to it as child subreaper (``PR_SET_CHILD_SUBREAPER``), e.g. a
+    helper an engine daemonised with ``setsid`` and an emptied environment. Only meaningful
+    in a process that set the subreaper flag and forks its children through this module
+    (``lemonpack run``, the server); ``table`` is read under the registry lock when not given."""
+    me = os.getpid()
+    with _children_lock:
+        table = process_table() if table is None else table
+        own = set(_own_children)
+    return {p: i for p, i in table.items() if i.ppid == me and p not in own and i.state not in ("Z", "X")}
+
+
+def descendants(roots, table: Mapping[int, ProcInfo]) -> set[int]:
+    """``roots`` (those present in ``table``) and every process below them by ppid."""
+    children: dict[int, list[int]] = {}
+    for p, i in table.items():
+        children.setdefault(i.ppid, []).append(p)
+    out = {r for r in roots if r in table}
+    stack = list(out)
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            if c not in out:
+                out.add(c)
+                stack.append(c)
+    return out
+
+
 def tagged(name: str, value: str, table: Mapping[int, ProcInfo] | None = None) -> set[int]:
     """Live pids whose initial environment has ``name=value``."""
     table = process_table() if table is None else table
@@ -275,9 +337,37 @@ def reaches_container_cli(argv: tuple[str, ...]) -> bool:
         return True
 
 
+def _run(argv, *, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True)`` through :func:`_popen`;
+    raises ``subprocess.TimeoutExpired`` (the child killed) and ``OSError``."""
+    p = _popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+               env=None if env is None else dict(env))
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    finally:
+        if p.returncode is not None:
+            _forget(p.pid)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
 def _ctl(runtime: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run([runtime, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return _run([runtime, *args], timeout=timeout)
+
+
+def _ctl_failed(r: subprocess.CompletedProcess, what: str) -> None:
+    """Log a failed container CLI call (its first error line), never silently drop it."""
+    msg = (r.stderr or r.stdout or "").strip().splitlines()
+    log.warning("%s failed (exit %s): %s", what, r.returncode, msg[-1] if msg else "no output")
+
+
+def _gone_error(r: subprocess.CompletedProcess) -> bool:
+    """True when a failed ``rm``/``inspect`` only says the container does not exist."""
+    text = (r.stderr or "").lower()
+    return "no such container" in text or "no container with name or id" in text or "does not exist" in text
 
 
 def container_labels(runtime: str, name: str) -> dict[str, str] | None:
@@ -294,10 +384,35 @@ def container_labels(runtime: str, name: str) -> dict[str, str] | None:
     return None
 
 
+def container_by_label(runtime: str, key: str, value: str) -> str | None:
+    """The id of a container labelled ``key=value`` (None: there is none)."""
+    r = _ctl(runtime, "ps", "-a", "-q", "--filter", f"label={key}={value}", timeout=30.0)
+    if r.returncode != 0:
+        _ctl_failed(r, f"`{runtime} ps --filter label={key}={value}`")
+    ids = r.stdout.split()
+    return ids[0] if ids else None
+
+
 def container_exists(runtime: str, name: str) -> bool:
     """True while a container named exactly ``name`` exists (in any state)."""
     r = _ctl(runtime, "ps", "-a", "-q", "--filter", f"name=^{name}$")
     return bool(r.stdout.strip())
+
+
+def container_state(runtime: str, name: str) -> dict | None:
+    """``State`` of ``<runtime> inspect --type container NAME`` (podman, docker and nerdctl
+    report ``Running`` and ``Pid``; podman also ``ConmonPid``); None when there is no such
+    container. Raises ``OSError``/``subprocess.TimeoutExpired`` when the CLI cannot be run."""
+    r = _ctl(runtime, "inspect", "--type", "container", "--format", "{{json .State}}", name, timeout=30.0)
+    if r.returncode != 0:
+        if not _gone_error(r):
+            _ctl_failed(r, f"`{runtime} inspect {name}`")
+        return None
+    try:
+        state = json.loads(r.stdout.strip().splitlines()[0])
+    except (ValueError, IndexError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def wait_container_gone(runtime: str, name: str, timeout: float = 30.0, poll: float = 0.05) -> bool:
@@ -312,7 +427,9 @@ def wait_container_gone(runtime: str, name: str, timeout: float = 30.0, poll: fl
 
 def remove_container(runtime: str, name: str, timeout: float = 30.0) -> None:
     """``rm -f -t 0`` the container ``name`` and wait until it is gone; RuntimeFailure if not."""
-    _ctl(runtime, "rm", "-f", "-t", "0", name, timeout=timeout)
+    r = _ctl(runtime, "rm", "-f", "-t", "0", name, timeout=timeout)
+    if r.returncode != 0 and not _gone_error(r):
+        _ctl_failed(r, f"`{runtime} rm -f -t 0 {name}`")
     if not wait_container_gone(runtime, name, timeout):
         raise RuntimeFailure(f"container {name} is still there after `{runtime} rm -f`")
 
@@ -322,6 +439,10 @@ def remove_orphan_containers(runtime: str, *, only_owner: str | None = None) -> 
     ``only_owner``, exactly that owner's); returns their names."""
     r = _ctl(runtime, "ps", "-a", "--filter", f"label={LABEL_OWNER}", "--format", "{{.Names}}\t{{json .Labels}}")
     if r.returncode != 0:
+        if "cannot connect" in (r.stderr or "").lower():  # a docker CLI without its daemon: nothing to find
+            log.info("%s cannot reach its daemon; no leftover containers to look for", runtime)
+        else:
+            _ctl_failed(r, f"`{runtime} ps` looking for leftover containers")
         return []
     removed = []
     for line in r.stdout.splitlines():
@@ -333,7 +454,11 @@ def remove_orphan_containers(runtime: str, *, only_owner: str | None = None) -> 
         if not owner:
             continue
         if (only_owner is not None and owner == only_owner) or (only_owner is None and not owner_alive(owner)):
-            _ctl(runtime, "rm", "-f", "-t", "0", name)
+            rm = _ctl(runtime, "rm", "-f", "-t", "0", name)
+            if rm.returncode != 0 and not _gone_error(rm):
+                _ctl_failed(rm, f"`{runtime} rm -f -t 0 {name}` (a leftover of runtime {owner})")
+                continue
+            log.info("removed leftover container %s of runtime %s", name, owner)
             removed.append(name)
     return removed
 
@@ -351,6 +476,8 @@ class EngineProcess:
     def __init__(self, plan: LaunchPlan, popen: subprocess.Popen, tag: str, logs: LogRing) -> None:
         self.plan, self.popen, self.tag, self.logs = plan, popen, tag, logs
         self.pid = popen.pid
+        info = proc_info(popen.pid)
+        self.start_ticks = info.start if info else 0  # its start in clock ticks (tells adopted orphans apart)
         self.started_at = time.monotonic()
         self.ready_after: float | None = None
         self.probe_seen: list[str] = []  # what the health probe observed, repeats folded
@@ -386,14 +513,16 @@ class EngineProcess:
 
     def _wait(self) -> None:
         rc = self.popen.wait()
+        _forget(self.pid)
         with self._lock:
             self.exited.set()
             callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
+        for fn in callbacks:  # each one runs even when an earlier one fails
             try:
                 fn(rc)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 (a lost exit report would leave a dead engine "ready")
+                log.exception("%s: exit callback %r failed for pid %s (exit code %s)",
+                              self.plan.recipe, fn, self.pid, rc)
 
 
 # ---------------------------------------------------------------- the driver
@@ -427,22 +556,30 @@ class Engines:
 
     def spawn(self, plan: LaunchPlan) -> EngineProcess:
         """Start ``plan``'s process (not probed). Raises RuntimeFailure when the executable
-        cannot be run or a foreign container holds ``plan.container_name``."""
+        cannot be run, a foreign container holds ``plan.container_name``, or ``plan.port``
+        is not free (checked before every launch, process or container, so that a health
+        probe is never answered by a server that was there first)."""
         argv = tuple(plan.argv)
-        if plan.container_name:
+        tag = f"{self.runtime_id}/{next(self._counter)}"
+        if plan.container_runtime or plan.container_name:
             rt = plan.container_runtime or argv[0]
             self._note_runtime(rt)
-            self._clear_container_name(rt, plan.container_name)
-            argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe})
-        tag = f"{self.runtime_id}/{next(self._counter)}"
+            if plan.container_name:  # a leftover of ours (or of a dead runtime) may hold the port too
+                self._clear_container_name(rt, plan.container_name)
+            argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe, LABEL_ENGINE: tag})
+        if plan.port:
+            try:  # before every launch: a probe must never be answered by someone else's server
+                check_port_free(plan.host, plan.port)
+            except LemonpackError as e:
+                raise RuntimeFailure(f"{plan.recipe}: {e}") from None
         env = {**os.environ, **plan.env, ENV_RUNTIME: self.runtime_id, ENV_ENGINE: tag}
         logs = LogRing(max_lines=self.log_lines)
         parent = os.getpid()
 
         def popen() -> subprocess.Popen:
-            return subprocess.Popen(list(argv), env=env, cwd=plan.working_dir or None, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                    close_fds=True, preexec_fn=_pdeathsig_preexec(parent))
+            return _popen(list(argv), env=env, cwd=plan.working_dir or None, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                          close_fds=True, preexec_fn=_pdeathsig_preexec(parent))
         try:
             p = self._spawner.submit(popen).result()
         except OSError as e:
@@ -453,17 +590,54 @@ class Engines:
         return eng
 
     def owns_port(self, eng: EngineProcess) -> bool | None:
-        """Whether the socket listening on ``eng.plan.port`` belongs to ``eng`` (one of
-        :meth:`members`): True/False, or None when it cannot be told (no ``/proc``, no
-        listener visible in this network namespace, or a container launch, whose port is
-        published by the container runtime's own processes)."""
+        """Whether the engine answering on ``eng.plan.port`` is ``eng``: True/False, or None
+        when it cannot be told (no ``/proc``).
+
+        - A process engine: the socket listening on the port must be held by one of
+          :meth:`members`. No listener visible in this network namespace: None.
+        - A container engine (:meth:`container_owns_port`): the container must exist and be
+          running (``<cli> inspect``), and a listener on the port in this network namespace
+          must be held by the container's processes. Readiness is tied to the container: a
+          foreign process answering on the port, or a container that is not running, is False.
+        """
         plan = eng.plan
-        if plan.container_name or plan.container_runtime or reaches_container_cli(plan.argv):
+        if plan.container_runtime:
+            return self.container_owns_port(eng)
+        if reaches_container_cli(plan.argv):  # a container CLI the plan does not name: cannot tell
             return None
         inodes = listening_inodes(plan.port)
         if not inodes:
             return None
         return holds_socket(self.members(eng), inodes)
+
+    def container_owns_port(self, eng: EngineProcess) -> bool:
+        """The container side of :meth:`owns_port`.
+
+        With ``--network host`` (rootful podman, docker) the container's processes live in
+        the host's network namespace: the listener must be held by the container's init
+        (``State.Pid``), by podman's ``conmon`` (``State.ConmonPid``, which also holds the
+        port reservations of ``-p`` publishing in podman 4) or by their descendants, or by a
+        member of ``eng`` (the CLI client, and what inherited its tag, e.g. rootless podman's
+        ``rootlessport`` forwarder). With ``-p`` publishing through NAT no host process may
+        listen at all: then the container running is the whole proof, as the port was free
+        when it was launched (:meth:`spawn`). A foreign listener on the port is always False.
+        """
+        plan = eng.plan
+        rt = plan.container_runtime or plan.argv[0]
+        try:
+            ref = plan.container_name or container_by_label(rt, LABEL_ENGINE, eng.tag)
+            state = container_state(rt, ref) if ref else None
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.warning("%s: cannot inspect its container: %s", plan.recipe, e)
+            return False
+        if not state or not state.get("Running"):
+            return False
+        inodes = listening_inodes(plan.port)
+        if not inodes:
+            return True
+        table = process_table()
+        roots = {int(state.get(k) or 0) for k in ("Pid", "ConmonPid")} - {0}
+        return holds_socket(descendants(roots, table) | self.members(eng), inodes)
 
     def wait_ready(self, eng: EngineProcess, cancelled: threading.Event | None = None) -> float:
         """Run the plan's health probe against ``eng`` (see :func:`probes.wait_ready`). A
@@ -491,26 +665,51 @@ class Engines:
 
     def members(self, eng: EngineProcess) -> set[int]:
         """Live processes that belong to ``eng``: its process group, its session, its
-        descendants and every process carrying its tag. A process tagged by *another* engine
-        never counts (after our engine is reaped, its pid, and so a group or session id, may
-        be reused)."""
-        table = process_table()
+        descendants, every process carrying its tag and, when this process is the child
+        subreaper, the orphans it adopted from ``eng`` (:meth:`adopted_by`). A process tagged
+        by *another* engine never counts (after our engine is reaped, its pid, and so a group
+        or session id, may be reused)."""
+        if self.subreaper:
+            with _children_lock:  # a child forked by us is registered before the table is read
+                table = process_table()
+                own = set(_own_children)
+        else:
+            table, own = process_table(), set()
         me = os.getpid()
         out = {p for p, i in table.items() if i.pgid == eng.pid or i.sid == eng.pid}
         if eng.poll() is None:  # not reaped yet: its pid is still ours, so is its tree
-            children: dict[int, list[int]] = {}
-            for p, i in table.items():
-                children.setdefault(i.ppid, []).append(p)
-            stack = [eng.pid]
-            out.add(eng.pid)
-            while stack:
-                for c in children.get(stack.pop(), ()):
-                    if c not in out:
-                        out.add(c)
-                        stack.append(c)
+            out |= descendants({eng.pid}, table) | {eng.pid}
+        if self.subreaper:
+            orphans = {p: i for p, i in table.items()
+                       if i.ppid == me and p not in own and i.state not in ("Z", "X")}
+            out |= descendants(self.adopted_by(eng, orphans), table)
         out = {p for p in out if environ_value(p, ENV_ENGINE) in (None, eng.tag)}
         out |= tagged(ENV_ENGINE, eng.tag, table)
         return {p for p in out if p != me and table.get(p) and table[p].state not in ("Z", "X")}
+
+    def adopted_by(self, eng: EngineProcess, orphans: Mapping[int, ProcInfo]) -> set[int]:
+        """Which of the adopted ``orphans`` (:func:`adopted_orphans`) are ``eng``'s.
+
+        An orphan keeps no trace of the parent it lost, so it is attributed by time: it
+        started after ``eng`` did, and no other live engine had started before it (which
+        could be its real owner). One engine at a time (``lemonpack run``) is therefore
+        exact; an orphan that two live engines could have made stays until the last of them
+        stops, and :meth:`close` ends every adopted process.
+
+        What this still cannot catch (a cgroup, ``cgroup.kill``, or a PID namespace would):
+        a process that escapes the runtime's tree without being re-parented to it (the
+        runtime is not the subreaper: a library host; or the process is handed to another
+        daemon, e.g. ``systemd-run``, ``at``, D-Bus activation) *and* carries no tag (it
+        emptied its environment); and a helper started by an engine within the same clock
+        tick (10 ms) as another live engine, which is kept until both stop.
+        """
+        others = [e.start_ticks for e in self._live_engines() if e is not eng]
+        return {p for p, i in orphans.items()
+                if i.start >= eng.start_ticks and not any(t <= i.start for t in others)}
+
+    def _live_engines(self) -> list[EngineProcess]:
+        with self._lock:
+            return list(self._live)
 
     def _group_alive(self, eng: EngineProcess, pids: set[int]) -> bool:
         return any((i := proc_info(p)) is not None and i.pgid == eng.pid for p in pids)
@@ -519,8 +718,10 @@ class Engines:
         """Stop ``eng`` and everything it started; idempotent; returns once all are gone.
 
         Order: the plan's stop command (argv, ``stop_timeout``); for a container, confirm it
-        is gone (``rm -f -t 0`` when the stop command did not remove it); SIGTERM to every
-        member; ``grace`` seconds; SIGKILL to what is left; wait until none is left.
+        is gone (``rm -f -t 0`` when the stop command did not remove it), give its CLI client
+        ``grace`` seconds to exit by itself, then SIGKILL what is left (no SIGTERM: the client
+        would forward it to the removed container and log an error); for a process, SIGTERM
+        to every member, ``grace`` seconds, SIGKILL to what is left; wait until none is left.
         """
         grace = self.grace if grace is None else grace
         eng.stopping = True
@@ -528,31 +729,40 @@ class Engines:
         stop_argv = plan.stop_argv(eng.pid)
         if stop_argv and (eng.poll() is None or plan.container_name):
             try:
-                r = subprocess.run(list(stop_argv), capture_output=True, text=True, timeout=self.stop_timeout,
-                                   stdin=subprocess.DEVNULL, env={**os.environ, **plan.env})
+                r = _run(stop_argv, timeout=self.stop_timeout, env={**os.environ, **plan.env})
                 for line in (r.stdout + r.stderr).splitlines():
                     eng.logs.append(f"[stop] {line}")
+                if r.returncode != 0 and not (plan.container_name and _gone_error(r)):
+                    log.warning("%s: stop command %s exited with code %s", plan.recipe, list(stop_argv), r.returncode)
             except (OSError, subprocess.TimeoutExpired) as e:
                 eng.logs.append(f"[stop] stop command failed: {e}")
+                log.warning("%s: stop command %s failed: %s", plan.recipe, list(stop_argv), e)
+        first = signal.SIGTERM
         if plan.container_name:
             rt = plan.container_runtime or plan.argv[0]
             if not wait_container_gone(rt, plan.container_name, timeout=min(2.0, self.container_timeout)):
                 remove_container(rt, plan.container_name, self.container_timeout)
-        self._terminate(eng, grace)
+            # The container is gone: its CLI client (`podman run`) exits by itself. A SIGTERM
+            # now would be forwarded by its signal proxy to a removed container and print
+            # `level=error msg="forwarding signal 15 to container ...: container has already
+            # been removed"` (podman 4.3). So let it finish, then SIGKILL what is left.
+            eng.exited.wait(grace)
+            first = signal.SIGKILL
+        self._terminate(eng, grace, first)
         with self._lock:
             self._live.discard(eng)
         if eng._reader is not None:
             eng._reader.join(timeout=1.0)
 
-    def _terminate(self, eng: EngineProcess, grace: float) -> None:
+    def _terminate(self, eng: EngineProcess, grace: float, first: int = signal.SIGTERM) -> None:
         pids = self.members(eng)
         if not pids:
             eng.exited.wait(1.0)
             return
         for p in pids:
-            _kill(p, signal.SIGTERM)
+            _kill(p, first)
         if self._group_alive(eng, pids):  # atomic for members forking right now
-            _killpg(eng.pid, signal.SIGTERM)
+            _killpg(eng.pid, first)
         deadline = time.monotonic() + grace
         seen = set(pids)
         while pids and time.monotonic() < deadline:
@@ -576,16 +786,20 @@ class Engines:
 
     # -- housekeeping
 
-    def cleanup_leftovers(self, container_runtimes: tuple[str, ...] = ("podman",)) -> dict[str, list]:
-        """Remove what crashed runtimes left: labelled containers and tagged processes whose
-        owner is dead. Returns ``{"containers": [...], "processes": [...]}``."""
+    def cleanup_leftovers(self, container_runtimes: tuple[str, ...] = CONTAINER_CLIS) -> dict[str, list]:
+        """Remove what crashed runtimes left, whatever this runtime launches next (a process
+        recipe too): containers labelled ``lemonpack.owner`` by a dead runtime, for each of
+        ``container_runtimes`` that is installed, and processes tagged by a dead runtime.
+        Called at every start of ``lemonpack run`` (and the server). Failures of the container
+        CLIs are logged (``lemonpack.runtime.engines``), never raised: a clean-up must not
+        prevent a launch. Returns ``{"containers": [...], "processes": [...]}``."""
         gone_containers: list[str] = []
         for rt in container_runtimes:
             if shutil.which(rt):
                 try:
                     gone_containers += remove_orphan_containers(rt)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    log.warning("cannot look for leftover containers with %s: %s", rt, e)
         owners: dict[int, str] = {}
         for p in process_table():
             rid = environ_value(p, ENV_RUNTIME)
@@ -593,6 +807,8 @@ class Engines:
                 owners[p] = rid
         for p in owners:
             _kill(p, signal.SIGKILL)
+        if owners:
+            log.info("killed leftover processes %s of dead runtimes", sorted(owners))
         return {"containers": gone_containers, "processes": sorted(owners)}
 
     def close(self) -> None:
@@ -601,6 +817,8 @@ class Engines:
             live = list(self._live)
         for eng in live:
             self.stop(eng)
+        if self.subreaper:
+            self._end_adopted()
         self._spawner.shutdown(wait=True)
         if self._sentinel is not None:
             try:
@@ -608,6 +826,39 @@ class Engines:
             except OSError:
                 pass
             self._sentinel = None
+
+    def _end_adopted(self, grace: float | None = None) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds, every adopted orphan and its
+        descendants (called once no engine is left that could own them); zombies reaped."""
+        grace = self.grace if grace is None else grace
+
+        def tree() -> set[int]:
+            orphans = adopted_orphans()
+            table = process_table()
+            return {p for p in descendants(orphans, table) if table[p].state not in ("Z", "X")}
+        pids = tree()
+        if not pids:
+            return
+        log.info("ending processes adopted from engines: %s", sorted(pids))
+        seen = set(pids)
+        for p in pids:
+            _kill(p, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.005)
+            _reap(seen)
+            pids = tree()
+            seen |= pids
+        deadline = time.monotonic() + 10.0
+        while pids and time.monotonic() < deadline:
+            for p in pids:
+                _kill(p, signal.SIGKILL)
+            time.sleep(0.005)
+            _reap(seen)
+            pids = tree()
+            seen |= pids
+        if pids:
+            log.warning("adopted processes %s survive SIGKILL", sorted(pids))
 
     def _note_runtime(self, rt: str) -> None:
         if rt not in self._runtimes_used:
@@ -640,54 +891,15 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-# ---------------------------------------------------------------- foreground
-
-
-def run_foreground(plan: LaunchPlan, engines: Engines, *, on_log: Callable[[str], None] | None = None,
-                   on_ready: Callable[[EngineProcess], None] | None = None,
-                   stop: threading.Event | None = None, watchdog_interval: float | None = None) -> EngineProcess:
-    """Run one engine in the foreground (``lemonpack run``): spawn, stream its log lines to
-    ``on_log``, probe, call ``on_ready``, then block until ``stop`` is set (returns the
-    stopped engine) or the engine dies (raises RuntimeFailure with its exit code and log
-    tail). Whatever happens, including KeyboardInterrupt, the engine and everything it
-    started are stopped before this returns or raises."""
-    stop = stop or threading.Event()
-    eng = engines.spawn(plan)
-    if on_log is not None:
-        eng.logs.subscribe(on_log, replay=True)
-    crash: list[str] = []
-    dog = None
-    try:
-        engines.wait_ready(eng, cancelled=stop)
-        if on_ready is not None:
-            on_ready(eng)
-        if plan.health_probe.type == "http":
-            dog = probes.Watchdog(plan.health_probe, plan.host, plan.port,
-                                  lambda why: (crash.append(why), stop.set()),
-                                  interval=watchdog_interval, name=plan.recipe).start()
-        eng.on_exit(lambda rc: stop.set())
-        while not stop.wait(0.2):
-            pass
-        if eng.poll() is not None and not eng.stopping:
-            raise probes.failure(f"{plan.recipe}: engine exited with code {eng.poll()}", eng.logs)
-        if crash:
-            raise probes.failure(f"{plan.recipe}: {crash[0]}", eng.logs)
-        return eng
-    finally:
-        if dog is not None:
-            dog.stop()
-        engines.stop(eng)
-
-
 # ---------------------------------------------------------------- the sentinel
 
 
 def _start_sentinel(runtime_id: str) -> subprocess.Popen:
     """Start the reaper sentinel: its own session, no tag, stdin a pipe only we hold."""
     env = {k: v for k, v in os.environ.items() if k not in (ENV_RUNTIME, ENV_ENGINE)}
-    return subprocess.Popen([sys.executable, "-m", "lemonpack.runtime.engines", "reap", runtime_id],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=env, close_fds=True)
+    return _popen([sys.executable, "-m", "lemonpack.runtime.engines", "reap", runtime_id],
+                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True, env=env,
+                  close_fds=True)  # stderr inherited: what it fails to clean up is said there
 
 
 def reaper_main(runtime_id: str) -> int:
@@ -696,6 +908,7 @@ def reaper_main(runtime_id: str) -> int:
     Lines ``runtime <cli>`` on stdin name the container CLIs in use (announced before the
     first container starts), so a run without containers never calls podman."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="lemonpack sentinel: %(levelname)s: %(message)s")
     runtimes: set[str] = set()
     for line in sys.stdin.buffer:
         parts = line.decode("utf-8", "replace").split()
@@ -705,8 +918,8 @@ def reaper_main(runtime_id: str) -> int:
         if shutil.which(rt):
             try:
                 remove_orphan_containers(rt, only_owner=runtime_id)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            except (OSError, subprocess.TimeoutExpired) as e:
+                log.warning("cannot remove the containers of runtime %s with %s: %s", runtime_id, rt, e)
     kill_tagged(ENV_RUNTIME, runtime_id)
     return 0
 
@@ -729,13 +942,18 @@ class Runner:
     ``plans`` maps a model name to its :class:`LaunchPlan` (a mapping or a callable, called
     at each start). :meth:`ensure_ready` blocks until the model's engine is ready (starting
     it, or joining a start under way) and returns it. ``on_state(model, old, new)`` observes
-    transitions. Decisions are the :class:`Supervisor`'s; this class only performs them.
+    transitions; ``on_spawn(model, engine)`` is called as soon as an engine is spawned,
+    before its probe (``lemonpack run`` streams its log lines from there). Decisions are the
+    :class:`Supervisor`'s; this class only performs them. It is the one driver of engines:
+    ``lemonpack run`` (one model) and the server (many) both use it.
     """
 
     def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
                  engines: Engines | None = None, *, watchdog_interval: float | None = None,
-                 watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None) -> None:
+                 watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None,
+                 on_spawn: Callable[[str, EngineProcess], None] | None = None) -> None:
         self._plans = plans
+        self._on_spawn = on_spawn
         self.engines = engines or Engines()
         self._own_engines = engines is None
         self.watchdog_interval, self.watchdog_failures = watchdog_interval, watchdog_failures
@@ -751,12 +969,23 @@ class Runner:
     def ensure_ready(self, model: str, timeout: float | None = None) -> EngineProcess:
         """Block until ``model`` is ready; return its engine. Raises RuntimeFailure when the
         start fails, the model is unloaded meanwhile, or ``timeout`` seconds pass."""
-        fut: Future = Future()
-        self._post(Request(model, fut))
+        fut = self.request(model)
         try:
             return fut.result(timeout)
         except TimeoutError as e:
             raise RuntimeFailure(f"{model}: not ready within {timeout}s") from e
+
+    def request(self, model: str) -> Future:
+        """Ask for ``model`` without blocking: a future resolved with its ready engine, or
+        failed with RuntimeFailure (start failed, unloaded, shutting down)."""
+        fut: Future = Future()
+        self._post(Request(model, fut))
+        return fut
+
+    def last_error(self, model: str) -> str | None:
+        """Why ``model``'s last engine failed or crashed (None: it did not)."""
+        with self._lock:
+            return self._sv.slot(model).last_error
 
     def unload(self, model: str, timeout: float | None = 60.0) -> None:
         """Stop ``model``'s engine and wait until it is stopped."""
@@ -822,7 +1051,10 @@ class Runner:
 
     def state_changed(self, model, old, new) -> None:
         if self._on_state is not None:
-            self._on_state(model, old, new)
+            try:  # an observer must not break the machine in the middle of a transition
+                self._on_state(model, old, new)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: state observer failed on %s -> %s", model, old.value, new.value)
 
     # -- workers
 
@@ -834,6 +1066,11 @@ class Runner:
                     raise RuntimeFailure(f"{model}: start cancelled")
                 live.engine = eng = self.engines.spawn(plan)
                 self.starts += 1
+            if self._on_spawn is not None:
+                try:
+                    self._on_spawn(model, eng)
+                except Exception:  # noqa: BLE001
+                    log.exception("%s: on_spawn observer failed", model)
             self.engines.wait_ready(eng, cancelled=live.cancelled)
         except Exception as e:  # noqa: BLE001 (every failure is reported as an event)
             err = e if isinstance(e, RuntimeFailure) else RuntimeFailure(f"{model}: {e}")
@@ -864,10 +1101,11 @@ class Runner:
 
 
 __all__ = [
+    "CONTAINER_CLIS", "LABEL_ENGINE", "adopted_orphans", "container_by_label", "container_state", "descendants",
     "ENV_ENGINE", "ENV_RUNTIME", "EngineProcess", "Engines", "LABEL_OWNER", "LABEL_RECIPE", "ProcInfo", "Runner",
     "check_port_free",
     "container_exists", "holds_socket", "inject_labels", "kill_tagged", "listening_inodes", "owner_alive", "pid_alive", "proc_info",
-    "process_table", "reaper_main", "run_foreground", "remove_container", "remove_orphan_containers", "runtime_id_of",
+    "process_table", "reaper_main", "remove_container", "remove_orphan_containers", "runtime_id_of",
     "set_child_subreaper", "tagged", "wait_container_gone",
 ]
 

@@ -9,11 +9,13 @@ foreground ``lemonpack run``) get every line as it arrives, from the reader thre
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from collections.abc import Callable
 from typing import BinaryIO
 
 Subscriber = Callable[[str], None]
+log = logging.getLogger("lemonpack.runtime.logs")
 
 
 class LogRing:
@@ -26,6 +28,7 @@ class LogRing:
         self._lock = threading.Lock()
         self._subs: list[Subscriber] = []
         self.dropped = 0  # lines pushed out by the bounds
+        self.subscriber_errors = 0  # calls of a subscriber that raised (the first one is logged)
         self.closed = threading.Event()  # set when the feeding pipe reached EOF
 
     def append(self, line: str) -> None:
@@ -42,8 +45,10 @@ class LogRing:
         for sub in subs:
             try:
                 sub(line)
-            except Exception:  # a broken subscriber must not stop the reader
-                pass
+            except Exception:  # noqa: BLE001 (a broken subscriber must not stop the reader, nor the others)
+                self.subscriber_errors += 1
+                if self.subscriber_errors == 1:
+                    log.exception("log subscriber %r failed (later failures are counted in subscriber_errors)", sub)
 
     def tail(self, n: int = 20) -> list[str]:
         """The last ``n`` lines (fewer if there are fewer)."""

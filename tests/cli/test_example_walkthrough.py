@@ -160,8 +160,7 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
             proc.kill()
             proc.wait()
     err = proc.stderr.read()
-    # 130 as shells report Ctrl-C (issue 6); 0 until the run driver's exit codes land
-    assert rc in (0, 130), err
+    assert rc == 130, err  # as shells report Ctrl-C
     assert "stopped hello-engine (SIGINT)" in err and "hello-engine: stopped (SIGTERM)" in err, err
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -123,7 +123,7 @@ def test_recipe_id_runs_the_discovered_descriptor(tmp_path, env, model):
     run = RunProcess(["disc-engine", "-m", str(model), "--quiet"], env)
     assert run.wait_line("ready: "), run.err
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 130, run.err
 
 
 # --- 5. --device and --port ----------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_given_port_is_the_printed_url(tmp_path, env, model):
     ready = run.wait_line("ready: ")
     assert ready and ready.split()[1] == f"http://127.0.0.1:{port}", run.err
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 130, run.err
 
 
 # --- 6. a model path that does not exist -----------------------------------------------------
@@ -182,7 +182,7 @@ def test_starting_line_names_the_default_probe_even_with_quiet(tmp_path, env, mo
     run = RunProcess([str(f), "-m", str(model), "--port", str(port), "--quiet"], env)
     assert run.wait_line("ready: "), run.err
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 130, run.err
     starting = next(line for line in run.err.splitlines() if line.startswith("starting "))
     assert f"http GET http://127.0.0.1:{port}/health -> 200 (timeout 60s, every 500 ms)" in starting
     assert "the default probe: the recipe sets no health_probe" in starting
@@ -218,7 +218,7 @@ def test_model_registered_for_another_recipe_warns(tmp_path, env, model, capsys)
     run = RunProcess([str(recipe), "--model", "user.other", "--quiet"], env)
     assert run.wait_line("ready: "), run.err
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0
+    assert run.finish() == 130
     assert "registered for recipe 'someone-else'" in run.err
 
 

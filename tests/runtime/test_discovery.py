@@ -11,14 +11,27 @@ import threading
 import time
 from pathlib import Path
 
+import sys
+
 import pytest
 
-from lemonpack.runtime.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery, DiscoveryWatcher, SearchDir,
-                                         default_search_path, parse_search_path, search_path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.tools import need_root  # noqa: E402
+
+from lemonpack.runtime.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery, DiscoveryWatcher,  # noqa: E402
+                                         SearchDir, default_search_path, parse_search_path, search_path)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to chown")
+def needs_root(test):
+    """The ownership cases chown to another uid: they fail (never skip) when not run as root."""
+    import functools
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        need_root()
+        return test(*args, **kwargs)
+    return wrapper
 
 
 def recipe_doc(rid: str, **extra) -> dict:

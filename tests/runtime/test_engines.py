@@ -233,7 +233,7 @@ def test_runner_crash_after_ready_cleans_up_what_the_engine_left(tmp_path):
 class _Foreign:
     """Another process's server (here: a thread of the test) answering /health 200 on a port."""
 
-    def __init__(self):
+    def __init__(self, port: int = 0):
         import http.server
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -244,7 +244,7 @@ class _Foreign:
 
             def log_message(self, *a):
                 pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
         self.port = self.srv.server_address[1]
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
@@ -253,26 +253,31 @@ class _Foreign:
         self.srv.server_close()
 
 
-def test_probe_answered_by_another_process_is_not_ready(engines):
+def test_a_busy_port_is_refused_before_the_launch(engines, tmp_path):
     foreign = _Foreign()
+    pids = tmp_path / "pids"
     try:
-        with pytest.raises(RuntimeFailure) as e:
-            engines.start(fake_plan(port=foreign.port, probe=probe(timeout=20)))
-        msg = str(e.value)
-        assert "exited with code 1" in msg and "Address already in use" in msg, msg
+        with pytest.raises(RuntimeFailure, match=f"port {foreign.port} on 127.0.0.1 is already in use"):
+            engines.start(fake_plan("--pid-file", str(pids), port=foreign.port, probe=probe(timeout=20)))
+        assert not pids.exists()  # nothing was spawned
     finally:
         foreign.close()
 
 
 def test_probe_answered_by_another_process_while_the_engine_lives_is_not_ready(engines):
-    # The engine stays alive without listening: the only answers come from the foreign
-    # server, and they must not count (deterministic, unlike racing the engine's exit).
-    foreign = _Foreign()
+    # The port is free at the launch; a foreign server takes it right after (the race the
+    # pre-launch check cannot close). The engine stays alive without listening: the only
+    # answers come from the foreign server, and they must not count.
+    plan = fake_plan("--no-listen", probe=probe(timeout=2))
+    eng = engines.spawn(plan)
+    foreign = _Foreign(plan.port)
     try:
         with pytest.raises(RuntimeFailure) as e:
-            engines.start(fake_plan("--no-listen", port=foreign.port, probe=probe(timeout=2)))
+            engines.wait_ready(eng)
         assert "from another process holding port" in str(e.value), str(e.value)
+        assert eng.probe_seen[-1] == f"HTTP 200 from another process holding port {plan.port}"
     finally:
+        engines.stop(eng)
         foreign.close()
 
 
@@ -282,3 +287,38 @@ def test_owns_port_true_for_the_engine_itself(engines):
         assert engines.owns_port(eng) is True
     finally:
         engines.stop(eng)
+
+
+def test_a_failing_exit_callback_is_logged_and_the_crash_still_reaches_the_supervisor(caplog):
+    import logging
+
+    seen = []
+
+    def bad_observer(model, old, new):  # an observer that raises on every transition
+        seen.append(new)
+        raise RuntimeError("observer bug")
+    plan = fake_plan("--crash-after", "1.0", "--exit-code", "9")
+    runner = Runner({"m": plan}, Engines(grace=0.5), on_state=bad_observer)
+    try:
+        with caplog.at_level(logging.WARNING, logger="lemonpack.runtime.engines"):
+            eng = runner.ensure_ready("m", timeout=30)
+
+            def boom(rc):
+                raise ValueError(f"callback bug {rc}")
+            eng.on_exit(boom)  # registered after the Runner's own: it runs, fails, is logged
+            assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
+        assert runner.last_error("m") == "engine exited with code 9"
+        assert seen == [State.STARTING, State.READY, State.STOPPING, State.STOPPED]
+        text = "\n".join(f"{r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in caplog.records)
+        assert "callback bug 9" in text and "observer bug" in text
+    finally:
+        runner.close()
+
+
+def test_a_failing_exit_callback_does_not_hide_the_next_one(engines):
+    eng = engines.spawn(fake_plan("--exit-now", "--exit-code", "3"))
+    got = []
+    eng.on_exit(lambda rc: 1 / 0)
+    eng.on_exit(got.append)
+    assert wait_for(lambda: got == [3], 10)
+    engines.stop(eng)

@@ -45,3 +45,22 @@ def test_pump_reads_a_pipe_until_eof():
     t.join(5)
     assert r.closed.is_set()
     assert r.lines() == ["one", "two", "\ufffd bad utf8", "no newline"]
+
+
+def test_a_broken_subscriber_is_logged_and_does_not_stop_the_others(caplog):
+    import logging
+
+    r = LogRing()
+    got = []
+
+    def broken(line):
+        raise BrokenPipeError("stderr went away")
+    r.subscribe(broken)
+    r.subscribe(got.append)
+    with caplog.at_level(logging.WARNING, logger="lemonpack.runtime.logs"):
+        r.append("one")
+        r.append("two")
+    assert got == ["one", "two"] and r.lines() == ["one", "two"]
+    assert r.subscriber_errors == 2
+    errors = [rec for rec in caplog.records if rec.name == "lemonpack.runtime.logs"]
+    assert len(errors) == 1 and "stderr went away" in str(errors[0].exc_info[1])  # logged once, with the cause

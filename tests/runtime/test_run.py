@@ -41,7 +41,7 @@ def test_run_ready_serves_and_stops_everything_on_signal(tmp_path, env, model, s
     procs = read_pids(pids)
     assert len(procs) == 3
     run.proc.send_signal(sig)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 128 + sig, run.err  # 130 after SIGINT, 143 after SIGTERM, as shells say
     assert all_gone(procs.values())
     assert "listening on" in run.err and f"stopped fake-engine ({sig.name})" in run.err
 
@@ -77,7 +77,7 @@ def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_pat
     assert wait_for(lambda: "listening on" in run.err, 20)
     assert "--health-delay 60" in run.err  # the "starting ..." line shows the resolved argv
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 130, run.err
     assert all_gone(read_pids(pids).values())
     assert not [line for line in run.stdout if line.startswith("ready: ")]
 
@@ -95,4 +95,4 @@ def test_run_json_prints_one_ready_event(tmp_path, env, model):
     assert "fake_engine.py" in " ".join(event["argv"])
     assert httpx.get(event["url"] + "/health", trust_env=False).status_code == 200
     run.proc.send_signal(signal.SIGINT)
-    assert run.finish() == 0, run.err
+    assert run.finish() == 130, run.err

@@ -1,9 +1,9 @@
-"""A tiny busybox image for container tests, imported into podman's default storage.
+"""A tiny busybox image for container tests, built by ``lemonpack build`` and loaded into podman.
 
-The rootfs holds ``/bin/busybox`` (+ ``sh``, ``httpd``, ``sleep``, ``touch`` links) and a
-CGI ``/www/cgi-bin/health`` that answers 503 until ``/tmp/ready`` exists, then 200. The
-image is referenced by digest (``localhost/lemonpack-test-bb@sha256:...``). podman runs
-here only as root with a containers.conf asking for runc and modest ulimits:
+The image holds busybox and a CGI ``.../www/cgi-bin/health`` that answers 503 until a
+``ready`` file exists, then 200. It is referenced by digest, named with a random suffix
+(other suites use podman at the same time) and removed with :func:`remove_image`. podman
+runs here only as root with a containers.conf asking for runc and modest ulimits:
 :func:`containers_conf` writes one and the caller sets ``CONTAINERS_CONF``.
 """
 
@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.tools import CONTAINERS_CONF  # noqa: E402
+
 BUSYBOX = Path("/bin/busybox")
-IMAGE_NAME = "localhost/lemonpack-test-bb"
-HEALTH_CGI = """#!/bin/sh
-if [ -f /tmp/ready ]; then
-  printf 'Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nok\\n'
-else
-  printf 'Status: 503 Service Unavailable\\r\\nContent-Type: text/plain\\r\\n\\r\\nloading\\n'
-fi
-"""
 
 
 def podman_usable() -> str | None:
@@ -47,39 +40,6 @@ def containers_conf(directory: Path) -> Path:
     return path
 
 
-def rootfs_tar(directory: Path) -> Path:
-    """A deterministic rootfs tar with busybox and the health CGI."""
-    tar_path = directory / "rootfs.tar"
-
-    def info(name: str, **kw) -> tarfile.TarInfo:
-        ti = tarfile.TarInfo(name)
-        ti.mtime, ti.uid, ti.gid, ti.uname, ti.gname = 0, 0, 0, "", ""
-        for k, v in kw.items():
-            setattr(ti, k, v)
-        return ti
-    bb = BUSYBOX.read_bytes()
-    cgi = HEALTH_CGI.encode()
-    import io
-    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for d in ("bin", "tmp", "www", "www/cgi-bin"):
-            tf.addfile(info(d, type=tarfile.DIRTYPE, mode=0o1777 if d == "tmp" else 0o755))
-        tf.addfile(info("bin/busybox", size=len(bb), mode=0o755), io.BytesIO(bb))
-        for applet in ("sh", "httpd", "sleep", "touch", "cat"):
-            tf.addfile(info(f"bin/{applet}", type=tarfile.SYMTYPE, linkname="busybox", mode=0o777))
-        tf.addfile(info("www/cgi-bin/health", size=len(cgi), mode=0o755), io.BytesIO(cgi))
-    return tar_path
-
-
-def import_image(directory: Path, env: dict) -> str:
-    """``podman import`` the rootfs; return ``IMAGE_NAME@sha256:<manifest digest>``."""
-    tar_path = rootfs_tar(directory)
-    tag = f"{IMAGE_NAME}:test"
-    subprocess.run(["podman", "import", str(tar_path), tag], env=env, check=True, capture_output=True, timeout=120)
-    digest = subprocess.run(["podman", "image", "inspect", tag, "--format", "{{.Digest}}"], env=env, check=True,
-                            capture_output=True, text=True, timeout=60).stdout.strip()
-    return f"{IMAGE_NAME}@{digest}"
-
-
 @dataclass(frozen=True)
 class TestImage:
     """An image that serves the health CGI with busybox httpd.
@@ -96,6 +56,7 @@ class TestImage:
     www: str
     ready: str
     source: str
+    tag: str = ""  # name:tag in podman's storage (what :func:`remove_image` removes)
 
     def serve_argv(self, name: str, port: int, delay: float = 1.0, runtime: str = "podman",
                    host: str = "127.0.0.1") -> tuple[str, ...]:
@@ -111,12 +72,6 @@ class TestImage:
                 f"exec {bb} httpd -f -p {host}:{port} -h {self.www}")
 
 
-def imported_image(directory: Path, env: dict) -> TestImage:
-    """The rootfs of :func:`rootfs_tar` imported with ``podman import``."""
-    return TestImage(import_image(directory, env), ("/bin/sh", "-c"), "/bin/busybox", "/www", "/tmp/ready",
-                     "podman import")
-
-
 def _health_cgi(bb: str, ready: str) -> bytes:
     return (f"#!{bb} sh\n"
             f"if [ -f {ready} ]; then\n"
@@ -126,7 +81,8 @@ def _health_cgi(bb: str, ready: str) -> bytes:
             "fi\n").encode()
 
 
-def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact") -> TestImage:
+def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact",
+                          image_name: str = "localhost/lemonpack-test-built") -> TestImage:
     """An image built by ``lemonpack build`` from a variant_of recipe whose artifact is a tar of
     busybox (+ the CGI), served from a 127.0.0.1 HTTP server through ``--mirror``, then loaded
     with ``skopeo copy oci:DIR:TAG containers-storage:localhost/NAME:TAG``. The image's
@@ -170,35 +126,31 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
     result = json.loads(r.stdout)
     target = next(t for t in result["targets"] if t["kind"] == "image")
     tag = target["tag"]
-    name = f"localhost/lemonpack-test-built:{tag.replace('.', '-')}"
+    name = f"{image_name}-{os.urandom(4).hex()}:{tag.replace('.', '-')}"  # unique: other suites use podman too
     subprocess.run(["skopeo", "copy", f"oci:{layout}:{tag}", f"containers-storage:{name}"], env=env, check=True,
                    capture_output=True, timeout=300)
     return TestImage(f"{name.rsplit(':', 1)[0]}@{target['digest']}", ("sh", "-c"), bb, f"{prefix}/www", ready,
-                     "lemonpack build")
-
-
-def build_available() -> bool:
-    """True when ``lemonpack build`` and skopeo are present."""
-    try:
-        import lemonpack.builder.pipeline  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("skopeo") is not None
+                     "lemonpack build", name)
 
 
 def test_image(directory: Path, env: dict) -> TestImage:
-    """The image for container tests: built by ``lemonpack build`` when it is available,
-    else a ``podman import`` of the rootfs (forced with ``LEMONPACK_TEST_IMAGE_SOURCE=import``)."""
-    if build_available() and os.environ.get("LEMONPACK_TEST_IMAGE_SOURCE") != "import":
-        return lemonpack_built_image(directory, env)
-    return imported_image(directory, env)
+    """The image for container tests, always built by ``lemonpack build`` (what users run);
+    raises RuntimeError naming what is missing when it cannot be built (never a fallback to
+    an image lemonpack did not build). Remove it with :func:`remove_image`."""
+    if shutil.which("skopeo") is None:
+        raise RuntimeError("skopeo is not installed (apt-get install skopeo): the container tests load the "
+                           "image `lemonpack build` wrote with it")
+    return lemonpack_built_image(directory, env)
+
+
+def remove_image(image: TestImage, env: dict | None = None) -> None:
+    """``podman rmi -f`` the image's tag, so the suite leaves nothing in podman's storage."""
+    ref = image.tag or image.ref
+    r = subprocess.run(["podman", "rmi", "-f", ref], env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"podman rmi -f {ref} failed: {r.stderr.strip()}")
 
 
 test_image.__test__ = False  # not a pytest test
 TestImage.__test__ = False
 
-
-def serve_argv(image: str, name: str, port: int, delay: float = 1.0, runtime: str = "podman") -> tuple[str, ...]:
-    """A seed-13.2-shaped ``podman run`` argv for the imported rootfs image ``image``."""
-    script = f"(sleep {delay}; touch /tmp/ready) & exec /bin/busybox httpd -f -p 127.0.0.1:{port} -h /www"
-    return (runtime, "run", "--rm", "--name", name, "--network", "host", image, "/bin/sh", "-c", script)

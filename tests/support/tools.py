@@ -29,3 +29,12 @@ def need(tool: str) -> str:
         if path:
             return path
     pytest.fail(f"{tool} is not installed: apt-get install -y {APT.get(tool, tool)} (or run scripts/test.sh)")
+
+
+def need_root() -> None:
+    """Fail (never skip) a test that changes a file's owner (``chown`` to another uid) when
+    the suite does not run as root; CI and ``scripts/test.sh`` run it as root."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.fail("this test chowns a file to another uid: run the suite as root (as CI and scripts/test.sh do)")
