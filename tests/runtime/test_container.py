@@ -26,9 +26,9 @@ from support.helpers import RunProcess, fake_recipe, free_port, wait_for  # noqa
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
 from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.engines import (  # noqa: E402
-    LABEL_OWNER, Engines, container_exists, container_labels, pid_alive,
-)
+from lemonpack.runtime.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
+from lemonpack.runtime.engines import Engines  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive  # noqa: E402
 from lemonpack.runtime.plan import LaunchPlan  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -185,7 +185,7 @@ def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(po
 
 
 def test_runner_restarts_a_container_removed_behind_its_back(podman_env):
-    from lemonpack.runtime.engines import Runner
+    from lemonpack.runtime.runner import Runner
     from lemonpack.runtime.supervisor import State
 
     port = free_port()

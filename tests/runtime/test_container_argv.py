@@ -24,7 +24,7 @@ from support.containers import containers_conf, podman_usable, remove_image, tes
 from support.helpers import RunProcess, wait_for  # noqa: E402
 
 from lemonpack.oci.cmdline import valid_container_name  # noqa: E402
-from lemonpack.runtime.engines import LABEL_OWNER, container_exists, container_labels  # noqa: E402
+from lemonpack.runtime.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
