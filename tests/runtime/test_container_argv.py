@@ -20,34 +20,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.containers import containers_conf, podman_usable, remove_image, test_image  # noqa: E402
 from support.helpers import RunProcess, wait_for  # noqa: E402
 
 from lemonpack.oci.cmdline import valid_container_name  # noqa: E402
 from lemonpack.runtime.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def podman_env(tmp_path_factory):
-    why = podman_usable()
-    if why:
-        pytest.fail(f"podman cannot run here: {why} (scripts/test.sh installs podman runc busybox-static)")
-    d = tmp_path_factory.mktemp("podman")
-    old = os.environ.get("CONTAINERS_CONF")
-    os.environ["CONTAINERS_CONF"] = str(containers_conf(d))
-    image = None
-    try:
-        image = test_image(d, dict(os.environ))
-        yield {"dir": d, "image": image}
-    finally:
-        if image is not None:
-            remove_image(image)  # the suite leaves nothing in podman's storage
-        if old is None:
-            os.environ.pop("CONTAINERS_CONF", None)
-        else:
-            os.environ["CONTAINERS_CONF"] = old
 
 
 def write_recipe(path: Path, image, prefix: list[str], name_template: str) -> Path:
