@@ -52,7 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 from lemonpack.errors import LemonpackError, RuntimeFailure
 from lemonpack.runtime import probes
 from lemonpack.runtime.containers import (
-    CONTAINER_CLIS, LABEL_ENGINE, LABEL_OWNER, LABEL_RECIPE, container_by_label, container_labels, container_state,
+    CONTAINER_CLIS, LABEL_ENGINE, LABEL_OWNER, LABEL_RECIPE, ContainerCLI, container_by_label, container_labels,
+    container_state,
     gone_error, inject_labels, reaches_container_cli, remove_container, remove_orphan_containers, wait_container_gone,
 )
 from lemonpack.runtime.logs import LogRing
@@ -137,10 +138,16 @@ class EngineProcess:
 
     ``pid`` is the direct child's pid (the session and process-group id as well).
     ``on_exit(fn)`` registers ``fn(returncode)``, called once from a waiter thread.
+    ``container_cli``: for a container engine, the CLI with the global options and ``env``
+    its command line used (:class:`~lemonpack.runtime.containers.ContainerCLI`), through
+    which every container command about it runs (``inspect``, ``ps``, ``rm``); None for a
+    process engine.
     """
 
-    def __init__(self, plan: LaunchPlan, popen: subprocess.Popen, tag: str, logs: LogRing) -> None:
+    def __init__(self, plan: LaunchPlan, popen: subprocess.Popen, tag: str, logs: LogRing,
+                 container_cli: ContainerCLI | None = None) -> None:
         self.plan, self.popen, self.tag, self.logs = plan, popen, tag, logs
+        self.container_cli = container_cli
         self.pid = popen.pid
         info = proc_info(popen.pid)
         self.start_ticks = info.start if info else 0  # its start in clock ticks (tells adopted orphans apart)
@@ -214,7 +221,7 @@ class Engines:
         self._counter = itertools.count(1)
         self._live: set[EngineProcess] = set()
         self._lock = threading.Lock()
-        self._runtimes_used: set[str] = set()
+        self._clis_used: set[ContainerCLI] = set()
         self.subreaper = set_child_subreaper() if subreaper else False
         self._sentinel: subprocess.Popen | None = start_sentinel(self.runtime_id) if sentinel else None
 
@@ -227,11 +234,12 @@ class Engines:
         probe is never answered by a server that was there first)."""
         argv = tuple(plan.argv)
         tag = f"{self.runtime_id}/{next(self._counter)}"
+        cli = None
         if plan.container_runtime or plan.container_name:
-            rt = plan.container_runtime or argv[0]
-            self._note_runtime(rt)
+            cli = _container_cli(plan)
+            self._note_cli(cli)
             if plan.container_name:  # a leftover of ours (or of a dead runtime) may hold the port too
-                self._clear_container_name(rt, plan.container_name)
+                self._clear_container_name(cli, plan.container_name)
             argv = inject_labels(argv, {LABEL_OWNER: self.runtime_id, LABEL_RECIPE: plan.recipe, LABEL_ENGINE: tag})
         if plan.port:
             try:  # before every launch: a probe must never be answered by someone else's server
@@ -250,7 +258,7 @@ class Engines:
             p = self._spawner.submit(popen).result()
         except OSError as e:
             raise RuntimeFailure(f"{plan.recipe}: cannot run {argv[0]!r}: {e.strerror or e}") from e
-        eng = EngineProcess(plan, p, tag, logs)
+        eng = EngineProcess(plan, p, tag, logs, container_cli=cli)
         with self._lock:
             self._live.add(eng)
         return eng
@@ -289,10 +297,10 @@ class Engines:
         when it was launched (:meth:`spawn`). A foreign listener on the port is always False.
         """
         plan = eng.plan
-        rt = plan.container_runtime or plan.argv[0]
+        cli = eng.container_cli or _container_cli(plan)
         try:
-            ref = plan.container_name or container_by_label(rt, LABEL_ENGINE, eng.tag)
-            state = container_state(rt, ref) if ref else None
+            ref = plan.container_name or container_by_label(cli, LABEL_ENGINE, eng.tag)
+            state = container_state(cli, ref) if ref else None
         except (OSError, subprocess.TimeoutExpired) as e:
             log.warning("%s: cannot inspect its container: %s", plan.recipe, e)
             return False
@@ -403,9 +411,9 @@ class Engines:
                 log.warning("%s: stop command %s failed: %s", plan.recipe, list(stop_argv), e)
         first = signal.SIGTERM
         if plan.container_name:
-            rt = plan.container_runtime or plan.argv[0]
-            if not wait_container_gone(rt, plan.container_name, timeout=min(2.0, self.container_timeout)):
-                remove_container(rt, plan.container_name, self.container_timeout)
+            cli = eng.container_cli or _container_cli(plan)
+            if not wait_container_gone(cli, plan.container_name, timeout=min(2.0, self.container_timeout)):
+                remove_container(cli, plan.container_name, self.container_timeout)
             # The container is gone: its CLI client (`podman run`) exits by itself. A SIGTERM
             # now would be forwarded by its signal proxy to a removed container and print
             # `level=error msg="forwarding signal 15 to container ...: container has already
@@ -450,20 +458,28 @@ class Engines:
 
     # -- housekeeping
 
-    def cleanup_leftovers(self, container_runtimes: tuple[str, ...] = CONTAINER_CLIS) -> dict[str, list]:
+    def cleanup_leftovers(self, container_runtimes: tuple[str | ContainerCLI, ...] = CONTAINER_CLIS) -> dict[str, list]:
         """Remove what crashed runtimes left, whatever this runtime launches next (a process
         recipe too): containers labelled ``lemonpack.owner`` by a dead runtime, for each of
         ``container_runtimes`` that is installed, and processes tagged by a dead runtime.
         Called at every start of ``lemonpack run`` (and the server). Failures of the container
         CLIs are logged (``lemonpack.runtime.engines``), never raised: a clean-up must not
-        prevent a launch. Returns ``{"containers": [...], "processes": [...]}``."""
+        prevent a launch. Returns ``{"containers": [...], "processes": [...]}``.
+
+        Each CLI is called without global options, so this scans the *default* store (or
+        host, connection) of each installed CLI only: a container a dead runtime started as
+        ``podman --root /x run ...`` or ``podman --url ... run`` is not found here. (While its
+        runtime lives, its own stop and its crash sentinel use the engine's full CLI prefix.)
+        An entry of ``container_runtimes`` may also be an argv prefix or a
+        :class:`~lemonpack.runtime.containers.ContainerCLI` to scan another store."""
         gone_containers: list[str] = []
         for rt in container_runtimes:
-            if shutil.which(rt):
+            cli = ContainerCLI.of(rt)
+            if shutil.which(cli.argv[0]):
                 try:
-                    gone_containers += remove_orphan_containers(rt)
+                    gone_containers += remove_orphan_containers(cli)
                 except (OSError, subprocess.TimeoutExpired) as e:
-                    log.warning("cannot look for leftover containers with %s: %s", rt, e)
+                    log.warning("cannot look for leftover containers with %s: %s", cli, e)
         owners: dict[int, str] = {}
         for p in process_table():
             rid = environ_value(p, ENV_RUNTIME)
@@ -524,24 +540,33 @@ class Engines:
         if pids:
             log.warning("adopted processes %s survive SIGKILL", sorted(pids))
 
-    def _note_runtime(self, rt: str) -> None:
-        if rt not in self._runtimes_used:
-            self._runtimes_used.add(rt)
+    def _note_cli(self, cli: ContainerCLI) -> None:
+        """Announce ``cli`` to the sentinel once, before its first container starts."""
+        if cli not in self._clis_used:
+            self._clis_used.add(cli)
             if self._sentinel is not None:
-                announce_cli(self._sentinel, rt)
+                announce_cli(self._sentinel, cli)
 
-    def _clear_container_name(self, rt: str, name: str) -> None:
-        labels = container_labels(rt, name)
+    def _clear_container_name(self, cli: ContainerCLI, name: str) -> None:
+        labels = container_labels(cli, name)
         if labels is None:
             return
         owner = labels.get(LABEL_OWNER)
         if owner and (owner == self.runtime_id or not owner_alive(owner)):
-            remove_container(rt, name, self.container_timeout)
+            remove_container(cli, name, self.container_timeout)
             return
-        if wait_container_gone(rt, name, timeout=self.container_timeout):  # e.g. a --rm still finishing
+        if wait_container_gone(cli, name, timeout=self.container_timeout):  # e.g. a --rm still finishing
             return
         raise RuntimeFailure(f"a container named {name} already exists and is not ours "
-                             f"(owner {owner or 'unknown'}); remove it with `{rt} rm -f {name}`")
+                             f"(owner {owner or 'unknown'}); remove it with `{cli.command('rm', '-f', name)}`")
+
+
+def _container_cli(plan: LaunchPlan) -> ContainerCLI:
+    """The container CLI of ``plan``: its argv's CLI with the global options it was given
+    and the plan's env (:meth:`~lemonpack.runtime.containers.ContainerCLI.for_argv`), or
+    ``plan.container_runtime`` (else ``argv[0]``) alone when the argv cannot be read."""
+    fallback = plan.container_runtime or plan.argv[0]
+    return ContainerCLI.for_argv(plan.argv, plan.env, fallback=fallback) or ContainerCLI.of(fallback)
 
 
 __all__ = ["EngineProcess", "Engines", "check_port_free", "holds_socket", "listening_inodes"]
