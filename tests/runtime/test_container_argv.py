@@ -135,7 +135,8 @@ def private_store(podman_env, tmp_path_factory):
     prefix = ["podman", "--root", str(root), "--runroot", str(runroot), "--storage-driver", "vfs"]
     image = podman_env["image"]
     try:
-        copied = subprocess.run(["skopeo", "copy", f"containers-storage:{image.tag}",  # the manifest, so the digest, kept
+        # storage to storage keeps the manifest, so `name@digest` resolves in the private store too
+        copied = subprocess.run(["skopeo", "copy", f"containers-storage:{image.tag}",
                                  f"containers-storage:[vfs@{root}+{runroot}]{image.tag}"],
                                 capture_output=True, text=True, timeout=300)
         assert copied.returncode == 0, copied.stderr
