@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
-from lemonpack.runtime.engines import pid_alive
+from lemonpack.runtime.proctable import pid_alive
 from lemonpack.runtime.plan import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[1]

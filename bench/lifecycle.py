@@ -31,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # runs from a plain in
 from _support import FAKE_ENGINE, all_gone, fake_plan, free_port, read_pids  # noqa: E402
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
-from lemonpack.runtime.engines import Engines, Runner, container_exists  # noqa: E402
+from lemonpack.runtime.containers import container_exists  # noqa: E402
+from lemonpack.runtime.engines import Engines  # noqa: E402
+from lemonpack.runtime.runner import Runner  # noqa: E402
 
 
 def direct_start(poll_s: float) -> float:

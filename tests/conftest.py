@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from support.containers import podman_conf, podman_env  # noqa: F401 (fixtures for every folder)
 from support.fileserver import LocalServer
 from support.collection import uncollected_test_files
 from support.tools import need

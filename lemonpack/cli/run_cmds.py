@@ -5,7 +5,7 @@ its health probe, prints the URL and the argv it ran, streams its log lines to s
 on Ctrl-C (SIGINT) or SIGTERM stops it and everything it started. An engine that fails to
 start or dies exits with code 7 and its last log lines; a stop by SIGINT exits 130, by
 SIGTERM 143 (as shells report them), after everything was stopped. The engine is driven by
-:class:`lemonpack.runtime.engines.Runner` (the supervisor), the same driver the server uses;
+:class:`lemonpack.runtime.runner.Runner` (the supervisor), the same driver the server uses;
 at start-up, leftovers of dead runtimes (labelled containers, tagged processes) are removed
 whatever the recipe. Runtime warnings (clean-up failures) are logged to stderr. If this process is killed outright
 (SIGKILL), the engine dies with it (parent-death signal) and a sentinel process removes
@@ -112,7 +112,8 @@ def run(
     from lemonpack.oci.policy import require_pinned
     from lemonpack.contract import detect_host
     from lemonpack.contract.model import HealthProbe
-    from lemonpack.runtime.engines import Engines, Runner, check_port_free
+    from lemonpack.runtime.engines import Engines, check_port_free
+    from lemonpack.runtime.runner import Runner
     from lemonpack.runtime.probes import failure
     from lemonpack.runtime.supervisor import State
     from lemonpack.runtime.launch import build_launch_plan  # written in parallel: imported lazily

@@ -296,7 +296,9 @@ class ContainerInvocation:
     global option's index); ``subcommand_index``: the last subcommand word; ``image``: for
     run/create/pull the image text verbatim (it may contain tokens), else None; ``name``: the
     value of the last ``--name`` of run/create, ``name_index`` the element holding it
-    (``--name=x`` or the value after ``--name``)."""
+    (``--name=x`` or the value after ``--name``); ``globals_end``: one past the CLI's last
+    global option, i.e. the first subcommand word (``container`` of ``container run``), or
+    ``len(argv)`` when there is no subcommand (None: not recorded, see :meth:`cli_prefix`)."""
 
     engine: str
     engine_index: int
@@ -306,6 +308,16 @@ class ContainerInvocation:
     image_index: int | None = None
     name: str | None = None
     name_index: int | None = None
+    globals_end: int | None = None
+
+    def cli_prefix(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """The program and its global options, ``argv[engine_index:globals_end]``, as written
+        (``/usr/bin/podman-remote --connection c``, ``podman --root /x --runroot /y``): what
+        another command about the same containers must start with to reach the same store,
+        host or connection. Wrappers in front and the subcommand words are left out. ``argv``
+        must be the argv this invocation was read from."""
+        end = self.globals_end if self.globals_end is not None else self.subcommand_index
+        return tuple(argv[self.engine_index:end])
 
     def with_labels(self, argv: Sequence[str], labels: Mapping[str, str]) -> tuple[str, ...]:
         """``argv`` with ``--label k=v`` pairs inserted right after the subcommand (run/create
@@ -400,11 +412,14 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
             raise UnreadableCommandLine(f"'--' before the {engine} subcommand", j)
         j, _, _ = _skip_flag(argv, j, cli.global_flags, f"{engine} global option")
     if j >= n:
-        return ContainerInvocation(engine=engine, engine_index=i, subcommand="", subcommand_index=j - 1)
+        return ContainerInvocation(engine=engine, engine_index=i, subcommand="", subcommand_index=j - 1,
+                                   globals_end=n)
+    globals_end = j
     word = argv[j]
     if word in cli.groups:
         if j + 1 >= n:
-            return ContainerInvocation(engine=engine, engine_index=i, subcommand=word, subcommand_index=j)
+            return ContainerInvocation(engine=engine, engine_index=i, subcommand=word, subcommand_index=j,
+                                       globals_end=globals_end)
         sub_word = argv[j + 1]
         if sub_word not in cli.groups[word] and (word, sub_word) not in _GROUP_ALIASES:
             raise UnreadableCommandLine(f"unknown subcommand form {engine} {word} {sub_word!r} ({cli.source})", j + 1)
@@ -416,7 +431,8 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
         raise UnreadableCommandLine(f"unknown {engine} subcommand {word!r} ({cli.source})", j)
     sub_index = j
     if sub not in IMAGE_SUBCOMMANDS:
-        return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index)
+        return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index,
+                                   globals_end=globals_end)
     table = cli.subcommands[sub]
     name = name_index = None
     j += 1
@@ -438,7 +454,8 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
     if j >= n:
         raise UnreadableCommandLine(f"{engine} {sub} names no image", n - 1)
     return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index,
-                               image=argv[j], image_index=j, name=name, name_index=name_index)
+                               image=argv[j], image_index=j, name=name, name_index=name_index,
+                               globals_end=globals_end)
 
 
 #: What podman and docker accept as a container name (podman-create(1) ``--name``; docker's

@@ -4,7 +4,7 @@ Events go in through :meth:`Supervisor.handle`; side effects go out as calls on 
 :class:`Effects` interface (the "syscall table", after llama-swap's router design). Nothing
 here sleeps, spawns, locks or does I/O, so every decision is unit-tested synchronously
 against a fake effects object. The thin layer that really spawns processes and containers
-and feeds events back is :class:`lemonpack.runtime.engines.Runner`.
+and feeds events back is :class:`lemonpack.runtime.runner.Runner`.
 
 Per model the states are::
 

@@ -196,3 +196,20 @@ def test_invalid_names_are_mapped_stably_and_distinctly():
         out = valid_container_name(odd)
         assert out[0].isascii() and out[0].isalnum()
         assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in out)
+
+
+@pytest.mark.parametrize("argv, prefix", [
+    (["podman", "run", "i"], ("podman",)),
+    (["podman", "--root", "/r", "--runroot", "/rr", "run", "i"], ("podman", "--root", "/r", "--runroot", "/rr")),
+    (["podman", "--url", "unix:///s", "container", "run", "i"], ("podman", "--url", "unix:///s")),
+    # a global option's value that is spelled like the group word is still a value
+    (["podman", "--connection", "container", "container", "run", "i"], ("podman", "--connection", "container")),
+    (["nice", "-n", "5", "/usr/bin/podman-remote", "--connection", "c", "run", "i"],
+     ("/usr/bin/podman-remote", "--connection", "c")),
+    (["docker", "-H", "tcp://h:2375", "ps"], ("docker", "-H", "tcp://h:2375")),
+    (["nerdctl", "-n", "ns", "container", "rm", "x"], ("nerdctl", "-n", "ns")),
+    (["podman", "--log-level=error"], ("podman", "--log-level=error")),  # no subcommand
+    (["podman", "--root", "/r", "container"], ("podman", "--root", "/r")),  # a group word alone
+])
+def test_cli_prefix_is_the_program_and_its_global_options(argv, prefix):
+    assert read_container_argv(argv).cli_prefix(argv) == prefix

@@ -31,7 +31,6 @@ containers and both images are removed afterwards.
 from __future__ import annotations
 
 import io
-import os
 import random
 import secrets
 import subprocess
@@ -42,7 +41,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.containers import BUSYBOX, containers_conf, podman_usable  # noqa: E402
+from support.containers import BUSYBOX  # noqa: E402
 
 from lemonpack.oci.cmdline import read_container_argv  # noqa: E402
 
@@ -121,12 +120,8 @@ def _image_tar(directory: Path, marker: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def podman_images(tmp_path_factory):
-    why = podman_usable()
-    if why:
-        pytest.fail(f"podman cannot run here: {why}")
-    d = tmp_path_factory.mktemp("argv")
-    env = {**os.environ, "CONTAINERS_CONF": str(containers_conf(d))}
+def podman_images(podman_conf):
+    d, env = podman_conf["dir"], podman_conf["env"]
     suffix = secrets.token_hex(4)
     images = (f"localhost/lp-argv-a-{suffix}:t1", f"localhost/lp-argv-b-{suffix}:t2")
     for ref in images:

@@ -21,41 +21,18 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.containers import containers_conf, podman_usable, remove_image, test_image  # noqa: E402
 from support.helpers import RunProcess, fake_recipe, free_port, wait_for  # noqa: E402
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
 from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.engines import (  # noqa: E402
-    LABEL_OWNER, Engines, container_exists, container_labels, pid_alive,
-)
+from lemonpack.runtime.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
+from lemonpack.runtime.engines import Engines  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive  # noqa: E402
 from lemonpack.runtime.plan import LaunchPlan  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200, timeout_seconds=60,
                     poll_interval_ms=100)
-
-
-@pytest.fixture(scope="module")
-def podman_env(tmp_path_factory):
-    why = podman_usable()
-    if why:
-        pytest.fail(f"podman cannot run here: {why} (scripts/test.sh installs podman runc busybox-static)")
-    d = tmp_path_factory.mktemp("podman")
-    old = os.environ.get("CONTAINERS_CONF")
-    os.environ["CONTAINERS_CONF"] = str(containers_conf(d))  # the runtime and podman inherit it
-    image = None
-    try:
-        image = test_image(d, dict(os.environ))
-        assert image.source == "lemonpack build"
-        yield {"dir": d, "image": image}
-    finally:
-        if image is not None:
-            remove_image(image)
-        if old is None:
-            os.environ.pop("CONTAINERS_CONF", None)
-        else:
-            os.environ["CONTAINERS_CONF"] = old
 
 
 def podman(*args: str) -> subprocess.CompletedProcess:
@@ -185,7 +162,7 @@ def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(po
 
 
 def test_runner_restarts_a_container_removed_behind_its_back(podman_env):
-    from lemonpack.runtime.engines import Runner
+    from lemonpack.runtime.runner import Runner
     from lemonpack.runtime.supervisor import State
 
     port = free_port()

@@ -17,7 +17,9 @@ from support.helpers import all_gone, fake_plan, read_pids, wait_for  # noqa: E4
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
 from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.engines import Engines, Runner, pid_alive  # noqa: E402
+from lemonpack.runtime.engines import Engines  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive  # noqa: E402
+from lemonpack.runtime.runner import Runner  # noqa: E402
 from lemonpack.runtime.supervisor import State  # noqa: E402
 
 
@@ -300,7 +302,7 @@ def test_a_failing_exit_callback_is_logged_and_the_crash_still_reaches_the_super
     plan = fake_plan("--crash-after", "1.0", "--exit-code", "9")
     runner = Runner({"m": plan}, Engines(grace=0.5), on_state=bad_observer)
     try:
-        with caplog.at_level(logging.WARNING, logger="lemonpack.runtime.engines"):
+        with caplog.at_level(logging.WARNING, logger="lemonpack.runtime"):
             eng = runner.ensure_ready("m", timeout=30)
 
             def boom(rc):

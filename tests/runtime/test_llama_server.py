@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import RunProcess, serve_directory, wait_for  # noqa: E402
 from support.llama_server import llama_server_dir, write_tiny_gguf  # noqa: E402
 
-from lemonpack.runtime.engines import pid_alive, process_table  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive, process_table  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 RECIPE = "llamacpp-test-fork"

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import FAKE_ENGINE, RunProcess, all_gone, fake_recipe, read_pids, wait_for  # noqa: E402
 
-from lemonpack.runtime.engines import ENV_RUNTIME, pid_alive, process_table, environ_value  # noqa: E402
+from lemonpack.runtime.proctable import ENV_RUNTIME, pid_alive, process_table, environ_value  # noqa: E402
 
 
 def test_sigkilled_runtime_leaves_no_engine_behind(tmp_path):

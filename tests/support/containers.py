@@ -16,6 +16,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from support.tools import CONTAINERS_CONF  # noqa: E402
 
 BUSYBOX = Path("/bin/busybox")
@@ -149,6 +151,42 @@ def remove_image(image: TestImage, env: dict | None = None) -> None:
     r = subprocess.run(["podman", "rmi", "-f", ref], env=env, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError(f"podman rmi -f {ref} failed: {r.stderr.strip()}")
+
+
+@pytest.fixture(scope="module")
+def podman_conf(tmp_path_factory):
+    """podman usable with the suite's containers.conf, for one test module: fails (never skips)
+    when podman cannot run here; sets ``CONTAINERS_CONF`` in ``os.environ`` (the runtime and
+    podman inherit it) and restores it afterwards. Yields ``{"dir": Path, "env": dict}``:
+    a fresh directory and the environment to pass to subprocesses."""
+    why = podman_usable()
+    if why:
+        pytest.fail(f"podman cannot run here: {why} (scripts/test.sh installs podman runc busybox-static)")
+    d = tmp_path_factory.mktemp("podman")
+    old = os.environ.get("CONTAINERS_CONF")
+    os.environ["CONTAINERS_CONF"] = str(containers_conf(d))
+    try:
+        yield {"dir": d, "env": dict(os.environ)}
+    finally:
+        if old is None:
+            os.environ.pop("CONTAINERS_CONF", None)
+        else:
+            os.environ["CONTAINERS_CONF"] = old
+
+
+@pytest.fixture(scope="module")
+def podman_env(podman_conf):
+    """:func:`podman_conf` plus the suite's test image (:func:`test_image`, built by ``lemonpack
+    build``), removed from podman's storage at the end. Yields ``{"dir", "env", "image"}``."""
+    d = podman_conf["dir"]
+    image = None
+    try:
+        image = test_image(d, dict(os.environ))
+        assert image.source == "lemonpack build"
+        yield {**podman_conf, "image": image}
+    finally:
+        if image is not None:
+            remove_image(image)  # the suite leaves nothing in podman's storage
 
 
 test_image.__test__ = False  # not a pytest test

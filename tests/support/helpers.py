@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
-from lemonpack.runtime.engines import pid_alive
+from lemonpack.runtime.proctable import pid_alive
 from lemonpack.runtime.plan import LaunchPlan
 
 FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
