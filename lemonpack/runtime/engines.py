@@ -390,7 +390,8 @@ class Engines:
         """Stop ``eng`` and everything it started; idempotent; returns once all are gone.
 
         Order: the plan's stop command (argv, ``stop_timeout``); for a container, confirm it
-        is gone (``rm -f -t 0`` when the stop command did not remove it), give its CLI client
+        is gone (``rm -f -t 0`` when the stop command did not remove it; a container started
+        without ``--name`` is found by its ``lemonpack.engine`` label), give its CLI client
         ``grace`` seconds to exit by itself, then SIGKILL what is left (no SIGTERM: the client
         would forward it to the removed container and log an error); for a process, SIGTERM
         to every member, ``grace`` seconds, SIGKILL to what is left; wait until none is left.
@@ -410,10 +411,15 @@ class Engines:
                 eng.logs.append(f"[stop] stop command failed: {e}")
                 log.warning("%s: stop command %s failed: %s", plan.recipe, list(stop_argv), e)
         first = signal.SIGTERM
-        if plan.container_name:
+        if plan.container_name or plan.container_runtime:
             cli = eng.container_cli or _container_cli(plan)
-            if not wait_container_gone(cli, plan.container_name, timeout=min(2.0, self.container_timeout)):
-                remove_container(cli, plan.container_name, self.container_timeout)
+            if plan.container_name:
+                if not wait_container_gone(cli, plan.container_name, timeout=min(2.0, self.container_timeout)):
+                    remove_container(cli, plan.container_name, self.container_timeout)
+            else:  # started without --name: found by the engine label spawn() put on it
+                cid = container_by_label(cli, LABEL_ENGINE, eng.tag)
+                if cid is not None:
+                    remove_container(cli, cid, self.container_timeout)
             # The container is gone: its CLI client (`podman run`) exits by itself. A SIGTERM
             # now would be forwarded by its signal proxy to a removed container and print
             # `level=error msg="forwarding signal 15 to container ...: container has already

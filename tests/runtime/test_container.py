@@ -281,3 +281,24 @@ def test_case08_a_dead_runtimes_container_is_removed_by_the_next_run_of_a_proces
         assert f"removed leftovers of dead runtimes: containers ['{name}']" in nxt.err
     finally:
         podman("rm", "-f", "-t", "0", name)
+
+
+def test_a_container_started_without_a_name_is_found_by_its_label_and_removed_on_stop(podman_env):
+    """No ``--name``, no ``--rm``: stop still removes the container (by the engine label the
+    runtime put on it), so nothing of the engine is left in podman's storage."""
+    engines = Engines()
+    port = free_port()
+    image = podman_env["image"]
+    argv = ("podman", "run", "--network", "host", image.ref, *image.shell, image.command(port, 0))
+    plan = LaunchPlan(recipe="bbnoname", model="none", executable="podman", argv=argv, host="127.0.0.1", port=port,
+                      health_probe=PROBE, container_runtime="podman")
+    try:
+        eng = engines.start(plan)
+        ids = podman("ps", "-a", "-q", "--filter", f"label=lemonpack.engine={eng.tag}").stdout.split()
+        assert len(ids) == 1  # labelled although the recipe gave no name
+        engines.stop(eng)
+        assert podman("ps", "-a", "-q", "--filter", f"label=lemonpack.engine={eng.tag}").stdout.split() == []
+    finally:
+        engines.close()
+        podman("rm", "-f", "-t", "0", *podman("ps", "-a", "-q", "--filter", "label=lemonpack.recipe=bbnoname")
+               .stdout.split())
