@@ -9,6 +9,7 @@ Command groups live in sibling modules and register themselves on :data:`app`.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 import typer
@@ -26,10 +27,39 @@ for _name in ("backends_cmds", "models_cmds", "run_cmds"):
             raise
 
 
+class StderrLogHandler(logging.Handler):
+    """Log records of the ``lemonpack`` loggers (warnings and above: a dropped cache entry,
+    a failed container clean-up) as ``lemonpack: warning: ...`` lines on the *current*
+    ``sys.stderr``, never on stdout where ``--json`` output goes. Records marked ``listed``
+    (rejected descriptors, which the commands list themselves) are skipped."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "listed", False):
+            return
+        try:
+            msg = record.getMessage()
+            if record.exc_info:
+                msg += "\n" + logging.Formatter().formatException(record.exc_info)
+            sys.stderr.write(f"lemonpack: {record.levelname.lower()}: {msg}\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            self.handleError(record)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in args
+    handler = StderrLogHandler(logging.WARNING)
+    logger = logging.getLogger("lemonpack")
+    logger.addHandler(handler)
+    try:
+        return _main(args, want_json, argv is None)
+    finally:
+        logger.removeHandler(handler)
+
+
+def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
     try:
         result = app(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
@@ -50,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         e.show()
         code = e.exit_code
-    if argv is None:
+    if exit_process:
         sys.exit(code)
     return code
 

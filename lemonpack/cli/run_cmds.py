@@ -23,7 +23,6 @@ the recipe has for this OS and ``--port`` must be 1..65535 (usage errors, exit 2
 from __future__ import annotations
 
 import json
-import logging
 import shlex
 import signal
 import socket
@@ -188,9 +187,6 @@ def run(
         sys.stdout.flush()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    handler = _StderrHandler(logging.WARNING)
-    logger = logging.getLogger("lemonpack")
-    logger.addHandler(handler)
     engines = Engines(subreaper=True, sentinel=True)
     runner = Runner({plan.model: plan}, engines, on_spawn=on_spawn)
     try:
@@ -212,7 +208,6 @@ def run(
     finally:
         runner.close()
         engines.close()
-        logger.removeHandler(handler)
         for s, h in old.items():
             signal.signal(s, h)
     err_console.print(f"stopped {plan.recipe} ({signal.Signals(got[0]).name})", markup=False)
@@ -233,21 +228,6 @@ def _wait_ready(runner, model: str, stop: threading.Event, got: list[int]):
                 return None
             raise
     return None
-
-
-class _StderrHandler(logging.Handler):
-    """Log records of the ``lemonpack`` loggers as ``lemonpack: warning: ...`` lines on the
-    *current* ``sys.stderr``."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            msg = record.getMessage()
-            if record.exc_info:
-                msg += "\n" + logging.Formatter().formatException(record.exc_info)
-            sys.stderr.write(f"lemonpack: {record.levelname.lower()}: {msg}\n")
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001
-            self.handleError(record)
 
 
 __all__ = ["run"]

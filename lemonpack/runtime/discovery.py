@@ -438,8 +438,10 @@ class Discovery:
                 continue
             self._logged.add(key)
             level = logging.INFO if r.kind == "shadowed" else logging.WARNING
+            # ``listed``: the CLI commands report rejections themselves (``backends list --all``,
+            # ``run ID``), so their log handler skips these records; a server logs them.
             log.log(level, "descriptor %s %s: %s", r.file, "shadowed" if r.kind == "shadowed" else "rejected",
-                    r.reason)
+                    r.reason, extra={"listed": True})
 
 
 def discover(directories: Iterable[SearchDir] | None = None) -> DiscoveryResult:

@@ -172,6 +172,7 @@ def test_case03_corrupted_artifact_entry_is_dropped_and_fetched_again(tmp_path, 
     assert res.code == 0, res
     assert b"TAMPERED" not in (build_env / "external" / RECIPE / "llama-server").read_bytes()
     assert len(site.requests) == served + 1  # fetched again
+    assert "lemonpack: warning: cache entry" in res.err and "does not hash to its name" in res.err  # said, on stderr
     assert hashlib.sha256(entry.read_bytes()).hexdigest() == h
     entry.chmod(0o644)
     entry.write_bytes(TAMPERED)

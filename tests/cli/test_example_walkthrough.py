@@ -169,7 +169,8 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
 
 def test_run_example_before_install_says_how_to_install(newcomer):
     cwd, env = newcomer
-    r = run_cli(one(commands(section("Try the example")), "lemonpack run "), cwd, env)
+    line = one(commands(section("Try the example")), "lemonpack run ")
+    r = run_cli(re.sub(r"--port \d+", f"--port {free_port()}", line), cwd, env)  # 8123 may be taken here
     assert r.returncode == 1, r.stderr
     assert "run `lemonpack install --example`" in r.stderr and "Traceback" not in r.stderr
 
