@@ -25,15 +25,33 @@ What it knows:
 - exec-style wrappers in front of the CLI, which may nest (see :data:`WRAPPERS`: each with its
   options' arity from its man page, GNU coreutils 9.1 and util-linux 2.38.1).
 
+Every image an argv names (:attr:`ContainerInvocation.images`): the positional image of
+``run``/``create``/``pull``; every positional of a podman ``pull`` (``podman pull [options] IMAGE
+[IMAGE...]``, flags interspersed; docker's and nerdctl's ``pull`` take exactly one, a second is
+refused); the ``source``/``src`` of each ``--mount type=image,...`` of ``run``/``create``
+(podman-run(1) ``--mount``; Docker 28 has the same type). The other run/create options were
+checked one by one against ``podman run|create --help`` (4.3.1) and ``docker run --help``: none
+else takes an image. ``--image-volume`` is a mode (bind|tmpfs|ignore), ``--volumes-from`` names
+containers, ``--pod new:NAME`` starts an infra container from podman's own pause image (built
+locally from catatonit, or ``infra_image`` of containers.conf, never the argv), ``--arch``/``--os``/
+``--variant``/``--platform`` pick an entry of the same (pinned) index, ``--seccomp-policy=image``
+reads the same image's label, ``--init-path``/``--env-file``/``--secret`` are host files.
+
 What it refuses (:class:`UnreadableCommandLine`, never a guess): an unknown flag before the image,
 a flag missing its value, an unknown subcommand form, ``env -S`` (a string env splits like a
 shell), a wrapper option that makes it act on other processes (``taskset -p``), podman's
-``--rootfs`` (no image), and a container CLI reached through a program not known as a wrapper
-(``foo podman run ...``).
+``--rootfs`` (no image), a ``--mount`` value that is not one CSV record, a container CLI reached
+through a program not known as a wrapper (``foo podman run ...``), and (:class:`HiddenImages`)
+subcommands whose images live where the argv cannot show them (:data:`HIDDEN_IMAGE_SUBCOMMANDS`,
+:data:`HIDDEN_IMAGE_FORMS`: ``build`` and its Containerfile, ``kube play`` and its YAML,
+``compose``, ``load``/``import`` from files, ``commit``, ``pod create`` ...). Subcommands that
+name no image (``start``, ``stop``, ``rm``, ``exec``, ``logs``, ``ps``, ``inspect`` ...) are read
+and allowed.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -55,7 +73,17 @@ class UnreadableCommandLine(LemonpackError):
 
     def __init__(self, reason: str, index: int | None = None):
         self.reason, self.index = reason, index
-        super().__init__(f"cannot read the container command line: {reason}")
+        super().__init__(f"{self.prefix}: {reason}")
+
+    prefix = "cannot read the container command line"
+
+
+class HiddenImages(UnreadableCommandLine):
+    """A container command line that reaches images it does not name (``podman build``'s
+    Containerfile, ``kube play``'s YAML, ``load`` from an archive ...): it cannot be checked for
+    pinning, so it is refused like an unreadable one. ``reason`` says what hides the images."""
+
+    prefix = "the container command line reaches images lemonpack cannot check"
 
 
 # ----------------------------------------------------------------------------- flag tables
@@ -298,7 +326,12 @@ class ContainerInvocation:
     value of the last ``--name`` of run/create, ``name_index`` the element holding it
     (``--name=x`` or the value after ``--name``); ``globals_end``: one past the CLI's last
     global option, i.e. the first subcommand word (``container`` of ``container run``), or
-    ``len(argv)`` when there is no subcommand (None: not recorded, see :meth:`cli_prefix`)."""
+    ``len(argv)`` when there is no subcommand (None: not recorded, see :meth:`cli_prefix`);
+    ``images``: every image reference the argv names, as ``(argv index, text)`` in argv order:
+    the positional image (``image``/``image_index``), every further image of a podman
+    multi-image ``pull`` (``podman pull [options] IMAGE [IMAGE...]``), and the source of each
+    ``--mount type=image,source=IMG,...`` of run/create (index: the element holding the
+    ``--mount`` value, text: the source alone). Every one must be pinned for the argv to be."""
 
     engine: str
     engine_index: int
@@ -309,6 +342,7 @@ class ContainerInvocation:
     name: str | None = None
     name_index: int | None = None
     globals_end: int | None = None
+    images: tuple[tuple[int, str], ...] = ()
 
     def cli_prefix(self, argv: Sequence[str]) -> tuple[str, ...]:
         """The program and its global options, ``argv[engine_index:globals_end]``, as written
@@ -342,22 +376,25 @@ class ContainerInvocation:
         return tuple(argv)
 
 
-def _skip_flag(argv: Sequence[str], j: int, table: FlagTable, what: str) -> tuple[int, str, int | None]:
-    """Read the flag at ``argv[j]``: ``(next index, long name, index of its value or None)``."""
+def _skip_flag(argv: Sequence[str], j: int, table: FlagTable, what: str
+               ) -> tuple[int, str, int | None, str | None]:
+    """Read the flag at ``argv[j]``: ``(next index, long name, index of the element holding its
+    value or None, the value's text or None)``. The value text is the part after ``=`` of
+    ``--f=v``/``-f=v``, the rest of a short cluster (``-p80`` -> ``80``), or the next element."""
     a, n = argv[j], len(argv)
     if a.startswith("--"):
-        long, eq, _ = a[2:].partition("=")
+        long, eq, value = a[2:].partition("=")
         kind = table.arity(long)
         if kind is None:
             raise UnreadableCommandLine(f"unknown {what} --{long}: its arity is not known, so the image "
                                         "cannot be told", j)
         if eq:
-            return j + 1, long, j
+            return j + 1, long, j, value
         if kind == "value":
             if j + 1 >= n:
                 raise UnreadableCommandLine(f"{what} --{long} has no value", j)
-            return j + 2, long, j + 1
-        return j + 1, long, None
+            return j + 2, long, j + 1, argv[j + 1]
+        return j + 1, long, None, None
     k, long = 1, ""
     while k < len(a):
         letter = a[k]
@@ -366,16 +403,46 @@ def _skip_flag(argv: Sequence[str], j: int, table: FlagTable, what: str) -> tupl
             raise UnreadableCommandLine(f"unknown {what} -{letter} in {a!r}", j)
         rest = a[k + 1:]
         if rest.startswith("="):
-            return j + 1, long, j
+            return j + 1, long, j, rest[1:]
         kind = table.arity(long)
         if kind in ("value", "optional") and rest:
-            return j + 1, long, j
+            return j + 1, long, j, rest
         if kind == "value":
             if j + 1 >= n:
                 raise UnreadableCommandLine(f"{what} -{letter} (--{long}) has no value", j)
-            return j + 2, long, j + 1
+            return j + 2, long, j + 1, argv[j + 1]
         k += 1
-    return j + 1, long, None
+    return j + 1, long, None, None
+
+
+def mount_images(value: str) -> tuple[str, ...]:
+    """The image(s) a ``--mount`` value mounts: the ``source``/``src`` values of a
+    ``type=image`` mount (``type=image,source=IMG,destination=/m``), ``()`` for any other type.
+
+    The value is read as the CLIs read it: one CSV record (Go ``encoding/csv``; podman 4.3.1
+    ``pkg/specgenutil/volumes.go`` ``findMountType``/``getImageVolume``, Docker 28.2.2
+    ``cli/opts/mount.go``) of ``key=value`` fields. Keys and the type are compared without case
+    and surrounding blanks (docker lowercases them; podman compares exactly, so this reads at
+    least every mount podman takes as an image mount). Every source field is returned (the CLIs
+    keep the last; returning all never misses the one used). Raises
+    :class:`UnreadableCommandLine` (index unset) for a value that is not one CSV record, names
+    more than one type, or is an image mount without a source."""
+    try:
+        rows = list(csv.reader([value], strict=True))
+    except csv.Error as e:
+        raise UnreadableCommandLine(f"--mount value {value!r} is not one comma-separated record ({e})") from None
+    if len(rows) != 1:
+        raise UnreadableCommandLine(f"--mount value {value!r} is not one comma-separated record")
+    fields = [f.partition("=") for f in rows[0]]
+    types = {v.strip().lower() for k, eq, v in fields if eq and k.strip().lower() == "type"}
+    if len(types) > 1:
+        raise UnreadableCommandLine(f"--mount value {value!r} names more than one type")
+    if types != {"image"}:
+        return ()
+    sources = tuple(v for k, eq, v in fields if eq and k.strip().lower() in ("source", "src"))
+    if not sources:
+        raise UnreadableCommandLine(f"--mount value {value!r} is an image mount without a source image")
+    return sources
 
 
 def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
@@ -384,9 +451,12 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
     Returns None when the argv does not reach a container CLI (after seeing through the
     :data:`WRAPPERS`), else a :class:`ContainerInvocation`. Raises
     :class:`UnreadableCommandLine` when it cannot be read unambiguously: an unknown flag or
-    subcommand, a value flag without its value, run/create/pull without an image, podman's
-    ``--rootfs``, a refused wrapper option, or a container CLI name among the arguments of a
-    program that is not a known wrapper (``foo podman run x``, ``sh podman ...``).
+    subcommand, a value flag without its value, run/create/pull without an image, a
+    second image for docker's/nerdctl's ``pull``, an unreadable ``--mount`` value, podman's
+    ``--rootfs``, a refused wrapper option, a container CLI name among the arguments of a
+    program that is not a known wrapper (``foo podman run x``, ``sh podman ...``), and
+    (:class:`HiddenImages`) a subcommand whose images the argv does not name (``build``,
+    ``kube play``, ``load`` ...).
 
     Sources: the CLIs' flag tables (module docstring), pflag's parsing rules
     (github.com/spf13/pflag ``flag.go``), the wrappers' man pages (:data:`WRAPPERS`).
@@ -410,7 +480,7 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
     while j < n and argv[j].startswith("-") and argv[j] != "-":
         if argv[j] == "--":
             raise UnreadableCommandLine(f"'--' before the {engine} subcommand", j)
-        j, _, _ = _skip_flag(argv, j, cli.global_flags, f"{engine} global option")
+        j, _, _, _ = _skip_flag(argv, j, cli.global_flags, f"{engine} global option")
     if j >= n:
         return ContainerInvocation(engine=engine, engine_index=i, subcommand="", subcommand_index=j - 1,
                                    globals_end=n)
@@ -430,32 +500,107 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
     else:
         raise UnreadableCommandLine(f"unknown {engine} subcommand {word!r} ({cli.source})", j)
     sub_index = j
+    _refuse_hidden_images(argv, engine, sub, sub_index)
     if sub not in IMAGE_SUBCOMMANDS:
         return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index,
                                    globals_end=globals_end)
     table = cli.subcommands[sub]
     name = name_index = None
+    images: list[tuple[int, str]] = []
+    positionals: list[int] = []
     j += 1
     while j < n:
         a = argv[j]
         if a == "--":
-            j += 1
+            positionals.extend(range(j + 1, n) if sub == "pull" else range(j + 1, min(j + 2, n)))
             break
         if not a.startswith("-") or a == "-":
-            break
-        nxt, long, value_index = _skip_flag(argv, j, table, f"{engine} {sub} option")
+            positionals.append(j)
+            if sub != "pull":  # run/create: flags end at the image (pflag SetInterspersed(false))
+                break
+            j += 1  # pull: flags and images may mix (cobra's default, interspersed)
+            continue
+        nxt, long, value_index, value = _skip_flag(argv, j, table, f"{engine} {sub} option")
         if long == "rootfs" and engine.startswith("podman"):
             raise UnreadableCommandLine(f"{engine} {sub} --rootfs runs a root file system path, not an image", j)
         if long == "name" and sub in CREATE_SUBCOMMANDS and value_index is not None:
-            name_index = value_index
-            text = argv[value_index]
-            name = text[len("--name="):] if value_index == j and text.startswith("--name=") else text
+            name_index, name = value_index, value
+        if long == "mount" and sub in CREATE_SUBCOMMANDS and value_index is not None and value is not None:
+            try:
+                images.extend((value_index, src) for src in mount_images(value))
+            except UnreadableCommandLine as e:
+                raise UnreadableCommandLine(f"{engine} {sub} {e.reason}", value_index) from None
         j = nxt
-    if j >= n:
+    if not positionals:
         raise UnreadableCommandLine(f"{engine} {sub} names no image", n - 1)
+    if sub == "pull" and len(positionals) > 1 and not engine.startswith("podman"):
+        raise UnreadableCommandLine(f"{engine} pull takes exactly one image (`{engine} pull --help`: "
+                                    f"NAME[:TAG|@DIGEST]); {argv[positionals[1]]!r} is one too many", positionals[1])
+    image_index = positionals[0]
+    images.extend((k, argv[k]) for k in positionals)
     return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index,
-                               image=argv[j], image_index=j, name=name, name_index=name_index,
-                               globals_end=globals_end)
+                               image=argv[image_index], image_index=image_index, name=name, name_index=name_index,
+                               globals_end=globals_end, images=tuple(sorted(images)))
+
+
+_FILES = "; give the image in the argv instead (`podman run IMAGE@sha256:<digest>`), so it can be pinned"
+
+#: Subcommands (normalised: ``image build`` is ``build``) that reach images the argv does not
+#: name, so no digest can be checked: refused, with why. Sources: ``podman <cmd> --help``
+#: (podman 4.3.1), ``docker <cmd> --help`` (Docker 28.2.2), nerdctl docs/command-reference.md.
+HIDDEN_IMAGE_SUBCOMMANDS: Mapping[str, str] = {
+    "build": "builds from a Containerfile/Dockerfile whose FROM lines (and any --from) name images the "
+             "recipe does not pin, and runs its RUN steps" + _FILES,
+    "buildx": "builds from a Dockerfile whose FROM lines name images the recipe does not pin" + _FILES,
+    "compose": "runs the images a compose file names, which lemonpack does not read" + _FILES,
+    "load": "loads images from an archive file, not from a pinned reference" + _FILES,
+    "import": "makes an image from a tarball file, not from a pinned reference" + _FILES,
+    "commit": "makes an image from a container's current state, not from a pinned reference" + _FILES,
+    "auto-update": "replaces containers' images with whatever their tags name at the time" + _FILES,
+    "runlabel": "runs the command stored in an image's label, not an argv the recipe gives" + _FILES,
+    "clone": "copies a container whose image the argv does not name (and may give it another)" + _FILES,
+    "restore": "restores a container from a checkpoint (an archive or checkpoint image) the recipe does "
+               "not pin" + _FILES,
+    "unshare": "runs another command inside podman's user namespace, which lemonpack does not read; "
+               "call the command directly",
+}
+#: ``<command> <word>`` forms refused likewise (the word is the first element after the command).
+HIDDEN_IMAGE_FORMS: Mapping[tuple[str, str], str] = {
+    ("kube", "play"): "runs the images a Kubernetes YAML file names, which the recipe does not pin" + _FILES,
+    ("play", "kube"): "runs the images a Kubernetes YAML file names, which the recipe does not pin" + _FILES,
+    ("pod", "create"): "may start an infra container from an image (--infra-image) lemonpack does not read; "
+                       "use `podman run --pod new:NAME IMAGE@sha256:<digest>`",
+    ("pod", "clone"): "copies a pod whose infra image the argv does not name" + _FILES,
+    ("volume", "create"): "may fill a volume from an image (--driver image --opt image=...) lemonpack does "
+                          "not read" + _FILES,
+    ("machine", "init"): "makes a virtual machine from a disk image the recipe does not pin",
+    ("machine", "ssh"): "runs a command line inside a virtual machine, which lemonpack does not read",
+    ("builder", "build"): "builds from a Dockerfile whose FROM lines name images the recipe does not pin" + _FILES,
+    ("stack", "deploy"): "runs the images a compose file names, which lemonpack does not read" + _FILES,
+    ("service", "create"): "runs a swarm service, which lemonpack does not read" + _FILES,
+    ("service", "update"): "changes a swarm service's image, which lemonpack does not read" + _FILES,
+    ("plugin", "install"): "installs a plugin from an image the recipe does not pin",
+    ("plugin", "upgrade"): "upgrades a plugin from an image the recipe does not pin",
+    ("plugin", "create"): "makes a plugin from a directory, not from a pinned reference",
+}
+_FORM_COMMANDS = frozenset(c for c, _ in HIDDEN_IMAGE_FORMS)
+
+
+def _refuse_hidden_images(argv: Sequence[str], engine: str, sub: str, at: int) -> None:
+    """Raise :class:`UnreadableCommandLine` when subcommand ``sub`` (at ``argv[at]``) reaches
+    images the argv does not name (:data:`HIDDEN_IMAGE_SUBCOMMANDS`, :data:`HIDDEN_IMAGE_FORMS`).
+    For a command of :data:`HIDDEN_IMAGE_FORMS` an option before its subcommand word is refused
+    too (its arity is not known, so the word cannot be told)."""
+    if sub in HIDDEN_IMAGE_SUBCOMMANDS:
+        raise HiddenImages(f"{engine} {sub} {HIDDEN_IMAGE_SUBCOMMANDS[sub]}", at)
+    if sub not in _FORM_COMMANDS or at + 1 >= len(argv):
+        return
+    word = argv[at + 1]
+    if word.startswith("-") and word not in ("-h", "--help"):
+        raise UnreadableCommandLine(f"{engine} {sub}: option {word!r} before the {sub} subcommand word is not "
+                                    "read; put the subcommand word first", at + 1)
+    if (sub, word) in HIDDEN_IMAGE_FORMS:
+        raise HiddenImages(f"{engine} {sub} {word} {HIDDEN_IMAGE_FORMS[(sub, word)]}", at + 1)
 
 
 #: What podman and docker accept as a container name (podman-create(1) ``--name``; docker's
@@ -480,5 +625,6 @@ def valid_container_name(name: str) -> str:
 
 __all__ = [
     "CONTAINER_NAME_RE", "valid_container_name", "CLI_TABLES", "CONTAINER_CLIS", "CREATE_SUBCOMMANDS", "ContainerInvocation", "FlagTable", "IMAGE_SUBCOMMANDS",
+    "HIDDEN_IMAGE_FORMS", "HIDDEN_IMAGE_SUBCOMMANDS", "HiddenImages", "mount_images",
     "UnreadableCommandLine", "WRAPPERS", "Wrapper", "program_index", "read_container_argv",
 ]

@@ -9,11 +9,14 @@ breaks the contract) or as the loader's frozen model, read through its attribute
 
 The RFC (sections 8, 13.2, 19) leaves container digest pinning to convention; lemonpack enforces
 it. Every image a container ``run``/``create``/``pull`` argv names (as read by
-:func:`lemonpack.oci.cmdline.read_container_argv`, whatever wrapper is in front), in ``command`` +
+:func:`lemonpack.oci.cmdline.read_container_argv`, whatever wrapper is in front: the positional
+image, each image of a multi-image ``podman pull``, each ``--mount type=image`` source), in ``command`` +
 ``args`` and in ``stop_command`` + ``stop_command_args``, at block and arch-override level, must be
 ``name@sha256:<64 hex>``: a mutable tag, a token in the reference or a malformed digest is a
-``digest-pinning`` problem naming the argument. An argv the reader cannot read unambiguously is a
-``container-argv`` problem (never a guess).
+``digest-pinning`` problem naming the argument (for a ``--mount`` source: the element holding the
+``--mount`` value). An argv the reader cannot read unambiguously, or whose images live where the argv
+does not show them (``build``, ``kube play``, ``load`` ...), is a ``container-argv`` problem (never a
+guess).
 
 Section 4.2 also says there is no shell string for ``command`` and ``args`` (the process is spawned
 with execvp): a shell given a script with ``-c`` (``sh -c "podman run ..."``) would hide the argv
@@ -89,12 +92,15 @@ def argv_problems(file: str, path: str, fields: tuple[str, str], command: str,
         inv = read_container_argv(argv)
     except UnreadableCommandLine as e:
         return [Problem(file, where(e.index), "container-argv", str(e))]
-    if inv is None or inv.image is None or inv.image_index is None:
+    if inv is None:
         return []
-    why = check_pinned(inv.image)
-    if why:
-        return [Problem(file, where(inv.image_index), "digest-pinning", f"container image not pinned by digest: {why}")]
-    return []
+    problems = []
+    for index, image in inv.images:
+        why = check_pinned(image)
+        if why:
+            what = "container image" if index == inv.image_index else f"container image {image!r}"
+            problems.append(Problem(file, where(index), "digest-pinning", f"{what} not pinned by digest: {why}"))
+    return problems
 
 
 def _str_list(value: Any) -> bool:
@@ -176,10 +182,12 @@ def require_pinned(recipe: Any) -> None:
 
 
 def container_images(command: str, args: Sequence[str]) -> tuple[str, ...]:
-    """The image a ``[command, *args]`` container run/create/pull names (one element), or
-    ``()``. Raises :class:`UnreadableCommandLine` when the argv cannot be read."""
+    """Every image a ``[command, *args]`` container run/create/pull names, in argv order
+    (:attr:`lemonpack.oci.cmdline.ContainerInvocation.images`: the positional one, further
+    ``podman pull`` images, ``--mount type=image`` sources), or ``()``. Raises
+    :class:`UnreadableCommandLine` when the argv cannot be read."""
     inv = read_container_argv((command, *args))
-    return (inv.image,) if inv is not None and inv.image is not None else ()
+    return tuple(image for _, image in inv.images) if inv is not None else ()
 
 
 __all__ = ["EXEC_FIELDS", "SHELLS", "argv_problems", "container_images", "document_policy_problems",
