@@ -98,8 +98,7 @@ def argv_problems(file: str, path: str, fields: tuple[str, str], command: str,
     for index, image in inv.images:
         why = check_pinned(image)
         if why:
-            what = "container image" if index == inv.image_index else f"container image {image!r}"
-            problems.append(Problem(file, where(index), "digest-pinning", f"{what} not pinned by digest: {why}"))
+            problems.append(Problem(file, where(index), "digest-pinning", f"container image not pinned by digest: {why}"))
     return problems
 
 

@@ -164,3 +164,56 @@ def test_runtime_and_builder_share_the_policy():
     from lemonpack.oci import policy
     assert checks.require_pinned is policy.require_pinned
     assert discovery.recipe_policy_problems is policy.recipe_policy_problems
+
+
+# --- every image an argv names, trial k1-argv (pull-multi, mount-type-image, build-from, kube-play)
+
+UNPINNED = "docker.io/example/engine:latest"
+
+
+@pytest.mark.parametrize("block, paths", [
+    ({"command": "podman", "args": ["pull", PINNED, UNPINNED]}, ["platforms.linux.cpu.args[2]"]),
+    ({"command": "podman", "args": ["pull", UNPINNED, "-q", "busybox:1.36"]},
+     ["platforms.linux.cpu.args[1]", "platforms.linux.cpu.args[3]"]),
+    ({"command": "podman", "args": ["run", "--mount", f"type=image,source={UNPINNED},destination=/m", PINNED]},
+     ["platforms.linux.cpu.args[2]"]),
+    ({"command": "nice", "args": ["podman", "create", f"--mount=type=image,src={UNPINNED},dst=/m", PINNED]},
+     ["platforms.linux.cpu.args[2]"]),
+    ({"command": "podman", "args": ["run", PINNED], "stop_command": "podman",
+      "stop_command_args": ["pull", PINNED, UNPINNED]}, ["platforms.linux.cpu.stop_command_args[2]"]),
+])
+def test_every_image_of_the_argv_must_be_pinned(tmp_path, block, paths):
+    problems = lint_problems(recipe(tmp_path, block))
+    assert [(p.path, p.rule) for p in problems] == [(path, "digest-pinning") for path in paths]
+    assert all("not pinned by digest" in p.message for p in problems)
+
+
+def test_pinned_mount_images_and_pulls_pass(tmp_path):
+    assert rules(tmp_path, {"command": "podman", "args": [
+        "run", "--mount", f"type=image,source={PINNED},destination=/m", "--mount", "type=bind,src=/tmp,dst=/t",
+        PINNED]}) == []
+    assert rules(tmp_path, {"command": "podman", "args": ["pull", PINNED, PINNED]}) == []
+
+
+@pytest.mark.parametrize("block, path, fragment", [
+    ({"command": "podman", "args": ["build", "--from", UNPINNED, "."]}, "platforms.linux.cpu.args[0]", "Containerfile"),
+    ({"command": "podman", "args": ["kube", "play", "x.yaml"]}, "platforms.linux.cpu.args[1]", "Kubernetes YAML"),
+    ({"command": "docker", "args": ["pull", PINNED, UNPINNED]}, "platforms.linux.cpu.args[2]", "exactly one image"),
+    ({"command": "podman", "args": ["run", PINNED], "stop_command": "podman",
+      "stop_command_args": ["image", "load", "-i", "x.tar"]}, "platforms.linux.cpu.stop_command_args[1]", "archive"),
+])
+def test_hidden_or_extra_images_are_container_argv_problems(tmp_path, block, path, fragment):
+    problems = lint_problems(recipe(tmp_path, block))
+    assert [(p.path, p.rule) for p in problems] == [(path, "container-argv")]
+    assert fragment in problems[0].message
+
+
+def test_subcommands_naming_no_image_pass(tmp_path):
+    for args in (["start", "-a", "x"], ["exec", "x", "sh"], ["logs", "-f", "x"]):
+        assert rules(tmp_path, {"command": "podman", "args": args}) == []
+
+
+def test_build_records_every_image():
+    from lemonpack.oci.policy import container_images
+    assert container_images("podman", ["run", "--mount", f"type=image,source={PINNED},dst=/m", "x@sha256:" + "b" * 64]) == (
+        PINNED, "x@sha256:" + "b" * 64)

@@ -213,3 +213,85 @@ def test_invalid_names_are_mapped_stably_and_distinctly():
 ])
 def test_cli_prefix_is_the_program_and_its_global_options(argv, prefix):
     assert read_container_argv(argv).cli_prefix(argv) == prefix
+
+
+# --- every image an argv names (issue 6 section 2, trial k1-argv: pull-multi, mount-type-image, build-from)
+
+U = "docker.io/example/engine:latest"
+
+
+@pytest.mark.parametrize("argv, images", [
+    (["podman", "pull", PIN, U], ((2, PIN), (3, U))),  # trial pull-multi
+    (["podman", "pull", "a", "-q", "--tls-verify", "b", "--", "-c"], ((2, "a"), (5, "b"), (7, "-c"))),
+    (["podman", "image", "pull", "--all-tags", "docker.io/example/engine"], ((4, "docker.io/example/engine"),)),
+    (["podman", "run", "--mount", f"type=image,source={U},destination=/m", PIN],  # trial mount-type-image
+     ((3, U), (4, PIN))),
+    (["podman", "run", f"--mount=type=image,src={U},dst=/m", PIN, "--mount", "type=image,source=x"],
+     ((2, U), (3, PIN))),  # after the image: the container's own argv
+    (["podman", "create", "--mount", f"dst=/m, Type = IMAGE ,SOURCE={U}", PIN], ((3, U), (4, PIN))),
+    (["podman", "run", "--mount", f'"type=image","source={U}",target=/m', PIN], ((3, U), (4, PIN))),
+    (["podman", "run", "--mount", "type=image,source=a,source=b,target=/m", PIN], ((3, "a"), (3, "b"), (4, PIN))),
+    (["docker", "run", "--mount", f"type=image,source={U},target=/m", PIN], ((3, U), (4, PIN))),
+    (["podman", "run", "--mount", "type=bind,source=/tmp,destination=/m", "--mount=type=volume,src=v,dst=/v", PIN],
+     ((5, PIN),)),
+    # not images: --image-volume is a mode, --volumes-from names containers, --pod new: uses podman's pause image
+    (["podman", "run", "--image-volume", "bind", "--volumes-from", "c", "--pod", "new:x", PIN], ((8, PIN),)),
+    (["podman", "run", "-v", f"{U}:/m", PIN], ((4, PIN),)),
+])
+def test_every_image_the_argv_names(argv, images):
+    inv = read_container_argv(argv)
+    assert inv.images == images
+    assert (inv.image_index, inv.image) in images  # the positional one is among them
+
+
+@pytest.mark.parametrize("argv, fragment, index", [
+    (["docker", "pull", "a", "b"], "docker pull takes exactly one image", 3),
+    (["nerdctl", "image", "pull", "a", "-q", "b"], "nerdctl pull takes exactly one image", 5),
+    (["podman", "run", "--mount", "type=image,destination=/m", PIN], "image mount without a source", 3),
+    (["podman", "run", "--mount", "type=image,type=bind,src=x,dst=/m", PIN], "more than one type", 3),
+    (["podman", "run", "--mount", 'type=image,"src=x', PIN], "not one comma-separated record", 3),
+    (["podman", "run", "--mount", "type=image,source=x\ntype=bind", PIN], "not one comma-separated record", 3),
+])
+def test_unreadable_image_sources_are_refused(argv, fragment, index):
+    with pytest.raises(UnreadableCommandLine) as info:
+        read_container_argv(argv)
+    assert fragment in str(info.value) and info.value.index == index
+
+
+@pytest.mark.parametrize("argv, fragment, index", [
+    (["podman", "build", "--from", U, "."], "podman build builds from a Containerfile", 1),  # trial build-from
+    (["podman", "build", "--from", PIN, "."], "FROM lines", 1),  # pinned --from: other stages still hidden
+    (["podman", "image", "build", "."], "podman build", 2),
+    (["docker", "builder", "build", "."], "docker builder build", 2),
+    (["docker", "buildx", "build", "."], "unknown docker subcommand 'buildx'", 1),  # a plugin, not in docker's table
+    (["podman", "kube", "play", "x.yaml"], "Kubernetes YAML", 2),  # trial kube-play
+    (["podman", "play", "kube", "x.yaml"], "unknown podman subcommand 'play'", 1),
+    (["nerdctl", "compose", "up"], "compose file", 1),
+    (["podman", "load", "-i", "x.tar"], "archive file", 1),
+    (["docker", "image", "import", "x.tar", "i"], "tarball", 2),
+    (["podman", "container", "commit", "c", "i"], "container's current state", 2),
+    (["podman", "container", "runlabel", "RUN", PIN], "label", 2),
+    (["podman", "container", "clone", "c"], "copies a container", 2),
+    (["podman", "auto-update"], "tags name", 1),
+    (["podman", "unshare", "podman", "run", U], "user namespace", 1),
+    (["podman", "pod", "create", "--infra-image", U], "--infra-image", 2),
+    (["podman", "pod", "--log-level=debug", "create"], "before the pod subcommand word", 2),
+    (["podman", "volume", "create", "--driver", "image", "--opt", f"image={U}", "v"], "--driver image", 2),
+    (["docker", "service", "create", U], "swarm service", 2),
+    (["docker", "plugin", "install", U], "plugin", 2),
+    (["nice", "podman", "--root", "/r", "build", "."], "podman build", 4),
+])
+def test_subcommands_whose_images_the_argv_does_not_show_are_refused(argv, fragment, index):
+    with pytest.raises(UnreadableCommandLine) as info:
+        read_container_argv(argv)
+    assert fragment in str(info.value) and info.value.index == index
+
+
+@pytest.mark.parametrize("argv", [
+    ["podman", "start", "-a", "x"], ["podman", "exec", "x", "sh"], ["podman", "stop", "x"], ["podman", "rm", "-f", "x"],
+    ["podman", "logs", "x"], ["podman", "ps"], ["podman", "inspect", "x"], ["podman", "pod", "rm", "-f", "p"],
+    ["podman", "kube", "down", "x.yaml"], ["podman", "volume", "rm", "v"], ["docker", "container", "stop", "x"],
+])
+def test_subcommands_naming_no_image_stay_allowed(argv):
+    inv = read_container_argv(argv)
+    assert inv is not None and inv.image is None and inv.images == ()

@@ -26,6 +26,12 @@ The wrapper part is dropped when podman is called (podman gets the same args dir
 reader reads the full argv. For every argv: reader image == ``{{.ImageName}}``, reader name ==
 ``{{.Name}}``, and the labels ``with_labels`` inserted are the container's labels. Created
 containers and both images are removed afterwards.
+
+Every image an argv names (``ContainerInvocation.images``): for ``--mount`` values in each
+spelling the reader accepts (``source=``/``src=``, ``--mount=``, type not first, CSV quoting, two
+mounts, non-image mounts) the reader's mount images are the mounts ``podman create`` records as
+``Type: image``; for ``podman pull`` with several images (flags between them, ``--``) the images
+the reader names are the ones podman pulls (from ``docker-archive:`` files of the two images).
 """
 
 from __future__ import annotations
@@ -163,3 +169,65 @@ def test_reader_agrees_with_podman_create(podman_images):
         if got != f"{inv.image}|{inv.name}|yes":
             disagreements.append((full, got, inv.image, inv.name))
     assert disagreements == []
+
+
+# --- every image an argv names (ContainerInvocation.images): --mount type=image, multi-image pull
+
+def mount_argvs(image: str, other: str, prefix: str) -> list[list[str]]:
+    """``podman create`` argvs whose ``--mount`` values name ``other`` (or nothing) in every
+    spelling the reader accepts; ``image`` is the positional one. Names are ``<prefix>-m<k>``."""
+    forms = [
+        ["--mount", f"type=image,source={other},destination=/m"],
+        [f"--mount=type=image,src={other},dst=/m"],
+        ["--mount", f"destination=/m,source={other},type=image"],  # type not first
+        ["--mount", f"type=image,source={other},target=/m,rw=true"],
+        ["--mount", f'"type=image","source={other}",target=/m'],  # CSV quoting
+        ["--tls-verify", "--mount", f"type=image,source={other},destination=/m", "--label", other],
+        ["--mount", f"type=image,source={other},destination=/m", "--mount", f"type=image,source={image},destination=/n"],
+        ["--mount", "type=bind,source=/tmp,destination=/m"],  # not an image
+        ["--mount", "type=tmpfs,destination=/m", "-v", "/tmp:/v"],
+    ]
+    return [["podman", "create", "--name", f"{prefix}-m{k}", *form, image] for k, form in enumerate(forms)]
+
+
+def test_mount_images_agree_with_podman_create(podman_images):
+    """The reader's ``--mount`` images are the mounts podman records as ``Type: image``, and the
+    positional image is still the container's image."""
+    import json
+    env, (a, b) = podman_images["env"], podman_images["images"]
+    disagreements = []
+    for argv in mount_argvs(a, b, podman_images["prefix"]):
+        inv = read_container_argv(argv)
+        podman_images["created"].append(inv.name)
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (argv, r.stderr)
+        got = subprocess.run(["podman", "inspect", "--format", "{{.ImageName}}|{{json .Mounts}}", inv.name], env=env,
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+        image_name, _, mounts = got.partition("|")
+        podman_mounted = sorted(m["Source"] for m in json.loads(mounts) if m["Type"] == "image")
+        reader_mounted = sorted(text for index, text in inv.images if index != inv.image_index)
+        if (image_name, podman_mounted) != (inv.image, reader_mounted):
+            disagreements.append((argv, image_name, podman_mounted, inv.image, reader_mounted))
+    assert disagreements == []
+    assert any(len(inv.images) == 3 for inv in map(read_container_argv, mount_argvs(a, b, "p")))
+
+
+def test_multi_image_pull_agrees_with_podman_pull(podman_images, tmp_path):
+    """``podman pull`` stores every positional (flags may come between them): the images the
+    reader names are the ones podman pulls (local archives: no registry needed)."""
+    env, images = podman_images["env"], podman_images["images"]
+    refs, ids = [], []
+    for k, ref in enumerate(images):
+        archive = tmp_path / f"{k}.tar"
+        subprocess.run(["podman", "save", "-o", str(archive), ref], env=env, check=True, capture_output=True, timeout=120)
+        refs.append(f"docker-archive:{archive}")
+        ids.append(subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", ref], env=env, check=True,
+                                  capture_output=True, text=True, timeout=60).stdout.strip())
+    for argv in (["podman", "pull", "-q", refs[0], refs[1]], ["podman", "pull", refs[0], "-q", "--tls-verify=false", refs[1]],
+                 ["podman", "pull", "-q", "--", refs[1]]):
+        inv = read_container_argv(argv)
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (argv, r.stderr)
+        pulled = r.stdout.split()
+        expected = [ids[refs.index(text)] for _, text in inv.images]
+        assert pulled == expected, (argv, r.stdout, inv.images)
