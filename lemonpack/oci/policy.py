@@ -181,12 +181,12 @@ def require_pinned(recipe: Any) -> None:
 
 
 def container_images(command: str, args: Sequence[str]) -> tuple[str, ...]:
-    """Every image a ``[command, *args]`` container run/create/pull names, in argv order
-    (:attr:`lemonpack.oci.cmdline.ContainerInvocation.images`: the positional one, further
+    """Every image a ``[command, *args]`` container run/create/pull names, each once, in argv
+    order (:attr:`lemonpack.oci.cmdline.ContainerInvocation.images`: the positional one, further
     ``podman pull`` images, ``--mount type=image`` sources), or ``()``. Raises
     :class:`UnreadableCommandLine` when the argv cannot be read."""
     inv = read_container_argv((command, *args))
-    return tuple(image for _, image in inv.images) if inv is not None else ()
+    return tuple(dict.fromkeys(image for _, image in inv.images)) if inv is not None else ()
 
 
 __all__ = ["EXEC_FIELDS", "SHELLS", "argv_problems", "container_images", "document_policy_problems",

@@ -213,7 +213,8 @@ def test_subcommands_naming_no_image_pass(tmp_path):
         assert rules(tmp_path, {"command": "podman", "args": args}) == []
 
 
-def test_build_records_every_image():
+def test_build_records_every_image_once():
     from lemonpack.oci.policy import container_images
     assert container_images("podman", ["run", "--mount", f"type=image,source={PINNED},dst=/m", "x@sha256:" + "b" * 64]) == (
         PINNED, "x@sha256:" + "b" * 64)
+    assert container_images("podman", ["pull", PINNED, "-q", PINNED]) == (PINNED,)
