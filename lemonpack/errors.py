@@ -124,6 +124,16 @@ class UnsafeContentError(LemonpackError):
     kind = "unsafe"
 
 
+class StorageError(LemonpackError):
+    """The local disk refused a write or read that the input did not cause: no space
+    (``ENOSPC``), quota (``EDQUOT``), a read-only file system, an I/O error, a denied
+    permission, a cache directory that is not a directory. Exit 1: the command could not
+    be carried out as asked; nothing was changed (writes are temp + rename). Unlike
+    :class:`UnsafeContentError` it does not blame the archive."""
+
+    kind = "storage"
+
+
 class ToolError(LemonpackError):
     """An external tool (nix-build, podman, skopeo) failed; message carries its stderr tail."""
 
@@ -140,5 +150,5 @@ class RuntimeFailure(LemonpackError):
 
 __all__ = [
     "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
-    "IntegrityError", "FetchError", "UnsafeContentError", "ToolError", "RuntimeFailure",
+    "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
 ]
