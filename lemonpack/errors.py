@@ -6,7 +6,9 @@ once, prints ``str(error)`` (or ``error.to_json()`` with ``--json``) and exits w
 
 Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own), 3 integrity
 (digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
-failed (nix, podman), 7 runtime (engine failed to start or probe).
+failed (nix, podman), 7 runtime (engine failed to start or probe). A disk that refuses
+a write (:class:`StorageError`: no space, quota, read-only) is 1: not the input's fault,
+and not an external tool's.
 """
 
 from __future__ import annotations
