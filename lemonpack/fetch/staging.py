@@ -194,10 +194,11 @@ def is_stale(path: Path) -> bool:
 
 def partials(directory: Path, prefixes: tuple[str, ...]) -> list[Path]:
     """The temps (files or directories) in ``directory`` whose names start with one of
-    ``prefixes``, live or stale, sorted; ``[]`` when ``directory`` is missing."""
+    ``prefixes``, live or stale, sorted; ``[]`` when ``directory`` is missing (or not a
+    directory)."""
     try:
         names = os.listdir(directory)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(directory / n for n in names if n.startswith(prefixes))
 
