@@ -6,7 +6,9 @@ once, prints ``str(error)`` (or ``error.to_json()`` with ``--json``) and exits w
 
 Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own), 3 integrity
 (digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
-failed (nix, podman), 7 runtime (engine failed to start or probe).
+failed (nix, podman), 7 runtime (engine failed to start or probe). A disk that refuses
+a write (:class:`StorageError`: no space, quota, read-only) is 1: not the input's fault,
+and not an external tool's.
 """
 
 from __future__ import annotations
@@ -124,6 +126,16 @@ class UnsafeContentError(LemonpackError):
     kind = "unsafe"
 
 
+class StorageError(LemonpackError):
+    """The local disk refused a write or read that the input did not cause: no space
+    (``ENOSPC``), quota (``EDQUOT``), a read-only file system, an I/O error, a denied
+    permission, a cache directory that is not a directory. Exit 1: the command could not
+    be carried out as asked; nothing was changed (writes are temp + rename). Unlike
+    :class:`UnsafeContentError` it does not blame the archive."""
+
+    kind = "storage"
+
+
 class ToolError(LemonpackError):
     """An external tool (nix-build, podman, skopeo) failed; message carries its stderr tail."""
 
@@ -140,5 +152,5 @@ class RuntimeFailure(LemonpackError):
 
 __all__ = [
     "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
-    "IntegrityError", "FetchError", "UnsafeContentError", "ToolError", "RuntimeFailure",
+    "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
 ]

@@ -21,6 +21,25 @@ def cache_root() -> Path:
     return Path(env) if env else Path(platformdirs.user_cache_dir("lemonpack"))
 
 
+def require_cache_root() -> Path:
+    """:func:`cache_root`, checked before anything is written under it: it (or, when it
+    does not exist yet, its nearest existing ancestor) must be a directory. Raises
+    :class:`~lemonpack.errors.StorageError` naming the path and where it came from
+    (``LEMONPACK_CACHE_DIR`` or the XDG default) instead of a ``NotADirectoryError`` later."""
+    root = cache_root()
+    probe = root
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if probe.is_dir():
+        return root
+    from lemonpack.errors import StorageError
+
+    origin = ("LEMONPACK_CACHE_DIR" if os.environ.get("LEMONPACK_CACHE_DIR")
+              else "the default cache directory (set LEMONPACK_CACHE_DIR to use another)")
+    what = "is not a directory" if probe == root else f"cannot be created: {probe} is not a directory"
+    raise StorageError(f"cache directory {root} ({origin}) {what}")
+
+
 def config_root() -> Path:
     """The lemonpack config root (not created)."""
     env = os.environ.get("LEMONPACK_CONFIG_DIR")
@@ -29,8 +48,9 @@ def config_root() -> Path:
 
 def external_dir(recipe: str) -> Path:
     """``<cache>/external/<recipe>/``: where a variant_of recipe's artifact is installed
-    and where its launch plan looks for ``binary`` (RFC section 9)."""
-    return cache_root() / "external" / recipe
+    and where its launch plan looks for ``binary`` (RFC section 9). Raises StorageError
+    when the cache root is not a directory (:func:`require_cache_root`)."""
+    return require_cache_root() / "external" / recipe
 
 
 def lemonade_config_dir() -> Path:

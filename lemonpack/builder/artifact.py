@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lemonpack.contract import EffectiveBlock
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, UnsafeContentError
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
 
 
@@ -47,8 +47,9 @@ def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | 
     """Fetch and verify ``eff``'s effective artifact (it must have a source).
 
     Raises :class:`IntegrityError` (``what`` names recipe file, field and URL; expected and
-    actual digests), :class:`FetchError` or :class:`UnsafeContentError` prefixed with the
-    recipe file and the JSON path of the source field.
+    actual digests), :class:`FetchError`, :class:`UnsafeContentError` or
+    :class:`StorageError` (the artifact cache cannot be written) prefixed with the recipe
+    file and the JSON path of the source field.
     """
     prov = eff.provenance
     expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
@@ -58,13 +59,18 @@ def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | 
         raise IntegrityError(f"{_where(eff)} ({e.what})", e.expected, e.actual) from None
     except (FetchError, UnsafeContentError) as e:
         raise type(e)(f"{_where(eff)}: {e}") from None
+    except OSError as e:
+        raise StorageError(f"{_where(eff)}: cannot keep the download of {prov.source} in the artifact cache "
+                           f"{cache.root}: {e.strerror or e}") from None
 
 
 def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     """Unpack ``fetched`` into the new directory ``dest`` and check the binary is there.
 
-    Raises :class:`UnsafeContentError` (hostile member), :class:`LemonpackError` (not a
-    readable archive; ``binary`` missing at the top level); ``dest`` does not exist then.
+    Raises :class:`UnsafeContentError` (hostile member, or one the file system refuses:
+    a name too long ...), :class:`StorageError` (the disk failed: no space ...),
+    :class:`LemonpackError` (not a readable archive; ``binary`` missing at the top level);
+    each names the recipe file and the source field; ``dest`` does not exist then.
     """
     source = eff.provenance.source or ""
     name = Path(urlsplit(source).path).name or "artifact"
@@ -72,9 +78,9 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     what = f"{_where(eff)}: {artifact}"
     try:
         extract(fetched.path, dest, name_hint=name, label=artifact)
-    except UnsafeContentError as e:
-        raise UnsafeContentError(f"{_where(eff)}: {e}") from None
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as e:
+    except (UnsafeContentError, StorageError) as e:
+        raise type(e)(f"{_where(eff)}: {e}") from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
         raise LemonpackError(f"{what} is not a readable archive: {e}") from None
     if eff.binary and not (dest / eff.binary).is_file():
         import shutil

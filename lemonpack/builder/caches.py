@@ -25,15 +25,17 @@ from pathlib import Path
 
 from lemonpack.builder.layercache import LayerCache
 from lemonpack.fetch.cache import ArtifactCache, hash_file
-from lemonpack.fetch.staging import is_stale, partials, remove_tree, sweep, tree_size
-from lemonpack.paths import cache_root
+from lemonpack.fetch.staging import is_stale, kind_of, partials, remove_entry, sweep, tree_size
+from lemonpack.paths import require_cache_root
 
 
 @dataclass(frozen=True)
 class CacheItem:
     """One thing in a cache: ``cache`` (``artifacts``/``layers``/``external``), ``name``
-    (a digest or a layer key), ``path``, ``size`` bytes, ``state`` (``entry``,
-    ``partial-live``, ``partial-stale``, ``orphan``) and ``problem`` (why it is bad, or None)."""
+    (a digest or a layer key), ``path``, ``size`` bytes, ``state`` (``entry``, ``bad``: an
+    entry found unusable without hashing, e.g. a directory or a symlink where a file
+    belongs, or a layer record stating another key's inputs; ``partial-live``,
+    ``partial-stale``, ``orphan``) and ``problem`` (why it is bad, or None)."""
 
     cache: str
     name: str
@@ -53,9 +55,10 @@ class CacheItem:
 
 @dataclass
 class Caches:
-    """The caches under ``root`` (default :func:`lemonpack.paths.cache_root`)."""
+    """The caches under ``root`` (default :func:`lemonpack.paths.require_cache_root`:
+    StorageError when it is not a directory)."""
 
-    root: Path = field(default_factory=cache_root)
+    root: Path = field(default_factory=require_cache_root)
 
     @property
     def artifacts(self) -> ArtifactCache:
@@ -75,10 +78,12 @@ class Caches:
         return out
 
     def list(self) -> list[CacheItem]:
-        """Every entry, orphan blob and partial temp, with sizes; nothing is hashed."""
-        items = [CacheItem("artifacts", e.digest, e.path, e.size) for e in self.artifacts.entries()]
+        """Every entry (bad ones too: state ``bad``), orphan blob and partial temp, with
+        sizes; nothing is hashed."""
+        items = [CacheItem("artifacts", e.digest, e.path, e.size, "bad" if e.problem else "entry", e.problem)
+                 for e in self.artifacts.entries()]
         for e in self.layers.entries():
-            items.append(CacheItem("layers", e.key, e.blob, e.size))
+            items.append(CacheItem("layers", e.key, e.blob, e.size, "bad" if e.problem else "entry", e.problem))
         items += [CacheItem("layers", p.name, p, tree_size(p), "orphan") for p in self.layers.orphans()]
         for cache, p in self._partials():
             items.append(CacheItem(cache, p.name, p, tree_size(p),
@@ -86,14 +91,15 @@ class Caches:
         return items
 
     def verify(self) -> list[CacheItem]:
-        """Re-hash every entry; drop each bad one. Returns every entry checked, bad ones
-        with ``problem`` set (they are gone from disk when this returns)."""
+        """Re-hash every entry; drop each bad one (whatever it is: a file that does not
+        hash to its name or cannot be read, a directory, a symlink, a layer record of
+        another key ...). Returns every entry checked, bad ones with ``problem`` set (they
+        are gone from disk when this returns)."""
         out = []
         for e in self.artifacts.entries():
-            actual, _ = hash_file(e.path)
-            problem = None if "sha256:" + actual == e.digest else f"hashes to sha256:{actual}"
+            problem = e.problem or _hash_problem(e.path, e.digest[7:])
             if problem:
-                self.artifacts.drop(e.digest.split(":", 1)[1])
+                self.artifacts.remove(e)
             out.append(CacheItem("artifacts", e.digest, e.path, e.size, problem=problem))
         layers = self.layers
         for e in layers.entries():
@@ -102,10 +108,10 @@ class Caches:
                 layers.drop(e.key)
             out.append(CacheItem("layers", e.key, e.blob, e.size, problem=problem))
         for p in layers.orphans():
-            actual, size = hash_file(p)
-            problem = None if actual == p.name else f"hashes to sha256:{actual}"
+            problem = _hash_problem(p, p.name)
+            size = tree_size(p)
             if problem:
-                p.unlink(missing_ok=True)
+                remove_entry(p)
             out.append(CacheItem("layers", p.name, p, size, "orphan", problem))
         return out
 
@@ -122,15 +128,24 @@ class Caches:
         for item in self.list():
             if item.state.startswith("partial"):
                 continue
-            if item.cache == "layers" and item.state == "entry":
+            if item.cache == "layers" and item.state in ("entry", "bad"):
                 self.layers.drop(item.name)
-                (self.layers.root / f"{item.name}.json").unlink(missing_ok=True)
-            elif item.path.is_dir():
-                remove_tree(item.path)
             else:
-                item.path.unlink(missing_ok=True)
+                remove_entry(item.path)  # a symlink itself, never what it points to
             removed.append(item)
         return removed
+
+
+def _hash_problem(path: Path, hex_name: str) -> str | None:
+    """Why the file ``path`` is not the one its name ``hex_name`` says, or None."""
+    kind = kind_of(path)
+    if kind != "file":
+        return f"not a regular file ({kind})"
+    try:
+        actual, _ = hash_file(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None if actual == hex_name else f"hashes to sha256:{actual}"
 
 
 __all__ = ["Caches", "CacheItem"]

@@ -12,16 +12,20 @@ killed install is removed by the next install of that recipe or ``lemonpack cach
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
-from lemonpack.errors import LemonpackError, SelectionError
+from lemonpack.errors import LemonpackError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
-from lemonpack.fetch.staging import LockedDir, remove_tree, sweep
+from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
 from lemonpack.paths import external_dir
+
+log = logging.getLogger(__name__)
 
 DISCLOSURE = ("WARNING: this backend runs as an external subprocess. No process\n"
               "         sandbox is enforced; run only manifests you trust.")
@@ -86,7 +90,8 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     """Fetch, verify and unpack ``plan``'s artifact into ``<cache>/external/<recipe>/``.
 
     Returns ``{"recipe", "path", "binary", "source", "sha256", "policy"}``. Raises
-    IntegrityError / FetchError / UnsafeContentError with nothing changed, and
+    IntegrityError / FetchError / UnsafeContentError / StorageError (the disk failed) with
+    nothing changed, and
     LemonpackError when the block has no source (user-provided binary) or the unpacked
     artifact lacks the declared binary at its top level.
     """
@@ -97,7 +102,18 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
                              f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
     fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
     dest = external_dir(recipe.recipe)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _install_into(dest, fetched, plan)
+    except OSError as exc:
+        raise StorageError(f"{recipe.file}: cannot install {recipe.recipe} into {dest}: "
+                           f"{exc.strerror or exc}") from None
+
+
+def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
+    eff, recipe = plan.block, plan.recipe
+    prov = eff.provenance
+    for bad in ensure_dir(dest.parent, dest.parent.parent):
+        log.warning("%s was not a directory; removed", bad)
     sweep(dest.parent, (f".{recipe.recipe}.install-",))  # left by a killed install
     held = LockedDir(dest.parent, f".{recipe.recipe}.install-")
     staging = held.path

@@ -3,7 +3,8 @@ unpack and recompress an artifact again.
 
 Layout, beside the artifact store (``<cache root>/layers``, :mod:`lemonpack.paths`)::
 
-    <key>.json          {"digest": "sha256:..", "diff_id": "sha256:..", "size": N}
+    <key>.json          {"format", "artifact", "prefix", "epoch", "level",   (the inputs)
+                         "digest": "sha256:..", "diff_id": "sha256:..", "size": N}
     blobs/<hex>         the tar+gzip layer, named by its digest (mode 0444)
     blobs/.tmp-*        a layer being written (locked; stale once its lock is free)
     .rec-*              a record being written (locked)
@@ -11,6 +12,15 @@ Layout, beside the artifact store (``<cache root>/layers``, :mod:`lemonpack.path
 
 ``key`` is the sha256 of (:data:`LAYER_FORMAT`, artifact sha256, in-layer prefix, epoch,
 gzip level). Entries are written blob first, then record, both by rename.
+
+A record states every input its key hashes, and the reader recomputes the key from them
+(:meth:`LayerCache.get`): a record that is not the one for its own name (copied over from
+another recipe's key, an older format) is never used; the layer is rebuilt. What this
+cannot tell apart is a record deliberately rewritten to state this key's inputs *and* name
+another recipe's blob: nothing short of rebuilding links a layer's bytes to the artifact
+(the tar holds the artifact's files, not its digest). The cache belongs to its user, like
+``~/.cache/pip`` or a container store; ``lemonpack cache clean`` or a fresh
+``LEMONPACK_CACHE_DIR`` rebuilds every layer from verified artifacts.
 
 Trust on a hit: **re-hash every time, while copying into the layout**
 (:func:`read_layer`): the compressed bytes must hash to the record's digest and size, and
@@ -34,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.fetch.staging import LockedDir, locked_temp_file, partials, sweep
+from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
+                                     open_regular, partials, remove_entry, sweep, tree_size)
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +70,12 @@ class LayerFacts:
 def read_layer(path: Path, out: BinaryIO | None = None) -> LayerFacts:
     """Hash the gzip layer at ``path`` and its decompressed tar in one pass, copying the
     bytes to ``out`` when given. Memory stays flat (1 MiB reads, bounded inflation).
-    Raises ``OSError`` when ``path`` cannot be read."""
+    Raises ``OSError`` when ``path`` cannot be read or is not a regular file itself
+    (:func:`lemonpack.fetch.staging.open_regular`); errors writing to ``out`` propagate."""
     sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
     inflate = zlib.decompressobj(wbits=31)  # gzip container (RFC 1952)
     good = True
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
         while chunk := f.read(_READ):
             sha.update(chunk)
             size += len(chunk)
@@ -91,13 +103,19 @@ def read_layer(path: Path, out: BinaryIO | None = None) -> LayerFacts:
 
 @dataclass(frozen=True)
 class LayerEntry:
-    """One cached layer: ``key`` (hex), ``blob`` path, ``record`` ({digest, diff_id,
-    size}), ``size`` of the blob on disk (0 when missing)."""
+    """One cached layer: ``key`` (hex), ``blob`` path, ``record`` (the inputs and
+    {digest, diff_id, size}; ``{}`` when unusable), ``size`` of the blob on disk (0 when
+    missing), ``problem``: why the record or its blob cannot be used, found without
+    hashing (None when it looks usable; :meth:`LayerCache.check` re-reads the blob)."""
 
     key: str
     blob: Path
     record: dict
     size: int
+    problem: str | None = None
+
+
+_INPUTS = ("format", "artifact", "prefix", "epoch", "level")
 
 
 class LayerCache:
@@ -113,54 +131,112 @@ class LayerCache:
         return self.root / "blobs"
 
     @staticmethod
-    def key(artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
-        """Hex sha256 naming the layer built from these inputs (and :data:`LAYER_FORMAT`)."""
-        return hashlib.sha256(f"{LAYER_FORMAT}\0{artifact_sha}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
+    def inputs(artifact_sha: str, prefix: str, epoch: int, level: int) -> dict:
+        """The inputs a layer is built from, as its record states them: ``{"format":
+        LAYER_FORMAT, "artifact": "sha256:<hex>", "prefix", "epoch", "level"}``.
+        ``artifact_sha``: the artifact's sha256, hex (with or without ``sha256:``)."""
+        hex_ = artifact_sha.split(":", 1)[1] if artifact_sha.startswith("sha256:") else artifact_sha
+        return {"format": LAYER_FORMAT, "artifact": "sha256:" + hex_, "prefix": prefix, "epoch": epoch,
+                "level": level}
 
-    def get(self, key: str) -> tuple[Path, dict] | None:
-        """``(blob path, record)`` for ``key`` or None when absent or malformed.
-
-        Not verified here: callers check the blob while they copy it
-        (:func:`read_layer`) and :meth:`drop` it when it is not what the record says.
-        """
+    @staticmethod
+    def key_of(inputs: dict) -> str:
+        """Hex sha256 of :meth:`inputs`' values (the record's name); ValueError when a
+        value is missing or of the wrong type."""
         try:
-            info = json.loads((self.root / f"{key}.json").read_text())
+            fmt, art, prefix, epoch, level = (inputs[k] for k in _INPUTS)
+        except (KeyError, TypeError):
+            raise ValueError("record does not state every input of its key") from None
+        if not (isinstance(fmt, str) and isinstance(art, str) and art.startswith("sha256:")
+                and isinstance(prefix, str) and type(epoch) is int and type(level) is int):
+            raise ValueError("record states inputs of the wrong type")
+        return hashlib.sha256(f"{fmt}\0{art[7:]}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
+
+    @classmethod
+    def key(cls, artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
+        """Hex sha256 naming the layer built from these inputs (and :data:`LAYER_FORMAT`):
+        ``key_of(inputs(...))``."""
+        return cls.key_of(cls.inputs(artifact_sha, prefix, epoch, level))
+
+    def _load(self, key: str) -> tuple[Path | None, dict, str | None]:
+        """``(blob, record, problem)`` of ``key``'s record, without hashing the blob."""
+        rec = self.root / f"{key}.json"
+        try:
+            with open_regular(rec) as f:
+                info = json.loads(f.read(1 << 16).decode())
             digest, size = info["digest"], info["size"]
             hex_ = digest.split(":", 1)[1]
-            if not (digest.startswith("sha256:") and _HEX64.fullmatch(hex_) and isinstance(size, int)
+            if not (digest.startswith("sha256:") and _HEX64.fullmatch(hex_) and type(size) is int
                     and isinstance(info["diff_id"], str)):
-                return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
-            return None
+                return None, {}, "record is malformed"
+        except FileNotFoundError:
+            return None, {}, "record is missing"
+        except OSError as exc:
+            return None, {}, f"record cannot be read ({exc.strerror or exc})"
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            return None, {}, "record is malformed"
+        try:
+            stated = self.key_of(info)
+        except ValueError as exc:
+            return None, {}, str(exc)
+        if stated != key:
+            return None, {}, (f"record states the inputs of another layer ({stated}: artifact "
+                              f"{info['artifact']}, prefix {info['prefix']!r}), not of its name")
         blob = self.blobs / hex_
-        return (blob, info) if blob.is_file() else None
+        kind = kind_of(blob)
+        if kind != "file":
+            return blob, {}, f"blob {hex_} is {'missing' if kind == 'missing' else 'a ' + kind}"
+        return blob, info, None
+
+    def get(self, key: str) -> tuple[Path, dict] | None:
+        """``(blob path, record)`` for ``key``, or None when absent or unusable: malformed,
+        stating other inputs than ``key`` hashes (the key is recomputed from the record),
+        or naming a blob that is not a regular file. An unusable record is logged.
+
+        The blob's bytes are not verified here: callers check them while they copy it
+        (:func:`read_layer`) and :meth:`drop` it when it is not what the record says.
+        """
+        blob, info, problem = self._load(key)
+        if problem is None:
+            return blob, info
+        if problem != "record is missing":
+            log.warning("cached layer %s not used: %s; rebuilding it", key, problem)
+        return None
 
     def drop(self, key: str) -> None:
-        """Remove ``key``'s record and its blob (missing is fine)."""
-        hit = self.get(key)
-        (self.root / f"{key}.json").unlink(missing_ok=True)
-        if hit is not None:
-            hit[0].unlink(missing_ok=True)
+        """Remove ``key``'s record, and its blob when the record is this key's own (a
+        record that names another key's blob leaves that blob alone); whatever either is
+        (a directory, a symlink: removed, never followed). Missing is fine."""
+        blob, info, _problem = self._load(key)
+        remove_entry(self.root / f"{key}.json")
+        if blob is not None and (info or kind_of(blob) not in ("file", "missing")):
+            remove_entry(blob)
 
     def staging(self) -> tuple[BinaryIO, Path]:
-        """A locked temp file for a new blob (stale temps are swept first)."""
-        self.blobs.mkdir(parents=True, exist_ok=True)
+        """A locked temp file for a new blob (stale temps are swept first; a ``layers`` or
+        ``blobs`` that is not a directory is removed)."""
+        for bad in ensure_dir(self.blobs, self.root.parent):
+            log.warning("%s was not a directory; removed", bad)
         self.sweep()
         return locked_temp_file(self.blobs, ".tmp-")
 
-    def commit(self, key: str, fh: BinaryIO, tmp: Path, digest: str, diff_id: str, size: int) -> Path:
+    def commit(self, inputs: dict, fh: BinaryIO, tmp: Path, digest: str, diff_id: str, size: int) -> Path:
         """Name the temp ``tmp`` (written through ``fh``) by its ``digest`` (mode 0444),
-        then write ``key``'s record; returns the blob path. The caller computed the facts
-        while writing."""
+        then write the record of ``inputs`` (:meth:`inputs`) at ``<key_of(inputs)>.json``;
+        returns the blob path. The caller computed the facts while writing. Whatever is
+        not a regular file at either name (a directory ...) is removed first."""
+        key = self.key_of(inputs)
         fh.flush()
         os.chmod(tmp, 0o444)
         blob = self.blobs / digest.split(":", 1)[1]
+        clear_non_regular(blob)
         os.replace(tmp, blob)
         fh.close()
         rfh, rtmp = locked_temp_file(self.root, ".rec-")
         with rfh:
-            rfh.write(json.dumps({"digest": digest, "diff_id": diff_id, "size": size}).encode())
+            rfh.write(json.dumps({**inputs, "digest": digest, "diff_id": diff_id, "size": size}).encode())
             rfh.flush()
+            clear_non_regular(self.root / f"{key}.json")
             os.replace(rtmp, self.root / f"{key}.json")
         return blob
 
@@ -171,36 +247,43 @@ class LayerCache:
         fh.close()
 
     def scratch(self) -> LockedDir:
-        """A locked scratch directory ``<root>/.scratch-*`` for one build."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """A locked scratch directory ``<root>/.scratch-*`` for one build (a ``layers``
+        that is not a directory is removed first)."""
+        for bad in ensure_dir(self.root, self.root.parent):
+            log.warning("%s was not a directory; removed", bad)
         self.sweep()
         return LockedDir(self.root, ".scratch-")
 
     def entries(self) -> Iterator[LayerEntry]:
-        """Every record (sorted by key), with its blob; nothing is re-hashed."""
+        """Every record (sorted by key), with its blob; nothing is re-hashed. Unusable
+        ones (see :meth:`get`) come with ``problem`` set and ``record`` ``{}``; their
+        ``blob`` is the one they name, or ``<root>/<key>.json`` when they name none."""
         if not self.root.is_dir():
             return
         for rec in sorted(self.root.glob("*.json")):
             key = rec.stem
             if not _HEX64.fullmatch(key):
                 continue
-            hit = self.get(key)
-            if hit is None:
-                yield LayerEntry(key, self.blobs / "?", {}, 0)
+            blob, info, problem = self._load(key)
+            if problem is None:
+                yield LayerEntry(key, blob, info, tree_size(blob))
             else:
-                yield LayerEntry(key, hit[0], hit[1], hit[0].stat().st_size)
+                yield LayerEntry(key, rec, {}, tree_size(rec), problem)
 
     def orphans(self) -> list[Path]:
-        """Blobs no record names (left by a crash between blob and record)."""
-        named = {e.blob.name for e in self.entries()}
-        if not self.blobs.is_dir():
+        """Blobs no usable record names (left by a crash between blob and record, or
+        named by a bad record), whatever they are (a directory at a blob's name too)."""
+        named = {e.blob.name for e in self.entries() if e.problem is None}
+        try:
+            names = os.listdir(self.blobs)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(p for p in self.blobs.iterdir() if _HEX64.fullmatch(p.name) and p.name not in named)
+        return sorted(self.blobs / n for n in names if _HEX64.fullmatch(n) and n not in named)
 
     def check(self, entry: LayerEntry) -> str | None:
         """Why ``entry`` is not what its record says (re-reads the blob), or None."""
-        if not entry.record:
-            return "record is malformed or its blob is missing"
+        if entry.problem is not None or not entry.record:
+            return entry.problem or "record is malformed or its blob is missing"
         try:
             facts = read_layer(entry.blob)
         except OSError as exc:

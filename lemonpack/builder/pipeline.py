@@ -41,7 +41,7 @@ from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import LemonpackError, UnsafeContentError
+from lemonpack.errors import LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
@@ -178,20 +178,41 @@ class _BadEntry(Exception):
     """A cached layer that is not what its record says."""
 
 
+class _OutFailed(Exception):
+    """Writing a cached layer's copy into the layout failed (the layout's disk, not the
+    cache entry): carries the ``OSError``."""
+
+
+class _Out:
+    """``f`` whose write errors become :class:`_OutFailed`, so a full disk under the
+    layout is not mistaken for a bad cache entry."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            raise _OutFailed(exc) from None
+
+
 def _cached_layer(lw: LayoutWriter, blob: Path, record: dict) -> Descriptor | None:
     """Copy a cached layer into the layout, checking digest, size and diff_id in the same
     read; None (and nothing in the layout) when the entry is bad."""
     def copy(f):
         try:
-            facts = read_layer(blob, out=f)
+            facts = read_layer(blob, out=_Out(f))
         except OSError as exc:
-            raise _BadEntry(str(exc)) from None
+            raise _BadEntry(exc.strerror or str(exc)) from None
         for name, got in (("digest", facts.digest), ("size", facts.size), ("diff_id", facts.diff_id)):
             if got != record[name]:
                 raise _BadEntry(f"{name} is {got}, record says {record[name]}")
         return LayerInfo(facts.digest, facts.diff_id, facts.size)
     try:
         return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, copy)
+    except _OutFailed as exc:
+        raise exc.args[0] from None
     except _BadEntry as exc:
         log.warning("cached layer %s is corrupt (%s); rebuilding it", blob, exc)
         return None
@@ -217,7 +238,8 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
-    key = LayerCache.key(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
+    inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
+    key = LayerCache.key_of(inputs)
     hit = layers.get(key)
     if hit is not None:
         desc = _cached_layer(lw, *hit)
@@ -242,11 +264,16 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"(sha256:{fetched.sha256}): unsafe member {e}") from None
             info = built[0]
-            layers.commit(key, fh, tmp, info.digest, info.diff_id, info.size)
+            layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size)
         except BaseException:
             layers.discard(fh, tmp)
             raise
         return desc
+    except OSError as exc:
+        from lemonpack.builder.artifact import source_field
+        raise StorageError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
+                           f"(sha256:{fetched.sha256}): cannot write its layer into {opts.out} and the layer cache "
+                           f"{layers.root}: {exc.strerror or exc}") from None
     finally:
         remove_tree(unpacked.parent)
 
@@ -275,8 +302,19 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     :class:`~lemonpack.errors.SelectionError` (narrowing matches nothing),
     :class:`~lemonpack.errors.IntegrityError` (artifact hash mismatch: expected and actual),
     :class:`~lemonpack.errors.FetchError`, :class:`~lemonpack.errors.UnsafeContentError`;
-    in every case ``opts.out`` is unchanged. ``on_target`` is called after each target.
+    :class:`~lemonpack.errors.StorageError` (the disk failed: no space, a cache directory
+    that cannot be written ...); in every case ``opts.out`` is unchanged. ``on_target`` is
+    called after each target.
     """
+    try:
+        return _build_recipes(recipes, opts, on_target, bases)
+    except OSError as exc:
+        raise StorageError(f"cannot build into {opts.out}: {exc.strerror or exc}") from None
+
+
+def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
+                   on_target: Callable[[TargetResult], None] | None,
+                   bases: Mapping[str, Recipe] | None) -> BuildResult:
     seen: dict[str, str] = {}
     for r in recipes:
         if r.recipe in seen:

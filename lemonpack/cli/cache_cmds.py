@@ -2,7 +2,8 @@
 (:mod:`lemonpack.builder.caches`), as ``pip cache``, ``nix-store --verify`` and
 ``podman system prune`` users expect.
 
-Exit codes: ``list`` and ``clean`` 0; ``verify`` 0 when every entry hashed to its name,
+Exit codes: ``list`` and ``clean`` 0; 1 when the cache root is not a directory (one
+line naming it and ``LEMONPACK_CACHE_DIR``); ``verify`` 0 when every entry hashed to its name,
 3 (integrity) when some did not: those were removed, so the next fetch or build replaces
 them, and the non-zero status tells a script the disk or someone changed cached files.
 """
@@ -39,7 +40,9 @@ def _totals(items) -> dict:
 def list_cmd(json_out: bool = JSON_OPTION) -> int:
     """List cache entries with their sizes, per cache and in total.
 
-    States: entry, orphan (a layer blob no record names), partial-live (being written by
+    States: entry, bad (not usable as it is, e.g. a directory or symlink where a file
+    belongs; `cache verify` or `cache clean` removes it; never used), orphan (a layer blob
+    no record names), partial-live (being written by
     a running lemonpack), partial-stale (left by a killed one; `cache clean --partial`).
     """
     from lemonpack.builder.caches import Caches
@@ -54,7 +57,7 @@ def list_cmd(json_out: bool = JSON_OPTION) -> int:
         return 0
     console.print(f"cache root: {caches.root}", markup=False)
     for i in items:
-        state = "" if i.state == "entry" else f"  [{i.state}]"
+        state = "" if i.state == "entry" else f"  [{i.state}{': ' + i.problem if i.problem else ''}]"
         console.print(f"  {i.cache:<10} {_size(i.size):>10}  {i.name}{state}", markup=False)
     for name, t in sorted(per.items()):
         console.print(f"{name}: {t['count']} item(s), {_size(t['size'])}", markup=False)

@@ -19,6 +19,14 @@ member replacing a symlink or a directory (either would change what an earlier c
 saw). Setuid, setgid and sticky bits are dropped; owners are not restored; tar
 modification times are (zip times, which carry no time zone, are not).
 
+File-system refusals: an ``OSError`` while writing a member is reported, never raised as
+is (its message would name a scratch path). When the member's own name or shape is what
+the file system refuses (:data:`MEMBER_ERRNOS`: a component longer than ``NAME_MAX``, a
+path longer than ``PATH_MAX``, a name the file system cannot store ...) it is an
+``UnsafeContentError`` naming the archive and the member, as for the rules above; anything
+else (no space, quota, read-only file system, I/O error, permission) is the local disk's
+fault, not the archive's: a ``StorageError`` (exit 1) saying so.
+
 Atomicity: everything is extracted into a temp sibling directory of ``dest`` which is
 ``os.replace``-d onto ``dest`` at the end; on any failure the temp directory is removed
 and ``dest`` is untouched. Tars are read as a stream (``r|*``) and validated member by
@@ -29,6 +37,7 @@ loaded into memory. Archives are extracted as-is (no strip-components).
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import lzma
 import os
@@ -39,12 +48,29 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from lemonpack.errors import UnsafeContentError
+from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.safetree import name_problem, symlink_problem, target_problem
 
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz")
 _COPY_CHUNK = 1 << 20
+
+MEMBER_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST, errno.ENOTDIR, errno.EISDIR,
+                           errno.EINVAL, errno.EILSEQ, errno.EMLINK, errno.ENOTEMPTY})
+"""``OSError`` numbers that mean the file system refuses a member's name or shape (the
+archive's fault, exit 5); any other number is the disk's (``StorageError``, exit 1)."""
+
+
+def os_failure(label: str, member: str | None, exc: OSError) -> StorageError | UnsafeContentError:
+    """The lemonpack error for ``exc`` raised while unpacking ``member`` (None: not while
+    writing a member) of the archive ``label``: see the module docstring. The message uses
+    ``exc.strerror`` only, never the path (a scratch directory) ``exc`` names."""
+    reason = exc.strerror or type(exc).__name__
+    if member is not None and exc.errno in MEMBER_ERRNOS:
+        return UnsafeContentError(f"{label}: unsafe member {member!r}: the file system refuses it: {reason}")
+    what = f"member {member!r}" if member is not None else "it"
+    return StorageError(f"{label}: cannot unpack {what}: {reason} (a problem of the local disk, "
+                        f"not of the archive)")
 
 
 def detect_format(archive: Path, name_hint: str) -> str:
@@ -79,28 +105,41 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
     ``archive``: the file (e.g. a cache entry); ``dest``: a directory that must not exist
     yet, or be empty; ``name_hint``: the URL basename, used for format detection and as the
     file name of a non-archive; ``label``: how errors name the archive (e.g. its URL;
-    default the path of ``archive``), so no scratch path reaches a user. Raises ``UnsafeContentError`` (naming archive and member)
-    on a hostile member or a bad ``name_hint``, ``FileExistsError`` if ``dest`` is a
-    non-empty directory or a file, ``tarfile.TarError``/``zipfile.BadZipFile``/``OSError``
+    default the path of ``archive``), so no scratch path reaches a user. Raises
+    ``UnsafeContentError`` (naming archive and member) on a hostile member, a member the
+    file system refuses (:func:`os_failure`) or a bad ``name_hint``; ``StorageError`` when
+    the disk fails (no space ...); ``FileExistsError`` if ``dest`` is a non-empty directory
+    or a file; ``tarfile.TarError``/``zipfile.BadZipFile``/``OSError`` without an errno
     on a corrupt archive. On any error nothing is left at ``dest`` or beside it.
     """
     archive, dest = Path(archive), Path(dest)
     if dest.exists() or dest.is_symlink():
         if not dest.is_dir() or dest.is_symlink() or any(dest.iterdir()):
             raise FileExistsError(f"extraction target exists and is not an empty directory: {dest}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    kind = detect_format(archive, name_hint)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
     shown = label if label is not None else str(archive)
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        kind = detect_format(archive, name_hint)
+        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
+    except OSError as exc:
+        raise os_failure(shown, None, exc) from None
+    ex = _Extractor(archive, tmp, shown)
+    try:
         if kind == "tar":
-            _Extractor(archive, tmp, shown).tar()
+            ex.tar()
         elif kind == "zip":
-            _Extractor(archive, tmp, shown).zip()
+            ex.zip()
         else:
+            ex.current = name_hint
             _single_file(archive, tmp, name_hint, shown)
+        ex.current = None
         os.chmod(tmp, 0o755)
         os.replace(tmp, dest)
+    except OSError as exc:
+        remove_tree(tmp)
+        if exc.errno is None:  # e.g. gzip.BadGzipFile: a corrupt archive, for the caller
+            raise
+        raise os_failure(shown, ex.current, exc) from None
     except BaseException:
         remove_tree(tmp)
         raise
@@ -129,6 +168,7 @@ class _Extractor:
         self.label = label
         self.dir_modes: dict[str, tuple[int, float | None]] = {}
         self.links: dict[str, str] = {}  # rel -> member name, every symlink created
+        self.current: str | None = None  # the member being written (errors name it)
 
     def unsafe(self, member: str, why: str) -> UnsafeContentError:
         return UnsafeContentError(f"{self.label}: unsafe member {member!r}: {why}")
@@ -249,6 +289,7 @@ class _Extractor:
         """Stream a (possibly compressed) tar, validating each member before writing it."""
         with tarfile.open(self.archive, mode="r|*") as tf:
             for m in tf:
+                self.current = m.name
                 rel = self.relpath(m.name)
                 if m.ischr() or m.isblk():
                     raise self.unsafe(m.name, "device file")
@@ -269,6 +310,7 @@ class _Extractor:
                     self.write_file(m.name, rel, src, m.mode, m.mtime)
                 else:
                     raise self.unsafe(m.name, f"unsupported member type {m.type!r}")
+                self.current = None
         self.finish_dirs()
 
     def zip(self) -> None:
@@ -276,6 +318,7 @@ class _Extractor:
         with zipfile.ZipFile(self.archive) as zf:
             for info in zf.infolist():
                 name = info.filename
+                self.current = name
                 rel = self.relpath(name)
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 ftype = stat.S_IFMT(unix)
@@ -298,7 +341,8 @@ class _Extractor:
                         raise self.unsafe(name, "file at the destination root")
                     with zf.open(info) as src:
                         self.write_file(name, rel, src, (unix & 0o777) or 0o644, mtime)
+                self.current = None
         self.finish_dirs()
 
 
-__all__ = ["extract", "detect_format"]
+__all__ = ["extract", "detect_format", "os_failure", "MEMBER_ERRNOS"]

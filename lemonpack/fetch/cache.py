@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.fetch.staging import locked_temp_file, partials, sweep
-from lemonpack.paths import cache_root
+from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file, open_regular,
+                                     partials, remove_entry, sweep, tree_size)
+from lemonpack.paths import require_cache_root
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,9 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 def default_cache_root() -> Path:
     """The lemonpack cache root (not the artifact store): :func:`lemonpack.paths.cache_root`,
-    i.e. ``$LEMONPACK_CACHE_DIR`` or ``platformdirs.user_cache_dir("lemonpack")``."""
-    return cache_root()
+    i.e. ``$LEMONPACK_CACHE_DIR`` or ``platformdirs.user_cache_dir("lemonpack")``. Raises
+    ``StorageError`` when it is not a directory (:func:`lemonpack.paths.require_cache_root`)."""
+    return require_cache_root()
 
 
 def _check_hex(hex_digest: str) -> str:
@@ -57,9 +59,11 @@ def _check_hex(hex_digest: str) -> str:
 
 
 def hash_file(path: Path) -> tuple[str, int]:
-    """``(sha256 hex, size in bytes)`` of the file at ``path``, read in 1 MiB chunks."""
+    """``(sha256 hex, size in bytes)`` of the regular file at ``path``, read in 1 MiB
+    chunks. Raises ``OSError`` when it cannot be read or is not a regular file itself (a
+    symlink is not followed, a fifo never blocks: :func:`lemonpack.fetch.staging.open_regular`)."""
     sha, size = hashlib.sha256(), 0
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
         while chunk := f.read(_READ):
             sha.update(chunk)
             size += len(chunk)
@@ -68,11 +72,15 @@ def hash_file(path: Path) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Entry:
-    """One cache entry: ``path``, ``digest`` (``sha256:<hex>``, from its name), ``size`` bytes."""
+    """One cache entry: ``path``, ``digest`` (``sha256:<hex>``, from its name; the bare
+    name when that is not a digest), ``size`` bytes, ``problem``: None for a regular file
+    named by a digest, else why it is a *bad* entry that is never used (a directory, a
+    symlink, a fifo ..., or a name that is not a digest)."""
 
     path: Path
     digest: str
     size: int
+    problem: str | None = None
 
 
 class ArtifactCache:
@@ -94,10 +102,19 @@ class ArtifactCache:
     def path_for(self, hex_digest: str) -> Path | None:
         """Path of the entry for ``hex_digest`` (64 lowercase hex), or None if absent.
 
-        Raises ``ValueError`` on a malformed digest. Does not re-hash the file.
+        An entry is a regular file by ``lstat``: anything else at that name (a directory,
+        a symlink even to a good copy, a fifo) is a bad entry, removed here (warning
+        logged) and reported absent, so the caller fetches again. Raises ``ValueError`` on
+        a malformed digest. Does not re-hash the file.
         """
         path = self.directory / _check_hex(hex_digest)
-        return path if path.is_file() else None
+        kind = kind_of(path)
+        if kind == "file":
+            return path
+        if kind != "missing":
+            log.warning("cache entry %s is a %s, not a regular file; dropped", path, kind)
+            self.drop(hex_digest)
+        return None
 
     def verified(self, hex_digest: str) -> Path | None:
         """Path of the entry for ``hex_digest`` after re-hashing it, or None.
@@ -109,7 +126,12 @@ class ArtifactCache:
         path = self.path_for(hex_digest)
         if path is None:
             return None
-        actual, _ = hash_file(path)
+        try:
+            actual, _ = hash_file(path)
+        except OSError as exc:
+            log.warning("cache entry %s cannot be read (%s); dropped", path, exc.strerror or exc)
+            self.drop(hex_digest)
+            return None
         if actual == hex_digest:
             return path
         log.warning("cache entry %s does not hash to its name (sha256:%s); dropped", path, actual)
@@ -117,14 +139,38 @@ class ArtifactCache:
         return None
 
     def drop(self, hex_digest: str) -> None:
-        """Remove the entry for ``hex_digest`` (missing is fine)."""
-        (self.directory / _check_hex(hex_digest)).unlink(missing_ok=True)
+        """Remove the entry for ``hex_digest``, whatever it is (a directory tree, a
+        symlink itself, never its target); missing is fine. Raises ``OSError``."""
+        remove_entry(self.directory / _check_hex(hex_digest))
 
     def entries(self) -> Iterator[Entry]:
-        """Every entry (not temps), sorted by digest; nothing is re-hashed."""
-        for p in sorted(self.directory.iterdir()) if self.directory.is_dir() else ():
-            if _HEX64.fullmatch(p.name) and p.is_file() and not p.is_symlink():
-                yield Entry(p, "sha256:" + p.name, p.stat().st_size)
+        """Every entry (not temps), sorted by name; nothing is re-hashed. Bad ones (see
+        :class:`Entry`) are included with their ``problem``: what ``lemonpack cache`` lists,
+        verifies and cleans."""
+        try:
+            names = sorted(os.listdir(self.directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for name in names:
+            if name.startswith(PARTIAL_PREFIXES):
+                continue
+            p = self.directory / name
+            kind = kind_of(p)
+            if kind == "missing":
+                continue
+            digest = "sha256:" + name if _HEX64.fullmatch(name) else name
+            size = tree_size(p) if kind in ("file", "directory") else 0
+            if not _HEX64.fullmatch(name):
+                yield Entry(p, digest, size, "name is not a sha256 digest")
+            elif kind != "file":
+                what = f"symlink to {os.readlink(p)}" if kind == "symlink" else kind
+                yield Entry(p, digest, size, f"not a regular file ({what})")
+            else:
+                yield Entry(p, digest, size)
+
+    def remove(self, entry: Entry) -> None:
+        """Remove ``entry`` (good or bad) without following it. Raises ``OSError``."""
+        remove_entry(entry.path)
 
     def partials(self) -> list[Path]:
         """Temp files of downloads in the store: live ones and stale ones."""
@@ -141,7 +187,8 @@ class ArtifactCache:
         writes, then calls :meth:`commit` with the digest it computed, or :meth:`discard`
         on any failure; the lock is held until then.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        for bad in ensure_dir(self.directory, self.root.parent):
+            log.warning("%s was not a directory; removed", bad)
         for path, size in self.sweep():
             log.info("removed the stale partial download %s (%d bytes)", path, size)
         return locked_temp_file(self.directory, ".tmp-")
@@ -159,6 +206,9 @@ class ArtifactCache:
             os.fsync(fh.fileno())
             os.chmod(tmp, 0o444)
             final = self.directory / hex_digest
+            kind = clear_non_regular(final)  # os.replace cannot replace a directory
+            if kind:
+                log.warning("cache entry %s was a %s; replaced", final, kind)
             os.replace(tmp, final)
             fh.close()  # releases the temp's lock only once it has its final name
         except BaseException:

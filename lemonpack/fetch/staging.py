@@ -79,7 +79,11 @@ class LockedDir:
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:
-    """Remove a directory tree even where an archive made directories read-only."""
+    """Remove a directory tree even where an archive made directories read-only. A
+    symlink at ``path`` is removed itself, never followed (nothing outside is touched)."""
+    if os.path.islink(path):
+        os.unlink(path)
+        return
     for root, dirs, _files in os.walk(path):
         for d in dirs:
             p = os.path.join(root, d)
@@ -89,6 +93,86 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
                 except OSError:
                     pass
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_entry(path: str | os.PathLike[str]) -> None:
+    """Remove whatever is at ``path`` without following it: a directory tree
+    (:func:`remove_tree`), or a file, symlink, fifo or socket (``unlink``); missing is fine.
+    Raises ``OSError`` when it cannot be removed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        remove_tree(path)
+        if os.path.lexists(path):
+            os.rmdir(path)  # raises the reason it could not go
+    else:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def kind_of(path: str | os.PathLike[str]) -> str:
+    """What is at ``path``, by ``lstat`` (symlinks not followed): ``file``, ``directory``,
+    ``symlink``, ``fifo``, ``socket``, ``device``, ``missing``."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except NotADirectoryError:
+        return "missing"
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "device"
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open ``path`` for reading only if it is a regular file itself: not followed when a
+    symlink (``O_NOFOLLOW``), never blocking on a fifo (``O_NONBLOCK``), checked with
+    ``fstat`` on the open file (so a swap after a check cannot slip through). Raises
+    ``OSError`` (``ELOOP`` for a symlink, ``EISDIR`` for a directory, ``EINVAL`` for any
+    other non-regular file, or whatever ``open`` raised)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+            raise OSError(code, f"not a regular file ({kind_of(path)})", os.fspath(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def clear_non_regular(path: str | os.PathLike[str]) -> str | None:
+    """Before a file is renamed to ``path``: remove whatever is there if it is not a
+    regular file (a directory would make ``os.replace`` fail; a symlink or fifo is not an
+    entry). Returns what was removed (:func:`kind_of`) or None."""
+    kind = kind_of(path)
+    if kind in ("file", "missing"):
+        return None
+    remove_entry(path)
+    return kind
+
+
+def ensure_dir(path: Path, base: Path) -> list[Path]:
+    """``mkdir -p path``, where ``path`` lies under ``base`` (which must be a directory or
+    absent): any component below ``base`` that exists but is not a directory (nor a
+    symlink to one) is removed first. Returns what was removed. Raises ``OSError``."""
+    removed = []
+    cur = Path(base)
+    for part in Path(path).relative_to(base).parts:
+        cur = cur / part
+        if os.path.lexists(cur) and not cur.is_dir():
+            remove_entry(cur)
+            removed.append(cur)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return removed
 
 
 def is_stale(path: Path) -> bool:
@@ -110,10 +194,11 @@ def is_stale(path: Path) -> bool:
 
 def partials(directory: Path, prefixes: tuple[str, ...]) -> list[Path]:
     """The temps (files or directories) in ``directory`` whose names start with one of
-    ``prefixes``, live or stale, sorted; ``[]`` when ``directory`` is missing."""
+    ``prefixes``, live or stale, sorted; ``[]`` when ``directory`` is missing (or not a
+    directory)."""
     try:
         names = os.listdir(directory)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(directory / n for n in names if n.startswith(prefixes))
 
@@ -178,4 +263,5 @@ def tree_size(path: Path) -> int:
     return total
 
 
-__all__ = ["locked_temp_file", "LockedDir", "sweep", "partials", "is_stale", "tree_size", "remove_tree"]
+__all__ = ["locked_temp_file", "LockedDir", "sweep", "partials", "is_stale", "tree_size", "remove_tree",
+           "remove_entry", "kind_of", "open_regular", "clear_non_regular", "ensure_dir"]

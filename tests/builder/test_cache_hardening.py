@@ -10,6 +10,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -199,7 +200,8 @@ def test_case03_refetch_that_is_wrong_too_exits_3_and_changes_nothing(tmp_path, 
     assert res.code == 3 and not (tmp_path / "oci").exists()
 
 
-@pytest.mark.parametrize("damage", ["append", "other-gzip", "record-diff-id"])
+@pytest.mark.parametrize("damage", ["append", "other-gzip", "record-diff-id", "record-without-inputs",
+                                    "record-other-epoch", "blob-is-a-directory", "record-is-a-directory"])
 def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build_env, damage):
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
@@ -214,8 +216,19 @@ def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build
         cached.write_bytes(cached.read_bytes() + b"junk")
     elif damage == "other-gzip":
         cached.write_bytes(TAMPERED)
-    else:
+    elif damage == "record-diff-id":
         rec.write_text(json.dumps({**info, "diff_id": "sha256:" + "0" * 64}))
+    elif damage == "record-without-inputs":  # the record format before it stated its inputs
+        rec.write_text(json.dumps({k: info[k] for k in ("digest", "diff_id", "size")}))
+    elif damage == "record-other-epoch":  # states inputs whose key is another name
+        rec.write_text(json.dumps({**info, "epoch": info["epoch"] + 1}))
+    elif damage == "blob-is-a-directory":
+        cached.unlink()
+        cached.mkdir()
+        (cached / "f").write_bytes(b"x")
+    else:
+        rec.unlink()
+        rec.mkdir()
     res = lp("build", r, "--out", tmp_path / "b", "--mirror", site.base)
     assert res.code == 0, res
     verify_layout(tmp_path / "b")
@@ -233,6 +246,204 @@ def test_write_through_layout_does_not_reach_the_cache(tmp_path, site, lp, build
         p.chmod(0o644)
         p.write_bytes(b"overwritten in the layout")
     assert lp("cache", "verify").code == 0  # nothing in the cache changed
+
+
+# ------------------------------------------------------------------ trial k3: cache entries of every shape
+
+OTHER_URL = "https://example.invalid/bt/other.tar.gz"
+
+
+def _layout_files(layout: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(layout)): p.read_bytes() for p in sorted(layout.rglob("*")) if p.is_file()}
+
+
+def _other_recipe(tmp_path: Path, site) -> Path:
+    """A second recipe (id ``other-recipe``) with its own artifact, served by ``site``."""
+    data = tar_gz([("llama-server", b"#!/bin/sh\necho OTHERRECIPE\n", 0o755)])
+    site.put(OTHER_URL, data)
+    doc = {"recipe": "other-recipe", "display_name": "o", "api_contract_version": "1", "variant_of": "llamacpp",
+           "capabilities": ["chat_completion"], "version_policy": "pinned",
+           "platforms": {"linux": {"cpu": {"binary": "llama-server", "source": OTHER_URL,
+                                           "sha256": "sha256:" + hashlib.sha256(data).hexdigest()}}}}
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _records(layers: Path) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in layers.glob("*.json")}
+
+
+def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, build_env):
+    """Trial k3 'layer-record-swap': recipe B's record copied over recipe A's names a
+    consistent blob, but not A's; the build of A must rebuild A's layer."""
+    r = recipe(tmp_path, _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])))
+    other = _other_recipe(tmp_path, site)
+    assert lp("build", r, "--out", tmp_path / "cold", "--mirror", site.base).code == 0
+    cold = _layout_files(tmp_path / "cold")
+    (rec_a,) = _records(build_env / "layers")
+    assert lp("build", other, "--out", tmp_path / "o", "--mirror", site.base).code == 0
+    (rec_b,) = set(_records(build_env / "layers")) - {rec_a}
+    layers = build_env / "layers"
+    a_info = json.loads((layers / rec_a).read_text())
+    assert a_info["artifact"] == "sha256:" + hashlib.sha256(site.path_of(URL).read_bytes()).hexdigest()
+    assert a_info["prefix"] == f"opt/lemonpack/{RECIPE}"
+    (layers / rec_a).write_bytes((layers / rec_b).read_bytes())
+
+    res = lp("cache", "verify", "--json")  # verify sees it without building
+    assert res.code == 3
+    (bad,) = res.json()["bad"]
+    assert bad["name"] == rec_a[:-5] and "inputs of another layer" in bad["problem"]
+    assert not (layers / rec_a).exists() and (layers / rec_b).exists()  # B's record and blob stay
+    assert lp("cache", "verify").code == 0
+
+    (layers / rec_a).write_bytes((layers / rec_b).read_bytes())
+    res = lp("build", r, "--out", tmp_path / "warm", "--mirror", site.base)
+    assert res.code == 0, res
+    assert "inputs of another layer" in res.err  # said, as a warning
+    assert _layout_files(tmp_path / "warm") == cold  # byte for byte the cold build
+    assert b"OTHERRECIPE" not in _layout_bytes(tmp_path / "warm")
+    assert json.loads((layers / rec_a).read_text()) == a_info  # the cache is whole again
+    assert lp("build", other, "--out", tmp_path / "o2", "--mirror", site.base).code == 0
+    assert _layout_files(tmp_path / "o2") == _layout_files(tmp_path / "o")  # B's entry untouched
+
+
+def _shape(entry: Path, kind: str, outside: Path) -> None:
+    good = entry.read_bytes()
+    entry.chmod(0o644)
+    entry.unlink()
+    if kind == "directory":
+        entry.mkdir()
+        (entry / "inner").write_bytes(good)
+    elif kind == "symlink":
+        outside.write_bytes(good)
+        entry.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(entry)
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_path, site, lp, host, build_env,
+                                                                          kind):
+    """Trial k3 'artifact-is-a-directory' / symlink: an entry must be a regular file by
+    lstat; anything else is never used (not even a symlink to a good copy)."""
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    r = recipe(tmp_path, h)
+    assert lp("install", r, "--yes", "--mirror", site.base).code == 0
+    entry = build_env / "artifacts" / "sha256" / h
+    outside = tmp_path / "outside-copy"
+    _shape(entry, kind, outside)
+    served = len(site.requests)
+    res = lp("install", r, "--yes", "--mirror", site.base)
+    assert res.code == 0, res
+    assert len(site.requests) == served + 1  # fetched again
+    assert f"is a {kind}, not a regular file" in res.err
+    assert stat.S_ISREG(os.lstat(entry).st_mode) and hashlib.sha256(entry.read_bytes()).hexdigest() == h
+    _shape(entry, kind, outside)
+    res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
+    assert res.code == 0, res
+    assert stat.S_ISREG(os.lstat(entry).st_mode)
+    if kind == "symlink":
+        assert outside.read_bytes() == site.path_of(URL).read_bytes()  # its target was not touched
+
+
+@pytest.mark.parametrize("command", ["verify", "clean"])
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+def test_cache_lists_and_removes_entries_of_every_shape(tmp_path, site, lp, host, build_env, kind, command):
+    """Trial k3 'symlink-entry-listed' / 'symlink-entry-clean'."""
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    assert lp("install", recipe(tmp_path, h), "--yes", "--mirror", site.base).code == 0
+    entry = build_env / "artifacts" / "sha256" / h
+    outside = tmp_path / "outside-copy"
+    _shape(entry, kind, outside)
+    stray = build_env / "artifacts" / "sha256" / "not-a-digest"
+    stray.write_bytes(b"?")
+    res = lp("cache", "list", "--json")
+    assert res.code == 0
+    listed = {e["name"]: e for e in res.json()["entries"]}
+    assert listed["sha256:" + h]["state"] == "bad" and kind in listed["sha256:" + h]["problem"]
+    assert listed["not-a-digest"]["state"] == "bad"
+    text = lp("cache", "list")
+    assert f"[bad: not a regular file ({kind}" in text.out
+    res = lp("cache", command, "--json")
+    if command == "verify":
+        assert res.code == 3
+        assert {b["name"] for b in res.json()["bad"]} == {"sha256:" + h, "not-a-digest"}
+    else:
+        assert res.code == 0
+    assert not os.path.lexists(entry) and not stray.exists()
+    if kind == "symlink":
+        assert outside.exists()  # the link went, not what it points to
+    assert lp("cache", "list", "--json").json()["entries"] == [] or command == "verify"
+
+
+@pytest.mark.parametrize("args", [("cache", "list"), ("cache", "verify"), ("cache", "clean"),
+                                  ("install", "{r}", "--yes"), ("build", "{r}", "--out", "{out}")])
+@pytest.mark.parametrize("below", [False, True])
+def test_cache_root_that_is_not_a_directory_is_one_error_line(tmp_path, site, lp, host, monkeypatch, args, below):
+    """Trial k3 'cache-root-is-a-file': one line naming the path and the variable."""
+    r = recipe(tmp_path, _serve(site, tar_gz([("llama-server", b"#!/bin/sh\n", 0o755)])))
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    root = afile / "sub" if below else afile
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(root))
+    argv = [str(a).format(r=r, out=tmp_path / "oci") for a in args]
+    res = lp(*argv, "--mirror", site.base) if argv[0] != "cache" else lp(*argv)
+    assert res.code == 1, res
+    (line,) = [ln for ln in res.err.splitlines() if ln.startswith("error")]
+    assert str(root) in line and "LEMONPACK_CACHE_DIR" in line and "not a directory" in line
+    assert afile.read_text() == "not a directory" and not (tmp_path / "oci").exists()
+
+
+# ------------------------------------------------------------------ trial k2: the file system refuses a member
+
+LONG = "x" * 300
+DEEP_LONG = "/".join(["d" * 250] * 20) + "/f"  # each name fits NAME_MAX, the path exceeds PATH_MAX
+
+
+@pytest.mark.parametrize("name", [LONG, f"lib/{LONG}", DEEP_LONG], ids=["component", "nested-component", "path"])
+def test_member_the_file_system_refuses_is_exit_5_naming_it(tmp_path, site, lp, host, build_env, name):
+    """Trial k2 'long-component': install and build agree, exit 5, one line naming the
+    recipe file, the field and the member; no scratch path, no traceback."""
+    data = tar_with([("file", "llama-server", b"#!/bin/sh\n"), ("file", name, b"x")])
+    r = recipe(tmp_path, _serve(site, data))
+    for args in (("install", r, "--yes"), ("build", r, "--out", tmp_path / "oci")):
+        res = lp(*args, "--mirror", site.base)
+        assert res.code == 5, res
+        (line,) = [ln for ln in res.err.splitlines() if ln.startswith("error")]
+        assert f"{r}: platforms.linux.cpu.source" in line and f"unsafe member {name!r}" in line
+        assert "File name too long" in line and str(build_env) not in line
+    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
+    assert [p.name for p in (build_env / "external").iterdir()] == []
+
+
+_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+from lemonpack.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["install", "build"])
+def test_disk_refusing_a_write_is_not_blamed_on_the_archive(tmp_path, site, build_env, monkeypatch, command):
+    """The disk (here: RLIMIT_FSIZE, a real EFBIG from the kernel, as ENOSPC would be)
+    refuses a member: exit 1, one line naming recipe, field and member and saying it is
+    the local disk; nothing installed or written."""
+    big = tar_gz([("llama-server", b"#!/bin/sh\n", 0o755), ("model.bin", bytes(1 << 20), 0o644)])
+    assert len(big) < 64 * 1024  # the download itself fits under the limit
+    r = recipe(tmp_path, _serve(site, big))
+    args = ["install", str(r), "--yes"] if command == "install" else ["build", str(r), "--out", str(tmp_path / "oci")]
+    env = {**os.environ, "LEMONPACK_HOST_FACTS": '{"os": "linux", "accelerators": ["cpu"]}'}
+    p = subprocess.run([sys.executable, "-c", _LIMITED, *args, "--mirror", site.base], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error")]
+    assert f"{r}: platforms.linux.cpu.source" in line and "member 'model.bin'" in line
+    assert "File too large" in line and "local disk, not of the archive" in line and str(build_env) not in line
+    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
 
 
 # ------------------------------------------------------------------ lemonpack cache
