@@ -74,10 +74,6 @@ def _identity(doc: dict, c: _Collector) -> None:
         c.add(("variant_of",), "variant-of-target",
               f"variant_of {variant!r} is not a built-in with a launch plan; "
               f"it must be one of {', '.join(LAUNCH_PLAN_BUILTINS)}")
-    ports = doc.get("requested_ports")
-    if isinstance(ports, float) and ports == 1:  # other values: the schema's minimum/maximum
-        c.add(("requested_ports",), "requested-ports",
-              f"requested_ports is {ports!r}; write the integer 1 (RFC 4.3: contract v1 supports exactly 1 port)")
 
 
 _MAJOR = re.compile(r"[1-9][0-9]*")  # ASCII digits only: str.isdigit() also accepts '²'
