@@ -250,8 +250,8 @@ def _convert(err: SchemaError, file: str) -> Iterable[Problem]:
         yield Problem(file, where, "integer",
                       f"{_short(err.instance)} is written with a fraction or an exponent; this field is an "
                       f"integer: write {int(err.instance)} (a JSON number written {_short(err.instance)} is a "
-                      "float to most parsers)" + (" (RFC 4.3: contract v1 supports exactly 1 port)"
-                                                  if path == ["requested_ports"] else ""))
+                      "float to most parsers)" + (" (RFC 4.3: requested_ports is the integer 1)"
+                                                  if path == ["requested_ports"] and err.instance == 1 else ""))
         return
     if err.keyword == "enum" and path and path[0] == "capabilities":
         yield Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}")
