@@ -5,8 +5,9 @@ reports every problem of a file together, each naming the file, the JSON path of
 field and the rule: (1) reading and JSON syntax (:func:`read_json_text`,
 :func:`parse_json_strict`: size, UTF-8, nesting depth, duplicate keys, lone surrogates,
 numbers out of range), (2) the shipped JSON Schema (draft 2020-12,
-:mod:`lemonpack.contract.schemalock`) with ``pattern`` anchored as ECMA-262 anchors it
-and a linear ``uniqueItems``, (3) the semantic rules of :mod:`lemonpack.contract.rules`.
+:mod:`lemonpack.contract.schemalock`) through the compiled validator of
+:mod:`lemonpack.contract.validator` (``pattern`` anchored as ECMA-262 anchors it, a linear
+``uniqueItems``, integers written without a fraction or exponent), (3) the semantic rules of :mod:`lemonpack.contract.rules`.
 
 Any input gets an answer (problems, or a model) in time and memory linear in its size:
 nothing here raises for a file's content, and recursion is bounded by :data:`MAX_DEPTH`.
