@@ -7,18 +7,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 _PLAIN = re.compile(r"[A-Za-z0-9_*?!\[\]-]+")
 
 
+@lru_cache(maxsize=4096)
+def _key(part: str) -> tuple[str, str]:
+    """(text after a parent, text at the root) of one key."""
+    if _PLAIN.fullmatch(part) and not part.startswith("["):
+        return f".{part}", part
+    quoted = f"[{json.dumps(part, ensure_ascii=False)}]"
+    return quoted, quoted
+
+
 def join(parts: Iterable[str | int]) -> str:
     """Render a sequence of keys and indices as a JSON path (``""`` for the root)."""
-    out = ""
+    out = []
     for part in parts:
         if isinstance(part, int):
-            out += f"[{part}]"
-        elif _PLAIN.fullmatch(part) and not part.startswith("["):
-            out += f".{part}" if out else part
+            out.append(f"[{part}]")
         else:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return out
+            nested, root = _key(part) if len(part) <= 256 else _key.__wrapped__(part)
+            out.append(nested if out else root)
+    return "".join(out)

@@ -5,8 +5,9 @@ reports every problem of a file together, each naming the file, the JSON path of
 field and the rule: (1) reading and JSON syntax (:func:`read_json_text`,
 :func:`parse_json_strict`: size, UTF-8, nesting depth, duplicate keys, lone surrogates,
 numbers out of range), (2) the shipped JSON Schema (draft 2020-12,
-:mod:`lemonpack.contract.schemalock`) with ``pattern`` anchored as ECMA-262 anchors it
-and a linear ``uniqueItems``, (3) the semantic rules of :mod:`lemonpack.contract.rules`.
+:mod:`lemonpack.contract.schemalock`) through the compiled validator of
+:mod:`lemonpack.contract.validator` (``pattern`` anchored as ECMA-262 anchors it, a linear
+``uniqueItems``, integers written without a fraction or exponent), (3) the semantic rules of :mod:`lemonpack.contract.rules`.
 
 Any input gets an answer (problems, or a model) in time and memory linear in its size:
 nothing here raises for a file's content, and recursion is bounded by :data:`MAX_DEPTH`.
@@ -20,7 +21,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from lemonpack.contract import jsonpath
 from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
+from lemonpack.contract.validator import SchemaError, compile_schema, short
 from lemonpack.errors import ManifestError, Problem
 
 _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
@@ -56,6 +58,9 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 100
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: How a lone surrogate can get into a parsed document: an escape, or a raw one in a str given
+#: to :func:`check_text` (decoded UTF-8 cannot hold one).
+_SURROGATE_IN_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -163,6 +168,8 @@ def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
         return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")]
     except (ValueError, RecursionError) as e:
         return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e}")]
+    if not duplicates and not _SURROGATE_IN_TEXT.search(text):
+        return doc, []  # nothing to locate: no walk
     return doc, _walk_problems(doc, duplicates, file)
 
 
@@ -201,139 +208,80 @@ def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], file: str)
     return problems
 
 
-def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 5] + " ...'"
-
-
-def _ecma_regex(pattern: str) -> str:
-    """A JSON Schema (ECMA-262) pattern as a Python regex: ``$`` outside a character
-    class becomes ``\\Z``, because ECMA ``$`` (no multiline flag) matches only at the end
-    of input while Python's also matches before a final newline."""
-    out, i, in_class = [], 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if ch == "[" and not in_class:
-            in_class = True
-        elif ch == "]" and in_class:
-            in_class = False
-        elif ch == "$" and not in_class:
-            ch = r"\Z"
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern:
-    return re.compile(_ecma_regex(pattern))
-
-
-def _pattern_keyword(validator, pattern, instance, schema):
-    """``pattern`` with ECMA-262 anchoring (see :func:`_ecma_regex`)."""
-    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
-        yield jsonschema.ValidationError(f"{_short(instance)} does not match {pattern!r}")
-
-
-def _equality_key(value: Any) -> Any:
-    """A hashable key equal for JSON-Schema-equal values (1 == 1.0, true != 1, objects
-    compare regardless of key order). Recursion is bounded by :data:`MAX_DEPTH`."""
-    if isinstance(value, bool) or value is None:
-        return ("c", value)
-    if isinstance(value, (int, float)):
-        return ("n", value)
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, list):
-        return ("l", tuple(_equality_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("o", frozenset((k, _equality_key(v)) for k, v in value.items()))
-    return ("?", id(value))
-
-
-def _unique_items_keyword(validator, unique, instance, schema):
-    """``uniqueItems`` in linear time (jsonschema's own is quadratic on some inputs):
-    one error per repeated item, at the repeat's index."""
-    if not unique or not validator.is_type(instance, "array"):
-        return
-    first: dict[Any, int] = {}
-    for i, item in enumerate(instance):
-        key = _equality_key(item)
-        if key in first:
-            yield jsonschema.ValidationError(f"{_short(item)} repeats item [{first[key]}]; items must be unique",
-                                             path=[i])
-        else:
-            first[key] = i
+_short = short
 
 
 @lru_cache(maxsize=None)
-def _validator(major: int = 1) -> jsonschema.protocols.Validator:
+def _validator(major: int = 1) -> Callable[[Any], list[SchemaError]]:
+    """The compiled validator of contract ``major``'s schema (checked once against the
+    2020-12 metaschema by ``jsonschema``; see :mod:`lemonpack.contract.validator`)."""
     schema = load_schema(major)
-    base = jsonschema.validators.validator_for(schema)
-    base.check_schema(schema)
-    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword})
-    return cls(schema)
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+    return compile_schema(schema)
 
 
 def schema_problems(doc: Any, file: str) -> list[Problem]:
-    """Problems the JSON Schema finds, one per offending field, in document order."""
+    """Problems the JSON Schema finds, one per offending field, in document order.
+    Linear in the size of ``doc``."""
     out: list[Problem] = []
-    for err in sorted(_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path]):
+    for err in _validator()(doc):
         out.extend(_convert(err, file))
     return out
 
 
-def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
-    path = list(err.absolute_path)
+def _convert(err: SchemaError, file: str) -> Iterable[Problem]:
+    path = list(err.path)
     where = jsonpath.join(path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
+    if err.keyword == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = err.schema.get("properties", {})
         for key in err.instance:
             if key not in allowed:
                 yield Problem(file, jsonpath.join(path + [key]), "unknown-field", f"unknown field {_short(key)}")
         return
-    if err.validator == "required":
-        missing = err.message.split("'")[1] if "'" in err.message else err.message
-        yield Problem(file, jsonpath.join(path + [missing]) if path else missing, "missing-field",
-                      f"required field {missing!r} is missing")
+    if err.keyword == "required":
+        missing = err.missing or ""
+        yield Problem(file, jsonpath.join(path + [missing]), "missing-field", f"required field {missing!r} is missing")
         return
-    if err.validator == "propertyNames" or "propertyNames" in err.schema_path:
+    if err.in_property_names:
         key = err.instance
         target = path + [key] if isinstance(key, str) else path
         yield Problem(file, jsonpath.join(target), _name_rule(path), _name_message(path, key))
         return
-    if err.validator == "enum" and path and path[0] == "capabilities":
+    if err.keyword == "integer-literal":
+        yield Problem(file, where, "integer",
+                      f"{_short(err.instance)} is written with a fraction or an exponent; this field is an "
+                      f"integer: write {int(err.instance)} (a JSON number written {_short(err.instance)} is a "
+                      "float to most parsers)" + (" (RFC 4.3: requested_ports is the integer 1)"
+                                                  if path == ["requested_ports"] and err.instance == 1 else ""))
+        return
+    if err.keyword == "enum" and path and path[0] == "capabilities":
         yield Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}")
         return
-    if err.validator == "uniqueItems":
+    if err.keyword == "uniqueItems":
         yield Problem(file, where, "duplicate-item", err.message)
         return
-    if path == ["requested_ports"] and err.validator in ("minimum", "maximum"):
+    if path == ["requested_ports"] and err.keyword in ("minimum", "maximum"):
         yield Problem(file, where, "requested-ports",
                       f"requested_ports is {_short(err.instance)}; contract v1 supports exactly 1 (RFC 4.3: the {{port}} token)")
         return
-    if err.validator == "pattern" and path and path[-1] == "binary":
+    if err.keyword == "pattern" and path and path[-1] == "binary":
         yield Problem(file, where, "binary-name",
                       f"binary {_short(err.instance)} must be a bare file name: a letter or digit, then letters, "
                       "digits, '.', '_' or '-' (no path separator, no leading '-' or '.')")
         return
-    if err.validator == "pattern" and path == ["recipe"]:
+    if err.keyword == "pattern" and path == ["recipe"]:
         yield Problem(file, where, "recipe-id",
                       f"recipe id {_short(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
         return
-    if err.validator == "pattern" and path and path[-1] == "source":
+    if err.keyword == "pattern" and path and path[-1] == "source":
         yield Problem(file, where, "source-https",
                       f"source {_short(err.instance)} must be an https:// URL (plain http is only for mirrors: --mirror)")
         return
-    if err.validator == "pattern" and path and path[-1] == "sha256":
+    if err.keyword == "pattern" and path and path[-1] == "sha256":
         yield Problem(file, where, "sha256-format", f"sha256 {_short(err.instance)} must be 'sha256:' and 64 lowercase hex digits")
         return
     message = err.message if len(err.message) <= 300 else err.message[:290] + " ..."
-    yield Problem(file, where, f"schema-{err.validator}", message)
+    yield Problem(file, where, f"schema-{err.keyword}", message)
 
 
 def _name_rule(path: list) -> str:

@@ -74,10 +74,6 @@ def _identity(doc: dict, c: _Collector) -> None:
         c.add(("variant_of",), "variant-of-target",
               f"variant_of {variant!r} is not a built-in with a launch plan; "
               f"it must be one of {', '.join(LAUNCH_PLAN_BUILTINS)}")
-    ports = doc.get("requested_ports")
-    if isinstance(ports, float) and ports == 1:  # other values: the schema's minimum/maximum
-        c.add(("requested_ports",), "requested-ports",
-              f"requested_ports is {ports!r}; write the integer 1 (RFC 4.3: contract v1 supports exactly 1 port)")
 
 
 _MAJOR = re.compile(r"[1-9][0-9]*")  # ASCII digits only: str.isdigit() also accepts '²'
@@ -153,9 +149,14 @@ def _block(doc: dict, block: dict, path: Path, c: _Collector, *, base: dict | No
     override = base is not None
     variant = "variant_of" in doc
     has_cmd, has_args = "command" in block, "args" in block
-    if has_cmd != has_args and not override:
+    # the normative schema's exec_block: anyOf [required command+args, required binary]; the
+    # RFC states no pairing of its own (4.2 lists what a block carries; 7: a variant_of block's
+    # argv is the built-in's), so a block with 'binary' is not held to it: its 'command' is
+    # reported by variant-of-command (or the 'binary' by variant-of-field) instead
+    if has_cmd != has_args and not override and "binary" not in block:
         c.add(path + ("command" if has_cmd else "args",), "command-and-args",
-              "'command' and 'args' must be set together")
+              "'command' and 'args' must be set together (a block without 'binary' needs both: "
+              "the v1 schema's exec_block)")
     if "stop_command_args" in block and "stop_command" not in block and "stop_command" not in (base or {}):
         c.add(path + ("stop_command_args",), "stop-command-args", "'stop_command_args' needs 'stop_command'")
     if variant:

@@ -1,0 +1,141 @@
+"""The compiled recipe-schema validator (lemonpack.contract.validator): the same answer as the
+reference implementation (jsonschema) on mutated real recipes, integers written as integers,
+the exec_block pairing of the normative schema, and every problem of a huge input reported
+(the time bound here is only a hang guard; bench/lint.py measures)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import jsonschema
+import pytest
+from hypothesis import given
+
+from contract.conftest import BASE, VARIANT
+from contract.test_validator_fuzz import FUZZ, mutated_recipes
+from lemonpack.cli import main
+from lemonpack.contract.loader import check_text
+from lemonpack.contract.schemalock import load_schema
+from lemonpack.contract.validator import compile_schema, ecma_regex
+
+
+def _reference():
+    """jsonschema 2020-12 with lemonpack's two documented rules: ECMA ``$``, and ``integer``
+    excluding floats."""
+    schema = load_schema(1)
+    base = jsonschema.validators.validator_for(schema)
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))
+
+    def pattern(validator, patrn, instance, _schema):
+        if isinstance(instance, str) and not re.search(ecma_regex(patrn), instance):
+            yield jsonschema.ValidationError("no match")
+    cls = jsonschema.validators.extend(base, {"pattern": pattern}, type_checker=checker)
+    return cls(schema)
+
+
+REFERENCE = _reference()
+COMPILED = compile_schema(load_schema(1))
+
+
+def _answer_reference(doc) -> set:
+    return {("propertyNames" if "propertyNames" in e.absolute_schema_path else e.validator, tuple(e.absolute_path))
+            for e in REFERENCE.iter_errors(doc)}
+
+
+def _answer_compiled(doc) -> set:
+    out = set()
+    for e in COMPILED(doc):
+        kw, path = e.keyword, e.path
+        if kw == "integer-literal":
+            kw = "type"
+        if kw == "uniqueItems":  # the reference reports the array, the compiled one each repeat
+            path = path[:-1]
+        out.add(("propertyNames" if e.in_property_names else kw, path))
+    return out
+
+
+@FUZZ
+@given(doc=mutated_recipes())
+def test_same_errors_as_the_reference_implementation(doc):
+    assert _answer_compiled(doc) == _answer_reference(doc)
+
+
+def test_unknown_keyword_is_refused_at_compile_time():
+    with pytest.raises(ValueError, match="not supported"):
+        compile_schema({"type": "object", "oneOf": [{}]})
+
+
+INTEGER_FIELDS = [("requested_ports",), ("health_probe", "expected_status"),
+                  ("health_probe", "timeout_seconds"), ("health_probe", "poll_interval_ms")]
+GOOD = {"requested_ports": "1", "expected_status": "200", "timeout_seconds": "60", "poll_interval_ms": "200"}
+
+
+@pytest.mark.parametrize("where", INTEGER_FIELDS, ids=[".".join(w) for w in INTEGER_FIELDS])
+@pytest.mark.parametrize("suffix", [".0", "e0", "E0", ".00e0"])
+def test_integer_fields_refuse_a_fraction_or_exponent(where, suffix):
+    """One policy for every integer field: 1.0 and 1e0 are floats to Python's and Go's parsers."""
+    good = GOOD[where[-1]]
+    doc = json.loads(json.dumps(BASE))
+    if len(where) == 2:
+        doc["health_probe"] = {"type": "http"}
+    text = json.dumps(doc)
+    target = text[:-1] + f', "requested_ports": {good}{suffix}}}'
+    if len(where) == 2:
+        target = text.replace('{"type": "http"}', f'{{"type": "http", "{where[1]}": {good}{suffix}}}')
+        clean = text.replace('{"type": "http"}', f'{{"type": "http", "{where[1]}": {good}}}')
+    else:
+        clean = text[:-1] + f', "requested_ports": {good}}}'
+    assert check_text(clean, "r.json")[1] == []
+    problems = check_text(target, "r.json")[1]
+    assert [(p.path, p.rule) for p in problems] == [(".".join(where), "integer")]
+    assert f"write {good}" in problems[0].message
+
+
+def test_requested_ports_float_one_cites_rfc():
+    [p] = check_text(json.dumps(BASE)[:-1] + ', "requested_ports": 1.0}', "r.json")[1]
+    assert p.rule == "integer" and "RFC 4.3" in p.message
+
+
+def _rules(doc) -> list[tuple[str, str]]:
+    return [(p.path, p.rule) for p in check_text(json.dumps(doc), "r.json")[1]]
+
+
+def test_binary_with_command_is_not_a_pairing_problem():
+    """Normative exec_block: anyOf [command+args, binary]; with binary, command alone is not
+    a pairing fault (a variant_of block's command is refused as variant-of-command)."""
+    doc = json.loads(json.dumps(VARIANT))
+    doc["platforms"]["linux"]["rocm"]["command"] = "llama-server"
+    assert _rules(doc) == [("platforms.linux.rocm.command", "variant-of-command")]
+
+
+@pytest.mark.parametrize("field", ["command", "args"])
+def test_passthrough_block_without_binary_needs_command_and_args(field):
+    doc = json.loads(json.dumps(BASE))
+    del doc["platforms"]["linux"]["cpu"]["args" if field == "command" else "command"]
+    assert (f"platforms.linux.cpu.{field}", "command-and-args") in _rules(doc)
+
+
+def _hostile(kind: str) -> str:
+    text = json.dumps(BASE)
+    if kind == "caps":
+        return text.replace('["chat_completion", "completion"]', "[" + ",".join(['"chat_completion"'] * 50000) + "]")
+    overrides = ",".join(f'"x{i}":{{}}' for i in range(20000))
+    return text.replace('"args": ["--port", "{port}"]', '"args": [], "arch": {' + overrides + "}")
+
+
+@pytest.mark.parametrize(("kind", "count", "rule"), [("caps", 49999, "duplicate-item"),
+                                                     ("arch", 20000, "schema-minProperties")])
+def test_every_problem_of_a_huge_input_is_reported(capsys, tmp_path, kind, count, rule):
+    path = tmp_path / "r.json"
+    path.write_text(_hostile(kind))
+    start = time.monotonic()
+    code = main(["lint", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert time.monotonic() - start < 20, "hang guard"
+    assert code == 1 and len(out) == count and all(line.endswith(f"[{rule}]") for line in out)
+    assert main(["lint", "--json", str(path), str(path)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [len(f["problems"]) for f in doc["files"]] == [count, count] and doc["ok"] is False
