@@ -5,9 +5,9 @@ reports every problem of a file together, each naming the file, the JSON path of
 field and the rule: (1) reading and JSON syntax (:func:`read_json_text`,
 :func:`parse_json_strict`: size, UTF-8, nesting depth, duplicate keys, lone surrogates,
 numbers out of range), (2) the shipped JSON Schema (draft 2020-12,
-:mod:`lemonpack.contract.schemalock`) through the compiled validator of
-:mod:`lemonpack.contract.validator` (``pattern`` anchored as ECMA-262 anchors it, a linear
-``uniqueItems``, integers written without a fraction or exponent), (3) the semantic rules of :mod:`lemonpack.contract.rules`.
+:mod:`lemonpack.contract.schemalock`) through ``jsonschema`` (``pattern`` anchored as
+ECMA-262 anchors it, a linear ``uniqueItems``, integers written without a fraction or
+exponent), (3) the semantic rules of :mod:`lemonpack.contract.rules`.
 
 Any input gets an answer (problems, or a model) in time and memory linear in its size:
 nothing here raises for a file's content, and recursion is bounded by :data:`MAX_DEPTH`.
@@ -21,7 +21,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,6 @@ from lemonpack.contract import jsonpath
 from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
-from lemonpack.contract.validator import SchemaError, compile_schema, short
 from lemonpack.errors import ManifestError, Problem
 
 _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
@@ -208,80 +207,188 @@ def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], file: str)
     return problems
 
 
-_short = short
+def _short(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` cut to ``limit`` characters (bounded work for huge values)."""
+    if isinstance(value, (list, dict)) and len(value) > limit:
+        return f"<{'array' if isinstance(value, list) else 'object'} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + " ...'"
+
+
+def _ecma_regex(pattern: str) -> str:
+    """A JSON Schema (ECMA-262) pattern as a Python regex: ``$`` outside a character
+    class becomes ``\\Z``, because ECMA ``$`` (no multiline flag) matches only at the end
+    of input while Python's also matches before a final newline."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+        elif ch == "]" and in_class:
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern:
+    return re.compile(_ecma_regex(pattern))
+
+
+def _pattern_keyword(validator, pattern, instance, schema):
+    """``pattern`` with ECMA-262 anchoring (see :func:`_ecma_regex`)."""
+    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{_short(instance)} does not match {pattern!r}")
+
+
+def _equality_key(value: Any) -> Any:
+    """A hashable key equal for JSON-Schema-equal values (1 == 1.0, true != 1, objects
+    compare regardless of key order). Recursion is bounded by :data:`MAX_DEPTH`."""
+    if isinstance(value, bool) or value is None:
+        return ("c", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_equality_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _equality_key(v)) for k, v in value.items()))
+    return ("?", id(value))
+
+
+def _unique_items_keyword(validator, unique, instance, schema):
+    """``uniqueItems`` in linear time (jsonschema's own is quadratic on some inputs):
+    one error per repeated item, at the repeat's index."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    first: dict[Any, int] = {}
+    for i, item in enumerate(instance):
+        key = _equality_key(item)
+        if key in first:
+            yield jsonschema.ValidationError(f"{_short(item)} repeats item [{first[key]}]; items must be unique",
+                                             path=[i])
+        else:
+            first[key] = i
+
+
+def _written_integer(checker, instance: Any) -> bool:
+    """JSON Schema ``integer``, narrowed to numbers *written* as integers: ``1.0`` and ``1e0``
+    parse as floats in most JSON parsers (Python, Go), so tools would read such a recipe
+    differently; lemonpack refuses them (README, policy ``integer``)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
 @lru_cache(maxsize=None)
-def _validator(major: int = 1) -> Callable[[Any], list[SchemaError]]:
-    """The compiled validator of contract ``major``'s schema (checked once against the
-    2020-12 metaschema by ``jsonschema``; see :mod:`lemonpack.contract.validator`)."""
+def _validator(major: int = 1) -> jsonschema.protocols.Validator:
+    """The ``jsonschema`` validator of contract ``major``'s schema (draft 2020-12, checked
+    against its metaschema once), with three documented narrowings: ECMA-262 ``pattern``
+    anchoring, a linear ``uniqueItems``, and integers written as integers."""
     schema = load_schema(major)
-    jsonschema.validators.validator_for(schema).check_schema(schema)
-    return compile_schema(schema)
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    checker = base.TYPE_CHECKER.redefine("integer", _written_integer)
+    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword},
+                                       type_checker=checker)
+    return cls(schema)
+
+
+class _DocumentOrder:
+    """Sort key putting schema errors in document order: object members in the order the
+    file gives them, array items by index (each object's key positions computed once)."""
+
+    def __init__(self, doc: Any):
+        self.doc, self.positions = doc, {}
+
+    def __call__(self, err: jsonschema.ValidationError) -> tuple:
+        node, key = self.doc, []
+        for part in err.absolute_path:
+            if isinstance(node, dict):
+                where = self.positions.get(id(node))
+                if where is None:
+                    where = self.positions[id(node)] = {k: i for i, k in enumerate(node)}
+                key.append(where.get(part, len(where)))
+                node = node.get(part)
+            elif isinstance(node, list) and isinstance(part, int):
+                key.append(part)
+                node = node[part] if 0 <= part < len(node) else None
+            else:
+                key.append(0)
+                node = None
+        return tuple(key)
 
 
 def schema_problems(doc: Any, file: str) -> list[Problem]:
     """Problems the JSON Schema finds, one per offending field, in document order.
-    Linear in the size of ``doc``."""
+    Linear in the size of ``doc`` (``jsonschema``'s per-value cost is high but constant)."""
     out: list[Problem] = []
-    for err in _validator()(doc):
+    for err in sorted(_validator().iter_errors(doc), key=_DocumentOrder(doc)):
         out.extend(_convert(err, file))
     return out
 
 
-def _convert(err: SchemaError, file: str) -> Iterable[Problem]:
-    path = list(err.path)
+def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+    path = list(err.absolute_path)
     where = jsonpath.join(path)
-    if err.keyword == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = err.schema.get("properties", {})
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set(err.schema.get("properties", {}))
         for key in err.instance:
             if key not in allowed:
                 yield Problem(file, jsonpath.join(path + [key]), "unknown-field", f"unknown field {_short(key)}")
         return
-    if err.keyword == "required":
-        missing = err.missing or ""
-        yield Problem(file, jsonpath.join(path + [missing]), "missing-field", f"required field {missing!r} is missing")
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        yield Problem(file, jsonpath.join(path + [missing]) if path else missing, "missing-field",
+                      f"required field {missing!r} is missing")
         return
-    if err.in_property_names:
+    if err.validator == "propertyNames" or "propertyNames" in err.schema_path:
         key = err.instance
         target = path + [key] if isinstance(key, str) else path
         yield Problem(file, jsonpath.join(target), _name_rule(path), _name_message(path, key))
         return
-    if err.keyword == "integer-literal":
+    if (err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float)
+            and math.isfinite(err.instance) and err.instance.is_integer()):
         yield Problem(file, where, "integer",
                       f"{_short(err.instance)} is written with a fraction or an exponent; this field is an "
                       f"integer: write {int(err.instance)} (a JSON number written {_short(err.instance)} is a "
                       "float to most parsers)" + (" (RFC 4.3: requested_ports is the integer 1)"
                                                   if path == ["requested_ports"] and err.instance == 1 else ""))
         return
-    if err.keyword == "enum" and path and path[0] == "capabilities":
+    if err.validator == "enum" and path and path[0] == "capabilities":
         yield Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}")
         return
-    if err.keyword == "uniqueItems":
+    if err.validator == "uniqueItems":
         yield Problem(file, where, "duplicate-item", err.message)
         return
-    if path == ["requested_ports"] and err.keyword in ("minimum", "maximum"):
+    if path == ["requested_ports"] and err.validator in ("minimum", "maximum"):
         yield Problem(file, where, "requested-ports",
                       f"requested_ports is {_short(err.instance)}; contract v1 supports exactly 1 (RFC 4.3: the {{port}} token)")
         return
-    if err.keyword == "pattern" and path and path[-1] == "binary":
+    if err.validator == "pattern" and path and path[-1] == "binary":
         yield Problem(file, where, "binary-name",
                       f"binary {_short(err.instance)} must be a bare file name: a letter or digit, then letters, "
                       "digits, '.', '_' or '-' (no path separator, no leading '-' or '.')")
         return
-    if err.keyword == "pattern" and path == ["recipe"]:
+    if err.validator == "pattern" and path == ["recipe"]:
         yield Problem(file, where, "recipe-id",
                       f"recipe id {_short(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
         return
-    if err.keyword == "pattern" and path and path[-1] == "source":
+    if err.validator == "pattern" and path and path[-1] == "source":
         yield Problem(file, where, "source-https",
                       f"source {_short(err.instance)} must be an https:// URL (plain http is only for mirrors: --mirror)")
         return
-    if err.keyword == "pattern" and path and path[-1] == "sha256":
+    if err.validator == "pattern" and path and path[-1] == "sha256":
         yield Problem(file, where, "sha256-format", f"sha256 {_short(err.instance)} must be 'sha256:' and 64 lowercase hex digits")
         return
     message = err.message if len(err.message) <= 300 else err.message[:290] + " ..."
-    yield Problem(file, where, f"schema-{err.keyword}", message)
+    yield Problem(file, where, f"schema-{err.validator}", message)
 
 
 def _name_rule(path: list) -> str:
