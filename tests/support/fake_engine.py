@@ -2,7 +2,8 @@
 
     python fake_engine.py --port P [--host H] [--health-delay S] [--crash-after S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
-        [--pid-file F] [--no-listen]
+        [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
+        [--record F]
 
 - ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200.
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
@@ -14,6 +15,11 @@
 - ``--fork-child``: fork a child that stays in our process group and sleeps.
 - ``--grandchild``: fork a child that forks a grandchild which ``setsid``s away and sleeps,
   then the child exits (the grandchild is orphaned, outside our group and session).
+- ``--chunks N`` / ``--chunk-delay S``: a streamed chat answer is N chunks (default: one
+  per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
+- ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
+  when a client went away mid-stream, ``{"event": "request", ...}`` for each POST.
+- Any other POST path echoes ``{"path", "query", "headers": [[k, v]...], "body_b64"}``.
 - ``--pid-file F``: write one line per process: ``engine PID``, ``child PID``, ``grandchild PID``.
 """
 
@@ -74,12 +80,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": "not found"})
 
+    def _record(self, **event) -> None:
+        if self.opts.record:
+            with open(self.opts.record, "a") as f:
+                f.write(json.dumps({"t": time.time(), **event}) + "\n")
+
     def do_POST(self):  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
-        req = json.loads(self.rfile.read(length) or b"{}")
-        if self.path != "/v1/chat/completions":
-            self._json(404, {"error": "not found"})
+        raw = self.rfile.read(length)
+        self._record(event="request", path=self.path, headers=list(self.headers.items()))
+        if self.path.split("?")[0] != "/v1/chat/completions":
+            import base64
+            path, _, query = self.path.partition("?")
+            self._json(200, {"path": path, "query": query, "headers": list(self.headers.items()),
+                             "body_b64": base64.b64encode(raw).decode()})
             return
+        req = json.loads(raw or b"{}")
         text = "Hello from the fake engine"
         if not req.get("stream"):
             self._json(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": self.opts.model,
@@ -90,12 +106,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
-        for word in text.split(" "):
-            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.opts.model,
-                     "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        words = text.split(" ") if self.opts.chunks is None else [f"w{i}" for i in range(self.opts.chunks)]
+        try:
+            for i, word in enumerate(words):
+                if i and self.opts.chunk_delay:
+                    time.sleep(self.opts.chunk_delay)
+                if i == 2 and self.opts.die_mid_stream:
+                    log("dying mid-stream")
+                    os._exit(5)
+                chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.opts.model,
+                         "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self._record(event="disconnect")
         self.close_connection = True
 
 
@@ -112,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fork-child", action="store_true")
     ap.add_argument("--grandchild", action="store_true")
     ap.add_argument("--pid-file")
+    ap.add_argument("--chunks", type=int, default=None)
+    ap.add_argument("--chunk-delay", type=float, default=0.0)
+    ap.add_argument("--die-mid-stream", action="store_true")
+    ap.add_argument("--record")
     ap.add_argument("--no-listen", action="store_true")
     opts = ap.parse_args(argv)
     record(opts.pid_file, "engine", os.getpid())

@@ -1,0 +1,56 @@
+"""``lemonpack serve``: the OpenAI-compatible server (parse and print; the work is in
+:mod:`lemonpack.server`)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import typer
+
+from lemonpack.cli._app import app, err_console
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
+    port: str = typer.Option("8000", "--port", help="PORT, :PORT or HOST:PORT (default 8000)."),
+    max_in_flight: int = typer.Option(64, "--max-in-flight", min=1,
+                                      help="Requests in flight per model; over it, HTTP 429 with Retry-After."),
+    json_logs: bool = typer.Option(False, "--json-logs", help="One JSON object per log line."),
+) -> int:
+    """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
+    from lemonpack.runtime.engines import Engines
+    from lemonpack.runtime.runner import Runner
+    from lemonpack.server.app import Server, ServerConfig
+    from lemonpack.server.catalog import Catalog
+    from lemonpack.server.main import bind, configure_logging, parse_listen
+    from lemonpack.server import main as srv
+
+    host, port_n = parse_listen(port, host)
+    sock = bind(host, port_n)
+    configure_logging(json_logs)
+    engines = Engines(subreaper=True, sentinel=True)
+    engines.cleanup_leftovers()
+    catalog = Catalog(avoid_ports=frozenset({port_n})).start()
+    server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight))
+    stop = threading.Event()
+    got: list[int] = []
+
+    def on_signal(signum, _frame):
+        got.append(signum)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        srv.serve(server, sock, stop, on_ready=lambda: err_console.print(
+            f"listening on http://{host}:{port_n} (OpenAI API under /v1 and /api/v1)", markup=False))
+    finally:
+        engines.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    err_console.print("stopped", markup=False)
+    return 0
+
+
+__all__ = ["serve"]

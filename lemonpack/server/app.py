@@ -1,0 +1,394 @@
+"""The HTTP front of ``lemonpack serve``: capability-gated OpenAI-compatible proxy and management API.
+
+Built on aiohttp (server and upstream client in one asyncio stack). Routes follow RFC
+section 5 under both ``/v1/`` and ``/api/v1/``; each route is gated on the capability the
+model's recipe declared (an undeclared one is HTTP 400 ``unsupported_operation``, the
+engine is not touched); ``endpoints`` remaps a declared capability to the engine's path.
+Engines are driven by :class:`lemonpack.runtime.runner.Runner` (one start for N
+concurrent cold requests). Management (sections 10, 21): ``GET /v1/models``,
+``POST /v1/load``, ``POST /v1/unload``, ``GET /v1/health``, ``GET /v1/system-info``.
+
+Proxy rules: the request body is read whole and forwarded with one ``Content-Length``
+(a chunked client body is re-framed), byte for byte (multipart included); hop-by-hop
+headers are stripped both ways; the engine is asked for ``identity`` encoding; no read
+timeout on inference routes; the response streams chunk by chunk (``X-Accel-Buffering:
+no`` on event streams); a client disconnect cancels the handler, which closes the upstream
+connection; an engine dying mid-stream ends the stream. One structured log line per
+request goes to the ``lemonpack.server.access`` logger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from lemonpack.contract.capabilities import CAPABILITIES
+from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.runtime.runner import Runner
+from lemonpack.runtime.supervisor import State
+from lemonpack.server.catalog import Catalog, ModelNotFound
+
+access_log = logging.getLogger("lemonpack.server.access")
+log = logging.getLogger("lemonpack.server")
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                        "trailer", "trailers", "transfer-encoding", "upgrade", "proxy-connection"})
+DEFAULT_MAX_IN_FLIGHT = 64
+
+# route (after the /v1 or /api/v1 prefix) -> (method, capability), from the registry (section 5)
+ROUTES: dict[str, tuple[str, str]] = {}
+for _cap in CAPABILITIES.values():
+    for _r in _cap.routes:
+        _method, _path = _r.split(" ", 1)
+        if _method in ("GET", "POST") and _path.startswith("/v1/"):
+            ROUTES[_path[3:]] = (_method, _cap.name)
+
+
+@dataclass
+class ServerConfig:
+    """Tunables: ``max_in_flight`` requests per model (over it: 429 with ``Retry-After``),
+    ``load_timeout`` seconds a request waits for an engine to become ready (None: the
+    recipe's probe timeout bounds it)."""
+
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    load_timeout: float | None = None
+
+
+def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    """The OpenAI error envelope ``{"error": {"message", "type"}}`` with ``status``."""
+    return web.json_response({"error": {"message": message, "type": kind}}, status=status, headers=headers)
+
+
+def _strip(headers, drop=()) -> CIMultiDict:
+    """``headers`` without hop-by-hop ones (RFC 9110 section 7.6.1, and those ``Connection``
+    names) and without ``drop``; repeated headers are kept."""
+    conn = {t.strip().lower() for v in headers.getall("Connection", []) for t in v.split(",")}
+    return CIMultiDict((k, v) for k, v in headers.items()
+                       if k.lower() not in HOP_BY_HOP and k.lower() not in conn and k.lower() not in drop)
+
+
+_NAME_RE = re.compile(rb'name="([^"]*)"')
+
+
+def multipart_field(body: bytes, content_type: str, field: str) -> str | None:
+    """The text value of form field ``field`` in a multipart ``body`` (None when absent)."""
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if not m:
+        return None
+    for part in body.split(b"--" + m.group(1).encode()):
+        head, sep, value = part.partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        n = _NAME_RE.search(head)
+        if n and n.group(1).decode(errors="replace") == field and b"filename=" not in head:
+            return value[:-2].decode(errors="replace") if value.endswith(b"\r\n") else value.decode(errors="replace")
+    return None
+
+
+class Server:
+    """The application state: the :class:`Catalog`, the :class:`Runner`, upstream sessions
+    (one per engine, so no request reuses a pooled connection of a dead engine) and the
+    in-flight counters. :meth:`app` builds the aiohttp application."""
+
+    def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None):
+        self.catalog = catalog
+        self.runner = runner or Runner(catalog.plan)
+        self.config = config or ServerConfig()
+        self.in_flight: dict[str, int] = {}
+        self._sessions: dict[int, aiohttp.ClientSession] = {}
+
+    # -- aiohttp wiring
+
+    def app(self) -> web.Application:
+        """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
+        app = web.Application(client_max_size=1 << 34)
+        for prefix in ("/v1", "/api/v1"):
+            app.router.add_get(prefix + "/models", self.models)
+            app.router.add_post(prefix + "/load", self.load)
+            app.router.add_post(prefix + "/unload", self.unload)
+            app.router.add_get(prefix + "/health", self.health)
+            app.router.add_get(prefix + "/system-info", self.system_info)
+            for path, (method, cap) in ROUTES.items():
+                app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    async def _cleanup(self, _app) -> None:
+        for s in list(self._sessions.values()):
+            await s.close()
+        self._sessions.clear()
+
+    def _session(self, eng) -> aiohttp.ClientSession:
+        key = id(eng)
+        s = self._sessions.get(key)
+        if s is None:
+            for k, old in list(self._sessions.items()):  # engines replaced: drop their pools
+                if k != key:
+                    asyncio.ensure_future(old.close())
+                    del self._sessions[k]
+            s = self._sessions[key] = aiohttp.ClientSession(
+                auto_decompress=False, trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        return s
+
+    # -- engines
+
+    async def _ready(self, model: str):
+        """The model's ready, live engine (starting it if needed); raises RuntimeFailure."""
+        for _ in range(3):
+            eng = await asyncio.wait_for(asyncio.wrap_future(self.runner.request(model)), self.config.load_timeout)
+            if eng.poll() is None:
+                return eng
+            # a dead engine the supervisor has not processed yet: wait for it to leave it
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: self.runner._wait(lambda: self.runner.engine(model) is not eng
+                                                or self.runner.state(model) is not State.READY, 5.0))
+        raise RuntimeFailure(f"{model}: engine keeps exiting")
+
+    def _load_error(self, model: str, e: BaseException) -> web.Response:
+        msg = str(e)
+        eng = self.runner.engine(model)
+        if eng is not None and "last log lines" not in msg:
+            tail = eng.logs.tail(20)
+            if tail:
+                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
+        return error(500, "model_load_error", msg)
+
+    # -- the proxy
+
+    async def _model_of(self, request: web.Request, body: bytes) -> str | None:
+        ctype = request.headers.get("Content-Type", "")
+        if ctype.startswith("multipart/"):
+            name = multipart_field(body, ctype, "model")
+            if name:
+                return name
+        elif body:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and isinstance(doc.get("model"), str):
+                return doc["model"]
+        return request.query.get("model")
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        """Forward one inference request to the model's engine (module docstring)."""
+        t0 = time.monotonic()
+        info = {"model": None, "route": request.path, "status": 0, "bytes": 0, "ttfb_ms": None}
+        try:
+            resp = await self._proxy(request, info, t0)
+            info["status"] = resp.status
+            return resp
+        except asyncio.CancelledError:
+            info["status"] = 499
+            raise
+        finally:
+            info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
+            access_log.info("request", extra={"fields": info})
+
+    async def _proxy(self, request: web.Request, info: dict, t0: float) -> web.StreamResponse:
+        route = request.path.removeprefix("/api").removeprefix("/v1")
+        key = route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
+        _method, cap = ROUTES[key]
+        body = await request.read()  # whole: re-framed with one Content-Length
+        model = await self._model_of(request, body)
+        info["model"] = model
+        if not model:
+            return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
+        try:
+            served = self.catalog.get(model)
+        except ModelNotFound as e:
+            return error(404, "model_not_found", str(e))
+        if served.recipe is None:
+            return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+        if cap not in served.capabilities:
+            return error(400, "unsupported_operation",
+                         f"model {model!r} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
+                         f"capability needed by {request.method} {request.path}")
+        n = self.in_flight.get(model, 0)
+        if n >= self.config.max_in_flight:
+            return error(429, "rate_limit_error", f"model {model!r} has {n} requests in flight "
+                         f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
+        self.in_flight[model] = n + 1
+        try:
+            return await self._forward(request, served, route, body, info, t0)
+        finally:
+            self.in_flight[model] -= 1
+
+    async def _forward(self, request, served, route: str, body: bytes, info: dict, t0: float):
+        try:
+            eng = await self._ready(served.name)
+        except (RuntimeFailure, LemonpackError) as e:
+            return self._load_error(served.name, e)
+        except asyncio.TimeoutError:
+            return error(500, "model_load_error", f"{served.name}: not ready within {self.config.load_timeout}s")
+        remap = served.recipe.endpoints.get(_cap_of(route)) if served.recipe.endpoints else None
+        path = remap if remap else "/v1" + route
+        url = eng.url + path + (("?" + request.query_string) if request.query_string else "")
+        headers = _strip(request.headers, drop=("host", "content-length", "accept-encoding"))
+        headers["Accept-Encoding"] = "identity"
+        session = self._session(eng)
+        try:
+            up = await session.request(request.method, url, data=body if body else None, headers=headers,
+                                       allow_redirects=False)
+        except aiohttp.ClientError as e:
+            return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
+        try:
+            out = web.StreamResponse(status=up.status, reason=up.reason)
+            out.headers.extend(_strip(up.headers, drop=("content-length",)))
+            if up.headers.get("Content-Type", "").startswith("text/event-stream"):
+                out.headers["X-Accel-Buffering"] = "no"
+                out.headers["Cache-Control"] = "no-cache"
+            elif up.content_length is not None:
+                out.content_length = up.content_length
+            await out.prepare(request)
+            watch = asyncio.ensure_future(_close_when_gone(request, up))
+            try:
+                async for chunk in up.content.iter_any():
+                    if info["ttfb_ms"] is None:
+                        info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
+                    info["bytes"] += len(chunk)
+                    await out.write(chunk)
+            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionResetError) as e:
+                up.close()
+                if _gone(request):
+                    info["status"] = 499
+                    return out
+                log.warning("%s: engine stream ended early: %s", served.name, e)
+                out.force_close()
+                if out.content_length is not None:  # cannot end a sized body cleanly: drop it
+                    return out
+            finally:
+                watch.cancel()
+            if _gone(request):
+                return out
+            await out.write_eof()
+            return out
+        finally:
+            if not up.closed and not up.content.at_eof():
+                up.close()  # cancelled (client gone) or failed: close the upstream connection
+            up.release()
+
+    # -- management
+
+    def _state(self, name: str) -> tuple[str, str | None]:
+        st = self.runner.state(name)
+        err = self.runner.last_error(name)
+        if st is State.READY:
+            return "ready", None
+        if st is State.STARTING:
+            return "loading", None
+        if st is State.STOPPING and not err:
+            return "unloading", None
+        return ("failed", err) if err else ("unloaded", None)
+
+    async def models(self, request: web.Request) -> web.Response:
+        """``GET /v1/models``: every registered model with recipe, capabilities, state."""
+        data = []
+        for m in self.catalog.models():
+            state, reason = self._state(m.name)
+            if m.recipe is None:
+                state, reason = "failed", m.problem
+            data.append({"id": m.name, "object": "model", "owned_by": "lemonpack", "recipe": m.recipe_id,
+                         "capabilities": list(m.capabilities), "state": state, "reason": reason})
+        return web.json_response({"object": "list", "data": data})
+
+    async def _body_model(self, request: web.Request) -> str | None:
+        body = await request.read()
+        try:
+            doc = json.loads(body or b"{}")
+        except ValueError:
+            doc = {}
+        if isinstance(doc, dict):
+            for k in ("model_name", "model"):
+                if isinstance(doc.get(k), str):
+                    return doc[k]
+        return request.query.get("model")
+
+    async def load(self, request: web.Request) -> web.Response:
+        """``POST /v1/load {"model_name": ...}``: start the engine and wait until ready."""
+        model = await self._body_model(request)
+        if not model:
+            return error(400, "invalid_request_error", "no model given")
+        try:
+            served = self.catalog.get(model)
+        except ModelNotFound as e:
+            return error(404, "model_not_found", str(e))
+        if served.recipe is None:
+            return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+        try:
+            eng = await self._ready(model)
+        except (RuntimeFailure, LemonpackError) as e:
+            return self._load_error(model, e)
+        return web.json_response({"status": "success", "model": model, "state": "ready", "url": eng.url})
+
+    async def unload(self, request: web.Request) -> web.Response:
+        """``POST /v1/unload {"model_name": ...}``: stop the model's engine and wait."""
+        model = await self._body_model(request)
+        if not model:
+            return error(400, "invalid_request_error", "no model given")
+        await asyncio.get_running_loop().run_in_executor(None, self.runner.unload, model)
+        return web.json_response({"status": "success", "model": model, "state": "unloaded"})
+
+    async def health(self, request: web.Request) -> web.Response:
+        """``GET /v1/health``: the server's own liveness and the loaded models."""
+        loaded = [m.name for m in self.catalog.models() if self.runner.state(m.name) is State.READY]
+        return web.json_response({"status": "ok", "loaded": loaded})
+
+    async def system_info(self, request: web.Request) -> web.Response:
+        """``GET /v1/system-info``: discovered recipes and rejected descriptors (section 21)."""
+        found = self.catalog.discovery()
+        recipes = [{"recipe": r.id, "display_name": r.recipe.display_name, "kind": r.kind,
+                    "capabilities": list(r.recipe.capabilities),
+                    "platforms": {os_: list(blocks) for os_, blocks in r.recipe.platforms.items()},
+                    "is_external": True, "file": str(r.file)} for r in found.recipes.values()]
+        rejected = [{"file": str(r.file), "recipe": r.recipe, "kind": r.kind, "reason": r.reason}
+                    for r in found.rejected]
+        return web.json_response({"recipes": recipes, "rejected": rejected})
+
+
+def _gone(request: web.Request) -> bool:
+    t = request.transport
+    return t is None or t.is_closing()
+
+
+async def _close_when_gone(request: web.Request, up: aiohttp.ClientResponse, every: float = 0.1) -> None:
+    """Close the upstream response (its connection) as soon as the client is gone."""
+    while not _gone(request):
+        await asyncio.sleep(every)
+    up.close()
+
+
+def _cap_of(route: str) -> str:
+    key = route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
+    return ROUTES[key][1]
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``msg`` and the record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+               "msg": record.getMessage()}
+        doc.update(getattr(record, "fields", {}) or {})
+        return json.dumps(doc)
+
+
+class TextLogFormatter(logging.Formatter):
+    """``msg key=value ...`` lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", None) or {}
+        return " ".join([record.getMessage(), *(f"{k}={v}" for k, v in fields.items())])
+
+
+__all__ = ["Server", "ServerConfig", "ROUTES", "error", "multipart_field", "JsonLogFormatter", "TextLogFormatter"]

@@ -1,0 +1,87 @@
+"""A real ``lemonpack serve`` application on 127.0.0.1 in a thread, over the fake engine."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.helpers import FAKE_ENGINE, write_descriptor  # noqa: E402
+
+from lemonpack.runtime.discovery import Discovery, DiscoveryWatcher, SearchDir
+from lemonpack.runtime.models import ModelRegistry
+from lemonpack.server.app import Server, ServerConfig
+from lemonpack.server.catalog import Catalog
+from lemonpack.server.main import bind, serve
+
+
+def fake_doc(recipe: str = "fake-engine", *flags: str, capabilities=("chat_completion",), endpoints=None,
+             timeout: int = 20) -> dict:
+    """A passthrough recipe running the fake engine with ``flags``."""
+    doc = {
+        "recipe": recipe, "display_name": f"Fake {recipe}", "api_contract_version": "1",
+        "capabilities": list(capabilities),
+        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
+                         "timeout_seconds": timeout, "poll_interval_ms": 20},
+        "platforms": {"linux": {"cpu": {
+            "command": sys.executable,
+            "args": [str(FAKE_ENGINE), "--host", "{host}", "--port", "{port}", "--model", "{model_name}", *flags],
+        }}},
+    }
+    if endpoints:
+        doc["endpoints"] = endpoints
+    return doc
+
+
+class Live:
+    """A running server: ``url``, ``server`` (the Server), ``backends`` dir, ``registry``."""
+
+    def __init__(self, tmp: Path, max_in_flight: int = 64):
+        self.backends = tmp / "backends"
+        self.backends.mkdir(mode=0o755)
+        self.model_file = tmp / "tiny.gguf"
+        self.model_file.write_bytes(b"GGUF")
+        self.registry = ModelRegistry(tmp / "user_models.json")
+        self.max_in_flight = max_in_flight
+
+    def add(self, model: str, doc: dict) -> str:
+        write_descriptor(self.backends, f"{doc['recipe']}.json", doc)
+        self.registry.add(model, doc["recipe"], {"main": str(self.model_file)})
+        return model
+
+    def start(self) -> "Live":
+        watcher = DiscoveryWatcher(Discovery([SearchDir(self.backends, "user")]), interval=0.2)
+        self.sock = bind("127.0.0.1", 0)
+        self.port = self.sock.getsockname()[1]
+        catalog = Catalog(self.registry, watcher, avoid_ports=frozenset({self.port})).start()
+        self.server = Server(catalog, config=ServerConfig(max_in_flight=self.max_in_flight))
+        self.stop = threading.Event()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=serve, args=(self.server, self.sock, self.stop, ready.set),
+                                       daemon=True)
+        self.thread.start()
+        assert ready.wait(10)
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+@pytest.fixture
+def live(tmp_path):
+    made = []
+
+    def make(max_in_flight: int = 64) -> Live:
+        lv = Live(tmp_path, max_in_flight)
+        made.append(lv)
+        return lv
+
+    yield make
+    for lv in made:
+        if hasattr(lv, "thread"):
+            lv.close()
