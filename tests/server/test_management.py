@@ -1,0 +1,61 @@
+"""``lemonpack serve``: management routes, discovery pick-up, the CLI's listen address."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from lemonpack.server.main import UsageError, parse_listen
+from tests.server.conftest import fake_doc
+from tests.support.helpers import write_descriptor
+
+
+def test_models_load_unload_health_system_info(live):
+    lv = live()
+    lv.add("user.fake", fake_doc())
+    write_descriptor(lv.backends, "broken.json", '{"recipe": "broken"}')
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        assert c.get("/v1/health").json()["status"] == "ok"
+        m = c.get("/v1/models").json()["data"]
+        assert m == [{"id": "user.fake", "object": "model", "owned_by": "lemonpack", "recipe": "fake-engine",
+                      "capabilities": ["chat_completion"], "state": "unloaded", "reason": None}]
+        assert c.post("/v1/load", json={"model_name": "user.fake"}).json()["state"] == "ready"
+        assert c.get("/api/v1/models").json()["data"][0]["state"] == "ready"
+        eng = lv.server.runner.engine("user.fake")
+        assert c.post("/v1/unload", json={"model_name": "user.fake"}).status_code == 200
+        assert eng.poll() is not None  # the engine is gone
+        info = c.get("/v1/system-info").json()
+        assert info["recipes"][0]["recipe"] == "fake-engine" and info["recipes"][0]["is_external"] is True
+        assert info["recipes"][0]["display_name"] == "Fake fake-engine"
+        assert info["recipes"][0]["platforms"] == {"linux": ["cpu"]}
+        assert any(r["file"].endswith("broken.json") and r["reason"] for r in info["rejected"])
+
+
+@pytest.mark.parametrize("text,want", [("8000", ("127.0.0.1", 8000)), (":8001", ("127.0.0.1", 8001)),
+                                       ("0.0.0.0:8002", ("0.0.0.0", 8002)), ("[::1]:8003", ("::1", 8003))])
+def test_port_forms(text, want):
+    assert parse_listen(text, "127.0.0.1") == want
+
+
+@pytest.mark.parametrize("bad", ["abc", "0", "70000", "host:"])
+def test_bad_ports_are_usage_errors(bad):
+    with pytest.raises(UsageError):
+        parse_listen(bad, "127.0.0.1")
+
+
+def test_taken_port_is_refused_exit_2(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "serve", "--port", f":{port}"],
+                           capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "LEMONPACK_CONFIG_DIR": str(tmp_path / "c"),
+                                "LEMONPACK_CACHE_DIR": str(tmp_path / "k"), "HOME": str(tmp_path)})
+    assert r.returncode == 2, r.stderr
+    assert "already in use" in r.stderr and "Traceback" not in r.stderr
