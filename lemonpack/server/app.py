@@ -241,7 +241,11 @@ class Server:
             up = await session.request(request.method, url, data=body if body else None, headers=headers,
                                        allow_redirects=False)
         except aiohttp.ClientError as e:
-            return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
+            await asyncio.sleep(0.05)
+            if eng.poll() is None or info.get("retried"):
+                return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
+            info["retried"] = True  # the engine died just before: the next attempt restarts it
+            return await self._forward(request, served, route, body, info, t0)
         try:
             out = web.StreamResponse(status=up.status, reason=up.reason)
             out.headers.extend(_strip(up.headers, drop=("content-length",)))
