@@ -93,6 +93,8 @@ def models_add(
     option: list[str] = typer.Option([], "--option", "-o", metavar="KEY=VALUE",
                                      help="A recipe option; VALUE is a JSON scalar when it parses as one "
                                           "(4096, true, null, \"0\"), else text."),
+    backend: str | None = typer.Option(None, "--backend", help="Hard backend override for `lemonpack select` "
+                                       "(a recipe id or llama.cpp); LEMONPACK_BACKEND wins over it."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
     force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered or a local "
                                                      "checkpoint file does not exist (yet)."),
@@ -116,7 +118,7 @@ def models_add(
                 raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
     _check_recipe(recipe, force)
-    entry = registry.add(name, recipe, checkpoints, options, replace=replace)
+    entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend)
     if json_out:
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})
     else:

@@ -16,13 +16,16 @@ entry, as a :class:`~lemonpack.errors.ManifestError`):
 
 - a name is ``user.`` followed by ``[A-Za-z0-9][A-Za-z0-9._-]*`` (at most 128 characters);
 - an entry has exactly the fields ``recipe`` (required, a recipe id
-  ``^[a-z0-9][a-z0-9_-]{1,63}$``), ``checkpoints`` (required) and ``recipe_options``
-  (optional); unknown fields are rejected, as in the recipe contract;
+  ``^[a-z0-9][a-z0-9_-]{1,63}$``), ``checkpoints`` (required), ``recipe_options``
+  and ``backend`` (optional); unknown fields are rejected, as in the recipe contract;
 - checkpoint names match ``[A-Za-z0-9_.-]+`` (the ``{checkpoint:NAME}`` token grammar),
   ``main`` is required, values are non-empty strings without NUL or line breaks: a local
   file path, or a hub reference ``org/repo:file`` kept as text (nothing is downloaded);
 - ``recipe_options`` keys match ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` and values are JSON
-  scalars (string, finite number, boolean, null).
+  scalars (string, finite number, boolean, null);
+- ``backend`` (optional) is the model's hard backend override for the selector
+  (:mod:`lemonpack.runtime.selector`; ``LEMONPACK_BACKEND`` wins over it): a recipe id or a
+  name of the built-in default (``llama.cpp``), matching ``[A-Za-z0-9][A-Za-z0-9._-]*``.
 
 Local path or hub reference (:func:`checkpoint_kind`, used by ``models add``): a value
 that names an existing file is a local path; otherwise a value of the form
@@ -70,7 +73,8 @@ MODEL_NAME_MAX = 128
 CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 RECIPE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options")
+BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options", "backend")
 
 Scalar = str | int | float | bool | None
 
@@ -81,14 +85,15 @@ class ModelEntry:
 
     ``name`` is ``user.*``; ``recipe`` the recipe id it runs with; ``checkpoints`` maps
     checkpoint name (``main``, ``mmproj``, ``draft`` ...) to a local path or a hub
-    reference, as text; ``recipe_options`` maps option name to a JSON scalar. Mappings
-    are read-only.
+    reference, as text; ``recipe_options`` maps option name to a JSON scalar; ``backend``
+    the model's backend override for the selector (None: none). Mappings are read-only.
     """
 
     name: str
     recipe: str
     checkpoints: Mapping[str, str]
     recipe_options: Mapping[str, Scalar]
+    backend: str | None = None
 
     @property
     def main(self) -> str:
@@ -100,6 +105,8 @@ class ModelEntry:
         out: dict[str, Any] = {"recipe": self.recipe, "checkpoints": dict(self.checkpoints)}
         if self.recipe_options:
             out["recipe_options"] = dict(self.recipe_options)
+        if self.backend is not None:
+            out["backend"] = self.backend
         return out
 
 
@@ -174,13 +181,18 @@ def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
                 if not _is_scalar(ov):
                     add(["recipe_options", ok], "option-value",
                         f"option {ok!r} must be a JSON scalar (string, number, boolean or null)")
+    backend = value.get("backend")
+    if "backend" in value and (not isinstance(backend, str) or not BACKEND_NAME_RE.match(backend)):
+        add(["backend"], "backend-name", f"backend {backend!r} must be a recipe id or a default's name "
+                                         "matching [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return out
 
 
 def _build(name: str, value: dict) -> ModelEntry:
     return ModelEntry(name=name, recipe=value["recipe"],
                       checkpoints=MappingProxyType(dict(value["checkpoints"])),
-                      recipe_options=MappingProxyType(dict(value.get("recipe_options") or {})))
+                      recipe_options=MappingProxyType(dict(value.get("recipe_options") or {})),
+                      backend=value.get("backend"))
 
 
 def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
@@ -243,8 +255,9 @@ class ModelRegistry:
     # writing ---------------------------------------------------------------------
 
     def add(self, name: str, recipe: str, checkpoints: Mapping[str, str],
-            recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False) -> ModelEntry:
-        """Register ``name`` and return its entry.
+            recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False,
+            backend: str | None = None) -> ModelEntry:
+        """Register ``name`` and return its entry (``backend``: the selector override, optional).
 
         Validates everything first (a :class:`ManifestError` leaves the file untouched);
         an existing ``name`` is an error unless ``replace`` is true.
@@ -252,6 +265,8 @@ class ModelRegistry:
         value: dict[str, Any] = {"recipe": recipe, "checkpoints": dict(checkpoints)}
         if recipe_options:
             value["recipe_options"] = dict(recipe_options)
+        if backend is not None:
+            value["backend"] = backend
         problems = entry_problems(name, value, str(self.path))
         if problems:
             raise ManifestError(problems)
