@@ -1,0 +1,404 @@
+"""Proxy benchmark: what ``lemonpack serve`` adds to a request, with Debian's nginx as the anchor.
+
+    python bench/proxy.py [--requests N] [--chunks N] [--streams N] [--no-nginx]
+
+All in one run, against the same fake engine process (a minimal asyncio HTTP/1.1 server in
+this file, ``--engine`` mode, launched by ``lemonpack serve`` from a recipe in a private
+``LEMONPACK_CONFIG_DIR``):
+
+1. small ``POST /v1/chat/completions`` latency (sequential, one keep-alive connection per
+   target, after a warm-up), interleaved in rounds so every target sees the same machine
+   state: *direct* to the engine, through ``python -m lemonpack.cli serve`` (a subprocess),
+   and through ``nginx -c FILE -p DIR -g 'daemon off;'`` (127.0.0.1 only, proxy_buffering off,
+   keepalive upstream) when nginx is installed; p50 and p99 of each and what each proxy adds;
+2. an SSE stream of ``--chunks`` events: time to first chunk and total time, direct versus
+   through lemonpack (best of ``--streams``), and the throughput ratio.
+
+Targets (issue 8): added p50 <= 1 ms; streaming throughput >= 0.9x direct. The client is a
+raw blocking socket (no HTTP library overhead in the figures). Everything it starts is
+stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODEL = "user.bench-tiny"
+RECIPE = "bench-engine"
+SMALL_BODY = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+                         "max_tokens": 1}).encode()
+SMALL_REPLY = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}).encode()
+EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+
+
+# -- the fake engine (runs as its own process, started by lemonpack serve)
+
+async def _engine_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+            body = await reader.readexactly(int(hdrs.get("content-length", "0")))
+            if method == "GET" and path == "/health":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
+                continue
+            doc = json.loads(body) if body else {}
+            if doc.get("stream"):
+                n = int(doc.get("n_chunks", 5000))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                frame = b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
+                for i in range(n):
+                    writer.write(frame)
+                    if i % 64 == 63:
+                        await writer.drain()
+                done = b"data: [DONE]\n\n"
+                writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+                await writer.drain()
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(SMALL_REPLY), SMALL_REPLY))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+def run_engine(host: str, port: int, port_file: str) -> None:
+    async def main():
+        srv = await asyncio.start_server(_engine_conn, host, port)
+        for s in srv.sockets:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        Path(port_file).write_text(f"{port} {os.getpid()}\n")
+        async with srv:
+            await srv.serve_forever()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(main())
+
+
+# -- a raw HTTP/1.1 client (blocking, keep-alive)
+
+class Client:
+    """One keep-alive connection to ``127.0.0.1:port``."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(262144)
+        if not data:
+            raise ConnectionError(f"127.0.0.1:{self.port} closed the connection")
+        self.buf += data
+
+    def post(self, body: bytes, first=None) -> tuple[int, bytes]:
+        """POST ``body``; returns (status, decoded body). ``first`` is called when the first body byte arrives."""
+        self.sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = {k.strip().lower(): v.strip().lower() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        if "content-length" in hdrs:
+            n = int(hdrs["content-length"])
+            while len(self.buf) < n:
+                self._fill()
+            out, self.buf = self.buf[:n], self.buf[n:]
+            if first:
+                first()
+            return status, out
+        assert hdrs.get("transfer-encoding") == "chunked", hdrs
+        parts = []
+        while True:
+            while b"\r\n" not in self.buf:
+                self._fill()
+            size_line, _, self.buf = self.buf.partition(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            while len(self.buf) < size + 2:
+                self._fill()
+            if size == 0:
+                self.buf = self.buf[2:]
+                return status, b"".join(parts)
+            if first and not parts:
+                first()
+            parts.append(self.buf[:size])
+            self.buf = self.buf[size + 2:]
+
+
+# -- the three targets
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode} before listening")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"{what} not listening on {port} after {timeout}s")
+
+
+def start_lemonpack(tmp: Path, port: int, port_file: Path) -> subprocess.Popen:
+    """``python -m lemonpack.cli serve`` with a private config holding the bench recipe and model."""
+    from lemonpack.runtime.models import ModelRegistry
+
+    config, cache = tmp / "config", tmp / "cache"
+    backends = config / "backends"
+    backends.mkdir(parents=True, mode=0o755)
+    os.chmod(config, 0o755)
+    cache.mkdir(mode=0o755)
+    doc = {
+        "recipe": RECIPE, "display_name": "Bench engine", "api_contract_version": "1",
+        "capabilities": ["chat_completion"],
+        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
+                         "timeout_seconds": 20, "poll_interval_ms": 20},
+        "platforms": {"linux": {"cpu": {
+            "command": sys.executable,
+            "args": [str(Path(__file__).resolve()), "--engine", "--host", "{host}", "--port", "{port}",
+                     "--port-file", str(port_file)],
+        }}},
+    }
+    (backends / f"{RECIPE}.json").write_text(json.dumps(doc))
+    os.chmod(backends / f"{RECIPE}.json", 0o644)
+    model_file = tmp / "tiny.gguf"
+    model_file.write_bytes(b"GGUF")
+    ModelRegistry(config / "user_models.json").add(MODEL, RECIPE, {"main": str(model_file)})
+    env = dict(os.environ, LEMONPACK_CONFIG_DIR=str(config), LEMONPACK_CACHE_DIR=str(cache))
+    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "wb"))
+    wait_port(port, proc, "lemonpack serve")
+    return proc
+
+
+NGINX_CONF = """
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    keepalive_requests 1000000;
+    upstream engine {{ server 127.0.0.1:{up}; keepalive 16; keepalive_requests 1000000; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(tmp: Path, port: int, upstream: int) -> subprocess.Popen | None:
+    exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if exe is None:
+        return None
+    d = tmp / "nginx"
+    (d / "tmp").mkdir(parents=True)
+    os.chmod(tmp, 0o755)
+    os.chmod(d, 0o755)
+    conf = d / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(d=d, up=upstream, port=port))
+    proc = subprocess.Popen([exe, "-e", str(d / "error.log"), "-c", str(conf), "-p", str(d), "-g", "daemon off;"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc, "nginx")
+    return proc
+
+
+def stop(proc: subprocess.Popen | None, sig=signal.SIGTERM) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# -- measurements
+
+def latencies(ports: dict[str, int], n: int, rounds: int = 20) -> dict[str, list[float]]:
+    """``n`` sequential small POSTs per target, in ``rounds`` interleaved blocks; seconds each."""
+    clients = {k: Client(p) for k, p in ports.items()}
+    out: dict[str, list[float]] = {k: [] for k in ports}
+    try:
+        for c in clients.values():  # warm-up
+            for _ in range(200):
+                assert c.post(SMALL_BODY)[0] == 200
+        per = max(1, n // rounds)
+        for _ in range(rounds):
+            for k, c in clients.items():
+                got = out[k]
+                for _ in range(per):
+                    t0 = time.perf_counter()
+                    st, _body = c.post(SMALL_BODY)
+                    got.append(time.perf_counter() - t0)
+                    assert st == 200, (k, st)
+    finally:
+        for c in clients.values():
+            c.close()
+    return out
+
+
+def stream(port: int, chunks: int) -> tuple[float, float]:
+    """(time to first chunk, total) of one SSE stream of ``chunks`` events, seconds."""
+    c = Client(port)
+    try:
+        c.post(json.dumps({"model": MODEL, "stream": True, "n_chunks": 10}).encode())  # connection warm
+        body = json.dumps({"model": MODEL, "messages": [], "stream": True, "n_chunks": chunks}).encode()
+        first: list[float] = []
+        t0 = time.perf_counter()
+        st, data = c.post(body, first=lambda: first.append(time.perf_counter()))
+        total = time.perf_counter() - t0
+    finally:
+        c.close()
+    assert st == 200 and data.count(b"\n\n") == chunks + 1, (st, data.count(b"\n\n"))
+    return first[0] - t0, total
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=2000, help="small POSTs per target (after 200 warm-up)")
+    ap.add_argument("--chunks", type=int, default=5000, help="SSE events in the stream")
+    ap.add_argument("--streams", type=int, default=5, help="streams per target (best and median printed)")
+    ap.add_argument("--no-nginx", action="store_true")
+    ap.add_argument("--engine", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--port-file", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.engine:
+        run_engine(a.host, a.port, a.port_file)
+        return 0
+
+    t_start = time.monotonic()
+    serve = nginx = None
+    engine_pid = None
+    with tempfile.TemporaryDirectory(prefix="lp-bench-proxy-") as d:
+        tmp = Path(d)
+        port_file = tmp / "engine.port"
+        try:
+            lp_port = free_port()
+            serve = start_lemonpack(tmp, lp_port, port_file)
+            c = Client(lp_port)  # the first request loads the engine
+            st, body = c.post(SMALL_BODY)
+            c.close()
+            if st != 200:
+                raise SystemExit(f"lemonpack serve answered {st}: {body[:300]!r}\n"
+                                 f"{(tmp / 'serve.log').read_text()[-2000:]}")
+            eng_port, engine_pid = map(int, port_file.read_text().split())
+            ports = {"direct": eng_port, "lemonpack": lp_port}
+            why_no_nginx = "--no-nginx given" if a.no_nginx else None
+            if not a.no_nginx:
+                ng_port = free_port()
+                nginx = start_nginx(tmp, ng_port, eng_port)
+                if nginx is None:
+                    why_no_nginx = "nginx is not installed (apt-get install -y nginx)"
+                else:
+                    ports["nginx"] = ng_port
+            lat = latencies(ports, a.requests)
+            streams = {"direct": [], "lemonpack": []}
+            for _ in range(a.streams):  # interleaved
+                for k in streams:
+                    streams[k].append(stream(ports[k], a.chunks))
+        finally:
+            stop(nginx, signal.SIGQUIT)
+            stop(serve, signal.SIGINT)
+        if engine_pid is not None:
+            end = time.monotonic() + 10
+            while time.monotonic() < end and os.path.exists(f"/proc/{engine_pid}"):
+                time.sleep(0.05)
+            engine_left = os.path.exists(f"/proc/{engine_pid}") and \
+                "zombie" not in Path(f"/proc/{engine_pid}/status").read_text().lower()
+        else:
+            engine_left = False
+
+    us = lambda x: f"{x * 1e6:8.0f} us"  # noqa: E731
+    ms = lambda x: f"{x * 1e3:8.2f} ms"  # noqa: E731
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cpus, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"small POST, {a.requests} sequential requests per target after 200 warm-up (keep-alive, interleaved):")
+    p = {k: (pct(v, 50), pct(v, 99)) for k, v in lat.items()}
+    for k, (p50, p99) in p.items():
+        print(f"  {k:10s} p50 {us(p50)}   p99 {us(p99)}")
+    add_lp = (p["lemonpack"][0] - p["direct"][0], p["lemonpack"][1] - p["direct"][1])
+    print(f"  added by lemonpack:  p50 {us(add_lp[0])}   p99 {us(add_lp[1])}")
+    ok_lat = add_lp[0] <= 0.001
+    if "nginx" in p:
+        add_ng = (p["nginx"][0] - p["direct"][0], p["nginx"][1] - p["direct"][1])
+        print(f"  added by nginx:      p50 {us(add_ng[0])}   p99 {us(add_ng[1])}")
+        if add_ng[0] > 0:
+            print(f"  lemonpack added / nginx added: p50 {add_lp[0] / add_ng[0]:.1f}x"
+                  + (f", p99 {add_lp[1] / add_ng[1]:.1f}x" if add_ng[1] > 0 else ""))
+    else:
+        print(f"  nginx anchor skipped: {why_no_nginx}")
+    print(f"SSE stream of {a.chunks} chunks ({a.streams} runs each, best | median):")
+    best = {}
+    for k, v in streams.items():
+        ttfc = [x[0] for x in v]
+        tot = [x[1] for x in v]
+        best[k] = min(tot)
+        print(f"  {k:10s} first chunk {ms(min(ttfc))} | {ms(statistics.median(ttfc))}   "
+              f"total {ms(min(tot))} | {ms(statistics.median(tot))}   "
+              f"({a.chunks / min(tot):,.0f} chunks/s best)")
+    ratio = best["direct"] / best["lemonpack"]
+    med_ratio = statistics.median(x[1] for x in streams["direct"]) / \
+        statistics.median(x[1] for x in streams["lemonpack"])
+    ok_stream = ratio >= 0.9
+    print(f"  throughput through lemonpack / direct: {ratio:.2f}x best, {med_ratio:.2f}x median")
+    print("targets:")
+    print(f"  added p50 <= 1 ms:              {'met' if ok_lat else 'MISSED'} ({add_lp[0] * 1e3:.3f} ms)")
+    print(f"  streaming >= 0.9x direct:       {'met' if ok_stream else 'MISSED'} ({ratio:.2f}x)")
+    print(f"stopped: lemonpack serve, {'nginx, ' if nginx else ''}engine "
+          f"{'STILL RUNNING (pid %d)' % engine_pid if engine_left else 'gone'}; "
+          f"run took {time.monotonic() - t_start:.1f} s")
+    return 0 if not engine_left else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
