@@ -15,7 +15,8 @@ this file, ``--engine`` mode, launched by ``lemonpack serve`` from a recipe in a
    through lemonpack (best of ``--streams``), and the throughput ratio.
 
 Targets (issue 8): added p50 <= 1 ms; streaming throughput >= 0.9x direct. The client is a
-raw blocking socket (no HTTP library overhead in the figures). Everything it starts is
+raw blocking socket that reads a chunked stream whole without decoding it (no HTTP library
+overhead in the figures). Everything it starts is
 stopped at the end.
 """
 
@@ -112,7 +113,7 @@ class Client:
         self.buf += data
 
     def post(self, body: bytes, first=None) -> tuple[int, bytes]:
-        """POST ``body``; returns (status, decoded body). ``first`` is called when the first body byte arrives."""
+        """POST ``body``; returns (status, body: chunked bodies still framed). ``first`` is called when the first body byte arrives."""
         self.sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                           b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         while b"\r\n\r\n" not in self.buf:
@@ -130,21 +131,22 @@ class Client:
                 first()
             return status, out
         assert hdrs.get("transfer-encoding") == "chunked", hdrs
-        parts = []
-        while True:
-            while b"\r\n" not in self.buf:
-                self._fill()
-            size_line, _, self.buf = self.buf.partition(b"\r\n")
-            size = int(size_line.split(b";")[0], 16)
-            while len(self.buf) < size + 2:
-                self._fill()
-            if size == 0:
-                self.buf = self.buf[2:]
-                return status, b"".join(parts)
-            if first and not parts:
+        # raw: the framing is left in (the SSE events contain no chunk framing, and the framing
+        # no blank line), so the client costs one recv per segment, not a parse per chunk
+        data = bytearray(self.buf)
+        self.buf = b""
+        if data and first:
+            first()
+            first = None
+        while not (data.endswith(b"\r\n0\r\n\r\n") or data == b"0\r\n\r\n"):
+            got = self.sock.recv(262144)
+            if not got:
+                raise ConnectionError(f"127.0.0.1:{self.port} closed the connection mid-body")
+            if first:
                 first()
-            parts.append(self.buf[:size])
-            self.buf = self.buf[size + 2:]
+                first = None
+            data += got
+        return status, bytes(data)
 
 
 # -- the three targets
@@ -168,7 +170,7 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30)
     raise SystemExit(f"{what} not listening on {port} after {timeout}s")
 
 
-def start_lemonpack(tmp: Path, port: int, port_file: Path) -> subprocess.Popen:
+def start_lemonpack(tmp: Path, port: int, port_file: Path, profile: str | None = None) -> subprocess.Popen:
     """``python -m lemonpack.cli serve`` with a private config holding the bench recipe and model."""
     from lemonpack.runtime.models import ModelRegistry
 
@@ -194,7 +196,8 @@ def start_lemonpack(tmp: Path, port: int, port_file: Path) -> subprocess.Popen:
     model_file.write_bytes(b"GGUF")
     ModelRegistry(config / "user_models.json").add(MODEL, RECIPE, {"main": str(model_file)})
     env = dict(os.environ, LEMONPACK_CONFIG_DIR=str(config), LEMONPACK_CACHE_DIR=str(cache))
-    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port)], env=env,
+    prof = ["-m", "cProfile", "-o", profile] if profile else []
+    proc = subprocess.Popen([sys.executable, *prof, "-m", "lemonpack.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "wb"))
     wait_port(port, proc, "lemonpack serve")
     return proc
@@ -305,8 +308,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000, help="small POSTs per target (after 200 warm-up)")
     ap.add_argument("--chunks", type=int, default=5000, help="SSE events in the stream")
-    ap.add_argument("--streams", type=int, default=5, help="streams per target (best and median printed)")
+    ap.add_argument("--streams", type=int, default=11, help="streams per target (best and median printed)")
     ap.add_argument("--no-nginx", action="store_true")
+    ap.add_argument("--profile", metavar="FILE", help="run lemonpack serve under cProfile, stats to FILE")
     ap.add_argument("--engine", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -324,7 +328,7 @@ def main() -> int:
         port_file = tmp / "engine.port"
         try:
             lp_port = free_port()
-            serve = start_lemonpack(tmp, lp_port, port_file)
+            serve = start_lemonpack(tmp, lp_port, port_file, a.profile)
             c = Client(lp_port)  # the first request loads the engine
             st, body = c.post(SMALL_BODY)
             c.close()
@@ -386,11 +390,12 @@ def main() -> int:
         print(f"  {k:10s} first chunk {ms(min(ttfc))} | {ms(statistics.median(ttfc))}   "
               f"total {ms(min(tot))} | {ms(statistics.median(tot))}   "
               f"({a.chunks / min(tot):,.0f} chunks/s best)")
-    ratio = best["direct"] / best["lemonpack"]
-    med_ratio = statistics.median(x[1] for x in streams["direct"]) / \
-        statistics.median(x[1] for x in streams["lemonpack"])
+    best_ratio = best["direct"] / best["lemonpack"]
+    # each direct stream is paired with the lemonpack stream run right after it (same machine state)
+    ratio = statistics.median(d[1] / lp[1] for d, lp in zip(streams["direct"], streams["lemonpack"]))
     ok_stream = ratio >= 0.9
-    print(f"  throughput through lemonpack / direct: {ratio:.2f}x best, {med_ratio:.2f}x median")
+    print(f"  throughput through lemonpack / direct: {ratio:.2f}x (median of {a.streams} interleaved pairs), "
+          f"{best_ratio:.2f}x best vs best")
     print("targets:")
     print(f"  added p50 <= 1 ms:              {'met' if ok_lat else 'MISSED'} ({add_lp[0] * 1e3:.3f} ms)")
     print(f"  streaming >= 0.9x direct:       {'met' if ok_stream else 'MISSED'} ({ratio:.2f}x)")
