@@ -197,6 +197,12 @@ class Server:
                                                 or self.runner.state(model) is not State.READY, 5.0))
         raise RuntimeFailure(f"{model}: engine keeps exiting")
 
+    async def _get(self, model: str):
+        """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
+        if self.catalog.may_probe(model):
+            return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
+        return self.catalog.get(model)
+
     def _load_error(self, model: str, e: BaseException) -> web.Response:
         msg = str(e)
         eng = self.runner.engine(model)
@@ -248,7 +254,7 @@ class Server:
         if not model:
             return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
         try:
-            served = self.catalog.get(model)
+            served = await self._get(model)
         except ModelNotFound as e:
             return error(404, "model_not_found", str(e))
         except BackendSelectionError as e:
@@ -373,7 +379,7 @@ class Server:
     async def _downsize(self, name: str, eng) -> None:
         """POST the recipe's ``downsize_endpoint`` to ``eng`` (none declared: nothing)."""
         try:
-            served = self.catalog.get(name)
+            served = await self._get(name)
         except LemonpackError:
             return
         path = served.recipe.downsize_endpoint if served.recipe is not None else None
@@ -430,7 +436,7 @@ class Server:
         if not model:
             return error(400, "invalid_request_error", "no model given")
         try:
-            served = self.catalog.get(model)
+            served = await self._get(model)
         except ModelNotFound as e:
             return error(404, "model_not_found", str(e))
         except BackendSelectionError as e:

@@ -170,6 +170,18 @@ class Catalog:
             return self.discovery().get(entry.recipe) is not None or bool(entry.backend or os.environ.get(OVERRIDE_ENV))
         return self.is_model_file(name)
 
+    def may_probe(self, name: str) -> bool:
+        """True when :meth:`get` of ``name`` may look at the disk or run ``podman image
+        exists``: it needs a selection (an override is set, or ``name`` is not registered)
+        and the presence facts are older than :data:`PRESENCE_TTL` or discovery changed. The
+        server then calls :meth:`get` off its event loop."""
+        if not os.environ.get(OVERRIDE_ENV, "").strip():
+            entry = self.registry.load().get(name)
+            if entry is not None and not entry.backend:
+                return False
+        p = self._presence
+        return p is None or p[1] is not self.discovery() or time.monotonic() - p[0] > PRESENCE_TTL
+
     def _select(self, artifact, found: DiscoveryResult, override: str | None, source: str) -> Selection:
         recipes = [d.recipe for d in discovery_order(found.recipes.values())]
         with self._presence_lock:
