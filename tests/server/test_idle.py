@@ -41,7 +41,7 @@ def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flig
         assert lv.server.runner.state("user.fake") is State.READY
         assert _until(lambda: eng.poll() is not None, 5), "an idle model past its TTL is unloaded"
         assert time.monotonic() - done >= 0.5
-        assert c.get("/v1/models").json()["data"][0]["state"] == "unloaded"
+        assert _until(lambda: c.get("/v1/models").json()["data"][0]["state"] == "unloaded", 5)
 
 
 def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
