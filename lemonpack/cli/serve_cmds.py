@@ -18,6 +18,10 @@ def serve(
     max_in_flight: int = typer.Option(64, "--max-in-flight", min=1,
                                       help="Requests in flight per model; over it, HTTP 429 with Retry-After."),
     json_logs: bool = typer.Option(False, "--json-logs", help="One JSON object per log line."),
+    ttl: float | None = typer.Option(None, "--ttl", min=0.1, metavar="SECONDS",
+                                     help="Unload a model idle this long since the end of its last request."),
+    soft_idle: float | None = typer.Option(None, "--soft-idle", min=0.1, metavar="SECONDS",
+                                           help="Call the recipe's downsize_endpoint once a model is idle this long."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
     from lemonpack.runtime.engines import Engines
@@ -33,7 +37,8 @@ def serve(
     engines = Engines(subreaper=True, sentinel=True)
     engines.cleanup_leftovers()
     catalog = Catalog(avoid_ports=frozenset({port_n})).start()
-    server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight))
+    server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight, ttl=ttl,
+                                                                      soft_idle=soft_idle))
     stop = threading.Event()
     got: list[int] = []
 

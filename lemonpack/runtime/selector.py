@@ -145,7 +145,12 @@ class CandidateReport:
 
 
 class BackendSelectionError(LemonpackError):
-    """A hard override that cannot be honoured (exit code 1)."""
+    """A hard override that cannot be honoured (exit code 1); ``kind`` is one of
+    :data:`ERROR_KINDS` (None when raised for another reason)."""
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,7 @@ class Selection:
     def require(self) -> Selection:
         """Return self; raise :class:`BackendSelectionError` (the message) for a hard error."""
         if self.outcome == "error":
-            raise BackendSelectionError(self.message)
+            raise BackendSelectionError(self.message, self.error)
         return self
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,18 @@ timeout on inference routes; the response streams chunk by chunk (``X-Accel-Buff
 no`` on event streams); a client disconnect cancels the handler, which closes the upstream
 connection; an engine dying mid-stream ends the stream. One structured log line per
 request goes to the ``lemonpack.server.access`` logger.
+
+Idle handling (seed 000 section 10, ``downsize_endpoint`` section 4): a sweep on the event
+loop every :attr:`ServerConfig.idle_check` seconds looks at each model the server has
+started. A model is idle from the end of its last request (or from when its current engine
+became ready, whichever is later); a model with a request in flight or not ready (starting,
+stopping) is never touched. After ``soft_idle`` seconds it POSTs the recipe's
+``downsize_endpoint`` to the engine once per idle period; after ``ttl`` seconds it unloads
+the model. The in-flight check and the unload happen in one step of the event loop, and a
+request counts itself in flight before it asks for the engine, so a request arriving at
+expiry either keeps the engine or waits for a fresh start (the supervisor restarts a model
+asked for while stopping): it never fails and nothing waits on itself. The sweep also
+unloads a model whose registration, recipe or model file went away (the discovery watcher).
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from multidict import CIMultiDict
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError, RuntimeFailure
 from lemonpack.runtime.runner import Runner
+from lemonpack.runtime.selector import BackendSelectionError
 from lemonpack.runtime.supervisor import State
 from lemonpack.server.catalog import Catalog, ModelNotFound
 
@@ -57,15 +70,32 @@ for _cap in CAPABILITIES.values():
 class ServerConfig:
     """Tunables: ``max_in_flight`` requests per model (over it: 429 with ``Retry-After``),
     ``load_timeout`` seconds a request waits for an engine to become ready (None: the
-    recipe's probe timeout bounds it)."""
+    recipe's probe timeout bounds it); ``ttl`` seconds idle before a model is unloaded and
+    ``soft_idle`` seconds idle before its ``downsize_endpoint`` is called (None: never);
+    ``idle_check`` seconds between idle sweeps."""
 
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     load_timeout: float | None = None
+    ttl: float | None = None
+    soft_idle: float | None = None
+    idle_check: float = 0.25
 
 
-def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
-    """The OpenAI error envelope ``{"error": {"message", "type"}}`` with ``status``."""
-    return web.json_response({"error": {"message": message, "type": kind}}, status=status, headers=headers)
+def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None,
+          code: str | None = None) -> web.Response:
+    """The OpenAI error envelope ``{"error": {"message", "type"}}`` (plus ``code`` when given)
+    with ``status``."""
+    doc = {"message": message, "type": kind}
+    if code is not None:
+        doc["code"] = code
+    return web.json_response({"error": doc}, status=status, headers=headers)
+
+
+def selection_error(e: BackendSelectionError) -> web.Response:
+    """HTTP 400 ``backend_selection_error``; ``code`` is the selector's kind (``unknown``,
+    ``unavailable``, ``cannot-serve``; ``no-backend`` when nothing serves a model file)."""
+    kind = getattr(e, "kind", None) or "no-backend"
+    return error(400, "backend_selection_error", f"{kind}: {e}", code=kind)
 
 
 def _strip(headers, drop=()) -> CIMultiDict:
@@ -105,6 +135,12 @@ class Server:
         self.config = config or ServerConfig()
         self.in_flight: dict[str, int] = {}
         self._sessions: dict[int, aiohttp.ClientSession] = {}
+        self.known: set[str] = set()  # models this server asked the runner for
+        self.last_done: dict[str, float] = {}  # model -> monotonic end of its last request
+        self._idle_eng: dict[str, tuple[object, float]] = {}  # model -> (engine, monotonic first seen ready)
+        self.downsized: dict[str, int] = {}  # model -> downsize calls made (stats, tests)
+        self._downsized_now: set[str] = set()  # downsized in the current idle period
+        self._sweeper: asyncio.Task | None = None
 
     # -- aiohttp wiring
 
@@ -119,10 +155,16 @@ class Server:
             app.router.add_get(prefix + "/system-info", self.system_info)
             for path, (method, cap) in ROUTES.items():
                 app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy)
+        app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
 
+    async def _startup(self, _app) -> None:
+        self._sweeper = asyncio.ensure_future(self._sweep_loop())
+
     async def _cleanup(self, _app) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for s in list(self._sessions.values()):
             await s.close()
         self._sessions.clear()
@@ -144,6 +186,7 @@ class Server:
 
     async def _ready(self, model: str):
         """The model's ready, live engine (starting it if needed); raises RuntimeFailure."""
+        self.known.add(model)
         for _ in range(3):
             eng = await asyncio.wait_for(asyncio.wrap_future(self.runner.request(model)), self.config.load_timeout)
             if eng.poll() is None:
@@ -153,6 +196,12 @@ class Server:
                 None, lambda: self.runner._wait(lambda: self.runner.engine(model) is not eng
                                                 or self.runner.state(model) is not State.READY, 5.0))
         raise RuntimeFailure(f"{model}: engine keeps exiting")
+
+    async def _get(self, model: str):
+        """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
+        if self.catalog.may_probe(model):
+            return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
+        return self.catalog.get(model)
 
     def _load_error(self, model: str, e: BaseException) -> web.Response:
         msg = str(e)
@@ -205,9 +254,11 @@ class Server:
         if not model:
             return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
         try:
-            served = self.catalog.get(model)
+            served = await self._get(model)
         except ModelNotFound as e:
             return error(404, "model_not_found", str(e))
+        except BackendSelectionError as e:
+            return selection_error(e)
         if served.recipe is None:
             return error(404, "model_not_found", f"model {model!r}: {served.problem}")
         if cap not in served.capabilities:
@@ -219,10 +270,13 @@ class Server:
             return error(429, "rate_limit_error", f"model {model!r} has {n} requests in flight "
                          f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
         self.in_flight[model] = n + 1
+        self._downsized_now.discard(model)
         try:
             return await self._forward(request, served, route, body, info, t0)
         finally:
             self.in_flight[model] -= 1
+            self.last_done[model] = time.monotonic()
+            self._downsized_now.discard(model)
 
     async def _forward(self, request, served, route: str, body: bytes, info: dict, t0: float):
         try:
@@ -282,6 +336,64 @@ class Server:
                 up.close()  # cancelled (client gone) or failed: close the upstream connection
             up.release()
 
+    # -- idle handling
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.idle_check)
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001 (a sweep failure must not end idle handling)
+                log.exception("idle sweep failed")
+
+    def sweep(self, now: float | None = None) -> None:
+        """One idle sweep (module docstring). Runs on the event loop and does not block:
+        the unload is posted (``Runner.unload(timeout=0)``), not waited for."""
+        now = time.monotonic() if now is None else now
+        ttl, soft = self.config.ttl, self.config.soft_idle
+        for name in list(self.known):
+            st = self.runner.state(name)
+            if st not in (State.READY, State.STARTING):
+                self._idle_eng.pop(name, None)
+                continue
+            if not self.catalog.exists(name):
+                log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
+                self.runner.unload(name, timeout=0)
+                continue
+            if st is not State.READY or self.in_flight.get(name, 0) > 0:
+                continue
+            eng = self.runner.engine(name)
+            seen = self._idle_eng.get(name)
+            if seen is None or seen[0] is not eng:  # a new engine: its idle clock starts now
+                seen = self._idle_eng[name] = (eng, now)
+                self._downsized_now.discard(name)
+            idle = now - max(seen[1], self.last_done.get(name, 0.0))
+            if ttl is not None and idle >= ttl:
+                log.info("%s: idle %.1fs >= ttl %ss; unloading", name, idle, ttl, extra={"fields": {"model": name}})
+                self.runner.unload(name, timeout=0)
+                self._idle_eng.pop(name, None)
+            elif soft is not None and idle >= soft and name not in self._downsized_now and eng is not None:
+                self._downsized_now.add(name)
+                asyncio.ensure_future(self._downsize(name, eng))
+
+    async def _downsize(self, name: str, eng) -> None:
+        """POST the recipe's ``downsize_endpoint`` to ``eng`` (none declared: nothing)."""
+        try:
+            served = await self._get(name)
+        except LemonpackError:
+            return
+        path = served.recipe.downsize_endpoint if served.recipe is not None else None
+        if not path:
+            return
+        self.downsized[name] = self.downsized.get(name, 0) + 1
+        try:
+            async with self._session(eng).post(eng.url + path, data=b"",
+                                               timeout=aiohttp.ClientTimeout(total=30)) as r:
+                await r.read()
+                log.info("%s: downsize %s -> %s", name, path, r.status, extra={"fields": {"model": name}})
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            log.warning("%s: downsize %s failed: %s", name, path, e)
+
     # -- management
 
     def _state(self, name: str) -> tuple[str, str | None]:
@@ -324,9 +436,11 @@ class Server:
         if not model:
             return error(400, "invalid_request_error", "no model given")
         try:
-            served = self.catalog.get(model)
+            served = await self._get(model)
         except ModelNotFound as e:
             return error(404, "model_not_found", str(e))
+        except BackendSelectionError as e:
+            return selection_error(e)
         if served.recipe is None:
             return error(404, "model_not_found", f"model {model!r}: {served.problem}")
         try:

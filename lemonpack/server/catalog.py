@@ -8,11 +8,25 @@ resolves a registered model name (:meth:`ModelSpec.from_entry`, then
 from a :class:`~lemonpack.runtime.discovery.DiscoveryWatcher`, so recipes added or removed
 on disk are picked up without a restart; the registry is re-read on each look-up (it is a
 small JSON file written atomically).
+
+Backend selection (seed 001 section 2.3, :mod:`lemonpack.runtime.selector`): a request may
+also name a model *file* (an existing path); its recipe is the one
+:func:`~lemonpack.runtime.selector.select_backend` picks among the discovered recipes (the
+``dev.lemonpack.serves`` / ``dev.lemonpack.rank`` extensions keys), with the hard override
+``LEMONPACK_BACKEND``. A registered model keeps its registered recipe unless an override
+(``LEMONPACK_BACKEND``, else the entry's ``backend``) names another: a recipe outcome
+replaces it, the default outcome keeps the registered recipe, a hard error raises
+:class:`~lemonpack.runtime.selector.BackendSelectionError` (HTTP 400
+``backend_selection_error``). The override is read at each look-up; an engine already
+running keeps the recipe it was started with until it is unloaded.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
+import time
 from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
@@ -21,6 +35,12 @@ from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
 from lemonpack.runtime.models import ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.selector import (
+    OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, gather_presence, model_artifact, select_backend,
+)
+
+#: Seconds a presence fact (binary / image present) is reused before looking again.
+PRESENCE_TTL = 10.0
 
 
 class ModelNotFound(LemonpackError):
@@ -37,6 +57,7 @@ class ServedModel:
     recipe: Recipe | None
     spec: ModelSpec
     problem: str | None = None
+    selection: Selection | None = None
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -74,6 +95,8 @@ class Catalog:
         self.facts = host_facts if host_facts is not None else detect_host()
         self.engine_host = engine_host
         self.avoid_ports = avoid_ports
+        self._presence: tuple[float, object, dict] | None = None
+        self._presence_lock = threading.Lock()
 
     def start(self) -> "Catalog":
         """Start the discovery watcher thread; returns self."""
@@ -100,13 +123,73 @@ class Catalog:
         return out
 
     def get(self, name: str) -> ServedModel:
-        """The model ``name``; raises :class:`ModelNotFound`."""
+        """The model ``name``: a registered model, or an existing model file or bundle
+        directory (module docstring). Raises :class:`ModelNotFound`, or
+        :class:`BackendSelectionError` when an override cannot be honoured or no recipe
+        serves a model file."""
         entry = self.registry.load().get(name)
-        if entry is None:
-            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add)")
-        rec = self.discovery().get(entry.recipe)
-        problem = None if rec is not None else f"recipe {entry.recipe!r} is not discovered"
-        return ServedModel(name, entry.recipe, rec.recipe if rec else None, ModelSpec.from_entry(entry), problem)
+        found = self.discovery()
+        env = os.environ.get(OVERRIDE_ENV, "").strip()
+        if entry is not None:
+            spec = ModelSpec.from_entry(entry)
+            override, source = (env, OVERRIDE_ENV) if env else (entry.backend, f'{self.registry.path} ["{name}"].backend')
+            rid, sel = entry.recipe, None
+            if override:
+                sel = self._select(model_artifact(name, entry.main), found, override, source).require()
+                if sel.outcome == "recipe":
+                    rid = sel.recipe
+            rec = found.get(rid)
+            problem = None if rec is not None else f"recipe {rid!r} is not discovered"
+            return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel)
+        if not self.is_model_file(name):
+            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add) and is not a model file")
+        path = os.path.abspath(os.path.expanduser(name))
+        sel = self._select(model_artifact(name, path), found, env or None, OVERRIDE_ENV).require()
+        rid = sel.recipe
+        if sel.outcome == "default":
+            rid = next((r.id for r in discovery_order(found.recipes.values()) if sel.default.matches(r.id)), None)
+            if rid is None:
+                raise BackendSelectionError(f"{name}: {sel.message}; the default ({sel.default.name}) is not a "
+                                            f"discovered recipe here, so nothing serves this model file")
+        rec = found.get(rid)
+        spec = ModelSpec(name=name, checkpoints={"main": path})
+        return ServedModel(name, rid, rec.recipe if rec else None, spec,
+                           None if rec else f"recipe {rid!r} is not discovered", sel)
+
+    @staticmethod
+    def is_model_file(name: str) -> bool:
+        """True when ``name`` is an existing file or directory path (absolute or ``~``-based)."""
+        p = os.path.expanduser(name)
+        return os.path.isabs(p) and os.path.exists(p)
+
+    def exists(self, name: str) -> bool:
+        """Cheap: ``name`` is still registered with a discovered recipe, or still a model file
+        (the server unloads an engine whose model or recipe went away)."""
+        entry = self.registry.load().get(name)
+        if entry is not None:
+            return self.discovery().get(entry.recipe) is not None or bool(entry.backend or os.environ.get(OVERRIDE_ENV))
+        return self.is_model_file(name)
+
+    def may_probe(self, name: str) -> bool:
+        """True when :meth:`get` of ``name`` may look at the disk or run ``podman image
+        exists``: it needs a selection (an override is set, or ``name`` is not registered)
+        and the presence facts are older than :data:`PRESENCE_TTL` or discovery changed. The
+        server then calls :meth:`get` off its event loop."""
+        if not os.environ.get(OVERRIDE_ENV, "").strip():
+            entry = self.registry.load().get(name)
+            if entry is not None and not entry.backend:
+                return False
+        p = self._presence
+        return p is None or p[1] is not self.discovery() or time.monotonic() - p[0] > PRESENCE_TTL
+
+    def _select(self, artifact, found: DiscoveryResult, override: str | None, source: str) -> Selection:
+        recipes = [d.recipe for d in discovery_order(found.recipes.values())]
+        with self._presence_lock:
+            now = time.monotonic()
+            if self._presence is None or self._presence[1] is not found or now - self._presence[0] > PRESENCE_TTL:
+                self._presence = (now, found, gather_presence(recipes, self.facts))
+            presence = self._presence[2]
+        return select_backend(artifact, recipes, self.facts, presence, override=override, override_source=source)
 
     def plan(self, name: str) -> LaunchPlan:
         """A fresh launch plan for ``name`` on a free port (called at each engine start).

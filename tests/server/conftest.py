@@ -39,13 +39,14 @@ def fake_doc(recipe: str = "fake-engine", *flags: str, capabilities=("chat_compl
 class Live:
     """A running server: ``url``, ``server`` (the Server), ``backends`` dir, ``registry``."""
 
-    def __init__(self, tmp: Path, max_in_flight: int = 64):
+    def __init__(self, tmp: Path, max_in_flight: int = 64, **config):
         self.backends = tmp / "backends"
         self.backends.mkdir(mode=0o755)
         self.model_file = tmp / "tiny.gguf"
         self.model_file.write_bytes(b"GGUF")
         self.registry = ModelRegistry(tmp / "user_models.json")
         self.max_in_flight = max_in_flight
+        self.config = config  # more ServerConfig fields (ttl, soft_idle, idle_check ...)
 
     def add(self, model: str, doc: dict) -> str:
         write_descriptor(self.backends, f"{doc['recipe']}.json", doc)
@@ -57,7 +58,7 @@ class Live:
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
         catalog = Catalog(self.registry, watcher, avoid_ports=frozenset({self.port})).start()
-        self.server = Server(catalog, config=ServerConfig(max_in_flight=self.max_in_flight))
+        self.server = Server(catalog, config=ServerConfig(max_in_flight=self.max_in_flight, **self.config))
         self.stop = threading.Event()
         ready = threading.Event()
         self.thread = threading.Thread(target=serve, args=(self.server, self.sock, self.stop, ready.set),
@@ -76,8 +77,8 @@ class Live:
 def live(tmp_path):
     made = []
 
-    def make(max_in_flight: int = 64) -> Live:
-        lv = Live(tmp_path, max_in_flight)
+    def make(max_in_flight: int = 64, **config) -> Live:
+        lv = Live(tmp_path, max_in_flight, **config)
         made.append(lv)
         return lv
 

@@ -3,7 +3,7 @@
     python fake_engine.py --port P [--host H] [--health-delay S] [--crash-after S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
-        [--record F]
+        [--record F] [--first-byte-delay S]
 
 - ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200.
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
@@ -19,6 +19,7 @@
   per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
 - ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
   when a client went away mid-stream, ``{"event": "request", ...}`` for each POST.
+- ``--first-byte-delay S``: every POST waits S seconds before sending anything.
 - Any other POST path echoes ``{"path", "query", "headers": [[k, v]...], "body_b64"}``.
 - ``--pid-file F``: write one line per process: ``engine PID``, ``child PID``, ``grandchild PID``.
 """
@@ -89,6 +90,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         self._record(event="request", path=self.path, headers=list(self.headers.items()))
+        if self.opts.first_byte_delay:
+            time.sleep(self.opts.first_byte_delay)
         if self.path.split("?")[0] != "/v1/chat/completions":
             import base64
             path, _, query = self.path.partition("?")
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-delay", type=float, default=0.0)
     ap.add_argument("--die-mid-stream", action="store_true")
     ap.add_argument("--record")
+    ap.add_argument("--first-byte-delay", type=float, default=0.0)
     ap.add_argument("--no-listen", action="store_true")
     opts = ap.parse_args(argv)
     record(opts.pid_file, "engine", os.getpid())

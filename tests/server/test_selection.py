@@ -1,0 +1,95 @@
+"""``lemonpack serve`` wires the backend selector (seed 001 section 2.3): a request naming a
+model file, or a registered model with an override, is served by the recipe
+``select_backend`` picks; a hard error is HTTP 400 ``backend_selection_error``."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.server.conftest import fake_doc
+from tests.support.helpers import write_descriptor
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def _recipe(rid: str, serves, rank: int = 0, os_: str = "linux") -> dict:
+    doc = fake_doc(rid, "--model", f"{rid}-engine")  # the engine answers with its recipe's name
+    doc["extensions"] = {"dev.lemonpack.serves": serves, "dev.lemonpack.rank": rank}
+    if os_ != "linux":
+        doc["platforms"] = {os_: doc["platforms"]["linux"]}
+    return doc
+
+
+@pytest.fixture
+def sel(live, monkeypatch):
+    monkeypatch.delenv("LEMONPACK_BACKEND", raising=False)
+    lv = live()
+    for doc in (_recipe("alpha", ["*.gguf"], 1), _recipe("beta", ["*.GGUF"], 5),
+                _recipe("gamma", ["*.litertlm"], 9), _recipe("ghost", ["*.gguf"], 50, os_="darwin")):
+        write_descriptor(lv.backends, f"{doc['recipe']}.json", doc)
+    lv.registry.add("user.reg", "alpha", {"main": str(lv.model_file)})
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        yield lv, c
+
+
+def _served_by(c: httpx.Client, model: str) -> str:
+    r = c.post("/v1/chat/completions", json={"model": model, **CHAT})
+    assert r.status_code == 200, r.text
+    return r.json()["model"].removesuffix("-engine")
+
+
+def test_model_file_goes_to_the_highest_ranked_available_recipe_that_can_serve(sel):
+    lv, c = sel
+    # ghost ranks higher but has no block for this host; gamma cannot serve *.gguf
+    assert _served_by(c, str(lv.model_file)) == "beta"
+
+
+def test_registered_model_keeps_its_recipe_without_an_override(sel):
+    lv, c = sel
+    assert _served_by(c, "user.reg") == "alpha"
+
+
+@pytest.mark.parametrize("override,served", [("BETA", "beta"), ("llama.cpp", "alpha")])
+def test_override_on_a_registered_model(sel, monkeypatch, override, served):
+    lv, c = sel
+    monkeypatch.setenv("LEMONPACK_BACKEND", override)  # the default's names keep the registered recipe
+    assert _served_by(c, "user.reg") == served
+
+
+def test_registry_backend_field_overrides_the_registered_recipe(sel):
+    lv, c = sel
+    lv.registry.add("user.pinned", "alpha", {"main": str(lv.model_file)}, backend="beta")
+    assert _served_by(c, "user.pinned") == "beta"
+
+
+def test_env_override_on_a_model_file(sel, monkeypatch):
+    lv, c = sel
+    monkeypatch.setenv("LEMONPACK_BACKEND", "Alpha")
+    assert _served_by(c, str(lv.model_file)) == "alpha"
+
+
+@pytest.mark.parametrize("override,kind", [("nope", "unknown"), ("ghost", "unavailable"),
+                                           ("gamma", "cannot-serve")])
+def test_hard_errors_are_400_backend_selection_error_naming_the_kind(sel, monkeypatch, override, kind):
+    lv, c = sel
+    monkeypatch.setenv("LEMONPACK_BACKEND", override)
+    for model in (str(lv.model_file), "user.reg"):
+        for path, body in (("/v1/chat/completions", {"model": model, **CHAT}), ("/v1/load", {"model_name": model})):
+            r = c.post(path, json=body)
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["type"] == "backend_selection_error" and err["code"] == kind
+            assert err["message"].startswith(kind + ":") and override in err["message"]
+    assert lv.server.runner.starts == 0  # no engine was started for a refused request
+
+
+def test_model_file_nothing_serves_is_a_400_without_a_start(sel, tmp_path):
+    lv, c = sel
+    other = tmp_path / "weights.onnx"
+    other.write_bytes(b"x")
+    r = c.post("/v1/chat/completions", json={"model": str(other), **CHAT})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "backend_selection_error"
+    assert "no available recipe can serve" in r.json()["error"]["message"]
+    assert lv.server.runner.starts == 0
