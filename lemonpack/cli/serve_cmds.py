@@ -36,7 +36,7 @@ def serve(
     configure_logging(json_logs)
     engines = Engines(subreaper=True, sentinel=True)
     engines.cleanup_leftovers()
-    catalog = Catalog(avoid_ports=frozenset({port_n})).start()
+    catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=_is_loopback(host)).start()
     server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight, ttl=ttl,
                                                                       soft_idle=soft_idle))
     stop = threading.Event()
@@ -59,3 +59,15 @@ def serve(
 
 
 __all__ = ["serve"]
+
+
+def _is_loopback(host: str) -> bool:
+    """True for a loopback listen address (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -87,7 +87,11 @@ class Catalog:
     """
 
     def __init__(self, registry: ModelRegistry | None = None, watcher: DiscoveryWatcher | None = None, *,
-                 host_facts=None, engine_host: str = "127.0.0.1", avoid_ports: frozenset[int] = frozenset()):
+                 host_facts=None, engine_host: str = "127.0.0.1", avoid_ports: frozenset[int] = frozenset(),
+                 model_files: bool = True):
+        """``model_files``: whether a request may name a model file by its absolute path
+        (``lemonpack serve`` allows it only when it listens on a loopback address: a remote
+        client must not point an engine at any file of this machine)."""
         from lemonpack.contract import detect_host
 
         self.registry = registry or ModelRegistry()
@@ -95,6 +99,7 @@ class Catalog:
         self.facts = host_facts if host_facts is not None else detect_host()
         self.engine_host = engine_host
         self.avoid_ports = avoid_ports
+        self.model_files = model_files
         self._presence: tuple[float, object, dict] | None = None
         self._presence_lock = threading.Lock()
 
@@ -143,6 +148,9 @@ class Catalog:
             return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel)
         if not self.is_model_file(name):
             raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add) and is not a model file")
+        if not self.model_files:
+            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add); model files by path are "
+                                "served only when lemonpack serve listens on a loopback address")
         path = os.path.abspath(os.path.expanduser(name))
         sel = self._select(model_artifact(name, path), found, env or None, OVERRIDE_ENV).require()
         rid = sel.recipe
