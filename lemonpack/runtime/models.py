@@ -226,11 +226,25 @@ class ModelRegistry:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else default_path()
+        self._cached: tuple[tuple, Mapping[str, "ModelEntry"]] | None = None
 
     # reading ---------------------------------------------------------------------
 
     def load(self) -> Mapping[str, ModelEntry]:
-        """Every entry by name, sorted (empty when the file does not exist)."""
+        """Every entry by name, sorted (empty when the file does not exist).
+
+        The parsed file is kept while its stat facts (device, inode, size, mtime and ctime in
+        ns) stay the same: a server reads the registry on every request, and every write here
+        replaces the file (a new inode), so a change is always seen."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return MappingProxyType({})
+        except OSError:
+            st = None  # read_text below reports it
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if st is not None else None
+        if key is not None and self._cached is not None and self._cached[0] == key:
+            return self._cached[1]
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -238,8 +252,10 @@ class ModelRegistry:
         except (OSError, UnicodeDecodeError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise ManifestError([Problem(str(self.path), "", "unreadable", f"cannot read file: {msg}")]) from None
-        entries = parse_registry(text, str(self.path))
-        return MappingProxyType(dict(sorted(entries.items())))
+        entries = MappingProxyType(dict(sorted(parse_registry(text, str(self.path)).items())))
+        if key is not None:
+            self._cached = (key, entries)
+        return entries
 
     def list(self) -> tuple[ModelEntry, ...]:
         """Every entry, sorted by name."""

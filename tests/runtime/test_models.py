@@ -192,3 +192,24 @@ def test_checkpoint_kind_and_normalize(tmp_path, monkeypatch):
     assert normalize_checkpoint("sub/../m.gguf") == str(tmp_path / "m.gguf")
     assert looks_like_path("/x/m") and looks_like_path("m.GGUF") and looks_like_path("w.safetensors")
     assert not looks_like_path("user.qwen")
+
+
+def test_load_is_cached_while_the_file_is_unchanged_and_sees_every_change(tmp_path):
+    """The server reads the registry per request: an unchanged file is parsed once; a write
+    by lemonpack (a rename) or an in-place edit by hand is seen at the next load."""
+    reg = ModelRegistry(tmp_path / "user_models.json")
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    reg.add("user.a", "llamacpp", {"main": str(model)})
+    first = reg.load()
+    assert reg.load() is first  # unchanged: the same parsed mapping
+    reg.add("user.b", "llamacpp", {"main": str(model)})
+    assert set(reg.load()) == {"user.a", "user.b"}
+    doc = json.loads(reg.path.read_text())
+    del doc["user.b"]
+    with open(reg.path, "r+") as f:  # an in-place edit: same inode
+        f.seek(0)
+        f.write(json.dumps(doc))
+        f.truncate()
+    os.utime(reg.path, ns=(1, 1))  # even with an mtime set back, size and ctime change
+    assert set(reg.load()) == {"user.a"}
