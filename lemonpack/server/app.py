@@ -253,14 +253,9 @@ class Server:
         info["model"] = model
         if not model:
             return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
-        try:
-            served = await self._get(model)
-        except ModelNotFound as e:
-            return error(404, "model_not_found", str(e))
-        except BackendSelectionError as e:
-            return selection_error(e)
-        if served.recipe is None:
-            return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+        served = await self._served_or_error(model)
+        if isinstance(served, web.Response):
+            return served
         if cap not in served.capabilities:
             return error(400, "unsupported_operation",
                          f"model {model!r} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
@@ -430,11 +425,9 @@ class Server:
                     return doc[k]
         return request.query.get("model")
 
-    async def load(self, request: web.Request) -> web.Response:
-        """``POST /v1/load {"model_name": ...}``: start the engine and wait until ready."""
-        model = await self._body_model(request)
-        if not model:
-            return error(400, "invalid_request_error", "no model given")
+    async def _served_or_error(self, model: str):
+        """The served model ``model``, or the error response saying why there is none (404
+        ``model_not_found``, 400 ``backend_selection_error``)."""
         try:
             served = await self._get(model)
         except ModelNotFound as e:
@@ -443,6 +436,16 @@ class Server:
             return selection_error(e)
         if served.recipe is None:
             return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+        return served
+
+    async def load(self, request: web.Request) -> web.Response:
+        """``POST /v1/load {"model_name": ...}``: start the engine and wait until ready."""
+        model = await self._body_model(request)
+        if not model:
+            return error(400, "invalid_request_error", "no model given")
+        served = await self._served_or_error(model)
+        if isinstance(served, web.Response):
+            return served
         try:
             eng = await self._ready(model)
         except (RuntimeFailure, LemonpackError) as e:
