@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from buildkit import blob, tags, tar_gz
+from support.helpers import reshape_entry
 from lemonpack.oci import verify_layout
 
 URL = "https://example.invalid/bt/artifact.tar.gz"
@@ -308,20 +309,6 @@ def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, build_
     assert _layout_files(tmp_path / "o2") == _layout_files(tmp_path / "o")  # B's entry untouched
 
 
-def _shape(entry: Path, kind: str, outside: Path) -> None:
-    good = entry.read_bytes()
-    entry.chmod(0o644)
-    entry.unlink()
-    if kind == "directory":
-        entry.mkdir()
-        (entry / "inner").write_bytes(good)
-    elif kind == "symlink":
-        outside.write_bytes(good)
-        entry.symlink_to(outside)
-    elif kind == "fifo":
-        os.mkfifo(entry)
-
-
 @pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
 def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_path, site, lp, host, build_env,
                                                                           kind):
@@ -332,14 +319,14 @@ def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_pa
     assert lp("install", r, "--yes", "--mirror", site.base).code == 0
     entry = build_env / "artifacts" / "sha256" / h
     outside = tmp_path / "outside-copy"
-    _shape(entry, kind, outside)
+    reshape_entry(entry, kind, outside)
     served = len(site.requests)
     res = lp("install", r, "--yes", "--mirror", site.base)
     assert res.code == 0, res
     assert len(site.requests) == served + 1  # fetched again
     assert f"is a {kind}, not a regular file" in res.err
     assert stat.S_ISREG(os.lstat(entry).st_mode) and hashlib.sha256(entry.read_bytes()).hexdigest() == h
-    _shape(entry, kind, outside)
+    reshape_entry(entry, kind, outside)
     res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
     assert res.code == 0, res
     assert stat.S_ISREG(os.lstat(entry).st_mode)
@@ -355,7 +342,7 @@ def test_cache_lists_and_removes_entries_of_every_shape(tmp_path, site, lp, host
     assert lp("install", recipe(tmp_path, h), "--yes", "--mirror", site.base).code == 0
     entry = build_env / "artifacts" / "sha256" / h
     outside = tmp_path / "outside-copy"
-    _shape(entry, kind, outside)
+    reshape_entry(entry, kind, outside)
     stray = build_env / "artifacts" / "sha256" / "not-a-digest"
     stray.write_bytes(b"?")
     res = lp("cache", "list", "--json")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lemonpack.cli import main
+from support.helpers import write_descriptor
 from lemonpack.runtime.selector import RANK_KEY, SERVES_KEY
 
 CPU = '{"os": "linux", "accelerators": ["cpu"]}'
@@ -22,18 +23,13 @@ def _descriptor(directory: Path, rid: str, *, command: str, serves=("*.gguf",), 
         ext[RANK_KEY] = rank
     doc = {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["chat_completion"],
            "platforms": {"linux": {accel: {"command": command, "args": ["--port", "{port}"]}}}, "extensions": ext}
-    p = directory / f"{rid}.json"
-    p.write_text(json.dumps(doc))
-    os.chmod(p, 0o644)
+    write_descriptor(directory, f"{rid}.json", doc)
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """Two descriptor dirs (user first), an engine binary that exists, a model file."""
-    user, system = tmp_path / "user", tmp_path / "sys"
-    for d in (user, system):
-        d.mkdir()
-        os.chmod(d, 0o755)
+    user, system = tmp_path / "user", tmp_path / "sys"  # created 0755 by write_descriptor
     engine = tmp_path / "engine"
     engine.write_text("#!/bin/sh\nexit 0\n")
     engine.chmod(0o755)

@@ -19,6 +19,7 @@ import pytest
 
 from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, extract
+from support.helpers import ENTRY_SHAPES, reshape_entry
 from lemonpack.fetch.staging import clear_non_regular, ensure_dir, open_regular, remove_entry, remove_tree
 
 GOOD = b"good bytes"
@@ -32,31 +33,14 @@ def _store(tmp_path: Path) -> tuple[ArtifactCache, Path]:
     return cache, cache.commit(fh, tmp, HEX)
 
 
-def _reshape(entry: Path, kind: str, outside: Path) -> None:
-    entry.chmod(0o644)
-    entry.unlink()
-    if kind == "directory":
-        entry.mkdir()
-        (entry / "inner").write_bytes(GOOD)
-    elif kind == "symlink":
-        outside.write_bytes(GOOD)
-        entry.symlink_to(outside)
-    elif kind == "symlink-to-dir":
-        outside.mkdir()
-        (outside / "keep").write_bytes(b"k")
-        entry.symlink_to(outside)
-    else:
-        os.mkfifo(entry)
-
-
-KINDS = ["directory", "symlink", "symlink-to-dir", "fifo"]
+KINDS = list(ENTRY_SHAPES)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_entry_that_is_not_a_regular_file_is_never_used(tmp_path, kind):
     cache, entry = _store(tmp_path)
     outside = tmp_path / "outside"
-    _reshape(entry, kind, outside)
+    reshape_entry(entry, kind, outside)
     listed = list(cache.entries())
     assert [(e.digest, e.problem is not None) for e in listed] == [("sha256:" + HEX, True)]
     assert cache.verified(HEX) is None  # dropped, not followed, never blocks on a fifo
@@ -69,7 +53,7 @@ def test_entry_that_is_not_a_regular_file_is_never_used(tmp_path, kind):
 def test_commit_replaces_whatever_holds_the_name(tmp_path, kind):
     cache, entry = _store(tmp_path)
     outside = tmp_path / "outside"
-    _reshape(entry, kind, outside)
+    reshape_entry(entry, kind, outside)
     fh, tmp = cache.staging()
     fh.write(GOOD)
     assert cache.commit(fh, tmp, HEX) == entry

@@ -159,3 +159,32 @@ def write_descriptor(directory, name: str, doc, mode: int = 0o644):
     p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     os.chmod(p, mode)
     return p
+
+
+#: The shapes a cache entry can be turned into by :func:`reshape_entry`.
+ENTRY_SHAPES = ("directory", "symlink", "symlink-to-dir", "fifo")
+
+
+def reshape_entry(entry, kind: str, outside) -> None:
+    """Replace the cache file ``entry`` by something that is not a regular file: a
+    ``directory`` holding its bytes, a ``symlink`` to a good copy at ``outside``, a
+    ``symlink-to-dir`` (``outside`` a directory), or a ``fifo``."""
+    import os
+
+    good = entry.read_bytes()
+    entry.chmod(0o644)
+    entry.unlink()
+    if kind == "directory":
+        entry.mkdir()
+        (entry / "inner").write_bytes(good)
+    elif kind == "symlink":
+        outside.write_bytes(good)
+        entry.symlink_to(outside)
+    elif kind == "symlink-to-dir":
+        outside.mkdir()
+        (outside / "keep").write_bytes(b"k")
+        entry.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(entry)
+    else:
+        raise ValueError(kind)
