@@ -62,6 +62,12 @@ def test_rocm_root(tmp_path):
     assert detect_host(tmp_path).accelerators == {"cpu"}
 
 
+@pytest.mark.parametrize("version, arch", [("110501", "gfx1151"), ("90010", "gfx90a"), ("110000", "gfx1100")])
+def test_rocm_arch_from_the_gfx_target_version(tmp_path, version, arch):
+    _rocm(tmp_path, version)
+    assert detect_host(tmp_path).rocm_arch == arch
+
+
 def test_cuda_root_with_a_fake_nvidia_smi(tmp_path):
     _nvidia_driver(tmp_path / "root")
     smi = _nvidia_smi(tmp_path / "tools/nvidia-smi", "echo 8.9; echo 8.9")
