@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from lemonpack.contract import EffectiveBlock
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
+from lemonpack.fetch.staging import remove_tree
 
 
 def source_field(eff: EffectiveBlock) -> str:
@@ -83,9 +84,7 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
         raise LemonpackError(f"{what} is not a readable archive: {e}") from None
     if eff.binary and not (dest / eff.binary).is_file():
-        import shutil
-
         top = sorted(p.name + ("/" if p.is_dir() else "") for p in dest.iterdir())[:10]
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)  # read-only directories of the archive included
         raise LemonpackError(f"{what} has no {eff.binary!r} at its top level (binary of {eff.path}); "
                              f"it holds: {', '.join(top) or 'nothing'}")

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
 from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
@@ -260,7 +260,6 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
             try:
                 desc = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, write)
             except UnsafeContentError as e:
-                from lemonpack.builder.artifact import source_field
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"(sha256:{fetched.sha256}): unsafe member {e}") from None
             info = built[0]
@@ -270,7 +269,6 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
             raise
         return desc
     except OSError as exc:
-        from lemonpack.builder.artifact import source_field
         raise StorageError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                            f"(sha256:{fetched.sha256}): cannot write its layer into {opts.out} and the layer cache "
                            f"{layers.root}: {exc.strerror or exc}") from None

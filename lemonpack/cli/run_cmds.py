@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import socket
 import sys
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -39,10 +38,10 @@ from lemonpack.errors import LemonpackError, RuntimeFailure
 
 def _free_port(host: str) -> int:
     """A free TCP port on ``host``; a usage error (exit 2) when ``host`` cannot be bound."""
+    from lemonpack.runtime.engines import free_port
+
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
-            return s.getsockname()[1]
+        return free_port(host)
     except OSError as e:
         raise typer.BadParameter(f"cannot listen on {host!r}: {e.strerror or e}", param_hint="--host") from None
 

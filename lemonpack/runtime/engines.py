@@ -95,6 +95,19 @@ def listening_inodes(port: int) -> set[int] | None:
     return out if readable else None
 
 
+def free_port(host: str, avoid: frozenset[int] = frozenset()) -> int:
+    """A TCP port free on ``host`` a moment ago, never one of ``avoid`` (a server's listen port:
+    an engine port equal to it is impossible by construction). OSError when ``host`` cannot
+    be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    while True:
+        with socket.socket(family) as s:
+            s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
+
+
 def check_port_free(host: str, port: int) -> None:
     """Raise :class:`LemonpackError` naming ``host:port`` when a TCP socket cannot be bound
     there (another process listens on it). ``SO_REUSEADDR`` is set, as servers do, so

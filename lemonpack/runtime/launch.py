@@ -74,7 +74,7 @@ from lemonpack.contract.model import EMPTY, Recipe
 from lemonpack.contract.select import EffectiveBlock, arch_alias, select_block
 from lemonpack.contract.tokens import Token, TokenSyntaxError, parse_template, render, render_argv
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
-from lemonpack.oci.cmdline import CONTAINER_CLIS, read_container_argv, valid_container_name
+from lemonpack.oci.cmdline import read_container_argv, valid_container_name
 from lemonpack.runtime.engine_flags import EngineFlagTable, table_for
 from lemonpack.runtime.envallow import DEFAULT_ALLOWLIST, resolve_env
 from lemonpack.runtime.launchplans import BuiltinInputs, builtin_plan
@@ -102,10 +102,6 @@ DEVICE_TOKEN_DEFAULTS: Mapping[str, str] = MappingProxyType({
     "ggml_vk_visible_devices": "0",
     "ze_affinity_mask": "0",
 })
-
-#: Container runtimes whose ``run --name X`` marks a container launch (the CLIs
-#: :mod:`lemonpack.oci.cmdline` reads).
-CONTAINER_RUNTIMES: frozenset[str] = CONTAINER_CLIS
 
 _PID_LITERAL = "{pid}"
 
@@ -718,7 +714,7 @@ def _check_checkpoints(model: str, referenced: Mapping[str, str]) -> None:
                 "(or set model_management: self_managed if the engine manages its own weights)")
 
 
-__all__ = ["CONTAINER_RUNTIMES", "DEVICE_TOKEN_DEFAULTS", "MissingBinaryError", "MissingCheckpointError",
+__all__ = ["DEVICE_TOKEN_DEFAULTS", "MissingBinaryError", "MissingCheckpointError",
            "ModelSpec", "OPTION_DEFAULTS", "TokenContext", "build_launch_plan", "check_reserved",
            "container_of", "default_hf_cache", "deployment_mode", "expand_custom_args", "resolve_token",
            "split_custom_args"]

@@ -57,7 +57,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lemonpack.contract.host import DETECTION_ORDER, HostFacts
 from lemonpack.contract.model import Recipe
@@ -75,6 +75,9 @@ RANK_KEY = "dev.lemonpack.rank"
 OUTCOMES = ("recipe", "default", "error")
 #: Kinds of a hard error.
 ERROR_KINDS = ("unknown", "unavailable", "cannot-serve")
+
+if TYPE_CHECKING:
+    from lemonpack.runtime.containers import CLILike
 
 
 @dataclass(frozen=True)
@@ -382,28 +385,27 @@ def model_artifact(ref: str, main: str) -> ModelArtifact:
     return ModelArtifact(ref, tuple(n for n in names if n))
 
 
-def _run_ok(argv: list[str]) -> bool:
+def image_present(cli: CLILike, image: str) -> bool:
+    """True when the container CLI ``cli`` (a name, an argv prefix with global options, or a
+    :class:`~lemonpack.runtime.containers.ContainerCLI` carrying the plan's env: the store the
+    recipe's own command line selects) has ``image`` locally: ``podman image exists IMAGE``
+    (podman-image-exists(1)), else ``CLI image inspect IMAGE``."""
+    from lemonpack.runtime.containers import ContainerCLI
+
+    cli = ContainerCLI.of(cli)
+    args = ("image", "exists", image) if cli.name in ("podman", "podman-remote") else ("image", "inspect", image)
     try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=30, check=False).returncode == 0
+        return cli.run(*args, timeout=30).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
 
-def image_present(engine: str, image: str) -> bool:
-    """True when the container ``engine`` (``podman``, ``docker`` ...) has ``image`` locally:
-    ``podman image exists IMAGE`` (podman-image-exists(1)), else ``ENGINE image inspect IMAGE``."""
-    exe = shutil.which(engine) or engine
-    if os.path.basename(engine) == "podman":
-        return _run_ok([exe, "image", "exists", image])
-    return _run_ok([exe, "image", "inspect", image])
-
-
 def presence_of(recipe: Recipe, eff: EffectiveBlock, external: Path, *,
-                image_check: Callable[[str, str], bool] = image_present) -> Presence:
+                image_check: Callable[[CLILike, str], bool] = image_present) -> Presence:
     """Look whether ``recipe``'s artifact for block ``eff`` is present: the ``variant_of``
     binary ``external/<binary>`` (executable); for a passthrough ``run`` of a container CLI,
-    the image (``image_check(engine, image)``); else the command (an absolute executable
+    the image (``image_check(cli, image)``, ``cli`` the argv's program with its global
+    options and the block's env: the store the recipe uses); else the command (an absolute executable
     file, or a name on ``PATH``). A command or image with tokens is not resolvable before
     a load and counts as present, saying so."""
     from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
@@ -421,7 +423,10 @@ def presence_of(recipe: Recipe, eff: EffectiveBlock, external: Path, *,
     if inv is not None and inv.subcommand == "run" and inv.image:
         if "{" in inv.image:
             return Presence(True, f"image {inv.image} (has tokens, not checked)")
-        return Presence(image_check(inv.engine, inv.image), f"image {inv.image}")
+        from lemonpack.runtime.containers import ContainerCLI
+
+        cli = ContainerCLI(inv.cli_prefix([command, *eff.args]), tuple(sorted(dict(eff.env or {}).items())))
+        return Presence(image_check(cli, inv.image), f"image {inv.image}")
     if not command or "{" in command:
         return Presence(True, f"command {command or '(none)'} (has tokens, not checked)")
     if os.path.isabs(command):
@@ -431,7 +436,7 @@ def presence_of(recipe: Recipe, eff: EffectiveBlock, external: Path, *,
 
 
 def gather_presence(recipes: Iterable[Recipe], host: HostFacts, *, external_dir: Callable[[str], Path] | None = None,
-                    image_check: Callable[[str, str], bool] = image_present) -> dict[str, Presence]:
+                    image_check: Callable[[CLILike, str], bool] = image_present) -> dict[str, Presence]:
     """Presence facts for every recipe that has a block for ``host`` (:func:`host_block`):
     recipe id -> :class:`Presence`. ``external_dir(recipe_id)`` is where a variant_of binary
     is installed (default ``paths.cache_root()/external/<id>``, as the launch plan looks)."""

@@ -138,7 +138,6 @@ class Server:
         self.known: set[str] = set()  # models this server asked the runner for
         self.last_done: dict[str, float] = {}  # model -> monotonic end of its last request
         self._idle_eng: dict[str, tuple[object, float]] = {}  # model -> (engine, monotonic first seen ready)
-        self.downsized: dict[str, int] = {}  # model -> downsize calls made (stats, tests)
         self._downsized_now: set[str] = set()  # downsized in the current idle period
         self._sweeper: asyncio.Task | None = None
 
@@ -380,7 +379,6 @@ class Server:
         path = served.recipe.downsize_endpoint if served.recipe is not None else None
         if not path:
             return
-        self.downsized[name] = self.downsized.get(name, 0) + 1
         try:
             async with self._session(eng).post(eng.url + path, data=b"",
                                                timeout=aiohttp.ClientTimeout(total=30)) as r:

@@ -24,13 +24,13 @@ running keeps the recipe it was started with until it is unloaded.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import LemonpackError
+from lemonpack.runtime.engines import free_port
 from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
 from lemonpack.runtime.models import ModelRegistry
@@ -63,18 +63,6 @@ class ServedModel:
     def capabilities(self) -> tuple[str, ...]:
         """The recipe's declared capabilities (empty without a recipe)."""
         return self.recipe.capabilities if self.recipe is not None else ()
-
-
-def free_port(host: str, avoid: frozenset[int] = frozenset()) -> int:
-    """A TCP port free on ``host`` a moment ago, never one of ``avoid`` (the listen port:
-    an engine port equal to it is impossible by construction)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    while True:
-        with socket.socket(family) as s:
-            s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
 
 
 class Catalog:

@@ -8,14 +8,20 @@ bundles) is tested against real files and the real podman.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
-import shutil
+import secrets
 import stat
+import shutil
+import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from support.tools import need
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.loader import load_recipe_text
 from lemonpack.runtime.selector import (BUILTIN_DEFAULT, BackendSelectionError, ModelArtifact, Presence, RANK_KEY,
@@ -283,30 +289,47 @@ def test_presence_of_variant_binary_and_commands(tmp_path, monkeypatch):
     assert gather_presence([var], HostFacts("darwin", frozenset({"cpu", "metal"}))) == {}
 
 
-def _container_recipe(image: str):
+def _container_recipe(image: str, globals_: tuple[str, ...] = ()):
     return load_recipe_text(json.dumps({
         "recipe": "boxed", "display_name": "bb", "api_contract_version": "1", "capabilities": ["completion"],
         "platforms": {"linux": {"cpu": {"command": "podman", "args": [
-            "run", "--rm", "--name", "lp-{port}", "-p", "{port}:8080", image]}}},
+            *globals_, "run", "--rm", "--name", "lp-{port}", "-p", "{port}:8080", image]}}},
         "extensions": {SERVES_KEY: ["*.gguf"]}}), "boxed.json")
 
 
 def test_presence_of_a_container_image_asks_the_engine():
     img = "quay.io/example/engine@sha256:" + "aa" * 64
     asked = []
-    facts = gather_presence([_container_recipe(img)], CPU_HOST,
-                            image_check=lambda engine, image: asked.append((engine, image)) or True)
-    assert asked == [("podman", img)] and facts["boxed"] == Presence(True, f"image {img}")
+    facts = gather_presence([_container_recipe(img, ("--root", "/srv/store"))], CPU_HOST,
+                            image_check=lambda cli, image: asked.append((cli.argv, image)) or True)
+    # asked of the store the recipe's own command line selects (its global options)
+    assert asked == [(("podman", "--root", "/srv/store"), img)] and facts["boxed"] == Presence(True, f"image {img}")
 
 
-@pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed")
-def test_image_present_with_real_podman():
-    assert image_present("podman", "localhost/lemonpack-select-absent@sha256:" + "0" * 64) is False
-    out = os.popen("podman images --format '{{.ID}}' 2>/dev/null").read().split()
-    if out:
-        assert image_present("podman", out[0]) is True
-    facts = gather_presence([_container_recipe("localhost/lemonpack-select-absent@sha256:" + "0" * 64)], CPU_HOST)
-    assert facts["boxed"].present is False
+@pytest.mark.slow
+def test_image_present_with_real_podman(tmp_path):
+    """podman answers for the store the recipe's argv selects: an image imported into a
+    private ``--root`` is present there and absent from the default store."""
+    need("podman")
+    runroot = tempfile.mkdtemp(prefix="lp-sel-")  # podman wants a short runroot path
+    store = ("podman", "--root", str(tmp_path / "root"), "--runroot", runroot, "--storage-driver", "vfs")
+    tar = tmp_path / "one.tar"
+    with tarfile.open(tar, "w") as tf:
+        info = tarfile.TarInfo("hello")
+        info.size = 2
+        tf.addfile(info, io.BytesIO(b"hi"))
+    name = f"localhost/lemonpack-select-{secrets.token_hex(4)}:t"
+    subprocess.run([*store, "import", str(tar), name], check=True, capture_output=True, timeout=120)
+    try:
+        assert image_present(store, name) is True
+        assert image_present("podman", name) is False  # not in the default store
+        assert image_present(store, "localhost/lemonpack-select-absent@sha256:" + "0" * 64) is False
+        facts = gather_presence([_container_recipe(name, store[1:])], CPU_HOST)
+        assert facts["boxed"].present is True
+    finally:
+        subprocess.run([*store, "rmi", "-f", name], capture_output=True, timeout=120)
+        subprocess.run([*store, "system", "reset", "-f"], capture_output=True, timeout=120)
+        shutil.rmtree(runroot, ignore_errors=True)
 
 
 def test_model_artifact_names(tmp_path):
