@@ -33,7 +33,7 @@ def serve(
 
     host, port_n = parse_listen(port, host)
     sock = bind(host, port_n)
-    configure_logging(json_logs)
+    unconfigure_logging = configure_logging(json_logs)
     engines = Engines(subreaper=True, sentinel=True)
     engines.cleanup_leftovers()
     catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=_is_loopback(host)).start()
@@ -52,6 +52,7 @@ def serve(
             f"listening on http://{host}:{port_n} (OpenAI API under /v1 and /api/v1)", markup=False))
     finally:
         engines.close()
+        unconfigure_logging()
         for s, h in old.items():
             signal.signal(s, h)
     err_console.print("stopped", markup=False)

@@ -81,13 +81,22 @@ def serve(server, sock: socket.socket, stop: threading.Event, on_ready=None) -> 
         server.catalog.stop()
 
 
-def configure_logging(json_logs: bool) -> None:
-    """Send ``lemonpack.server`` records to stderr, one line each (JSON with ``json_logs``)."""
+def configure_logging(json_logs: bool):
+    """Send ``lemonpack.server`` records to stderr, one line each (JSON with ``json_logs``),
+    instead of the CLI's warning handler; returns a function that undoes it (so serving
+    twice in one process does not stack handlers)."""
     from lemonpack.server.app import JsonLogFormatter, TextLogFormatter
 
     h = logging.StreamHandler()
     h.setFormatter(JsonLogFormatter() if json_logs else TextLogFormatter())
     lg = logging.getLogger("lemonpack.server")
+    before = (lg.level, lg.propagate)
     lg.addHandler(h)
     lg.setLevel(logging.INFO)
     lg.propagate = False
+
+    def undo() -> None:
+        lg.removeHandler(h)
+        lg.setLevel(before[0])
+        lg.propagate = before[1]
+    return undo
