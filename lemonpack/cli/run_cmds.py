@@ -26,13 +26,13 @@ import json
 import shlex
 import signal
 import sys
-import threading
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, resolve_recipe
+from lemonpack.cli.stop_signals import StopSignals
 from lemonpack.errors import LemonpackError, RuntimeFailure
 
 
@@ -110,10 +110,7 @@ def run(
     from lemonpack.oci.policy import require_pinned
     from lemonpack.contract import detect_host
     from lemonpack.contract.model import HealthProbe
-    from lemonpack.runtime.engines import Engines, check_port_free
-    from lemonpack.runtime.runner import Runner
-    from lemonpack.runtime.probes import failure
-    from lemonpack.runtime.supervisor import State
+    from lemonpack.runtime.engines import check_port_free
     from lemonpack.runtime.launch import build_launch_plan  # written in parallel: imported lazily
     from lemonpack.runtime.models import parse_option
     from lemonpack.runtime.probes import describe_probe
@@ -156,13 +153,6 @@ def run(
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():
         probe_text += "; the default probe: the recipe sets no health_probe"
 
-    stop = threading.Event()
-    got: list[int] = []
-
-    def on_signal(signum, _frame):
-        got.append(signum)
-        stop.set()
-
     def on_log(line: str) -> None:
         sys.stderr.write(f"[{plan.recipe}] {line}\n")
         sys.stderr.flush()
@@ -185,7 +175,21 @@ def run(
         console.print(f"argv: {shlex.join(eng.argv)}", markup=False)
         sys.stdout.flush()
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    with StopSignals() as stop:
+        _run_until_stopped(plan, stop, probe_text, on_spawn, on_ready)
+    err_console.print(f"stopped {plan.recipe} ({signal.Signals(stop.got[0]).name})", markup=False)
+    return 128 + stop.got[0]  # 130 after SIGINT, 143 after SIGTERM, as shells report them
+
+
+def _run_until_stopped(plan, stop: StopSignals, probe_text: str, on_spawn, on_ready) -> None:
+    """Start ``plan``'s engine, wait until ``stop`` (a signal), then stop everything; a failed
+    start or a crash raises (exit 7)."""
+    from lemonpack.runtime.engines import Engines
+    from lemonpack.runtime.probes import failure
+    from lemonpack.runtime.runner import Runner
+    from lemonpack.runtime.supervisor import State
+
+    got = stop.got
     engines = Engines(subreaper=True, sentinel=True)
     runner = Runner({plan.model: plan}, engines, on_spawn=on_spawn)
     try:
@@ -207,13 +211,9 @@ def run(
     finally:
         runner.close()
         engines.close()
-        for s, h in old.items():
-            signal.signal(s, h)
-    err_console.print(f"stopped {plan.recipe} ({signal.Signals(got[0]).name})", markup=False)
-    return 128 + got[0]  # 130 after SIGINT, 143 after SIGTERM, as shells report them
 
 
-def _wait_ready(runner, model: str, stop: threading.Event, got: list[int]):
+def _wait_ready(runner, model: str, stop: StopSignals, got: list[int]):
     """The ready engine of ``model``; None when a signal came first (the start is then
     cancelled by the runner's close). A failed start raises its RuntimeFailure."""
     fut = runner.request(model)

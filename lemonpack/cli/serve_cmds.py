@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-
 import typer
 
 from lemonpack.cli._app import app, err_console
+from lemonpack.cli.stop_signals import StopSignals
 
 
 @app.command("serve")
@@ -39,22 +37,13 @@ def serve(
     catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=_is_loopback(host)).start()
     server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight, ttl=ttl,
                                                                       soft_idle=soft_idle))
-    stop = threading.Event()
-    got: list[int] = []
-
-    def on_signal(signum, _frame):
-        got.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        srv.serve(server, sock, stop, on_ready=lambda: err_console.print(
-            f"listening on http://{host}:{port_n} (OpenAI API under /v1 and /api/v1)", markup=False))
+        with StopSignals() as stop:
+            srv.serve(server, sock, stop, on_ready=lambda: err_console.print(
+                f"listening on http://{host}:{port_n} (OpenAI API under /v1 and /api/v1)", markup=False))
     finally:
         engines.close()
         unconfigure_logging()
-        for s, h in old.items():
-            signal.signal(s, h)
     err_console.print("stopped", markup=False)
     return 0
 

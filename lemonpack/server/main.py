@@ -12,7 +12,6 @@ import asyncio
 import errno
 import logging
 import socket
-import threading
 
 from aiohttp import web
 
@@ -59,7 +58,7 @@ def bind(host: str, port: int) -> socket.socket:
     return s
 
 
-async def _serve(server, sock: socket.socket, stop: threading.Event, on_ready=None) -> None:
+async def _serve(server, sock: socket.socket, stop, on_ready=None) -> None:
     runner = web.AppRunner(server.app(), access_log=None)
     await runner.setup()
     site = web.SockSite(runner, sock)
@@ -71,9 +70,10 @@ async def _serve(server, sock: socket.socket, stop: threading.Event, on_ready=No
     await runner.cleanup()
 
 
-def serve(server, sock: socket.socket, stop: threading.Event, on_ready=None) -> None:
+def serve(server, sock: socket.socket, stop, on_ready=None) -> None:
     """Serve ``server`` (a :class:`lemonpack.server.app.Server`) on ``sock`` until ``stop``
-    is set; then close the site, stop every engine (``Runner.close``) and the watcher."""
+    (a ``threading.Event`` or a :class:`lemonpack.cli.stop_signals.StopSignals`: anything
+    whose ``wait()`` blocks until it is set) is set; then close the site, stop every engine (``Runner.close``) and the watcher."""
     try:
         asyncio.run(_serve(server, sock, stop, on_ready))
     finally:

@@ -88,7 +88,7 @@ class RunProcess:
 
         self.proc = subprocess.Popen([sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._err = threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True)
@@ -111,7 +111,18 @@ class RunProcess:
         return found[0] if found else None
 
     def finish(self, timeout: float = 30.0) -> int:
-        rc = self.proc.wait(timeout)
+        """The exit code; a run still alive after ``timeout`` seconds fails the test with its
+        stderr and every thread's stack (SIGABRT makes faulthandler print them)."""
+        import signal
+        import subprocess
+
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(10)
+            self._err.join(5)
+            raise AssertionError(f"lemonpack run still running after {timeout} s:\n{self.err}") from None
         self._err.join(5)
         rest = self.proc.stdout.read()
         if rest:
