@@ -97,6 +97,11 @@ class Runner:
         with self._lock:
             return self._sv.state(model)
 
+    def models(self) -> dict[str, State]:
+        """Every model this runner has started or tried to start, and its state."""
+        with self._lock:
+            return self._sv.models()
+
     def engine(self, model: str) -> EngineProcess | None:
         """The current engine of ``model`` (None when there is none)."""
         with self._lock:

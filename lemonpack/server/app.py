@@ -401,7 +401,8 @@ class Server:
         return ("failed", err) if err else ("unloaded", None)
 
     async def models(self, request: web.Request) -> web.Response:
-        """``GET /v1/models``: every registered model with recipe, capabilities, state."""
+        """``GET /v1/models``: every registered model with recipe, capabilities, state; then
+        every model file (named by path) whose engine is loading, ready or failed, by name."""
         data = []
         for m in self.catalog.models():
             state, reason = self._state(m.name)
@@ -409,6 +410,17 @@ class Server:
                 state, reason = "failed", m.problem
             data.append({"id": m.name, "object": "model", "owned_by": "lemonpack", "recipe": m.recipe_id,
                          "capabilities": list(m.capabilities), "state": state, "reason": reason})
+        listed = {d["id"] for d in data}
+        found = self.catalog.discovery()
+        for name in sorted(set(self.runner.models()) - listed):
+            state, reason = self._state(name)
+            eng = self.runner.engine(name)
+            if state == "unloaded" or eng is None:
+                continue  # an unloaded model file is not listed (nothing names it any more)
+            rec = found.get(eng.plan.recipe)
+            data.append({"id": name, "object": "model", "owned_by": "lemonpack", "recipe": eng.plan.recipe,
+                         "capabilities": list(rec.recipe.capabilities) if rec else [], "state": state,
+                         "reason": reason})
         return web.json_response({"object": "list", "data": data})
 
     async def _body_model(self, request: web.Request) -> str | None:

@@ -3,6 +3,7 @@ inference routes (a long wait before the first byte is normal)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,18 +30,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_json_logs_one_object_per_request(tmp_path):
+@contextlib.contextmanager
+def serve_cli(tmp_path, doc: dict, *options: str):
+    """``lemonpack serve --port P *options`` in a subprocess with ``user.fake`` registered for
+    the recipe ``doc``; yields (an httpx client on it, the stderr lines so far); SIGTERM at exit."""
     cfg = tmp_path / "config"
     backends = cfg / "backends"
-    write_descriptor(backends, "fake-engine.json", fake_doc())
+    write_descriptor(backends, f"{doc['recipe']}.json", doc)
     model = tmp_path / "tiny.gguf"
     model.write_bytes(b"GGUF")
-    ModelRegistry(cfg / "user_models.json").add("user.fake", "fake-engine", {"main": str(model)})
+    ModelRegistry(cfg / "user_models.json").add("user.fake", doc["recipe"], {"main": str(model)})
     port = _free_port()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
            "LEMONPACK_CONFIG_DIR": str(cfg), "LEMONPACK_CACHE_DIR": str(tmp_path / "cache"),
            "LEMONPACK_BACKENDS_PATH": f"user:{backends}", "XDG_RUNTIME_DIR": str(tmp_path / "run")}
-    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port), "--json-logs"],
+    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port), *options],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
     lines: list[str] = []
@@ -57,16 +61,21 @@ def test_json_logs_one_object_per_request(tmp_path):
     try:
         assert up.wait(60), "".join(lines)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as c:
-            plain = c.post("/v1/chat/completions", json=CHAT)
-            assert plain.status_code == 200
-            streamed = c.post("/api/v1/chat/completions", json={**CHAT, "stream": True})
-            assert streamed.status_code == 200 and b"[DONE]" in streamed.content
-            assert c.post("/v1/embeddings", json={"model": "user.fake", "input": "x"}).status_code == 400
-            assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.none"}).status_code == 404
+            yield c, lines
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+        assert proc.wait(60) == 0
         reader.join(10)
+
+
+def test_json_logs_one_object_per_request(tmp_path):
+    with serve_cli(tmp_path, fake_doc(), "--json-logs") as (c, lines):
+        plain = c.post("/v1/chat/completions", json=CHAT)
+        assert plain.status_code == 200
+        streamed = c.post("/api/v1/chat/completions", json={**CHAT, "stream": True})
+        assert streamed.status_code == 200 and b"[DONE]" in streamed.content
+        assert c.post("/v1/embeddings", json={"model": "user.fake", "input": "x"}).status_code == 400
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.none"}).status_code == 404
     docs = []
     for ln in lines:
         if ln.startswith("{"):
@@ -100,3 +109,50 @@ def test_no_read_timeout_on_inference_routes(live):
     assert p.status_code == 200 and p.json()["choices"][0]["message"]["content"]
     assert s.status_code == 200 and s.content.rstrip().endswith(b"data: [DONE]")
     assert took >= 6.0  # the engine really waited before its first byte
+
+
+def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
+    """``--soft-idle`` calls the recipe's downsize_endpoint, ``--ttl`` then unloads the model
+    (its engine process is gone); both count from the end of the last request."""
+    rec = tmp_path / "record.jsonl"
+    doc = fake_doc("fake-engine", "--record", str(rec))
+    doc["downsize_endpoint"] = "/downsize"
+
+    def paths() -> list[str]:
+        return [json.loads(ln).get("path") for ln in rec.read_text().splitlines()] if rec.exists() else []
+
+    with serve_cli(tmp_path, doc, "--soft-idle", "0.3", "--ttl", "1.5") as (c, lines):
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+        pid = next(p for p in _engine_pids(tmp_path))
+        state = lambda: next(m["state"] for m in c.get("/v1/models").json()["data"] if m["id"] == "user.fake")  # noqa: E731
+        assert state() == "ready"
+        deadline = time.monotonic() + 10
+        while "/downsize" not in paths() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "/downsize" in paths(), lines
+        assert state() == "ready"  # downsized, not unloaded
+        while state() != "unloaded" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state() == "unloaded", lines
+        assert not os.path.exists(f"/proc/{pid}")
+
+
+def _engine_pids(tmp_path) -> list[int]:
+    """Pids of fake engines whose command line names this test's record file."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if b"fake_engine" in cmd and str(tmp_path).encode() in cmd:
+                out.append(int(d))
+    return out
+
+
+def test_ttl_and_soft_idle_must_be_positive(tmp_path):
+    for opt in ("--ttl", "--soft-idle"):
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "serve", opt, "0"], capture_output=True,
+                           text=True, env={**os.environ, "LEMONPACK_CONFIG_DIR": str(tmp_path)})
+        assert r.returncode == 2 and opt in r.stderr, r.stderr

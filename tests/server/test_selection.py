@@ -46,6 +46,19 @@ def test_model_file_goes_to_the_highest_ranked_available_recipe_that_can_serve(s
     assert _served_by(c, str(lv.model_file)) == "beta"
 
 
+def test_a_loaded_model_file_is_listed_in_models_until_unloaded(sel):
+    lv, c = sel
+    path = str(lv.model_file)
+    assert path not in {m["id"] for m in c.get("/v1/models").json()["data"]}
+    assert _served_by(c, path) == "beta"
+    listed = {m["id"]: m for m in c.get("/v1/models").json()["data"]}
+    assert listed[path]["state"] == "ready" and listed[path]["recipe"] == "beta"
+    assert listed[path]["capabilities"] == ["chat_completion"]
+    assert listed["user.reg"]["state"] == "unloaded"  # registered models are listed as before
+    assert c.post("/v1/unload", json={"model_name": path}).status_code == 200
+    assert path not in {m["id"] for m in c.get("/v1/models").json()["data"]}
+
+
 def test_registered_model_keeps_its_recipe_without_an_override(sel):
     lv, c = sel
     assert _served_by(c, "user.reg") == "alpha"
