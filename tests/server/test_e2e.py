@@ -46,33 +46,44 @@ def container_listed(name: str) -> bool:
     return name in r.stdout.split()
 
 
+CGI_ROUTES = {"embeddings": "embed", "reranking": "rerank", "classification": "classify"}
+
+
 def busybox_www(root: Path, bb: str) -> Path:
-    """A document root for busybox httpd: ``/health`` (static, 200) and ``/cgi-bin/chat``, a CGI
-    that drains the request body and prints a fixed chat completion."""
+    """A document root for busybox httpd: ``/health`` (static, 200), ``/cgi-bin/chat``, a CGI
+    that drains the request body and prints a fixed chat completion, and one CGI per other
+    capability of section 14 (``embed``, ``rerank``, ``classify``) answering
+    ``{"answered_by": NAME, "bytes": N}`` (N: the request body's length as the engine read it)."""
     www = root / "www"
     (www / "cgi-bin").mkdir(parents=True)
     (www / "health").write_text("ok\n")
     (www / "chat.json").write_text(json.dumps(CHAT_ANSWER))
-    cgi = www / "cgi-bin" / "chat"
-    cgi.write_text(f"#!{bb} sh\n"
-                   f"{bb} head -c \"${{CONTENT_LENGTH:-0}}\" >/dev/null\n"
-                   "printf 'Status: 200 OK\\r\\nContent-Type: application/json\\r\\n\\r\\n'\n"
-                   f"{bb} cat /w/chat.json\n")
-    for p in (www, www / "cgi-bin", cgi):
+    scripts = {"chat": f"{bb} head -c \"${{CONTENT_LENGTH:-0}}\" >/dev/null\n"
+                       "printf 'Status: 200 OK\\r\\nContent-Type: application/json\\r\\n\\r\\n'\n"
+                       f"{bb} cat /w/chat.json\n"}
+    for cgi_name in CGI_ROUTES.values():
+        scripts[cgi_name] = (f"n=$({bb} head -c \"${{CONTENT_LENGTH:-0}}\" | {bb} wc -c)\n"
+                             "printf 'Status: 200 OK\\r\\nContent-Type: application/json\\r\\n\\r\\n'\n"
+                             f"printf '{{\"answered_by\": \"{cgi_name}\", \"bytes\": %s}}' \"$n\"\n")
+    for cgi_name, body in scripts.items():
+        cgi = www / "cgi-bin" / cgi_name
+        cgi.write_text(f"#!{bb} sh\n" + body)
+        os.chmod(cgi, 0o755)
+    for p in (www, www / "cgi-bin"):
         os.chmod(p, 0o755)
     os.chmod(www / "health", 0o644)
     os.chmod(www / "chat.json", 0o644)
     return www
 
 
-def test_container_engine_discovered_chat_unsupported_unload_gone(live, podman_env, tmp_path):
+def test_container_engine_discovered_multi_capability_unsupported_unload_gone(live, podman_env, tmp_path):
     image = podman_env["image"]
     name = f"lemonpack-e2e-{os.urandom(4).hex()}"
     www = busybox_www(tmp_path, image.bb)
     doc = {
         "recipe": "bb-chat", "display_name": "busybox chat", "api_contract_version": "1",
-        "capabilities": ["chat_completion"],
-        "endpoints": {"chat_completion": "/cgi-bin/chat"},
+        "capabilities": ["chat_completion", *CGI_ROUTES],  # section 14: an engine that serves more than chat
+        "endpoints": {"chat_completion": "/cgi-bin/chat", **{c: f"/cgi-bin/{n}" for c, n in CGI_ROUTES.items()}},
         "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
                          "timeout_seconds": 90, "poll_interval_ms": 100},
         "platforms": {"linux": {"cpu": {
@@ -96,8 +107,15 @@ def test_container_engine_discovered_chat_unsupported_unload_gone(live, podman_e
             assert r.json()["choices"][0]["message"]["content"] == "Hello from busybox"
             assert container_listed(name)  # the engine is that container
             assert c.get("/v1/models").json()["data"][0]["state"] == "ready"
-            r = c.post("/v1/embeddings", json={"model": "user.bb", "input": "x"})
-            assert r.status_code == 400 and r.json()["error"]["type"] == "unsupported_operation"
+            for route, cgi_name in [("/v1/embeddings", "embed"), ("/api/v1/rerank", "rerank"),
+                                    ("/v1/reranking", "rerank"), ("/v1/classify", "classify")]:
+                body = json.dumps({"model": "user.bb", "input": "x", "query": "q", "documents": ["a", "b"]}).encode()
+                r = c.post(route, content=body, headers={"Content-Type": "application/json"})
+                assert r.status_code == 200, (route, r.text)
+                assert r.json() == {"answered_by": cgi_name, "bytes": len(body)}, route
+            for route in ("/v1/audio/speech", "/v1/images/generations", "/v1/completions"):  # not declared
+                r = c.post(route, json={"model": "user.bb", "input": "x", "prompt": "p"})
+                assert r.status_code == 400 and r.json()["error"]["type"] == "unsupported_operation", route
             assert c.post("/v1/unload", json={"model_name": "user.bb"}).status_code == 200
             assert not container_listed(name)  # gone once unload answered
             assert c.get("/v1/models").json()["data"][0]["state"] == "unloaded"
