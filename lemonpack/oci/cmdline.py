@@ -155,10 +155,12 @@ _TABLES = _load_tables()
 
 #: Container CLIs by basename and the flag table each uses (see the module docstring).
 CLI_TABLES: Mapping[str, CliTable] = {
-    "podman": _TABLES["podman"], "podman-remote": _TABLES["podman"],
-    "docker": _TABLES["docker"], "nerdctl": _TABLES["nerdctl"],
+    "podman": _TABLES["podman"], "docker": _TABLES["docker"], "nerdctl": _TABLES["nerdctl"],
+    "podman-remote": _TABLES["podman"],
 }
-CONTAINER_CLIS = frozenset(CLI_TABLES)
+#: The container CLIs lemonpack reads, by basename, in the order the runtime scans them for
+#: leftovers (:meth:`lemonpack.runtime.engines.Engines.cleanup_leftovers`).
+CONTAINER_CLIS: tuple[str, ...] = tuple(CLI_TABLES)
 
 #: Subcommands whose first positional is an image.
 IMAGE_SUBCOMMANDS = frozenset({"run", "create", "pull"})

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from lemonpack.errors import LemonpackError, RuntimeFailure
-from lemonpack.oci.cmdline import read_container_argv
+from lemonpack.oci.cmdline import CONTAINER_CLIS, read_container_argv
 from lemonpack.runtime.proctable import owner_alive, run_child
 
 log = logging.getLogger("lemonpack.runtime.containers")
@@ -50,9 +50,6 @@ log = logging.getLogger("lemonpack.runtime.containers")
 LABEL_OWNER = "lemonpack.owner"
 LABEL_RECIPE = "lemonpack.recipe"
 LABEL_ENGINE = "lemonpack.engine"
-CONTAINER_CLIS = ("podman", "docker", "nerdctl", "podman-remote")
-"""Container CLIs whose labelled leftovers
-:meth:`lemonpack.runtime.engines.Engines.cleanup_leftovers` looks for (when installed)."""
 
 
 def inject_labels(argv: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
