@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from lemonpack.contract import jsonpath
+from lemonpack import jsonpath
 from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lemonpack.contract import jsonpath
+from lemonpack import jsonpath
 from lemonpack.contract.builtins import (BUILTIN_RECIPES, LAUNCH_PLAN_BUILTINS, SUPPORTED_CONTRACT_MAJOR,
                                          is_loader_env_key)
 from lemonpack.contract.capabilities import CAPABILITIES

@@ -25,12 +25,11 @@ from every check, so it is refused (rule ``shell-string``), and so is ``env -S``
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from lemonpack import jsonpath
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.oci.cmdline import UnreadableCommandLine, program_index, read_container_argv
 from lemonpack.oci.reference import check_pinned
@@ -40,16 +39,6 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox", "fish"
 
 #: The (command field, args field) pairs of a platform block or arch override (RFC section 4.2).
 EXEC_FIELDS = (("command", "args"), ("stop_command", "stop_command_args"))
-
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_*?!\[\]-]+$")
-
-
-def _key(path: str, key: str) -> str:
-    """``path`` extended by ``key`` (``["odd.key"]`` for keys that are not plain words/globs)."""
-    if _PLAIN_KEY.match(key) and not key.startswith("["):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key)}]"
-
 
 def _is_shell_script(argv: Sequence[str]) -> bool:
     name = os.path.basename(argv[0]) if argv else ""
@@ -135,13 +124,13 @@ def _platform_argvs(platforms: Any) -> Iterator[tuple[str, tuple[str, str], str,
         for accel, block in accels.items():
             if not isinstance(block, Mapping):
                 continue
-            bpath = _key(_key("platforms", str(os_name)), str(accel))
-            yield from _level_argvs(bpath, block, None)
+            where = ["platforms", str(os_name), str(accel)]
+            yield from _level_argvs(jsonpath.join(where), block, None)
             overrides = block.get("arch")
             if isinstance(overrides, Mapping):
                 for pattern, override in overrides.items():
                     if isinstance(override, Mapping):
-                        yield from _level_argvs(_key(f"{bpath}.arch", str(pattern)), override, block)
+                        yield from _level_argvs(jsonpath.join([*where, "arch", str(pattern)]), override, block)
 
 
 def document_policy_problems(file: str, document: Any) -> list[Problem]:

@@ -59,7 +59,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lemonpack import paths
-from lemonpack.contract import jsonpath
+from lemonpack import jsonpath
 from lemonpack.contract.loader import parse_json_strict
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 

@@ -218,3 +218,18 @@ def test_build_records_every_image_once():
     assert container_images("podman", ["run", "--mount", f"type=image,source={PINNED},dst=/m", "x@sha256:" + "b" * 64]) == (
         PINNED, "x@sha256:" + "b" * 64)
     assert container_images("podman", ["pull", PINNED, "-q", PINNED]) == (PINNED,)
+
+
+def test_policy_paths_name_odd_keys_as_the_contract_does():
+    """An arch override key that is not a plain word is written ``["..."]`` by the pinning
+    policy exactly as the contract's messages write it (one joiner: lemonpack.jsonpath)."""
+    from lemonpack import jsonpath
+    from lemonpack.oci.policy import document_policy_problems
+
+    key = "x86.ü\n"
+    doc = {"platforms": {"linux": {"cpu": {"command": "podman", "args": ["run", "img:tag"],
+                                           "arch": {key: {"args": ["run", "other:tag"]}}}}}}
+    paths = {p.path for p in document_policy_problems("r.json", doc)}
+    assert paths == {"platforms.linux.cpu.args[1]",
+                     jsonpath.join(["platforms", "linux", "cpu", "arch", key]) + ".args[1]"}
+    assert 'arch["x86.ü\\n"].args[1]' in "".join(paths)
