@@ -22,7 +22,6 @@ removed and the caller downloads it again.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -30,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file, open_regular,
+from lemonpack.files import hash_file
+from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
 from lemonpack.paths import require_cache_root
 
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 PARTIAL_PREFIXES = (".tmp-",)
 """Names of in-flight (or, once their lock is free, stale) downloads in the store."""
 
-_READ = 1 << 20
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -56,18 +55,6 @@ def _check_hex(hex_digest: str) -> str:
     if not isinstance(hex_digest, str) or not _HEX64.fullmatch(hex_digest):
         raise ValueError(f"not a sha256 hex digest (64 lowercase hex characters): {hex_digest!r}")
     return hex_digest
-
-
-def hash_file(path: Path) -> tuple[str, int]:
-    """``(sha256 hex, size in bytes)`` of the regular file at ``path``, read in 1 MiB
-    chunks. Raises ``OSError`` when it cannot be read or is not a regular file itself (a
-    symlink is not followed, a fifo never blocks: :func:`lemonpack.fetch.staging.open_regular`)."""
-    sha, size = hashlib.sha256(), 0
-    with open_regular(path) as f:
-        while chunk := f.read(_READ):
-            sha.update(chunk)
-            size += len(chunk)
-    return sha.hexdigest(), size
 
 
 @dataclass(frozen=True)

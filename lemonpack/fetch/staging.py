@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from lemonpack.files import kind_of, open_regular
+
 
 def _same(fd: int, path: str) -> bool:
     try:
@@ -112,41 +114,6 @@ def remove_entry(path: str | os.PathLike[str]) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
-
-
-def kind_of(path: str | os.PathLike[str]) -> str:
-    """What is at ``path``, by ``lstat`` (symlinks not followed): ``file``, ``directory``,
-    ``symlink``, ``fifo``, ``socket``, ``device``, ``missing``."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return "missing"
-    except NotADirectoryError:
-        return "missing"
-    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
-                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
-        if test(mode):
-            return name
-    return "device"
-
-
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open ``path`` for reading only if it is a regular file itself: not followed when a
-    symlink (``O_NOFOLLOW``), never blocking on a fifo (``O_NONBLOCK``), checked with
-    ``fstat`` on the open file (so a swap after a check cannot slip through). Raises
-    ``OSError`` (``ELOOP`` for a symlink, ``EISDIR`` for a directory, ``EINVAL`` for any
-    other non-regular file, or whatever ``open`` raised)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-            raise OSError(code, f"not a regular file ({kind_of(path)})", os.fspath(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=0)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def clear_non_regular(path: str | os.PathLike[str]) -> str | None:

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.files import hash_file
 from lemonpack.oci.canonical import (
     ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY,
     MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
@@ -459,12 +460,8 @@ class LayoutWriter:
 # --- reading -------------------------------------------------------------------------
 
 def _hash_file(path: Path) -> tuple[str, int]:
-    sha, size = hashlib.sha256(), 0
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(CHUNK):
-            sha.update(chunk)
-            size += len(chunk)
-    return "sha256:" + sha.hexdigest(), size
+    hexdigest, size = hash_file(path)
+    return "sha256:" + hexdigest, size
 
 
 def _load_json(path: Path) -> Any:

@@ -52,7 +52,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import Problem
+from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
 from lemonpack.runtime.extends import resolve_extends
@@ -265,22 +265,17 @@ class _Parsed:
 
 
 def _read_nofollow(file: str, expected: os.stat_result) -> str:
-    """Read ``file`` without following a symlink, checking it is the inode we lstat'ed.
+    """Read ``file`` as a regular file itself (:func:`lemonpack.files.open_regular`: no
+    symlink followed, no fifo blocked on), checking it is the inode we lstat'ed.
 
     Raises ``OSError`` (including when the file was swapped between lstat and open) and
     ``UnicodeDecodeError``.
     """
-    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino) or not stat.S_ISREG(st.st_mode):
+    with open_regular(file) as f:
+        st = os.fstat(f.fileno())
+        if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
             raise OSError(errno.ESTALE, "file changed while being opened")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8")
+        return f.read().decode("utf-8")
 
 
 def _parse(file: str, st: os.stat_result) -> _Parsed:
