@@ -58,6 +58,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 
 from lemonpack.errors import LemonpackError
@@ -462,8 +463,16 @@ def read_container_argv(argv: Sequence[str]) -> ContainerInvocation | None:
 
     Sources: the CLIs' flag tables (module docstring), pflag's parsing rules
     (github.com/spf13/pflag ``flag.go``), the wrappers' man pages (:data:`WRAPPERS`).
+    
+    The result is immutable and memoised per argv (a launch asks about the same argv for its
+    container name, its labels, its stop command and its CLI prefix): reading costs once.
     """
-    argv = list(argv)
+    return _read_container_argv(tuple(argv))
+
+
+@lru_cache(maxsize=512)
+def _read_container_argv(argv_t: tuple[str, ...]) -> ContainerInvocation | None:
+    argv = list(argv_t)
     n = len(argv)
     i = program_index(argv)
     if i >= n:
