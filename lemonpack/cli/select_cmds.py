@@ -11,7 +11,6 @@ override naming an unknown, unavailable or unable recipe) or bad input.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -46,11 +45,10 @@ def select(
     """Show which recipe would serve MODEL, and why each candidate was taken or not."""
     from lemonpack.contract import detect_host
     from lemonpack.runtime.discovery import Discovery
-    from lemonpack.runtime.selector import OVERRIDE_ENV, discovery_order, gather_presence, select_backend
+    from lemonpack.runtime.selector import discovery_order, effective_override, gather_presence, select_backend
 
     artifact, model_backend, model_source = _artifact(model)
-    env_override = os.environ.get(OVERRIDE_ENV, "").strip()
-    override, source = (env_override, OVERRIDE_ENV) if env_override else (model_backend, model_source)
+    override, source = effective_override(model_backend, model_source)
     host = detect_host()
     recipes = [d.recipe for d in discovery_order(Discovery().scan().recipes.values())]
     presence = gather_presence(recipes, host)

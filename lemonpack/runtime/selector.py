@@ -80,6 +80,17 @@ if TYPE_CHECKING:
     from lemonpack.runtime.containers import CLILike
 
 
+def effective_override(model_backend: str | None, model_source: str | None) -> tuple[str | None, str | None]:
+    """``(override, where it comes from)`` for one model: ``LEMONPACK_BACKEND`` when set
+    (non-blank), else the registered model's ``backend`` field (``model_backend``, named by
+    ``model_source``), else ``(None, None)``. The order of seed 001 section 2.3: the
+    environment first."""
+    env = os.environ.get(OVERRIDE_ENV, "").strip()
+    if env:
+        return env, OVERRIDE_ENV
+    return (model_backend, model_source) if model_backend else (None, None)
+
+
 @dataclass(frozen=True)
 class DefaultBackend:
     """The implicit rank-0 fallback: ``name`` and the ``aliases`` an override may use for

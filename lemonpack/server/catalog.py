@@ -36,7 +36,7 @@ from lemonpack.runtime.launch import ModelSpec, build_launch_plan
 from lemonpack.runtime.models import ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
 from lemonpack.runtime.selector import (
-    OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, gather_presence, model_artifact, select_backend,
+    OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, gather_presence, model_artifact, select_backend,
 )
 
 #: Seconds a presence fact (binary / image present) is reused before looking again.
@@ -122,10 +122,9 @@ class Catalog:
         serves a model file."""
         entry = self.registry.load().get(name)
         found = self.discovery()
-        env = os.environ.get(OVERRIDE_ENV, "").strip()
         if entry is not None:
             spec = ModelSpec.from_entry(entry)
-            override, source = (env, OVERRIDE_ENV) if env else (entry.backend, f'{self.registry.path} ["{name}"].backend')
+            override, source = effective_override(entry.backend, f'{self.registry.path} ["{name}"].backend')
             rid, sel = entry.recipe, None
             if override:
                 sel = self._select(model_artifact(name, entry.main), found, override, source).require()
@@ -140,7 +139,8 @@ class Catalog:
             raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add); model files by path are "
                                 "served only when lemonpack serve listens on a loopback address")
         path = os.path.abspath(os.path.expanduser(name))
-        sel = self._select(model_artifact(name, path), found, env or None, OVERRIDE_ENV).require()
+        override, source = effective_override(None, None)
+        sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
         rid = sel.recipe
         if sel.outcome == "default":
             rid = next((r.id for r in discovery_order(found.recipes.values()) if sel.default.matches(r.id)), None)
