@@ -166,7 +166,8 @@ def _select(d: ImageDefinition, root: Path, lock: Path, lock_names: list[str]):
         if problems:
             raise ManifestError(problems)
     selection = run_pipeline(root, select="lock" if d.extensions == "lock" else list(d.extensions),
-                             lock=lock, features=frozenset(d.features))
+                             lock=lock, features=frozenset(d.features),
+                             environ={})  # GUFO_EXTENSION_DIRS of the caller must not change a release
     community = [e.name for e in selection.extensions if not e.official]
     if community:
         raise LemonpackError(f"{d.file}: extensions: the selection pulls in community extensions "
@@ -185,13 +186,15 @@ class _Recipes:
         self.done: dict[tuple, RecipePayload] = {}
         self._example_mirror: Mirror | None = None
 
-    def _mirror_for(self, path: Path) -> Mirror | None:
-        from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
+    def _mirror_for(self, url: str) -> Mirror | None:
+        from urllib.parse import urlsplit
 
-        if not path.samefile(EXAMPLE_RECIPE):
+        from lemonpack.examples import serve_mirror
+
+        if (urlsplit(url).hostname or "").lower() != "example.invalid":
             return self.opts.mirror
-        # The shipped example's artifact lives at example.invalid: served from the package,
-        # exactly as `lemonpack build --example` does (its sha256 stays pinned).
+        # example.invalid never resolves (RFC 2606): the shipped example's artifact is served
+        # from the installed package, as `lemonpack build --example` does; its sha256 stays pinned.
         if self._example_mirror is None:
             self._example_mirror = Mirror(self.stack.enter_context(serve_mirror()))
         return self._example_mirror
@@ -216,7 +219,7 @@ class _Recipes:
                                      "roll_forward; a release image needs an artifact pinned by sha256")
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, False)
-            fetched = fetch_target(t, cache=self.cache, mirror=self._mirror_for(ref.path),
+            fetched = fetch_target(t, cache=self.cache, mirror=self._mirror_for(prov.source),
                                    progress=self.opts.progress)
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, True)
