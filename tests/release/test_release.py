@@ -232,10 +232,13 @@ def test_skopeo_reads_every_image(released):
             assert info["Digest"] == digest and info["Architecture"] == arch and info["Os"] == "linux"
             assert info["Labels"]["dev.lemonpack.release.image"] == image["name"]
             assert info["Created"].startswith("1970-01-01T00:00:00")
-        # the index resolves per platform, as a client pulling it does
-        info = json.loads(_run("skopeo", "--override-arch", "arm64" if "arm64" in image["manifests"] else "amd64",
-                               "inspect", f"oci:{layout}:{image['name']}").stdout)
-        assert info["Digest"] in image["manifests"].values()
+        # the index resolves per platform, as a client pulling it does: each arch finds its image
+        for arch, digest in image["manifests"].items():
+            info = json.loads(_run("skopeo", "--override-arch", arch, "inspect",
+                                   f"oci:{layout}:{image['name']}").stdout)
+            assert info["Digest"] == image["index"] and info["Architecture"] == arch
+            single = json.loads(_run("skopeo", "inspect", f"oci:{layout}:{image['name']}.{arch}").stdout)
+            assert info["Layers"] == single["Layers"]
 
 
 @pytest.mark.slow
