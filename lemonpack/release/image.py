@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lemonpack.errors import UnsafeContentError
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.canonical import ANNOTATION_CREATED
@@ -105,8 +106,11 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     layers: list[Descriptor] = []
     for ext in inputs.extensions:
         prefix = f"{PREFIX}/extensions/{ext.name}"
-        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=ext.path, pre=prefix: write_dir_layer(
-            p, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+        try:
+            layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=ext.path, pre=prefix: write_dir_layer(
+                p, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+        except UnsafeContentError as exc:
+            raise UnsafeContentError(f"extension {ext.name} ({ext.path}): {exc}") from None
     missing = [n for n in GENERATED if n not in inputs.generated]
     if missing:
         raise ValueError(f"generated files missing: {', '.join(missing)}")
@@ -117,8 +121,11 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     for r in inputs.recipes:
         if r.tree is not None:
             prefix = f"opt/lemonpack/{r.recipe}"
-            layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, t=r.tree, pre=prefix: write_dir_layer(
-                t, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+            try:
+                layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, t=r.tree, pre=prefix: write_dir_layer(
+                    t, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+            except UnsafeContentError as exc:
+                raise UnsafeContentError(f"recipe {r.recipe}: artifact {r.source} ({r.sha256}): {exc}") from None
         path = f"etc/lemonpack/recipes/{r.recipe}.json"
         layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=path, c=r.canonical: write_files_layer(
             [(p, c, 0o644)], f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: path}))

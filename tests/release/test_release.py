@@ -206,6 +206,16 @@ def test_unknown_extension_in_definition(tmp_path, cache, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_unsafe_file_in_extension_dir_exit_5(tmp_path, cache, capsys):
+    tree = _copy_tree(tmp_path / "tree", umask=0o022, mtime=0)
+    os.mkfifo(tree / "catalogue" / "extensions" / "qwen" / "pipe")
+    code = main(["release", "--lock", str(tree / "extensions.lock"), "--out", str(tmp_path / "out")])
+    assert code == 5
+    err = capsys.readouterr().err
+    assert "extension qwen" in err and "'pipe'" in err and "fifo" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "tree"]
+
+
 def test_only_one_image(tmp_path, cache):
     code, record = _release(REPO, tmp_path / "out", "--image", "gufo-rocm")
     assert code == 0 and [i["name"] for i in record["images"]] == ["gufo-rocm"]
@@ -249,8 +259,7 @@ def test_umoci_unpacks_every_image(released, tmp_path):
         layout = out / image["name"]
         for arch in image["manifests"]:
             ref = f"{layout}:{image['name']}.{arch}"
-            stat = json.loads(_run("umoci", "stat", "--json", "--image", ref).stdout)
-            assert stat["history"] is None or isinstance(stat["history"], list)
+            assert "history" in json.loads(_run("umoci", "stat", "--json", "--image", ref).stdout)
             bundle = tmp_path / f"bundle-{image['name']}-{arch}"
             _run("umoci", "unpack", "--rootless", "--image", ref, str(bundle))
             root = bundle / "rootfs"
