@@ -220,6 +220,11 @@ def test_only_one_image(tmp_path, cache):
     code, record = _release(REPO, tmp_path / "out", "--image", "gufo-rocm")
     assert code == 0 and [i["name"] for i in record["images"]] == ["gufo-rocm"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gufo-rocm", "release.json"]
+    # an earlier release is replaced as a whole, nothing left beside it
+    code, again = _release(REPO, tmp_path / "out")
+    assert code == 0 and {i["name"] for i in again["images"]} >= {"gufo-cpu", "gufo-rocm"}
+    assert again["images"][[i["name"] for i in again["images"]].index("gufo-rocm")] == record["images"][0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
