@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,21 +131,16 @@ class ReleaseResult:
 # --- the lock -------------------------------------------------------------------------------
 
 def _read_lock(lock: Path) -> tuple[bytes, list[str]]:
-    """The lock's bytes and its extension names; ManifestError naming the field otherwise."""
-    file = str(lock)
+    """The lock's bytes and its extension names (validated by the extension pipeline's
+    :func:`~lemonpack.extensions.pipeline.read_lock`, errors naming the file and field)."""
+    from lemonpack.extensions.pipeline import read_lock
+
     try:
         data = Path(lock).read_bytes()
     except OSError as exc:
-        raise ManifestError([Problem(file, "", "unreadable", f"cannot read the release lock: "
-                                                             f"{exc.strerror or exc}")]) from None
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise ManifestError([Problem(file, "", "json", f"not valid JSON: {exc}")]) from None
-    names = doc.get("extensions") if isinstance(doc, dict) else None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ManifestError([Problem(file, "extensions", "lock", "must be a list of extension names")])
-    return data, names
+        raise ManifestError([Problem(str(lock), "", "unreadable", f"cannot read the release lock: "
+                                                                  f"{exc.strerror or exc}")]) from None
+    return data, list(read_lock(Path(lock)))
 
 
 # --- gathering one image's inputs -------------------------------------------------------------
@@ -323,6 +318,8 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
                 if on_image:
                     on_image(summary)
             remove_tree(scratch)
+        if _read_lock(Path(opts.lock))[0] != lock_bytes:
+            raise LemonpackError(f"{opts.lock}: the release lock changed while the release was built; run it again")
         result = ReleaseResult(out, opts.epoch, "sha256:" + hashlib.sha256(lock_bytes).hexdigest(), tuple(images))
         (tmp / MARKER).write_bytes(canonical_json(result.record()) + b"\n")
         _install(tmp, out)

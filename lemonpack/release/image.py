@@ -107,8 +107,10 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     for ext in inputs.extensions:
         prefix = f"{PREFIX}/extensions/{ext.name}"
         try:
-            layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=ext.path, pre=prefix: write_dir_layer(
-                p, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+            layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+                                           lambda f, p=ext.path, pre=prefix: write_dir_layer(
+                                               p, pre, f, mtime=epoch, compresslevel=level),
+                                           {ANNOTATION_TITLE: prefix}))
         except UnsafeContentError as exc:
             raise UnsafeContentError(f"extension {ext.name} ({ext.path}): {exc}") from None
     missing = [n for n in GENERATED if n not in inputs.generated]

@@ -280,3 +280,12 @@ def test_umoci_unpacks_every_image(released, tmp_path):
             if image["recipes"]:
                 assert engine.is_file() and os.access(engine, os.X_OK)
             assert (root / "opt/gufo/generated/extensions.json").stat().st_mtime == 0
+
+
+def test_bad_lock_names_file_and_field(tmp_path, cache, capsys):
+    tree = _copy_tree(tmp_path / "tree", umask=0o022, mtime=0)
+    (tree / "extensions.lock").write_text('{"schema": 1, "extensions": ["qwen", "Qwen"]}')
+    code = main(["release", "--lock", str(tree / "extensions.lock"), "--out", str(tmp_path / "out")])
+    assert code == 1
+    assert f"{tree / 'extensions.lock'}: extensions[1]" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
