@@ -1,0 +1,168 @@
+"""One release image into an OCI layout, from inputs already gathered.
+
+:func:`write_image` takes an :class:`ImageInputs` (the definition, the selected
+extensions' directories, the generated files, the lock's bytes, the recipe payloads) and
+writes, through the project's one layout writer (:class:`lemonpack.oci.LayoutWriter`) and
+deterministic layer writers (:mod:`lemonpack.oci.layer`):
+
+- one layer per extension: its directory under ``opt/gufo/extensions/<name>/`` (registry
+  order), so images sharing an extension share the layer blob;
+- one layer with ``opt/gufo/generated/{extensions.json, gufo_ext_registry.cpp,
+  gufo_ext_constants.hpp}`` and ``opt/gufo/extensions.lock`` (the lock's bytes as given);
+- per recipe: its unpacked artifact under ``opt/lemonpack/<recipe>/`` (when it has one),
+  then its canonical JSON at ``etc/lemonpack/recipes/<recipe>.json``;
+- per architecture an image config + manifest (``created`` = the epoch), and an image
+  index over them in the definition's order.
+
+Tags: ``<name>`` (the index) and ``<name>.<arch>`` (each manifest). Every file's mtime is
+the epoch, owners 0, modes normalised, JSON canonical: same inputs, same digests.
+
+Spec: OCI image-spec v1.1 ``image-index.md``, ``manifest.md``, ``config.md``,
+``annotations.md``; issue 7 ("Reproducible release images").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from lemonpack.errors import UnsafeContentError
+from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
+                           write_dir_layer, write_files_layer)
+from lemonpack.oci.canonical import ANNOTATION_CREATED
+from lemonpack.oci.layout import rfc3339
+from lemonpack.release.definition import ImageDefinition
+
+PREFIX = "opt/gufo"
+GENERATED = ("extensions.json", "gufo_ext_registry.cpp", "gufo_ext_constants.hpp")
+LABEL = "dev.lemonpack.release."
+ANNOTATION_DESCRIPTION = "org.opencontainers.image.description"
+
+
+@dataclass(frozen=True)
+class ExtensionTree:
+    """A selected extension: ``name``, ``version`` and its directory ``path``."""
+
+    name: str
+    version: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class RecipePayload:
+    """A recipe going into the image: ``recipe`` id, ``canonical`` JSON bytes, ``tree``
+    the unpacked, verified artifact directory (None: the recipe only), ``source`` URL and
+    ``sha256`` (``sha256:<hex>``) of the artifact (None without one)."""
+
+    recipe: str
+    canonical: bytes
+    tree: Path | None = None
+    source: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageInputs:
+    """Everything one image holds. ``generated``: the three files of
+    :data:`GENERATED` (name -> bytes, as ``lemonpack.extensions.generate.generate``
+    returns them); ``lock``: the release lock's bytes; ``api_version``: ``0.M.R``."""
+
+    definition: ImageDefinition
+    extensions: tuple[ExtensionTree, ...]
+    generated: Mapping[str, bytes]
+    lock: bytes
+    api_version: str
+    recipes: tuple[RecipePayload, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    """What :func:`write_image` wrote: the ``index`` descriptor and ``manifests``
+    (architecture -> manifest descriptor, in the definition's order)."""
+
+    name: str
+    index: Descriptor
+    manifests: dict[str, Descriptor]
+
+
+def _labels(inputs: ImageInputs) -> dict[str, str]:
+    d = inputs.definition
+    labels = {
+        LABEL + "image": d.name,
+        LABEL + "api-version": inputs.api_version,
+        LABEL + "features": ",".join(sorted(d.features)),
+        LABEL + "extensions": ",".join(f"{e.name}@{e.version}" for e in inputs.extensions),
+        LABEL + "lock": "sha256:" + hashlib.sha256(inputs.lock).hexdigest(),
+    }
+    recipes = ",".join(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in inputs.recipes)
+    if recipes:
+        labels[LABEL + "recipes"] = recipes
+    return labels
+
+
+def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> list[Descriptor]:
+    layers: list[Descriptor] = []
+    for ext in inputs.extensions:
+        prefix = f"{PREFIX}/extensions/{ext.name}"
+        try:
+            layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+                                           lambda f, p=ext.path, pre=prefix: write_dir_layer(
+                                               p, pre, f, mtime=epoch, compresslevel=level),
+                                           {ANNOTATION_TITLE: prefix}))
+        except UnsafeContentError as exc:
+            raise UnsafeContentError(f"extension {ext.name} ({ext.path}): {exc}") from None
+    missing = [n for n in GENERATED if n not in inputs.generated]
+    if missing:
+        raise ValueError(f"generated files missing: {', '.join(missing)}")
+    files = [(f"{PREFIX}/generated/{n}", bytes(inputs.generated[n]), 0o644) for n in GENERATED]
+    files.append((f"{PREFIX}/extensions.lock", bytes(inputs.lock), 0o644))
+    layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f: write_files_layer(
+        files, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: f"{PREFIX}/generated"}))
+    for r in inputs.recipes:
+        if r.tree is not None:
+            prefix = f"opt/lemonpack/{r.recipe}"
+            try:
+                layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, t=r.tree, pre=prefix: write_dir_layer(
+                    t, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+            except UnsafeContentError as exc:
+                raise UnsafeContentError(f"recipe {r.recipe}: artifact {r.source} ({r.sha256}): {exc}") from None
+        path = f"etc/lemonpack/recipes/{r.recipe}.json"
+        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=path, c=r.canonical: write_files_layer(
+            [(p, c, 0o644)], f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: path}))
+    return layers
+
+
+def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compresslevel: int = 1) -> ImageResult:
+    """Write the image of ``inputs`` into the open layout ``lw`` and tag it; see the
+    module docstring. ``epoch``: seconds since 1970 for every file mtime, the configs'
+    ``created`` and the ``org.opencontainers.image.created`` annotations.
+
+    Returns :class:`ImageResult`. Raises :class:`~lemonpack.errors.UnsafeContentError`
+    (a device, fifo, escaping symlink ... in an extension directory or an artifact,
+    naming the path inside it), ``ValueError`` (a generated file missing), ``OSError``.
+    """
+    d = inputs.definition
+    layers = _layers(lw, inputs, epoch, compresslevel)
+    labels = _labels(inputs)
+    annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
+    if d.description:
+        annotations[ANNOTATION_DESCRIPTION] = d.description
+    manifests: dict[str, Descriptor] = {}
+    tags: dict[str, Descriptor] = {}
+    for arch in d.architectures:
+        config = {"architecture": arch, "os": "linux",
+                  "config": {"Labels": labels, "WorkingDir": f"/{PREFIX}",
+                             "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                     f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"]}}
+        desc = lw.add_image_manifest(config, layers, annotations, created=epoch)
+        manifests[arch] = desc
+        tags[f"{d.name}.{arch}"] = desc
+    index = lw.add_index(list(manifests.values()), annotations)
+    tags[d.name] = index
+    lw.set_tags(tags)
+    return ImageResult(d.name, index, manifests)
+
+
+__all__ = ["ExtensionTree", "RecipePayload", "ImageInputs", "ImageResult", "write_image", "GENERATED", "PREFIX"]
