@@ -13,12 +13,14 @@ Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -146,3 +148,19 @@ def auth_registry(tmp_path_factory):
     """A running ``LocalRegistry`` requiring basic auth; user ``lemon`` with password in ``.users``."""
     with LocalRegistry(tmp_path_factory.mktemp("registry-auth"), users={"lemon": secrets.token_hex(12)}) as reg:
         yield reg
+
+
+def lemonpack(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the real ``lemonpack`` CLI of this tree; returns the completed process."""
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lemonpack {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def layout_tags(layout: Path) -> dict[str, str]:
+    """``{tag: digest}`` of a layout's index.json."""
+    index = json.loads((layout / "index.json").read_text())
+    return {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
