@@ -1,0 +1,345 @@
+"""``lemonpack pin``: container image tags of a recipe resolved to digests, in place.
+
+Images are found where lint's digest-pinning rule looks for them
+(:mod:`lemonpack.oci.policy`: every container ``run``/``create``/``pull`` argv of a platform
+block or arch override, read by :func:`lemonpack.oci.cmdline.read_container_argv`). Each
+unpinned ``host/repo[:tag]`` is resolved with a manifest ``HEAD`` (``Docker-Content-Digest``),
+then the manifest body is fetched by that digest and hashed (it must be that digest), and the
+image is written ``host/repo:tag@sha256:<hex>``.
+
+The file is edited as text: only the JSON string literals that hold an image are replaced
+(spans found by :func:`string_spans`, a small scanner of RFC 8259 JSON), so key order,
+indentation, spacing and every other byte stay as they were; the result is written to a temp
+file beside the recipe and renamed over it (same permissions).
+
+``{arch_alias}`` in an image: it cannot be pinned as one literal (lint refuses tokens in image
+references). Each alias of ``arch_aliases`` is resolved, and the command fails with the pinned
+reference per arch pattern, to be written as arch overrides (seed 000 sections 5.3, 13.2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
+from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
+from lemonpack.oci.policy import EXEC_FIELDS
+from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
+
+JsonPath = tuple  # of str keys and int indexes
+
+
+@dataclass(frozen=True)
+class ImageSite:
+    """One image reference in a recipe: ``path`` (JSON path tuple of the string holding it),
+    ``image`` (the reference, possibly a substring of that string, e.g. a --mount value)."""
+
+    path: JsonPath
+    image: str
+
+    @property
+    def where(self) -> str:
+        """The JSON path as text (``platforms.linux.cpu.args[3]``)."""
+        return _path_text(self.path)
+
+    def to_json(self) -> dict:
+        """``{"path", "image"}``."""
+        return {"path": self.where, "image": self.image}
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """One rewrite: ``path`` (text), ``old`` and ``new`` image references."""
+
+    path: str
+    old: str
+    new: str
+
+    def to_json(self) -> dict:
+        """``{"path", "old", "new"}``."""
+        return {"path": self.path, "old": self.old, "new": self.new}
+
+
+def _path_text(path: JsonPath) -> str:
+    out = ""
+    for p in path:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p.replace("_", "").replace("-", "").isalnum():
+            out += f".{p}" if out else p
+        else:
+            out += f"[{json.dumps(p)}]"
+    return out
+
+
+# --- a JSON scanner that keeps the spans of string values -------------------------------
+
+def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
+    """Every string *value* of the JSON document ``text``: ``{path: (start, end)}``, the span
+    of its literal including the quotes. Raises :class:`LemonpackError` on invalid JSON
+    (RFC 8259 grammar; the scanner agrees with ``json.loads`` on what it accepts)."""
+    decoder = json.JSONDecoder()
+    spans: dict[JsonPath, tuple[int, int]] = {}
+    ws = " \t\n\r"
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in ws:
+            i += 1
+        return i
+
+    def value(i: int, path: JsonPath) -> int:
+        i = skip(i)
+        if i >= len(text):
+            raise ValueError("unexpected end")
+        ch = text[i]
+        if ch == "{":
+            i = skip(i + 1)
+            if text[i] == "}":
+                return i + 1
+            while True:
+                i = skip(i)
+                key, end = json.decoder.scanstring(text, i + 1)
+                if text[i] != '"':
+                    raise ValueError(f"expected a key at {i}")
+                i = skip(end)
+                if text[i] != ":":
+                    raise ValueError(f"expected ':' at {i}")
+                i = skip(value(i + 1, path + (key,)))
+                if text[i] == "}":
+                    return i + 1
+                if text[i] != ",":
+                    raise ValueError(f"expected ',' at {i}")
+                i += 1
+        if ch == "[":
+            i = skip(i + 1)
+            if text[i] == "]":
+                return i + 1
+            n = 0
+            while True:
+                i = skip(value(i, path + (n,)))
+                n += 1
+                if text[i] == "]":
+                    return i + 1
+                if text[i] != ",":
+                    raise ValueError(f"expected ',' at {i}")
+                i += 1
+        if ch == '"':
+            _, end = json.decoder.scanstring(text, i + 1)
+            spans[path] = (i, end)
+            return end
+        _, end = decoder.raw_decode(text, i)
+        return end
+
+    try:
+        end = skip(value(0, ()))
+        if end != len(text):
+            raise ValueError(f"extra data at {end}")
+    except (ValueError, IndexError) as exc:
+        raise LemonpackError(f"not valid JSON: {exc}") from None
+    return spans
+
+
+# --- where the images are --------------------------------------------------------------
+
+def _levels(doc: Any) -> Iterator[tuple[JsonPath, dict, dict | None]]:
+    platforms = doc.get("platforms") if isinstance(doc, dict) else None
+    if not isinstance(platforms, dict):
+        return
+    for os_name, accels in platforms.items():
+        if not isinstance(accels, dict):
+            continue
+        for accel, block in accels.items():
+            if not isinstance(block, dict):
+                continue
+            path = ("platforms", os_name, accel)
+            yield path, block, None
+            overrides = block.get("arch")
+            if isinstance(overrides, dict):
+                for pattern, override in overrides.items():
+                    if isinstance(override, dict):
+                        yield path + ("arch", pattern), override, block
+
+
+def image_sites(doc: Any) -> list[ImageSite]:
+    """Every container image reference of a raw recipe document, at the string that holds it.
+
+    An arch override that sets only ``command`` (or only ``args``) takes the other from its
+    block, as lint does; images are attributed to the level whose field holds them (an image
+    inherited from the block is reported at the block). Unreadable argvs are lint's to report
+    and are skipped here.
+    """
+    sites: dict[tuple[JsonPath, str], ImageSite] = {}
+    for path, level, base in _levels(doc):
+        for cmd_field, args_field in EXEC_FIELDS:
+            command, args = level.get(cmd_field), level.get(args_field)
+            own_cmd, own_args = command is not None, args is not None
+            if base is not None:
+                if not (own_cmd or own_args):
+                    continue
+                command = command if own_cmd else base.get(cmd_field)
+                args = args if own_args else base.get(args_field)
+            args = args if args is not None else []
+            if not (isinstance(command, str) and command and isinstance(args, list)
+                    and all(isinstance(a, str) for a in args)):
+                continue
+            try:
+                inv = read_container_argv((command, *args))
+            except UnreadableCommandLine:
+                continue
+            if inv is None:
+                continue
+            for index, image in inv.images:
+                if index == 0:
+                    where = (path if own_cmd or base is None else path[:3]) + (cmd_field,)
+                else:
+                    where = (path if own_args or base is None else path[:3]) + (args_field, index - 1)
+                sites.setdefault((where, image), ImageSite(where, image))
+    return list(sites.values())
+
+
+def check_recipe(path: str | os.PathLike[str]) -> list[ImageSite]:
+    """The image sites of the recipe file at ``path`` that are not pinned by digest
+    (:func:`lemonpack.oci.reference.check_pinned`). Raises :class:`LemonpackError` when the
+    file cannot be read or is not JSON."""
+    doc, _text = _read(Path(path))
+    return [s for s in image_sites(doc) if check_pinned(s.image) is not None]
+
+
+def _read(path: Path) -> tuple[Any, str]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise LemonpackError(f"recipe file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise LemonpackError(f"{path}: not UTF-8") from None
+    try:
+        return json.loads(text), text
+    except ValueError as exc:
+        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+
+
+# --- resolving -----------------------------------------------------------------------------
+
+class _Resolver:
+    """Tag -> digest through one :class:`RegistryClient` per host (closed by :meth:`close`)."""
+
+    def __init__(self, insecure: bool, registry_config):
+        self.insecure, self.registry_config = insecure, registry_config
+        self.clients: dict[str, Any] = {}
+        self.cache: dict[str, str] = {}
+
+    def resolve(self, image: str, file: str, where: str) -> str:
+        from lemonpack.registry.client import RegistryClient
+
+        if image in self.cache:
+            return self.cache[image]
+        ref = parse_image(image)
+        if ref.domain is None:
+            raise ManifestError([Problem(file, where, "pin", f"image {image!r} names no registry host; "
+                                         "write it as HOST/REPO:TAG so that pin knows where to look")])
+        client = self.clients.get(ref.domain)
+        if client is None:
+            client = self.clients[ref.domain] = RegistryClient(ref.domain, insecure=self.insecure,
+                                                               registry_config=self.registry_config)
+        tag = ref.tag or "latest"
+        head = client.head_manifest(ref.path, tag)
+        if head is None:
+            raise LemonpackError(f"{file}: {where}: {ref.domain}/{ref.path}:{tag} not found in the registry")
+        digest = head[0]
+        client.get_manifest(ref.path, digest)  # the body must hash to the HEAD's Docker-Content-Digest
+        pinned = f"{ref.name}:{tag}@{digest}"
+        self.cache[image] = pinned
+        return pinned
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()
+
+
+def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
+               registry_config: str | os.PathLike[str] | None = None) -> list[Pinned]:
+    """Pin every unpinned container image of the recipe at ``path`` in place; returns the
+    rewrites (empty when nothing needed pinning: then the file is not touched).
+
+    Raises :class:`LemonpackError` (unreadable file, an image without registry host, a tag the
+    registry does not have), :class:`SelectionError` for ``{arch_alias}`` images (the message
+    gives the pinned image per arch pattern), ``FetchError``/:class:`IntegrityError` from the
+    registry. The file is unchanged on any error.
+    """
+    file = Path(path)
+    doc, text = _read(file)
+    sites = [s for s in image_sites(doc) if check_pinned(s.image) is not None]
+    if not sites:
+        return []
+    spans = string_spans(text)
+    resolver = _Resolver(insecure, registry_config)
+    try:
+        templated = [s for s in sites if "{arch_alias}" in s.image]
+        if templated:
+            raise SelectionError(_alias_message(file, doc, templated, resolver))
+        bad = [s for s in sites if "{" in s.image]
+        if bad:
+            raise ManifestError([Problem(str(file), s.where, "pin", f"image {s.image!r} holds a token that "
+                                         "pin cannot resolve; write a literal HOST/REPO:TAG") for s in bad])
+        changes: list[Pinned] = []
+        edits: dict[JsonPath, str] = {}
+        for site in sites:
+            new = resolver.resolve(site.image, str(file), site.where)
+            current = edits.get(site.path, _value_at(doc, site.path))
+            edits[site.path] = current.replace(site.image, new, 1)
+            changes.append(Pinned(site.where, site.image, new))
+    finally:
+        resolver.close()
+    out = text
+    for jpath, (start, end) in sorted(((p, spans[p]) for p in edits), key=lambda x: -x[1][0]):
+        out = out[:start] + json.dumps(edits[jpath], ensure_ascii=False) + out[end:]
+    _write_atomic(file, out.encode("utf-8"))
+    return changes
+
+
+def _value_at(doc: Any, path: JsonPath) -> str:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def _alias_message(file: Path, doc: dict, sites: list[ImageSite], resolver: _Resolver) -> str:
+    aliases = doc.get("arch_aliases")
+    lines = [f"{file}: {{arch_alias}} in a container image cannot be pinned as one literal (a token in an "
+             "image reference is refused by lint)."]
+    if not isinstance(aliases, dict) or not aliases:
+        lines.append("The recipe declares no arch_aliases, so {arch_alias} has no values to resolve.")
+        return "\n".join(lines)
+    lines.append("Resolved per alias; write one arch override per arch pattern with these images:")
+    for site in sites:
+        for pattern, alias in aliases.items():
+            image = site.image.replace("{arch_alias}", str(alias))
+            try:
+                pinned = resolver.resolve(image, str(file), site.where)
+            except LemonpackError as exc:
+                pinned = f"cannot resolve: {exc}"
+            lines.append(f"  {site.where}: arch {pattern} (alias {alias}): {pinned}")
+    return "\n".join(lines)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.parent / f".{path.name}.pin-{secrets.token_hex(4)}"
+    try:
+        mode = path.stat().st_mode & 0o7777
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["ImageSite", "Pinned", "check_recipe", "image_sites", "pin_recipe", "string_spans"]

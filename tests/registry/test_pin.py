@@ -1,0 +1,72 @@
+"""lemonpack pin against the real registry: tags become digests, the rest of the file is untouched."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.registry.transfer import publish_layout
+from support.registry import layout_tags, lemonpack
+
+pytestmark = pytest.mark.slow
+
+SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed-examples" / "walkthrough_toolbox_llamacpp.json"
+
+
+def test_pin_rewrites_only_the_image_strings_and_lint_accepts(registry, example_layout, tmp_path):
+    repo = f"reg-{secrets.token_hex(3)}/toolboxes"
+    image_tag = next(t for t in layout_tags(example_layout) if "." in t)
+    with RegistryClient(registry.host) as client:
+        for tag in ("vulkan-radv", "rocm-10.0"):
+            publish_layout(example_layout, parse_reference(f"{registry.host}/{repo}:{tag}"), client, tag=image_tag)
+    digest = layout_tags(example_layout)[image_tag]
+    original = SEED.read_text().replace("docker.io/kyuz0/amd-strix-halo-toolboxes", f"{registry.host}/{repo}")
+    recipe = tmp_path / "toolbox.json"
+    recipe.write_text(original)
+
+    assert lemonpack("pin", str(recipe), "--check", check=False).returncode == 1
+    assert lemonpack("lint", str(recipe), check=False).returncode != 0
+    out = json.loads(lemonpack("pin", str(recipe), "--json").stdout)
+    assert {p["new"] for p in out["pinned"]} == {f"{registry.host}/{repo}:vulkan-radv@{digest}",
+                                                  f"{registry.host}/{repo}:rocm-10.0@{digest}"}
+    pinned = recipe.read_text()
+    # byte for byte the same file, but for the two image strings
+    assert pinned.replace(f"@{digest}", "") == original
+    lemonpack("lint", str(recipe))
+    assert lemonpack("pin", str(recipe), "--check").returncode == 0
+    again = json.loads(lemonpack("pin", str(recipe), "--json").stdout)
+    assert again["pinned"] == [] and recipe.read_text() == pinned
+
+
+def test_pin_fails_on_a_missing_tag_and_leaves_the_file(registry, tmp_path):
+    original = SEED.read_text().replace("docker.io/kyuz0/amd-strix-halo-toolboxes",
+                                        f"{registry.host}/reg-{secrets.token_hex(3)}/missing")
+    recipe = tmp_path / "toolbox.json"
+    recipe.write_text(original)
+    r = lemonpack("pin", str(recipe), check=False)
+    assert r.returncode != 0 and "not found" in r.stderr
+    assert recipe.read_text() == original and [p.name for p in tmp_path.iterdir()] == ["toolbox.json"]
+
+
+def test_pin_resolves_arch_alias_per_alias_then_says_why_it_cannot_write_it(registry, example_layout, tmp_path):
+    repo = f"reg-{secrets.token_hex(3)}/alias"
+    image_tag = next(t for t in layout_tags(example_layout) if "." in t)
+    with RegistryClient(registry.host) as client:
+        publish_layout(example_layout, parse_reference(f"{registry.host}/{repo}:strix"), client, tag=image_tag)
+    doc = json.loads(SEED.read_text())
+    doc["arch_aliases"] = {"gfx1151": "strix", "gfx1100": "rdna3"}
+    args = doc["platforms"]["linux"]["rocm"]["args"]
+    i = next(k for k, a in enumerate(args) if "toolboxes" in a)
+    args[i] = f"{registry.host}/{repo}:{{arch_alias}}"
+    recipe = tmp_path / "alias.json"
+    recipe.write_text(json.dumps(doc, indent=2))
+    before = recipe.read_bytes()
+    r = lemonpack("pin", str(recipe), check=False)
+    assert r.returncode == 1
+    assert "arch gfx1151 (alias strix)" in r.stderr and layout_tags(example_layout)[image_tag] in r.stderr
+    assert "arch gfx1100 (alias rdna3): cannot resolve" in r.stderr
+    assert recipe.read_bytes() == before

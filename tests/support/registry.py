@@ -1,0 +1,166 @@
+"""A real OCI registry for tests: Debian's ``docker-registry`` (CNCF distribution 2.8) on 127.0.0.1.
+
+``LocalRegistry(workdir)`` writes a config (storage in ``workdir/storage``, address
+``127.0.0.1:<free port>``, deletes enabled, logs quiet) and starts ``docker-registry serve`` as a
+child process; ``host`` is ``"127.0.0.1:PORT"``. With ``users={"name": "password"}`` it requires
+HTTP basic auth (distribution's ``htpasswd`` backend, bcrypt hashes written with the ``bcrypt``
+package). ``stop()`` kills it (SIGKILL when ``hard=True``, to simulate a crash mid-upload);
+``start()`` starts it again on the same port and storage. Use it as a context manager or through
+the ``registry`` / ``auth_registry`` pytest fixtures (tests/conftest.py).
+
+Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def need_registry() -> str:
+    """The path of ``docker-registry``; fails (never skips) naming the Debian package."""
+    path = shutil.which("docker-registry")
+    if not path:
+        pytest.fail("docker-registry is not installed: apt-get install -y docker-registry (or run scripts/test.sh)")
+    return path
+
+
+class LocalRegistry:
+    """A ``docker-registry serve`` child on 127.0.0.1 with its own storage and config (see module doc)."""
+
+    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None):
+        self.binary = need_registry()
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.storage = self.workdir / "storage"
+        self.storage.mkdir(exist_ok=True)
+        self.users = dict(users or {})
+        self.port = _free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.url = f"http://{self.host}"
+        self.config = self.workdir / "config.yml"
+        self.log = self.workdir / "registry.log"
+        self.proc: subprocess.Popen | None = None
+        self._write_config()
+
+    def _write_config(self) -> None:
+        lines = [
+            "version: 0.1",
+            "log:",
+            "  level: warn",
+            "  accesslog:",
+            "    disabled: true",
+            "storage:",
+            "  filesystem:",
+            f"    rootdirectory: {self.storage}",
+            "  delete:",
+            "    enabled: true",
+            "  maintenance:",
+            "    uploadpurging:",
+            "      enabled: false",
+            "http:",
+            f"  addr: {self.host}",
+            f"  secret: {secrets.token_hex(16)}",
+        ]
+        if self.users:
+            import bcrypt  # test extra
+
+            htpasswd = self.workdir / "htpasswd"
+            htpasswd.write_text("".join(
+                f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(4)).decode()}\n" for u, p in self.users.items()))
+            lines += ["auth:", "  htpasswd:", "    realm: lemonpack-test", f"    path: {htpasswd}"]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def start(self, timeout: float = 20.0) -> "LocalRegistry":
+        """Start the registry (same port and storage as before) and wait until ``/v2/`` answers."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([self.binary, "serve", str(self.config)], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"docker-registry exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()
+                return self
+            except urllib.error.HTTPError as e:  # 401 with auth: it is up
+                if e.code == 401:
+                    return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"docker-registry did not answer on {self.host}: {self.log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self, *, hard: bool = False) -> None:
+        """Stop the registry: SIGTERM (SIGKILL with ``hard``, or after 5 s); waits for the process."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def __enter__(self) -> "LocalRegistry":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __str__(self) -> str:
+        return self.host
+
+
+@pytest.fixture
+def registry(tmp_path_factory):
+    """A running anonymous ``LocalRegistry``; ``str(registry)`` / ``registry.host`` is ``127.0.0.1:PORT``."""
+    with LocalRegistry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+@pytest.fixture
+def auth_registry(tmp_path_factory):
+    """A running ``LocalRegistry`` requiring basic auth; user ``lemon`` with password in ``.users``."""
+    with LocalRegistry(tmp_path_factory.mktemp("registry-auth"), users={"lemon": secrets.token_hex(12)}) as reg:
+        yield reg
+
+
+def lemonpack(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the real ``lemonpack`` CLI of this tree; returns the completed process."""
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lemonpack {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def layout_tags(layout: Path) -> dict[str, str]:
+    """``{tag: digest}`` of a layout's index.json."""
+    index = json.loads((layout / "index.json").read_text())
+    return {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
