@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run lemonpack's whole test suite, installing what it needs when it is missing:
-# Debian packages (nix, skopeo, umoci, podman, runc, busybox-static, docker-registry), the Python test
+# Debian packages (nix, skopeo, umoci, podman, runc, busybox-static, docker-registry, g++), the Python test
 # dependencies, and the podman settings (through CONTAINERS_CONF, never by editing the
 # machine). Extra arguments go to pytest, e.g. `scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry)
+APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
