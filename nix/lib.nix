@@ -84,19 +84,8 @@ let
 
   /* discover :: [ path ] -> [ manifest ]
      Each directory is an extension itself (it holds extension.json) or a folder of
-     extension directories (its immediate subdirectories holding one). Sorted by path
-     within a folder (readDir's order). */
-  discover = dirs: concatMap
-    (d:
-      let s = toString d; in
-      if pathExists "${s}/extension.json" then [ (readManifest d) ]
-      else if pathExists s then
-        let entries = readDir d;
-        in map (n: readManifest (d + "/${n}"))
-          (filter (n: entries.${n} == "directory" && pathExists "${s}/${n}/extension.json")
-            (attrNames entries))
-      else [ ])
-    dirs;
+     extension directories (its subdirectories holding one, sorted by name). */
+  discover = dirs: concatMap (d: map readManifest (candidates d)) dirs;
 
   /* readLock :: path -> { schema = 1; extensions = [ name ... ]; _file; }
      The release lock (seed 002 section 6). */
@@ -127,79 +116,130 @@ let
     else { minor = fromJSON (head p); revision = fromJSON (head (tail p)); };
 
   # ---------------------------------------------------------------- checks
+  # Messages are those of lemonpack.extensions.pipeline (the Python CLI), word for word;
+  # tests/nix_flake compares them on the same tree.
 
-  /* checkLock :: { lock; manifests; } -> lock
-     Every name in the lock must be a discovered extension (a stale name fails). */
-  checkLock = { lock, manifests }:
-    let
-      known = map (m: m.name) manifests;
-      stale = filter (n: !(elem n known)) lock.extensions;
-    in
-    if stale != [ ] then
-      fail "${lock._file}: extension '${head stale}' named in the lock was not found (stale lock entry)"
-    else lock;
+  # Python's repr of an identifier string ('name'): identifiers never hold quotes.
+  q = s: "'${s}'";
 
-  /* checkApi :: api -> manifest -> manifest
-     The extension's MINOR must equal the host's and its REVISION be at most the host's. */
-  checkApi = api: m:
+  /* apiProblem :: api -> manifest -> string | null
+     Why the extension's api_version does not fit the host API 0.MINOR.REVISION (seed 002
+     section 7): its MINOR must equal the host's and its REVISION be at most the host's.
+     (pipeline.api_problem) */
+  apiProblem = api: m:
     let c = parseConstraint m; in
-    if c.minor != api.minor || c.revision > api.revision then
-      fail "${m._file}: extension '${m.name}' needs extension API ${m.api_version} but this host provides ${api.string}"
-    else m;
+    if c.minor != api.minor then
+      "needs extension API ${trim m.api_version} but the host API is ${api.string}: the minor numbers differ (${toString c.minor} != ${toString api.minor}), and a minor bump may break extensions"
+    else if c.revision > api.revision then
+      "needs extension API ${trim m.api_version} but the host API is ${api.string}: revision ${toString c.revision} is newer than the host's ${toString api.revision}"
+    else null;
 
-  # what an extension claims: keys, provider ids, option names (contributed options are
-  # the core's and excluded)
+  /* claims :: manifest -> [ { kind; value; } ]
+     What an extension claims (pipeline._claims): its name, provider ids and keys, option
+     names, and the values it contributes to a core option. */
   claims = m:
-    map (k: { kind = "key"; value = k; }) (concatMap (p: p.keys) m.providers)
-    ++ map (p: { kind = "provider id"; value = p.id; }) m.providers
-    ++ map (o: { kind = "option"; value = o.name; }) (filter (o: !(o ? contributes_to)) m.options);
+    [ { kind = "extension name"; value = m.name; } ]
+    ++ concatMap
+      (p: [ { kind = "provider id"; value = p.id; } ] ++ map (k: { kind = "key"; value = k; }) p.keys)
+      m.providers
+    ++ concatMap
+      (o:
+        if o ? contributes_to then map (v: { kind = "value of ${o.contributes_to}"; value = v; }) (o.values or [ ])
+        else [ { kind = "option"; value = o.name; } ])
+      m.options;
 
-  /* checkCollisions :: { official; community; } -> true
-     A community extension may not claim a key, provider id or option name an official one
-     owns (seed 002 section 4); the message names both manifests. */
-  checkCollisions = { official, community }:
+  /* collisionProblems :: manifest -> [ manifest ] -> [ string ]
+     A community extension may not claim what an official one owns (seed 002 section 4);
+     each reason names both manifests. Two community extensions may share a claim.
+     (pipeline.collision_problems) */
+  collisionProblems = m: officials:
     let
-      owned = listToAttrs (concatMap
-        (m: map (c: { name = "${c.kind}\t${c.value}"; value = m; }) (claims m))
-        official);
-      hits = concatMap
-        (m: map (c: { inherit m c; o = owned."${c.kind}\t${c.value}"; })
-          (filter (c: hasAttr "${c.kind}\t${c.value}" owned) (claims m)))
-        community;
+      owners = listToAttrs (concatMap
+        (o: map (c: { name = "${c.kind}\t${c.value}"; value = o; }) (claims o))
+        officials); # listToAttrs keeps the first occurrence, like setdefault
     in
-    if hits == [ ] then true
-    else
-      let h = head hits; in
-      fail "${h.m._file}: community extension '${h.m.name}' claims ${h.c.kind} '${h.c.value}' owned by official extension '${h.o.name}' (${h.o._file})";
+    concatMap
+      (c:
+        let k = "${c.kind}\t${c.value}"; in
+        if hasAttr k owners then
+          let o = owners.${k}; in
+          [ "community extension ${m.name} (${m._file}) claims ${c.kind} ${q c.value}, which official extension ${o.name} (${o._file}) owns" ]
+        else [ ])
+      (claims m);
 
   # ---------------------------------------------------------------- selection
 
-  /* closeDependencies :: { byName; roots = [ name ]; } -> [ name ]
-     Roots plus their dependencies (depth first, each once); a missing or cyclic
-     dependency fails naming the chain a -> b -> c. */
-  closeDependencies = { byName, roots }:
+  # the directories of DIR: itself when it holds extension.json, else its subdirectories
+  # holding one, sorted by name (pipeline._candidates)
+  candidates = dir:
+    let s = toString dir; in
+    if pathExists "${s}/extension.json" then [ dir ]
+    else
+      let entries = readDir dir; in
+      map (n: dir + "/${n}")
+        (filter (n: entries.${n} != "regular" && pathExists "${s}/${n}/extension.json")
+          (sortStrings (attrNames entries)));
+
+  /* registryOrder :: [ name ] -> [ manifest ] -> [ manifest ]
+     Official extensions in the lock's order, then the others by name (byte-wise). */
+  registryOrder = lockNames: exts:
     let
-      visit = chain: acc: name:
-        if elem name chain then
-          fail "cyclic extension dependency: ${joinSep " -> " (chain ++ [ name ])}"
-        else if !(hasAttr name byName) then
-          fail "missing extension dependency: ${joinSep " -> " (chain ++ [ name ])}"
-        else if elem name acc then acc
-        else
-          let m = byName.${name};
-          in (foldl' (visit (chain ++ [ name ])) acc m.dependencies) ++ [ name ];
+      isOff = m: (m.official or false) && elem m.name lockNames;
+      off = concatMap (n: filter (m: isOff m && m.name == n) exts) lockNames;
     in
-    foldl' (visit [ ]) [ ] roots;
+    off ++ sort (a: b: a.name < b.name) (filter (m: !(isOff m)) exts);
+
+  /* closure :: { roots; kept; rejectedByName; } -> { done = [ name ]; errors = [ string ]; }
+     Names reachable from the roots through `dependencies` (pipeline._closure); one error
+     per root whose closure hits a missing, rejected or cyclic dependency, naming the chain
+     a -> b -> c. */
+  closure = { roots, kept, rejectedByName }:
+    let
+      from = name: chain:
+        if chain == [ ] then [ ] else if head chain == name then chain else from name (tail chain);
+      visit = chain: st: name:
+        if elem name chain then
+          st // { ok = false; err = "dependency cycle: ${joinSep " -> " (from name chain ++ [ name ])}"; }
+        else if elem name st.done then st // { ok = true; }
+        else if !(hasAttr name kept) then
+          let
+            path = joinSep " -> " (chain ++ [ name ]);
+            why = "was rejected: " + joinSep "; " (rejectedByName.${name} or [ ]);
+          in
+          st // {
+            ok = false;
+            err =
+              if chain == [ ] then
+                (if hasAttr name rejectedByName then "extension ${q name} ${why}" else "no extension named ${q name}")
+              else if hasAttr name rejectedByName then "dependency ${path}: extension ${q name} ${why}"
+              else "missing dependency ${path}: no extension named ${q name}";
+          }
+        else
+          let
+            r = foldl' (acc: d: if !acc.ok then acc else visit (chain ++ [ name ]) acc d)
+              (st // { ok = true; }) kept.${name}.dependencies;
+          in
+          if r.ok then r // { done = r.done ++ [ name ]; } else r;
+      step = st: root:
+        let r = visit [ ] (st // { ok = true; }) root; in
+        if r.ok then r else r // { errors = st.errors ++ [ "cannot select ${root}: ${r.err}" ]; errRoots = st.errRoots ++ [ root ]; };
+    in
+    foldl' step { done = [ ]; errors = [ ]; errRoots = [ ]; ok = true; } roots;
 
   /* select :: { root; lockFile ? root + "/extensions.lock"; extensions ? null;
                  extensionDirs ? [ ]; features ? [ "linux" ]; } -> selection
+     The pipeline of lemonpack.extensions.pipeline.run_pipeline, at evaluation time:
      root          : the Gufo tree (official extensions under catalogue/extensions, api/)
-     extensions    : null = the release lock; else a list of names (strings, found in the
-                     tree or extensionDirs) and extension directories (paths)
-     extensionDirs : more directories to discover (GUFO_EXTENSION_DIRS for Nix)
-     features      : the build's feature set (a target is built when all its requires are
-                     in it)
-     Registry order: lock names in lock order, then the others by name (byte-wise). */
+     extensions    : null = the release lock; "all" = every extension some target of which
+                     the features build; else a list of names (strings) and extension
+                     directories (paths, or strings holding a "/")
+     extensionDirs : more directories to discover (like GUFO_EXTENSION_DIRS); each an
+                     extension directory or a directory of them
+     features      : the build's feature set (a target is built when all its requires are in it)
+     Official = discovered under root/catalogue/extensions and named in the lock; every
+     other extension is community. Fails evaluation (throw) with the CLI's message on a
+     stale lock name, a selected extension that was rejected (collision with an official
+     one, API version), a missing or cyclic dependency. */
   select =
     { root
     , lockFile ? root + "/extensions.lock"
@@ -209,34 +249,86 @@ let
     }:
     let
       api = apiVersion root;
-      lock = readLock lockFile;
-      explicitDirs = filter (e: !(isString e)) (if extensions == null then [ ] else extensions);
-      discovered = map readManifest explicitDirs
-        ++ discover ([ (root + "/catalogue/extensions") ] ++ extensionDirs);
-      # one manifest per name: an explicit directory wins over a discovered one
-      # (listToAttrs keeps the first occurrence)
-      byName = listToAttrs (map (m: { name = m.name; value = m; }) discovered);
-      _lock = checkLock { inherit lock; manifests = discovered; };
-      classify = m: m // { official = elem m.name lock.extensions; };
+      lockPath = toString lockFile;
+      hasLock = pathExists lockPath;
+      lock = if hasLock then readLock lockFile else { extensions = [ ]; _path = null; _file = lockPath; };
+      lockNames = lock.extensions;
+      mode = if extensions == null then "lock" else if extensions == "all" then "all" else "list";
+      items = if mode == "list" then extensions else [ ];
+      isDirItem = e: !(isString e) || match ".*/.*" e != null;
+      wantedDirs = filter isDirItem items;
+      wantedNames = filter (e: !(isDirItem e)) items;
+      catalogue = root + "/catalogue/extensions";
+      extraRoots = map
+        (d:
+          if pathExists (toString d) then d
+          else fail "extension directory ${toString d} does not exist or is not a directory")
+        (extensionDirs ++ wantedDirs);
+      foundAll = (if pathExists (toString catalogue) then map (d: { dir = d; inTree = true; }) (candidates catalogue) else [ ])
+        ++ concatMap (r: map (d: { dir = d; inTree = false; }) (candidates r)) extraRoots;
+      # a directory reached twice counts once (the first way wins)
+      found = foldl' (acc: f: if elem (toString f.dir) (map (x: toString x.dir) acc) then acc else acc ++ [ f ]) [ ] foundAll;
+      valid = map
+        (f: let m = readManifest f.dir; in m // { official = f.inTree && elem m.name lockNames; })
+        found;
+      officials = filter (m: m.official) valid;
+      officialNames = map (m: m.name) officials;
+      reasonsOf = m:
+        (if !m.official then
+          let
+            coll = collisionProblems m officials;
+            twins = filter (o: o.name == m.name && !o.official && o._file != m._file) valid;
+          in
+          if coll != [ ] then coll
+          else map (o: "extension name ${q m.name} is used by two manifests: ${m._file} and ${o._file}") twins
+        else if length (filter (o: o.official && o.name == m.name) valid) > 1 then
+          [ "official extension name ${q m.name} is used by two manifests in the tree" ]
+        else [ ])
+        ++ (let p = apiProblem api m; in if p == null then [ ] else [ "${m._file}: extension ${m.name} ${p}" ]);
+      judged = map (m: m // { reasons = reasonsOf m; }) valid;
+      keptList = filter (m: m.reasons == [ ]) judged;
+      rejectedList = filter (m: m.reasons != [ ]) judged;
+      kept = listToAttrs (map (m: { name = m.name; value = m; }) keptList);
+      rejectedByName = listToAttrs (map (m: { name = m.name; value = m.reasons; }) rejectedList);
+      # stale lock names fail every mode (seed 002 section 6)
+      stale = filter (x: !(elem x.n officialNames))
+        (builtins.genList (i: { inherit i; n = builtins.elemAt lockNames i; }) (length lockNames));
+      staleCheck =
+        if stale != [ ] then
+          let s = head stale; in
+          fail "${lockPath}: extensions[${toString s.i}]: ${q s.n} names no extension in ${toString catalogue}"
+        else if mode == "lock" && !hasLock then
+          fail "no release lock at ${lockPath}; select 'all' or name the extensions"
+        else true;
+      supported = m: builtins.any (t: builtins.all (r: elem r features) t.requires) m.targets;
+      dirRoots = map
+        (d:
+          let hit = filter (m: toString m._dir == toString d) keptList; in
+          if hit != [ ] then (head hit).name
+          else
+            let
+              file = "${toString d}/extension.json";
+              rs = concatMap (m: if m._file == file then m.reasons else [ ]) rejectedList;
+            in
+            fail ("selected extension ${file} was rejected:\n  " + joinSep "\n  " (if rs == [ ] then [ "not discovered" ] else rs)))
+        wantedDirs;
       roots =
-        if extensions == null then lock.extensions
-        else map (e: if isString e then e else (readManifest e).name) extensions;
-      names = closeDependencies { inherit byName roots; };
-      chosen = map (n: classify byName.${n}) names;
-      official = filter (m: m.official) chosen;
-      lockOfficial = map (n: classify byName.${n}) lock.extensions;
-      community = filter (m: !m.official) chosen;
-      _coll = checkCollisions { official = lockOfficial; inherit community; };
-      ordered = (filter (m: elem m.name names) lockOfficial)
-        ++ sort (a: b: a.name < b.name) community;
-      checkedExts = map (checkApi api) ordered;
+        if mode == "lock" then lockNames
+        else if mode == "all" then map (m: m.name) (filter supported (registryOrder lockNames keptList))
+        else wantedNames ++ dirRoots;
+      first = closure { inherit roots kept rejectedByName; };
+      closed =
+        if first.errors == [ ] then first
+        else if mode == "all" then closure { roots = filter (r: !(elem r first.errRoots)) roots; inherit kept rejectedByName; }
+        else fail (joinSep "\n" first.errors);
+      chosen = registryOrder lockNames (map (n: kept.${n}) (unique closed.done));
       featureList = sortStrings (unique features);
       providers = concatMap
         (m: map
           (p:
             let
               target = head (filter (t: t.name == p.target) m.targets);
-              missing = sortStrings (filter (r: !(elem r featureList)) target.requires);
+              missing = sortStrings (unique (filter (r: !(elem r featureList)) target.requires));
             in
             {
               extension = m;
@@ -246,14 +338,14 @@ let
                 else "target ${target.name} not built: needs ${joinSep ", " missing}";
             })
           m.providers)
-        checkedExts;
+        chosen;
     in
-    builtins.seq _lock (builtins.seq _coll {
-      inherit api providers;
+    builtins.seq staleCheck {
+      inherit api providers lock;
       features = featureList;
-      extensions = checkedExts;
-      lock = lock;
-    });
+      extensions = chosen;
+      rejected = map (m: { file = m._file; inherit (m) reasons; }) rejectedList;
+    };
 
   # ---------------------------------------------------------------- generation
 
@@ -427,7 +519,7 @@ let
     };
 in
 {
-  inherit readManifest discover readLock apiVersion checkLock checkApi checkCollisions
-    closeDependencies select generate extensionsJson registryCpp constantsHpp
+  inherit readManifest discover readLock apiVersion apiProblem claims collisionProblems
+    registryOrder closure select generate extensionsJson registryCpp constantsHpp
     treeFiles mkTree gufoFiles mkGufo mangle;
 }
