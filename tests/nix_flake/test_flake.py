@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from lemonpack.extensions.generate import generate
+from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
 from support.nixflake import (REPO, SYSTEM, consumer_flake, copy_flake, nix, write_api, write_extension,
                               write_lock)
 from support.tools import need
@@ -40,8 +43,8 @@ def fixture_tree(root: Path) -> Path:
     return root
 
 
-def community(directory: Path, name: str = "gamma", key: str = "gguf:gamma", **kw) -> Path:
-    return write_extension(directory, name, api=">= 0.1.3",
+def community(directory: Path, name: str = "gamma", key: str = "gguf:gamma", api: str = ">= 0.1.3", **kw) -> Path:
+    return write_extension(directory, name, api=api,
                            providers=[{"id": f"{name}-tts", "keys": [key], "target": f"gufo_{name}",
                                        "capability": "speech_synthesis"}],
                            targets=[{"name": f"gufo_{name}", "requires": ["linux"]}], **kw)
@@ -118,9 +121,10 @@ def test_community_collision_fails_evaluation(tmp_path):
     consumer_flake(app, tree, '{ extensions = [ ./community/gamma ]; }')
     out = nix("build", f"path:{app}", cwd=app)
     assert out.returncode == 1
-    assert "community extension 'gamma' claims key 'gguf:alpha2' owned by official extension 'alpha'" in out.stderr
-    assert "/community/gamma/extension.json" in out.stderr
-    assert "/catalogue/extensions/alpha/extension.json" in out.stderr
+    assert re.search(r"error: selected extension /nix/store/[a-z0-9]{32}-source/community/gamma/extension.json was "
+                     r"rejected:\n {9}community extension gamma \(/nix/store/\S+/community/gamma/extension.json\) "
+                     r"claims key 'gguf:alpha2', which official extension alpha "
+                     r"\(/nix/store/\S+/catalogue/extensions/alpha/extension.json\) owns\n", out.stderr), out.stderr
     assert not (app / "result").exists()
 
 
@@ -134,44 +138,85 @@ def test_two_community_extensions_may_share_a_key(tmp_path):
     assert json.loads(out.stdout) == ["delta", "gamma"]
 
 
+def _nix_list(items) -> str:
+    return "[ " + " ".join(str(i) if isinstance(i, Path) else json.dumps(i) for i in items) + " ]"
+
+
+def same_failure(tree: Path, select, features=("linux",), extra_dirs=()) -> str:
+    """Evaluate the gufo package of ``tree`` (read in place, not copied to the store, so paths
+    in messages are the same) and run the Python pipeline on it: both must fail, Nix's error
+    being the CLI's message. Returns the message."""
+    with pytest.raises(ExtensionError) as e:
+        run_pipeline(tree, extra_dirs=[Path(d) for d in extra_dirs],
+                     select="lock" if select is None else [str(i) for i in select], features=frozenset(features))
+    message = str(e.value)
+    args = (f"root = {tree}; system = \"{SYSTEM}\"; features = {_nix_list(features)}; "
+            f"extensionDirs = {_nix_list(extra_dirs)}; "
+            + ("" if select is None else f"extensions = {_nix_list(select)};"))
+    out = nix("eval", "--impure", "--raw", "--expr",
+              f'(builtins.getFlake "path:{tree}").lib.mkGufo {{ {args} }}')
+    assert out.returncode == 1, out.stdout
+    shown = out.stderr.replace("\n       ", "\n")  # nix indents the lines of a multi-line error by 7
+    assert f"error: {message}\n" in shown, f"python: {message}\nnix: {out.stderr}"
+    return message
+
+
+def test_collision_messages_equal_the_cli(tmp_path):
+    tree = fixture_tree(tmp_path / "repo")
+    gamma = community(tmp_path / "c" / "gamma", key="gguf:alpha2",
+                      options=[{"name": "--alpha-mode", "commands": ["serve"], "type": "string", "help": "h"}])
+    msg = same_failure(tree, [gamma])
+    assert "claims key 'gguf:alpha2', which official extension alpha" in msg
+    assert "claims option '--alpha-mode'" in msg
+    named = community(tmp_path / "d" / "alpha", name="alpha", key="gguf:other")
+    msg = same_failure(tree, [named])
+    assert "claims extension name 'alpha'" in msg
+
+
 def test_stale_lock_name_fails_evaluation(tmp_path):
     tree = fixture_tree(tmp_path / "repo")
     write_lock(tree, ["beta", "alpha", "gone"])
-    err = eval_error(tree, f"flake.packages.{SYSTEM}.gufo.drvPath")
-    assert "extensions.lock: extension 'gone' named in the lock was not found" in err
+    msg = same_failure(tree, None)
+    assert msg.endswith("extensions.lock: extensions[2]: 'gone' names no extension in "
+                        f"{tree}/catalogue/extensions")
+    same_failure(tree, ["beta"])  # the lock is validated in every mode
+    err = eval_error(tree, f"flake.packages.{SYSTEM}.gufo.drvPath")  # the flake's own package, from the store
+    assert "extensions.lock: extensions[2]: 'gone' names no extension in /nix/store/" in err
 
 
 def test_api_version_mismatch_fails_evaluation(tmp_path):
     tree = fixture_tree(tmp_path / "repo")
-    newer = community(tmp_path / "c" / "gamma")
-    (newer / "extension.json").write_text((newer / "extension.json").read_text().replace(">= 0.1.3", ">= 0.1.4"))
-    err = eval_error(tree, f'(flake.lib.mkGufo {{ system = "{SYSTEM}"; extensions = [ {newer} ]; }}).drvPath')
-    assert "extension 'gamma' needs extension API >= 0.1.4 but this host provides 0.1.3" in err
-    other = community(tmp_path / "d" / "gamma")
-    (other / "extension.json").write_text((other / "extension.json").read_text().replace(">= 0.1.3", ">= 0.2.0"))
-    err = eval_error(tree, f'(flake.lib.mkGufo {{ system = "{SYSTEM}"; extensions = [ {other} ]; }}).drvPath')
-    assert "needs extension API >= 0.2.0 but this host provides 0.1.3" in err
+    newer = community(tmp_path / "c" / "gamma", api=">= 0.1.4")
+    assert "needs extension API >= 0.1.4 but the host API is 0.1.3: revision 4 is newer" in same_failure(tree, [newer])
+    other = community(tmp_path / "d" / "gamma", api=">= 0.2.0")
+    assert "the minor numbers differ (2 != 1)" in same_failure(tree, [other])
+    (tree / "api" / "changes" / "0003-change-3.md").unlink()  # official alpha needs 0.1.2: fine; then 0.1.1
+    (tree / "api" / "changes" / "0002-change-2.md").unlink()
+    assert "cannot select alpha: extension 'alpha' was rejected" in same_failure(tree, None)
 
 
 def test_missing_and_cyclic_dependencies_name_the_chain(tmp_path):
     tree = fixture_tree(tmp_path / "repo")
     a = community(tmp_path / "c" / "gamma", dependencies=["alpha", "nowhere"])
-    err = eval_error(tree, f'(flake.lib.mkGufo {{ system = "{SYSTEM}"; extensions = [ {a} ]; }}).drvPath')
-    assert "missing extension dependency: gamma -> nowhere" in err
+    assert "cannot select gamma: missing dependency gamma -> nowhere: no extension named 'nowhere'" in (
+        same_failure(tree, [a]))
     x = community(tmp_path / "d" / "xx", name="xx", key="gguf:xx", dependencies=["yy"])
     y = community(tmp_path / "d" / "yy", name="yy", key="gguf:yy", dependencies=["xx"])
-    err = eval_error(tree, f'(flake.lib.mkGufo {{ system = "{SYSTEM}"; extensions = [ {x} {y} ]; }}).drvPath')
-    assert "cyclic extension dependency: xx -> yy -> xx" in err
+    assert "dependency cycle: xx -> yy -> xx" in same_failure(tree, [x, y])
+    assert same_failure(tree, ["nothing"]) == "cannot select nothing: no extension named 'nothing'"
 
 
 def test_flake_check(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
+    """`nix flake check` on this repository's flake (lock, api/, catalogue/ copied) passes;
+    with a stale lock name it fails naming it."""
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
     out = nix("flake", "check", f"path:{tree}", cwd=tree)
     assert out.returncode == 0, out.stderr
     assert out.seconds < 30
-    write_lock(tree, ["beta", "alpha", "gone"])
+    names = json.loads((tree / "extensions.lock").read_text())["extensions"]
+    write_lock(tree, names + ["gone"])
     bad = nix("flake", "check", f"path:{tree}", cwd=tree)
-    assert bad.returncode == 1 and "'gone' named in the lock was not found" in bad.stderr
+    assert bad.returncode == 1 and f"extensions[{len(names)}]: 'gone' names no extension in" in bad.stderr
 
 
 def test_recipe_packages_are_what_lemonpack_build_emits(tmp_path):
@@ -194,3 +239,58 @@ def test_recipe_packages_are_what_lemonpack_build_emits(tmp_path):
     assert res.returncode == 0, res.stderr
     assert Path(os.readlink(tree / "result")) == Path(add.stdout.strip())
     assert Path(os.readlink(tree / "result")).read_bytes() == EXAMPLE_ARCHIVE.read_bytes()
+
+
+def test_release_package_is_byte_identical_to_the_python_generator(tmp_path):
+    """`nix build .#gufo` of this repository (flake, lock, api/, catalogue/ copied) holds the
+    three files `lemonpack extensions generate` writes for the lock and features [linux]."""
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
+    out = nix("build", f"path:{tree}#gufo", cwd=tree)
+    assert out.returncode == 0, out.stderr
+    assert out.seconds < 30
+    share = built(tree)
+    expected = generate(run_pipeline(tree, features=frozenset({"linux"})))
+    assert set(expected) == set(GEN)
+    for name in GEN:
+        assert (share / name).read_bytes() == expected[name], name
+    lock = json.loads((tree / "extensions.lock").read_text())["extensions"]
+    assert sorted(p.name for p in (share / "extensions").iterdir()) == sorted(lock)
+    for name in lock:
+        for f in (tree / "catalogue/extensions" / name).rglob("*"):
+            if f.is_file():
+                rel = f.relative_to(tree / "catalogue/extensions")
+                assert (share / "extensions" / rel).read_bytes() == f.read_bytes(), rel
+
+
+@pytest.mark.parametrize("select, features", [
+    (["qwen", "COMMUNITY"], ("linux", "hip")),
+    (["COMMUNITY", "deepseek_v4_flash", "qwen38_flash_next"], ("linux", "testing")),
+    ("all", ("linux", "hip", "testing")),
+    (None, ("windows",)),
+])
+def test_overrides_are_byte_identical_to_the_python_generator(tmp_path, select, features):
+    """Overrides (names, a community directory, `all`, other features) generate what the
+    Python generator writes for the same selection and features."""
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
+    comm = community(tmp_path / "community" / "gamma", api=">= 0.1.0",
+                     options=[{"name": "--gamma-voice", "commands": ["serve", "chat"], "type": "choice",
+                               "help": "voice \"name\"", "values": ["a-b", "c.d"]}])
+    items = None if select is None else select if isinstance(select, str) else [
+        comm if s == "COMMUNITY" else s for s in select]
+    py_select = "lock" if items is None else items if isinstance(items, str) else [str(i) for i in items]
+    extra = [tmp_path / "community"] if select == "all" else []
+    expected = generate(run_pipeline(tree, extra_dirs=extra, select=py_select, features=frozenset(features)))
+    nix_ext = "" if items is None else (
+        f'extensions = "{items}";' if isinstance(items, str) else f"extensions = {_nix_list(items)};")
+    args = f'system = "{SYSTEM}"; features = {_nix_list(features)}; extensionDirs = {_nix_list(extra)}; {nix_ext}'
+    app = tmp_path / "app"
+    app.mkdir()
+    out = nix("build", "--impure", "--expr",
+              f'(builtins.getFlake "path:{tree}").packages.{SYSTEM}.gufo.override {{ {args} }}', cwd=app)
+    assert out.returncode == 0, out.stderr
+    share = built(app)
+    for name in GEN:
+        assert (share / name).read_bytes() == expected[name], name
+    doc = json.loads(expected["extensions.json"])
+    if select is not None and select != "all":
+        assert ("gamma" in [e["name"] for e in doc["extensions"]]) == ("COMMUNITY" in select)
