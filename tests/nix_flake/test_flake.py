@@ -294,3 +294,21 @@ def test_overrides_are_byte_identical_to_the_python_generator(tmp_path, select, 
     doc = json.loads(expected["extensions.json"])
     if select is not None and select != "all":
         assert ("gamma" in [e["name"] for e in doc["extensions"]]) == ("COMMUNITY" in select)
+
+
+def test_readme_override_snippet_builds(tmp_path):
+    """The README's Nix section: its `gufo.override` lines, pasted into a consumer flake
+    with a community extension at ./path/to/community-extension, build that selection."""
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"^## Nix\n(.*?)(?=^## )", readme, re.S | re.M).group(1)
+    snippet = re.search(r"^```nix\n(.*?)^```", section, re.S | re.M).group(1).replace("x86_64-linux", SYSTEM)
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
+    app = tmp_path / "app"
+    community(app / "path/to/community-extension", name="fish_drama3", key="gguf:fishdrama3", api=">= 0.1.0")
+    app.joinpath("flake.nix").write_text(
+        f'{{\n  inputs.lemonpack.url = "path:{tree}";\n  outputs = {{ self, lemonpack }}: {{\n{snippet}  }};\n}}\n')
+    out = nix("build", f"path:{app}", cwd=app)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((built(app) / "extensions.json").read_bytes())
+    assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("qwen", True), ("fish_drama3", False)]
+    assert doc["features"] == ["hip", "linux"]
