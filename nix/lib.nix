@@ -167,6 +167,92 @@ let
         else [ ])
       (claims m);
 
+  # ---------------------------------------------------------------- include allowlist
+  # Community extensions see only the public headers (seed 002 section 5;
+  # pipeline.include_problems). The lists below are pipeline.SOURCE_SUFFIXES,
+  # STANDARD_HEADERS and GENERATED_HEADERS; tests/nix_flake checks they stay equal.
+
+  sourceSuffixes = [ ".c" ".cc" ".cpp" ".cxx" ".h" ".hh" ".hpp" ".hxx" ".inl" ".cu" ".hip" ".cuh" ];
+  generatedHeaders = [ "gufo_ext_constants.hpp" ];
+  standardHeaders = [
+    "algorithm" "any" "array" "assert.h" "atomic" "barrier" "bit" "bitset" "cassert" "cctype"
+    "cerrno" "cfenv" "cfloat" "charconv" "chrono" "cinttypes" "climits" "clocale" "cmath" "codecvt"
+    "compare" "complex" "concepts" "condition_variable" "coroutine" "csetjmp" "csignal" "cstdarg"
+    "cstddef" "cstdint" "cstdio" "cstdlib" "cstring" "ctime" "ctype.h" "cuchar" "cwchar" "cwctype"
+    "deque" "errno.h" "exception" "execution" "expected" "fenv.h" "filesystem" "flat_map" "flat_set"
+    "float.h" "format" "forward_list" "fstream" "functional" "future" "generator" "initializer_list"
+    "inttypes.h" "iomanip" "ios" "iosfwd" "iostream" "istream" "iterator" "latch" "limits"
+    "limits.h" "list" "locale" "locale.h" "map" "math.h" "mdspan" "memory" "memory_resource" "mutex"
+    "new" "numbers" "numeric" "optional" "ostream" "print" "queue" "random" "ranges" "ratio" "regex"
+    "scoped_allocator" "semaphore" "set" "setjmp.h" "shared_mutex" "signal.h" "source_location"
+    "span" "spanstream" "sstream" "stack" "stacktrace" "stdarg.h" "stddef.h" "stdexcept" "stdfloat"
+    "stdint.h" "stdio.h" "stdlib.h" "stop_token" "streambuf" "string" "string.h" "string_view"
+    "syncstream" "system_error" "thread" "time.h" "tuple" "type_traits" "typeindex" "typeinfo"
+    "uchar.h" "unordered_map" "unordered_set" "utility" "valarray" "variant" "vector" "version"
+    "wchar.h" "wctype.h"
+  ];
+
+  hasSuffix = suffix: s:
+    let n = stringLength s; k = stringLength suffix;
+    in n >= k && builtins.substring (n - k) k s == suffix;
+
+  # files under DIR in os.walk order (top-down; in each directory its files by name, then
+  # its subdirectories by name): [ { dir = string; name; } ]
+  walkFiles = dir:
+    let
+      entries = readDir dir;
+      names = sortStrings (attrNames entries);
+      s = toString dir;
+    in
+    map (n: { dir = s; name = n; }) (filter (n: entries.${n} != "directory") names)
+    ++ concatMap (n: walkFiles (dir + "/${n}")) (filter (n: entries.${n} == "directory") names);
+
+  # lexical path normalisation of an absolute path ("a/./b/../c" -> "a/c")
+  normalise = path:
+    let
+      parts = filter (p: isString p && p != "" && p != ".") (split "/" path);
+      step = acc: p: if p == ".." then (if acc == [ ] then [ ] else builtins.genList (i: builtins.elemAt acc i) (length acc - 1)) else acc ++ [ p ];
+    in
+    "/" + joinSep "/" (foldl' step [ ] parts);
+
+  includeAllowed = header: kind: dir: root:
+    let parts = filter isString (split "/" header); in
+    (builtins.substring 0 9 header == "gufo/ext/" && !(elem ".." parts) && !(elem "" parts))
+    || elem header standardHeaders || elem header generatedHeaders
+    || (kind == "\"" &&
+      (let
+        full = normalise "${dir}/${header}";
+        rootN = normalise root;
+        inside = full == rootN || builtins.substring 0 (stringLength rootN + 1) full == rootN + "/";
+        parent = builtins.dirOf full;
+        base = builtins.baseNameOf full;
+      in
+      inside && pathExists full && (readDir parent).${base} or "" == "regular"));
+
+  /* includeProblems :: manifest -> [ string ]
+     Each #include of a source file (suffixes above) that is not a gufo/ext/... public
+     header, a standard header, the generated constants header or (quoted) a file of the
+     extension itself, as "file:line: ..." (pipeline.include_problems). */
+  includeProblems = m:
+    let root = toString m._dir; in
+    concatMap
+      (f:
+        let
+          path = "${f.dir}/${f.name}";
+          lines = filter isString (split "\r\n|\n|\r" (readFile path));
+          numbered = builtins.genList (i: { no = i + 1; line = builtins.elemAt lines i; }) (length lines);
+        in
+        concatMap
+          (l:
+            let mm = match "[[:space:]]*#[[:space:]]*include[[:space:]]*([<\"])([^>\"]*)[>\"].*" l.line; in
+            if mm == null then [ ]
+            else
+              let kind = head mm; header = head (tail mm); in
+              if includeAllowed header kind f.dir root then [ ]
+              else [ "${path}:${toString l.no}: #include ${kind}${header}${if kind == "<" then ">" else kind} is not allowed: community extensions may include only gufo/ext/... public headers, standard headers and their own files" ])
+          numbered)
+      (filter (f: builtins.any (x: hasSuffix x f.name) sourceSuffixes) (walkFiles m._dir));
+
   # ---------------------------------------------------------------- selection
 
   # the directories of DIR: itself when it holds extension.json, else its subdirectories
@@ -279,8 +365,9 @@ let
             coll = collisionProblems m officials;
             twins = filter (o: o.name == m.name && !o.official && o._file != m._file) valid;
           in
-          if coll != [ ] then coll
-          else map (o: "extension name ${q m.name} is used by two manifests: ${m._file} and ${o._file}") twins
+          (if coll != [ ] then coll
+          else map (o: "extension name ${q m.name} is used by two manifests: ${m._file} and ${o._file}") twins)
+          ++ includeProblems m
         else if length (filter (o: o.official && o.name == m.name) valid) > 1 then
           [ "official extension name ${q m.name} is used by two manifests in the tree" ]
         else [ ])
@@ -520,6 +607,7 @@ let
 in
 {
   inherit readManifest discover readLock apiVersion apiProblem claims collisionProblems
+    includeProblems sourceSuffixes standardHeaders generatedHeaders
     registryOrder closure select generate extensionsJson registryCpp constantsHpp
     treeFiles mkTree gufoFiles mkGufo mangle;
 }

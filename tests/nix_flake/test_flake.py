@@ -312,3 +312,53 @@ def test_readme_override_snippet_builds(tmp_path):
     doc = json.loads((built(app) / "extensions.json").read_bytes())
     assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("qwen", True), ("fish_drama3", False)]
     assert doc["features"] == ["hip", "linux"]
+
+
+def test_include_allowlist_rejects_like_the_cli(tmp_path):
+    """A community extension including a private or outside header is rejected at evaluation
+    with the CLI's reasons (file:line); allowed includes pass; the Nix header lists equal
+    the Python ones."""
+    tree = fixture_tree(tmp_path / "repo")
+    good = {"extension.cpp": '#include "gufo/ext/registry.hpp"\n#include <vector>\n#include "own.hpp"\n'
+                             '  #  include <gufo_ext_constants.hpp>\n',
+            "own.hpp": "#pragma once\n#include <cstdint>\n", "sub/deep.cpp": '#include "../own.hpp"\n'}
+    ok = community(tmp_path / "c" / "gamma", sources=good)
+    out = nix("eval", "--impure", "--json", "--expr",
+              f'map (m: m.name) ((builtins.getFlake "path:{tree}").lib.mkGufo {{ root = {tree}; '
+              f'system = "{SYSTEM}"; extensions = [ {ok} ]; }}).selection.extensions')
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["gamma"]
+    bad = {"extension.cpp": '#include <vector>\n\n#include "core/runner.hpp"\n',
+           "src/a.cpp": '#include "../../escape.hpp"\n#include <gufo/ext/../../core.hpp>\n',
+           "b.cu": "#include <cuda_runtime.h>\n", "notes.txt": '#include "ignored.hpp"\n'}
+    rejected = community(tmp_path / "d" / "gamma", sources=bad)
+    (tmp_path / "escape.hpp").write_text("\n")
+    msg = same_failure(tree, [rejected])
+    assert f"{rejected}/extension.cpp:3: #include \"core/runner.hpp\" is not allowed" in msg
+    assert f"{rejected}/b.cu:1: #include <cuda_runtime.h> is not allowed" in msg
+    assert msg.count("is not allowed") == 4
+    lists = nix("eval", "--impure", "--json", "--expr",
+                f"let l = import {REPO}/nix/lib.nix; in {{ inherit (l) sourceSuffixes standardHeaders generatedHeaders; }}")
+    assert lists.returncode == 0, lists.stderr
+    from lemonpack.extensions import pipeline
+    got = json.loads(lists.stdout)
+    assert tuple(got["sourceSuffixes"]) == pipeline.SOURCE_SUFFIXES
+    assert set(got["standardHeaders"]) == pipeline.STANDARD_HEADERS
+    assert set(got["generatedHeaders"]) == pipeline.GENERATED_HEADERS
+
+
+def test_overlay_uses_the_given_pkgs(tmp_path):
+    """overlays.default: `gufo` is the flake's package (same derivation) for the overlay's
+    system, and recipe fetches go through the overlay's pkgs.fetchurl."""
+    tree = fixture_tree(tmp_path / "repo")
+    expr = (f'let flake = builtins.getFlake "path:{tree}"; '
+            f'final = {{ stdenv.hostPlatform.system = "{SYSTEM}"; fetchurl = args: {{ fetched = args; }}; }}; '
+            f'o = flake.overlays.default final {{ }}; in '
+            f'{{ same = o.gufo.drvPath == flake.packages.{SYSTEM}.gufo.drvPath; '
+            f'fetch = o.lemonpackRecipes.hello-engine.linux-cpu.fetched; }}')
+    out = nix("eval", "--impure", "--json", "--expr", expr)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    sources = json.loads((REPO / "nix/recipes/hello-engine/sources.json").read_text())["sources"]["linux-cpu"]
+    assert got == {"same": True, "fetch": {"url": sources["url"], "hash": sources["hash"],
+                                           "name": sources["storeName"]}}
