@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.extensions.generate import generate
 from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
 from support.nixflake import (REPO, SYSTEM, consumer_flake, copy_flake, nix, write_api, write_extension,
                               write_lock)
@@ -22,6 +21,16 @@ from support.tools import need
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
 
 GEN = ("extensions.json", "gufo_ext_registry.cpp", "gufo_ext_constants.hpp")
+
+
+def cli_generate(tree: Path, out: Path, select=None, features=("linux",), extra_dirs=()) -> subprocess.CompletedProcess:
+    """`lemonpack extensions generate` (this tree's CLI) into ``out``."""
+    argv = [sys.executable, "-m", "lemonpack.cli", "extensions", "generate", "--tree", str(tree), "--out", str(out)]
+    argv += [a for f in features for a in ("--feature", f)]
+    argv += [a for d in extra_dirs for a in ("--extension-dir", str(d))]
+    if select is not None:
+        argv += [a for i in ([select] if isinstance(select, str) else select) for a in ("--select", str(i))]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "1000"})
 
 
 def fixture_tree(root: Path) -> Path:
@@ -179,6 +188,8 @@ def test_stale_lock_name_fails_evaluation(tmp_path):
     msg = same_failure(tree, None)
     assert msg.endswith("extensions.lock: extensions[2]: 'gone' names no extension in "
                         f"{tree}/catalogue/extensions")
+    cli = cli_generate(tree, tmp_path / "gen")
+    assert cli.returncode == 1 and cli.stderr == f"error: {msg}\n"
     same_failure(tree, ["beta"])  # the lock is validated in every mode
     err = eval_error(tree, f"flake.packages.{SYSTEM}.gufo.drvPath")  # the flake's own package, from the store
     assert "extensions.lock: extensions[2]: 'gone' names no extension in /nix/store/" in err
@@ -249,10 +260,11 @@ def test_release_package_is_byte_identical_to_the_python_generator(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.seconds < 30
     share = built(tree)
-    expected = generate(run_pipeline(tree, features=frozenset({"linux"})))
-    assert set(expected) == set(GEN)
+    gen = cli_generate(tree, tmp_path / "gen")
+    assert gen.returncode == 0, gen.stderr
+    assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(GEN)
     for name in GEN:
-        assert (share / name).read_bytes() == expected[name], name
+        assert (share / name).read_bytes() == (tmp_path / "gen" / name).read_bytes(), name
     lock = json.loads((tree / "extensions.lock").read_text())["extensions"]
     assert sorted(p.name for p in (share / "extensions").iterdir()) == sorted(lock)
     for name in lock:
@@ -277,9 +289,10 @@ def test_overrides_are_byte_identical_to_the_python_generator(tmp_path, select, 
                                "help": "voice \"name\"", "values": ["a-b", "c.d"]}])
     items = None if select is None else select if isinstance(select, str) else [
         comm if s == "COMMUNITY" else s for s in select]
-    py_select = "lock" if items is None else items if isinstance(items, str) else [str(i) for i in items]
     extra = [tmp_path / "community"] if select == "all" else []
-    expected = generate(run_pipeline(tree, extra_dirs=extra, select=py_select, features=frozenset(features)))
+    gen = cli_generate(tree, tmp_path / "gen", items, features, extra)
+    assert gen.returncode == 0, gen.stderr
+    expected = {name: (tmp_path / "gen" / name).read_bytes() for name in GEN}
     nix_ext = "" if items is None else (
         f'extensions = "{items}";' if isinstance(items, str) else f"extensions = {_nix_list(items)};")
     args = f'system = "{SYSTEM}"; features = {_nix_list(features)}; extensionDirs = {_nix_list(extra)}; {nix_ext}'
