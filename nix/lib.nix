@@ -19,8 +19,8 @@
 #                 providers = [ { extension; provider; available; reason; } ... ]; }
 let
   inherit (builtins)
-    attrNames concatStringsSep elem filter foldl' fromJSON genericClosure hasAttr
-    head isPath isString length listToAttrs map match pathExists readDir readFile
+    attrNames concatStringsSep elem filter foldl' fromJSON hasAttr
+    head isString length listToAttrs map match pathExists readDir readFile
     replaceStrings sort split stringLength tail throw toJSON;
 
   # ---------------------------------------------------------------- small helpers
