@@ -19,7 +19,7 @@ from lemonpack.cli._app import app, console, err_console
 from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (register commands)
 from lemonpack.errors import LemonpackError
 
-for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds"):
+for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "signing_cmds"):
     try:  # command groups of rooms still being built register themselves when present
         __import__(f"lemonpack.cli.{_name}")
     except ModuleNotFoundError as _e:  # pragma: no cover
