@@ -54,3 +54,90 @@ def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
         console.print(f"private key written to {key_path}", markup=False)
         console.print(f"public key written to {pub_path}", markup=False)
     return 0
+
+
+def _read_key_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+    except OSError as exc:
+        raise LemonpackError(f"{path}: cannot read key: {exc.strerror or exc}") from None
+
+
+def load_private_key(path: str):
+    """The private key of a cosign key file, opened with the password (see :func:`read_password`)."""
+    from lemonpack.signing.keys import decode_private_key
+
+    return decode_private_key(_read_key_file(path), read_password(confirm=False, what=path), what=path)
+
+
+def load_verification_key(path: str):
+    """The public key for verification: a ``PUBLIC KEY`` PEM, or the public half of an
+    encrypted cosign private key file (then the password is needed)."""
+    from lemonpack.signing.keys import decode_public_key, is_private_key_file
+
+    data = _read_key_file(path)
+    if is_private_key_file(data):
+        return load_private_key(path).public_key()
+    return decode_public_key(data, what=path)
+
+
+def _annotations(values: list[str] | None) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        key, sep, val = v.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{v!r} is not KEY=VALUE", param_hint="--annotation")
+        out[key] = val
+    return out
+
+
+@app.command("sign")
+def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
+         key: str = typer.Option(..., "--key", metavar="PREFIX.key", help="Cosign private key file."),
+         annotation: list[str] = typer.Option(None, "--annotation", "-a", metavar="KEY=VALUE",
+                                              help="Put KEY=VALUE into the payload's 'optional' (repeatable)."),
+         insecure: bool = INSECURE_OPTION,
+         json_out: bool = JSON_OPTION) -> int:
+    """Sign an image in a registry (cosign's key-based format).
+
+    The simple-signing payload for the image's manifest digest is signed with ECDSA P-256
+    and pushed as a layer of the manifest tagged sha256-<hex>.sig next to the image;
+    signatures already there are kept. The key password comes from $LEMONPACK_PASSWORD
+    or a prompt.
+    """
+    from lemonpack.signing.remote import sign_image
+
+    notes = _annotations(annotation)
+    private = load_private_key(key)
+    done = sign_image(reference, private, insecure=insecure, annotations=notes)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"signed {done['reference']} -> {done['signature_tag']} "
+                      f"({done['signatures']} signature(s))", markup=False)
+    return 0
+
+
+@app.command("verify")
+def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
+           key: str = typer.Option(..., "--key", metavar="KEY",
+                                   help="A public key PEM (cosign.pub) or a cosign private key file."),
+           insecure: bool = INSECURE_OPTION,
+           json_out: bool = JSON_OPTION) -> int:
+    """Verify an image's cosign signatures against a key.
+
+    Succeeds when a signature under sha256-<hex>.sig verifies with the key and its payload
+    names the image's manifest digest. Exits 3 naming why otherwise: no signature, wrong key
+    or changed payload/annotation, or a payload for another image.
+    """
+    from lemonpack.signing.remote import verify_image
+
+    public = load_verification_key(key)
+    done = verify_image(reference, public, insecure=insecure)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"verified {done['reference']}: {len(done['verified'])} of {done['checked']} "
+                      f"signature(s) valid with {key}", markup=False)
+    return 0
