@@ -1,0 +1,617 @@
+"""A verifying client for the OCI distribution API (v2), on oras' HTTP layer.
+
+Every request goes through the ``requests`` session and the token auth backend of an
+``oras.provider.Registry`` (oras-py 0.2.x): cookies off, oras' bearer-token request
+(``TokenAuth.request_token``: realm, service, scope, Basic credentials for the token
+endpoint). oras' higher calls are not used, and this is why:
+
+- ``upload_manifest`` takes a ``dict`` and sends ``json=manifest`` (re-serialised: the pushed
+  digest would not be the local one); ``get_manifest`` returns ``response.json()`` (the bytes,
+  hence the digest, are lost);
+- ``put_upload`` reads the whole blob into memory, ``download_blob`` checks no digest, and
+  ``do_request`` retries every exception 5 times with sleeps of 3 to 83 seconds, replaying a
+  consumed body, and answers a ``Basic`` challenge by asking a token realm that is not a URL.
+
+So this module keeps oras' session and token flow and does the rest itself, byte for byte:
+manifests are sent and received as bytes; every digest the registry answers
+(``Docker-Content-Digest``, a manifest body, a blob body) is checked against ours; a body is
+never read past its expected size (blobs) or 4 MiB (manifests, distribution's own limit);
+downloads go to a temp file renamed into place only once verified.
+
+Transport: ``https``, or plain ``http`` for a loopback host (127.0.0.0/8, ::1, localhost) or
+with ``insecure=True``. Auth: anonymous, ``Basic`` (RFC 7617) and ``Bearer`` (the distribution
+token flow: ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``), credentials from
+:mod:`lemonpack.registry.auth`. Secrets never appear in a message or a log line.
+
+Retries: a connection failure, a timeout, HTTP 429/500/502/503/504 are retried ``retries``
+times with exponential backoff (``backoff * 2**attempt`` seconds, ``Retry-After`` honoured up
+to 30 s); a body is re-created for every attempt. A blob upload that fails half way resumes
+from the offset the registry reports for the session (``GET`` on the upload URL, ``Range``),
+or starts a new session when the old one is gone.
+
+Spec: OCI distribution-spec v1.1 (``spec.md``: pulling, pushing blobs monolithically and in
+chunks, cross-repository mounting, pushing manifests, listing tags); Docker registry token
+authentication (distribution ``docs/spec/auth/token.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.fetch.download import is_loopback_host
+from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.registry.auth import Credentials, load_credentials
+
+log = logging.getLogger(__name__)
+
+#: Media types asked for when reading a manifest (OCI and Docker v2 schema 2).
+MANIFEST_MEDIA_TYPES = (
+    MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_IMAGE_INDEX,
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+#: Largest manifest read (distribution's own limit for a manifest PUT is 4 MiB).
+MAX_MANIFEST_BYTES = 4 << 20
+#: Bytes per read/write when streaming blobs.
+READ_CHUNK = 1 << 20
+#: Blobs larger than this are uploaded in PATCH chunks of this size (distribution-spec
+#: "pushing a blob in chunks"); smaller ones with a single PUT.
+DEFAULT_CHUNK_SIZE = 64 << 20
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TRANSIENT = {429, 500, 502, 503, 504}
+
+
+class _Transient(Exception):
+    """A failure worth retrying (connection error, timeout, 429/5xx)."""
+
+
+@dataclass
+class TransferStats:
+    """Counters of one client: ``bytes_sent`` (blob bytes in request bodies), ``bytes_received``
+    (blob and manifest bytes read), ``blobs_uploaded``, ``blobs_skipped`` (already there),
+    ``blobs_mounted`` (cross-repository mounts), ``requests``."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    blobs_uploaded: int = 0
+    blobs_skipped: int = 0
+    blobs_mounted: int = 0
+    requests: int = 0
+
+
+def _check_digest(digest: str) -> str:
+    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+        raise LemonpackError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
+    return digest
+
+
+class _FileSlice:
+    """An iterable request body: ``length`` bytes of ``path`` from ``offset``, read in
+    :data:`READ_CHUNK` pieces (flat memory); ``len()`` gives requests the Content-Length."""
+
+    def __init__(self, path: Path, offset: int, length: int, on_bytes: Callable[[int], None]):
+        self.path, self.offset, self.length, self.on_bytes = path, offset, length, on_bytes
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[bytes]:
+        left = self.length
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while left > 0:
+                chunk = f.read(min(READ_CHUNK, left))
+                if not chunk:
+                    raise StorageError(f"{self.path}: file shrank while it was being uploaded")
+                left -= len(chunk)
+                self.on_bytes(len(chunk))
+                yield chunk
+
+
+class RegistryClient:
+    """One registry (``host`` = ``host[:port]``), verified both ways (see the module docstring).
+
+    ``insecure``: allow plain http to a non-loopback host. ``auth``: :class:`Credentials`, or
+    ``None`` to look them up for ``host`` in ``registry_config`` / ``$REGISTRY_AUTH_FILE`` /
+    ``~/.docker/config.json`` (anonymous when none names the host). ``retries``/``backoff``:
+    transient-failure policy. ``chunk_size``: PATCH size for large blobs. ``timeout``: seconds
+    per connect/read. ``stats``: :class:`TransferStats` of this client.
+
+    Raises, from every call: :class:`FetchError` (exit 4: network, HTTP status, auth refused),
+    :class:`IntegrityError` (exit 3: a digest or size the registry answered is not ours),
+    :class:`StorageError` (the local disk failed).
+    """
+
+    def __init__(self, host: str, *, insecure: bool = False, auth: Credentials | None = None,
+                 registry_config: str | os.PathLike[str] | None = None, retries: int = 4,
+                 backoff: float = 0.5, chunk_size: int = DEFAULT_CHUNK_SIZE, timeout: float = 60.0):
+        import oras.provider
+
+        self.host = host
+        hostname = urllib.parse.urlsplit(f"//{host}").hostname
+        self.plain_http = insecure or is_loopback_host(hostname)
+        self.scheme = "http" if self.plain_http else "https"
+        self.base = f"{self.scheme}://{host}"
+        self.creds = auth if auth is not None else load_credentials(host, registry_config)
+        self.retries, self.backoff, self.chunk_size, self.timeout = retries, backoff, chunk_size, timeout
+        self.stats = TransferStats()
+        self._oras = oras.provider.Registry(hostname=host, insecure=self.plain_http, auth_backend="token")
+        self._oras.auth.prefix = self.scheme
+        if self.creds is not None and self.creds.password:
+            self._oras.auth._basic_auth = self.creds.basic  # what TokenAuth.request_token sends
+        self.session = self._oras.session
+        self._authorization: str | None = None
+        self._tokens: dict[str, str] = {}
+
+    # -- HTTP core ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self.session.close()
+
+    def __enter__(self) -> "RegistryClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _url(self, path: str) -> str:
+        return f"{self.base}/v2/{path}"
+
+    def _check_url(self, url: str) -> str:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "http" and not (self.plain_http and parts.netloc == self.host) \
+                and not is_loopback_host(parts.hostname):
+            raise FetchError(f"registry {self.host} sent us to plain http {parts.scheme}://{parts.netloc}; "
+                             "refusing (use https, or --insecure for this registry)")
+        if parts.scheme not in ("http", "https"):
+            raise FetchError(f"registry {self.host} answered a non-http URL scheme {parts.scheme!r}")
+        return url
+
+    def _send(self, method: str, url: str, headers: dict[str, str], body, stream: bool):
+        import requests
+
+        self._check_url(url)
+        same_host = urllib.parse.urlsplit(url).netloc == self.host
+        hdrs = dict(headers)
+        if self._authorization and same_host:
+            hdrs["Authorization"] = self._authorization
+        data = body() if callable(body) else body
+        self.stats.requests += 1
+        try:
+            return self.session.request(method, url, headers=hdrs, data=data, stream=stream,
+                                        allow_redirects=False, timeout=(min(30.0, self.timeout), self.timeout))
+        except requests.exceptions.SSLError as exc:
+            raise FetchError(f"{method} {url}: TLS failed: {exc}") from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                requests.exceptions.ChunkedEncodingError) as exc:
+            raise _Transient(f"{method} {url}: {type(exc).__name__}: {_short(exc)}") from None
+        except requests.exceptions.RequestException as exc:
+            raise FetchError(f"{method} {url}: {type(exc).__name__}: {_short(exc)}") from None
+
+    def _request(self, method: str, path_or_url: str, *, headers: dict[str, str] | None = None,
+                 body=None, stream: bool = False, ok: Iterable[int] = (200,), retry: bool = True,
+                 missing_ok: bool = False, follow: bool = False):
+        """Send one request (auth challenges answered, transient failures retried); returns the
+        response (status in ``ok``), or ``None`` on 404 with ``missing_ok``. Raises FetchError."""
+        url = path_or_url if "://" in path_or_url else self._url(path_or_url)
+        ok = tuple(ok)
+        attempts = self.retries + 1 if retry else 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self._delay(attempt, last))
+            try:
+                resp = self._send(method, url, headers or {}, body, stream)
+                if resp.status_code == 401 and self._authorize(resp):
+                    resp.close()
+                    resp = self._send(method, url, headers or {}, body, stream)
+                hops = 0
+                while follow and resp.status_code in (301, 302, 303, 307, 308) and hops < 10:
+                    location = resp.headers.get("Location")
+                    resp.close()
+                    if not location:
+                        raise FetchError(f"{method} {url}: redirect without a Location")
+                    url = urllib.parse.urljoin(url, location)
+                    resp = self._send(method, url, headers or {}, body, stream)
+                    hops += 1
+                if resp.status_code in _TRANSIENT:
+                    last = _Transient(f"{method} {url}: HTTP {resp.status_code}")
+                    last.retry_after = resp.headers.get("Retry-After")  # type: ignore[attr-defined]
+                    resp.close()
+                    continue
+                if resp.status_code in ok:
+                    return resp
+                if resp.status_code == 404 and missing_ok:
+                    resp.close()
+                    return None
+                raise FetchError(self._http_error(method, url, resp))
+            except _Transient as exc:
+                last = exc
+        raise FetchError(f"{last} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    def _delay(self, attempt: int, last: Exception | None) -> float:
+        delay = self.backoff * (2 ** (attempt - 1))
+        after = getattr(last, "retry_after", None)
+        if after and str(after).isdigit():
+            delay = max(delay, min(30.0, float(after)))
+        return delay
+
+    def _http_error(self, method: str, url: str, resp) -> str:
+        detail = ""
+        try:
+            body = resp.raw.read(64 << 10, decode_content=True) if resp.raw is not None else b""
+            import json
+
+            errors = json.loads(body).get("errors") or []
+            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+        except Exception:  # noqa: BLE001 - the status alone is the message
+            pass
+        finally:
+            resp.close()
+        where = urllib.parse.urlsplit(url)._replace(query="").geturl()
+        msg = f"{method} {where}: HTTP {resp.status_code} {resp.reason or ''}".rstrip()
+        if resp.status_code in (401, 403):
+            who = f"as {self.creds.username} (from {self.creds.source})" if self.creds else "anonymously"
+            msg += f" — access denied {who}"
+        return one_line(msg + (f" ({detail[:500]})" if detail else ""))
+
+    def _authorize(self, resp) -> bool:
+        """Answer a 401 challenge; True when there is a new Authorization to retry with."""
+        from oras.auth.utils import parse_auth_header
+
+        challenge = resp.headers.get("WWW-Authenticate", "")
+        scheme = challenge.split(" ", 1)[0].lower()
+        if scheme == "basic":
+            if self.creds is None or not self.creds.password:
+                raise FetchError(f"registry {self.host} needs credentials and none were found "
+                                 "(looked in --registry-config, $REGISTRY_AUTH_FILE, ~/.docker/config.json)")
+            header = "Basic " + self.creds.basic
+        elif scheme == "bearer":
+            h = parse_auth_header(challenge)
+            if not h.realm:
+                raise FetchError(f"registry {self.host} asked for a bearer token without a realm")
+            self._check_url(h.realm if "://" in h.realm else f"{self.scheme}://{h.realm}")
+            key = f"{h.realm} {h.service} {h.scope}"
+            token = self._tokens.get(key)
+            if token is None or f"Bearer {token}" == self._authorization:
+                token = self._oras.auth.request_token(h)
+                if not token:
+                    raise FetchError(f"registry {self.host}: the token service {one_line(h.realm)} refused "
+                                     f"a token for scope {one_line(str(h.scope))}")
+                self._tokens[key] = token
+            header = f"Bearer {token}"
+        else:
+            return False
+        if header == self._authorization:
+            return False  # the same credentials were just refused
+        self._authorization = header
+        return True
+
+    # -- manifests ---------------------------------------------------------------------
+    def head_manifest(self, repo: str, ref: str) -> tuple[str, str, int] | None:
+        """``HEAD /v2/<repo>/manifests/<ref>``: ``(digest, media_type, size)`` or ``None`` (404).
+
+        ``digest`` is the ``Docker-Content-Digest`` header (required: a registry that does not
+        send it raises FetchError); when ``ref`` is a digest it must be that digest, else
+        :class:`IntegrityError`. Spec: distribution-spec "checking if content exists".
+        """
+        resp = self._request("HEAD", f"{repo}/manifests/{ref}", missing_ok=True,
+                             headers={"Accept": ", ".join(MANIFEST_MEDIA_TYPES)})
+        if resp is None:
+            return None
+        resp.close()
+        digest = resp.headers.get("Docker-Content-Digest", "")
+        if not _DIGEST_RE.match(digest):
+            raise FetchError(f"registry {self.host} sent no valid Docker-Content-Digest for {repo}:{ref}")
+        if ref.startswith("sha256:") and digest != ref:
+            raise IntegrityError(f"{self.host}/{repo}@{ref} (HEAD)", ref, digest)
+        size = int(resp.headers.get("Content-Length") or -1)
+        return digest, resp.headers.get("Content-Type", "").split(";")[0].strip(), size
+
+    def get_manifest(self, repo: str, ref: str) -> tuple[bytes, str, str]:
+        """``GET /v2/<repo>/manifests/<ref>``: ``(bytes, media_type, digest)``, verified.
+
+        The body is read up to :data:`MAX_MANIFEST_BYTES` (more is refused); its sha256 must
+        equal ``ref`` when ``ref`` is a digest, and the ``Docker-Content-Digest`` header when
+        one is sent (:class:`IntegrityError` otherwise). ``media_type`` is the body's
+        ``mediaType`` (else the Content-Type). FetchError when it is missing (404).
+        """
+        resp = self._request("GET", f"{repo}/manifests/{ref}", stream=True,
+                             headers={"Accept": ", ".join(MANIFEST_MEDIA_TYPES)})
+        try:
+            data = self._read_limited(resp, MAX_MANIFEST_BYTES, f"manifest {repo}:{ref}")
+        finally:
+            resp.close()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        what = f"manifest {self.host}/{repo}@{ref}" if ref.startswith("sha256:") else f"manifest {self.host}/{repo}:{ref}"
+        if ref.startswith("sha256:") and digest != ref:
+            raise IntegrityError(what, ref, digest)
+        header = resp.headers.get("Docker-Content-Digest")
+        if header and header != digest:
+            raise IntegrityError(what + " (Docker-Content-Digest vs body)", header, digest)
+        media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        try:
+            import json
+
+            doc = json.loads(data)
+            if isinstance(doc, dict) and isinstance(doc.get("mediaType"), str):
+                media_type = doc["mediaType"]
+        except ValueError:
+            raise FetchError(f"{what}: not JSON") from None
+        return data, media_type, digest
+
+    def put_manifest(self, repo: str, ref: str, data: bytes, media_type: str) -> str:
+        """``PUT /v2/<repo>/manifests/<ref>`` with ``data`` exactly; returns its digest.
+
+        ``ref``: a tag, or the manifest's own digest. The registry's ``Docker-Content-Digest``
+        must be the sha256 of ``data`` (:class:`IntegrityError`). Spec: "pushing manifests".
+        """
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if ref.startswith("sha256:") and ref != digest:
+            raise IntegrityError(f"manifest to push as {repo}@{ref}", ref, digest)
+        resp = self._request("PUT", f"{repo}/manifests/{ref}", body=data, ok=(201, 200),
+                             headers={"Content-Type": media_type})
+        resp.close()
+        answered = resp.headers.get("Docker-Content-Digest")
+        if answered and answered != digest:
+            raise IntegrityError(f"manifest {self.host}/{repo}:{ref} (registry's answer)", digest, answered)
+        return digest
+
+    # -- blobs -------------------------------------------------------------------------
+    def has_blob(self, repo: str, digest: str, size: int | None = None) -> bool:
+        """``HEAD /v2/<repo>/blobs/<digest>``: True when present (and of ``size`` when given)."""
+        resp = self._request("HEAD", f"{repo}/blobs/{_check_digest(digest)}", missing_ok=True, follow=True)
+        if resp is None:
+            return False
+        resp.close()
+        answered = resp.headers.get("Docker-Content-Digest")
+        if answered and answered != digest:
+            raise IntegrityError(f"blob {self.host}/{repo}@{digest} (HEAD)", digest, answered)
+        if size is not None and resp.headers.get("Content-Length", "").isdigit():
+            return int(resp.headers["Content-Length"]) == size
+        return True
+
+    def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
+        """Cross-repository mount (``POST .../blobs/uploads/?mount=<digest>&from=<repo>``);
+        True when the registry mounted it (201), False when it did not (the upload session it
+        opened instead is cancelled)."""
+        q = urllib.parse.urlencode({"mount": _check_digest(digest), "from": from_repo})
+        resp = self._request("POST", f"{repo}/blobs/uploads/?{q}", ok=(201, 202),
+                             headers={"Content-Length": "0"})
+        resp.close()
+        if resp.status_code == 201:
+            answered = resp.headers.get("Docker-Content-Digest")
+            if answered and answered != digest:
+                raise IntegrityError(f"blob {self.host}/{repo} mounted from {from_repo}", digest, answered)
+            self.stats.blobs_mounted += 1
+            return True
+        location = resp.headers.get("Location")
+        if location:
+            try:
+                self._request("DELETE", urllib.parse.urljoin(self._url(""), location), ok=(204, 200, 404),
+                              retry=False).close()
+            except FetchError:
+                pass
+        return False
+
+    def push_blob(self, repo: str, source: str | os.PathLike[str] | bytes, digest: str, size: int,
+                  *, on_bytes: Callable[[int], None] | None = None) -> str:
+        """Upload a blob (a file path or bytes) to ``repo``; returns ``digest``.
+
+        A file is streamed from disk (flat memory): one ``PUT`` up to ``chunk_size`` bytes,
+        ``PATCH`` chunks of ``chunk_size`` beyond, then the closing ``PUT ?digest=``. The data
+        must hash to ``digest`` and have ``size`` bytes (checked while sending: the registry
+        refuses a wrong digest, and the answered ``Docker-Content-Digest`` must be ours).
+        A transient failure mid-upload resumes where the registry's session says it stands, or
+        restarts the upload. ``on_bytes(n)`` is called as bytes go out (progress bars).
+        """
+        _check_digest(digest)
+        on_bytes = on_bytes or (lambda n: None)
+        if isinstance(source, (bytes, bytearray)):
+            data = bytes(source)
+            actual = "sha256:" + hashlib.sha256(data).hexdigest()
+            if actual != digest or len(data) != size:
+                raise IntegrityError(f"blob to push to {repo}", digest, actual)
+            path = None
+        else:
+            path = Path(source)
+            if path.stat().st_size != size:
+                raise LemonpackError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
+        session: str | None = None
+        offset = 0
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self._delay(attempt, last))
+                session, offset = self._resume_point(session)
+            try:
+                if session is None:
+                    session, offset = self._start_upload(repo), 0
+                session = self._upload_from(session, offset, path, data if path is None else None, size,
+                                            digest, on_bytes)
+                self.stats.blobs_uploaded += 1
+                return digest
+            except _Transient as exc:
+                last = exc
+            except FetchError as exc:
+                if "HTTP 404" not in str(exc) and "HTTP 416" not in str(exc):
+                    raise
+                last, session = exc, None  # the session is gone: start again
+        raise FetchError(f"uploading {digest} to {self.host}/{repo} failed: {last} "
+                         f"(after {self.retries + 1} attempts)")
+
+    def _start_upload(self, repo: str) -> str:
+        resp = self._request("POST", f"{repo}/blobs/uploads/", ok=(202,), headers={"Content-Length": "0"})
+        resp.close()
+        location = resp.headers.get("Location")
+        if not location:
+            raise FetchError(f"registry {self.host} opened an upload for {repo} without a Location")
+        return self._check_url(urllib.parse.urljoin(self._url(""), location))
+
+    def _resume_point(self, session: str | None) -> tuple[str | None, int]:
+        """Where an interrupted upload session stands: ``(session, next offset)``, or
+        ``(None, 0)`` when it cannot be resumed (gone, unreachable, unknown)."""
+        if session is None:
+            return None, 0
+        try:
+            resp = self._request("GET", session, ok=(204, 200), retry=False)
+        except (FetchError, _Transient):
+            return None, 0
+        resp.close()
+        m = re.fullmatch(r"(?:bytes=)?0-(\d+)", resp.headers.get("Range", ""))
+        location = resp.headers.get("Location")
+        if location:
+            session = self._check_url(urllib.parse.urljoin(session, location))
+        return session, (int(m.group(1)) + 1 if m else 0)
+
+    def _upload_from(self, session: str, offset: int, path: Path | None, data: bytes | None, size: int,
+                     digest: str, on_bytes: Callable[[int], None]) -> str:
+        def sent(n: int) -> None:
+            self.stats.bytes_sent += n
+            on_bytes(n)
+
+        def body(start: int, length: int):
+            if data is not None:
+                def chunk():
+                    sent(length)
+                    return data[start:start + length]
+                return chunk
+            return lambda: _FileSlice(path, start, length, sent)
+
+        octet = {"Content-Type": "application/octet-stream"}
+        if offset == 0 and size <= self.chunk_size:
+            final = body(0, size)
+        else:
+            while offset < size:
+                length = min(self.chunk_size, size - offset)
+                headers = dict(octet, **{"Content-Range": f"{offset}-{offset + length - 1}",
+                                         "Content-Length": str(length)})
+                resp = self._request("PATCH", session, body=body(offset, length), headers=headers,
+                                     ok=(202, 204), retry=False)
+                resp.close()
+                location = resp.headers.get("Location")
+                if location:
+                    session = self._check_url(urllib.parse.urljoin(session, location))
+                offset += length
+            final = b""
+        sep = "&" if urllib.parse.urlsplit(session).query else "?"
+        url = f"{session}{sep}{urllib.parse.urlencode({'digest': digest})}"
+        length = size if final != b"" else 0
+        resp = self._request("PUT", url, body=final, ok=(201,), retry=False,
+                             headers=dict(octet, **{"Content-Length": str(length)}))
+        resp.close()
+        answered = resp.headers.get("Docker-Content-Digest")
+        if answered and answered != digest:
+            raise IntegrityError(f"blob uploaded to {self.host} (registry's answer)", digest, answered)
+        return session
+
+    def get_blob(self, repo: str, digest: str, dest_path: str | os.PathLike[str], *,
+                 size: int | None = None, on_bytes: Callable[[int], None] | None = None) -> Path:
+        """Download a blob into ``dest_path`` atomically (temp file in the same directory,
+        renamed once verified); returns the path.
+
+        At most ``size`` bytes are read when it is given (a longer or shorter body is refused);
+        the sha256 must be ``digest`` (:class:`IntegrityError`). Nothing is left at
+        ``dest_path`` or beside it on failure.
+        """
+        dest = Path(dest_path)
+        tmp = dest.parent / f".{dest.name}.part-{secrets.token_hex(4)}"
+        try:
+            with open(tmp, "wb") as f:
+                self.read_blob(repo, digest, f, size=size, on_bytes=on_bytes)
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return dest
+
+    def read_blob(self, repo: str, digest: str, out, *, size: int | None = None,
+                  on_bytes: Callable[[int], None] | None = None) -> int:
+        """Stream a blob into the binary file object ``out``, verifying size and digest as in
+        :meth:`get_blob` (the caller discards ``out`` on error); returns the size."""
+        _check_digest(digest)
+        resp = self._request("GET", f"{repo}/blobs/{digest}", stream=True, follow=True,
+                             headers={"Accept-Encoding": "identity"})
+        sha, got = hashlib.sha256(), 0
+        what = f"blob {self.host}/{repo}@{digest}"
+        try:
+            declared = resp.headers.get("Content-Length")
+            if size is not None and declared and declared.isdigit() and int(declared) != size:
+                raise IntegrityError(what + " (size)", f"{size} bytes", f"{declared} bytes")
+            limit = size if size is not None else None
+            for chunk in resp.iter_content(READ_CHUNK):
+                got += len(chunk)
+                if limit is not None and got > limit:
+                    raise IntegrityError(what + " (size)", f"{limit} bytes", f"more than {limit} bytes")
+                sha.update(chunk)
+                out.write(chunk)
+                self.stats.bytes_received += len(chunk)
+                if on_bytes:
+                    on_bytes(len(chunk))
+        except OSError as exc:
+            import requests
+
+            if isinstance(exc, requests.exceptions.RequestException):
+                raise FetchError(f"GET {what}: {type(exc).__name__}: {_short(exc)}") from None
+            raise StorageError(f"writing {what}: {exc.strerror or exc}") from None
+        finally:
+            resp.close()
+        if size is not None and got != size:
+            raise IntegrityError(what + " (size)", f"{size} bytes", f"{got} bytes")
+        actual = "sha256:" + sha.hexdigest()
+        if actual != digest:
+            raise IntegrityError(what, digest, actual)
+        return got
+
+    def _read_limited(self, resp, limit: int, what: str) -> bytes:
+        buf = bytearray()
+        for chunk in resp.iter_content(64 << 10):
+            buf += chunk
+            if len(buf) > limit:
+                raise FetchError(f"{self.host}: {what} is larger than {limit} bytes; refusing it")
+        self.stats.bytes_received += len(buf)
+        return bytes(buf)
+
+    # -- tags --------------------------------------------------------------------------
+    def list_tags(self, repo: str) -> list[str]:
+        """``GET /v2/<repo>/tags/list``, following ``Link`` pagination; ``[]`` for an unknown repo."""
+        import json
+
+        url: str | None = f"{repo}/tags/list?n=1000"
+        tags: list[str] = []
+        for _ in range(1000):
+            if url is None:
+                break
+            resp = self._request("GET", url, stream=True, missing_ok=True)
+            if resp is None:
+                return tags
+            try:
+                body = self._read_limited(resp, MAX_MANIFEST_BYTES, f"tag list of {repo}")
+            finally:
+                resp.close()
+            try:
+                tags += [t for t in (json.loads(body).get("tags") or []) if isinstance(t, str)]
+            except (ValueError, AttributeError):
+                raise FetchError(f"{self.host}: tag list of {repo} is not JSON") from None
+            m = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", resp.headers.get("Link", ""))
+            url = urllib.parse.urljoin(self._url(""), m.group(1)) if m else None
+        return tags
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return one_line(text[:300])
+
+
+__all__ = ["RegistryClient", "TransferStats", "MANIFEST_MEDIA_TYPES", "MAX_MANIFEST_BYTES"]
