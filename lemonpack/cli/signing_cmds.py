@@ -141,3 +141,37 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
         console.print(f"verified {done['reference']}: {len(done['verified'])} of {done['checked']} "
                       f"signature(s) valid with {key}", markup=False)
     return 0
+
+
+@app.command("load")
+def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layout written by `lemonpack build` "
+                                                                     "and the tag of an image in it."),
+         engine: str = typer.Option("podman", "--engine", help="podman or docker."),
+         url: str = typer.Option(None, "--url", metavar="URL",
+                                 help="The engine's API socket (unix:///... or tcp://...). podman default: a "
+                                      "`podman system service` started for this command; docker default: "
+                                      "$DOCKER_HOST."),
+         name: str = typer.Option(None, "--name", metavar="REPOSITORY",
+                                  help="Tag the image as REPOSITORY:TAG (default localhost/lemonpack/<DIR name>)."),
+         json_out: bool = JSON_OPTION) -> int:
+    """Load an image of a built OCI layout into podman or Docker, keeping its digest.
+
+    Every blob is verified first; afterwards the engine's image ID must equal the layout's
+    config digest. Prints NAME@sha256:<manifest digest>, the reference to run it by.
+    """
+    from lemonpack.registry.reference import split_layout_arg
+    from lemonpack.signing.engines import ENGINES, load_image
+
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
+    directory, tag = split_layout_arg(source)
+    if not tag:
+        raise typer.BadParameter("give the image's tag: DIR:TAG", param_hint="DIR:TAG")
+    done = load_image(directory, tag, engine=engine, url=url, name=name)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"loaded {directory}:{tag} into {engine}: {done['name']}:{tag} "
+                      f"(image {done['image_id'][:19]}...)", markup=False)
+        console.print(f"run it by digest: {done['reference']}", markup=False)
+    return 0
