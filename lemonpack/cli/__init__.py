@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from lemonpack.cli._app import app, console, err_console
 from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (register commands)
+from lemonpack.cli import registry_cmds  # noqa: F401  (publish, pull, pin)
 from lemonpack.errors import LemonpackError
 
 for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "signing_cmds"):

@@ -1,0 +1,170 @@
+"""``lemonpack publish``, ``pull`` and ``pin``: OCI layouts to and from registries, recipe
+image tags to digests (room :mod:`lemonpack.registry`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+
+INSECURE = typer.Option(False, "--insecure",
+                        help="Allow plain http to a registry that is not on this machine (loopback registries "
+                             "always use plain http).")
+REGISTRY_CONFIG = typer.Option(
+    None, "--registry-config", metavar="FILE",
+    help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "
+         "$REGISTRY_AUTH_FILE and ~/.docker/config.json.")
+
+
+def _client(host: str, insecure: bool, registry_config: Path | None):
+    from lemonpack.registry import RegistryClient
+
+    return RegistryClient(host, insecure=insecure, registry_config=registry_config)
+
+
+def _show_progress(progress: bool | None, json_out: bool) -> bool:
+    if progress is None:
+        return sys.stderr.isatty() and not json_out
+    return progress
+
+
+@app.command("publish")
+def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
+                                         help="An OCI image layout (optionally one of its tags), or a recipe "
+                                              "to build first."),
+            to: str = typer.Option(..., "--to", metavar="HOST[:PORT]/REPO[:TAG]",
+                                   help="Destination repository (and tag: default each layout tag's own name)."),
+            mount_from: list[str] = typer.Option([], "--mount-from", metavar="REPO",
+                                                 help="Mount missing blobs from this repository of the same "
+                                                      "registry instead of uploading them (repeatable)."),
+            mirror: str = typer.Option(None, "--mirror", metavar="URL",
+                                       help="When building a recipe: fetch artifacts from this base URL."),
+            insecure: bool = INSECURE,
+            registry_config: Path = REGISTRY_CONFIG,
+            progress: bool = typer.Option(None, "--progress/--no-progress",
+                                          help="Upload progress bar (default: when stderr is a terminal)."),
+            json_out: bool = JSON_OPTION) -> int:
+    """Push an OCI image layout to a registry byte for byte (a recipe is built first).
+
+    Children go before the index that names them; blobs the repository already has are
+    skipped (HEAD), blobs of --mount-from repositories are mounted, the rest are streamed from
+    disk in chunks; transient failures are retried with backoff. Every digest the registry
+    answers is checked against the local one. Examples:
+    lemonpack publish out/layout --to 127.0.0.1:5000/engines ;
+    lemonpack publish out/layout:hello-engine --to 127.0.0.1:5000/engines/hello:v1 ;
+    lemonpack publish recipe.json --to registry.example/engines/x
+    """
+    from lemonpack.registry.reference import parse_reference, split_layout_arg
+    from lemonpack.registry.transfer import publish_layout
+
+    dest = parse_reference(to)
+    show = _show_progress(progress, json_out)
+    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
+        if source.endswith(".json") and Path(source).is_file():
+            layout, tag = _build_for_publish(Path(source), Path(tmp) / "layout", mirror, show, json_out), None
+        else:
+            layout_s, tag = split_layout_arg(source)
+            layout = Path(layout_s)
+            if not (layout / "oci-layout").is_file():
+                from lemonpack.errors import LemonpackError
+
+                raise LemonpackError(f"{layout}: not an OCI image layout (no oci-layout file) and not a recipe file")
+        with _client(dest.host, insecure, registry_config) as client:
+            result = publish_layout(layout, dest, client, tag=tag, mount_from=mount_from, progress=show)
+    if json_out:
+        print_json(result.to_json())
+    else:
+        for p in result.pushed:
+            console.print(f"{result.reference}:{p.tag}@{p.digest}", markup=False)
+        err_console.print(f"sent {result.bytes_sent} blob bytes: {result.blobs_uploaded} uploaded, "
+                          f"{result.blobs_skipped} already there, {result.blobs_mounted} mounted; "
+                          f"{result.manifests_sent} manifest PUTs", markup=False)
+    return 0
+
+
+def _build_for_publish(recipe: Path, out: Path, mirror: str | None, progress: bool, json_out: bool) -> Path:
+    """Build ``recipe`` as ``lemonpack build`` does (same pipeline and defaults) into ``out``."""
+    from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
+    from lemonpack.cli.build_cmds import _check_mirror, _discovered_bases
+    from lemonpack.contract import load_recipe
+    from lemonpack.fetch import Mirror
+
+    _check_mirror(mirror)
+    loaded = [load_recipe(recipe)]
+    opts = BuildOptions(out=out, mirror=Mirror.from_env(mirror, allow_insecure=False),
+                        epoch=source_date_epoch(),
+                        cpu_arch={"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
+                        progress=progress)
+    result = build_recipes(loaded, opts, bases=_discovered_bases(loaded))
+    if not json_out:
+        for rid, digest in result.indexes.items():
+            err_console.print(f"built {rid}: {digest}", markup=False)
+    return out
+
+
+@app.command("pull")
+def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:HEX]"),
+         out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write (atomically)."),
+         tag: str = typer.Option(None, "--tag", help="Tag in the layout (default: the reference's tag, else latest)."),
+         insecure: bool = INSECURE,
+         registry_config: Path = REGISTRY_CONFIG,
+         json_out: bool = JSON_OPTION) -> int:
+    """Fetch a published image, index or recipe artifact into an OCI image layout.
+
+    Every manifest and blob is checked against the digest and size that names it; the layout
+    appears at OUT only when everything arrived and verified (an existing layout is replaced).
+    """
+    from lemonpack.registry.reference import parse_reference
+    from lemonpack.registry.transfer import pull_layout
+
+    r = parse_reference(ref)
+    with _client(r.host, insecure, registry_config) as client:
+        result = pull_layout(r, out, client, tag=tag)
+    if json_out:
+        print_json(result.to_json())
+    else:
+        console.print(f"{r} -> {out} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
+    return 0
+
+
+@app.command("pin")
+def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe file to pin in place."),
+        check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 when an image is not pinned."),
+        insecure: bool = INSECURE,
+        registry_config: Path = REGISTRY_CONFIG,
+        json_out: bool = JSON_OPTION) -> int:
+    """Resolve every container image tag of a recipe to its digest and rewrite the file.
+
+    Each image is looked up with a manifest HEAD (its Docker-Content-Digest checked against
+    the manifest body) and written as name:tag@sha256:...; everything else in the file stays
+    byte for byte (key order, indentation, spacing). An image containing {arch_alias} is
+    resolved once per arch alias of the recipe, or the command fails saying why. The file is
+    replaced atomically. --check only reports (exit 1 when anything is unpinned).
+    """
+    from lemonpack.registry.pin import check_recipe, pin_recipe
+
+    if check:
+        unpinned = check_recipe(recipe)
+        if json_out:
+            print_json({"file": str(recipe), "unpinned": [u.to_json() for u in unpinned]})
+        else:
+            for u in unpinned:
+                err_console.print(f"{recipe}: {u.path}: {u.image} is not pinned by digest", markup=False)
+            if not unpinned:
+                console.print(f"{recipe}: every container image is pinned", markup=False)
+        return 1 if unpinned else 0
+    changes = pin_recipe(recipe, insecure=insecure, registry_config=registry_config)
+    if json_out:
+        print_json({"file": str(recipe), "pinned": [c.to_json() for c in changes]})
+    else:
+        for c in changes:
+            console.print(f"{c.path}: {c.old} -> {c.new}", markup=False)
+        if not changes:
+            console.print(f"{recipe}: nothing to pin", markup=False)
+    return 0

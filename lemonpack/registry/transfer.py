@@ -1,0 +1,308 @@
+"""Publish an OCI image layout to a registry and pull one back, byte for byte.
+
+:func:`publish_layout` pushes tagged manifests of a layout (images, image indexes, recipe
+artifact manifests) exactly as they are stored: every manifest is sent as its blob's bytes,
+so the registry's digest is the local one (checked on every answer). Order is depth first,
+children before parents: blobs (config, layers) before their manifest, child manifests (and a
+``subject``) before the index that names them, and the tag last. A blob already in the target
+repository (``HEAD``) is skipped; one that is in another repository of ``mount_from`` is mounted
+(no bytes sent); the rest are streamed from disk (:meth:`RegistryClient.push_blob`). A manifest
+already present by digest is not sent again.
+
+:func:`pull_layout` reads a reference (tag or digest) and writes everything it reaches into a
+new layout through :class:`~lemonpack.oci.layout.LayoutWriter` (temp directory, renamed into
+place only when complete): every manifest is checked against the digest and size its parent
+descriptor names, every blob streamed with its size bounded and its sha256 checked. On any
+failure nothing is written at ``out``.
+
+Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layout.md``,
+``descriptor.md``, ``manifest.md`` (``subject``), ``image-index.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
+from lemonpack.registry.client import RegistryClient
+from lemonpack.registry.reference import Reference
+
+_MANIFESTS = ("application/vnd.oci.image.manifest.v1+json",
+              "application/vnd.docker.distribution.manifest.v2+json")
+_INDEXES = ("application/vnd.oci.image.index.v1+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """One tag pushed: ``tag`` (in the target repository), ``digest``, ``media_type``, ``size``,
+    and the ``source`` tag of the layout."""
+
+    tag: str
+    digest: str
+    media_type: str
+    size: int
+    source: str
+
+    def to_json(self) -> dict:
+        """``{"tag", "digest", "mediaType", "size", "source"}``."""
+        return {"tag": self.tag, "digest": self.digest, "mediaType": self.media_type,
+                "size": self.size, "source": self.source}
+
+
+@dataclass
+class PublishResult:
+    """What :func:`publish_layout` did: ``reference`` (``host/repo``), ``pushed`` tags, and
+    byte/blob counters (see :class:`~lemonpack.registry.client.TransferStats`)."""
+
+    reference: str
+    pushed: list[Pushed] = field(default_factory=list)
+    bytes_sent: int = 0
+    blobs_uploaded: int = 0
+    blobs_skipped: int = 0
+    blobs_mounted: int = 0
+    manifests_sent: int = 0
+
+    def to_json(self) -> dict:
+        """JSON form for ``lemonpack publish --json``."""
+        return {"reference": self.reference, "pushed": [p.to_json() for p in self.pushed],
+                "bytes_sent": self.bytes_sent, "blobs_uploaded": self.blobs_uploaded,
+                "blobs_skipped": self.blobs_skipped, "blobs_mounted": self.blobs_mounted,
+                "manifests_sent": self.manifests_sent}
+
+
+def _children(doc: dict, media_type: str) -> tuple[list[Descriptor], list[Descriptor], Descriptor | None]:
+    """(manifests, blobs, subject) a manifest or index names."""
+    subject = Descriptor.from_json(doc["subject"]) if isinstance(doc.get("subject"), dict) else None
+    if media_type in _INDEXES:
+        return [Descriptor.from_json(m) for m in doc.get("manifests") or []], [], subject
+    blobs = [Descriptor.from_json(doc["config"])] if isinstance(doc.get("config"), dict) else []
+    blobs += [Descriptor.from_json(layer) for layer in doc.get("layers") or []]
+    return [], blobs, subject
+
+
+def _media_type_of(data: bytes, declared: str, what: str) -> tuple[dict, str]:
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise LemonpackError(f"{what}: not JSON") from None
+    if not isinstance(doc, dict):
+        raise LemonpackError(f"{what}: not a JSON object")
+    media_type = doc.get("mediaType") or declared
+    if media_type not in _MANIFESTS + _INDEXES:
+        raise LemonpackError(f"{what}: media type {media_type!r} is not an image manifest or index")
+    return doc, media_type
+
+
+def select_tags(layout: Path, tag: str | None, dest_tag: str | None) -> list[tuple[str, Descriptor, str]]:
+    """The layout tags to publish: ``[(source tag, descriptor, target tag)]``.
+
+    ``tag``: only this layout tag (else all of them). ``dest_tag``: push under this tag, which
+    needs exactly one source tag. Raises :class:`LemonpackError` naming the layout's tags.
+    """
+    tags = read_layout(layout)
+    if not tags:
+        raise LemonpackError(f"{layout}: the layout has no tagged manifests to publish")
+    if tag is not None:
+        if tag not in tags:
+            raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags))})")
+        tags = {tag: tags[tag]}
+    if dest_tag is not None:
+        if len(tags) != 1:
+            raise LemonpackError(f"{layout} has {len(tags)} tags ({', '.join(sorted(tags))}); name one as "
+                                 f"DIR:TAG to publish it as :{dest_tag}, or leave the destination tag out "
+                                 "to publish every tag under its own name")
+        (src, desc), = tags.items()
+        return [(src, desc, dest_tag)]
+    return [(t, d, t) for t, d in sorted(tags.items())]
+
+
+def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: RegistryClient, *,
+                   tag: str | None = None, mount_from: Sequence[str] = (),
+                   progress: bool = False) -> PublishResult:
+    """Push tags of the OCI layout at ``layout`` to ``dest.host/dest.repository``.
+
+    ``tag``: the layout tag to push (default every tag); ``dest.tag``: the tag to push it as
+    (default its own name); ``dest.digest`` must not be set. ``mount_from``: repositories of
+    the same registry to mount missing blobs from. ``progress``: a rich progress bar of the
+    blob bytes to send, on stderr. Returns :class:`PublishResult`.
+
+    Raises :class:`LemonpackError` (not a layout, unknown tag, a manifest of the layout that
+    is not what its name says), :class:`IntegrityError`, ``FetchError`` (from the client).
+    """
+    root = Path(layout)
+    if dest.digest is not None:
+        raise LemonpackError(f"publish destination {dest} names a digest; give HOST/REPO[:TAG]")
+    selected = select_tags(root, tag, dest.tag)
+    repo = dest.repository
+    blobs_dir = root / "blobs" / "sha256"
+    result = PublishResult(reference=f"{dest.host}/{repo}")
+    start = (client.stats.bytes_sent, client.stats.blobs_uploaded, client.stats.blobs_mounted)
+    done: set[str] = set()
+    todo_blobs: list[Descriptor] = []
+    manifests: list[tuple[Descriptor, bytes, str]] = []  # in push order
+
+    def load(desc: Descriptor) -> tuple[bytes, dict, str]:
+        path = blobs_dir / desc.hex
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise LemonpackError(f"{root}: manifest blob {desc.digest} is missing") from None
+        actual = "sha256:" + hashlib.sha256(data).hexdigest()
+        if actual != desc.digest:
+            raise IntegrityError(str(path), desc.digest, actual)
+        if len(data) != desc.size:
+            raise LemonpackError(f"{path}: size {len(data)}, its descriptor says {desc.size}")
+        doc, media_type = _media_type_of(data, desc.media_type, str(path))
+        return data, doc, media_type
+
+    def visit(desc: Descriptor, required: bool = True) -> None:
+        if desc.digest in done:
+            return
+        if not (blobs_dir / desc.hex).is_file():
+            if required:
+                raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+            return  # a subject that lives elsewhere
+        done.add(desc.digest)
+        data, doc, media_type = load(desc)
+        children, blobs, subject = _children(doc, media_type)
+        if subject is not None:
+            visit(subject, required=False)
+        for child in children:
+            visit(child)
+        for blob in blobs:
+            if blob.digest not in done:
+                done.add(blob.digest)
+                if not (blobs_dir / blob.hex).is_file():
+                    raise LemonpackError(f"{root}: blob {blob.digest} ({blob.media_type}) is missing")
+                todo_blobs.append(blob)
+        manifests.append((desc, data, media_type))
+
+    for _src, desc, _dst in selected:
+        visit(desc)
+
+    # Blobs: skip what is there, mount what another repository has, upload the rest.
+    missing: list[Descriptor] = []
+    for blob in todo_blobs:
+        if client.has_blob(repo, blob.digest, blob.size):
+            result.blobs_skipped += 1
+            continue
+        if any(client.mount_blob(repo, blob.digest, other) for other in mount_from if other != repo):
+            continue
+        missing.append(blob)
+    bar = task = None
+    if progress and missing:
+        from lemonpack.fetch.download import _progress_bar
+
+        bar, task = _progress_bar(sum(b.size for b in missing), f"publish {dest.host}/{repo}")
+        bar.start()
+    try:
+        for blob in missing:
+            on_bytes: Callable[[int], None] | None = None
+            if bar is not None:
+                on_bytes = lambda n: bar.update(task, advance=n)  # noqa: E731
+            client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+    # Manifests, children first; then the tags.
+    for desc, data, media_type in manifests:
+        if client.head_manifest(repo, desc.digest) is None:
+            client.put_manifest(repo, desc.digest, data, media_type)
+            result.manifests_sent += 1
+    by_digest = {d.digest: (data, mt) for d, data, mt in manifests}
+    for src, desc, dst in selected:
+        data, media_type = by_digest[desc.digest]
+        head = client.head_manifest(repo, dst)
+        if head is None or head[0] != desc.digest:
+            client.put_manifest(repo, dst, data, media_type)
+            result.manifests_sent += 1
+        result.pushed.append(Pushed(dst, desc.digest, media_type, desc.size, src))
+    result.bytes_sent = client.stats.bytes_sent - start[0]
+    result.blobs_uploaded = client.stats.blobs_uploaded - start[1]
+    result.blobs_mounted = client.stats.blobs_mounted - start[2]
+    return result
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """What :func:`pull_layout` wrote: ``out``, ``tag`` (in the layout), ``digest``,
+    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded)."""
+
+    out: Path
+    tag: str
+    digest: str
+    media_type: str
+    blobs: int
+    bytes: int
+
+    def to_json(self) -> dict:
+        """JSON form for ``lemonpack pull --json``."""
+        return {"out": str(self.out), "tag": self.tag, "digest": self.digest, "mediaType": self.media_type,
+                "blobs": self.blobs, "bytes": self.bytes}
+
+
+def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryClient, *,
+                tag: str | None = None, progress: bool = False) -> Pulled:
+    """Fetch ``ref`` (by tag or digest) and all it reaches into a new OCI layout at ``out``.
+
+    The layout's tag is ``tag``, else the reference's tag, else ``latest``. Manifests are
+    checked against their parents' descriptors (digest and size), blobs streamed and verified
+    (:meth:`RegistryClient.read_blob`). ``out`` is replaced atomically, and left untouched on
+    any failure (:class:`IntegrityError`, ``FetchError``, :class:`LemonpackError`).
+    A ``subject`` is not followed (it is the artifact's referent, not part of it).
+    """
+    if ref.ref is None:
+        raise LemonpackError(f"{ref}: give a tag or a digest to pull")
+    name = tag or ref.tag or "latest"
+    repo = ref.repository
+    counters = {"blobs": 0, "bytes": 0}
+    seen: set[str] = set()
+
+    with LayoutWriter(out) as lw:
+        def fetch_blob(desc: Descriptor) -> None:
+            if desc.digest in seen:
+                return
+            seen.add(desc.digest)
+            got = lw.add_blob_file(desc.media_type,
+                                   lambda f: client.read_blob(repo, desc.digest, f, size=desc.size))
+            if got.digest != desc.digest:  # read_blob verified it already; the layout agrees
+                raise IntegrityError(f"blob {desc.digest}", desc.digest, got.digest)
+            counters["blobs"] += 1
+            counters["bytes"] += desc.size
+
+        def fetch_manifest(desc: Descriptor | None, reference: str) -> Descriptor:
+            data, declared, digest = client.get_manifest(repo, reference)
+            what = f"manifest {ref.host}/{repo}@{digest}"
+            if desc is not None:
+                if digest != desc.digest:
+                    raise IntegrityError(what, desc.digest, digest)
+                if len(data) != desc.size:
+                    raise IntegrityError(what + " (size)", f"{desc.size} bytes", f"{len(data)} bytes")
+            doc, media_type = _media_type_of(data, declared, what)
+            children, blobs, _subject = _children(doc, media_type)
+            for child in children:
+                if child.digest not in seen:
+                    seen.add(child.digest)
+                    fetch_manifest(child, child.digest)
+            for blob in blobs:
+                fetch_blob(blob)
+            lw.add_blob_bytes(media_type, data)
+            counters["blobs"] += 1
+            return Descriptor(media_type, digest, len(data))
+
+        root = fetch_manifest(None, ref.ref)
+        if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
+            raise IntegrityError(str(ref), ref.digest, root.digest)
+        lw.set_tags({name: root})
+    return Pulled(Path(out), name, root.digest, root.media_type, counters["blobs"], counters["bytes"])
+
+
+__all__ = ["publish_layout", "pull_layout", "select_tags", "PublishResult", "Pushed", "Pulled"]
