@@ -175,3 +175,58 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
                       f"(image {done['image_id'][:19]}...)", markup=False)
         console.print(f"run it by digest: {done['reference']}", markup=False)
     return 0
+
+
+def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator: str | None, arch: str | None,
+                yes: bool, json_out: bool) -> int:
+    """``lemonpack install oci://...`` (called by ``install``): see
+    :func:`lemonpack.signing.ociinstall.install_from_registry`."""
+    from lemonpack.cli._app import err_console
+    from lemonpack.builder.install import DISCLOSURE
+    from lemonpack.signing.ociinstall import install_from_registry
+
+    public = load_verification_key(key) if key else None
+    if not json_out:
+        err_console.print(f"source:         {reference}", markup=False)
+        err_console.print(f"signature:      {'checked with ' + key if key else 'not checked (no --key)'}",
+                          markup=False)
+        err_console.print(DISCLOSURE, markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
+                                 "pass --yes")
+        if not typer.confirm("Install?", default=False, err=True):
+            raise LemonpackError("not confirmed; nothing installed")
+    done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
+                                 arch=arch)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"installed {done['recipe']} -> {done['path']} (from {done['from']['manifest']})",
+                      markup=False)
+    return 0
+
+
+@app.command("uninstall")
+def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
+                                                   help="A recipe id (or recipe JSON file) that was installed."),
+                  json_out: bool = JSON_OPTION) -> int:
+    """Remove an installed recipe artifact (<cache>/external/<recipe>/) and its receipt.
+
+    Refuses a recipe that comes from a system descriptor directory (the system's package
+    manager owns it).
+    """
+    from lemonpack.signing.ociinstall import refuse_system_descriptor, uninstall
+
+    recipe_id = recipe_ref
+    if recipe_ref.endswith(".json") or os.sep in recipe_ref:
+        from lemonpack.contract import load_recipe
+
+        recipe_id = load_recipe(recipe_ref).recipe
+    refuse_system_descriptor(recipe_id)
+    done = uninstall(recipe_id)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"uninstalled {recipe_id}: removed {', '.join(done['removed'])}", markup=False)
+    return 0
