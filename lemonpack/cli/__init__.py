@@ -18,6 +18,7 @@ from rich.markup import escape
 from lemonpack.cli._app import app, console, err_console
 from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (register commands)
 from lemonpack.errors import LemonpackError
+from lemonpack.cli import probe_cmds  # noqa: F401  (lemonpack probe: issue 7)
 
 for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds"):
     try:  # command groups of rooms still being built register themselves when present

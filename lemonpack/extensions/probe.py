@@ -35,7 +35,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lemonpack.errors import LemonpackError, one_line
 
@@ -112,15 +112,14 @@ class ArrayValue:
         return f"an array of {self.length} {self.element_type}"
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
     """One tensor's description from the tensor-info section.
 
     ``shape`` is as the file stores it and ``gguf`` reports it (GGML order: ``ne[0]``, the
     fastest-varying dimension, first; ``ffn_gate_exps`` of a MoE model is
     ``[n_embd, n_ff_exp, n_expert]``). ``type`` is the GGML type name (``F32``, ``Q4_K``,
     ``type<N>`` for one this gguf package does not know); ``offset`` is relative to the
-    tensor data section and is never followed."""
+    tensor data section and is never followed. A named tuple: a model has thousands."""
 
     name: str
     shape: tuple[int, ...]
@@ -328,21 +327,44 @@ def _read(win: _Window) -> ModelIdentity:
         types[key] = _TYPE_NAMES.get(vtype, str(vtype))
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
+    u64, u32 = r.u64.unpack_from, r.u32.unpack_from
+    dims = [struct.Struct(f"{order}{k}Q").unpack_from for k in range(MAX_DIMS + 1)]
+    tail = struct.Struct(order + "IQ").unpack_from  # type, offset (standard sizes: no padding)
     for i in range(n_tensors):
+        # fast path: the whole entry is in the window (a tight loop over it: thousands per file)
+        buf, start = win.buf, win.start
+        p = win.pos - start
+        if 0 <= p and p + 8 <= len(buf):
+            n = u64(buf, p)[0]
+            q = p + 8 + n
+            if n <= MAX_NAME and q + 4 <= len(buf):
+                nd = u32(buf, q)[0]
+                e = q + 16 + 8 * nd
+                if nd <= MAX_DIMS and e <= len(buf):
+                    name = buf[p + 8:q].decode("utf-8", "replace")
+                    shape = dims[nd](buf, q + 4)
+                    ttype, offset = tail(buf, q + 4 + 8 * nd)
+                    if name in seen:
+                        raise win.fail(f"duplicate tensor name {name!r} (tensor info {i + 1} of {n_tensors})")
+                    seen.add(name)
+                    win.pos = start + e
+                    tensors.append(TensorInfo(name, shape, _GGML_TYPES.get(ttype) or f"type{ttype}", offset))
+                    continue
+        # slow path: exact reads that refill the window, and the errors
         win.what = f"tensor info {i + 1} of {n_tensors}"
         name = r.string(MAX_NAME)
         win.what = f"tensor info {i + 1} of {n_tensors} ({name})"
-        n_dims = r.unpack(r.u32)
-        if n_dims > MAX_DIMS:
-            raise win.fail(f"tensor {name!r} has {n_dims} dimensions (at most {MAX_DIMS})")
-        buf, off = win.take(8 * n_dims)
-        shape = struct.unpack_from(f"{order}{n_dims}Q", buf, off)
+        nd = r.unpack(r.u32)
+        if nd > MAX_DIMS:
+            raise win.fail(f"tensor {name!r} has {nd} dimensions (at most {MAX_DIMS})")
+        buf, off = win.take(8 * nd)
+        shape = dims[nd](buf, off)
         ttype = r.unpack(r.u32)
         offset = r.unpack(r.u64)
         if name in seen:
             raise win.fail(f"duplicate tensor name {name!r} (tensor info {i + 1} of {n_tensors})")
         seen.add(name)
-        tensors.append(TensorInfo(name, shape, _GGML_TYPES.get(ttype, f"type{ttype}"), offset))
+        tensors.append(TensorInfo(name, shape, _GGML_TYPES.get(ttype) or f"type{ttype}", offset))
     arch = metadata.get("general.architecture")
     return ModelIdentity(architecture=arch if isinstance(arch, str) else None, metadata=metadata,
                          tensors=tuple(tensors), path=win.path, format="gguf", version=version,
@@ -402,7 +424,9 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
 
     ``probe`` is the manifest's mapping ``{"format": "gguf", "architecture": [...],
     "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape"}]}``.
-    Every condition is checked (not only up to the first failure) and gives one reason,
+    The architecture decides first: when it is not one of the probe's, that is the one
+    reason given. Otherwise every other condition is checked (not only up to the first
+    failure) and gives one reason,
     e.g. ``general.architecture is 'llama', not one of ['qwen4exp']`` or ``tensor
     blk.*.ffn_gate_exps.weight shape [2048, 768, 64] matches (48 tensors)``. Returns
     ``(yes, reasons)``: yes when every condition holds. A missing probe (None) says no.
@@ -429,6 +453,8 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
     else:
         ok = False
         reasons.append(f"general.architecture is {_show(identity.architecture)}, not one of {shown}")
+    if not ok:  # another architecture: the rest of the probe is about a model this is not
+        return False, [one_line(r) for r in reasons]
     for key, expected in (p.get("metadata") or {}).items():
         if key not in identity.metadata:
             ok = False

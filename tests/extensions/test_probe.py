@@ -62,6 +62,21 @@ def test_identity_of_a_real_file_matches_ggufreader(tmp_path):
     assert ident.header_bytes < os.path.getsize(path)
 
 
+def test_a_header_larger_than_the_read_window_matches_ggufreader(tmp_path):
+    # 3,000 tensor infos (~250 KiB) and a 20,000-string array: several window refills,
+    # entries split across window ends
+    names = {f"blk.{i}.{'x' * (i % 97)}.weight": [1 + i % 3, 2] for i in range(3000)}
+    path = write_gguf(tmp_path / "wide.gguf", "llama", {"tokenizer.ggml.tokens": [f"t{i}" for i in range(20000)],
+                                                        "general.name": "after the array"}, names)
+    ident = read_identity(path)
+    ref = gguf.GGUFReader(path)
+    assert ident.header_bytes > 4 * 64 * 1024
+    assert ident.metadata["general.name"] == "after the array"
+    assert ident.metadata["tokenizer.ggml.tokens"] == ArrayValue("string", 20000)
+    assert [(t.name, t.shape, t.offset) for t in ident.tensors] == [
+        (t.name, tuple(int(d) for d in t.shape), int(t.data_offset) - ref.data_offset) for t in ref.tensors]
+
+
 def test_metadata_types_and_arrays_are_summarised(tmp_path):
     ident = read_identity(llama(tmp_path / "l.gguf"))
     assert ident.metadata["tokenizer.ggml.tokens"] == ArrayValue("string", 3)
@@ -168,6 +183,8 @@ def test_a_header_cut_exactly_after_the_tensor_infos_reads(tmp_path):
      "tensor 't' has 9 dimensions (at most 4)"),
     (b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + (struct.pack("<Q", 1) + b"k" + struct.pack("<IB", 7, 1)) * 2,
      "duplicate metadata key 'k'"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 2, 0) + (struct.pack("<Q", 1) + b"t" + struct.pack("<IQIQ", 1, 4, 0, 0)) * 2,
+     "duplicate tensor name 't' (tensor info 2 of 2)"),
 ])
 def test_bad_files_are_clear_errors(tmp_path, content, says):
     path = tmp_path / "bad.gguf"
@@ -257,9 +274,15 @@ def test_tensor_conditions(q, cond, ok, reason):
 
 
 def test_every_condition_is_reported_not_only_the_first_failure(q):
-    ok, reasons = evaluate({"architecture": ["llama"], "metadata": {"x": 1},
-                            "tensors": [{"name": "output.weight"}]}, q)
-    assert not ok and len(reasons) == 3
+    ok, reasons = evaluate({"architecture": ["qwen4exp"], "metadata": {"x": 1, "qwen4exp.expert_count": 4},
+                            "tensors": [{"name": "output.weight"}, {"name": "token_embd.weight"}]}, q)
+    assert not ok and reasons[1:] == ["metadata x is absent, expected 1", "metadata qwen4exp.expert_count is 4",
+                                      "no tensor matches output.weight", "tensor token_embd.weight is present (1 tensor)"]
+
+
+def test_another_architecture_is_the_only_reason(q):
+    assert evaluate({"architecture": ["llama"], "metadata": {"x": 1}, "tensors": [{"name": "output.weight"}]}, q) == (
+        False, ["general.architecture is 'qwen4exp', not one of ['llama']"])
 
 
 def test_missing_probe_and_other_formats_say_no(q):
