@@ -20,7 +20,7 @@ from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (
 from lemonpack.errors import LemonpackError
 from lemonpack.cli import probe_cmds  # noqa: F401  (lemonpack probe: issue 7)
 
-for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds"):
+for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "extensions_cmds"):
     try:  # command groups of rooms still being built register themselves when present
         __import__(f"lemonpack.cli.{_name}")
     except ModuleNotFoundError as _e:  # pragma: no cover

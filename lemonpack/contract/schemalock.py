@@ -26,14 +26,15 @@ SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
 LOCK_FILE = SCHEMA_DIR / "lock.json"
 
 
-def schema_path(major: int, schema_dir: Path = SCHEMA_DIR) -> Path:
-    """Path of the schema file for contract ``major``."""
-    return schema_dir / f"recipe-v{major}.schema.json"
+def schema_path(major: int, schema_dir: Path = SCHEMA_DIR, stem: str = "recipe") -> Path:
+    """Path of the schema file for contract ``major`` (``<stem>-v<major>.schema.json``; the
+    extension manifest schema uses ``stem="extension"``)."""
+    return schema_dir / f"{stem}-v{major}.schema.json"
 
 
-def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
+def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR, stem: str = "recipe") -> dict[str, Any]:
     """The parsed JSON Schema of contract ``major``; LemonpackError if it is not shipped."""
-    path = schema_path(major, schema_dir)
+    path = schema_path(major, schema_dir, stem)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -52,37 +53,37 @@ def read_lock(lock_file: Path = LOCK_FILE) -> dict[str, Any]:
     return json.loads(lock_file.read_text(encoding="utf-8"))
 
 
-def shipped_majors(schema_dir: Path = SCHEMA_DIR) -> list[int]:
+def shipped_majors(schema_dir: Path = SCHEMA_DIR, stem: str = "recipe") -> list[int]:
     """Every major that has a schema file, ascending."""
     out = []
-    for p in schema_dir.glob("recipe-v*.schema.json"):
-        num = p.name[len("recipe-v"):-len(".schema.json")]
+    for p in schema_dir.glob(f"{stem}-v*.schema.json"):
+        num = p.name[len(f"{stem}-v"):-len(".schema.json")]
         if num.isdigit():
             out.append(int(num))
     return sorted(out)
 
 
-def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None) -> list[str]:
+def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None, stem: str = "recipe") -> list[str]:
     """Every mismatch between the schema files and the lock, as sentences (empty: OK)."""
     lock_file = lock_file or schema_dir / "lock.json"
     majors = read_lock(lock_file).get("majors", {})
     problems = []
-    for major in shipped_majors(schema_dir):
+    for major in shipped_majors(schema_dir, stem):
         entry = majors.get(str(major))
-        actual = canonical_sha256(schema_path(major, schema_dir))
+        actual = canonical_sha256(schema_path(major, schema_dir, stem))
         if entry is None:
             problems.append(f"major {major}: schema file is not in the lock; run 'lemonpack schema lock'")
         elif entry.get("sha256") != actual:
             verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'lemonpack schema lock' after review"
             problems.append(f"major {major}: schema sha256 {actual} != locked {entry.get('sha256')}: the schema {verb}")
     for major in majors:
-        if not schema_path(int(major), schema_dir).exists():
+        if not schema_path(int(major), schema_dir, stem).exists():
             problems.append(f"major {major}: locked but its schema file is missing (majors are never removed)")
     return problems
 
 
 def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
-                 reason: str | None = None) -> dict[str, Any]:
+                 reason: str | None = None, stem: str = "recipe") -> dict[str, Any]:
     """Re-pin every unreleased major; refuse (LemonpackError) to change a released one.
 
     A major whose schema changed is re-pinned only with a ``reason`` (a sentence: what
@@ -93,8 +94,8 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
     lock_file = lock_file or schema_dir / "lock.json"
     lock = read_lock(lock_file) if lock_file.exists() else {"majors": {}}
     majors = lock.setdefault("majors", {})
-    for major in shipped_majors(schema_dir):
-        actual = canonical_sha256(schema_path(major, schema_dir))
+    for major in shipped_majors(schema_dir, stem):
+        actual = canonical_sha256(schema_path(major, schema_dir, stem))
         entry = majors.get(str(major))
         changed = bool(entry) and entry.get("sha256") != actual
         if changed and entry.get("released"):
@@ -105,7 +106,7 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
         history = list(entry.get("history", [])) if entry else []
         if changed:
             history.append({"sha256": entry.get("sha256"), "reason": reason.strip()})
-        majors[str(major)] = {"file": schema_path(major, schema_dir).name, "sha256": actual,
+        majors[str(major)] = {"file": schema_path(major, schema_dir, stem).name, "sha256": actual,
                               "released": bool(entry and entry.get("released"))}
         if history:
             majors[str(major)]["history"] = history

@@ -1,0 +1,9 @@
+// embedding_gemma2: provider entry points of cpu targets (stub: probe, factory and drivers omitted).
+#include "gufo/ext/registry.hpp"
+#include "gufo_ext_constants.hpp"
+
+namespace c = gufo::ext::constants::embedding_gemma2;
+
+extern "C" void embedding_gemma2_cpu_provider_register(gufo::ext::Registry &registry) {
+  registry.add_provider(c::provider_gemma2_embed_cpu, "embeddings", c::provider_gemma2_embed_cpu_keys);
+}

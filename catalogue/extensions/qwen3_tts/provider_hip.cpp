@@ -1,0 +1,9 @@
+// qwen3_tts: provider entry points of hip targets (stub: probe, factory and drivers omitted).
+#include "gufo/ext/registry.hpp"
+#include "gufo_ext_constants.hpp"
+
+namespace c = gufo::ext::constants::qwen3_tts;
+
+extern "C" void qwen3_tts_hip_provider_register(gufo::ext::Registry &registry) {
+  registry.add_provider(c::provider_qwen3_tts, "speech_synthesis", c::provider_qwen3_tts_keys);
+}

@@ -1,0 +1,234 @@
+"""``lemonpack extensions list|check|generate|api-lock|schema-lock`` and ``lemonpack
+diagnose --section extensions`` (issue 7; seed 002 sections 6 and 8). Printing only: every
+decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
+from lemonpack.errors import one_line
+
+extensions_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
+                             help="Gufo extensions: discover, validate, select and generate the registry.")
+app.add_typer(extensions_app, name="extensions")
+
+TREE_OPTION = typer.Option(None, "--tree", metavar="DIR",
+                           help="Repository top (catalogue/extensions, api/, extensions.lock); "
+                                "default: the nearest directory upwards holding api/minor.")
+DIR_OPTION = typer.Option([], "--extension-dir", metavar="DIR",
+                          help="Extra extension directory, or directory of them (repeatable; "
+                               "GUFO_EXTENSION_DIRS adds more, ':'-separated).")
+LOCK_OPTION = typer.Option(None, "--lock", metavar="FILE", help="Release lock (default: TREE/extensions.lock).")
+SELECT_OPTION = typer.Option([], "--select", metavar="WHAT",
+                             help="'lock' (default), 'all', or extension names / directories (repeatable).")
+FEATURE_OPTION = typer.Option([], "--feature", metavar="FEATURE",
+                              help="Build feature (repeatable): hip, cuda, vulkan, testing, linux, windows, macos. "
+                                   "Default: the host OS, plus hip when ROCm is detected.")
+
+
+def find_tree(start: Path | None = None) -> Path:
+    """The nearest directory from ``start`` (default: cwd) upwards that holds ``api/minor``;
+    ``start`` itself when none does (the pipeline then names what is missing)."""
+    start = Path(start or Path.cwd()).resolve()
+    for d in (start, *start.parents):
+        if (d / "api" / "minor").is_file():
+            return d
+    return start
+
+
+def _features(values: list[str]) -> frozenset[str] | None:
+    from lemonpack.extensions.manifest import REQUIREMENTS
+
+    bad = [v for v in values if v not in REQUIREMENTS]
+    if bad:
+        raise typer.BadParameter(f"unknown feature {bad[0]!r} (one of {', '.join(REQUIREMENTS)})",
+                                 param_hint="--feature")
+    return frozenset(values) if values else None
+
+
+def _run(tree, dirs, lock, select, features):
+    from lemonpack.extensions.pipeline import run_pipeline
+
+    what: str | list[str] = "lock"
+    if len(select) == 1 and select[0] in ("lock", "all"):
+        what = select[0]
+    elif select:
+        if any(s in ("lock", "all") for s in select):
+            raise typer.BadParameter("'lock' and 'all' cannot be combined with names", param_hint="--select")
+        what = list(select)
+    return run_pipeline(tree or find_tree(), extra_dirs=[Path(d) for d in dirs], select=what, lock=lock,
+                        features=_features(features))
+
+
+def _ext_json(ext, selection) -> dict:
+    status = {s.provider.id: s for s in selection.providers if s.extension is ext}
+    return {"name": ext.name, "version": ext.version, "official": ext.official, "path": str(ext.path),
+            "api_version": ext.api_version, "dependencies": list(ext.dependencies),
+            "providers": [{"id": p.id, "capability": p.capability, "keys": list(p.keys), "target": p.target,
+                           "available": status[p.id].available if p.id in status else None,
+                           "reason": status[p.id].reason if p.id in status else None} for p in ext.providers]}
+
+
+def _rejected_json(selection) -> list[dict]:
+    return [{"manifest": str(m), "reasons": list(r)} for m, r in selection.rejected]
+
+
+@extensions_app.command("list")
+def list_cmd(tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
+             select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
+             json_out: bool = JSON_OPTION) -> int:
+    """List every discovered extension (selected ones marked), then the rejected manifests
+    with every reason. Exit 0 (rejections are listed, not fatal; see 'check')."""
+    sel = _run(tree, extension_dir, lock, select, feature)
+    chosen = {e.name for e in sel.extensions}
+    if json_out:
+        print_json({"api_version": sel.api_version, "features": sorted(sel.features),
+                    "extensions": [dict(_ext_json(e, sel), selected=e.name in chosen) for e in sel.discovered],
+                    "rejected": _rejected_json(sel)})
+        return 0
+    console.print(f"extension API {sel.api_version}; features: {' '.join(sorted(sel.features)) or '-'}", markup=False)
+    for e in sel.discovered:
+        mark = "*" if e.name in chosen else " "
+        kind = "official" if e.official else "community"
+        console.print(one_line(f"{mark} {e.name} {e.version} {kind} {e.path}"), markup=False)
+    for m, reasons in sel.rejected:
+        console.print(one_line(f"x {m}: rejected"), markup=False)
+        for r in reasons:
+            console.print(one_line(f"    {r}"), markup=False)
+    return 0
+
+
+@extensions_app.command("check")
+def check_cmd(tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
+              select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
+              json_out: bool = JSON_OPTION) -> int:
+    """Validate every discovered manifest, the release lock, the selection, the extension
+    schema lock and the API change records. Exit 0 when all pass, 1 otherwise (every reason
+    printed)."""
+    from lemonpack.extensions.apilock import check_api_lock
+    from lemonpack.extensions.manifest import check_schema_lock
+
+    root = tree or find_tree()
+    sel = _run(root, extension_dir, lock, select, feature)
+    api = check_api_lock(root) + check_schema_lock()
+    ok = not sel.rejected and not api
+    if json_out:
+        print_json({"ok": ok, "api_version": sel.api_version, "selected": [e.name for e in sel.extensions],
+                    "rejected": _rejected_json(sel), "api": api})
+    else:
+        for m, reasons in sel.rejected:
+            for r in reasons:
+                typer.echo(one_line(r if str(m) in r else f"{m}: {r}"))
+        for p in api:
+            typer.echo(one_line(p))
+        if ok:
+            console.print(f"extensions: ok ({len(sel.extensions)} selected, API {sel.api_version})", markup=False)
+    return 0 if ok else 1
+
+
+def write_generated(files: dict[str, bytes], out: Path) -> list[Path]:
+    """Write each generated file into ``out`` (created) atomically: temp file + rename."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in files.items():
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out / name)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        written.append(out / name)
+    return written
+
+
+@extensions_app.command("generate")
+def generate_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Directory to write the files into."),
+                 tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
+                 select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
+                 json_out: bool = JSON_OPTION) -> int:
+    """Write extensions.json, gufo_ext_registry.cpp and gufo_ext_constants.hpp for the
+    selection (byte format: docs/extensions-generated.md). Rejected manifests that were
+    not selected are reported as warnings on stderr."""
+    from lemonpack.extensions.generate import generate
+
+    sel = _run(tree, extension_dir, lock, select, feature)
+    written = write_generated(generate(sel), out)
+    for m, reasons in sel.rejected:
+        err_console.print(one_line(f"warning: {m} rejected: {'; '.join(reasons)}"), markup=False)
+    if json_out:
+        print_json({"files": [str(p) for p in written], "selected": [e.name for e in sel.extensions],
+                    "api_version": sel.api_version, "features": sorted(sel.features)})
+    else:
+        for p in written:
+            console.print(one_line(str(p)), markup=False)
+    return 0
+
+
+@extensions_app.command("api-lock")
+def api_lock_cmd(tree: Path = TREE_OPTION, json_out: bool = JSON_OPTION) -> int:
+    """Maintainers: re-pin api/changes.lock.json after adding a change record (refused when a
+    record was edited or removed, or the interface changed without a new record)."""
+    from lemonpack.extensions.apilock import refresh_api_lock
+
+    doc = refresh_api_lock(tree or find_tree())
+    if json_out:
+        print_json(doc)
+    else:
+        console.print(f"extension API revision {doc['revision']}: {len(doc['interface'])} interface files locked",
+                      markup=False)
+    return 0
+
+
+@extensions_app.command("schema-lock")
+def schema_lock_cmd(reason: str = typer.Option(None, "--reason", metavar="TEXT",
+                                               help="Why the schema changed (recorded in the lock's history)."),
+                    json_out: bool = JSON_OPTION) -> int:
+    """Maintainers: re-pin the extension.json schema in its lock (a changed schema needs --reason)."""
+    from lemonpack.extensions.manifest import refresh_schema_lock
+
+    lock = refresh_schema_lock(reason)
+    if json_out:
+        print_json(lock)
+    else:
+        for major, entry in sorted(lock["majors"].items()):
+            console.print(f"extension schema {major}: {entry['sha256']}", markup=False)
+    return 0
+
+
+@app.command()
+def diagnose(section: str = typer.Option("extensions", "--section", metavar="SECTION",
+                                         help="What to report: extensions."),
+             tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
+             select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
+             json_out: bool = JSON_OPTION) -> int:
+    """What a build of this selection compiles in, for bug reports: each selected extension
+    with its version, official or community, path, and its providers with availability and
+    the reason for each unavailable one (seed 002 section 6)."""
+    if section != "extensions":
+        raise typer.BadParameter(f"unknown section {section!r} (sections: extensions)", param_hint="--section")
+    sel = _run(tree, extension_dir, lock, select, feature)
+    if json_out:
+        print_json({"extensions": {"api_version": sel.api_version, "features": sorted(sel.features),
+                                   "selected": [_ext_json(e, sel) for e in sel.extensions],
+                                   "rejected": _rejected_json(sel)}})
+        return 0
+    console.print(f"extensions (API {sel.api_version}; features: {' '.join(sorted(sel.features)) or '-'})",
+                  markup=False)
+    for e in sel.extensions:
+        kind = "official" if e.official else "community"
+        console.print(one_line(f"  {e.name} {e.version} ({kind}) {e.path}"), markup=False)
+        for s in (s for s in sel.providers if s.extension is e):
+            state = "available" if s.available else f"unavailable: {s.reason}"
+            console.print(one_line(f"    {s.provider.id} [{s.provider.capability}] {state}"), markup=False)
+    for m, reasons in sel.rejected:
+        console.print(one_line(f"  rejected {m}: {'; '.join(reasons)}"), markup=False)
+    return 0

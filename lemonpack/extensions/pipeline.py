@@ -1,0 +1,502 @@
+"""From directories of ``extension.json`` manifests to the selection a build compiles in
+(seed 002 section 8, steps 1 to 5; step 6 is :mod:`lemonpack.extensions.generate`).
+
+1. **Discover** every manifest under ``<tree>/catalogue/extensions/*/``, then the given
+   directories (``--extension-dir``) and ``GUFO_EXTENSION_DIRS`` (``:``-separated), each
+   either an extension directory or a directory of them. A directory reached twice (a
+   symlink, or named twice) counts once: the first way it was reached wins.
+2. **Validate** every manifest (:mod:`lemonpack.extensions.manifest`), even those that
+   will not be built, keeping every reason; community sources are scanned against the
+   include allowlist (:func:`include_problems`); each extension's ``api_version`` is
+   checked against the host API (``0.MINOR.REVISION`` from ``<tree>/api/``, seed 002
+   section 7). An extension with any reason is *rejected* (``Selection.rejected``).
+3. **Collisions** (seed 002 section 4): a community extension claiming an extension name,
+   artifact key, option name, contributed option value or provider id that an official
+   extension owns is rejected, the reason naming both manifests. Official = named in the
+   release lock and found in the tree's ``catalogue/extensions``; community = every other.
+4. **Select**: ``"lock"`` (the release lock's names), ``"all"`` (every valid extension with
+   at least one target the features can build), or a list of names and directories;
+   always closed over ``dependencies``. A missing, rejected or cyclic dependency of what
+   was asked for is an :class:`ExtensionError` naming the chain ``a -> b -> c``; the lock
+   is validated in every mode (a stale name is an error).
+5. **Order and availability**: the lock's extensions in the lock's order, then the others
+   by name (byte-wise); providers per extension in manifest order, each available when all
+   its target's ``requires`` are in the build's features, else unavailable with reason
+   ``target <name> not built: needs <missing, sorted, ", "-separated>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from lemonpack.contract import jsonpath
+from lemonpack.contract.loader import parse_json_strict, read_json_text
+from lemonpack.errors import LemonpackError, Problem, one_line
+from lemonpack.extensions import templates
+from lemonpack.extensions.manifest import MANIFEST_NAME, Extension, Provider, build_extension, check_manifest
+
+#: Environment variable naming extra extension directories, ``:``-separated (seed 002 section 6).
+ENV_DIRS = "GUFO_EXTENSION_DIRS"
+#: Where the official (in-tree) extensions live, relative to the tree.
+CATALOGUE_DIR = Path("catalogue") / "extensions"
+LOCK_NAME = "extensions.lock"
+
+_OS_FEATURE = {"linux": "linux", "darwin": "macos", "windows": "windows"}
+
+
+class ExtensionError(LemonpackError):
+    """The extension set cannot be built as asked: a stale lock name, a selected extension
+    that was rejected, a missing or cyclic dependency, a missing API version. Exit 1."""
+
+    kind = "extension"
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """One provider of a selected extension: ``available`` when its target is built, else
+    ``reason`` (``target gufo_x_hip not built: needs hip``); ``reason`` is None when available."""
+
+    extension: Extension
+    provider: Provider
+    available: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What :func:`run_pipeline` decided. ``extensions``: selected, in registry order;
+    ``providers``: their providers in registry order; ``rejected``: ``[(manifest path,
+    [reasons])]`` of every discovered manifest that failed a rule, in discovery order;
+    ``discovered``: every valid extension (selected or not), in registry order;
+    ``api_version``: the host's ``0.MINOR.REVISION``; ``features``: the build's features."""
+
+    extensions: tuple[Extension, ...]
+    providers: tuple[ProviderStatus, ...]
+    rejected: tuple[tuple[Path, tuple[str, ...]], ...]
+    api_version: str
+    features: frozenset[str]
+    discovered: tuple[Extension, ...] = ()
+    lock: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+# ---------------------------------------------------------------- features and API version
+
+def default_features(host=None) -> frozenset[str]:
+    """The default build features: the host OS (``linux``/``windows``/``macos``) plus ``hip``
+    when ROCm is detected (:func:`lemonpack.contract.detect_host`); never ``testing``."""
+    if host is None:
+        from lemonpack.contract import detect_host
+        host = detect_host()
+    out = {_OS_FEATURE.get(host.os, host.os)}
+    if "rocm" in host.accelerators:
+        out.add("hip")
+    return frozenset(out)
+
+
+def host_api(tree: Path) -> tuple[int, int]:
+    """``(MINOR, REVISION)`` of the host extension API: MINOR from ``<tree>/api/minor`` (one
+    integer), REVISION the number of ``*.md`` change records in ``<tree>/api/changes/``.
+    Raises :class:`ExtensionError` when ``api/minor`` is missing or not an integer."""
+    minor_file = Path(tree) / "api" / "minor"
+    try:
+        text = minor_file.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ExtensionError(f"{minor_file}: cannot read the extension API minor number ({e.strerror or e}); "
+                             "is --tree the repository top?") from None
+    if not text.isdigit():
+        raise ExtensionError(f"{minor_file}: the extension API minor number must be one integer, got {text[:40]!r}")
+    changes = Path(tree) / "api" / "changes"
+    revision = len(list(changes.glob("*.md"))) if changes.is_dir() else 0
+    return int(text), revision
+
+
+def api_problem(ext: Extension, minor: int, revision: int) -> str | None:
+    """Why ``ext``'s ``api_version`` does not fit host API ``0.minor.revision`` (None: fits).
+    The extension's minor must equal the host's (a minor bump may break extensions) and its
+    revision be at most the host's (seed 002 section 7)."""
+    want_minor, want_rev = ext.api_minimum()
+    host = f"0.{minor}.{revision}"
+    if want_minor != minor:
+        return (f"needs extension API {ext.api_version.replace('>=', '>=').strip()} but the host API is {host}: "
+                f"the minor numbers differ ({want_minor} != {minor}), and a minor bump may break extensions")
+    if want_rev > revision:
+        return (f"needs extension API {ext.api_version.strip()} but the host API is {host}: "
+                f"revision {want_rev} is newer than the host's {revision}")
+    return None
+
+
+# ---------------------------------------------------------------- the release lock
+
+def read_lock(path: Path) -> tuple[str, ...]:
+    """The names of the release lock ``{"schema": 1, "extensions": [names]}`` (seed 002
+    section 6), in order. Raises :class:`ExtensionError` naming the file and JSON path."""
+    file = str(path)
+    text, problems = read_json_text(path)
+    doc = None
+    if text is not None:
+        doc, problems = parse_json_strict(text, file)
+    if not problems:
+        name = re.compile(r"[a-z][a-z0-9_]*\Z")
+        if not isinstance(doc, dict):
+            problems = [Problem(file, "", "lock", "the release lock must be a JSON object")]
+        else:
+            for key in doc:
+                if key not in ("schema", "extensions"):
+                    problems.append(Problem(file, jsonpath.join([key]), "unknown-field", f"unknown field {key!r}"))
+            if doc.get("schema") != 1 or isinstance(doc.get("schema"), bool):
+                problems.append(Problem(file, "schema", "lock", "'schema' must be 1"))
+            names = doc.get("extensions")
+            if not isinstance(names, list):
+                problems.append(Problem(file, "extensions", "lock", "'extensions' must be a list of extension names"))
+            else:
+                seen = set()
+                for i, n in enumerate(names):
+                    if not isinstance(n, str) or not name.match(n):
+                        problems.append(Problem(file, f"extensions[{i}]", "lock",
+                                                f"{n!r} is not an extension name (^[a-z][a-z0-9_]*$)"))
+                    elif n in seen:
+                        problems.append(Problem(file, f"extensions[{i}]", "lock", f"{n!r} is listed twice"))
+                    seen.add(n if isinstance(n, str) else None)
+    if problems:
+        raise ExtensionError("\n".join(str(p) for p in problems))
+    return tuple(doc["extensions"])
+
+
+# ---------------------------------------------------------------- discovery
+
+def _candidates(directory: Path) -> list[Path]:
+    """``directory`` itself when it holds a manifest, else its subdirectories holding one
+    (sorted by name)."""
+    if (directory / MANIFEST_NAME).is_file():
+        return [directory]
+    try:
+        subs = sorted((p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file()), key=lambda p: p.name)
+    except OSError:
+        return []
+    return subs
+
+
+def env_dirs(environ=None) -> list[Path]:
+    """The directories of ``GUFO_EXTENSION_DIRS`` (``:``-separated, empty parts ignored)."""
+    value = (os.environ if environ is None else environ).get(ENV_DIRS, "")
+    return [Path(p) for p in value.split(":") if p]
+
+
+def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[tuple[Path, bool]]:
+    """Every extension directory: ``[(directory, in_tree)]`` in discovery order (the tree's
+    catalogue by name, then ``extra_dirs`` in order, then ``GUFO_EXTENSION_DIRS``). A
+    directory whose real path was already found is skipped. Raises :class:`ExtensionError`
+    for a given directory that does not exist."""
+    out: list[tuple[Path, bool]] = []
+    seen: set[str] = set()
+    catalogue = Path(tree) / CATALOGUE_DIR
+    roots: list[tuple[Path, bool]] = [(catalogue, True)] if catalogue.is_dir() else []
+    for d in list(extra_dirs) + env_dirs(environ):
+        if not Path(d).is_dir():
+            raise ExtensionError(f"extension directory {d} does not exist or is not a directory")
+        roots.append((Path(d), False))
+    for root, in_tree in roots:
+        for d in _candidates(root):
+            real = os.path.realpath(d)
+            if real in seen:
+                continue
+            seen.add(real)
+            out.append((Path(os.path.abspath(d)), in_tree))
+    return out
+
+
+# ---------------------------------------------------------------- include allowlist
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]')
+SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".cu", ".hip", ".cuh")
+#: Standard C++ library headers (C++23) and the C library headers in both spellings.
+STANDARD_HEADERS = frozenset("""
+algorithm any array atomic barrier bit bitset charconv chrono codecvt compare complex concepts
+condition_variable coroutine deque exception execution expected filesystem flat_map flat_set format
+forward_list fstream functional future generator initializer_list iomanip ios iosfwd iostream istream
+iterator latch limits list locale map mdspan memory memory_resource mutex new numbers numeric optional
+ostream print queue random ranges ratio regex scoped_allocator semaphore set shared_mutex
+source_location span spanstream sstream stack stacktrace stdexcept stdfloat stop_token streambuf string
+string_view syncstream system_error thread tuple type_traits typeindex typeinfo unordered_map
+unordered_set utility valarray variant vector version
+cassert cctype cerrno cfenv cfloat cinttypes climits clocale cmath csetjmp csignal cstdarg cstddef
+cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype
+assert.h ctype.h errno.h fenv.h float.h inttypes.h limits.h locale.h math.h setjmp.h signal.h stdarg.h
+stddef.h stdint.h stdio.h stdlib.h string.h time.h uchar.h wchar.h wctype.h
+""".split())
+#: Generated header every extension may include.
+GENERATED_HEADERS = frozenset({"gufo_ext_constants.hpp"})
+
+
+def include_problems(directory: Path) -> list[str]:
+    """Reasons a community extension's sources break the include allowlist (seed 002
+    section 5): every ``#include`` in a source file under ``directory`` (suffixes
+    :data:`SOURCE_SUFFIXES`) must name a public header ``gufo/ext/...`` (no ``..``), a
+    standard C++/C header (:data:`STANDARD_HEADERS`), the generated
+    ``gufo_ext_constants.hpp``, or (quoted) a file of the extension itself. Each reason
+    names ``file:line``."""
+    out: list[str] = []
+    root = os.path.realpath(directory)
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError as e:
+                out.append(f"{path}: cannot read source ({e.strerror or e})")
+                continue
+            for lineno, line in enumerate(lines, 1):
+                m = _INCLUDE.match(line)
+                if not m:
+                    continue
+                kind, header = m.groups()
+                if _allowed(header, kind, dirpath, root):
+                    continue
+                out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
+                                    "allowed: community extensions may include only gufo/ext/... public headers, "
+                                    "standard headers and their own files"))
+    return out
+
+
+def _allowed(header: str, kind: str, dirpath: str, root: str) -> bool:
+    parts = header.split("/")
+    if header.startswith("gufo/ext/") and ".." not in parts and "" not in parts:
+        return True
+    if header in STANDARD_HEADERS or header in GENERATED_HEADERS:
+        return True
+    if kind == '"':
+        full = os.path.realpath(os.path.join(dirpath, header))
+        return os.path.commonpath([root, full]) == root and os.path.isfile(full)
+    return False
+
+
+# ---------------------------------------------------------------- collisions
+
+def _claims(ext: Extension) -> list[tuple[str, str]]:
+    """What an extension claims: ``(kind, value)`` pairs (name, key, option, option value, provider)."""
+    out = [("extension name", ext.name)]
+    for p in ext.providers:
+        out.append(("provider id", p.id))
+        out += [("key", k) for k in p.keys]
+    for o in ext.options:
+        if o.contributes_to:
+            out += [(f"value of {o.contributes_to}", v) for v in o.values]
+        else:
+            out.append(("option", o.name))
+    return out
+
+
+def collision_problems(ext: Extension, officials: Sequence[Extension]) -> list[str]:
+    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
+    option name, contributed option value, provider id) that an official extension owns,
+    naming both manifests (seed 002 section 4)."""
+    owners: dict[tuple[str, str], Extension] = {}
+    for off in officials:
+        for claim in _claims(off):
+            owners.setdefault(claim, off)
+    out = []
+    for kind, value in _claims(ext):
+        off = owners.get((kind, value))
+        if off is not None:
+            out.append(f"community extension {ext.name} ({ext.manifest}) claims {kind} {value!r}, which official "
+                       f"extension {off.name} ({off.manifest}) owns")
+    return out
+
+
+# ---------------------------------------------------------------- selection
+
+def registry_order(extensions: Iterable[Extension], lock: Sequence[str]) -> list[Extension]:
+    """Extensions named in the lock in the lock's order, then the others by name (byte-wise)."""
+    pos = {n: i for i, n in enumerate(lock)}
+    return sorted(extensions, key=lambda e: (0, pos[e.name], b"") if e.name in pos and e.official
+                  else (1, 0, e.name.encode()))
+
+
+def supported(ext: Extension, features: frozenset[str]) -> bool:
+    """True when the features build at least one of ``ext``'s targets (``select="all"``)."""
+    return any(not t.missing(features) for t in ext.targets)
+
+
+def provider_status(ext: Extension, features: frozenset[str]) -> list[ProviderStatus]:
+    """Availability of each provider of ``ext`` (manifest order) under ``features``."""
+    out = []
+    for p in ext.providers:
+        missing = ext.target(p.target).missing(features)
+        reason = templates.UNAVAILABLE_REASON.format(target=p.target, missing=", ".join(missing)) if missing else None
+        out.append(ProviderStatus(ext, p, not missing, reason))
+    return out
+
+
+def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]]
+             ) -> tuple[list[str], dict[str, str]]:
+    """Names reachable from ``roots`` through ``dependencies``; ``({name}, {root: error})``
+    with an error per root whose closure hits a missing, rejected or cyclic dependency."""
+    errors: dict[str, str] = {}
+    done: set[str] = set()
+    order: list[str] = []
+
+    def visit(name: str, chain: list[str], root: str) -> bool:
+        if name in chain:
+            cycle = chain[chain.index(name):] + [name]
+            errors[root] = f"dependency cycle: {' -> '.join(cycle)}"
+            return False
+        if name in done:
+            return True
+        if name not in valid:
+            path = " -> ".join(chain + [name])
+            if not chain:
+                errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
+                                if name in rejected_by_name else f"no extension named {name!r}")
+            elif name in rejected_by_name:
+                errors[root] = (f"dependency {path}: extension {name!r} was rejected: "
+                                + "; ".join(rejected_by_name[name]))
+            else:
+                errors[root] = f"missing dependency {path}: no extension named {name!r}"
+            return False
+        chain.append(name)
+        ok = all(visit(d, chain, root) for d in valid[name].dependencies)
+        chain.pop()
+        if ok:
+            done.add(name)
+            order.append(name)
+        return ok
+
+    for r in roots:
+        visit(r, [], r)
+    return order, errors
+
+
+def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequence[str] = "lock",
+                 lock: Path | None = None, features: frozenset[str] | None = None, environ=None) -> Selection:
+    """Run discovery, validation, collisions, API check and selection (module docstring).
+
+    ``tree``: the repository top (``catalogue/extensions``, ``api/``, ``extensions.lock``);
+    ``extra_dirs``: extension directories or directories of them; ``select``: ``"lock"``,
+    ``"all"`` or a list of extension names and directories (a directory is discovered too);
+    ``lock``: the release lock (default ``<tree>/extensions.lock``; absent: no official
+    extensions, and ``"lock"`` is an error); ``features``: default :func:`default_features`;
+    ``environ``: where ``GUFO_EXTENSION_DIRS`` is read (default ``os.environ``).
+    Raises :class:`ExtensionError` (exit 1) when the selection cannot be built.
+    """
+    tree = Path(tree)
+    features = default_features() if features is None else frozenset(features)
+    minor, revision = host_api(tree)
+    api_version = f"0.{minor}.{revision}"
+    lock_path = Path(lock) if lock is not None else tree / LOCK_NAME
+    lock_names = read_lock(lock_path) if lock_path.exists() else ()
+    if lock is not None and not lock_path.exists():
+        raise ExtensionError(f"release lock {lock_path} does not exist")
+
+    wanted_names: list[str] | None = None
+    extra = list(extra_dirs)
+    wanted_dirs: list[str] = []
+    if not isinstance(select, str):
+        wanted_names = []
+        for item in select:
+            if "/" in item or os.sep in item or Path(item).is_dir() and not re.fullmatch(r"[a-z][a-z0-9_]*", item):
+                if not (Path(item) / MANIFEST_NAME).is_file():
+                    raise ExtensionError(f"{item} is not an extension directory (no {MANIFEST_NAME})")
+                extra.append(Path(item))
+                wanted_dirs.append(os.path.realpath(item))
+            else:
+                wanted_names.append(item)
+    elif select not in ("lock", "all"):
+        raise ExtensionError(f"unknown selection {select!r}: use 'lock', 'all' or a list of names")
+
+    found = discover(tree, extra, environ)
+    rejected: dict[Path, list[str]] = {}
+    valid: list[Extension] = []
+    for directory, in_tree in found:
+        doc, problems = check_manifest(directory)
+        manifest = directory / MANIFEST_NAME
+        if problems:
+            rejected[manifest] = [str(p) for p in problems]
+            continue
+        ext = build_extension(doc, directory)
+        valid.append(replace(ext, official=in_tree and ext.name in lock_names))
+
+    officials = [e for e in valid if e.official]
+    official_names = {e.name for e in officials}
+    missing_official = [(i, n) for i, n in enumerate(lock_names) if n not in official_names]
+    by_name: dict[str, list[Extension]] = {}
+    for e in valid:
+        by_name.setdefault(e.name, []).append(e)
+    kept: list[Extension] = []
+    for e in valid:
+        reasons: list[str] = []
+        if not e.official:
+            reasons += collision_problems(e, officials)
+            if not reasons:
+                twins = [o for o in by_name[e.name] if o is not e and not o.official]
+                reasons += [f"extension name {e.name!r} is used by two manifests: {e.manifest} and {o.manifest}"
+                            for o in twins]
+            reasons += include_problems(e.path)
+        elif len([o for o in by_name[e.name] if o.official]) > 1:
+            reasons.append(f"official extension name {e.name!r} is used by two manifests in the tree")
+        problem = api_problem(e, minor, revision)
+        if problem:
+            reasons.append(f"{e.manifest}: extension {e.name} {problem}")
+        if reasons:
+            rejected[e.manifest] = reasons
+        else:
+            kept.append(e)
+    for i, n in missing_official:  # stale lock names fail every mode (seed 002 section 6)
+        where = [str(m) for m, _ in rejected.items() if m.parent.name == n and str(m).startswith(str(tree / CATALOGUE_DIR))]
+        why = f" (its manifest was rejected: {'; '.join(rejected[Path(where[0])])})" if where else ""
+        if not why:
+            raise ExtensionError(f"{lock_path}: extensions[{i}]: {n!r} names no extension in {tree / CATALOGUE_DIR}")
+        if select == "lock":
+            raise ExtensionError(f"{lock_path}: extensions[{i}]: official extension {n!r} cannot be built{why}")
+
+    valid_by_name = {e.name: e for e in kept}
+    rejected_by_name: dict[str, list[str]] = {}
+    for e in valid:
+        if e.manifest in rejected:
+            rejected_by_name.setdefault(e.name, rejected[e.manifest])
+    for m, reasons in rejected.items():
+        rejected_by_name.setdefault(m.parent.name, reasons)
+
+    if select == "lock":
+        if not lock_path.exists():
+            raise ExtensionError(f"no release lock at {lock_path}; select 'all' or name the extensions")
+        roots = list(lock_names)
+    elif select == "all":
+        roots = [e.name for e in registry_order(kept, lock_names) if supported(e, features)]
+    else:
+        roots = list(wanted_names or [])
+        for real in wanted_dirs:
+            hit = [e for e in kept if os.path.realpath(e.path) == real]
+            if not hit:
+                m = Path(real) / MANIFEST_NAME
+                reasons = next((r for k, r in rejected.items() if os.path.realpath(k) == str(m)), ["not discovered"])
+                raise ExtensionError(f"selected extension {m} was rejected:\n  " + "\n  ".join(reasons))
+            roots.append(hit[0].name)
+    names, errors = _closure(roots, valid_by_name, rejected_by_name)
+    warnings: list[str] = []
+    if errors:
+        if select == "all":  # an unbuildable community extension is skipped, not fatal
+            for root, message in errors.items():
+                ext = valid_by_name.get(root)
+                if ext is not None:
+                    rejected.setdefault(ext.manifest, []).append(message)
+            names, _ = _closure([r for r in roots if r not in errors], valid_by_name, rejected_by_name)
+        else:
+            raise ExtensionError("\n".join(f"cannot select {root}: {msg}" for root, msg in errors.items()))
+    selected = registry_order([valid_by_name[n] for n in dict.fromkeys(names)], lock_names)
+    providers = tuple(s for e in selected for s in provider_status(e, features))
+    discovered = registry_order([e for e in kept if e.manifest not in rejected], lock_names)
+    return Selection(tuple(selected), providers, tuple((m, tuple(r)) for m, r in rejected.items()), api_version,
+                     features, tuple(discovered), tuple(lock_names), tuple(warnings))
+
+
+__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "collision_problems", "default_features",
+           "discover", "host_api", "include_problems", "read_lock", "registry_order", "run_pipeline"]
