@@ -1,8 +1,10 @@
 """``lemonpack probe MODEL_FILE``: which extension provider serves a model file, and why.
 
 The providers are the registry's, in its order (:func:`lemonpack.extensions.pipeline.run_pipeline`
-over the extension tree, ``--extension-dir`` / ``GUFO_EXTENSION_DIRS``, the lock and the
-feature set); the file's identity is read from its GGUF header
+with the options of ``lemonpack extensions``: ``--tree``, ``--extension-dir`` /
+``GUFO_EXTENSION_DIRS``, ``--lock``, ``--select`` (default: the release lock), ``--feature``);
+the providers of discovered extensions outside the selection are listed too, as not in this
+build, and not asked. The file's identity is read from its GGUF header
 (:func:`lemonpack.extensions.probe.read_identity`) and every probe of the capability asked
 is evaluated in order; the first yes wins (seed 002 section 4). Prints the decision and,
 per provider, its answer and the reason for each condition; unavailable providers are
@@ -17,77 +19,83 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli.extensions_cmds import DIR_OPTION, FEATURE_OPTION, LOCK_OPTION, SELECT_OPTION, TREE_OPTION, _run
+from lemonpack.errors import one_line
 
 CAPABILITIES = ("text_generation", "embeddings", "speech_recognition", "speech_synthesis",
                 "image_generation", "video_generation", "decisions")
 
 
-def _providers(tree: Path, extension_dirs: list[Path], lock: Path | None, features: list[str]):
-    """The pipeline's :class:`Selection`: with ``--lock`` the release's extensions (the lock's
-    selection); without, every extension the platform supports (a self-built Gufo)."""
-    from lemonpack.extensions.pipeline import run_pipeline
+def registry_candidates(selection, mode: str) -> list:
+    """The providers to list, as pipeline ``ProviderStatus`` entries in registry order: the
+    selection's (the registry a build compiles in), then those of every other valid
+    extension discovered, unavailable with the reason they are not in this build (``mode``:
+    how the selection was made: ``lock``, ``all`` or ``list``). Only the former are asked."""
+    from lemonpack.extensions.pipeline import ProviderStatus, provider_status, registry_order
 
-    return run_pipeline(tree, extra_dirs=tuple(extension_dirs), select="lock" if lock else "all", lock=lock,
-                        features=frozenset(features) if features else None)
+    chosen = {e.name for e in selection.extensions}
+    listed = list(selection.providers)
+    for ext in registry_order([e for e in selection.discovered if e.name not in chosen], selection.lock):
+        for st in provider_status(ext, selection.features):
+            why = {"lock": "not named in the release lock",
+                   "all": st.reason or "not selected"}.get(mode, "not selected")
+            listed.append(ProviderStatus(ext, st.provider, False, f"extension {ext.name} is not in this build: {why}"))
+    return listed
 
 
 @app.command("probe")
 def probe(
     model: Path = typer.Argument(..., metavar="MODEL_FILE", help="GGUF model file."),
-    extension_dir: list[Path] = typer.Option([], "--extension-dir", metavar="DIR",
-                                             help="Extra extension directory (repeatable; also GUFO_EXTENSION_DIRS)."),
-    lock: Path | None = typer.Option(None, "--lock", metavar="PATH",
-                                     help="Release lock: ask only the providers of the extensions it selects "
-                                          "(default: every extension the platform supports)."),
-    feature: list[str] = typer.Option([], "--feature", metavar="FEATURE",
-                                      help="Build feature (repeatable: linux, hip, cuda, vulkan, testing); "
-                                           "default: the host's."),
+    tree: Path = TREE_OPTION,
+    extension_dir: list[Path] = DIR_OPTION,
+    lock: Path = LOCK_OPTION,
+    select: list[str] = SELECT_OPTION,
+    feature: list[str] = FEATURE_OPTION,
     capability: str = typer.Option("text_generation", "--capability", metavar="CAPABILITY",
                                    help=f"Capability of the providers asked ({', '.join(CAPABILITIES)})."),
-    tree: Path = typer.Option(Path("."), "--tree", metavar="DIR",
-                              help="Extension tree to discover (holds extensions.lock); default: current directory."),
     json_out: bool = JSON_OPTION,
 ) -> int:
-    """Show which provider would serve MODEL_FILE, asking each probe in registry order (first yes wins)."""
-    from lemonpack.errors import LemonpackError
+    """Show which extension provider would serve MODEL_FILE: each probe of the registry is
+    asked in order, the first yes wins (seed 002 section 4). Exit 1 when none says yes."""
     from lemonpack.extensions.probe import decide, read_identity
 
     if capability not in CAPABILITIES:
-        raise LemonpackError(f"--capability {capability!r} is not one of {', '.join(CAPABILITIES)}")
+        raise typer.BadParameter(f"{capability!r} is not one of {', '.join(CAPABILITIES)}", param_hint="--capability")
     identity = read_identity(model)
-    selection = _providers(tree, extension_dir, lock, feature)
-    decision = decide(identity, selection.providers, capability)
+    selection = _run(tree, extension_dir, lock, select, feature)
+    mode = select[0] if len(select) == 1 and select[0] in ("lock", "all") else ("list" if select else "lock")
+    decision = decide(identity, registry_candidates(selection, mode), capability)
     if json_out:
         print_json({**decision.to_json(), "model": str(model), "format": identity.format,
-                    "features": sorted(selection.features), "api_version": selection.api_version})
+                    "features": sorted(selection.features), "api_version": selection.api_version,
+                    "rejected": [{"manifest": str(m), "reasons": list(r)} for m, r in selection.rejected]})
         return 0 if decision.ok else 1
-    arch = identity.architecture if identity.architecture is not None else "(none)"
-    console.print(f"model: {model} (GGUF v{identity.version}, general.architecture = {arch}, "
-                  f"{len(identity.tensors)} tensors)", markup=False)
-    console.print(f"features: {' '.join(sorted(selection.features)) or '(none)'}", markup=False)
-    if decision.ok:
-        c = decision.chosen
-        console.print(f"decision: {c.provider} ({c.extension})", markup=False)
-    else:
-        console.print("decision: none", markup=False)
+    arch = repr(identity.architecture) if identity.architecture is not None else "(missing)"
+    out = lambda text: console.print(one_line(text), markup=False)  # noqa: E731
+    out(f"model: {model} (GGUF v{identity.version}, general.architecture = {arch}, {len(identity.tensors)} tensors)")
+    out(f"features: {' '.join(sorted(selection.features)) or '-'}; extension API {selection.api_version}")
+    c = decision.chosen
+    out(f"decision: {c.provider} ({c.extension})" if c else "decision: none")
     if not decision.candidates:
-        console.print(f"providers of {capability}: none in the registry", markup=False)
+        out(f"providers of {capability}: none")
     else:
-        console.print(f"providers of {capability}, in registry order (first yes wins):", markup=False)
-    shadowed_by = None
+        out(f"providers of {capability}, in registry order (the first yes wins):")
+    first = None
     for i, c in enumerate(decision.candidates, 1):
         if not c.available:
-            verdict = "not asked (unavailable)"
+            verdict = "not asked"
         elif c.chosen:
-            verdict, shadowed_by = "yes: chosen", c.provider
+            verdict, first = "yes: chosen", c.provider
         elif c.answer:
-            verdict = f"yes, but {shadowed_by} said yes first"
+            verdict = f"yes, but {first} said yes first"
         else:
             verdict = "no"
-        console.print(f"  {i}. {c.provider} ({c.extension}): {verdict}", markup=False)
+        out(f"  {i}. {c.provider} ({c.extension}): {verdict}")
         for reason in c.reasons:
-            console.print(f"       - {reason}", markup=False)
+            out(f"       - {reason}")
+    if selection.rejected:
+        out(f"rejected manifests: {len(selection.rejected)} (not asked; see lemonpack extensions check)")
     if not decision.ok:
-        err_console.print(f"error: {decision.message}", markup=False)
+        err_console.print(one_line(f"error: {decision.message}"), markup=False)
         return 1
     return 0
