@@ -21,9 +21,8 @@ import typer
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
 from lemonpack.cli.extensions_cmds import DIR_OPTION, FEATURE_OPTION, LOCK_OPTION, SELECT_OPTION, TREE_OPTION, _run
 from lemonpack.errors import one_line
+from lemonpack.extensions.manifest import CAPABILITIES
 
-CAPABILITIES = ("text_generation", "embeddings", "speech_recognition", "speech_synthesis",
-                "image_generation", "video_generation", "decisions")
 
 
 def registry_candidates(selection, mode: str) -> list:
