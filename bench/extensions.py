@@ -4,7 +4,8 @@ headers (a script, not a test).
 
 Pipeline. ``--extensions`` (default 2,000) generated community extension directories, each
 an ``extension.json`` (two providers, one option, two targets, a dependency on the previous
-extension in every tenth) and its ``extension.cpp``, beside a tree with an empty lock. Timed:
+extension in every tenth) and its ``extension.cpp``, given as an extension directory beside
+the repository's own tree (the 8 official extensions, its lock and API records). Timed:
 :func:`lemonpack.extensions.pipeline.run_pipeline` (discover, validate, select ``all``,
 collisions, API version) plus :func:`lemonpack.extensions.generate.generate` (registry,
 constants header, JSON). Baseline, measured in the same run: reading the same manifest files
@@ -36,6 +37,8 @@ import numpy as np
 from gguf import GGUFWriter
 
 from lemonpack.extensions.probe import decide, read_identity
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository: catalogue/extensions, api/, extensions.lock
 
 PROBES = [  # seed 002 fig. 4: deepseek4 and qwen27-q4 say no to a qwen4exp file; flash-next-q4 says yes
     ("deepseek_v4_flash", "deepseek4", {"format": "gguf", "architecture": ["deepseek4"],
@@ -93,12 +96,10 @@ def manifest(i: int) -> dict:
     }
 
 
-def make_extensions(root: Path, count: int) -> tuple[Path, Path, list[Path]]:
-    """``(tree, extensions dir, manifest paths)``: a tree with an empty lock and ``count``
-    generated extension directories under one extra directory."""
-    tree, exts = root / "tree", root / "community"
-    tree.mkdir()
-    (tree / "extensions.lock").write_text('{"schema": 1, "extensions": []}\n')
+def make_extensions(root: Path, count: int) -> tuple[Path, list[Path]]:
+    """``(extensions dir, manifest paths)``: ``count`` generated extension directories under
+    one directory."""
+    exts = root / "community"
     paths = []
     for i in range(count):
         d = exts / f"bench_{i:05d}"
@@ -106,7 +107,7 @@ def make_extensions(root: Path, count: int) -> tuple[Path, Path, list[Path]]:
         (d / "extension.json").write_text(json.dumps(manifest(i), indent=2))
         (d / "extension.cpp").write_text('#include "gufo/ext/registry.hpp"\n')
         paths.append(d / "extension.json")
-    return tree, exts, paths
+    return exts, paths
 
 
 def bench_pipeline(count: int, repeat: int) -> None:
@@ -117,17 +118,19 @@ def bench_pipeline(count: int, repeat: int) -> None:
         print(f"pipeline: skipped ({e.name} is not there yet)")
         return
     with tempfile.TemporaryDirectory(prefix="lemonpack-bench-ext-") as tmp:
-        tree, exts, paths = make_extensions(Path(tmp), count)
+        exts, paths = make_extensions(Path(tmp), count)
+        paths += sorted(ROOT.glob("catalogue/extensions/*/extension.json"))
 
         def pipeline():
-            selection = run_pipeline(tree, extra_dirs=(exts,), select="all", features=frozenset({"linux"}))
+            selection = run_pipeline(ROOT, extra_dirs=(exts,), select="all", features=frozenset({"linux", "hip"}))
             return selection, generate(selection)
 
         selection, files = pipeline()
-        assert len(selection.extensions) == count, (len(selection.extensions), selection.rejected[:3])
+        assert not selection.rejected, selection.rejected[:3]
+        assert len(selection.extensions) == len(paths), (len(selection.extensions), len(paths))
         t_pipe = best(pipeline, repeat)
         t_read = best(lambda: [json.loads(p.read_bytes()) for p in paths], repeat)
-        print(f"pipeline, {count} extensions ({len(selection.providers)} providers, "
+        print(f"pipeline, {count} community + {len(paths) - count} official extensions ({len(selection.providers)} providers, "
               f"{sum(map(len, files.values())) // 1024} KiB generated): {t_pipe:.3f} s "
               f"({t_pipe / count * 1e6:.0f} us per extension); reading + json.loads of the same "
               f"manifests: {t_read:.3f} s; ratio {t_pipe / t_read:.1f}; target < 2 s: "
