@@ -326,14 +326,14 @@ def _read(win: _Window) -> ModelIdentity:
         metadata[key] = r.value(vtype)
         types[key] = _TYPE_NAMES.get(vtype, str(vtype))
     tensors: list[TensorInfo] = []
-    seen: set[str] = set()
+    append, make, types_get = tensors.append, TensorInfo._make, _GGML_TYPES.get
     u64, u32 = r.u64.unpack_from, r.u32.unpack_from
-    dims = [struct.Struct(f"{order}{k}Q").unpack_from for k in range(MAX_DIMS + 1)]
-    tail = struct.Struct(order + "IQ").unpack_from  # type, offset (standard sizes: no padding)
+    # per dimension count: the dimensions, the GGML type and the data offset in one unpack
+    rest = [struct.Struct(f"{order}{k}QIQ").unpack_from for k in range(MAX_DIMS + 1)]
+    buf, start = win.buf, win.start
+    p = win.pos - start
     for i in range(n_tensors):
-        # fast path: the whole entry is in the window (a tight loop over it: thousands per file)
-        buf, start = win.buf, win.start
-        p = win.pos - start
+        # fast path: the whole entry is in the window (a tight loop: thousands per file)
         if 0 <= p and p + 8 <= len(buf):
             n = u64(buf, p)[0]
             q = p + 8 + n
@@ -341,30 +341,31 @@ def _read(win: _Window) -> ModelIdentity:
                 nd = u32(buf, q)[0]
                 e = q + 16 + 8 * nd
                 if nd <= MAX_DIMS and e <= len(buf):
-                    name = buf[p + 8:q].decode("utf-8", "replace")
-                    shape = dims[nd](buf, q + 4)
-                    ttype, offset = tail(buf, q + 4 + 8 * nd)
-                    if name in seen:
-                        raise win.fail(f"duplicate tensor name {name!r} (tensor info {i + 1} of {n_tensors})")
-                    seen.add(name)
-                    win.pos = start + e
-                    tensors.append(TensorInfo(name, shape, _GGML_TYPES.get(ttype) or f"type{ttype}", offset))
+                    *shape, ttype, offset = rest[nd](buf, q + 4)
+                    append(make((buf[p + 8:q].decode("utf-8", "replace"), tuple(shape),
+                                 types_get(ttype) or f"type{ttype}", offset)))
+                    p = e
                     continue
         # slow path: exact reads that refill the window, and the errors
+        win.pos = start + p
         win.what = f"tensor info {i + 1} of {n_tensors}"
         name = r.string(MAX_NAME)
         win.what = f"tensor info {i + 1} of {n_tensors} ({name})"
         nd = r.unpack(r.u32)
         if nd > MAX_DIMS:
             raise win.fail(f"tensor {name!r} has {nd} dimensions (at most {MAX_DIMS})")
-        buf, off = win.take(8 * nd)
-        shape = dims[nd](buf, off)
-        ttype = r.unpack(r.u32)
-        offset = r.unpack(r.u64)
-        if name in seen:
-            raise win.fail(f"duplicate tensor name {name!r} (tensor info {i + 1} of {n_tensors})")
-        seen.add(name)
-        tensors.append(TensorInfo(name, shape, _GGML_TYPES.get(ttype) or f"type{ttype}", offset))
+        b, off = win.take(8 * nd + 12)
+        *shape, ttype, offset = rest[nd](b, off)
+        append(TensorInfo(name, tuple(shape), types_get(ttype) or f"type{ttype}", offset))
+        buf, start = win.buf, win.start
+        p = win.pos - start
+    win.pos = start + p
+    if len({t.name for t in tensors}) != len(tensors):
+        seen: set[str] = set()
+        for i, t in enumerate(tensors):
+            if t.name in seen:
+                raise win.fail(f"duplicate tensor name {t.name!r} (tensor info {i + 1} of {n_tensors})")
+            seen.add(t.name)
     arch = metadata.get("general.architecture")
     return ModelIdentity(architecture=arch if isinstance(arch, str) else None, metadata=metadata,
                          tensors=tuple(tensors), path=win.path, format="gguf", version=version,
