@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -72,7 +72,8 @@ class Selection:
     ``providers``: their providers in registry order; ``rejected``: ``[(manifest path,
     [reasons])]`` of every discovered manifest that failed a rule, in discovery order;
     ``discovered``: every valid extension (selected or not), in registry order;
-    ``api_version``: the host's ``0.MINOR.REVISION``; ``features``: the build's features."""
+    ``api_version``: the host's ``0.MINOR.REVISION``; ``features``: the build's features;
+    ``lock``: the release lock's names."""
 
     extensions: tuple[Extension, ...]
     providers: tuple[ProviderStatus, ...]
@@ -81,7 +82,6 @@ class Selection:
     features: frozenset[str]
     discovered: tuple[Extension, ...] = ()
     lock: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
 
 
 # ---------------------------------------------------------------- features and API version
@@ -122,7 +122,7 @@ def api_problem(ext: Extension, minor: int, revision: int) -> str | None:
     want_minor, want_rev = ext.api_minimum()
     host = f"0.{minor}.{revision}"
     if want_minor != minor:
-        return (f"needs extension API {ext.api_version.replace('>=', '>=').strip()} but the host API is {host}: "
+        return (f"needs extension API {ext.api_version.strip()} but the host API is {host}: "
                 f"the minor numbers differ ({want_minor} != {minor}), and a minor bump may break extensions")
     if want_rev > revision:
         return (f"needs extension API {ext.api_version.strip()} but the host API is {host}: "
@@ -481,7 +481,6 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                 raise ExtensionError(f"selected extension {m} was rejected:\n  " + "\n  ".join(reasons))
             roots.append(hit[0].name)
     names, errors = _closure(roots, valid_by_name, rejected_by_name)
-    warnings: list[str] = []
     if errors:
         if select == "all":  # an unbuildable community extension is skipped, not fatal
             for root, message in errors.items():
@@ -495,7 +494,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     providers = tuple(s for e in selected for s in provider_status(e, features))
     discovered = registry_order([e for e in kept if e.manifest not in rejected], lock_names)
     return Selection(tuple(selected), providers, tuple((m, tuple(r)) for m, r in rejected.items()), api_version,
-                     features, tuple(discovered), tuple(lock_names), tuple(warnings))
+                     features, tuple(discovered), tuple(lock_names))
 
 
 __all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "collision_problems", "default_features",
