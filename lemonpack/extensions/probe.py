@@ -275,20 +275,24 @@ def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
     tensor name, too many dimensions, strings/arrays larger than the limits above.
     """
     where = str(path)
-    try:
-        f = open(path, "rb")
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ModelFileError(one_line(f"model file not found: {where}")) from None
-    except IsADirectoryError:
-        raise ModelFileError(one_line(f"{where}: is a directory, not a GGUF model file")) from None
     except OSError as e:
         raise ModelFileError(one_line(f"{where}: cannot read: {e.strerror or e}")) from None
-    with f:
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ModelFileError(one_line(f"{where}: is a directory, not a GGUF model file"))
+        if not stat.S_ISREG(mode):
+            raise ModelFileError(one_line(f"{where}: not a regular file, not a GGUF model file"))
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb", buffering=0) as f:
         try:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise ModelFileError(one_line(f"{where}: not a regular file, not a GGUF model file"))
-            return _read(_Window(f, st.st_size, where))
+            return _read(_Window(f, os.fstat(fd).st_size, where))
         except OSError as e:
             raise ModelFileError(one_line(f"{where}: cannot read: {e.strerror or e}")) from None
 

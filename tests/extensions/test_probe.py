@@ -201,6 +201,10 @@ def test_missing_directory_and_device(tmp_path):
         read_identity(tmp_path)
     with pytest.raises(ModelFileError, match="not a regular file"):
         read_identity("/dev/null")
+    fifo = tmp_path / "fifo.gguf"
+    os.mkfifo(fifo)  # no writer: opening must not wait for one
+    with pytest.raises(ModelFileError, match="not a regular file"):
+        read_identity(fifo)
 
 
 # --- one probe ----------------------------------------------------------------------------------
