@@ -20,6 +20,7 @@ from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (
 from lemonpack.cli import release_cmds  # noqa: F401  (register commands)
 from lemonpack.cli import registry_cmds  # noqa: F401  (publish, pull, pin)
 from lemonpack.errors import LemonpackError
+from lemonpack.cli import probe_cmds  # noqa: F401  (lemonpack probe: issue 7)
 
 for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "extensions_cmds",
               "signing_cmds"):

@@ -1,0 +1,621 @@
+"""Picking the provider for a model file (seed 002 section 4).
+
+The core reads the artifact identity of a model file without loading weights: for a GGUF,
+``general.architecture``, the other metadata key/values, and the tensor names and shapes.
+It hands that identity to the probe of every registered provider of the capability asked
+for, in the registry's fixed order (CONTRACTS.md "Selection and registry order"); each
+probe answers yes or no from metadata alone, and the first yes wins. No yes at all is an
+error: "No text provider found for model architecture '<arch>'".
+
+Three functions:
+
+- :func:`read_identity` reads the GGUF header and tensor-info section only (format:
+  https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, versions 2 and 3, either byte
+  order). It does not use :class:`gguf.GGUFReader`, only the ``gguf`` package's constants
+  (magic, value types, GGML tensor types): the reader memory-maps the whole file and builds
+  numpy views over every tensor's data, so it fails on a file whose tensor data is absent
+  (a header-only or partly downloaded file), and it builds one numpy object per element of
+  every metadata array (4.3 s for a 150,000-token vocabulary here, against ~0.1 s for this
+  reader, which skips arrays without materialising them). Reads are windowed
+  (64 KiB, grown on demand), never past the tensor-info section, never a memory map (a file
+  truncated while mapped would kill the process with SIGBUS).
+- :func:`evaluate` runs one declarative probe (CONTRACTS.md "Provider probe") against an
+  identity and says why, one human sentence per condition.
+- :func:`decide` / :func:`pick_provider` ask the probes in order.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import stat
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from lemonpack.errors import LemonpackError, one_line
+
+#: GGUF constants, from the ``gguf`` package (the format's reference implementation).
+from gguf.constants import GGUF_MAGIC, GGMLQuantizationType, GGUFValueType
+
+#: Capability -> the word the no-provider message uses ("No text provider found ...").
+CAPABILITY_WORDS = {
+    "text_generation": "text",
+    "embeddings": "embeddings",
+    "speech_recognition": "speech recognition",
+    "speech_synthesis": "speech synthesis",
+    "image_generation": "image",
+    "video_generation": "video",
+    "decisions": "decision",
+}
+
+#: GGUF versions read (1 used 32-bit counts and is obsolete; the gguf package reads 2 and 3).
+SUPPORTED_VERSIONS = (2, 3)
+#: Most dimensions a GGML tensor has.
+MAX_DIMS = 4
+#: Longest metadata key and tensor name read (bytes); the GGUF spec caps keys at 65535.
+MAX_NAME = 65535
+#: Longest string value read (bytes): chat templates are tens of KiB; a 16 MiB one is hostile.
+MAX_STRING = 16 * 2**20
+#: Deepest nesting of metadata arrays followed.
+MAX_ARRAY_DEPTH = 4
+_WINDOW = 64 * 1024
+
+_SCALARS: dict[int, tuple[str, str]] = {  # GGUF value type -> (struct code, name)
+    GGUFValueType.UINT8: ("B", "uint8"), GGUFValueType.INT8: ("b", "int8"),
+    GGUFValueType.UINT16: ("H", "uint16"), GGUFValueType.INT16: ("h", "int16"),
+    GGUFValueType.UINT32: ("I", "uint32"), GGUFValueType.INT32: ("i", "int32"),
+    GGUFValueType.FLOAT32: ("f", "float32"), GGUFValueType.BOOL: ("B", "bool"),
+    GGUFValueType.UINT64: ("Q", "uint64"), GGUFValueType.INT64: ("q", "int64"),
+    GGUFValueType.FLOAT64: ("d", "float64"),
+}
+_GGML_TYPES = {int(t): t.name for t in GGMLQuantizationType}
+_TYPE_NAMES = {**{k: v[1] for k, v in _SCALARS.items()}, GGUFValueType.STRING: "string", GGUFValueType.ARRAY: "array"}
+
+
+class ModelFileError(LemonpackError):
+    """A model file could not be read as a GGUF: missing, not a regular file, unreadable,
+    not GGUF (wrong magic), an unsupported version, or a header that is truncated or
+    inconsistent. The message starts with the file's path. Exit code 1."""
+
+    kind = "model-file"
+
+
+class NoProviderError(LemonpackError):
+    """No available provider of the capability said yes (seed 002 section 4: "No text
+    provider found for model architecture"). ``decision`` is the full :class:`Decision`."""
+
+    kind = "no-provider"
+
+    def __init__(self, decision: "Decision"):
+        self.decision = decision
+        super().__init__(decision.message)
+
+    def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``decision`` (:meth:`Decision.to_json`)."""
+        return {"error": self.kind, "message": str(self), "decision": self.decision.to_json()}
+
+
+@dataclass(frozen=True)
+class ArrayValue:
+    """A metadata array, summarised: its element type name (``string``, ``uint32``, ``array``
+    ...) and length. Arrays are never materialised (a vocabulary has 150,000 strings)."""
+
+    element_type: str
+    length: int
+
+    def __str__(self) -> str:
+        return f"an array of {self.length} {self.element_type}"
+
+
+class TensorInfo(NamedTuple):
+    """One tensor's description from the tensor-info section.
+
+    ``shape`` is as the file stores it and ``gguf`` reports it (GGML order: ``ne[0]``, the
+    fastest-varying dimension, first; ``ffn_gate_exps`` of a MoE model is
+    ``[n_embd, n_ff_exp, n_expert]``). ``type`` is the GGML type name (``F32``, ``Q4_K``,
+    ``type<N>`` for one this gguf package does not know); ``offset`` is relative to the
+    tensor data section and is never followed. A named tuple: a model has thousands."""
+
+    name: str
+    shape: tuple[int, ...]
+    type: str
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "shape", "type", "offset"}``."""
+        return {"name": self.name, "shape": list(self.shape), "type": self.type, "offset": self.offset}
+
+
+@dataclass(frozen=True, eq=False)
+class ModelIdentity:
+    """What a probe sees of a model file (seed 002 section 4: the artifact identity).
+
+    ``architecture``: ``general.architecture`` when it is a string, else None.
+    ``metadata``: key -> value (``int``, ``float``, ``bool``, ``str`` or :class:`ArrayValue`),
+    in file order, with ``metadata_types`` key -> GGUF type name (``uint32``, ``string`` ...).
+    ``tensors``: every :class:`TensorInfo`, in file order. ``path``: the file as given;
+    ``format``: ``"gguf"``; ``version``: the GGUF version; ``header_bytes``: where the
+    tensor-info section ends (bytes read at most, rounded up to the read window)."""
+
+    architecture: str | None
+    metadata: Mapping[str, Any]
+    tensors: tuple[TensorInfo, ...]
+    path: str = ""
+    format: str = "gguf"
+    version: int = 3
+    metadata_types: Mapping[str, str] = field(default_factory=dict)
+    header_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON shape: ``{"path", "format", "version", "architecture", "metadata": {key:
+        {"type", "value"}}, "tensors": [...], "header_bytes"}``; an array's value is
+        ``{"element_type", "length"}``; non-finite floats become strings."""
+        def value(v: Any) -> Any:
+            if isinstance(v, ArrayValue):
+                return {"element_type": v.element_type, "length": v.length}
+            if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+                return repr(v)
+            return v
+        return {"path": self.path, "format": self.format, "version": self.version,
+                "architecture": self.architecture,
+                "metadata": {k: {"type": self.metadata_types.get(k, ""), "value": value(v)}
+                             for k, v in self.metadata.items()},
+                "tensors": [t.to_json() for t in self.tensors], "header_bytes": self.header_bytes}
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+class _Window:
+    """Reads ``[pos, pos + n)`` of an open file through a window buffer; skips are seeks."""
+
+    def __init__(self, f, size: int, path: str):
+        self.f, self.size, self.path = f, size, path
+        self.buf, self.start, self.pos, self.high = b"", 0, 0, 0
+        self.what = "header"
+
+    def fail(self, message: str) -> ModelFileError:
+        return ModelFileError(one_line(f"{self.path}: {message}"))
+
+    def truncated(self, n: int) -> ModelFileError:
+        return self.fail(f"truncated GGUF file: reading {self.what} needs {n} bytes at offset {self.pos}, "
+                         f"the file has {self.size} bytes")
+
+    def take(self, n: int) -> tuple[bytes, int]:
+        """``(buffer, offset in buffer)`` holding the next ``n`` bytes; advances."""
+        end = self.pos + n
+        if end > self.size:
+            raise self.truncated(n)
+        off = self.pos - self.start
+        if off < 0 or end > self.start + len(self.buf):
+            self.f.seek(self.pos)
+            want = max(n, _WINDOW, len(self.buf))  # grows with a long header: fewer reads
+            self.buf = self.f.read(min(want, self.size - self.pos))
+            self.start, off = self.pos, 0
+            if len(self.buf) < n:  # the file shrank under us
+                raise self.truncated(n)
+            self.high = max(self.high, self.start + len(self.buf))
+        self.pos = end
+        return self.buf, off
+
+    def skip(self, n: int) -> None:
+        if self.pos + n > self.size:
+            raise self.truncated(n)
+        self.pos += n
+
+
+class _Reader:
+    def __init__(self, win: _Window, order: str):
+        self.win = win
+        self.u32 = struct.Struct(order + "I")
+        self.u64 = struct.Struct(order + "Q")
+        self.scalars = {t: struct.Struct(order + code) for t, (code, _) in _SCALARS.items()}
+
+    def unpack(self, s: struct.Struct) -> Any:
+        buf, off = self.win.take(s.size)
+        return s.unpack_from(buf, off)[0]
+
+    def string(self, limit: int) -> str:
+        n = self.unpack(self.u64)
+        if n > limit:
+            raise self.win.fail(f"{self.win.what}: a string of {n} bytes at offset {self.win.pos - 8} "
+                                f"exceeds the {limit}-byte limit")
+        buf, off = self.win.take(n)
+        return bytes(buf[off:off + n]).decode("utf-8", errors="replace")
+
+    def value(self, vtype: int, depth: int = 0) -> Any:
+        if vtype == GGUFValueType.STRING:
+            return self.string(MAX_STRING)
+        if vtype == GGUFValueType.ARRAY:
+            return self.array(depth)
+        s = self.scalars.get(vtype)
+        if s is None:
+            raise self.win.fail(f"{self.win.what}: unknown GGUF value type {vtype}")
+        v = self.unpack(s)
+        return bool(v) if vtype == GGUFValueType.BOOL else v
+
+    def array(self, depth: int) -> ArrayValue:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.win.fail(f"{self.win.what}: arrays nested deeper than {MAX_ARRAY_DEPTH}")
+        etype = self.unpack(self.u32)
+        count = self.unpack(self.u64)
+        win = self.win
+        if etype == GGUFValueType.STRING or etype == GGUFValueType.ARRAY:
+            least = 8 if etype == GGUFValueType.STRING else 12
+            if count * least > win.size - win.pos:
+                raise win.fail(f"{win.what}: an array of {count} {_TYPE_NAMES[etype]} cannot fit in the "
+                               f"{win.size - win.pos} bytes left after offset {win.pos}")
+            if etype == GGUFValueType.STRING:
+                u64 = self.u64
+                for _ in range(count):
+                    buf, off = win.take(8)
+                    win.skip(u64.unpack_from(buf, off)[0])
+            else:
+                for _ in range(count):
+                    self.array(depth + 1)
+        elif etype in self.scalars:
+            win.skip(count * self.scalars[etype].size)
+        else:
+            raise win.fail(f"{win.what}: unknown GGUF array element type {etype}")
+        return ArrayValue(_TYPE_NAMES[etype], count)
+
+
+def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
+    """The :class:`ModelIdentity` of the GGUF file at ``path``, reading only its header,
+    metadata key/values and tensor-info section (never tensor data: a file whose tensor data
+    is absent reads the same). Follows the GGUF spec (ggml docs/gguf.md), versions 2 and 3,
+    little- or big-endian.
+
+    Raises :class:`ModelFileError` (exit 1) naming the file: not found, not a regular file,
+    unreadable, empty, not GGUF (magic), unsupported version, truncated, duplicate key or
+    tensor name, too many dimensions, strings/arrays larger than the limits above.
+    """
+    where = str(path)
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ModelFileError(one_line(f"model file not found: {where}")) from None
+    except OSError as e:
+        raise ModelFileError(one_line(f"{where}: cannot read: {e.strerror or e}")) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ModelFileError(one_line(f"{where}: is a directory, not a GGUF model file"))
+        if not stat.S_ISREG(mode):
+            raise ModelFileError(one_line(f"{where}: not a regular file, not a GGUF model file"))
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb", buffering=0) as f:
+        try:
+            return _read(_Window(f, os.fstat(fd).st_size, where))
+        except OSError as e:
+            raise ModelFileError(one_line(f"{where}: cannot read: {e.strerror or e}")) from None
+
+
+def _read(win: _Window) -> ModelIdentity:
+    if win.size < 4:
+        raise win.fail(f"not a GGUF file ({'empty' if win.size == 0 else f'{win.size} bytes'}; "
+                       "a GGUF file starts with the magic bytes 'GGUF')")
+    buf, off = win.take(4)
+    magic = bytes(buf[off:off + 4])
+    if struct.unpack("<I", magic)[0] != GGUF_MAGIC:
+        raise win.fail(f"not a GGUF file (starts with {magic!r}, not b'GGUF')")
+    win.what = "the GGUF version"
+    buf, off = win.take(4)
+    order = "<"
+    version = struct.unpack_from("<I", buf, off)[0]
+    if version & 0xFFFF == 0 and version:  # written on a big-endian host
+        order, version = ">", struct.unpack_from(">I", buf, off)[0]
+    if version not in SUPPORTED_VERSIONS:
+        raise win.fail(f"GGUF version {version} is not supported (supported: "
+                       f"{', '.join(map(str, SUPPORTED_VERSIONS))})")
+    r = _Reader(win, order)
+    win.what = "the tensor and key/value counts"
+    n_tensors = r.unpack(r.u64)
+    n_kv = r.unpack(r.u64)
+    metadata: dict[str, Any] = {}
+    types: dict[str, str] = {}
+    for i in range(n_kv):
+        win.what = f"key/value {i + 1} of {n_kv}"
+        key = r.string(MAX_NAME)
+        win.what = f"key/value {i + 1} of {n_kv} ({key})"
+        vtype = r.unpack(r.u32)
+        if key in metadata:
+            raise win.fail(f"duplicate metadata key {key!r} (key/value {i + 1} of {n_kv})")
+        metadata[key] = r.value(vtype)
+        types[key] = _TYPE_NAMES.get(vtype, str(vtype))
+    tensors: list[TensorInfo] = []
+    append, make, types_get = tensors.append, TensorInfo._make, _GGML_TYPES.get
+    u64, u32 = r.u64.unpack_from, r.u32.unpack_from
+    # per dimension count: the dimensions, the GGML type and the data offset in one unpack
+    rest = [struct.Struct(f"{order}{k}QIQ").unpack_from for k in range(MAX_DIMS + 1)]
+    buf, start = win.buf, win.start
+    p = win.pos - start
+    for i in range(n_tensors):
+        # fast path: the whole entry is in the window (a tight loop: thousands per file)
+        if 0 <= p and p + 8 <= len(buf):
+            n = u64(buf, p)[0]
+            q = p + 8 + n
+            if n <= MAX_NAME and q + 4 <= len(buf):
+                nd = u32(buf, q)[0]
+                e = q + 16 + 8 * nd
+                if nd <= MAX_DIMS and e <= len(buf):
+                    *shape, ttype, offset = rest[nd](buf, q + 4)
+                    append(make((buf[p + 8:q].decode("utf-8", "replace"), tuple(shape),
+                                 types_get(ttype) or f"type{ttype}", offset)))
+                    p = e
+                    continue
+        # slow path: exact reads that refill the window, and the errors
+        win.pos = start + p
+        win.what = f"tensor info {i + 1} of {n_tensors}"
+        name = r.string(MAX_NAME)
+        win.what = f"tensor info {i + 1} of {n_tensors} ({name})"
+        nd = r.unpack(r.u32)
+        if nd > MAX_DIMS:
+            raise win.fail(f"tensor {name!r} has {nd} dimensions (at most {MAX_DIMS})")
+        b, off = win.take(8 * nd + 12)
+        *shape, ttype, offset = rest[nd](b, off)
+        append(TensorInfo(name, tuple(shape), types_get(ttype) or f"type{ttype}", offset))
+        buf, start = win.buf, win.start
+        p = win.pos - start
+    win.pos = start + p
+    if len({t.name for t in tensors}) != len(tensors):
+        seen: set[str] = set()
+        for i, t in enumerate(tensors):
+            if t.name in seen:
+                raise win.fail(f"duplicate tensor name {t.name!r} (tensor info {i + 1} of {n_tensors})")
+            seen.add(t.name)
+    arch = metadata.get("general.architecture")
+    return ModelIdentity(architecture=arch if isinstance(arch, str) else None, metadata=metadata,
+                         tensors=tuple(tensors), path=win.path, format="gguf", version=version,
+                         metadata_types=types, header_bytes=win.pos)
+
+
+# --- one probe ------------------------------------------------------------------------------------
+
+def _show(v: Any) -> str:
+    """A value as a reason prints it: strings quoted, booleans as JSON (true/false)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return repr(v)
+    return str(v)
+
+
+def _shape(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("null" if d is None else str(d) for d in shape) + "]"
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    """Exact equality of a probe's value with a file's: a boolean matches only a boolean,
+    an integer only an integer (never a float or a boolean), a string only a string."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if isinstance(expected, int):
+        return isinstance(actual, int) and expected == actual
+    if isinstance(expected, str):
+        return isinstance(actual, str) and expected == actual
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str):
+    """A predicate on tensor names: an fnmatch glob (``*``, ``?``, ``[...]``) or exact."""
+    if any(c in pattern for c in "*?["):
+        return re.compile(fnmatch.translate(pattern)).match
+    return pattern.__eq__
+
+
+def _as_mapping(probe: Any) -> Mapping[str, Any] | None:
+    """A probe as a mapping: a dict as the manifest has it, or an object with ``to_json()``
+    or dataclass fields (whatever ext-core's manifest model holds)."""
+    if probe is None or isinstance(probe, Mapping):
+        return probe
+    if hasattr(probe, "to_json"):
+        return probe.to_json()
+    import dataclasses
+    if dataclasses.is_dataclass(probe):
+        return dataclasses.asdict(probe)
+    raise TypeError(f"a probe must be a mapping, not {type(probe).__name__}")
+
+
+def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
+    """Run one declarative probe (CONTRACTS.md "Provider probe") against ``identity``.
+
+    ``probe`` is the manifest's mapping ``{"format": "gguf", "architecture": [...],
+    "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape"}]}``.
+    The architecture decides first: when it is not one of the probe's, that is the one
+    reason given. Otherwise every other condition is checked (not only up to the first
+    failure) and gives one reason,
+    e.g. ``general.architecture is 'llama', not one of ['qwen4exp']`` or ``tensor
+    blk.*.ffn_gate_exps.weight shape [2048, 768, 64] matches (48 tensors)``. Returns
+    ``(yes, reasons)``: yes when every condition holds. A missing probe (None) says no.
+    Raises nothing for any identity.
+    """
+    p = _as_mapping(probe)
+    if p is None:
+        return False, ["declares no probe"]
+    reasons: list[str] = []
+    ok = True
+    fmt = p.get("format", "gguf")
+    if fmt != identity.format:
+        return False, [f"probe format {_show(fmt)} does not read a {identity.format} file"]
+    archs = list(p.get("architecture") or [])
+    shown = "[" + ", ".join(_show(a) for a in archs) + "]"
+    if identity.architecture is None:
+        raw = identity.metadata.get("general.architecture")
+        ok = False
+        reasons.append("general.architecture is missing, not one of " + shown if raw is None else
+                       f"general.architecture is {_show(raw)} "
+                       f"({identity.metadata_types.get('general.architecture', '?')}), not a string")
+    elif identity.architecture in archs:
+        reasons.append(f"general.architecture is {_show(identity.architecture)}, one of {shown}")
+    else:
+        ok = False
+        reasons.append(f"general.architecture is {_show(identity.architecture)}, not one of {shown}")
+    if not ok:  # another architecture: the rest of the probe is about a model this is not
+        return False, [one_line(r) for r in reasons]
+    for key, expected in (p.get("metadata") or {}).items():
+        if key not in identity.metadata:
+            ok = False
+            reasons.append(f"metadata {key} is absent, expected {_show(expected)}")
+            continue
+        actual = identity.metadata[key]
+        if _same(expected, actual):
+            reasons.append(f"metadata {key} is {_show(actual)}")
+        else:
+            ok = False
+            kind = identity.metadata_types.get(key)
+            reasons.append(f"metadata {key} is {_show(actual)}{f' ({kind})' if kind else ''}, "
+                           f"not {_show(expected)}")
+    for cond in p.get("tensors") or ():
+        good, why = _tensor_condition(cond, identity.tensors)
+        ok = ok and good
+        reasons.append(why)
+    return ok, [one_line(r) for r in reasons]
+
+
+def _tensor_condition(cond: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> tuple[bool, str]:
+    pattern = cond["name"]
+    present = cond.get("present", True)
+    match = _matcher(pattern)
+    found = [t for t in tensors if match(t.name)]
+    if not present:
+        if found:
+            return False, f"tensor {pattern} should be absent, but {found[0].name} is present" + (
+                f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+        return True, f"tensor {pattern} is absent"
+    if not found:
+        return False, f"no tensor matches {pattern}"
+    want = cond.get("shape")
+    count = f"{len(found)} tensor{'s' if len(found) != 1 else ''}"
+    if want is None:
+        return True, f"tensor {pattern} is present ({count})"
+    want = list(want)
+    for t in found:
+        if len(t.shape) != len(want) or any(w is not None and w != d for w, d in zip(want, t.shape)):
+            return False, f"tensor {t.name} has shape {_shape(t.shape)}, not {_shape(want)}"
+    return True, f"tensor {pattern} shape {_shape(want)} matches ({count})"
+
+
+# --- asking the providers in order ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Candidate:
+    """One provider of the capability asked for, in registry order.
+
+    ``available`` False: its target is not built (``reasons`` holds the registry's reason)
+    and it was not asked (``answer`` None). Otherwise ``answer`` is its probe's yes/no with
+    one reason per condition. ``chosen``: the first yes."""
+
+    extension: str
+    provider: str
+    available: bool
+    answer: bool | None
+    reasons: tuple[str, ...]
+    chosen: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"extension", "provider", "available", "asked", "answer", "chosen", "reasons"}``."""
+        return {"extension": self.extension, "provider": self.provider, "available": self.available,
+                "asked": self.answer is not None, "answer": self.answer, "chosen": self.chosen,
+                "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of :func:`decide`: ``chosen`` (the first candidate whose probe said yes,
+    or None), every candidate of ``capability`` in registry order, and ``message``: the
+    decision in one sentence, or the no-provider error."""
+
+    capability: str
+    architecture: str | None
+    candidates: tuple[Candidate, ...]
+    chosen: Candidate | None
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        """True when a provider was chosen."""
+        return self.chosen is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"ok", "capability", "architecture", "chosen": {"extension", "provider"} | null,
+        "message", "candidates": [...]}``."""
+        c = self.chosen
+        return {"ok": self.ok, "capability": self.capability, "architecture": self.architecture,
+                "chosen": None if c is None else {"extension": c.extension, "provider": c.provider},
+                "message": self.message, "candidates": [x.to_json() for x in self.candidates]}
+
+
+def _unpack(item: Any) -> tuple[str, Any, bool, str | None]:
+    """``(extension name, Provider, available, reason)`` of a registry entry: a
+    ``ProviderStatus(extension, provider, available, reason)`` of the pipeline, or a bare
+    provider (then available, extension unknown: ``""``)."""
+    provider = getattr(item, "provider", None)
+    if provider is None:
+        return "", item, True, None
+    ext = getattr(item, "extension", "")
+    return getattr(ext, "name", ext) or "", provider, bool(getattr(item, "available", True)), getattr(item, "reason", None)
+
+
+def no_provider_message(capability: str, architecture: str | None) -> str:
+    """``No text provider found for model architecture 'qwen4exp'`` (seed 002 section 4);
+    the word is :data:`CAPABILITY_WORDS`'s; a file without ``general.architecture`` says so."""
+    word = CAPABILITY_WORDS.get(capability, capability)
+    if architecture is None:
+        return f"No {word} provider found for model architecture (none: the file has no general.architecture)"
+    return one_line(f"No {word} provider found for model architecture {architecture!r}")
+
+
+def decide(identity: ModelIdentity, providers: Iterable[Any], capability: str = "text_generation") -> Decision:
+    """Ask the probes of ``providers`` (registry order; pipeline ``ProviderStatus`` entries
+    or bare providers) whose ``capability`` matches, in order; the first yes wins (seed 002
+    section 4). Unavailable providers are listed with their reason and not asked. Every
+    available probe is evaluated, so a later provider that would also say yes is shown as
+    such (it is not chosen). Pure: no I/O; raises nothing."""
+    candidates: list[Candidate] = []
+    chosen: Candidate | None = None
+    for item in providers:
+        ext, provider, available, reason = _unpack(item)
+        if getattr(provider, "capability", None) != capability:
+            continue
+        pid = getattr(provider, "id", "?")
+        if not available:
+            candidates.append(Candidate(ext, pid, False, None, (f"unavailable: {reason or 'no reason given'}",)))
+            continue
+        yes, reasons = evaluate(getattr(provider, "probe", None), identity)
+        cand = Candidate(ext, pid, True, yes, tuple(reasons), chosen=yes and chosen is None)
+        if cand.chosen:
+            chosen = cand
+        candidates.append(cand)
+    if chosen is None:
+        message = no_provider_message(capability, identity.architecture)
+    else:
+        label = f"{chosen.provider} ({chosen.extension})" if chosen.extension else chosen.provider
+        message = one_line(f"{label} serves {identity.path or 'the model'}: the first "
+                           f"{CAPABILITY_WORDS.get(capability, capability)} provider in registry order "
+                           "whose probe says yes")
+    return Decision(capability, identity.architecture, tuple(candidates), chosen, message)
+
+
+def pick_provider(identity: ModelIdentity, providers: Iterable[Any], capability: str = "text_generation") -> Decision:
+    """:func:`decide`, raising :class:`NoProviderError` ("No text provider found for model
+    architecture '<arch>'", exit 1) when no available provider's probe says yes. Returns
+    the :class:`Decision`; its ``chosen`` is the winning candidate."""
+    decision = decide(identity, providers, capability)
+    if decision.chosen is None:
+        raise NoProviderError(decision)
+    return decision
+
+
+__all__ = [
+    "ArrayValue", "CAPABILITY_WORDS", "Candidate", "Decision", "ModelFileError", "ModelIdentity",
+    "NoProviderError", "TensorInfo", "decide", "evaluate", "no_provider_message", "pick_provider",
+    "read_identity",
+]
