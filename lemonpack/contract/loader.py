@@ -291,13 +291,50 @@ def _validator(major: int = 1) -> jsonschema.protocols.Validator:
     """The ``jsonschema`` validator of contract ``major``'s schema (draft 2020-12, checked
     against its metaschema once), with three documented narrowings: ECMA-262 ``pattern``
     anchoring, a linear ``uniqueItems``, and integers written as integers."""
-    schema = load_schema(major)
+    return strict_validator(load_schema(major))
+
+
+def strict_validator(schema: dict) -> jsonschema.protocols.Validator:
+    """A ``jsonschema`` validator for one of lemonpack's own schemas (recipe contract,
+    ``extension.json``): the draft its ``$schema`` names, the schema checked against that
+    metaschema, the three narrowings of :func:`_validator`, and every local ``$ref``
+    (``#/$defs/...``) inlined first (:func:`inline_local_refs`): ``jsonschema`` resolves a
+    ``$ref`` through ``referencing`` at every use, which was most of the validation time
+    (2,000 extension manifests: 4.0 s of profile, 3.3 s under ``$ref``). Errors are
+    unchanged: their document paths do not depend on how the schema reached a value."""
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     checker = base.TYPE_CHECKER.redefine("integer", _written_integer)
     cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword},
                                        type_checker=checker)
-    return cls(schema)
+    return cls(inline_local_refs(schema))
+
+
+def inline_local_refs(schema: dict) -> dict:
+    """``schema`` with each ``{"$ref": "#/$defs/NAME"}`` replaced by (a copy of) the
+    definition it names, recursively; a ``$ref`` with sibling keywords becomes those
+    siblings plus ``"allOf": [definition]`` (draft 2020-12 applies both). A reference that
+    is not local or that is part of a cycle is left as it is (``jsonschema`` still resolves
+    it; ``$defs`` stays in the result for that). Pure: ``schema`` is not modified."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any, active: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(v, active) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and "/" not in ref[8:]:
+            name = ref[8:]
+            if name in defs and name not in active:
+                target = walk(defs[name], active + (name,))
+                rest = {k: walk(v, active) for k, v in node.items() if k != "$ref"}
+                if not rest:
+                    return target
+                return {**rest, "allOf": [*rest.get("allOf", []), target]}
+        return {k: (v if k == "$defs" else walk(v, active)) for k, v in node.items()}
+
+    return walk(schema, ())
 
 
 class _DocumentOrder:

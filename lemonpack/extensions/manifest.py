@@ -26,9 +26,8 @@ from typing import Any
 
 import jsonschema
 
-from lemonpack.contract import jsonpath
-from lemonpack.contract.loader import (_DocumentOrder, _convert, _pattern_keyword, _unique_items_keyword,
-                                       _written_integer, parse_json_strict, read_json_text)
+from lemonpack import jsonpath
+from lemonpack.contract.loader import _DocumentOrder, _convert, parse_json_strict, read_json_text, strict_validator
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 
@@ -146,13 +145,7 @@ class Extension:
 
 @lru_cache(maxsize=None)
 def _validator() -> jsonschema.protocols.Validator:
-    schema = load_schema(1, SCHEMA_DIR, SCHEMA_STEM)
-    base = jsonschema.validators.validator_for(schema)
-    base.check_schema(schema)
-    checker = base.TYPE_CHECKER.redefine("integer", _written_integer)
-    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword},
-                                       type_checker=checker)
-    return cls(schema)
+    return strict_validator(load_schema(1, SCHEMA_DIR, SCHEMA_STEM))
 
 
 def schema_problems(doc: Any, file: str) -> list[Problem]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from lemonpack.contract import jsonpath
+from lemonpack import jsonpath
 from lemonpack.contract.loader import parse_json_strict, read_json_text
 from lemonpack.errors import LemonpackError, Problem, one_line
 from lemonpack.extensions import templates

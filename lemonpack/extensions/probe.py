@@ -34,7 +34,6 @@ import stat
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from lemonpack.errors import LemonpackError, one_line

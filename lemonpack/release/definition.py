@@ -32,7 +32,7 @@ from typing import Any
 
 import jsonschema
 
-from lemonpack.contract import jsonpath
+from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
 from lemonpack.errors import LemonpackError, ManifestError, Problem, one_line
 
