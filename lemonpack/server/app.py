@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import logging
 import re
 import time
@@ -413,6 +414,8 @@ class Server:
         listed = {d["id"] for d in data}
         found = self.catalog.discovery()
         for name in sorted(set(self.runner.models()) - listed):
+            if not os.path.isabs(os.path.expanduser(name)):
+                continue  # a registered model removed from the registry: gone from the list at once
             state, reason = self._state(name)
             eng = self.runner.engine(name)
             if state == "unloaded" or eng is None:
