@@ -1,14 +1,22 @@
-"""Reading files that must be regular files themselves (below every room, stdlib only):
-what cache entries, layout blobs, layer records and discovered recipe files are read through,
-so a symlink, a fifo or a directory planted where a file is expected is refused, never
-followed or blocked on."""
+"""Files and directories, below every room (stdlib only).
+
+Reading files that must be regular files themselves: what cache entries, layout blobs, layer
+records and discovered recipe files are read through, so a symlink, a fifo or a directory
+planted where a file is expected is refused, never followed or blocked on. Replacing a
+directory tree in one step (:func:`replace_directory`): what OCI layouts, release
+directories and installs are put in place with, so a reader sees the old tree or the new
+one, never none or half of one."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import os
+import secrets
+import shutil
 import stat
+from pathlib import Path
 from typing import BinaryIO
 
 _READ = 1 << 20
@@ -61,4 +69,67 @@ def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return sha.hexdigest(), size
 
 
-__all__ = ["hash_file", "kind_of", "open_regular"]
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove a directory tree even where an archive made directories read-only. A
+    symlink at ``path`` is removed itself, never followed (nothing outside is touched)."""
+    if os.path.islink(path):
+        os.unlink(path)
+        return
+    for root, dirs, _files in os.walk(path):
+        for d in dirs:
+            p = os.path.join(root, d)
+            if not os.path.islink(p):
+                try:
+                    os.chmod(p, 0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> None:
+    """Swap the directory entries ``a`` and ``b`` atomically (Linux ``renameat2(2)`` with
+    ``RENAME_EXCHANGE``, since 3.15). Raises OSError (``ENOSYS``/``EINVAL`` where the C
+    library or the file system lacks it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), os.fspath(a))
+
+
+def replace_directory(new: Path, target: Path) -> None:
+    """Put the directory ``new`` at ``target`` (same file system), then remove what was there.
+
+    ``target`` absent: one ``rename``. ``target`` present: one :func:`exchange`, so ``target``
+    names the old tree or the new one at every instant; the old tree, now at ``new``, is then
+    removed (:func:`remove_tree`). Where the exchange is unsupported (``ENOSYS``, ``EINVAL``):
+    ``target`` renamed aside, ``new`` renamed in (renamed back if that fails), the old tree
+    removed. Raises OSError; on failure ``target`` is as it was and ``new`` is left in place."""
+    if not os.path.lexists(target):
+        os.rename(new, target)
+        return
+    try:
+        exchange(new, target)
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+    else:
+        remove_tree(new)
+        return
+    old = target.parent / f".{target.name}.old-{secrets.token_hex(6)}"
+    os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    remove_tree(old)
+
+
+__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "remove_tree", "replace_directory"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from lemonpack.errors import LemonpackError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
+from lemonpack.files import replace_directory
 from lemonpack.paths import external_dir
 
 log = logging.getLogger(__name__)
@@ -122,10 +122,7 @@ def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
         unpack_target(fetched, tree, eff)
         record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
                   "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
-        old = staging / "old"
-        if dest.exists():
-            os.rename(dest, old)
-        os.rename(tree, dest)
+        replace_directory(tree, dest)
         (dest.parent / f"{recipe.recipe}.install.json").write_text(json.dumps(record, indent=2) + "\n")
         return record
     finally:

@@ -19,13 +19,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from lemonpack.files import kind_of, open_regular
+from lemonpack.files import kind_of, open_regular, remove_tree
 
 
 def _same(fd: int, path: str) -> bool:
@@ -78,23 +77,6 @@ class LockedDir:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def remove_tree(path: str | os.PathLike[str]) -> None:
-    """Remove a directory tree even where an archive made directories read-only. A
-    symlink at ``path`` is removed itself, never followed (nothing outside is touched)."""
-    if os.path.islink(path):
-        os.unlink(path)
-        return
-    for root, dirs, _files in os.walk(path):
-        for d in dirs:
-            p = os.path.join(root, d)
-            if not os.path.islink(p):
-                try:
-                    os.chmod(p, 0o700)
-                except OSError:
-                    pass
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_entry(path: str | os.PathLike[str]) -> None:

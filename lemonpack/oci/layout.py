@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from lemonpack.errors import IntegrityError, LemonpackError
-from lemonpack.files import hash_file
+from lemonpack.files import hash_file, replace_directory
 from lemonpack.oci.canonical import (
     ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY,
     MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
@@ -203,17 +203,7 @@ class LayoutWriter:
         p = self.path
         if p.is_dir() and not _is_layout(p):
             p.rmdir()  # empty (checked above)
-        if not p.exists():
-            os.rename(tmp, p)
-            return
-        old = p.parent / f"{p.name}.old-{secrets.token_hex(6)}"
-        os.rename(p, old)
-        try:
-            os.rename(tmp, p)
-        except BaseException:
-            os.rename(old, p)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        replace_directory(tmp, p)
 
     def _write_index(self, root: Path) -> None:
         manifests = [d.with_annotations({**(d.annotations or {}), ANNOTATION_REF_NAME: tag}).to_json()

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.contract import load_recipe, targets
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
-from lemonpack.fetch.staging import remove_tree
+from lemonpack.files import remove_tree, replace_directory
 from lemonpack.oci import LayoutWriter
 from lemonpack.oci.canonical import canonical_json
 from lemonpack.oci.policy import require_pinned
@@ -266,17 +265,7 @@ def _install(tmp: Path, out: Path) -> None:
     _check_out(out)
     if out.is_dir() and not _is_release(out):
         out.rmdir()  # empty (checked above)
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = out.parent / f"{out.name}.old-{secrets.token_hex(6)}"
-    os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old, out)
-        raise
-    remove_tree(old)
+    replace_directory(tmp, out)
 
 
 # --- the whole release -------------------------------------------------------------------------

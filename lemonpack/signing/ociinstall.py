@@ -20,8 +20,6 @@ before the exchange leaves the previous install and receipt untouched.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import json
 import os
 import tarfile
@@ -33,26 +31,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
+from lemonpack.files import replace_directory
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
 TREE_RECEIPT = ".lemonpack-install.json"
 _MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _INDEX = "application/vnd.oci.image.index.v1+json"
-_RENAME_EXCHANGE = 2
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Swap the directory entries ``a`` and ``b`` atomically (Linux ``renameat2`` with
-    ``RENAME_EXCHANGE``). Raises OSError (``ENOSYS``/``EINVAL`` where unsupported)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
-    if fn is None:
-        raise OSError(errno.ENOSYS, "renameat2 is not available")
-    at_fdcwd = -100
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e), str(a))
 
 
 def _blob(layout: Path, digest: str) -> Path:
@@ -187,10 +172,7 @@ def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
     try:
         staged = held.path / "tree"
         os.rename(tree, staged)
-        if dest.exists():
-            exchange(staged, dest)  # one syscall: dest is the new tree, staged the old one
-        else:
-            os.rename(staged, dest)
+        replace_directory(staged, dest)  # one renameat2 exchange: dest is the old tree or the new one
         _write_atomic(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
         return record
     finally:

@@ -19,6 +19,7 @@ import pytest
 
 from support.helpers import serve_directory
 
+from lemonpack import files
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from lemonpack.signing import keys, ociinstall
@@ -155,7 +156,7 @@ def test_a_failing_swap_leaves_the_previous_install(published, monkeypatch):
 
     def broken(a, b):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(ociinstall, "exchange", broken)
+    monkeypatch.setattr(files, "exchange", broken)  # the one renameat2 exchange replace_directory makes
     with pytest.raises(Exception) as e:
         ociinstall.install_from_registry(refs["2"])
     assert e.value.exit_code == 1 and "No space left" in str(e.value)

@@ -1,0 +1,58 @@
+"""lemonpack.files.replace_directory: a tree replaced in one step, or not at all."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from lemonpack import files
+
+
+def _tree(p, text):
+    p.mkdir()
+    (p / "f").write_text(text)
+    sub = p / "ro"
+    sub.mkdir()
+    (sub / "g").write_text(text)
+    os.chmod(sub, 0o500)  # read-only, as archives leave them: still removed
+    return p
+
+
+@pytest.mark.parametrize("exchange_works", [True, False])
+def test_replace_puts_the_new_tree_and_removes_the_old(tmp_path, monkeypatch, exchange_works):
+    if not exchange_works:
+        def unsupported(a, b):
+            raise OSError(errno.EINVAL, "not supported here")
+        monkeypatch.setattr(files, "exchange", unsupported)
+    target = _tree(tmp_path / "t", "old")
+    new = _tree(tmp_path / "n", "new")
+    files.replace_directory(new, target)
+    assert (target / "f").read_text() == "new" and (target / "ro" / "g").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["t"]  # nothing old, nothing staged left beside it
+
+
+def test_replace_into_nothing_is_a_rename(tmp_path):
+    new = _tree(tmp_path / "n", "new")
+    files.replace_directory(new, tmp_path / "t")
+    assert sorted(os.listdir(tmp_path)) == ["t"]
+
+
+def test_a_failed_replace_leaves_the_target_as_it_was(tmp_path, monkeypatch):
+    target = _tree(tmp_path / "t", "old")
+    new = _tree(tmp_path / "n", "new")
+
+    def full(a, b):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(files, "exchange", full)
+    with pytest.raises(OSError):
+        files.replace_directory(new, target)
+    assert (target / "f").read_text() == "old" and (new / "f").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["n", "t"]
+
+
+def test_exchange_swaps_two_directories(tmp_path):
+    a, b = _tree(tmp_path / "a", "A"), _tree(tmp_path / "b", "B")
+    files.exchange(a, b)
+    assert (a / "f").read_text() == "B" and (b / "f").read_text() == "A"
