@@ -42,6 +42,20 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+def confirm_install(yes: bool) -> None:
+    """Ask "Install?" on the terminal unless ``yes``; raises LemonpackError (exit 1, nothing
+    installed) when not confirmed, or when stdin is not a terminal and ``--yes`` was not given."""
+    from lemonpack.errors import LemonpackError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
+                             "pass --yes")
+    if not typer.confirm("Install?", default=False, err=True):
+        raise LemonpackError("not confirmed; nothing installed")
+
+
 def resolve_recipe(ref: str) -> "Recipe":
     """The recipe a command argument names: a path to a recipe JSON file, or the id of a
     recipe discovery loads (``lemonpack backends list``).

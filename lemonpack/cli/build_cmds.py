@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import confirm_install, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 from lemonpack.contract.select import lacking_accelerator_warning
 
@@ -194,12 +194,10 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     refuses. --example installs the shipped example engine: then `lemonpack run --example`.
     """
     import contextlib
-    import sys
 
     from lemonpack.builder.install import install_recipe, plan_install
     from lemonpack.cli._app import resolve_recipe
     from lemonpack.contract import detect_host, load_recipe
-    from lemonpack.errors import LemonpackError
     from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
     from lemonpack.fetch import Mirror
 
@@ -229,12 +227,7 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     if not json_out:
         for line in plan.disclosure():
             err_console.print(line, markup=False)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
-                                 "pass --yes")
-        if not typer.confirm("Install?", default=False, err=True):
-            raise LemonpackError("not confirmed; nothing installed")
+    confirm_install(yes)
     with contextlib.ExitStack() as stack:
         if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
             mirror = stack.enter_context(serve_mirror())

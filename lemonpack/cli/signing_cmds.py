@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, print_json
+from lemonpack.cli._app import confirm_install, JSON_OPTION, app, console, print_json
 from lemonpack.errors import LemonpackError
 
 PASSWORD_ENV = "LEMONPACK_PASSWORD"
@@ -191,12 +191,7 @@ def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator:
         err_console.print(f"signature:      {'checked with ' + key if key else 'not checked (no --key)'}",
                           markup=False)
         err_console.print(DISCLOSURE, markup=False)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
-                                 "pass --yes")
-        if not typer.confirm("Install?", default=False, err=True):
-            raise LemonpackError("not confirmed; nothing installed")
+    confirm_install(yes)
     done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
                                  arch=arch)
     if json_out:
