@@ -346,11 +346,11 @@ def recipe_commands(name: str, recipe, source: dict, official: bool) -> dict:
 
 def extension_commands(name: str, official: bool) -> dict:
     """The exact commands shown for an extension entry."""
-    sel = name if official else f"./{name}"
-    return {"install": f"lemonpack extensions generate --select {sel} --out gufo-generated",
+    sel = f"--select {name}" if official else f"--extension-dir ./{name} --select {name}"
+    return {"install": f"lemonpack extensions generate {sel} --out gufo-generated",
             "run": f"lemonpack extensions check",
             "nix": "nix build .#gufo" if official else
-            f"nix build --impure --expr '(builtins.getFlake \"path:.\").packages.x86_64-linux.gufo.override {{ extensions = [ \"qwen\" ./{name} ]; }}'"}
+            f"nix build --impure --expr '(builtins.getFlake \"path:.\").packages.x86_64-linux.gufo.override {{ extensions = [ ./{name} ]; }}'"}
 
 
 # ---------------------------------------------------------------- the build
@@ -545,7 +545,11 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
         from lemonpack.contract.loader import load_recipe_text
 
         label = f"{ent.id}"
-        _doc, problems = check_text(fetched.recipe_text or "", label)
+        doc, problems = check_text(fetched.recipe_text or "", label)
+        if doc is not None:  # lint's build policy too; unpinned images are recorded, not rejected
+            from lemonpack.oci.policy import document_policy_problems
+
+            problems = list(problems) + [p for p in document_policy_problems(label, doc) if p.rule != "digest-pinning"]
         if problems:
             raise Rejected(*[f"contract: {p.path or '(root)'}: {p.message} [{p.rule}]" for p in problems])
         recipe = load_recipe_text(fetched.recipe_text, label)
