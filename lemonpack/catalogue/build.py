@@ -529,6 +529,8 @@ def _signature_status(ctx: _Context, ent: EntrySource, fetched: Fetched, work: P
 
 def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
     """Fetch, check and describe one community entry; raises :class:`Rejected`."""
+    if ent.publisher not in ctx.sources.publishers:
+        raise Rejected(f"publisher {ent.publisher!r}: its publisher file is rejected")
     if ent.kind == "recipe" and ent.name in ctx.official_recipes:
         raise Rejected(f"claims the official recipe id {ent.name!r}")
     if ent.kind == "extension" and any(e.name == ent.name for e in ctx.official_exts):

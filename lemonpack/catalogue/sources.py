@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -165,7 +166,7 @@ def check_publisher(path: str | Path) -> tuple[Publisher | None, list[Problem]]:
     return Publisher(pid, doc["display_name"], doc["homepage"], doc["contact"], tuple(keys), file), []
 
 
-def check_entry(path: str | Path, publishers: dict[str, Publisher] | None = None
+def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | None = None
                 ) -> tuple[EntrySource | None, list[Problem]]:
     """Load the community entry file at ``path`` (``.../entries/<publisher>/<name>.toml``):
     the entry (None when any problem) and every problem. ``publishers``: known publisher
@@ -214,8 +215,9 @@ def load_sources(catalogue_dir: str | Path) -> Sources:
         else:
             pubs[pub.id] = pub
     entries = []
+    files = {p.stem: None for p in (root / "publishers").glob("*.toml")}
     for p in sorted((root / "entries").glob("*/*.toml")):
-        ent, probs = check_entry(p, pubs)
+        ent, probs = check_entry(p, files)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
         if ent is None:
             rejected[str(p)] = probs
         else:
