@@ -42,9 +42,8 @@ from lemonpack.errors import FetchError, IntegrityError, LemonpackError, Storage
 from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
 from lemonpack.oci.canonical import canonical_json
 
-SCHEMA = 1
-INDEX_NAME = "catalogue.json"
-SIG_NAME = "catalogue.json.sig"
+from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
+
 FEED_NAME = "feed.atom"
 OFFICIAL_PUBLISHER = "lemonpack"
 
@@ -85,16 +84,6 @@ def rfc3339(epoch: int) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def entry_filename(entry_id: str) -> str:
-    """``recipe:hello-engine`` -> ``recipe.hello-engine.json`` (kinds have no '.', ids no ':')."""
-    import re
-
-    if not isinstance(entry_id, str) or not re.fullmatch(r"(recipe|extension):[a-z0-9][a-z0-9_.-]{0,99}", entry_id):
-        raise LemonpackError(f"not a catalogue entry id: {entry_id!r}")
-    kind, name = entry_id.split(":", 1)
-    return f"{kind}.{name}.json"
-
-
 def tree_digest(root: Path) -> tuple[str, bytes]:
     """The digest of a directory: ``sha256`` of its listing, one line per regular file,
     ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
@@ -125,16 +114,6 @@ def sign_bytes(private, data: bytes) -> str:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     return base64.b64encode(private.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))).decode()
-
-
-def verify_bytes(public_pem: str | bytes, data: bytes, signature_b64: str) -> bool:
-    """Whether ``signature_b64`` is the PEM key's signature over ``data`` (never raises for
-    a malformed signature; :func:`lemonpack.signing.simplesigning.verify_payload`)."""
-    from lemonpack.signing.keys import decode_public_key
-    from lemonpack.signing.simplesigning import verify_payload
-
-    pem = public_pem.encode() if isinstance(public_pem, str) else public_pem
-    return verify_payload(decode_public_key(pem), data, signature_b64.strip())
 
 
 def load_private_key(path: Path, password: bytes):

@@ -17,9 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lemonpack.catalogue.build import INDEX_NAME, SIG_NAME, entry_filename, replace_dir, verify_bytes
+from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError
-from lemonpack.oci.canonical import canonical_json
 from lemonpack.paths import cache_root, config_root
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
@@ -114,9 +113,15 @@ def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
         f = directory / "entries" / entry_filename(e["id"])
         if not f.is_file():
             problems.append(f"{f}: missing")
-        elif f.read_bytes() != canonical_json(e):
+        elif f.read_bytes() != _canonical(e):
             problems.append(f"{f}: differs from the index's entry {e['id']}")
     return problems
+
+
+def _canonical(obj) -> bytes:
+    from lemonpack.oci.canonical import canonical_json
+
+    return canonical_json(obj)
 
 
 def refetch_problems(index: dict, *, mirror=None, cache=None) -> list[str]:
@@ -193,6 +198,8 @@ def update(source: str, public_pem: bytes) -> dict:
             raise SignatureError("refusing the new index, the cached copy is unchanged:\n  " + "\n  ".join(problems))
         index = json.loads((tmp / INDEX_NAME).read_bytes())
         os.chmod(tmp, 0o755)
+        from lemonpack.catalogue.build import replace_dir
+
         replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
