@@ -69,6 +69,7 @@ class BuildConfig:
     epoch: int = 0
     insecure_registry: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    client: Any = None  # one httpx.Client for every fetch of a build (connections reused)
 
 
 class Rejected(Exception):
@@ -163,8 +164,11 @@ def fetch_source(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
     FetchError, UnsafeContentError, LemonpackError."""
     src = ent.source
     cache = cfg.cache or ArtifactCache()
+    if not (src["type"] == "https" and ent.kind == "recipe"):
+        work.mkdir(parents=True, exist_ok=True)
     if src["type"] == "https":
-        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=cfg.mirror, progress=False)
+        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=cfg.mirror, progress=False,
+                    client=cfg.client)
         data = got.path.read_bytes()
         if ent.kind == "recipe":
             return Fetched("sha256:" + got.sha256, data, got.path, recipe_text=data.decode("utf-8", "replace"))
@@ -401,6 +405,7 @@ def _reproduce(ctx: _Context, recipe, published: str | None, work: Path) -> dict
         return _not_checked(published)
     from lemonpack.builder.pipeline import BuildOptions, build_recipes
 
+    work.mkdir(parents=True, exist_ok=True)
     opts = BuildOptions(out=work / "rebuild", mirror=ctx.cfg.mirror, cache=ctx.cfg.cache, epoch=ctx.cfg.epoch,
                         progress=False)
     try:
@@ -486,7 +491,7 @@ def _signature_status(ctx: _Context, ent: EntrySource, fetched: Fetched, work: P
         sig = ent.signature["value"]
     else:
         got = fetch(ent.signature["url"], sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror,
-                    progress=False)
+                    progress=False, client=ctx.cfg.client)
         sig = got.path.read_bytes()[:4096].decode("ascii", "replace")
     for k in pub.keys:
         if verify_bytes(k.pem, fetched.subject, sig):
@@ -523,7 +528,7 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
     common = dict(official=False, publisher=ent.publisher, description=ent.description, license=ent.license,
                   homepage=ent.homepage, tags=list(ent.tags), source=_shown_source(ent.source), digest=fetched.digest)
     if ent.kind == "recipe":
-        from lemonpack.contract.loader import load_recipe_text
+        from lemonpack.contract.loader import build_model
 
         label = f"{ent.id}"
         doc, problems = check_text(fetched.recipe_text or "", label)
@@ -533,7 +538,7 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
             problems = list(problems) + [p for p in document_policy_problems(label, doc) if p.rule != "digest-pinning"]
         if problems:
             raise Rejected(*[f"contract: {p.path or '(root)'}: {p.message} [{p.rule}]" for p in problems])
-        recipe = load_recipe_text(fetched.recipe_text, label)
+        recipe = build_model(doc, label)  # checked above: lint's rules, once
         if recipe.recipe in ctx.official_recipes:
             raise Rejected(f"claims the official recipe id {recipe.recipe!r}")
         if recipe.recipe != ent.name:
@@ -586,14 +591,26 @@ def _shown_source(src: dict) -> dict:
     return {k: src[k] for k in sorted(src)}
 
 
-def build_index(cfg: BuildConfig) -> dict:
-    """The catalogue index (``catalogue.json`` as a dict) of ``cfg.source``; raises
+def _nullctx():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
+    """The catalogue index (``catalogue.json`` as a dict) of ``cfg.source`` and the opened
+    signing key (None without ``cfg.key``); raises
     LemonpackError only for what stops the whole build (an unreadable key, a bad lock)."""
     import time
 
+    import httpx
+
     ctx = _Context(cfg)
     rejected: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp:
+    own_client = cfg.client is None
+    if own_client:
+        cfg.client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, cfg.client if own_client else _nullctx():
         work = Path(tmp)
         t0 = time.perf_counter()
         entries, rej = official_entries(ctx, work)
@@ -607,8 +624,7 @@ def build_index(cfg: BuildConfig) -> dict:
                                          for q in problems]})
         seen: dict[str, str] = {}
         for i, ent in enumerate(ctx.sources.entries):
-            wdir = work / f"e{i}"
-            wdir.mkdir()
+            wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
             try:
                 if ent.id in seen:
                     raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
@@ -617,13 +633,17 @@ def build_index(cfg: BuildConfig) -> dict:
             except Rejected as r:
                 rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
                                  "reasons": [_unpath(ctx, wdir, x) for x in r.reasons]})
-            shutil.rmtree(wdir, ignore_errors=True)
+            if wdir.exists():
+                shutil.rmtree(wdir, ignore_errors=True)
         cfg.timings["entries"] = time.perf_counter() - t0
+    if own_client:
+        cfg.client = None
     entries.sort(key=lambda e: (not e["official"], e["id"]))
     rejected.sort(key=lambda r: (r["file"], r["id"]))
     pubs = dict(ctx.sources.publishers)
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
-            "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries, "rejected": rejected}
+            "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
+            "rejected": rejected}, ctx.private
 
 
 def atom_feed(index: dict) -> bytes:
@@ -714,8 +734,7 @@ def build(cfg: BuildConfig) -> dict:
 
     if not (cfg.source / "catalogue").is_dir():
         raise LemonpackError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
-    index = build_index(cfg)
-    private = load_private_key(cfg.key, cfg.password) if cfg.key else None
+    index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
