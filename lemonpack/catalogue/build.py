@@ -331,7 +331,7 @@ def extension_commands(name: str, official: bool) -> dict:
     """The exact commands shown for an extension entry."""
     sel = f"--select {name}" if official else f"--extension-dir ./{name} --select {name}"
     return {"install": f"lemonpack extensions generate {sel} --out gufo-generated",
-            "run": f"lemonpack extensions check",
+            "run": "lemonpack extensions check",
             "nix": "nix build .#gufo" if official else
             f"nix build --impure --expr '(builtins.getFlake \"path:.\").packages.x86_64-linux.gufo.override {{ extensions = [ ./{name} ]; }}'"}
 

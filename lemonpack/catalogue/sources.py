@@ -19,7 +19,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any
 
 import jsonschema
 

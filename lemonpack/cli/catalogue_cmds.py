@@ -4,7 +4,6 @@ the work is :mod:`lemonpack.catalogue`'s."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import typer
@@ -229,4 +228,3 @@ def verify_cmd(directory: Path = typer.Argument(None, metavar="[DIR]", help="Bui
 
 
 __all__ = ["catalogue_app"]
-_ = os  # (kept for symmetry with the other command modules)

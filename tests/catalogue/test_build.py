@@ -4,7 +4,6 @@ processes, a real HTTP server on 127.0.0.1 as the mirror, a real file:// git rep
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

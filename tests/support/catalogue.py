@@ -191,7 +191,7 @@ class CatalogueWorld:
 
     def populate(self) -> None:
         """The community entries: four accepted, one per reject kind."""
-        acme, beta, stranger = self.keys["acme"], self.keys["beta-labs"], self.keys["stranger"]
+        acme, stranger = self.keys["acme"], self.keys["stranger"]
         self.put("https://example.invalid/acme/strix-cpu.tar.gz", S_CPU)
         self.put("https://example.invalid/acme/strix-rocm.tar.gz", S_ROCM)
         data = json.dumps(STRIX, indent=2).encode()
