@@ -13,7 +13,7 @@ from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from lemonpack.signing.remote import sign_image
 from tests.catalogue.test_build import by_id, run
-from tests.support.catalogue import STRIX, CatalogueWorld, fingerprint
+from tests.support.catalogue import S_CPU, S_ROCM, STRIX, CatalogueWorld, fingerprint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -22,8 +22,8 @@ def test_oci_entry_signed_and_reproduced(registry, tmp_path):
     world = CatalogueWorld(tmp_path, community=False)
     try:
         world.publisher("acme", world.keys["acme"])
-        world.put("https://example.invalid/acme/strix-cpu.tar.gz", b"strix cpu artifact")
-        world.put("https://example.invalid/acme/strix-rocm.tar.gz", b"strix rocm artifact")
+        world.put("https://example.invalid/acme/strix-cpu.tar.gz", S_CPU)
+        world.put("https://example.invalid/acme/strix-rocm.tar.gz", S_ROCM)
         name = f"cat-oci-{secrets.token_hex(3)}"
         doc = dict(STRIX, recipe=name)
         recipe_file = tmp_path / f"{name}.json"
@@ -38,7 +38,6 @@ def test_oci_entry_signed_and_reproduced(registry, tmp_path):
         ref = f"{registry.host}/{repo}@{res.pushed[0].digest}"
         assert res.pushed[0].digest == built_digest
         sign_image(ref, world.keys["acme"])
-        # a second image, unsigned, published under a digest the builder does not reproduce
         world.entry("acme", name, f'kind = "recipe"\nname = "{name}"\nlicense = "MIT"\ndescription = "oci"\n'
                     f'[source]\ntype = "oci"\nref = "{ref}"\n')
         out = tmp_path / "out"

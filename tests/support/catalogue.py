@@ -66,29 +66,6 @@ def toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string for our ASCII values
 
 
-S_CPU = b"strix cpu artifact"
-S_ROCM = b"strix rocm artifact"
-
-STRIX = {
-    "recipe": "acme-strix", "display_name": "Acme Strix llama.cpp", "api_contract_version": "1",
-    "variant_of": "llamacpp", "capabilities": ["chat_completion", "embeddings"],
-    "source": "https://example.invalid/acme/strix-cpu.tar.gz", "sha256": sha(S_CPU),
-    "platforms": {"linux": {"cpu": {"binary": "llama-server"},
-                            "rocm": {"binary": "llama-server",
-                                     "arch": {"gfx115*": {"source": "https://example.invalid/acme/strix-rocm.tar.gz",
-                                                          "sha256": sha(S_ROCM)}}}}},
-}
-PINNED = "docker.io/beta/whisper@sha256:" + "ab" * 32
-BOX = {
-    "recipe": "beta-box", "display_name": "Beta whisper box", "api_contract_version": "1",
-    "capabilities": ["transcription"],
-    "platforms": {"linux": {
-        "cpu": {"command": "podman", "args": ["run", "--rm", "-p", "{port}:8080", PINNED, "--model-dir", "{model_dir}"]},
-        "cuda": {"command": "podman", "args": ["run", "--rm", "-p", "{port}:8080", "docker.io/beta/whisper-cuda:1.0",
-                                               "--model-dir", "{model_dir}"],
-                 "arch": {"sm_90": {"env": {"ARCH": "hopper"}}}}}},
-}
-
 
 def community_extension(name: str, provider_id: str, key: str, requires: list[str]) -> dict[str, bytes]:
     """Files of a community extension directory."""
@@ -113,10 +90,35 @@ def tar_gz(prefix: str, files: dict[str, bytes]) -> bytes:
 
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tf:
         for name in sorted(files):
-            info = tarfile.TarInfo(f"{prefix}/{name}")
-            info.size, info.mtime, info.mode = len(files[name]), 0, 0o644
+            info = tarfile.TarInfo(f"{prefix}/{name}" if prefix else name)
+            info.size, info.mtime, info.mode = len(files[name]), 0, 0o755
             tf.addfile(info, io.BytesIO(files[name]))
     return buf.getvalue()
+
+
+S_CPU = tar_gz("", {"llama-server": b"#!/bin/sh\necho strix cpu\n"})
+S_ROCM = tar_gz("", {"llama-server": b"#!/bin/sh\necho strix rocm\n"})
+
+
+STRIX = {
+    "recipe": "acme-strix", "display_name": "Acme Strix llama.cpp", "api_contract_version": "1",
+    "variant_of": "llamacpp", "capabilities": ["chat_completion", "embeddings"],
+    "source": "https://example.invalid/acme/strix-cpu.tar.gz", "sha256": sha(S_CPU),
+    "platforms": {"linux": {"cpu": {"binary": "llama-server"},
+                            "rocm": {"binary": "llama-server",
+                                     "arch": {"gfx115*": {"source": "https://example.invalid/acme/strix-rocm.tar.gz",
+                                                          "sha256": sha(S_ROCM)}}}}},
+}
+PINNED = "docker.io/beta/whisper@sha256:" + "ab" * 32
+BOX = {
+    "recipe": "beta-box", "display_name": "Beta whisper box", "api_contract_version": "1",
+    "capabilities": ["transcription"],
+    "platforms": {"linux": {
+        "cpu": {"command": "podman", "args": ["run", "--rm", "-p", "{port}:8080", PINNED, "--model-dir", "{model_dir}"]},
+        "cuda": {"command": "podman", "args": ["run", "--rm", "-p", "{port}:8080", "docker.io/beta/whisper-cuda:1.0",
+                                               "--model-dir", "{model_dir}"],
+                 "arch": {"sm_90": {"env": {"ARCH": "hopper"}}}}}},
+}
 
 
 def git(*args: str, cwd: Path) -> str:
