@@ -16,19 +16,14 @@ import typer
 from rich.markup import escape
 
 from lemonpack.cli._app import app, console, err_console
-from lemonpack.cli import build_cmds, cache_cmds, contract_cmds  # noqa: F401  (register commands)
-from lemonpack.cli import release_cmds  # noqa: F401  (register commands)
-from lemonpack.cli import registry_cmds  # noqa: F401  (publish, pull, pin)
 from lemonpack.errors import LemonpackError
-from lemonpack.cli import probe_cmds  # noqa: F401  (lemonpack probe: issue 7)
 
-for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "extensions_cmds",
-              "signing_cmds"):
-    try:  # command groups of rooms still being built register themselves when present
-        __import__(f"lemonpack.cli.{_name}")
-    except ModuleNotFoundError as _e:  # pragma: no cover
-        if _e.name != f"lemonpack.cli.{_name}":
-            raise
+#: The modules holding the command groups; each registers its commands on :data:`app` when imported.
+COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
+                   "select_cmds", "serve_cmds", "extensions_cmds", "probe_cmds", "release_cmds", "registry_cmds",
+                   "signing_cmds", "catalogue_cmds")
+for _name in COMMAND_MODULES:
+    __import__(f"lemonpack.cli.{_name}")
 
 
 class StderrLogHandler(logging.Handler):
