@@ -15,15 +15,42 @@ import sys
 import typer
 from rich.markup import escape
 
-from lemonpack.cli._app import app, console, err_console
+from lemonpack.cli._app import console, err_console
+from lemonpack.cli._app import app as _APP
 from lemonpack.errors import LemonpackError
 
-#: The modules holding the command groups; each registers its commands on :data:`app` when imported.
+#: The modules holding the command groups; each registers its commands on ``app`` when imported.
 COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
                    "select_cmds", "serve_cmds", "extensions_cmds", "probe_cmds", "release_cmds", "registry_cmds",
                    "signing_cmds", "catalogue_cmds")
-for _name in COMMAND_MODULES:
-    __import__(f"lemonpack.cli.{_name}")
+#: Which module registers each top-level command or group, so that ``lemonpack catalogue
+#: search ...`` imports one module rather than all of them (start-up time is most of a
+#: quick command's time). tests/cli/test_command_index.py checks it against what the
+#: modules really register; a command missing here still works (everything is imported).
+COMMAND_INDEX = {
+    "build": "build_cmds", "install": "build_cmds", "cache": "cache_cmds", "lint": "contract_cmds",
+    "host": "contract_cmds", "schema": "contract_cmds", "backends": "backends_cmds", "models": "models_cmds",
+    "run": "run_cmds", "select": "select_cmds", "serve": "serve_cmds", "extensions": "extensions_cmds",
+    "diagnose": "extensions_cmds", "probe": "probe_cmds", "release": "release_cmds", "publish": "registry_cmds",
+    "pull": "registry_cmds", "pin": "registry_cmds", "keygen": "signing_cmds", "sign": "signing_cmds",
+    "verify": "signing_cmds", "load": "signing_cmds", "uninstall": "signing_cmds", "catalogue": "catalogue_cmds",
+}
+
+
+def load_commands(args: list[str] | None = None) -> typer.Typer:
+    """Import the command modules ``args`` needs and return the app: only the module of
+    the command ``args`` names (its first word not starting with ``-``) when
+    :data:`COMMAND_INDEX` knows it, else all of them (``--help``, a typo)."""
+    word = next((a for a in args or () if not a.startswith("-")), None)
+    for name in (COMMAND_INDEX[word],) if word in COMMAND_INDEX else COMMAND_MODULES:
+        __import__(f"lemonpack.cli.{name}")
+    return _APP
+
+
+def __getattr__(name: str):
+    if name == "app":  # ``from lemonpack.cli import app``: the app with every command
+        return load_commands()
+    raise AttributeError(name)
 
 
 class StderrLogHandler(logging.Handler):
@@ -60,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
     try:
-        result = app(args=args, prog_name="lemonpack", standalone_mode=False)
+        result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except LemonpackError as e:
         if want_json:

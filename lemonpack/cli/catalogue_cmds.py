@@ -118,13 +118,14 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
                                                help="Host facts file (lemonpack host --json) for --fits-host."),
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Search the built index (same rules as the site's search box)."""
-    from lemonpack.catalogue.fits import fits_host as fits
     from lemonpack.catalogue.index import load_index
     from lemonpack.catalogue.search import search
 
     data = load_index(index)
     results = search(data, query, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community))
     host = _host(host_facts) if fits_host or host_facts else None
+    if host is not None:  # imported only then: the contract (jsonschema) is most of a search's start-up
+        from lemonpack.catalogue.fits import fits_host as fits
     rows = []
     for e in results:
         why = None
