@@ -38,6 +38,7 @@ from typing import Any
 from lemonpack.catalogue import archs
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
 from lemonpack.contract.loader import check_text
+from lemonpack.files import replace_directory
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
 from lemonpack.oci.canonical import canonical_json
@@ -705,23 +706,10 @@ def _normalise_mtimes(root: Path, epoch: int) -> None:
 
 
 def replace_dir(tmp: Path, out: Path) -> None:
-    """Put the directory ``tmp`` at ``out`` atomically (exchange with an existing one, then
-    remove the old one). Raises StorageError."""
+    """Put the directory ``tmp`` at ``out`` in one step (:func:`lemonpack.files.replace_directory`).
+    Raises StorageError."""
     try:
-        if out.exists():
-            from lemonpack.signing.ociinstall import exchange
-
-            try:
-                exchange(tmp, out)
-            except OSError:
-                old = out.with_name(out.name + ".old-" + tmp.name.rsplit("-", 1)[-1])
-                os.rename(out, old)
-                os.rename(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-                return
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
+        replace_directory(tmp, out)
     except OSError as e:
         raise StorageError(f"cannot write {out}: {e.strerror or e}") from None
 

@@ -26,6 +26,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _root() -> None:
+    """Reproducible, verifiable, runnable out-of-tree inference engines: lint recipes, build
+    them into OCI layouts and Nix expressions, run them."""
+    # A callback keeps ``lemonpack`` a group of commands even when only one command module
+    # is loaded (lemonpack.cli.load_commands): typer runs a lone command as the app itself.
+
+
 def _width(stream) -> int | None:
     """Terminal width for a terminal; unlimited (no wrapping mid-path) when piped."""
     return None if stream.isatty() else 4096
