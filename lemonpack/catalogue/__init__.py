@@ -1,0 +1,1 @@
+"""The catalogue (issue 10): sources, verified index, search, static site."""
