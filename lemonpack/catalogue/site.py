@@ -108,8 +108,18 @@ def render_markdown(text: str) -> Markup:
         url_schemes=set(ALLOWED_URL_SCHEMES),
         link_rel="nofollow noopener noreferrer",
         strip_comments=True,
+        attribute_filter=_keep_attribute,
     )
     return Markup(clean)
+
+
+def _keep_attribute(tag: str, attr: str, value: str) -> str | None:
+    """nh3 attribute filter: drop network-path references (``//host/x``, ``\\\\host\\x``), which
+    the scheme allowlist cannot see and which a ``file://`` page would resolve to a remote
+    (SMB on Windows) host."""
+    if attr == "href" and (value.startswith(("//", "\\")) or "\\" in value):
+        return None
+    return value
 
 
 def summary_text(text: str, limit: int = 240) -> str:
