@@ -44,8 +44,11 @@ def artifacts_dir(name: str, fallback: Path) -> Path:
 
 
 @contextlib.contextmanager
-def chromium(*, offline: bool = True) -> Iterator["object"]:
+def chromium(*, offline: bool = True, javascript: bool = True,
+             performance_log: bool = False) -> Iterator["object"]:
     """A headless Chromium WebDriver (selenium), offline by default; quit on exit.
+    ``javascript=False`` disables scripts (content setting); ``performance_log=True`` records
+    DevTools network events (``driver.get_log("performance")``).
     Fails (never skips) when Chromium, chromedriver or selenium is missing: CI must run these."""
     for exe, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
         if not shutil.which(exe):
@@ -57,7 +60,12 @@ def chromium(*, offline: bool = True) -> Iterator["object"]:
     opts.binary_location = CHROMIUM
     for a in ARGS:
         opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    prefs = {"browser": "ALL"}
+    if performance_log:
+        prefs["performance"] = "ALL"
+    opts.set_capability("goog:loggingPrefs", prefs)
+    if not javascript:
+        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not go looking for anything
     driver = webdriver.Chrome(service=Service(shutil.which(CHROMEDRIVER) or CHROMEDRIVER), options=opts)
     try:

@@ -200,6 +200,24 @@
     return Array.prototype.slice.call(form.querySelectorAll('input[type=checkbox][name="' + facet + '"]'));
   }
 
+  function addCheckbox(facet, value) {
+    var fieldset = form.querySelector('fieldset[data-facet="' + facet + '"]');
+    if (!fieldset) { return; }
+    var label = document.createElement('label');
+    label.className = 'extra';
+    var box = document.createElement('input');
+    box.type = 'checkbox';
+    box.name = facet;
+    box.value = value;
+    var count = document.createElement('span');
+    count.className = 'count';
+    count.textContent = '0';
+    label.appendChild(box);
+    label.appendChild(document.createTextNode(' ' + value + ' '));
+    label.appendChild(count);
+    fieldset.appendChild(label);
+  }
+
   function currentState() {
     var filters = {};
     FACETS.forEach(function (f) {
@@ -229,6 +247,10 @@
     qInput.value = state.q;
     FACETS.forEach(function (f) {
       var want = state.filters[f] || [];
+      var have = checkboxes(f).map(function (c) { return c.value; });
+      // A shared link may name a value this index does not have (gpu_arch=gfx1100): keep it as a
+      // checked box of its own, so the view shows no match instead of silently ignoring it.
+      want.forEach(function (v) { if (have.indexOf(v) < 0) { addCheckbox(f, v); } });
       checkboxes(f).forEach(function (c) { c.checked = want.indexOf(c.value) >= 0; });
     });
     onlyFits.checked = state.fits;
@@ -297,8 +319,11 @@
   form.addEventListener('input', render);
   form.addEventListener('change', function (ev) { if (ev.target !== hostInput) { render(); } });
   form.addEventListener('submit', function (ev) { ev.preventDefault(); render(); });
-  form.addEventListener('reset', function () {
-    setTimeout(function () { applyStateToForm(fragmentToState('')); render(); }, 0);
+  // "Clear filters" clears query, facets and the only-fits box (not a loaded host file).
+  form.addEventListener('reset', function (ev) {
+    ev.preventDefault();
+    applyStateToForm(fragmentToState(''));
+    render();
   });
   window.addEventListener('hashchange', function () {
     applyStateToForm(fragmentToState(window.location.hash));
