@@ -15,17 +15,20 @@
  * Filter state lives in the URL fragment: #q=strix&kind=recipe&os=linux&os=windows&fits=1
  * (URLSearchParams encoding), so a filtered view can be shared; loading such a URL restores it.
  *
- * Host fit (mirrors lemonpack.contract.select: OS, then accelerator, then GPU arch). The host
- * file is `lemonpack host --json`: {"os", "accelerators", "rocm_arch", "cuda_arch"}; cpu is
- * always present. An entry fits when one of its platforms has
- *   platform.os == host.os, platform.accelerator among the host's accelerators, and, when the
- *   platform lists concrete GPU archs, the host's arch for that accelerator among them
- *   (rocm -> rocm_arch, cuda -> cuda_arch, cpu/npu/tpu/metal -> none, other GPU APIs such as
- *   vulkan -> rocm_arch or else cuda_arch; HostFacts.gpu_arch).
- * Otherwise the page says why, per platform of the host's OS (or that none is for that OS).
+ * Host fit: the CLI's rule (lemonpack/catalogue/fits.py, which asks the contract's
+ * select_accelerator, as `run` / `install` do), written out in fit() below. The host file is
+ * `lemonpack host --json`: {"os", "accelerators", "rocm_arch", "cuda_arch"}; cpu is always
+ * present. Among the entry's platforms for host.os, the accelerator is chosen as run would:
+ * the entry's default_accelerator if it has that block, else the first of metal (darwin only),
+ * cuda, rocm, vulkan, gpu, cpu that both the entry and the host have, else the first declared.
+ * The entry fits when the host has that accelerator and, if that platform lists concrete GPU
+ * archs, the host's arch for it is among them (rocm -> rocm_arch, cuda -> cuda_arch,
+ * cpu/npu/tpu/metal -> none, other GPU APIs -> rocm_arch or else cuda_arch; HostFacts.gpu_arch).
+ * Otherwise the page says why, in the CLI's words.
  */
 (function () {
   'use strict';
+  var started = performance.now();
 
   var FACETS = ['kind', 'capability', 'os', 'accelerator', 'gpu_arch', 'official', 'signature',
                 'pinning', 'reproducible', 'publisher'];
@@ -134,7 +137,7 @@
         throw new Error(JSON.stringify(k) + ' must be a string or null');
       }
     });
-    if (accels.indexOf('cpu') < 0) { accels = accels.concat(['cpu']); }
+    accels = accels.concat(['cpu']).filter(function (a, i, all) { return all.indexOf(a) === i; });
     return { os: data.os, accelerators: accels, rocm_arch: data.rocm_arch || null,
              cuda_arch: data.cuda_arch || null };
   }
@@ -146,37 +149,45 @@
     return host.rocm_arch || host.cuda_arch;
   }
 
-  /** {fits: bool, platform: the first fitting platform or null, reasons: [why not, ...]} */
+  var DETECTION_ORDER = ['cuda', 'rocm', 'vulkan', 'gpu', 'cpu'];
+
+  /** {fits: bool, platform: the platform used or null, reason: text}; the CLI's rule
+   *  (lemonpack.catalogue.fits.fits_host, through lemonpack.contract.select.select_accelerator). */
   function fit(e, host) {
     var platforms = list(e.platforms);
     var onOs = platforms.filter(function (p) { return p && p.os === host.os; });
     if (!onOs.length) {
-      var offered = platforms.map(function (p) { return str(p.os) + '/' + str(p.accelerator); });
-      return { fits: false, platform: null, reasons: ['no platform for ' + host.os +
-        (offered.length ? ' (offers ' + offered.join(', ') + ')' : ' (no platforms listed)')] };
+      var oses = [];
+      platforms.forEach(function (p) { if (p && oses.indexOf(p.os) < 0) { oses.push(str(p.os)); } });
+      oses.sort();
+      return { fits: false, platform: null,
+               reason: 'no platform for ' + host.os + ' (offers: ' + (oses.join(', ') || 'none') + ')' };
     }
-    var reasons = [];
-    for (var i = 0; i < onOs.length; i++) {
-      var p = onOs[i], where = p.os + '/' + p.accelerator;
-      if (host.accelerators.indexOf(p.accelerator) < 0) {
-        reasons.push(where + ': this host has no ' + p.accelerator);
-        continue;
-      }
-      var archs = list(p.archs);
-      if (archs.length) {
-        var arch = hostGpuArch(host, p.accelerator);
-        if (!arch) {
-          reasons.push(where + ': needs GPU arch ' + archs.join(', ') + ', this host reports none');
-          continue;
-        }
-        if (archs.indexOf(arch) < 0) {
-          reasons.push(where + ': needs GPU arch ' + archs.join(', ') + ', this host has ' + arch);
-          continue;
-        }
-      }
-      return { fits: true, platform: p, reasons: [] };
+    var blocks = [];
+    onOs.forEach(function (p) { if (blocks.indexOf(p.accelerator) < 0) { blocks.push(p.accelerator); } });
+    // select_accelerator: default_accelerator, then detection order among the host's, then the first.
+    var accel = null;
+    if (e.default_accelerator && blocks.indexOf(e.default_accelerator) >= 0) { accel = e.default_accelerator; }
+    var order = (host.os === 'darwin' ? ['metal'] : []).concat(DETECTION_ORDER);
+    for (var i = 0; accel === null && i < order.length; i++) {
+      if (blocks.indexOf(order[i]) >= 0 && host.accelerators.indexOf(order[i]) >= 0) { accel = order[i]; }
     }
-    return { fits: false, platform: null, reasons: reasons };
+    if (accel === null) { accel = blocks[0]; }
+    if (host.accelerators.indexOf(accel) < 0) {
+      return { fits: false, platform: null, reason: 'needs ' + blocks.slice().sort().join(' or ') + ' on ' +
+               host.os + '; the host has ' + host.accelerators.slice().sort().join(', ') };
+    }
+    var plat = onOs.filter(function (p) { return p.accelerator === accel; })[0];
+    var arch = hostGpuArch(host, accel);
+    var archs = list(plat.archs);
+    if (archs.length) {
+      if (archs.indexOf(arch) < 0) {
+        return { fits: false, platform: null, reason: host.os + '/' + accel + ' is built for ' +
+                 archs.join(', ') + "; the host's GPU is " + (arch || 'unknown') };
+      }
+      return { fits: true, platform: plat, reason: host.os + '/' + accel + ' ' + arch };
+    }
+    return { fits: true, platform: plat, reason: host.os + '/' + accel };
   }
 
   // ---- the page --------------------------------------------------------------------------
@@ -265,7 +276,7 @@
     Object.keys(items).forEach(function (id) {
       var visible = shown[id] === true;
       if (visible && state.fits && hostFits && !(hostFits[id] && hostFits[id].fits)) { visible = false; }
-      items[id].hidden = !visible;
+      if (items[id].hidden === visible) { items[id].hidden = !visible; }
       if (visible) { count++; }
     });
     summary.textContent = count + ' of ' + entries.length + ' entries';
@@ -285,12 +296,11 @@
       var li = items[e.id];
       if (!li) { return; }
       var p = li.querySelector('.fit');
+      if (!p) { p = document.createElement('p'); p.className = 'fit'; li.appendChild(p); }
       li.classList.toggle('fits', r.fits);
       li.classList.toggle('no-fit', !r.fits);
       p.hidden = false;
-      p.textContent = r.fits
-        ? 'Runs on this host (' + r.platform.os + '/' + r.platform.accelerator + ')'
-        : 'Does not run on this host: ' + r.reasons.join('; ');
+      p.textContent = r.fits ? 'Runs on this host: ' + r.reason : 'Does not run on this host: ' + r.reason;
       if (r.fits) { n++; }
     });
     var arch = [host.rocm_arch, host.cuda_arch].filter(Boolean).join(', ');
@@ -333,5 +343,6 @@
   applyStateToForm(fragmentToState(window.location.hash));
   render();
   document.body.setAttribute('data-ready', 'true');
+  window.__catalogueStart = started;
   window.__catalogueReady = performance.now();
 })();
