@@ -1,1 +1,9 @@
-"""The catalogue (issue 10): sources, verified index, search, static site."""
+"""The catalogue (issue 10): official and community recipes and extensions, verified into
+a signed, byte-reproducible index, searched from the CLI and browsed as a static site.
+
+- :mod:`.sources`: publisher / entry TOML files, their JSON Schemas (``schema/``), ``lint``.
+- :mod:`.build`: ``catalogue build``: fetch, verify, describe, write, sign.
+- :mod:`.search`: the search semantics shared with the site; :mod:`.fits`: "runs on this host".
+- :mod:`.index`: reading, verifying and updating a built index (local or cached).
+- :mod:`.site`: the static site (``render_site(index, out)``).
+"""

@@ -21,7 +21,8 @@ from lemonpack.cli import release_cmds  # noqa: F401  (register commands)
 from lemonpack.cli import registry_cmds  # noqa: F401  (publish, pull, pin)
 from lemonpack.errors import LemonpackError
 
-for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "extensions_cmds"):
+for _name in ("backends_cmds", "models_cmds", "run_cmds", "select_cmds", "serve_cmds", "extensions_cmds",
+              "signing_cmds", "catalogue_cmds"):
     try:  # command groups of rooms still being built register themselves when present
         __import__(f"lemonpack.cli.{_name}")
     except ModuleNotFoundError as _e:  # pragma: no cover

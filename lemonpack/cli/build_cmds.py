@@ -178,8 +178,15 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
             example: bool = typer.Option(False, "--example", help="Install lemonpack's shipped example "
                                          "(hello-engine), its artifact served from the installed package on "
                                          "127.0.0.1 (no network needed); takes no RECIPE or --mirror."),
+            key: str = typer.Option(None, "--key", metavar="KEY", help="With oci://: verify the cosign "
+                                    "signature with this public key (or cosign private key file) first."),
+            insecure: bool = typer.Option(False, "--insecure", help="With oci://: allow plain HTTP to a "
+                                          "registry that is not on a loopback address."),
             json_out: bool = JSON_OPTION) -> int:
     """Install a variant_of recipe's artifact for this host (download, verify, unpack).
+
+    RECIPE may also be oci://HOST/REPO@sha256:... (what `lemonpack publish` pushed): the
+    recipe and its artifact are pulled and verified (and the signature, with --key).
 
     The artifact lands in <cache>/external/<recipe>/, where its launch plan finds the
     binary (RFC section 10). Prints the provenance and a no-sandbox disclosure first and
@@ -196,6 +203,13 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
     from lemonpack.fetch import Mirror
 
+    if recipe_ref and recipe_ref.startswith("oci://"):
+        from lemonpack.cli.signing_cmds import install_oci
+
+        return install_oci(recipe_ref, key=key, insecure=insecure, accelerator=accelerator, arch=arch, yes=yes,
+                           json_out=json_out)
+    if key or insecure:
+        raise typer.BadParameter("--key and --insecure apply to oci:// installs", param_hint="--key")
     if example and (recipe_ref or mirror):
         raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
                                  param_hint="--example")

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Benchmark ``lemonpack catalogue build`` and ``catalogue search`` on 5,000 generated entries
+(a script, not a test).
+
+Inputs: ``--entries N`` (default 5,000) community recipes from 50 publishers (every tenth
+signed with its publisher's key, a ROCm block with an arch glob on every third), each served
+from a real HTTP server on 127.0.0.1 through the mirror mechanism, plus the repository's
+official set. Measured in this process:
+
+- build, cold: every entry fetched over loopback into an empty cache;
+- build, warm ("excluding fetch"): the same build again, every fetch a verified cache hit
+  (the cache still re-hashes each file: that is the verification, not the network), and
+  per entry; baseline in the same run: reading, hashing and TOML/JSON-parsing every input
+  file once (what any build must do at least), printed as a ratio;
+- search: ``lemonpack catalogue search QUERY --index OUT --json`` as a real process, p50/p99
+  over ``--searches`` runs with varying queries and filters; baseline: ``lemonpack --help``
+  (the CLI's own start-up) in the same run; and the in-process search time over the index;
+- site size: the output directory, ``catalogue.json`` and ``assets/catalogue-data.js``.
+
+Targets (issue 10): build under 10 s, CLI search under 100 ms. Usage:
+``python bench/catalogue.py [--entries N] [--searches K]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.catalogue import CatalogueWorld, sign  # noqa: E402  (a plain script)
+
+
+def populate(world: CatalogueWorld, n: int) -> list[Path]:
+    """Write ``n`` entries (and their served recipes); returns every input file."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    files = []
+    pubs = [f"pub{i:02d}" for i in range(50)]
+    keys = {}
+    for p in pubs:
+        keys[p] = ec.generate_private_key(ec.SECP256R1())
+        world.publisher(p, keys[p])
+    art = b"artifact bytes for the benchmark"
+    world.put("https://example.invalid/bench/artifact.tar.gz", art)
+    art_sha = "sha256:" + hashlib.sha256(art).hexdigest()
+    for i in range(n):
+        pub = pubs[i % len(pubs)]
+        name = f"bench-{i:05d}"
+        platforms = {"linux": {"cpu": {"binary": "llama-server"}}}
+        if i % 3 == 0:
+            platforms["linux"]["rocm"] = {"binary": "llama-server", "arch": {"gfx11*": {"env": {"X": "1"}}}}
+        doc = {"recipe": name, "display_name": f"Bench engine {i}", "api_contract_version": "1",
+               "variant_of": "llamacpp", "capabilities": ["chat_completion"] + (["embeddings"] if i % 2 else []),
+               "source": "https://example.invalid/bench/artifact.tar.gz", "sha256": art_sha, "platforms": platforms}
+        data = json.dumps(doc, indent=2).encode()
+        sig = f'\n[signature]\nvalue = "{sign(keys[pub], data)}"\n' if i % 10 == 0 else ""
+        path, _ = world.https_recipe(pub, doc, signature=sig)
+        files.append(path)
+        files.append(world.mirror_root / "example.invalid" / pub / f"{name}.json")
+    return files
+
+
+def baseline(files: list[Path]) -> float:
+    t = time.perf_counter()
+    for f in files:
+        data = f.read_bytes()
+        hashlib.sha256(data).hexdigest()
+        tomllib.loads(data.decode()) if f.suffix == ".toml" else json.loads(data)
+    return time.perf_counter() - t
+
+
+def build(world: CatalogueWorld, out: Path, cache: Path) -> tuple[float, dict]:
+    from lemonpack.catalogue.build import BuildConfig, build as run_build
+    from lemonpack.fetch import ArtifactCache, Mirror
+
+    cfg = BuildConfig(out=out, source=world.source, mirror=Mirror(world.mirror), key=world.index_key,
+                      password=b"catalogue-test-pw", cache=ArtifactCache(cache), epoch=0)
+    t = time.perf_counter()
+    index = run_build(cfg)
+    return time.perf_counter() - t, index
+
+
+def timed_process(args: list[str], env: dict) -> float:
+    t = time.perf_counter()
+    subprocess.run(args, env=env, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--entries", type=int, default=5000)
+    ap.add_argument("--searches", type=int, default=40)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-catalogue-") as tmp:
+        tmp = Path(tmp)
+        world = CatalogueWorld(tmp, community=False)
+        try:
+            t = time.perf_counter()
+            files = populate(world, a.entries)
+            print(f"generated {a.entries} entries in {time.perf_counter() - t:.1f} s")
+            os.environ["LEMONPACK_CACHE_DIR"] = str(tmp / "cache")
+            cold, index = build(world, tmp / "out", tmp / "cache")
+            print(f"build cold (fetch over loopback): {cold:.2f} s; {len(index['entries'])} entries, "
+                  f"{len(index['rejected'])} rejected")
+            warm, index = build(world, tmp / "out", tmp / "cache")
+            base = baseline(files)
+            n = len(index["entries"])
+            print(f"build warm (excluding fetch): {warm:.2f} s = {warm / n * 1000:.2f} ms/entry "
+                  f"(target < 10 s: {'met' if warm < 10 else 'NOT met'}); baseline read+hash+parse inputs "
+                  f"{base:.2f} s, ratio {warm / base:.1f}x")
+            from lemonpack.catalogue.index import load_index
+            from lemonpack.catalogue.search import search
+
+            idx = load_index(tmp / "out")
+            queries = [("", {}), ("bench", {}), ("engine 42", {}), ("", {"accelerator": "rocm"}),
+                       ("", {"gpu_arch": "gfx1151"}), ("embeddings", {"official": False}), ("qwen", {}),
+                       ("bench-04999", {})]
+            t = time.perf_counter()
+            for q, f in queries * 5:
+                search(idx, q, f)
+            inproc = (time.perf_counter() - t) / (len(queries) * 5)
+            env = dict(os.environ)
+            cli = [sys.executable, "-c", "from lemonpack.cli import main; main()"]
+            lat, base_lat = [], []
+            flag = {"accelerator": "--accelerator", "gpu_arch": "--gpu-arch"}
+            for i in range(a.searches):
+                q, f = queries[i % len(queries)]
+                args = cli + ["catalogue", "search", q, "--index", str(tmp / "out"), "--json"]
+                for k, v in f.items():
+                    args += ["--community"] if k == "official" else [flag[k], v]
+                lat.append(timed_process(args, env))
+                base_lat.append(timed_process(cli + ["--help"], env))
+            p50, p99, b50 = pct(lat, 0.5), pct(lat, 0.99), pct(base_lat, 0.5)
+            print(f"CLI search: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
+                  f"(target < 100 ms: {'met' if p99 < 0.1 else 'NOT met'}); baseline `lemonpack --help` p50 "
+                  f"{b50 * 1000:.0f} ms, ratio {p50 / b50:.2f}x; in-process search {inproc * 1000:.1f} ms/query "
+                  f"over {n} entries")
+            size = sum(p.stat().st_size for p in (tmp / "out").rglob("*") if p.is_file())
+            data_js = tmp / "out" / "assets" / "catalogue-data.js"
+            print(f"site size: {size / 1e6:.1f} MB total; catalogue.json {(tmp / 'out' / 'catalogue.json').stat().st_size / 1e6:.1f} MB; "
+                  f"catalogue-data.js {data_js.stat().st_size / 1e6:.1f} MB; "
+                  f"index.html {(tmp / 'out' / 'index.html').stat().st_size / 1e3:.0f} kB")
+        finally:
+            world.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,751 @@
+"""``lemonpack catalogue build``: sources in, a verified, signed, byte-reproducible index out.
+
+Input: a source tree (the repository top: ``catalogue/publishers``, ``catalogue/entries``,
+``catalogue/extensions`` + ``extensions.lock`` + ``api/``, ``catalogue/recipes``) and the
+recipes shipped in ``lemonpack/examples``. Output (CONTRACTS.md "Issue 10"): ``catalogue.json``
+(canonical JSON, schema 1), ``entries/<kind>.<name>.json`` (each entry, canonical),
+``catalogue.json.sig`` (with ``--key``: base64 ECDSA-P256/SHA-256 over the bytes of
+``catalogue.json``, cosign ``sign-blob`` format; deterministic nonces (RFC 6979) so the
+signature is reproducible too), ``feed.atom`` and the static site (:mod:`.site`).
+
+Every community entry is fetched through the verified fetch path (cache, ``--mirror``) and
+checked; one that fails is *rejected* and listed with its reasons in ``rejected``: a schema
+error, a digest mismatch (or a fetch failure), a contract failure, an invalid signature, or a
+claim on an official recipe id / extension name, key, option or provider id. Recorded, not
+rejected: signature status, pinning status and reproducibility.
+
+The output appears atomically: it is written into a temporary sibling directory and swapped
+in with one rename (the previous output is kept until then). Dates come from
+``SOURCE_DATE_EPOCH`` (default 0), file order is sorted, JSON canonical: the same inputs give
+the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lemonpack.catalogue import archs
+from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
+from lemonpack.contract.loader import check_text
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
+from lemonpack.oci.canonical import canonical_json
+
+from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
+
+FEED_NAME = "feed.atom"
+OFFICIAL_PUBLISHER = "lemonpack"
+
+#: Extension requirement -> (accelerator, or os) used for an extension's platforms.
+_REQ_ACCEL = {"hip": "rocm", "cuda": "cuda", "vulkan": "vulkan"}
+_REQ_OS = {"linux": "linux", "windows": "windows", "macos": "darwin"}
+
+
+@dataclass
+class BuildConfig:
+    """``out``: output directory; ``source``: the source tree (repository top); ``mirror``:
+    mirror for https/http fetches; ``key``: cosign private key file signing the index,
+    ``password``: its password (bytes); ``rebuild``: run the builder on recipes to check
+    reproducibility; ``cache``: artifact cache (default: the XDG one); ``epoch``: dates."""
+
+    out: Path
+    source: Path
+    mirror: Mirror | None = None
+    key: Path | None = None
+    password: bytes = b""
+    rebuild: bool = False
+    cache: ArtifactCache | None = None
+    epoch: int = 0
+    insecure_registry: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    client: Any = None  # one httpx.Client for every fetch of a build (connections reused)
+
+
+class Rejected(Exception):
+    """An entry is rejected: ``reasons`` are listed in the index."""
+
+    def __init__(self, *reasons: str):
+        super().__init__("; ".join(reasons))
+        self.reasons = [one_line(r) for r in reasons]
+
+
+def rfc3339(epoch: int) -> str:
+    """``epoch`` (seconds) as RFC 3339 UTC: ``1970-01-01T00:00:00Z``."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tree_digest(root: Path) -> tuple[str, bytes]:
+    """The digest of a directory: ``sha256`` of its listing, one line per regular file,
+    ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
+    returns ``("sha256:<hex>", listing)``. Symlinks and other non-regular files raise
+    :class:`LemonpackError` (an entry's tree must be plain files)."""
+    lines = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink():
+                raise LemonpackError(f"{p}: symlinks are not allowed in a catalogue entry")
+        for name in filenames:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
+    listing = b"".join(sorted(lines, key=lambda l: l.split(b"  ", 1)[1]))
+    return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def sign_bytes(private, data: bytes) -> str:
+    """Base64 ECDSA-P256/SHA-256 (DER) signature of ``data`` with deterministic nonces
+    (RFC 6979): the same key and bytes give the same signature (cosign ``sign-blob`` format)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return base64.b64encode(private.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))).decode()
+
+
+def load_private_key(path: Path, password: bytes):
+    """The ECDSA private key in cosign's key file ``path`` (raises KeyFileError)."""
+    from lemonpack.signing.keys import decode_private_key
+
+    return decode_private_key(Path(path).read_bytes(), password, what=str(path))
+
+
+def public_pem_of(private) -> str:
+    """PEM text of ``private``'s public key."""
+    from lemonpack.signing.keys import encode_public_key
+
+    return encode_public_key(private.public_key()).decode()
+
+
+# ---------------------------------------------------------------- fetching
+
+
+@dataclass
+class Fetched:
+    """What an entry's source gave: ``digest`` (``sha256:<hex>``), the signed ``subject``
+    bytes (the file, the archive, or a tree listing), and ``path`` (a recipe file or an
+    extension directory) inside ``workdir``; ``recipe_text`` for recipes."""
+
+    digest: str
+    subject: bytes
+    path: Path
+    recipe_text: str | None = None
+    oci_ref: str | None = None
+
+
+def _git(*args: str, cwd: Path | None = None) -> bytes:
+    git = shutil.which("git")
+    if git is None:
+        raise FetchError("git is not installed: git entries cannot be fetched")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/"),
+           "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+    proc = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=300)
+    if proc.returncode != 0:
+        raise FetchError(f"git {args[0]} failed: {one_line(proc.stderr.decode('utf-8', 'replace').strip())[:300]}")
+    return proc.stdout
+
+
+def fetch_source(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
+    """Fetch ``ent``'s source into ``work`` and check its digest. Raises IntegrityError,
+    FetchError, UnsafeContentError, LemonpackError."""
+    src = ent.source
+    cache = cfg.cache or ArtifactCache()
+    if not (src["type"] == "https" and ent.kind == "recipe"):
+        work.mkdir(parents=True, exist_ok=True)
+    if src["type"] == "https":
+        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=cfg.mirror, progress=False,
+                    client=cfg.client)
+        data = got.path.read_bytes()
+        if ent.kind == "recipe":
+            return Fetched("sha256:" + got.sha256, data, got.path, recipe_text=data.decode("utf-8", "replace"))
+        dest = work / "tree"
+        extract(got.path, dest, name_hint=src["url"].rsplit("/", 1)[-1], label=src["url"])
+        return Fetched("sha256:" + got.sha256, data, _extension_root(dest))
+    if src["type"] == "git":
+        repo = work / "repo.git"
+        _git("clone", "--quiet", "--bare", "--no-hardlinks", "--", src["url"], str(repo))
+        tar = work / "tree.tar"
+        tar.write_bytes(_git("archive", "--format=tar", src["commit"], "--", src["path"], cwd=repo))
+        dest = work / "tree"
+        extract(tar, dest, name_hint="tree.tar", label=f"{src['url']}@{src['commit']}")
+        target = dest / src["path"]
+        if ent.kind == "recipe":
+            if not target.is_file():
+                raise FetchError(f"{src['path']} is not a file at commit {src['commit']}")
+            data = target.read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            subject, text = data, data.decode("utf-8", "replace")
+        else:
+            if not target.is_dir():
+                raise FetchError(f"{src['path']} is not a directory at commit {src['commit']}")
+            digest, subject = tree_digest(target)
+            text = None
+        if digest != src["sha256"]:
+            raise IntegrityError(f"{src['url']}@{src['commit']}:{src['path']}", src["sha256"], digest)
+        return Fetched(digest, subject, target, recipe_text=text)
+    if src["type"] == "oci":
+        return _fetch_oci(ent, cfg, work)
+    raise LemonpackError(f"unknown source type {src['type']!r}")
+
+
+def _extension_root(dest: Path) -> Path:
+    if (dest / "extension.json").is_file():
+        return dest
+    subs = [p for p in dest.iterdir() if p.is_dir()]
+    if len(subs) == 1 and (subs[0] / "extension.json").is_file():
+        return subs[0]
+    raise LemonpackError("the archive holds no extension.json at its top or in its one top directory")
+
+
+def _fetch_oci(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
+    """Pull ``HOST/REPO@sha256:..`` into an OCI layout (every digest verified by the registry
+    client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
+    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.registry.transfer import pull_layout
+    from lemonpack.signing.ociinstall import _image_manifests, _recipe_from_image
+
+    if ent.kind != "recipe":
+        raise LemonpackError("OCI sources are supported for recipes only")
+    ref = parse_reference(ent.source["ref"])
+    layout = work / "layout"
+    client = RegistryClient(ref.host, insecure=cfg.insecure_registry)
+    pull_layout(ref, layout, client)
+    index = json.loads((layout / "index.json").read_bytes())
+    root = index["manifests"][0]
+    manifests = _image_manifests(layout, root["digest"], root.get("mediaType", ""))
+    if not manifests:
+        raise LemonpackError("the image has no image manifest")
+    recipe = _recipe_from_image(layout, manifests[0][1], ent.source["ref"])
+    text = recipe.canonical.decode()
+    return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=ent.source["ref"])
+
+
+# ---------------------------------------------------------------- entry facts
+
+
+def recipe_platforms(recipe) -> list[dict]:
+    """The index's platforms of a recipe: per block ``{"os", "accelerator", "archs",
+    "arch_patterns"}``; patterns are the block's arch override keys plus the keys of
+    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion."""
+    out = []
+    aliases = [k for k, _ in recipe.arch_aliases]
+    doc_platforms = thaw(recipe.document).get("platforms", {})
+    for os_name, blocks in recipe.platforms.items():
+        for accel, block in blocks.items():
+            patterns = [o.pattern for o in block.arch]
+            raw = json.dumps(doc_platforms.get(os_name, {}).get(accel, {}))
+            if "{arch_alias}" in raw:
+                patterns += [a for a in aliases if a not in patterns]
+            out.append({"os": os_name, "accelerator": accel, "archs": archs.expand(accel, patterns),
+                        "arch_patterns": patterns})
+    return out
+
+
+def extension_platforms(ext) -> list[dict]:
+    """Platforms of an extension from its targets' requirements (``hip`` -> rocm, ``cuda``,
+    ``vulkan``, else cpu; ``linux``/``windows``/``macos`` or every OS); ``testing``
+    targets are left out. Sorted, deduplicated."""
+    seen = set()
+    for t in ext.targets:
+        req = set(t.requires)
+        if "testing" in req:
+            continue
+        oses = [_REQ_OS[r] for r in sorted(req) if r in _REQ_OS] or ["linux", "windows", "darwin"]
+        accels = [_REQ_ACCEL[r] for r in sorted(req) if r in _REQ_ACCEL] or ["cpu"]
+        for o in oses:
+            for a in accels:
+                seen.add((o, a))
+    return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": []} for o, a in sorted(seen)]
+
+
+def pinning(recipe) -> dict:
+    """Pinning of a recipe: every container image (``{"ref", "pinned"}``: pinned by digest)
+    and every artifact (``{"url", "sha256"}``; sha256 None when the artifact is not pinned);
+    ``status`` ``all`` / ``partly`` / ``none`` (``all`` when there is nothing to pin)."""
+    from lemonpack.contract.select import targets
+    from lemonpack.oci.reference import check_pinned
+    from lemonpack.registry.pin import image_sites
+
+    images = {}
+    for site in image_sites(thaw(recipe.document)):
+        images[site.image] = check_pinned(site.image) is None
+    arts = {}
+    try:
+        for t in targets(recipe):
+            if t.provenance.source:
+                pinned = t.provenance.sha256 and t.provenance.policy != "roll_forward"
+                sha = t.provenance.sha256 if pinned else None
+                if sha and not sha.startswith("sha256:"):
+                    sha = "sha256:" + sha
+                arts[t.provenance.source] = sha
+    except LemonpackError:
+        pass
+    flags = list(images.values()) + [v is not None for v in arts.values()]
+    status = "all" if all(flags) else ("none" if not any(flags) else "partly")
+    return {"status": status, "images": [{"ref": r, "pinned": p} for r, p in sorted(images.items())],
+            "artifacts": [{"url": u, "sha256": s} for u, s in sorted(arts.items())]}
+
+
+def thaw(value: Any) -> Any:
+    """A frozen recipe document as plain dicts and lists."""
+    from lemonpack.contract.model import thaw as _thaw
+
+    return _thaw(value)
+
+
+def recipe_commands(name: str, recipe, source: dict, official: bool) -> dict:
+    """The exact commands shown for a recipe entry (``install``, ``run``, ``nix``; ``fetch``
+    for a community file)."""
+    if source["type"] == "oci":
+        install = f"lemonpack install oci://{source['ref']}"
+        arg = name
+    elif official:
+        install, arg = f"lemonpack install {name}", name
+    else:
+        install, arg = f"lemonpack install {name}.json", f"{name}.json"
+    cmds = {"install": install, "run": f"lemonpack run {arg} -m MODEL.gguf"}
+    first = next((f"{o}-{a}" for o, bs in recipe.platforms.items() for a in bs), "")
+    cmds["nix"] = f"nix build .#{name}-{first}" if official else f"lemonpack build {arg} --out {name}-oci"
+    if source["type"] == "https" and recipe is not None:
+        cmds["fetch"] = f"curl -fLo {name}.json {source['url']}"
+    elif source["type"] == "git":
+        cmds["fetch"] = f"git clone {source['url']} && git -C {source['url'].rstrip('/').rsplit('/', 1)[-1].removesuffix('.git')} checkout {source['commit']}"
+    return cmds
+
+
+def extension_commands(name: str, official: bool) -> dict:
+    """The exact commands shown for an extension entry."""
+    sel = f"--select {name}" if official else f"--extension-dir ./{name} --select {name}"
+    return {"install": f"lemonpack extensions generate {sel} --out gufo-generated",
+            "run": "lemonpack extensions check",
+            "nix": "nix build .#gufo" if official else
+            f"nix build --impure --expr '(builtins.getFlake \"path:.\").packages.x86_64-linux.gufo.override {{ extensions = [ ./{name} ]; }}'"}
+
+
+# ---------------------------------------------------------------- the build
+
+
+class _Context:
+    def __init__(self, cfg: BuildConfig):
+        self.cfg = cfg
+        self.source = cfg.source
+        self.private = load_private_key(cfg.key, cfg.password) if cfg.key else None
+        self.sources = load_sources(cfg.source / "catalogue")
+        self.official_recipes: dict[str, Any] = {}
+        self.official_exts: list = []
+        self.tree_api = None
+
+    def publisher_keys(self) -> dict[str, Publisher]:
+        return self.sources.publishers
+
+
+def _rel(ctx: _Context, path: str | Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(ctx.source.resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
+def _official_recipe_files(source: Path) -> list[tuple[str, Path]]:
+    """(path shown in the index, file) of every official recipe: the shipped examples, then
+    ``catalogue/recipes/*.json``."""
+    out = []
+    examples = Path(str(resources.files("lemonpack.examples")))
+    for p in sorted(examples.glob("*.json")):
+        out.append((f"lemonpack/examples/{p.name}", p))
+    for p in sorted((source / "catalogue" / "recipes").glob("*.json")):
+        out.append((f"catalogue/recipes/{p.name}", p))
+    return out
+
+
+def _base_entry(**kw) -> dict:
+    return {"id": kw["id"], "kind": kw["kind"], "name": kw["name"], "display_name": kw["display_name"],
+            "official": kw["official"], "publisher": kw["publisher"], "description": kw["description"],
+            "license": kw["license"], "homepage": kw["homepage"], "tags": list(kw["tags"]),
+            "capabilities": list(kw["capabilities"]), "version": kw["version"], "platforms": kw["platforms"],
+            "source": kw["source"], "digest": kw["digest"], "signature": kw["signature"],
+            "pinning": kw["pinning"], "reproducible": kw["reproducible"], "commands": kw["commands"]}
+
+
+def _not_checked(published: str | None = None, rebuilt: str | None = None) -> dict:
+    return {"status": "not-checked", "published": published, "rebuilt": rebuilt}
+
+
+def _official_signature(ctx: _Context) -> dict:
+    """Official entries are covered by the index signature: verified when the index key is
+    one of the ``lemonpack`` publisher's keys, unknown-key for another key, else unsigned."""
+    if ctx.private is None:
+        return {"status": "unsigned", "fingerprint": None}
+    from lemonpack.catalogue.sources import key_fingerprint
+
+    fp = key_fingerprint(public_pem_of(ctx.private))
+    pub = ctx.sources.publishers.get(OFFICIAL_PUBLISHER)
+    known = pub is not None and any(k.fingerprint == fp for k in pub.keys)
+    return {"status": "verified" if known else "unknown-key", "fingerprint": fp}
+
+
+def _reproduce(ctx: _Context, recipe, published: str | None, work: Path) -> dict:
+    """Rebuild ``recipe`` with the builder (same epoch, mirror, cache) and compare the
+    image index digest with ``published``."""
+    if not (ctx.cfg.rebuild or published):
+        return _not_checked(published)
+    from lemonpack.builder.pipeline import BuildOptions, build_recipes
+
+    work.mkdir(parents=True, exist_ok=True)
+    opts = BuildOptions(out=work / "rebuild", mirror=ctx.cfg.mirror, cache=ctx.cfg.cache, epoch=ctx.cfg.epoch,
+                        progress=False)
+    try:
+        result = build_recipes([recipe], opts)
+    except LemonpackError as e:
+        return {"status": "differs" if published else "not-checked", "published": published, "rebuilt": None,
+                "error": one_line(str(e))}
+    rebuilt = result.indexes.get(recipe.recipe)
+    if not published:
+        return _not_checked(None, rebuilt)
+    return {"status": "reproduced" if rebuilt == published else "differs", "published": published, "rebuilt": rebuilt}
+
+
+def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]:
+    """Entries for the repo's recipes and the extensions of ``extensions.lock``."""
+    from lemonpack.contract import load_recipe
+
+    entries, rejected = [], []
+    sig = _official_signature(ctx)
+    for shown, path in _official_recipe_files(ctx.source):
+        data = path.read_bytes()
+        try:
+            recipe = load_recipe(path)
+        except LemonpackError as e:
+            rejected.append({"id": f"recipe:{path.stem}", "publisher": OFFICIAL_PUBLISHER, "file": shown,
+                             "reasons": [f"contract: {one_line(str(e))}"]})
+            continue
+        ctx.official_recipes[recipe.recipe] = recipe
+        source = {"type": "repo", "path": shown}
+        d = recipe.document
+        entries.append(_base_entry(
+            id=f"recipe:{recipe.recipe}", kind="recipe", name=recipe.recipe, display_name=recipe.display_name,
+            official=True, publisher=OFFICIAL_PUBLISHER, description=str(d.get("description", recipe.display_name)),
+            license=str(d.get("license", "MIT")), homepage=str(d.get("homepage", "")), tags=["official"],
+            capabilities=sorted(recipe.capabilities), version=str(d.get("version", "1")),
+            platforms=recipe_platforms(recipe), source=source,
+            digest="sha256:" + hashlib.sha256(data).hexdigest(), signature=sig, pinning=pinning(recipe),
+            reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"),
+            commands=recipe_commands(recipe.recipe, recipe, source, True)))
+    lock = ctx.source / "extensions.lock"
+    if lock.exists():
+        from lemonpack.extensions.pipeline import run_pipeline
+
+        sel = run_pipeline(ctx.source, select="lock", features=frozenset({"linux"}), environ={})
+        for ext in sel.extensions:
+            if not ext.official:
+                continue
+            ctx.official_exts.append(ext)
+            shown = f"catalogue/extensions/{ext.name}"
+            digest, _ = tree_digest(ctx.source / shown)
+            manifest = json.loads((ctx.source / shown / "extension.json").read_bytes())
+            entries.append(_base_entry(
+                id=f"extension:{ext.name}", kind="extension", name=ext.name, display_name=ext.name,
+                official=True, publisher=OFFICIAL_PUBLISHER, description=str(manifest.get("description", "")),
+                license=str(manifest.get("license", "MIT")), homepage=str(manifest.get("homepage", "")),
+                tags=["official"], capabilities=sorted({p.capability for p in ext.providers}),
+                version=ext.version, platforms=extension_platforms(ext), source={"type": "repo", "path": shown},
+                digest=digest, signature=sig, pinning={"status": "all", "images": [], "artifacts": []},
+                reproducible=_not_checked(), commands=extension_commands(ext.name, True)))
+    return entries, rejected
+
+
+def _signature_status(ctx: _Context, ent: EntrySource, fetched: Fetched, work: Path) -> dict:
+    """Verify ``ent``'s signature over the fetched subject bytes (or, for OCI, the cosign
+    signature in the registry): verified with a key of the entry's publisher; unknown-key
+    when it verifies only with the key the entry names; raises :class:`Rejected` when it
+    verifies with neither."""
+    pub = ctx.sources.publishers[ent.publisher]
+    if fetched.oci_ref is not None and ent.signature is None:
+        from lemonpack.signing.keys import decode_public_key
+        from lemonpack.signing.remote import verify_image
+
+        for k in pub.keys:
+            try:
+                verify_image(fetched.oci_ref, decode_public_key(k.pem.encode()), insecure=ctx.cfg.insecure_registry)
+                return {"status": "verified", "fingerprint": k.fingerprint}
+            except LemonpackError:
+                continue
+        return {"status": "unsigned", "fingerprint": None}
+    if ent.signature is None:
+        return {"status": "unsigned", "fingerprint": None}
+    if "value" in ent.signature:
+        sig = ent.signature["value"]
+    else:
+        got = fetch(ent.signature["url"], sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror,
+                    progress=False, client=ctx.cfg.client)
+        sig = got.path.read_bytes()[:4096].decode("ascii", "replace")
+    for k in pub.keys:
+        if verify_bytes(k.pem, fetched.subject, sig):
+            return {"status": "verified", "fingerprint": k.fingerprint}
+    other = ent.signature.get("key")
+    if other:
+        from lemonpack.catalogue.sources import key_fingerprint
+
+        try:
+            ok = verify_bytes(other, fetched.subject, sig)
+            fp = key_fingerprint(other)
+        except (LemonpackError, ValueError):
+            ok = False
+        if ok:
+            return {"status": "unknown-key", "fingerprint": fp}
+    raise Rejected("invalid signature: it verifies with no key of publisher "
+                   f"{ent.publisher!r}" + (" nor with the key the entry names" if other else ""))
+
+
+def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
+    """Fetch, check and describe one community entry; raises :class:`Rejected`."""
+    if ent.publisher not in ctx.sources.publishers:
+        raise Rejected(f"publisher {ent.publisher!r}: its publisher file is rejected")
+    if ent.kind == "recipe" and ent.name in ctx.official_recipes:
+        raise Rejected(f"claims the official recipe id {ent.name!r}")
+    if ent.kind == "extension" and any(e.name == ent.name for e in ctx.official_exts):
+        raise Rejected(f"claims the official extension name {ent.name!r}")
+    try:
+        fetched = fetch_source(ent, ctx.cfg, work)
+    except IntegrityError as e:
+        raise Rejected(f"digest mismatch: expected {e.expected}, got {e.actual}") from None
+    except LemonpackError as e:
+        raise Rejected(f"fetch failed: {e}") from None
+    common = dict(official=False, publisher=ent.publisher, description=ent.description, license=ent.license,
+                  homepage=ent.homepage, tags=list(ent.tags), source=_shown_source(ent.source), digest=fetched.digest)
+    if ent.kind == "recipe":
+        from lemonpack.contract.loader import build_model
+
+        label = f"{ent.id}"
+        doc, problems = check_text(fetched.recipe_text or "", label)
+        if doc is not None:  # lint's build policy too; unpinned images are recorded, not rejected
+            from lemonpack.oci.policy import document_policy_problems
+
+            problems = list(problems) + [p for p in document_policy_problems(label, doc) if p.rule != "digest-pinning"]
+        if problems:
+            raise Rejected(*[f"contract: {p.path or '(root)'}: {p.message} [{p.rule}]" for p in problems])
+        recipe = build_model(doc, label)  # checked above: lint's rules, once
+        if recipe.recipe in ctx.official_recipes:
+            raise Rejected(f"claims the official recipe id {recipe.recipe!r}")
+        if recipe.recipe != ent.name:
+            raise Rejected(f"the recipe's id {recipe.recipe!r} differs from the entry name {ent.name!r}")
+        sig = _signature_status(ctx, ent, fetched, work)
+        published = ent.published_digest or (fetched.digest if fetched.oci_ref else None)
+        d = recipe.document
+        return _base_entry(id=ent.id, kind="recipe", name=ent.name, display_name=recipe.display_name,
+                           capabilities=sorted(recipe.capabilities), version=str(d.get("version", "")),
+                           platforms=recipe_platforms(recipe), signature=sig, pinning=pinning(recipe),
+                           reproducible=_reproduce(ctx, recipe, published, work),
+                           commands=recipe_commands(ent.name, recipe, ent.source, False), **common)
+    from lemonpack.extensions.manifest import load_manifest
+    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api, include_problems
+
+    try:
+        ext = load_manifest(fetched.path)
+    except LemonpackError as e:
+        raise Rejected(f"extension manifest: {e}") from None
+    reasons = [f"extension: {r}" for r in include_problems(fetched.path)]
+    reasons += [f"claims an official extension's {r}" if "official" not in r else r
+                for r in collision_problems(ext, ctx.official_exts)]
+    minor, revision = host_api(ctx.source)
+    api = api_problem(ext, minor, revision)
+    if api:
+        reasons.append(f"extension: {api}")
+    if ext.name != ent.name:
+        reasons.append(f"the extension's name {ext.name!r} differs from the entry name {ent.name!r}")
+    if reasons:
+        raise Rejected(*reasons)
+    sig = _signature_status(ctx, ent, fetched, work)
+    return _base_entry(id=ent.id, kind="extension", name=ent.name, display_name=ext.name,
+                       capabilities=sorted({p.capability for p in ext.providers}), version=ext.version,
+                       platforms=extension_platforms(ext), signature=sig,
+                       pinning={"status": "all", "images": [], "artifacts": []}, reproducible=_not_checked(),
+                       commands=extension_commands(ent.name, False), **common)
+
+
+def _unpath(ctx: _Context, wdir: Path, text: str) -> str:
+    """``text`` without the build's temporary directory or the source tree's absolute path
+    (reasons must be the same bytes in every build)."""
+    for p in (str(wdir.resolve()), str(wdir)):
+        text = text.replace(p + "/", "").replace(p, ".")
+    for p in (str(ctx.source.resolve()), str(ctx.source.absolute())):
+        text = text.replace(p + "/", "")
+    return text
+
+
+def _shown_source(src: dict) -> dict:
+    return {k: src[k] for k in sorted(src)}
+
+
+def _nullctx():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
+    """The catalogue index (``catalogue.json`` as a dict) of ``cfg.source`` and the opened
+    signing key (None without ``cfg.key``); raises
+    LemonpackError only for what stops the whole build (an unreadable key, a bad lock)."""
+    import time
+
+    import httpx
+
+    ctx = _Context(cfg)
+    rejected: list[dict] = []
+    own_client = cfg.client is None
+    if own_client:
+        cfg.client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, cfg.client if own_client else _nullctx():
+        work = Path(tmp)
+        t0 = time.perf_counter()
+        entries, rej = official_entries(ctx, work)
+        rejected += rej
+        for file, problems in sorted(ctx.sources.rejected.items()):
+            p = Path(file)
+            is_pub = p.parent.name == "publishers"
+            rejected.append({"id": f"publisher:{p.stem}" if is_pub else f"entry:{p.parent.name}/{p.stem}",
+                             "publisher": p.stem if is_pub else p.parent.name, "file": _rel(ctx, p),
+                             "reasons": [one_line(f"schema: {q.path or '(root)'}: {q.message} [{q.rule}]")
+                                         for q in problems]})
+        seen: dict[str, str] = {}
+        for i, ent in enumerate(ctx.sources.entries):
+            wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
+            try:
+                if ent.id in seen:
+                    raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
+                entries.append(community_entry(ctx, ent, wdir))
+                seen[ent.id] = _rel(ctx, ent.file)
+            except Rejected as r:
+                rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
+                                 "reasons": [_unpath(ctx, wdir, x) for x in r.reasons]})
+            if wdir.exists():
+                shutil.rmtree(wdir, ignore_errors=True)
+        cfg.timings["entries"] = time.perf_counter() - t0
+    if own_client:
+        cfg.client = None
+    entries.sort(key=lambda e: (not e["official"], e["id"]))
+    rejected.sort(key=lambda r: (r["file"], r["id"]))
+    pubs = dict(ctx.sources.publishers)
+    return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
+            "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
+            "rejected": rejected}, ctx.private
+
+
+def atom_feed(index: dict) -> bytes:
+    """An Atom 1.0 feed (RFC 4287) of the index: one ``<entry>`` per catalogue entry in index
+    order, its ``<id>`` a URN of the entry id and digest (a changed entry is a new feed
+    entry), ``<updated>`` the index date. Built with ``xml.etree``; deterministic bytes."""
+    import xml.etree.ElementTree as ET
+
+    ns = "http://www.w3.org/2005/Atom"
+    ET.register_namespace("", ns)
+    q = lambda t: f"{{{ns}}}{t}"  # noqa: E731
+    feed = ET.Element(q("feed"))
+    ET.SubElement(feed, q("title")).text = "lemonpack catalogue"
+    ET.SubElement(feed, q("id")).text = "urn:lemonpack:catalogue"
+    ET.SubElement(feed, q("updated")).text = index["generated"]
+    ET.SubElement(ET.SubElement(feed, q("author")), q("name")).text = "lemonpack catalogue build"
+    for e in index["entries"]:
+        item = ET.SubElement(feed, q("entry"))
+        ET.SubElement(item, q("title")).text = f"{e['id']} {e.get('version') or ''}".strip()
+        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:{e['id']}:{e['digest']}"
+        ET.SubElement(item, q("updated")).text = index["generated"]
+        ET.SubElement(ET.SubElement(item, q("author")), q("name")).text = e["publisher"]
+        ET.SubElement(item, q("link"), {"rel": "alternate", "href": f"entries/{entry_filename(e['id'])}"})
+        ET.SubElement(item, q("category"), {"term": e["kind"]})
+        ET.SubElement(item, q("summary")).text = (
+            f"{e['display_name']} — signature {e['signature']['status']}, pinning {e['pinning']['status']}, "
+            f"reproducible {e['reproducible']['status']}, digest {e['digest']}")
+    for r in index["rejected"]:
+        item = ET.SubElement(feed, q("entry"))
+        ET.SubElement(item, q("title")).text = f"rejected: {r['id']}"
+        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:rejected:{r['file']}"
+        ET.SubElement(item, q("updated")).text = index["generated"]
+        ET.SubElement(item, q("summary")).text = "; ".join(r["reasons"])
+    ET.indent(feed)
+    return ET.tostring(feed, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def write_outputs(index: dict, tmp: Path, private=None) -> None:
+    """Write every output file of ``index`` into the (empty) directory ``tmp``."""
+    data = canonical_json(index)
+    (tmp / INDEX_NAME).write_bytes(data)
+    (tmp / "entries").mkdir()
+    for e in index["entries"]:
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
+    if private is not None:
+        (tmp / SIG_NAME).write_text(sign_bytes(private, data) + "\n", encoding="ascii")
+    (tmp / FEED_NAME).write_bytes(atom_feed(index))
+    try:
+        from lemonpack.catalogue.site import render_site
+    except ImportError:  # pragma: no cover
+        return
+    render_site(json.loads(data), tmp)
+
+
+def _normalise_mtimes(root: Path, epoch: int) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(Path(dirpath, name), (epoch, epoch))
+
+
+def replace_dir(tmp: Path, out: Path) -> None:
+    """Put the directory ``tmp`` at ``out`` atomically (exchange with an existing one, then
+    remove the old one). Raises StorageError."""
+    try:
+        if out.exists():
+            from lemonpack.signing.ociinstall import exchange
+
+            try:
+                exchange(tmp, out)
+            except OSError:
+                old = out.with_name(out.name + ".old-" + tmp.name.rsplit("-", 1)[-1])
+                os.rename(out, old)
+                os.rename(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+                return
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.rename(tmp, out)
+    except OSError as e:
+        raise StorageError(f"cannot write {out}: {e.strerror or e}") from None
+
+
+def build(cfg: BuildConfig) -> dict:
+    """Build the catalogue into ``cfg.out`` (see the module docstring); returns the index.
+    Bad entries never fail the build (they are listed); raises LemonpackError for a bad
+    key or source tree, StorageError when the disk refuses; ``cfg.out`` unchanged then."""
+    import time
+
+    if not (cfg.source / "catalogue").is_dir():
+        raise LemonpackError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
+    index, private = build_index(cfg)
+    out = Path(cfg.out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        write_outputs(index, tmp, private)
+        _normalise_mtimes(tmp, cfg.epoch)
+        os.chmod(tmp, 0o755)
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    cfg.timings["write"] = time.perf_counter() - t0
+    return index

@@ -1,0 +1,213 @@
+"""Reading, verifying and updating a built catalogue index.
+
+A built index is a directory (``catalogue.json``, ``catalogue.json.sig``, ``entries/``) or
+an ``http(s)`` URL of such a directory. The cached copy lives in
+``<XDG cache>/lemonpack/catalogue/`` (:func:`cached_dir`); ``update`` replaces it only after
+the new index's signature verified against a trusted key (``--key``, else
+``<XDG config>/lemonpack/catalogue.pub``) and every entry file matched the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError
+from lemonpack.paths import cache_root, config_root
+
+MAX_INDEX_BYTES = 256 * 1024 * 1024
+
+
+class SignatureError(IntegrityError):
+    """The index signature is missing or does not verify with the trusted key (exit 3)."""
+
+    def __init__(self, message: str):
+        LemonpackError.__init__(self, message)
+        self.what, self.expected, self.actual = INDEX_NAME, "a valid signature", "none"
+
+
+def cached_dir() -> Path:
+    """Where ``catalogue update`` keeps the index: ``<cache>/catalogue``."""
+    return cache_root() / "catalogue"
+
+
+def trusted_key_path(explicit: str | os.PathLike[str] | None) -> Path:
+    """The trusted public key: ``explicit`` or ``<config>/catalogue.pub``. Raises
+    LemonpackError when neither exists."""
+    p = Path(explicit) if explicit else config_root() / "catalogue.pub"
+    if not p.is_file():
+        raise LemonpackError(f"no trusted catalogue key: {p} does not exist (pass --key PUBLIC.pem)")
+    return p
+
+
+def locate(index: str | os.PathLike[str] | None) -> Path:
+    """The ``catalogue.json`` to read: ``index`` (a file or a directory holding it) or the
+    cached copy. Raises LemonpackError naming what is missing."""
+    if index is None:
+        p = cached_dir() / INDEX_NAME
+        if not p.is_file():
+            raise LemonpackError(f"no catalogue index: {p} does not exist "
+                                 "(run lemonpack catalogue update --from URL|DIR, or pass --index)")
+        return p
+    p = Path(index)
+    if p.is_dir():
+        p = p / INDEX_NAME
+    if not p.is_file():
+        raise LemonpackError(f"no catalogue index at {index}")
+    return p
+
+
+def load_index(index: str | os.PathLike[str] | None) -> dict:
+    """The index dict at ``index`` (see :func:`locate`). Raises LemonpackError for a file
+    that is not a schema-1 catalogue index."""
+    p = locate(index)
+    try:
+        data = json.loads(p.read_bytes())
+    except (OSError, ValueError) as e:
+        raise LemonpackError(f"{p}: not a catalogue index: {e}") from None
+    if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(data.get("entries"), list):
+        raise LemonpackError(f"{p}: not a catalogue index of schema 1")
+    return data
+
+
+def find_entry(index: dict, ident: str) -> dict:
+    """The entry with id ``ident``, or with name ``ident`` when exactly one has it. Raises
+    LemonpackError (naming a rejection when the id was rejected)."""
+    entries = index.get("entries", [])
+    for e in entries:
+        if e["id"] == ident:
+            return e
+    named = [e for e in entries if e["name"] == ident]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        raise LemonpackError(f"{ident!r} is ambiguous: {', '.join(e['id'] for e in named)}")
+    for r in index.get("rejected", []):
+        if r["id"] == ident or r["id"].split(":", 1)[-1] == ident:
+            raise LemonpackError(f"{r['id']} was rejected ({r['file']}): {'; '.join(r['reasons'])}")
+    raise LemonpackError(f"no catalogue entry {ident!r}")
+
+
+def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
+    """Problems of the built index in ``directory``: the signature over ``catalogue.json``
+    (missing or not verifying with ``public_pem``), and per entry its
+    ``entries/<file>.json`` missing or different from the index's entry. Empty: valid."""
+    problems = []
+    data = (directory / INDEX_NAME).read_bytes()
+    sig = directory / SIG_NAME
+    if not sig.is_file():
+        problems.append(f"{sig}: missing (the index is unsigned)")
+    elif not verify_bytes(public_pem, data, sig.read_text(encoding="ascii", errors="replace")):
+        problems.append(f"{sig}: does not verify {INDEX_NAME} with the trusted key")
+    try:
+        index = json.loads(data)
+    except ValueError as e:
+        return problems + [f"{directory / INDEX_NAME}: not JSON: {e}"]
+    for e in index.get("entries", []):
+        f = directory / "entries" / entry_filename(e["id"])
+        if not f.is_file():
+            problems.append(f"{f}: missing")
+        elif f.read_bytes() != _canonical(e):
+            problems.append(f"{f}: differs from the index's entry {e['id']}")
+    return problems
+
+
+def _canonical(obj) -> bytes:
+    from lemonpack.oci.canonical import canonical_json
+
+    return canonical_json(obj)
+
+
+def refetch_problems(index: dict, *, mirror=None, cache=None) -> list[str]:
+    """Re-fetch every community https entry and compare its sha256 with the entry's digest
+    (through the verified fetch path: a mismatch is reported, not stored)."""
+    from lemonpack.fetch import ArtifactCache, fetch
+
+    out = []
+    for e in index.get("entries", []):
+        src = e.get("source", {})
+        if src.get("type") != "https":
+            continue
+        try:
+            fetch(src["url"], sha256=e["digest"], cache=cache or ArtifactCache(), mirror=mirror, progress=False)
+        except LemonpackError as exc:
+            out.append(f"{e['id']}: {exc}")
+    return out
+
+
+def _read_url(url: str, client) -> bytes:
+    r = client.get(url)
+    if r.status_code >= 400:
+        raise FetchError(f"{url}: HTTP {r.status_code}")
+    if len(r.content) > MAX_INDEX_BYTES:
+        raise FetchError(f"{url}: larger than {MAX_INDEX_BYTES} bytes")
+    return r.content
+
+
+def update(source: str, public_pem: bytes) -> dict:
+    """Fetch the index at ``source`` (a directory or an http(s) URL of one) into a temporary
+    directory, verify it (:func:`verify_dir`) and only then replace the cached copy
+    atomically. Returns ``{"entries": n, "generated", "path"}``. Raises
+    :class:`SignatureError` (the cached copy untouched) or FetchError."""
+    dest = cached_dir()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))
+    try:
+        if source.startswith(("http://", "https://")):
+            import httpx
+
+            from lemonpack.fetch.download import _check_hop
+
+            base = source.rstrip("/")
+            if base.endswith(INDEX_NAME):
+                base = base[: -len(INDEX_NAME) - 1]
+            _check_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
+            with httpx.Client(timeout=60.0, follow_redirects=False) as client:
+                data = _read_url(f"{base}/{INDEX_NAME}", client)
+                (tmp / INDEX_NAME).write_bytes(data)
+                try:
+                    (tmp / SIG_NAME).write_bytes(_read_url(f"{base}/{SIG_NAME}", client))
+                except FetchError:
+                    pass
+                index = json.loads(data)
+                (tmp / "entries").mkdir()
+                for e in index.get("entries", []):
+                    name = entry_filename(e["id"])
+                    (tmp / "entries" / name).write_bytes(_read_url(f"{base}/entries/{name}", client))
+        else:
+            src = Path(source)
+            if src.is_file():
+                src = src.parent
+            if not (src / INDEX_NAME).is_file():
+                raise LemonpackError(f"no {INDEX_NAME} in {source}")
+            shutil.copy2(src / INDEX_NAME, tmp / INDEX_NAME)
+            if (src / SIG_NAME).is_file():
+                shutil.copy2(src / SIG_NAME, tmp / SIG_NAME)
+            if (src / "entries").is_dir():
+                shutil.copytree(src / "entries", tmp / "entries")
+            else:
+                (tmp / "entries").mkdir()
+        problems = verify_dir(tmp, public_pem)
+        if problems:
+            raise SignatureError("refusing the new index, the cached copy is unchanged:\n  " + "\n  ".join(problems))
+        index = json.loads((tmp / INDEX_NAME).read_bytes())
+        os.chmod(tmp, 0o755)
+        from lemonpack.catalogue.build import replace_dir
+
+        replace_dir(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"entries": len(index.get("entries", [])), "generated": index.get("generated"), "path": str(dest),
+            "sha256": "sha256:" + hashlib.sha256((dest / INDEX_NAME).read_bytes()).hexdigest()}
+
+
+def index_summary(index: dict[str, Any]) -> str:
+    """One line: entries, rejected, date."""
+    return f"{len(index.get('entries', []))} entries, {len(index.get('rejected', []))} rejected, generated {index.get('generated')}"

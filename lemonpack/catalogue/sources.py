@@ -1,0 +1,255 @@
+"""Catalogue sources: publisher and community entry files (TOML) and their loaders.
+
+Layout (CONTRACTS.md "Issue 10"): ``catalogue/publishers/<publisher>.toml`` and
+``catalogue/entries/<publisher>/<name>.toml``. Both are read with the stdlib ``tomllib`` and
+checked against the JSON Schemas shipped in ``lemonpack/catalogue/schema/`` (Draft 2020-12),
+then against the rules a schema cannot say (the file name is the id, a key's fingerprint is
+the SHA-256 of its public key, the entry's publisher exists). Every problem is reported, as
+:class:`~lemonpack.errors.Problem` (file, JSON path, rule, message), never only the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from collections.abc import Mapping
+
+import jsonschema
+
+from lemonpack.errors import ManifestError, Problem
+from lemonpack.jsonpath import join
+
+PUBLISHER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+MAX_FILE_BYTES = 1024 * 1024
+
+
+@cache
+def schema(name: str) -> dict:
+    """The shipped schema ``publisher`` or ``entry`` as a dict."""
+    return json.loads(resources.files("lemonpack.catalogue").joinpath(f"schema/{name}.schema.json").read_text())
+
+
+@cache
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(schema(name))
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A publisher key: the PEM text and its fingerprint ``sha256:<hex>`` of the DER
+    SubjectPublicKeyInfo (what ``openssl pkey -pubin -outform DER | sha256sum`` prints)."""
+
+    pem: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """A reviewed publisher (``catalogue/publishers/<id>.toml``)."""
+
+    id: str
+    display_name: str
+    homepage: str
+    contact: str
+    keys: tuple[PublicKey, ...]
+    file: str
+
+    def to_json(self) -> dict:
+        """The index's publisher shape: ``{"id", "display_name", "homepage", "contact", "keys": [{"fingerprint"}]}``."""
+        return {"id": self.id, "display_name": self.display_name, "homepage": self.homepage,
+                "contact": self.contact, "keys": [{"fingerprint": k.fingerprint} for k in self.keys]}
+
+
+@dataclass(frozen=True)
+class EntrySource:
+    """A community entry (``catalogue/entries/<publisher>/<name>.toml``) as written:
+    ``source`` is ``{"type": "https", "url", "sha256"}``, ``{"type": "oci", "ref"}`` or
+    ``{"type": "git", "url", "commit", "path", "sha256"}``; ``signature`` None or
+    ``{"url"}`` / ``{"value"}`` (base64 ECDSA-SHA256 over the fetched bytes, cosign
+    ``sign-blob`` format)."""
+
+    publisher: str
+    kind: str
+    name: str
+    description: str
+    license: str
+    source: dict
+    file: str
+    homepage: str = ""
+    tags: tuple[str, ...] = ()
+    signature: dict | None = None
+    published_digest: str | None = None
+    raw: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def id(self) -> str:
+        """``recipe:<name>`` or ``extension:<name>``."""
+        return f"{self.kind}:{self.name}"
+
+
+def key_fingerprint(pem: str | bytes) -> str:
+    """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of the PEM public key ``pem``.
+    Raises ``ValueError`` when it is not a PEM public key."""
+    from cryptography.hazmat.primitives import serialization
+
+    data = pem.encode() if isinstance(pem, str) else pem
+    key = serialization.load_pem_public_key(data)
+    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem]]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
+    if len(data) > MAX_FILE_BYTES:
+        return None, [Problem(file, "", "too-large", f"file is larger than {MAX_FILE_BYTES} bytes")]
+    try:
+        return tomllib.loads(data.decode("utf-8")), []
+    except UnicodeDecodeError as e:
+        return None, [Problem(file, "", "encoding", f"not UTF-8: {e.reason} at byte {e.start}")]
+    except tomllib.TOMLDecodeError as e:
+        return None, [Problem(file, "", "toml", f"not valid TOML: {e}")]
+
+
+def _schema_problems(doc: dict, name: str, file: str) -> list[Problem]:
+    out = []
+    for err in sorted(_validator(name).iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
+        if err.validator in ("if", "allOf") :
+            continue
+        path = join(list(err.absolute_path))
+        if err.validator == "additionalProperties":
+            rule = "unknown-field"
+        elif err.validator == "required":
+            rule = "missing-field"
+        else:
+            rule = "schema"
+        out.append(Problem(file, path, rule, err.message))
+    return out
+
+
+def check_publisher(path: str | Path) -> tuple[Publisher | None, list[Problem]]:
+    """Load the publisher file at ``path``: the publisher (None when any problem) and every problem."""
+    path = Path(path)
+    file = str(path)
+    doc, problems = _read_toml(path, file)
+    if doc is None:
+        return None, problems
+    problems += _schema_problems(doc, "publisher", file)
+    pid = path.stem
+    if not PUBLISHER_ID.match(pid):
+        problems.append(Problem(file, "", "publisher-id", f"file name {pid!r} is not a publisher id "
+                                f"(lower-case letters, digits, '-')"))
+    keys = []
+    for i, k in enumerate(doc.get("keys") or []):
+        if not isinstance(k, dict) or not isinstance(k.get("pem"), str):
+            continue
+        try:
+            fp = key_fingerprint(k["pem"])
+        except (ValueError, TypeError) as e:
+            problems.append(Problem(file, join(["keys", i, "pem"]), "key", f"not a PEM public key: {e}"))
+            continue
+        if k.get("fingerprint") != fp:
+            problems.append(Problem(file, join(["keys", i, "fingerprint"]), "fingerprint",
+                                    f"fingerprint {k.get('fingerprint')!r} does not match the key ({fp})"))
+        keys.append(PublicKey(k["pem"], fp))
+    if problems:
+        return None, problems
+    return Publisher(pid, doc["display_name"], doc["homepage"], doc["contact"], tuple(keys), file), []
+
+
+def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | None = None
+                ) -> tuple[EntrySource | None, list[Problem]]:
+    """Load the community entry file at ``path`` (``.../entries/<publisher>/<name>.toml``):
+    the entry (None when any problem) and every problem. ``publishers``: known publisher
+    ids (None: not checked)."""
+    path = Path(path)
+    file = str(path)
+    doc, problems = _read_toml(path, file)
+    if doc is None:
+        return None, problems
+    problems += _schema_problems(doc, "entry", file)
+    publisher = path.parent.name
+    if publishers is not None and publisher not in publishers:
+        problems.append(Problem(file, "", "unknown-publisher",
+                                f"publisher {publisher!r} (the directory) has no catalogue/publishers/{publisher}.toml"))
+    if isinstance(doc.get("name"), str) and doc["name"] != path.stem:
+        problems.append(Problem(file, "name", "file-name", f"name {doc['name']!r} differs from the file name {path.stem!r}"))
+    if problems:
+        return None, problems
+    return EntrySource(publisher=publisher, kind=doc["kind"], name=doc["name"], description=doc["description"],
+                       license=doc["license"], source=dict(doc["source"]), file=file,
+                       homepage=doc.get("homepage", ""), tags=tuple(doc.get("tags", ())),
+                       signature=doc.get("signature"), published_digest=doc.get("published_digest"), raw=doc), []
+
+
+@dataclass
+class Sources:
+    """Everything under a ``catalogue/`` directory: valid publishers (id -> Publisher),
+    valid entries, and per invalid file its problems (``rejected``: file -> problems)."""
+
+    publishers: dict[str, Publisher]
+    entries: list[EntrySource]
+    rejected: dict[str, list[Problem]]
+
+
+def load_sources(catalogue_dir: str | Path) -> Sources:
+    """Load ``catalogue_dir/publishers/*.toml`` and ``catalogue_dir/entries/*/*.toml`` (sorted
+    by path). Invalid files land in ``rejected`` with every problem; nothing raises for
+    bad content."""
+    root = Path(catalogue_dir)
+    pubs: dict[str, Publisher] = {}
+    rejected: dict[str, list[Problem]] = {}
+    for p in sorted((root / "publishers").glob("*.toml")):
+        pub, probs = check_publisher(p)
+        if pub is None:
+            rejected[str(p)] = probs
+        else:
+            pubs[pub.id] = pub
+    entries = []
+    files = {p.stem: None for p in (root / "publishers").glob("*.toml")}
+    for p in sorted((root / "entries").glob("*/*.toml")):
+        ent, probs = check_entry(p, files)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
+        if ent is None:
+            rejected[str(p)] = probs
+        else:
+            entries.append(ent)
+    return Sources(pubs, entries, rejected)
+
+
+def lint_paths(paths: list[str | Path]) -> list[Problem]:
+    """Every problem of the given files or ``catalogue/`` directories (offline). A
+    directory is linted as a catalogue (publishers, then entries, with the publisher
+    check); a ``.toml`` file under a ``publishers`` directory as a publisher, any other as
+    an entry (publisher existence checked when a sibling ``publishers/`` directory exists)."""
+    problems: list[Problem] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            src = load_sources(p)
+            for probs in src.rejected.values():
+                problems += probs
+        elif not p.exists():
+            problems.append(Problem(str(p), "", "missing", "no such file or directory"))
+        elif p.parent.name == "publishers":
+            problems += check_publisher(p)[1]
+        else:
+            pub_dir = p.parent.parent.parent / "publishers"
+            known = None
+            if pub_dir.is_dir():
+                known = {q.stem: None for q in pub_dir.glob("*.toml")}
+            problems += check_entry(p, known)[1]  # type: ignore[arg-type]
+    return problems
+
+
+def require_valid(problems: list[Problem]) -> None:
+    """Raise :class:`ManifestError` carrying ``problems`` when there are any."""
+    if problems:
+        raise ManifestError(problems)

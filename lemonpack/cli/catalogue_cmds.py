@@ -1,0 +1,230 @@
+"""``lemonpack catalogue lint|build|search|show|update|verify`` (issue 10). Printing only:
+the work is :mod:`lemonpack.catalogue`'s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, print_json
+from lemonpack.errors import LemonpackError, one_line
+
+catalogue_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
+                            help="The catalogue of official and community recipes and extensions.")
+app.add_typer(catalogue_app, name="catalogue")
+
+INDEX_OPTION = typer.Option(None, "--index", metavar="PATH",
+                            help="A built index (directory or catalogue.json); default: the cached copy "
+                                 "(lemonpack catalogue update).")
+
+
+@catalogue_app.command("lint")
+def lint_cmd(paths: list[Path] = typer.Argument(None, metavar="[PATHS]...",
+                                                help="Publisher/entry TOML files or catalogue/ directories "
+                                                     "(default: ./catalogue)."),
+             json_out: bool = JSON_OPTION) -> int:
+    """Check catalogue sources offline: every problem of every file, with its path."""
+    from lemonpack.catalogue.sources import lint_paths
+
+    targets = list(paths or [Path("catalogue")])
+    problems = lint_paths(targets)
+    if json_out:
+        print_json({"ok": not problems, "problems": [p.to_json() for p in problems]})
+    else:
+        for p in problems:
+            typer.echo(str(p))
+        if not problems:
+            typer.echo(one_line(f"{', '.join(map(str, targets))}: ok"))
+    return 1 if problems else 0
+
+
+def _password() -> bytes:
+    from lemonpack.cli.signing_cmds import read_password
+
+    return read_password(confirm=False, what="the catalogue key")
+
+
+@catalogue_app.command("build")
+def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output directory (replaced atomically)."),
+              source: Path = typer.Option(Path("."), "--source", metavar="DIR",
+                                          help="Repository top holding catalogue/ (default: .)."),
+              mirror: str = typer.Option(None, "--mirror", metavar="URL",
+                                         help="Fetch http(s) sources from this mirror (default: $LEMONPACK_MIRROR)."),
+              key: Path = typer.Option(None, "--key", metavar="KEY",
+                                       help="cosign private key signing the index (password: $LEMONPACK_PASSWORD)."),
+              rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild recipes to check reproducibility."),
+              insecure_registry: bool = typer.Option(False, "--insecure-registry",
+                                                     help="Plain http to OCI registries (loopback tests)."),
+              json_out: bool = JSON_OPTION) -> int:
+    """Fetch, verify and index every entry; write catalogue.json, entries/, the signature,
+    feed.atom and the static site into DIR (byte-reproducible; SOURCE_DATE_EPOCH dates)."""
+    from lemonpack.builder.pipeline import source_date_epoch
+    from lemonpack.catalogue.build import BuildConfig, build
+    from lemonpack.fetch import Mirror
+
+    cfg = BuildConfig(out=out, source=source, mirror=Mirror.from_env(mirror), key=key,
+                      password=_password() if key else b"", rebuild=rebuild, epoch=source_date_epoch(),
+                      insecure_registry=insecure_registry)
+    index = build(cfg)
+    if json_out:
+        print_json({"out": str(out), "entries": [e["id"] for e in index["entries"]], "rejected": index["rejected"],
+                    "signed": key is not None})
+    else:
+        console.print(f"{out}: {len(index['entries'])} entries, {len(index['rejected'])} rejected"
+                      + ("" if key else " (index not signed: no --key)"), markup=False)
+        for r in index["rejected"]:
+            typer.echo(one_line(f"rejected {r['id']} ({r['file']}): {'; '.join(r['reasons'])}"))
+    return 0
+
+
+def _filters(kind, capability, accelerator, os_name, gpu_arch, official, community) -> dict:
+    f: dict = {}
+    for name, value in (("kind", kind), ("capability", capability), ("accelerator", accelerator),
+                        ("os", os_name), ("gpu_arch", gpu_arch)):
+        if value:
+            f[name] = list(value)
+    if official and community:
+        raise typer.BadParameter("--official and --community exclude each other")
+    if official or community:
+        f["official"] = bool(official)
+    return f
+
+
+def _host(host_facts: Path | None):
+    from lemonpack.contract.host import HostFacts, detect_host
+
+    if host_facts is None:
+        return detect_host()
+    try:
+        return HostFacts.from_json(json.loads(host_facts.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as e:
+        raise LemonpackError(f"cannot read host facts {host_facts}: {e}") from None
+
+
+@catalogue_app.command("search")
+def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case-insensitive)."),
+               kind: list[str] = typer.Option([], "--kind", help="recipe or extension (repeatable: any of)."),
+               capability: list[str] = typer.Option([], "--capability", help="Capability (repeatable)."),
+               accelerator: list[str] = typer.Option([], "--accelerator", help="Accelerator (repeatable)."),
+               os_name: list[str] = typer.Option([], "--os", help="OS: linux, windows, darwin (repeatable)."),
+               gpu_arch: list[str] = typer.Option([], "--gpu-arch", help="Concrete GPU arch, e.g. gfx1151 (repeatable)."),
+               official: bool = typer.Option(False, "--official", help="Official entries only."),
+               community: bool = typer.Option(False, "--community", help="Community entries only."),
+               fits_host: bool = typer.Option(False, "--fits-host",
+                                              help="Only entries that run on this host (LEMONPACK_HOST_FACTS or detection)."),
+               host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
+                                               help="Host facts file (lemonpack host --json) for --fits-host."),
+               index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
+    """Search the built index (same rules as the site's search box)."""
+    from lemonpack.catalogue.fits import fits_host as fits
+    from lemonpack.catalogue.index import load_index
+    from lemonpack.catalogue.search import search
+
+    data = load_index(index)
+    results = search(data, query, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community))
+    host = _host(host_facts) if fits_host or host_facts else None
+    rows = []
+    for e in results:
+        why = None
+        if host is not None:
+            ok, why = fits(e, host)
+            if fits_host and not ok:
+                continue
+        rows.append((e, why))
+    if json_out:
+        print_json({"query": query, "results": [{"id": e["id"], "display_name": e["display_name"],
+                                                 "official": e["official"], "publisher": e["publisher"],
+                                                 **({"fits": why} if why is not None else {})} for e, why in rows]})
+    else:
+        for e, why in rows:
+            badge = "official" if e["official"] else e["publisher"]
+            typer.echo(one_line(f"{e['id']}  [{badge}]  {e['display_name']}" + (f"  ({why})" if why else "")))
+        if not rows:
+            typer.echo("no matches")
+    return 0
+
+
+@catalogue_app.command("show")
+def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, extension:NAME or NAME."),
+             index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
+    """Show one entry: source, digests, platforms, signature, pinning, commands."""
+    from lemonpack.catalogue.index import find_entry, load_index
+
+    e = find_entry(load_index(index), ident)
+    if json_out:
+        print_json(e)
+        return 0
+    lines = [f"{e['id']}  {e['display_name']}  ({'official' if e['official'] else 'community: ' + e['publisher']})",
+             f"version: {e['version']}   license: {e['license']}   homepage: {e['homepage'] or '-'}",
+             f"source: {json.dumps(e['source'], sort_keys=True)}", f"digest: {e['digest']}",
+             f"capabilities: {', '.join(e['capabilities']) or '-'}   tags: {', '.join(e['tags']) or '-'}",
+             f"signature: {e['signature']['status']}" + (f" ({e['signature']['fingerprint']})"
+                                                         if e['signature']['fingerprint'] else ""),
+             f"pinning: {e['pinning']['status']}",
+             *[f"  image {i['ref']}: {'pinned' if i['pinned'] else 'NOT pinned'}" for i in e["pinning"]["images"]],
+             *[f"  artifact {a['url']}: {a['sha256'] or 'NOT pinned'}" for a in e["pinning"]["artifacts"]],
+             f"reproducible: {e['reproducible']['status']}"
+             + (f" (published {e['reproducible']['published']}, rebuilt {e['reproducible']['rebuilt']})"
+                if e['reproducible'].get('published') or e['reproducible'].get('rebuilt') else ""),
+             "platforms:",
+             *[f"  {p['os']}/{p['accelerator']}" + (f" {', '.join(p['archs'])}" if p["archs"] else "")
+               for p in e["platforms"]],
+             "commands:", *[f"  {k}: {v}" for k, v in sorted(e["commands"].items()) if v],
+             "", e["description"]]
+    typer.echo("\n".join(one_line(x) for x in lines))
+    return 0
+
+
+def _trusted(key: Path | None) -> bytes:
+    from lemonpack.catalogue.index import trusted_key_path
+
+    return trusted_key_path(key).read_bytes()
+
+
+@catalogue_app.command("update")
+def update_cmd(source: str = typer.Option(..., "--from", metavar="URL|DIR", help="A built index (URL or directory)."),
+               key: Path = typer.Option(None, "--key", metavar="PUBLIC.pem",
+                                        help="Trusted public key (default: <config>/lemonpack/catalogue.pub)."),
+               json_out: bool = JSON_OPTION) -> int:
+    """Fetch an index, verify its signature and entry files, then replace the cached copy."""
+    from lemonpack.catalogue.index import update
+
+    info = update(source, _trusted(key))
+    if json_out:
+        print_json(info)
+    else:
+        console.print(f"catalogue updated: {info['entries']} entries, generated {info['generated']} ({info['path']})",
+                      markup=False)
+    return 0
+
+
+@catalogue_app.command("verify")
+def verify_cmd(directory: Path = typer.Argument(None, metavar="[DIR]", help="Built index (default: the cached copy)."),
+               key: Path = typer.Option(None, "--key", metavar="PUBLIC.pem",
+                                        help="Trusted public key (default: <config>/lemonpack/catalogue.pub)."),
+               refetch: bool = typer.Option(False, "--fetch", help="Also re-fetch https sources and check their digests."),
+               mirror: str = typer.Option(None, "--mirror", metavar="URL", help="Mirror for --fetch."),
+               json_out: bool = JSON_OPTION) -> int:
+    """Re-check a built or cached index: signature, entry files, (with --fetch) source digests. Exit 3 on failure."""
+    from lemonpack.catalogue.index import cached_dir, load_index, refetch_problems, verify_dir
+    from lemonpack.fetch import Mirror
+
+    d = directory or cached_dir()
+    if not (d / "catalogue.json").is_file():
+        raise LemonpackError(f"no catalogue.json in {d}")
+    problems = verify_dir(d, _trusted(key))
+    if refetch:
+        problems += refetch_problems(load_index(d), mirror=Mirror.from_env(mirror))
+    if json_out:
+        print_json({"ok": not problems, "problems": problems})
+    else:
+        for p in problems:
+            typer.echo(one_line(p))
+        if not problems:
+            typer.echo(f"{d}: ok")
+    return 3 if problems else 0
+
+
+__all__ = ["catalogue_app"]

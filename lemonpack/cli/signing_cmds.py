@@ -1,0 +1,232 @@
+"""``lemonpack keygen`` / ``sign`` / ``verify`` (cosign's key-based format), ``load`` (into
+podman or Docker), ``uninstall``; ``install oci://`` is reached through ``lemonpack install``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from lemonpack.cli._app import JSON_OPTION, app, console, print_json
+from lemonpack.errors import LemonpackError
+
+PASSWORD_ENV = "LEMONPACK_PASSWORD"
+INSECURE_OPTION = typer.Option(False, "--insecure",
+                               help="Allow plain HTTP to a registry that is not on a loopback address.")
+
+
+def read_password(*, confirm: bool, what: str) -> bytes:
+    """The key password: ``$LEMONPACK_PASSWORD`` when set (may be empty), else a hidden
+    prompt on the terminal (twice when ``confirm``). Never taken from the command line.
+    Raises LemonpackError when neither is available (no terminal)."""
+    env = os.environ.get(PASSWORD_ENV)
+    if env is not None:
+        return env.encode("utf-8")
+    if not sys.stdin.isatty():
+        raise LemonpackError(f"no password for {what}: set {PASSWORD_ENV} or run on a terminal")
+    return typer.prompt(f"Password for {what}", hide_input=True, confirmation_prompt=confirm,
+                        default="", show_default=False, err=True).encode("utf-8")
+
+
+@app.command("keygen")
+def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
+                                   help="Write PREFIX.key (encrypted, mode 0600) and PREFIX.pub."),
+           force: bool = typer.Option(False, "--force", help="Overwrite existing PREFIX.key / PREFIX.pub."),
+           json_out: bool = JSON_OPTION) -> int:
+    """Generate an ECDSA P-256 key pair in cosign's file format.
+
+    The private key is sealed with a password (scrypt + NaCl secretbox, as
+    `cosign generate-key-pair` writes it) read from $LEMONPACK_PASSWORD or prompted for.
+    Existing files are never overwritten without --force.
+    """
+    from lemonpack.signing.keys import generate_key_pair, write_key_pair
+
+    if not force:  # fail before asking for a password
+        existing = [p for p in (out + ".key", out + ".pub") if os.path.lexists(p)]
+        if existing:
+            raise LemonpackError(f"{', '.join(existing)} already exist(s); refusing to overwrite (use --force)")
+    password = read_password(confirm=True, what=f"{out}.key")
+    key_path, pub_path = write_key_pair(out, generate_key_pair(password), force=force)
+    if json_out:
+        print_json({"private_key": str(key_path), "public_key": str(pub_path)})
+    else:
+        console.print(f"private key written to {key_path}", markup=False)
+        console.print(f"public key written to {pub_path}", markup=False)
+    return 0
+
+
+def _read_key_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+    except OSError as exc:
+        raise LemonpackError(f"{path}: cannot read key: {exc.strerror or exc}") from None
+
+
+def load_private_key(path: str):
+    """The private key of a cosign key file, opened with the password (see :func:`read_password`)."""
+    from lemonpack.signing.keys import decode_private_key
+
+    return decode_private_key(_read_key_file(path), read_password(confirm=False, what=path), what=path)
+
+
+def load_verification_key(path: str):
+    """The public key for verification: a ``PUBLIC KEY`` PEM, or the public half of an
+    encrypted cosign private key file (then the password is needed)."""
+    from lemonpack.signing.keys import decode_public_key, is_private_key_file
+
+    data = _read_key_file(path)
+    if is_private_key_file(data):
+        return load_private_key(path).public_key()
+    return decode_public_key(data, what=path)
+
+
+def _annotations(values: list[str] | None) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        key, sep, val = v.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{v!r} is not KEY=VALUE", param_hint="--annotation")
+        out[key] = val
+    return out
+
+
+@app.command("sign")
+def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
+         key: str = typer.Option(..., "--key", metavar="PREFIX.key", help="Cosign private key file."),
+         annotation: list[str] = typer.Option(None, "--annotation", "-a", metavar="KEY=VALUE",
+                                              help="Put KEY=VALUE into the payload's 'optional' (repeatable)."),
+         insecure: bool = INSECURE_OPTION,
+         json_out: bool = JSON_OPTION) -> int:
+    """Sign an image in a registry (cosign's key-based format).
+
+    The simple-signing payload for the image's manifest digest is signed with ECDSA P-256
+    and pushed as a layer of the manifest tagged sha256-<hex>.sig next to the image;
+    signatures already there are kept. The key password comes from $LEMONPACK_PASSWORD
+    or a prompt.
+    """
+    from lemonpack.signing.remote import sign_image
+
+    notes = _annotations(annotation)
+    private = load_private_key(key)
+    done = sign_image(reference, private, insecure=insecure, annotations=notes)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"signed {done['reference']} -> {done['signature_tag']} "
+                      f"({done['signatures']} signature(s))", markup=False)
+    return 0
+
+
+@app.command("verify")
+def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
+           key: str = typer.Option(..., "--key", metavar="KEY",
+                                   help="A public key PEM (cosign.pub) or a cosign private key file."),
+           insecure: bool = INSECURE_OPTION,
+           json_out: bool = JSON_OPTION) -> int:
+    """Verify an image's cosign signatures against a key.
+
+    Succeeds when a signature under sha256-<hex>.sig verifies with the key and its payload
+    names the image's manifest digest. Exits 3 naming why otherwise: no signature, wrong key
+    or changed payload/annotation, or a payload for another image.
+    """
+    from lemonpack.signing.remote import verify_image
+
+    public = load_verification_key(key)
+    done = verify_image(reference, public, insecure=insecure)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"verified {done['reference']}: {len(done['verified'])} of {done['checked']} "
+                      f"signature(s) valid with {key}", markup=False)
+    return 0
+
+
+@app.command("load")
+def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layout written by `lemonpack build` "
+                                                                     "and the tag of an image in it."),
+         engine: str = typer.Option("podman", "--engine", help="podman or docker."),
+         url: str = typer.Option(None, "--url", metavar="URL",
+                                 help="The engine's API socket (unix:///... or tcp://...). podman default: a "
+                                      "`podman system service` started for this command; docker default: "
+                                      "$DOCKER_HOST."),
+         name: str = typer.Option(None, "--name", metavar="REPOSITORY",
+                                  help="Tag the image as REPOSITORY:TAG (default localhost/lemonpack/<DIR name>)."),
+         json_out: bool = JSON_OPTION) -> int:
+    """Load an image of a built OCI layout into podman or Docker, keeping its digest.
+
+    Every blob is verified first; afterwards the engine's image ID must equal the layout's
+    config digest. Prints NAME@sha256:<manifest digest>, the reference to run it by.
+    """
+    from lemonpack.registry.reference import split_layout_arg
+    from lemonpack.signing.engines import ENGINES, load_image
+
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
+    directory, tag = split_layout_arg(source)
+    if not tag:
+        raise typer.BadParameter("give the image's tag: DIR:TAG", param_hint="DIR:TAG")
+    done = load_image(directory, tag, engine=engine, url=url, name=name)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"loaded {directory}:{tag} into {engine}: {done['name']}:{tag} "
+                      f"(image {done['image_id'][:19]}...)", markup=False)
+        console.print(f"run it by digest: {done['reference']}", markup=False)
+    return 0
+
+
+def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator: str | None, arch: str | None,
+                yes: bool, json_out: bool) -> int:
+    """``lemonpack install oci://...`` (called by ``install``): see
+    :func:`lemonpack.signing.ociinstall.install_from_registry`."""
+    from lemonpack.cli._app import err_console
+    from lemonpack.builder.install import DISCLOSURE
+    from lemonpack.signing.ociinstall import install_from_registry
+
+    public = load_verification_key(key) if key else None
+    if not json_out:
+        err_console.print(f"source:         {reference}", markup=False)
+        err_console.print(f"signature:      {'checked with ' + key if key else 'not checked (no --key)'}",
+                          markup=False)
+        err_console.print(DISCLOSURE, markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
+                                 "pass --yes")
+        if not typer.confirm("Install?", default=False, err=True):
+            raise LemonpackError("not confirmed; nothing installed")
+    done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
+                                 arch=arch)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"installed {done['recipe']} -> {done['path']} (from {done['from']['manifest']})",
+                      markup=False)
+    return 0
+
+
+@app.command("uninstall")
+def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
+                                                   help="A recipe id (or recipe JSON file) that was installed."),
+                  json_out: bool = JSON_OPTION) -> int:
+    """Remove an installed recipe artifact (<cache>/external/<recipe>/) and its receipt.
+
+    Refuses a recipe that comes from a system descriptor directory (the system's package
+    manager owns it).
+    """
+    from lemonpack.signing.ociinstall import refuse_system_descriptor, uninstall
+
+    recipe_id = recipe_ref
+    if recipe_ref.endswith(".json") or os.sep in recipe_ref:
+        from lemonpack.contract import load_recipe
+
+        recipe_id = load_recipe(recipe_ref).recipe
+    refuse_system_descriptor(recipe_id)
+    done = uninstall(recipe_id)
+    if json_out:
+        print_json(done)
+    else:
+        console.print(f"uninstalled {recipe_id}: removed {', '.join(done['removed'])}", markup=False)
+    return 0

@@ -1,0 +1,227 @@
+"""``lemonpack load``: an image of a built OCI layout into podman or Docker, digest kept.
+
+The tagged image manifest of the layout and every blob it names are re-hashed first
+(nothing unverified reaches the engine), then packed as an ``oci-archive`` tarball
+(image-layout.md: ``oci-layout``, ``index.json`` naming only that manifest, ``blobs/``) and
+streamed from disk to the engine's image-load endpoint through its Python SDK:
+
+- podman: podman-py (``POST /libpod/images/load``) against a ``podman system service``
+  socket; without ``url`` the service is started for the call on a private socket and
+  stopped afterwards (it inherits the environment, so ``CONTAINERS_CONF`` is honoured).
+- docker: the Docker SDK (``POST /images/load``) against ``url`` or ``$DOCKER_HOST``; any
+  Docker-API socket, including podman's compatible API.
+
+The engine must then report the image ID equal to the layout's config digest (an engine
+that converted the image would change it); the image is tagged ``NAME:TAG``. The manifest
+is loaded unchanged, so ``NAME@<manifest digest>`` runs it by digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from lemonpack.errors import IntegrityError, LemonpackError, ToolError
+from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_MANIFEST, canonical_json
+from lemonpack.oci.layout import read_layout
+
+ENGINES = ("podman", "docker")
+_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return "sha256:" + h.hexdigest(), n
+
+
+def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
+    """The image ``tag`` of ``layout``: ``(manifest_descriptor, [descriptors of manifest,
+    config and layers])``, each blob re-hashed and size-checked. Raises LemonpackError for
+    an unknown tag (naming the tags there) or a tag that is not an image manifest,
+    IntegrityError for a blob whose bytes do not hash to its name."""
+    tags = read_layout(layout)
+    if tag not in tags:
+        raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
+    desc = tags[tag].to_json()
+    if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
+        raise LemonpackError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
+    blobs = layout / "blobs" / "sha256"
+    manifest_path = blobs / desc["digest"].split(":", 1)[1]
+    manifest = json.loads(manifest_path.read_bytes())
+    descs = [desc, manifest["config"], *manifest.get("layers", [])]
+    for d in descs:
+        path = blobs / d["digest"].split(":", 1)[1]
+        if not path.is_file():
+            raise LemonpackError(f"{layout}: blob {d['digest']} is missing")
+        actual, size = _hash_file(path)
+        if actual != d["digest"]:
+            raise IntegrityError(str(path), d["digest"], actual)
+        if size != d["size"]:
+            raise IntegrityError(f"{path} (size)", f"{d['size']} bytes", f"{size} bytes")
+    return desc, descs
+
+
+def write_oci_archive(layout: Path, tag: str, dest: Path, ref_name: str) -> tuple[str, str]:
+    """Write ``dest``: an oci-archive tar of image ``tag`` of ``layout`` alone, its index
+    entry annotated ``org.opencontainers.image.ref.name = ref_name``. Returns
+    ``(manifest_digest, config_digest)``. Blobs are verified (:func:`image_blobs`)."""
+    desc, descs = image_blobs(layout, tag)
+    entry = {k: v for k, v in desc.items() if k != "annotations"}
+    entry["annotations"] = {ANNOTATION_REF_NAME: ref_name}
+    index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                            "manifests": [entry]})
+    layout_header = canonical_json({"imageLayoutVersion": "1.0.0"})
+    import io
+
+    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in (("oci-layout", layout_header), ("index.json", index)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+        seen = set()
+        for d in descs:
+            if d["digest"] in seen:
+                continue
+            seen.add(d["digest"])
+            hexd = d["digest"].split(":", 1)[1]
+            info = tf.gettarinfo(str(layout / "blobs" / "sha256" / hexd), f"blobs/sha256/{hexd}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(layout / "blobs" / "sha256" / hexd, "rb") as f:
+                tf.addfile(info, f)
+    return desc["digest"], descs[1]["digest"]
+
+
+@contextmanager
+def podman_service(timeout: float = 30.0) -> Iterator[str]:
+    """Start ``podman system service --time=0`` on a private unix socket; yield its URL
+    (``unix:///...``); stop it (SIGTERM, then SIGKILL) on exit. Raises ToolError when
+    podman is missing or the socket does not answer within ``timeout`` seconds."""
+    podman = shutil.which("podman")
+    if not podman:
+        raise ToolError("podman is not installed (needed for --engine podman)")
+    tmp = tempfile.mkdtemp(prefix="lemonpack-podman-")
+    sock = os.path.join(tmp, "podman.sock")
+    log = open(os.path.join(tmp, "service.log"), "w+b")
+    proc = subprocess.Popen([podman, "system", "service", "--time=0", f"unix://{sock}"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        import podman as podman_sdk
+
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise ToolError(f"podman system service exited with {proc.returncode}: "
+                                f"{log.read().decode(errors='replace')[-1000:]}")
+            if os.path.exists(sock):
+                try:
+                    with podman_sdk.PodmanClient(base_url=f"unix://{sock}") as c:
+                        if c.ping():
+                            break
+                except Exception:  # noqa: BLE001  (not answering yet)
+                    pass
+            if time.monotonic() > deadline:
+                raise ToolError(f"podman system service did not answer on {sock} within {timeout:.0f} s")
+            time.sleep(0.1)
+        yield f"unix://{sock}"
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _bare(image_id: str) -> str:
+    return image_id.split(":", 1)[1] if image_id.startswith("sha256:") else image_id
+
+
+def _load_podman(url: str, archive: Path) -> tuple[object, str]:
+    import podman as podman_sdk
+
+    with podman_sdk.PodmanClient(base_url=url) as client:
+        with open(archive, "rb") as f:  # streamed from disk (podman-py's load() reads it whole)
+            resp = client.api.post("/images/load", data=f, headers={"Content-type": "application/x-tar"})
+        resp.raise_for_status()
+        names = resp.json().get("Names") or []
+        if not names:
+            raise ToolError("podman loaded no image from the archive")
+        image = client.images.get(names[0])
+        return image, image.id
+
+
+def _load_docker(url: str, archive: Path) -> tuple[object, str]:
+    import docker
+
+    client = docker.DockerClient(base_url=url)
+    try:
+        with open(archive, "rb") as f:
+            images = client.images.load(f)
+        if not images:
+            raise ToolError("the Docker engine loaded no image from the archive")
+        return images[0], images[0].id
+    finally:
+        client.close()
+
+
+def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podman", url: str | None = None,
+               name: str | None = None) -> dict:
+    """Load image ``tag`` of the OCI layout ``layout`` into ``engine`` (see the module doc).
+
+    ``url``: the engine's API socket (``unix:///...`` or ``tcp://``); podman default: a
+    service started for the call; docker default: ``$DOCKER_HOST``. ``name``: the
+    repository to tag it as (default ``localhost/lemonpack/<layout dir name>``).
+    Returns ``{"engine", "name", "tag", "image_id", "config_digest", "manifest_digest",
+    "reference"}`` where ``reference`` is ``NAME@<manifest digest>``. Raises
+    IntegrityError when a blob or the engine's image ID does not match the layout,
+    ToolError when the engine fails, LemonpackError for a bad layout / tag / engine.
+    """
+    if engine not in ENGINES:
+        raise LemonpackError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
+    root = Path(layout)
+    repo = name or f"localhost/lemonpack/{root.resolve().name.lower()}"
+    if engine == "docker" and not url:
+        url = os.environ.get("DOCKER_HOST")
+        if not url:
+            raise LemonpackError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
+    with tempfile.TemporaryDirectory(prefix="lemonpack-load-") as tmp:
+        archive = Path(tmp) / "image.tar"
+        manifest_digest, config_digest = write_oci_archive(root, tag, archive, f"{repo}:{tag}")
+        try:
+            if engine == "podman" and not url:
+                with podman_service() as service_url:
+                    image, image_id = _load_podman(service_url, archive)
+                    image.tag(repo, tag)
+            elif engine == "podman":
+                image, image_id = _load_podman(url, archive)
+                image.tag(repo, tag)
+            else:
+                image, image_id = _load_docker(url, archive)
+                image.tag(repo, tag)
+        except (LemonpackError, OSError):
+            raise
+        except Exception as exc:  # noqa: BLE001  (the SDKs' own API / connection errors)
+            raise ToolError(f"{engine}: loading {root}:{tag} failed: {exc}") from None
+    if _bare(image_id) != _bare(config_digest):
+        raise IntegrityError(f"image ID {engine} reports for {root}:{tag}", config_digest, f"sha256:{_bare(image_id)}")
+    return {"engine": engine, "name": repo, "tag": tag, "image_id": f"sha256:{_bare(image_id)}",
+            "config_digest": config_digest, "manifest_digest": manifest_digest,
+            "reference": f"{repo}@{manifest_digest}"}

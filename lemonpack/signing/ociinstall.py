@@ -1,0 +1,231 @@
+"""``lemonpack install oci://HOST/REPO@sha256:...`` and ``lemonpack uninstall RECIPE``.
+
+Install from a registry: the reference (a recipe's image index or one target's image
+manifest, as ``lemonpack publish`` pushed them) is pulled into a scratch layout, every
+manifest and blob verified (:func:`lemonpack.registry.transfer.pull_layout`), and, when a
+key is given, its cosign signature checked first (:func:`lemonpack.signing.remote.verify_image`).
+The recipe travels inside the image (layer 2: ``etc/lemonpack/recipes/<recipe>.json``); it
+is loaded and validated, the host's block is chosen exactly as ``lemonpack install`` does
+(:func:`lemonpack.builder.install.plan_install`), and that target's artifact layer
+(``opt/lemonpack/<recipe>/``) is extracted safely. Its recorded artifact sha256 must be
+the one the recipe pins.
+
+The new tree replaces ``<cache>/external/<recipe>/`` in one ``renameat2(RENAME_EXCHANGE)``
+(the old and new directories swap atomically: no moment without an install, no half
+install); the receipt ``<cache>/external/<recipe>.install.json`` (the record ``lemonpack
+install`` writes, plus ``from``: reference, digests, signature) is written by temp + rename
+right after, and a copy travels inside the tree (``.lemonpack-install.json``). Any failure
+before the exchange leaves the previous install and receipt untouched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import tarfile
+import tempfile
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from lemonpack.errors import IntegrityError, LemonpackError, StorageError
+from lemonpack.fetch.archive import extract
+from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
+from lemonpack.paths import external_dir, require_cache_root
+
+ANNOTATION_PREFIX = "dev.lemonpack."
+TREE_RECEIPT = ".lemonpack-install.json"
+_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+_INDEX = "application/vnd.oci.image.index.v1+json"
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap the directory entries ``a`` and ``b`` atomically (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``). Raises OSError (``ENOSYS``/``EINVAL`` where unsupported)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), str(a))
+
+
+def _blob(layout: Path, digest: str) -> Path:
+    return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_bytes())
+
+
+def _image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
+    """``[(digest, manifest)]`` of the image manifests the pulled root reaches (itself, or an
+    index's children)."""
+    doc = _json(_blob(layout, root_digest))
+    if root_type == _INDEX or doc.get("mediaType") == _INDEX:
+        out = []
+        for d in doc.get("manifests", []):
+            child = _json(_blob(layout, d["digest"]))
+            out.append((d["digest"], child))
+        return out
+    return [(root_digest, doc)]
+
+
+def _recipe_from_image(layout: Path, manifest: dict, where: str):
+    from lemonpack.contract.loader import load_recipe_text
+
+    layers = manifest.get("layers", [])
+    if len(layers) < 2:
+        raise LemonpackError(f"{where}: not a lemonpack image (no recipe layer)")
+    with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
+        for member in tf:
+            if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
+                text = tf.extractfile(member).read(1 << 20).decode("utf-8")
+                return load_recipe_text(text, f"{where}:{member.name}")
+    raise LemonpackError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
+
+
+def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicKey | None = None,
+                          insecure: bool = False, accelerator: str | None = None, arch: str | None = None,
+                          host=None, client=None) -> dict:
+    """Install the recipe artifact published at ``reference`` (``[oci://]HOST/REPO@sha256:...``).
+
+    ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
+    does not hold). ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
+    Returns the receipt: ``{"recipe", "path", "binary", "source", "sha256", "policy",
+    "platform", "from": {"reference", "digest", "manifest", "layer", "signature"}}``.
+    Raises SignatureError, IntegrityError, FetchError (nothing changed), SelectionError,
+    LemonpackError (no digest in the reference; not a lemonpack image; nothing to install;
+    the artifact's recorded sha256 differs from the recipe's pin), StorageError.
+    """
+    from lemonpack.builder.install import plan_install
+    from lemonpack.contract import detect_host
+    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.registry.transfer import pull_layout
+    from lemonpack.signing.remote import verify_image
+
+    ref = parse_reference(reference)
+    if not ref.digest:
+        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:...")
+    c = client if client is not None else RegistryClient(ref.host, insecure=insecure)
+    signature = None
+    try:
+        if public_key is not None:
+            signature = verify_image(str(ref), public_key, client=c)
+        cache = require_cache_root()
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache, prefix=".oci-install-") as tmp:
+            layout = Path(tmp) / "layout"
+            pulled = pull_layout(ref, layout, c, tag="install")
+            images = _image_manifests(layout, pulled.digest, pulled.media_type)
+            if not images:
+                raise LemonpackError(f"{ref}: holds no image manifest")
+            recipe = _recipe_from_image(layout, images[0][1], str(ref))
+            plan = plan_install(recipe, host or detect_host(), accelerator=accelerator, arch=arch)
+            target = plan.block.target_name
+            chosen = [(d, m) for d, m in images
+                      if (m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target") == target]
+            if not chosen:
+                have = [(m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target", "?") for _, m in images]
+                raise LemonpackError(f"{ref}: no image for target {target} of {recipe.recipe} "
+                                     f"(it holds: {', '.join(have)})")
+            digest, manifest = chosen[0]
+            ann = manifest.get("annotations") or {}
+            prov = plan.block.provenance
+            recorded = ann.get(ANNOTATION_PREFIX + "sha256", "")
+            if prov.sha256 and recorded != f"sha256:{prov.sha256}":
+                raise IntegrityError(f"{ref}: artifact recorded for {target}", f"sha256:{prov.sha256}",
+                                     recorded or "(none)")
+            layer = manifest["layers"][0]
+            record = {"recipe": recipe.recipe, "path": str(external_dir(recipe.recipe)), "binary": plan.block.binary,
+                      "source": prov.source, "sha256": recorded or None, "policy": prov.policy,
+                      "platform": plan.block.path,
+                      "from": {"reference": str(ref), "digest": pulled.digest, "manifest": digest,
+                               "layer": layer["digest"],
+                               "signature": None if signature is None else
+                               {"verified": len(signature["verified"]), "checked": signature["checked"]}}}
+            unpacked = Path(tmp) / "unpacked"
+            extract(_blob(layout, layer["digest"]), unpacked, name_hint="layer.tar.gz",
+                    label=f"{ref} layer {layer['digest']}")
+            tree = unpacked / "opt" / "lemonpack" / recipe.recipe
+            if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
+                raise LemonpackError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
+                                     f"{plan.block.binary or ''}")
+            (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
+            return _swap_in(tree, external_dir(recipe.recipe), record)
+    except OSError as exc:
+        raise StorageError(f"{reference}: cannot install: {exc.strerror or exc}") from None
+    finally:
+        if client is None:
+            c.close()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
+    """Put ``tree`` at ``dest`` (see the module doc), then write the receipt."""
+    name = dest.name
+    ensure_dir(dest.parent, dest.parent.parent)
+    sweep(dest.parent, (f".{name}.install-",))  # left by a killed install
+    held = LockedDir(dest.parent, f".{name}.install-")
+    try:
+        staged = held.path / "tree"
+        os.rename(tree, staged)
+        if dest.exists():
+            exchange(staged, dest)  # one syscall: dest is the new tree, staged the old one
+        else:
+            os.rename(staged, dest)
+        _write_atomic(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
+        return record
+    finally:
+        remove_tree(held.path)
+        held.close()
+
+
+def uninstall(recipe_id: str) -> dict:
+    """Remove ``<cache>/external/<recipe_id>/`` and its receipt; returns ``{"recipe", "path",
+    "removed"}``. The directory is first renamed aside (atomic), then the receipt removed,
+    then the tree. Raises LemonpackError when nothing is installed for ``recipe_id``."""
+    dest = external_dir(recipe_id)
+    receipt = dest.parent / f"{recipe_id}.install.json"
+    if not dest.exists() and not receipt.exists():
+        raise LemonpackError(f"{recipe_id} is not installed (no {dest})")
+    removed = []
+    aside = None
+    if dest.exists():
+        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe_id}.uninstall-"))
+        os.rename(dest, aside / "tree")
+        removed.append(str(dest))
+    if receipt.exists():
+        receipt.unlink()
+        removed.append(str(receipt))
+    if aside is not None:
+        remove_tree(aside)
+    return {"recipe": recipe_id, "path": str(dest), "removed": removed}
+
+
+def refuse_system_descriptor(recipe_id: str) -> None:
+    """Raise LemonpackError when discovery finds ``recipe_id`` in a system descriptor
+    directory (installed by the system's package manager: not ours to remove)."""
+    from lemonpack.runtime.discovery import Discovery
+
+    found = Discovery().scan().recipes.get(recipe_id)
+    if found is not None and found.scope == "system":
+        raise LemonpackError(f"{recipe_id} comes from the system descriptor {found.file}; "
+                             "refusing to uninstall it (remove it with the system's package manager)")

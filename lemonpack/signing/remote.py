@@ -1,0 +1,175 @@
+"""Sign and verify images in a registry, cosign's key-based way, through the tag fallback.
+
+``sign_image`` resolves the reference to its manifest digest, writes the simple-signing
+payload for it, signs it, and pushes the signature manifest under ``sha256-<hex>.sig``
+(:mod:`lemonpack.signing.simplesigning`), appending to the signatures already there.
+``verify_image`` reads that manifest back and accepts the image when at least one layer's
+signature verifies with the key *and* its payload names the image's digest; otherwise it
+raises :class:`SignatureError` saying why for each signature found.
+
+Spec: sigstore/cosign ``specs/SIGNATURE_SPEC.md``; OCI distribution-spec v1.1 (the tag
+schema fallback when the registry has no referrers API, as Debian's distribution 2.8).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Mapping
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from lemonpack.errors import LemonpackError
+from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.signing import simplesigning as ss
+
+#: A simple-signing payload is a few hundred bytes; anything much larger is refused unread.
+MAX_PAYLOAD_BYTES = 1 << 20
+
+
+class SignatureError(LemonpackError):
+    """An image's signatures do not hold (exit 3, like a digest mismatch).
+
+    ``reason``: ``no-signature`` (no ``.sig`` tag or no signature layer in it),
+    ``bad-signature`` (no signature verifies with the key: another key, or the payload or
+    the annotation was changed), ``digest-mismatch`` (a signature verifies but its payload
+    names another image), ``bad-payload`` (a verified payload is not simple-signing JSON).
+    ``details``: one line per signature layer examined.
+    """
+
+    exit_code = 3
+    kind = "signature"
+
+    def __init__(self, message: str, reason: str, details: list[str] | None = None):
+        self.reason, self.details = reason, list(details or [])
+        super().__init__(message + "".join(f"\n  {d}" for d in self.details))
+
+    def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``reason`` and ``details``."""
+        return {"error": self.kind, "message": str(self), "reason": self.reason, "details": self.details}
+
+
+def _client(host: str, insecure: bool, client: RegistryClient | None) -> RegistryClient:
+    return client if client is not None else RegistryClient(host, insecure=insecure)
+
+
+def resolve_digest(client: RegistryClient, repository: str, ref: str) -> str:
+    """The manifest digest ``ref`` (tag or digest) names in ``repository``, read from the
+    manifest body (verified by the client)."""
+    _, _, digest = client.get_manifest(repository, ref)
+    return digest
+
+
+def _existing_layers(client: RegistryClient, repo: str, tag: str) -> list[ss.SignatureLayer]:
+    if client.head_manifest(repo, tag) is None:
+        return []
+    data, _, _ = client.get_manifest(repo, tag)
+    import json
+
+    doc = json.loads(data)
+    layers = ss.parse_signature_manifest(data)
+    if len(layers) != len(doc.get("layers", [])):
+        raise LemonpackError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
+                             "refusing to rewrite it (their content would be lost)")
+    return layers
+
+
+def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure: bool = False,
+               annotations: Mapping[str, str] | None = None, client: RegistryClient | None = None) -> dict:
+    """Sign the image ``reference`` (``HOST[:PORT]/REPO[:TAG|@sha256:...]``) with ``private``.
+
+    Returns ``{"reference", "digest", "signature_tag", "signatures", "signature_manifest",
+    "payload_digest"}`` (``signatures``: how many the manifest now holds). Signatures already
+    under the tag are kept (a new layer is appended). Raises FetchError / IntegrityError from
+    the registry client, LemonpackError for a reference without tag or digest."""
+    ref = parse_reference(reference)
+    if ref.ref is None:
+        raise LemonpackError(f"{reference}: give a tag or a digest to sign")
+    c = _client(ref.host, insecure, client)
+    try:
+        digest = resolve_digest(c, ref.repository, ref.ref)
+        payload = ss.make_payload(f"{ref.host}/{ref.repository}", digest, annotations or None)
+        signature = ss.sign_payload(private, payload)
+        tag = ss.signature_tag(digest)
+        layer = ss.SignatureLayer(ss.sha256_digest(payload), len(payload), signature,
+                                  {ss.SIGNATURE_ANNOTATION: signature})
+        layers = _existing_layers(c, ref.repository, tag) + [layer]
+        manifest, config = ss.build_signature_manifest(layers)
+        for blob in (payload, config):
+            blob_digest = ss.sha256_digest(blob)
+            if not c.has_blob(ref.repository, blob_digest, len(blob)):
+                c.push_blob(ref.repository, blob, blob_digest, len(blob))
+        manifest_digest = c.put_manifest(ref.repository, tag, manifest, MEDIA_TYPE_IMAGE_MANIFEST)
+    finally:
+        if client is None:
+            c.close()
+    return {"reference": str(ref.with_ref(digest=digest)), "digest": digest, "signature_tag": tag,
+            "signatures": len(layers), "signature_manifest": manifest_digest, "payload_digest": layer.digest}
+
+
+def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure: bool = False,
+                 client: RegistryClient | None = None) -> dict:
+    """Verify the image ``reference`` against ``public``.
+
+    Returns ``{"reference", "digest", "signature_tag", "verified": [{"payload_digest",
+    "docker_reference", "optional"}], "checked"}`` when at least one signature holds.
+    Raises :class:`SignatureError` (see its ``reason``) otherwise; FetchError /
+    IntegrityError from the registry client."""
+    ref = parse_reference(reference)
+    if ref.ref is None:
+        raise LemonpackError(f"{reference}: give a tag or a digest to verify")
+    c = _client(ref.host, insecure, client)
+    where = f"{ref.host}/{ref.repository}"
+    try:
+        digest = resolve_digest(c, ref.repository, ref.ref)
+        tag = ss.signature_tag(digest)
+        if c.head_manifest(ref.repository, tag) is None:
+            raise SignatureError(f"no signature for {where}@{digest} (no tag {tag})", "no-signature")
+        data, _, _ = c.get_manifest(ref.repository, tag)
+        try:
+            layers = ss.parse_signature_manifest(data)
+        except ss.PayloadError as exc:
+            raise SignatureError(f"{where}:{tag}: {exc}", "no-signature") from None
+        if not layers:
+            raise SignatureError(f"no signature for {where}@{digest} ({tag} holds no simple-signing layer)",
+                                 "no-signature")
+        verified, details, reasons = [], [], set()
+        for i, layer in enumerate(layers):
+            label = f"signature {i + 1} (payload {layer.digest[:19]}...)"
+            if layer.signature is None:
+                details.append(f"{label}: no {ss.SIGNATURE_ANNOTATION} annotation")
+                reasons.add("bad-signature")
+                continue
+            if layer.size > MAX_PAYLOAD_BYTES:
+                details.append(f"{label}: payload of {layer.size} bytes is too large")
+                reasons.add("bad-payload")
+                continue
+            buf = io.BytesIO()
+            c.read_blob(ref.repository, layer.digest, buf, size=layer.size)
+            payload = buf.getvalue()
+            if not ss.verify_payload(public, payload, layer.signature):
+                details.append(f"{label}: does not verify with this key (another key, or the payload "
+                               "or signature annotation was changed)")
+                reasons.add("bad-signature")
+                continue
+            try:
+                claims = ss.parse_payload(payload)
+            except ss.PayloadError as exc:
+                details.append(f"{label}: verifies, but the payload is not simple-signing: {exc}")
+                reasons.add("bad-payload")
+                continue
+            if claims.image_digest != digest:
+                details.append(f"{label}: verifies, but signs {claims.image_digest}, not this image's {digest}")
+                reasons.add("digest-mismatch")
+                continue
+            verified.append({"payload_digest": layer.digest, "docker_reference": claims.docker_reference,
+                             "optional": dict(claims.optional) if claims.optional is not None else None})
+    finally:
+        if client is None:
+            c.close()
+    if not verified:
+        reason = next(r for r in ("digest-mismatch", "bad-payload", "bad-signature") if r in reasons)
+        raise SignatureError(f"no valid signature for {where}@{digest} with this key "
+                             f"({len(layers)} checked)", reason, details)
+    return {"reference": f"{where}@{digest}", "digest": digest, "signature_tag": tag, "verified": verified,
+            "checked": len(layers)}

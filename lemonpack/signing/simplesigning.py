@@ -1,0 +1,188 @@
+"""Cosign's key-based image signatures, as bytes: payload, signature, signature manifest.
+
+Pure functions (no registry, no files) following cosign's published format
+(``specs/SIGNATURE_SPEC.md`` in sigstore/cosign; ``pkg/oci/static``, ``pkg/cosign/payload``):
+
+- The payload is the "simple signing" JSON that Go's ``json.Marshal`` writes for cosign's
+  ``payload.SimpleContainerImage``::
+
+    {"critical":{"identity":{"docker-reference":"HOST/REPO"},
+                 "image":{"docker-manifest-digest":"sha256:<hex>"},
+                 "type":"cosign container image signature"},
+     "optional":null}
+
+  compact, keys in this order (which is also sorted order), and Go's HTML escaping of
+  ``<``, ``>``, ``&`` (``\\u003c`` ...). ``optional`` is ``null`` or an object of annotations.
+- The signature is ECDSA P-256 with SHA-256 over the payload bytes, ASN.1 DER, standard
+  base64: the layer annotation ``dev.cosignproject.cosign/signature``.
+- Signatures of the image ``sha256:<hex>`` live in an OCI image manifest tagged
+  ``sha256-<hex>.sig`` in the image's repository (the tag fallback: no referrers API);
+  each signature is one layer of media type ``application/vnd.dev.cosign.simplesigning.v1+json``
+  whose blob is the payload. The config lists the layers' digests as ``rootfs.diff_ids``
+  (the payload layers are uncompressed, so diff_id = digest), as go-containerregistry's
+  ``mutate.AppendLayers`` on ``empty.Image`` writes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST, canonical_json
+
+SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+PAYLOAD_TYPE = "cosign container image signature"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: Go's json.Marshal escapes these inside strings (HTMLEscape); structural JSON never holds them.
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def sha256_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def signature_tag(image_digest: str) -> str:
+    """The tag holding the signatures of ``image_digest``: ``sha256-<hex>.sig``.
+    Raises ValueError for anything but a ``sha256:<64 hex>`` digest."""
+    if not _DIGEST.match(image_digest):
+        raise ValueError(f"not a sha256 digest: {image_digest!r}")
+    return image_digest.replace(":", "-") + ".sig"
+
+
+def _go_json(obj: Any) -> bytes:
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    for ch, esc in _GO_ESCAPES.items():
+        text = text.replace(ch, esc)
+    return text.encode("utf-8")
+
+
+def make_payload(docker_reference: str, image_digest: str, optional: Mapping[str, Any] | None = None) -> bytes:
+    """The simple-signing payload bytes for ``image_digest`` in repository
+    ``docker_reference`` (``HOST[:PORT]/REPO``, no tag), with ``optional`` annotations
+    (``None`` → ``"optional":null``, as cosign writes it without ``-a``). Keys of
+    ``optional`` are sorted, as Go marshals a map."""
+    if not _DIGEST.match(image_digest):
+        raise ValueError(f"not a sha256 digest: {image_digest!r}")
+    doc = {"critical": {"identity": {"docker-reference": docker_reference},
+                        "image": {"docker-manifest-digest": image_digest},
+                        "type": PAYLOAD_TYPE},
+           "optional": None if optional is None else {k: optional[k] for k in sorted(optional)}}
+    return _go_json(doc)
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What a payload asserts: ``docker_reference``, ``image_digest``, ``optional`` (dict or None)."""
+
+    docker_reference: str
+    image_digest: str
+    optional: Mapping[str, Any] | None
+
+
+class PayloadError(ValueError):
+    """A payload is not a cosign simple-signing document; ``args[0]`` names the field."""
+
+
+def parse_payload(payload: bytes) -> Claims:
+    """Read the claims of a simple-signing payload. Raises :class:`PayloadError` naming the
+    JSON path when it is not JSON, lacks ``critical.image.docker-manifest-digest`` or
+    ``critical.identity.docker-reference``, or ``critical.type`` is not
+    ``cosign container image signature``."""
+    try:
+        doc = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("payload: not JSON") from None
+    crit = doc.get("critical") if isinstance(doc, dict) else None
+    if not isinstance(crit, dict):
+        raise PayloadError("critical: missing")
+    if crit.get("type") != PAYLOAD_TYPE:
+        raise PayloadError(f"critical.type: {crit.get('type')!r} is not {PAYLOAD_TYPE!r}")
+    image, ident = crit.get("image"), crit.get("identity")
+    digest = image.get("docker-manifest-digest") if isinstance(image, dict) else None
+    ref = ident.get("docker-reference") if isinstance(ident, dict) else None
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
+        raise PayloadError("critical.image.docker-manifest-digest: missing or not a sha256 digest")
+    if not isinstance(ref, str):
+        raise PayloadError("critical.identity.docker-reference: missing")
+    optional = doc.get("optional")
+    return Claims(ref, digest, optional if isinstance(optional, dict) else None)
+
+
+def sign_payload(private: ec.EllipticCurvePrivateKey, payload: bytes) -> str:
+    """ECDSA P-256 / SHA-256 signature of ``payload``: ASN.1 DER, standard base64 (the
+    annotation value cosign writes)."""
+    return base64.b64encode(private.sign(payload, ec.ECDSA(hashes.SHA256()))).decode("ascii")
+
+
+def verify_payload(public: ec.EllipticCurvePublicKey, payload: bytes, signature_b64: str) -> bool:
+    """Whether ``signature_b64`` (base64 DER ECDSA) is ``public``'s signature over ``payload``
+    (SHA-256). Malformed base64 or DER is ``False``, never an exception."""
+    try:
+        sig = base64.b64decode(signature_b64.encode("ascii"), validate=True)
+        public.verify(sig, payload, ec.ECDSA(hashes.SHA256()))
+    except (InvalidSignature, ValueError, binascii.Error, UnicodeEncodeError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class SignatureLayer:
+    """One signature in a signature manifest: the payload blob ``digest`` / ``size`` and
+    the base64 ``signature``; ``annotations`` holds every annotation of the layer."""
+
+    digest: str
+    size: int
+    signature: str | None
+    annotations: Mapping[str, str]
+
+
+def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
+    """The simple-signing layers of a signature manifest, in order (layers of other media
+    types are skipped). Raises :class:`PayloadError` when it is not an image manifest."""
+    try:
+        doc = json.loads(manifest)
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("signature manifest: not JSON") from None
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    if not isinstance(layers, list):
+        raise PayloadError("signature manifest: layers: missing")
+    out = []
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, dict) or layer.get("mediaType") != SIMPLESIGNING_MEDIA_TYPE:
+            continue
+        digest, size = layer.get("digest"), layer.get("size")
+        if not isinstance(digest, str) or not _DIGEST.match(digest) or not isinstance(size, int):
+            raise PayloadError(f"signature manifest: layers[{i}]: digest/size missing or malformed")
+        ann = layer.get("annotations") if isinstance(layer.get("annotations"), dict) else {}
+        sig = ann.get(SIGNATURE_ANNOTATION)
+        out.append(SignatureLayer(digest, size, sig if isinstance(sig, str) else None, dict(ann)))
+    return out
+
+
+def build_signature_manifest(layers: list[SignatureLayer]) -> tuple[bytes, bytes]:
+    """The signature manifest holding ``layers`` (in order) and its config: returns
+    ``(manifest_bytes, config_bytes)``, both canonical JSON. The config is an image config
+    with empty ``architecture`` / ``os``, ``rootfs.diff_ids`` = the layers' digests and one
+    empty-created history entry per layer (what go-containerregistry writes for cosign)."""
+    created = "0001-01-01T00:00:00Z"
+    config = {"architecture": "", "config": {}, "created": created, "os": "",
+              "history": [{"created": created} for _ in layers],
+              "rootfs": {"type": "layers", "diff_ids": [l.digest for l in layers]}}
+    config_bytes = canonical_json(config)
+    manifest = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
+                "config": {"mediaType": MEDIA_TYPE_IMAGE_CONFIG, "size": len(config_bytes),
+                           "digest": sha256_digest(config_bytes)},
+                "layers": [{"mediaType": SIMPLESIGNING_MEDIA_TYPE, "size": l.size, "digest": l.digest,
+                            "annotations": dict(l.annotations)} for l in layers]}
+    return canonical_json(manifest), config_bytes

@@ -1,0 +1,269 @@
+"""lemonpack catalogue build / verify / update / show, end to end through the CLI (real
+processes, a real HTTP server on 127.0.0.1 as the mirror, a real file:// git repository)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.catalogue import CatalogueWorld, fingerprint
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def run(world: CatalogueWorld, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = world.env(LEMONPACK_CACHE_DIR=str(world.tmp / "cache"), XDG_CONFIG_HOME=str(world.tmp / "config"))
+    e.pop("LEMONPACK_MIRROR", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", *args],
+                          capture_output=True, text=True, env=e, cwd=world.tmp, timeout=240)
+
+
+def build(world: CatalogueWorld, out: Path, *extra: str) -> dict:
+    r = run(world, "catalogue", "build", "--out", str(out), "--source", str(world.source),
+            "--mirror", world.mirror, "--key", str(world.index_key), *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / "catalogue.json").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = CatalogueWorld(tmp_path_factory.mktemp("catalogue"))
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="module")
+def built(world):
+    out = world.tmp / "out"
+    return out, build(world, out)
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def by_id(index: dict) -> dict[str, dict]:
+    return {e["id"]: e for e in index["entries"]}
+
+
+def test_outputs_and_order(built):
+    out, index = built
+    assert index["schema"] == 1 and index["generated"] == "2023-11-14T22:13:20Z"
+    ids = [e["id"] for e in index["entries"]]
+    official = [e["id"] for e in index["entries"] if e["official"]]
+    assert ids[: len(official)] == sorted(official)
+    assert ids[len(official):] == sorted(ids[len(official):])
+    assert "recipe:hello-engine" in official and "extension:qwen" in official and len(official) == 9
+    assert set(ids) - set(official) == {"recipe:acme-strix", "recipe:beta-box", "extension:acme_moe",
+                                        "extension:beta_ext"}
+    for e in index["entries"]:
+        f = out / "entries" / f"{e['id'].replace(':', '.', 1)}.json"
+        assert json.loads(f.read_bytes()) == e
+    assert (out / "catalogue.json.sig").is_file() and (out / "index.html").is_file()
+    assert (out / "assets" / "catalogue-data.js").read_text().startswith("window.CATALOGUE = ")
+    # the feed parses as Atom and lists every entry once, in index order
+    import xml.etree.ElementTree as ET
+
+    feed = ET.fromstring((out / "feed.atom").read_bytes())
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    titles = [t.text for t in feed.findall("a:entry/a:title", ns)]
+    assert [t.split()[0] for t in titles[: len(ids)]] == ids
+
+
+def test_each_reject_kind_listed_with_reason(world, built):
+    _out, index = built
+    rejected = {r["file"]: r for r in index["rejected"]}
+    assert set(world.expected_rejects) <= set(rejected)
+    for file, kind in world.expected_rejects.items():
+        reasons = " ".join(rejected[file]["reasons"])
+        assert kind in reasons, (file, reasons)
+    assert "colour" in " ".join(rejected["catalogue/entries/acme/broken.toml"]["reasons"])
+    mismatch = " ".join(rejected["catalogue/entries/acme/acme-tampered.toml"]["reasons"])
+    assert "expected sha256:" in mismatch and "got sha256:" in mismatch
+    assert "{model_path}" in " ".join(rejected["catalogue/entries/beta-labs/beta-badtoken.toml"]["reasons"])
+    assert "qwen27-q4" in " ".join(rejected["catalogue/entries/acme/acme_clash.toml"]["reasons"])
+    # no rejected id appears among the entries: never listed and never dropped silently
+    assert not ({(r["id"], r["publisher"]) for r in index["rejected"]}
+                & {(e["id"], e["publisher"]) for e in index["entries"]})
+    assert by_id(index)["recipe:hello-engine"]["publisher"] == "lemonpack"
+
+
+def test_signature_statuses(world, built):
+    _out, index = built
+    e = by_id(index)
+    assert e["recipe:acme-strix"]["signature"] == {"status": "verified", "fingerprint": fingerprint(world.keys["acme"])}
+    assert e["extension:acme_moe"]["signature"] == {"status": "unknown-key",
+                                                    "fingerprint": fingerprint(world.keys["stranger"])}
+    assert e["recipe:beta-box"]["signature"] == {"status": "unsigned", "fingerprint": None}
+    assert e["recipe:hello-engine"]["signature"] == {"status": "verified",
+                                                     "fingerprint": fingerprint(world.keys["index"])}
+
+
+def test_facts_platforms_pinning_commands(built):
+    _out, index = built
+    e = by_id(index)
+    strix = e["recipe:acme-strix"]
+    rocm = next(p for p in strix["platforms"] if p["accelerator"] == "rocm")
+    assert rocm["arch_patterns"] == ["gfx115*"] and rocm["archs"] == ["gfx1150", "gfx1151", "gfx1152", "gfx1153"]
+    assert strix["pinning"]["status"] == "all" and len(strix["pinning"]["artifacts"]) == 2
+    box = e["recipe:beta-box"]["pinning"]
+    assert box["status"] == "partly"
+    assert {i["ref"]: i["pinned"] for i in box["images"]} == {
+        "docker.io/beta/whisper@sha256:" + "ab" * 32: True, "docker.io/beta/whisper-cuda:1.0": False}
+    cuda = next(p for p in e["recipe:beta-box"]["platforms"] if p["accelerator"] == "cuda")
+    assert cuda["archs"] == ["sm_90"]
+    hello = e["recipe:hello-engine"]
+    assert hello["pinning"]["artifacts"] == [{"url": "https://example.invalid/lemonpack/hello-engine-linux-cpu.tar.gz",
+                                              "sha256": "sha256:363a3d0e7264c23e3b2ab49ad4a3b8df5e31ac737fdff31af85d9c946c1a0a65"}]
+    assert hello["commands"]["install"] == "lemonpack install hello-engine"
+    assert hello["commands"]["nix"] == "nix build .#hello-engine-linux-cpu"
+    assert e["extension:acme_moe"]["platforms"] == [
+        {"os": o, "accelerator": "vulkan", "archs": [], "arch_patterns": []} for o in ("darwin", "linux", "windows")]
+    assert e["extension:beta_ext"]["source"]["type"] == "https"
+    assert all(x["reproducible"]["status"] == "not-checked" for x in index["entries"])
+
+
+def test_build_twice_identical_bytes(world, built):
+    out, _ = built
+    again = world.tmp / "out-again"
+    build(world, again)
+    assert tree_bytes(out) == tree_bytes(again)
+
+
+def test_rebuild_reproduces_official_recipe(world):
+    """--rebuild runs the real builder; with a published digest equal to ours it reports reproduced."""
+    # serve the shipped example artifact on the mirror
+    from lemonpack.examples import __file__ as ex
+
+    src = Path(ex).parent / "mirror" / "example.invalid" / "lemonpack" / "hello-engine-linux-cpu.tar.gz"
+    world.put("https://example.invalid/lemonpack/hello-engine-linux-cpu.tar.gz", src.read_bytes())
+    out = world.tmp / "out-rebuild"
+    index = build(world, out, "--rebuild")
+    hello = by_id(index)["recipe:hello-engine"]["reproducible"]
+    assert hello["status"] == "not-checked" and hello["rebuilt"].startswith("sha256:")
+    # publish that digest for a community copy: reproduced; a different one: differs
+    w2 = CatalogueWorld(world.tmp / "w2", community=False)
+    try:
+        w2.put("https://example.invalid/lemonpack/hello-engine-linux-cpu.tar.gz", src.read_bytes())
+        w2.publisher("acme", w2.keys["acme"])
+        doc = json.loads((Path(ex).parent / "hello-engine.json").read_text())
+        for name, good in (("acme-hello", True), ("acme-hello2", False)):
+            d = dict(doc, recipe=name)
+            # the published digest is what `lemonpack build` of the same recipe gives
+            tmpf = w2.tmp / f"{name}.json"
+            tmpf.write_text(json.dumps(d, indent=2))
+            r = run(w2, "build", str(tmpf), "--out", str(w2.tmp / f"ref-{name}"), "--mirror", w2.mirror, "--json")
+            assert r.returncode == 0, r.stderr
+            published = json.loads(r.stdout)["indexes"][name]
+            if not good:
+                published = "sha256:" + "0" * 64
+            w2.https_recipe("acme", d, extra=f'published_digest = "{published}"')
+        index = build(w2, w2.tmp / "out")
+        e = by_id(index)
+        assert e["recipe:acme-hello"]["reproducible"]["status"] == "reproduced"
+        assert e["recipe:acme-hello2"]["reproducible"]["status"] == "differs"
+        assert e["recipe:acme-hello2"]["reproducible"]["published"] == "sha256:" + "0" * 64
+    finally:
+        w2.stop()
+
+
+def test_verify_ok_then_modified_index_fails(world, built):
+    out, _ = built
+    r = run(world, "catalogue", "verify", str(out), "--key", str(world.index_pub))
+    assert r.returncode == 0, r.stdout + r.stderr
+    copy = world.tmp / "tampered"
+    import shutil
+
+    shutil.copytree(out, copy)
+    data = (copy / "catalogue.json").read_bytes().replace(b'"status":"unsigned"', b'"status":"verified"', 1)
+    (copy / "catalogue.json").write_bytes(data)
+    r = run(world, "catalogue", "verify", str(copy), "--key", str(world.index_pub))
+    assert r.returncode == 3 and "does not verify" in r.stdout
+    # an entry file changed (index untouched): also caught
+    shutil.rmtree(copy)
+    shutil.copytree(out, copy)
+    f = copy / "entries" / "recipe.acme-strix.json"
+    f.write_bytes(f.read_bytes().replace(b"Acme Strix", b"Acme Strax"))
+    r = run(world, "catalogue", "verify", str(copy), "--key", str(world.index_pub))
+    assert r.returncode == 3 and "recipe.acme-strix.json: differs" in r.stdout
+    # another key: the signature does not verify
+    other = world.tmp / "other.pub"
+    from tests.support.catalogue import pem
+
+    other.write_text(pem(world.keys["stranger"]))
+    r = run(world, "catalogue", "verify", str(out), "--key", str(other))
+    assert r.returncode == 3
+
+
+def test_verify_refetch_detects_changed_source(world, built):
+    out, _ = built
+    r = run(world, "catalogue", "verify", str(out), "--key", str(world.index_pub), "--fetch", "--mirror", world.mirror,
+            env={"LEMONPACK_CACHE_DIR": str(world.tmp / "fresh-cache")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    url = "https://example.invalid/beta-labs/beta-box.json"
+    from lemonpack.fetch import mirror_path
+
+    p = world.mirror_root / mirror_path(url)
+    original = p.read_bytes()
+    p.write_bytes(original + b"\n")
+    try:
+        r = run(world, "catalogue", "verify", str(out), "--key", str(world.index_pub), "--fetch", "--mirror",
+                world.mirror, env={"LEMONPACK_CACHE_DIR": str(world.tmp / "fresh-cache2")})
+        assert r.returncode == 3 and "recipe:beta-box" in r.stdout and "sha256 mismatch" in r.stdout
+    finally:
+        p.write_bytes(original)
+
+
+def test_update_verifies_and_keeps_old_copy_on_bad_signature(world, built):
+    out, index = built
+    cache = world.tmp / "upd-cache"
+    env = {"LEMONPACK_CACHE_DIR": str(cache)}
+    r = run(world, "catalogue", "update", "--from", str(out), "--key", str(world.index_pub), env=env)
+    assert r.returncode == 0, r.stderr
+    cached = cache / "catalogue" / "catalogue.json"
+    good = cached.read_bytes()
+    assert good == (out / "catalogue.json").read_bytes()
+    # over HTTP too
+    import shutil
+
+    served = world.mirror_root / "idx"
+    shutil.copytree(out, served)
+    r = run(world, "catalogue", "update", "--from", f"{world.mirror}/idx/", "--key", str(world.index_pub), env=env)
+    assert r.returncode == 0, r.stderr
+    # a forged index (signature of another key) is refused; the cached copy stays
+    forged = world.tmp / "forged"
+    shutil.copytree(out, forged)
+    (forged / "catalogue.json").write_bytes(good.replace(b"Acme Strix", b"Evil Strix"))
+    r = run(world, "catalogue", "update", "--from", str(forged), "--key", str(world.index_pub), env=env)
+    assert r.returncode == 3 and "refusing" in r.stderr
+    assert cached.read_bytes() == good
+    # an unsigned one too
+    (forged / "catalogue.json").write_bytes(good)
+    (forged / "catalogue.json.sig").unlink()
+    r = run(world, "catalogue", "update", "--from", str(forged), "--key", str(world.index_pub), env=env)
+    assert r.returncode == 3 and "unsigned" in r.stderr
+    assert cached.read_bytes() == good
+    # search and show read the cached copy
+    r = run(world, "catalogue", "search", "acme strix", "--json", env=env)
+    assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)["results"]] == ["recipe:acme-strix"]
+    r = run(world, "catalogue", "show", "acme-strix", env=env)
+    assert r.returncode == 0 and "gfx1151" in r.stdout and "lemonpack install acme-strix.json" in r.stdout
+    assert fingerprint(world.keys["acme"]) in r.stdout
+    r = run(world, "catalogue", "show", "recipe:acme-forged", env=env)
+    assert r.returncode == 1 and "rejected" in r.stderr and "invalid signature" in r.stderr
+
+
+def test_bad_output_leaves_previous(world, built, tmp_path):
+    """A build that cannot finish (a wrong key password) leaves the previous output as it was."""
+    out, _ = built
+    before = tree_bytes(out)
+    r = run(world, "catalogue", "build", "--out", str(out), "--source", str(world.source), "--mirror", world.mirror,
+            "--key", str(world.index_key), env={"LEMONPACK_PASSWORD": "wrong"})
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert tree_bytes(out) == before
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".out.tmp-")]
