@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++)
+APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,24 +1,289 @@
-"""Stub of the static site (cat-site replaces this module with the real one).
+"""The catalogue's static site: ``render_site(index, out)`` (issue 10, "a static HTML site").
 
-:func:`render_site` writes ``out/index.html`` (every entry listed, no script needed) and
-``out/assets/catalogue-data.js`` (``window.CATALOGUE = <catalogue.json>;``).
+Input: the catalogue index (``catalogue.json``'s shape, schema 1, CONTRACTS.md "Issue 10").
+Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes):
+
+- ``index.html``: the front page: a search box, facets (kind, capability, OS, accelerator,
+  GPU arch, official/community, signature, pinning, reproducibility, publisher), a
+  "runs on this host" file input, and the FULL list of entries in index order, so the page is
+  readable with JavaScript off; JavaScript only hides what a filter excludes.
+- ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
+  source, platforms table, pinned images and artifacts, capabilities, the exact
+  install/run/nix commands, signature status with the key fingerprint. No script at all.
+- ``assets/catalogue-data.js``: ``window.CATALOGUE = <canonical catalogue JSON>;`` (pages
+  opened from ``file://`` cannot fetch JSON, but may load a local script).
+- ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
+
+The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
+It is rendered by markdown-it-py in CommonMark mode with raw HTML OFF (an HTML tag in the
+source becomes visible text) and the result is then cleaned by nh3 (ammonia) with a small
+allowlist of tags and attributes, links restricted to ``http``/``https``/relative URLs, no
+images (they would load remote content), and ``rel="nofollow noopener noreferrer"`` on
+links. Every other value goes through Jinja2 with autoescaping on. As a second fence, each
+page carries a Content-Security-Policy that allows scripts only from the site's own files
+(entry pages allow none).
+
+Output is byte-reproducible: templates and assets are package data, facet values are sorted,
+nothing depends on the clock or the file system order (the only date is the index's own
+``generated``). Files are written atomically (temp file + rename); entry pages of a previous
+run that no longer correspond to an entry are removed.
+
+The page's search must agree with ``lemonpack catalogue search`` (CONTRACTS.md "Search
+semantics"); :data:`FACETS` is the facet list both use and the shared query table
+``tests/catalogue/queries.json`` is run against the page by the browser tests.
 """
 
 from __future__ import annotations
 
-import html
-import json
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import jinja2
+import nh3
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+from lemonpack.errors import StorageError
+from lemonpack.oci.canonical import canonical_json
+
+#: Facets in display order: (filter key as in CONTRACTS.md and the URL fragment, label).
+FACETS: tuple[tuple[str, str], ...] = (
+    ("kind", "Kind"),
+    ("capability", "Capability"),
+    ("os", "OS"),
+    ("accelerator", "Accelerator"),
+    ("gpu_arch", "GPU arch"),
+    ("official", "Official / community"),
+    ("signature", "Signature"),
+    ("pinning", "Pinning"),
+    ("reproducible", "Reproducibility"),
+    ("publisher", "Publisher"),
+)
+
+#: Tags the sanitiser keeps (CommonMark's output vocabulary minus images and raw HTML).
+ALLOWED_TAGS: frozenset[str] = frozenset({
+    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+    "li", "ol", "p", "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+})
+#: Attributes per tag the sanitiser keeps (``rel`` on links is set by nh3 itself).
+ALLOWED_ATTRIBUTES: dict[str, set[str]] = {
+    "a": {"href", "title"},
+    "ol": {"start"},
+    "td": {"align"},
+    "th": {"align"},
+}
+#: URL schemes links may use; relative URLs (no scheme) pass as well.
+ALLOWED_URL_SCHEMES: frozenset[str] = frozenset({"http", "https"})
+
+_MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table") \
+    .enable("strikethrough")
+
+_CSP_INDEX = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+              "base-uri 'none'; form-action 'none'")
+_CSP_ENTRY = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'"
 
 
-def render_site(index: dict, out: Path) -> None:
-    """Write a minimal front page for ``index`` (catalogue.json as a dict) under ``out``."""
+def render_markdown(text: str) -> Markup:
+    """Render untrusted Markdown ``text`` to sanitised HTML (a :class:`Markup` string).
+
+    markdown-it-py (CommonMark, tables, strikethrough) with raw HTML disabled, then nh3
+    (ammonia) keeping only :data:`ALLOWED_TAGS` / :data:`ALLOWED_ATTRIBUTES`, links only
+    with :data:`ALLOWED_URL_SCHEMES` or relative, ``rel="nofollow noopener noreferrer"``.
+    Content of ``script``/``style`` elements is dropped entirely. Raises nothing for any
+    string input (a non-string is treated as empty)."""
+    if not isinstance(text, str) or not text:
+        return Markup("")
+    html = _MD.render(text)
+    clean = nh3.clean(
+        html,
+        tags=set(ALLOWED_TAGS),
+        clean_content_tags={"script", "style"},
+        attributes={k: set(v) for k, v in ALLOWED_ATTRIBUTES.items()},
+        url_schemes=set(ALLOWED_URL_SCHEMES),
+        link_rel="nofollow noopener noreferrer",
+        strip_comments=True,
+        attribute_filter=_keep_attribute,
+    )
+    return Markup(clean)
+
+
+def _keep_attribute(tag: str, attr: str, value: str) -> str | None:
+    """nh3 attribute filter: drop network-path references (``//host/x``, ``\\\\host\\x``), which
+    the scheme allowlist cannot see and which a ``file://`` page would resolve to a remote
+    (SMB on Windows) host."""
+    if attr == "href" and (value.startswith(("//", "\\")) or "\\" in value):
+        return None
+    return value
+
+
+def summary_text(text: str, limit: int = 240) -> str:
+    """The plain text of the first block of Markdown ``text`` (inline markup removed), cut to
+    ``limit`` characters with an ellipsis: what the front page shows under each entry.
+    Returned as plain text (the template escapes it)."""
+    if not isinstance(text, str) or not text:
+        return ""
+    parts: list[str] = []
+    for tok in _MD.parse(text):
+        if tok.type == "inline":
+            for child in tok.children or ():
+                if child.type in ("text", "code_inline"):
+                    parts.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+            break
+    out = " ".join("".join(parts).split())
+    return out if len(out) <= limit else out[: limit - 1].rstrip() + "\u2026"
+
+
+def entry_slug(entry_id: str) -> str:
+    """The file name stem of an entry's page: ``recipe:hello-engine`` -> ``recipe-hello-engine``.
+
+    ``:`` becomes ``-``; any character outside ``[A-Za-z0-9._-]`` becomes ``_``; when that
+    changed anything beyond the ``:`` (so two ids could meet), the first 8 hex digits of the
+    id's sha256 are appended. A leading dot is replaced too (no hidden files)."""
+    kind, sep, rest = entry_id.partition(":")
+    raw = f"{kind}-{rest}" if sep else entry_id
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", raw)
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    if safe != raw or safe.startswith("_") or not safe:
+        safe = f"{safe}-{hashlib.sha256(entry_id.encode('utf-8')).hexdigest()[:8]}"
+    return safe
+
+
+def entry_facets(entry: dict[str, Any]) -> dict[str, list[str]]:
+    """Each facet's values for one entry (strings, de-duplicated, sorted), the same rule the
+    search uses: platform facets (os, accelerator, gpu_arch) are the set over all platforms;
+    ``official`` is ``"true"``/``"false"``; statuses are taken from their objects."""
+    platforms = entry.get("platforms") or []
+    values: dict[str, Iterable[Any]] = {
+        "kind": [entry.get("kind")],
+        "capability": entry.get("capabilities") or [],
+        "os": [p.get("os") for p in platforms],
+        "accelerator": [p.get("accelerator") for p in platforms],
+        "gpu_arch": [a for p in platforms for a in (p.get("archs") or [])],
+        "official": ["true" if entry.get("official") else "false"],
+        "signature": [(entry.get("signature") or {}).get("status")],
+        "pinning": [(entry.get("pinning") or {}).get("status")],
+        "reproducible": [(entry.get("reproducible") or {}).get("status")],
+        "publisher": [entry.get("publisher")],
+    }
+    return {k: sorted({v for v in vs if isinstance(v, str) and v}) for k, vs in values.items()}
+
+
+def _facet_options(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per facet: ``{"key", "label", "options": [{"value", "label", "count"}]}`` sorted by value
+    (``official`` as true first with labels official / community)."""
+    counts: dict[str, dict[str, int]] = {k: {} for k, _ in FACETS}
+    for e in entries:
+        for key, vals in entry_facets(e).items():
+            for v in vals:
+                counts[key][v] = counts[key].get(v, 0) + 1
+    out = []
+    for key, label in FACETS:
+        values = sorted(counts[key])
+        if key == "official":
+            values = [v for v in ("true", "false") if v in counts[key]]
+        names = {"true": "official", "false": "community"} if key == "official" else {}
+        out.append({"key": key, "label": label,
+                    "options": [{"value": v, "label": names.get(v, v), "count": counts[key][v]}
+                                for v in values]})
+    return out
+
+
+def _safe_href(url: Any) -> str | None:
+    """``url`` when it is an absolute http(s) URL (for homepages), else None."""
+    if isinstance(url, str) and re.match(r"^https?://[^\s<>\"']+$", url, re.IGNORECASE):
+        return url
+    return None
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("lemonpack.catalogue", "templates"),
+        autoescape=True,
+        undefined=jinja2.ChainableUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["slug"] = entry_slug
+    env.filters["markdown"] = render_markdown
+    env.filters["summary"] = summary_text
+    env.filters["safe_href"] = _safe_href
+    return env
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
+
+
+def site_files(index: dict[str, Any]) -> dict[str, bytes]:
+    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring).
+    Pure: same index, same bytes. Raises ``TypeError`` when the index holds floats (the
+    canonical JSON encoder refuses them)."""
+    entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
+    env = _environment()
+    common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
+              "publishers": publishers}
+    slugs = [entry_slug(str(e.get("id", ""))) for e in entries]
+    files: dict[str, bytes] = {}
+    files["index.html"] = env.get_template("index.html").render(
+        **common, csp=_CSP_INDEX, root="", entries=list(zip(entries, slugs)),
+        facets=_facet_options(entries), rejected=index.get("rejected") or [],
+    ).encode("utf-8")
+    page = env.get_template("entry.html")
+    for entry, slug in zip(entries, slugs):
+        files[f"entry/{slug}.html"] = page.render(
+            **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug,
+            facets=entry_facets(entry), publisher=publishers.get(entry.get("publisher")),
+        ).encode("utf-8")
+    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(index) + b";\n"
+    files["assets/site.js"] = _asset("site.js")
+    files["assets/site.css"] = _asset("site.css")
+    return files
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def render_site(index: dict[str, Any], out: Path) -> None:
+    """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
+
+    Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
+    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically;
+    removes ``entry/*.html`` files left from an earlier index. Leaves every other file in
+    ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
+    written (naming it)."""
     out = Path(out)
-    (out / "assets").mkdir(parents=True, exist_ok=True)
-    data = json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
-    (out / "assets" / "catalogue-data.js").write_text(f"window.CATALOGUE = {data};\n", encoding="utf-8")
-    rows = "".join(f"<li>{html.escape(e['id'])}: {html.escape(e.get('display_name', ''))}</li>\n"
-                   for e in index.get("entries", []))
-    (out / "index.html").write_text(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>lemonpack catalogue</title></head>\n"
-        f"<body><h1>lemonpack catalogue</h1>\n<ul>\n{rows}</ul>\n</body></html>\n", encoding="utf-8")
+    files = site_files(index)
+    try:
+        for rel in sorted(files):
+            _write_atomic(out / rel, files[rel])
+        entry_dir = out / "entry"
+        keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
+        for old in sorted(entry_dir.glob("*.html")):
+            if old.name not in keep and old.is_file() and not old.is_symlink():
+                old.unlink()
+    except OSError as e:
+        raise StorageError(f"cannot write the catalogue site under {out}: {e}") from e

@@ -1,0 +1,348 @@
+/* lemonpack catalogue: search, facets and "runs on this host" for the static site.
+ *
+ * Data: window.CATALOGUE (assets/catalogue-data.js, the catalogue.json index). The HTML already
+ * lists every entry in index order (the page is readable with JavaScript off); this script only
+ * hides the entries a filter excludes. Nothing is fetched and nothing is sent anywhere.
+ *
+ * Search semantics (CONTRACTS.md, issue 10; identical to `lemonpack catalogue search`):
+ *   query = whitespace-separated terms, case-insensitive; an entry matches when EVERY term is a
+ *   substring of one of: id, name, display_name, publisher, tags, capabilities, description.
+ *   Filters (ANDed; several values of one facet = any of): kind, capability, os, accelerator,
+ *   gpu_arch (a concrete arch in a platform's `archs`), official ("true"/"false"), signature,
+ *   pinning, reproducible (statuses), publisher. Platform facets are tested each on its own
+ *   against the set of values over all platforms. Result order = index order.
+ *
+ * Filter state lives in the URL fragment: #q=strix&kind=recipe&os=linux&os=windows&fits=1
+ * (URLSearchParams encoding), so a filtered view can be shared; loading such a URL restores it.
+ *
+ * Host fit: the CLI's rule (lemonpack/catalogue/fits.py, which asks the contract's
+ * select_accelerator, as `run` / `install` do), written out in fit() below. The host file is
+ * `lemonpack host --json`: {"os", "accelerators", "rocm_arch", "cuda_arch"}; cpu is always
+ * present. Among the entry's platforms for host.os, the accelerator is chosen as run would:
+ * the entry's default_accelerator if it has that block, else the first of metal (darwin only),
+ * cuda, rocm, vulkan, gpu, cpu that both the entry and the host have, else the first declared.
+ * The entry fits when the host has that accelerator and, if that platform lists concrete GPU
+ * archs, the host's arch for it is among them (rocm -> rocm_arch, cuda -> cuda_arch,
+ * cpu/npu/tpu/metal -> none, other GPU APIs -> rocm_arch or else cuda_arch; HostFacts.gpu_arch).
+ * Otherwise the page says why, in the CLI's words.
+ */
+(function () {
+  'use strict';
+  var started = performance.now();
+
+  var FACETS = ['kind', 'capability', 'os', 'accelerator', 'gpu_arch', 'official', 'signature',
+                'pinning', 'reproducible', 'publisher'];
+  // Python's str.split() whitespace: Unicode White_Space plus the \x1c-\x1f separators.
+  var WS = /[\s\x1c-\x1f\x85]+/;
+
+  var catalogue = window.CATALOGUE || { entries: [] };
+  var entries = Array.isArray(catalogue.entries) ? catalogue.entries : [];
+
+  function str(v) { return typeof v === 'string' ? v : ''; }
+  function list(v) { return Array.isArray(v) ? v : []; }
+
+  // ---- search (pure) ---------------------------------------------------------------------
+  function haystack(e) {
+    var fields = [str(e.id), str(e.name), str(e.display_name), str(e.publisher)]
+      .concat(list(e.tags).map(str), list(e.capabilities).map(str), [str(e.description)]);
+    return fields.map(function (f) { return f.toLowerCase(); });
+  }
+
+  function facetValues(e, facet) {
+    var platforms = list(e.platforms);
+    switch (facet) {
+      case 'kind': return [str(e.kind)];
+      case 'capability': return list(e.capabilities).map(str);
+      case 'os': return platforms.map(function (p) { return str(p && p.os); });
+      case 'accelerator': return platforms.map(function (p) { return str(p && p.accelerator); });
+      case 'gpu_arch':
+        return platforms.reduce(function (acc, p) { return acc.concat(list(p && p.archs).map(str)); }, []);
+      case 'official': return [e.official === true ? 'true' : 'false'];
+      case 'signature': return [str(e.signature && e.signature.status)];
+      case 'pinning': return [str(e.pinning && e.pinning.status)];
+      case 'reproducible': return [str(e.reproducible && e.reproducible.status)];
+      case 'publisher': return [str(e.publisher)];
+    }
+    return [];
+  }
+
+  function terms(query) {
+    return str(query).toLowerCase().split(WS).filter(function (t) { return t.length > 0; });
+  }
+
+  // filters: {facet: value | [values]}; booleans become "true"/"false". Unknown facets are ignored.
+  function normaliseFilters(filters) {
+    var out = {};
+    Object.keys(filters || {}).forEach(function (k) {
+      if (FACETS.indexOf(k) < 0) { return; }
+      var v = filters[k];
+      var vals = (Array.isArray(v) ? v : [v]).map(function (x) {
+        return typeof x === 'boolean' ? (x ? 'true' : 'false') : String(x);
+      });
+      if (vals.length) { out[k] = vals; }
+    });
+    return out;
+  }
+
+  function prepared(e) {
+    return { entry: e, hay: haystack(e), facets: FACETS.reduce(function (acc, f) {
+      acc[f] = facetValues(e, f); return acc; }, {}) };
+  }
+
+  function matches(p, ts, filters) {
+    for (var i = 0; i < ts.length; i++) {
+      var t = ts[i], found = false;
+      for (var j = 0; j < p.hay.length; j++) {
+        if (p.hay[j].indexOf(t) >= 0) { found = true; break; }
+      }
+      if (!found) { return false; }
+    }
+    for (var f in filters) {
+      var want = filters[f], have = p.facets[f], any = false;
+      for (var k = 0; k < want.length; k++) {
+        if (have.indexOf(want[k]) >= 0) { any = true; break; }
+      }
+      if (!any) { return false; }
+    }
+    return true;
+  }
+
+  var PREPARED = entries.map(prepared);
+
+  /** The ids matching `query` and `filters` ({facet: value | [values]}), in index order. */
+  function search(query, filters) {
+    var ts = terms(query), fs = normaliseFilters(filters);
+    return PREPARED.filter(function (p) { return matches(p, ts, fs); })
+      .map(function (p) { return p.entry.id; });
+  }
+
+  // ---- host fit (pure) -------------------------------------------------------------------
+  var OS_NAMES = ['linux', 'darwin', 'windows'];
+
+  /** Validate a parsed `lemonpack host --json` document; returns {os, accelerators, rocm_arch,
+   *  cuda_arch} or throws an Error naming the problem. */
+  function parseHost(data) {
+    if (!data || typeof data !== 'object' || Array.isArray(data)) { throw new Error('not a JSON object'); }
+    var known = ['os', 'accelerators', 'rocm_arch', 'cuda_arch'];
+    Object.keys(data).forEach(function (k) {
+      if (known.indexOf(k) < 0) { throw new Error('unknown key ' + JSON.stringify(k)); }
+    });
+    if (OS_NAMES.indexOf(data.os) < 0) { throw new Error('"os" must be one of ' + OS_NAMES.join(', ')); }
+    var accels = data.accelerators === undefined ? ['cpu'] : data.accelerators;
+    if (!Array.isArray(accels) || !accels.every(function (a) { return typeof a === 'string'; })) {
+      throw new Error('"accelerators" must be a list of strings');
+    }
+    ['rocm_arch', 'cuda_arch'].forEach(function (k) {
+      if (data[k] !== undefined && data[k] !== null && typeof data[k] !== 'string') {
+        throw new Error(JSON.stringify(k) + ' must be a string or null');
+      }
+    });
+    accels = accels.concat(['cpu']).filter(function (a, i, all) { return all.indexOf(a) === i; });
+    return { os: data.os, accelerators: accels, rocm_arch: data.rocm_arch || null,
+             cuda_arch: data.cuda_arch || null };
+  }
+
+  function hostGpuArch(host, accel) {
+    if (accel === 'rocm') { return host.rocm_arch; }
+    if (accel === 'cuda') { return host.cuda_arch; }
+    if (['cpu', 'npu', 'tpu', 'metal'].indexOf(accel) >= 0) { return null; }
+    return host.rocm_arch || host.cuda_arch;
+  }
+
+  var DETECTION_ORDER = ['cuda', 'rocm', 'vulkan', 'gpu', 'cpu'];
+
+  /** {fits: bool, platform: the platform used or null, reason: text}; the CLI's rule
+   *  (lemonpack.catalogue.fits.fits_host, through lemonpack.contract.select.select_accelerator). */
+  function fit(e, host) {
+    var platforms = list(e.platforms);
+    var onOs = platforms.filter(function (p) { return p && p.os === host.os; });
+    if (!onOs.length) {
+      var oses = [];
+      platforms.forEach(function (p) { if (p && oses.indexOf(p.os) < 0) { oses.push(str(p.os)); } });
+      oses.sort();
+      return { fits: false, platform: null,
+               reason: 'no platform for ' + host.os + ' (offers: ' + (oses.join(', ') || 'none') + ')' };
+    }
+    var blocks = [];
+    onOs.forEach(function (p) { if (blocks.indexOf(p.accelerator) < 0) { blocks.push(p.accelerator); } });
+    // select_accelerator: default_accelerator, then detection order among the host's, then the first.
+    var accel = null;
+    if (e.default_accelerator && blocks.indexOf(e.default_accelerator) >= 0) { accel = e.default_accelerator; }
+    var order = (host.os === 'darwin' ? ['metal'] : []).concat(DETECTION_ORDER);
+    for (var i = 0; accel === null && i < order.length; i++) {
+      if (blocks.indexOf(order[i]) >= 0 && host.accelerators.indexOf(order[i]) >= 0) { accel = order[i]; }
+    }
+    if (accel === null) { accel = blocks[0]; }
+    if (host.accelerators.indexOf(accel) < 0) {
+      return { fits: false, platform: null, reason: 'needs ' + blocks.slice().sort().join(' or ') + ' on ' +
+               host.os + '; the host has ' + host.accelerators.slice().sort().join(', ') };
+    }
+    var plat = onOs.filter(function (p) { return p.accelerator === accel; })[0];
+    var arch = hostGpuArch(host, accel);
+    var archs = list(plat.archs);
+    if (archs.length) {
+      if (archs.indexOf(arch) < 0) {
+        return { fits: false, platform: null, reason: host.os + '/' + accel + ' is built for ' +
+                 archs.join(', ') + "; the host's GPU is " + (arch || 'unknown') };
+      }
+      return { fits: true, platform: plat, reason: host.os + '/' + accel + ' ' + arch };
+    }
+    return { fits: true, platform: plat, reason: host.os + '/' + accel };
+  }
+
+  // ---- the page --------------------------------------------------------------------------
+  var api = { search: search, fit: fit, parseHost: parseHost, FACETS: FACETS };
+  window.lemonpackCatalogue = api;
+
+  var form = document.getElementById('filters');
+  var list_ = document.getElementById('entries');
+  if (!form || !list_) { return; }
+  var qInput = document.getElementById('q');
+  var summary = document.getElementById('summary');
+  var empty = document.getElementById('empty');
+  var hostInput = document.getElementById('hostfile');
+  var hostStatus = document.getElementById('host-status');
+  var onlyFits = document.getElementById('only-fits');
+  var items = {};
+  Array.prototype.forEach.call(list_.children, function (li) { items[li.getAttribute('data-id')] = li; });
+  var hostFits = null; // {id: fit result} once a host file was loaded
+
+  function checkboxes(facet) {
+    return Array.prototype.slice.call(form.querySelectorAll('input[type=checkbox][name="' + facet + '"]'));
+  }
+
+  function addCheckbox(facet, value) {
+    var fieldset = form.querySelector('fieldset[data-facet="' + facet + '"]');
+    if (!fieldset) { return; }
+    var label = document.createElement('label');
+    label.className = 'extra';
+    var box = document.createElement('input');
+    box.type = 'checkbox';
+    box.name = facet;
+    box.value = value;
+    var count = document.createElement('span');
+    count.className = 'count';
+    count.textContent = '0';
+    label.appendChild(box);
+    label.appendChild(document.createTextNode(' ' + value + ' '));
+    label.appendChild(count);
+    fieldset.appendChild(label);
+  }
+
+  function currentState() {
+    var filters = {};
+    FACETS.forEach(function (f) {
+      var vals = checkboxes(f).filter(function (c) { return c.checked; }).map(function (c) { return c.value; });
+      if (vals.length) { filters[f] = vals; }
+    });
+    return { q: qInput.value, filters: filters, fits: onlyFits.checked };
+  }
+
+  function stateToFragment(state) {
+    var params = new URLSearchParams();
+    if (state.q.trim()) { params.append('q', state.q); }
+    FACETS.forEach(function (f) { (state.filters[f] || []).forEach(function (v) { params.append(f, v); }); });
+    if (state.fits) { params.append('fits', '1'); }
+    var s = params.toString();
+    return s ? '#' + s : '';
+  }
+
+  function fragmentToState(hash) {
+    var params = new URLSearchParams(String(hash || '').replace(/^#/, ''));
+    var filters = {};
+    FACETS.forEach(function (f) { var v = params.getAll(f); if (v.length) { filters[f] = v; } });
+    return { q: params.get('q') || '', filters: filters, fits: params.get('fits') === '1' };
+  }
+
+  function applyStateToForm(state) {
+    qInput.value = state.q;
+    FACETS.forEach(function (f) {
+      var want = state.filters[f] || [];
+      var have = checkboxes(f).map(function (c) { return c.value; });
+      // A shared link may name a value this index does not have (gpu_arch=gfx1100): keep it as a
+      // checked box of its own, so the view shows no match instead of silently ignoring it.
+      want.forEach(function (v) { if (have.indexOf(v) < 0) { addCheckbox(f, v); } });
+      checkboxes(f).forEach(function (c) { c.checked = want.indexOf(c.value) >= 0; });
+    });
+    onlyFits.checked = state.fits;
+  }
+
+  function render() {
+    var state = currentState();
+    var ids = search(state.q, state.filters);
+    var shown = {};
+    ids.forEach(function (id) { shown[id] = true; });
+    var count = 0;
+    Object.keys(items).forEach(function (id) {
+      var visible = shown[id] === true;
+      if (visible && state.fits && hostFits && !(hostFits[id] && hostFits[id].fits)) { visible = false; }
+      if (items[id].hidden === visible) { items[id].hidden = !visible; }
+      if (visible) { count++; }
+    });
+    summary.textContent = count + ' of ' + entries.length + ' entries';
+    empty.hidden = count !== 0;
+    var frag = stateToFragment(state);
+    if (frag !== window.location.hash && !(frag === '' && window.location.hash === '#')) {
+      history.replaceState(null, '', frag || window.location.pathname + window.location.search);
+    }
+  }
+
+  function showFits(host) {
+    hostFits = {};
+    var n = 0;
+    entries.forEach(function (e) {
+      var r = fit(e, host);
+      hostFits[e.id] = r;
+      var li = items[e.id];
+      if (!li) { return; }
+      var p = li.querySelector('.fit');
+      if (!p) { p = document.createElement('p'); p.className = 'fit'; li.appendChild(p); }
+      li.classList.toggle('fits', r.fits);
+      li.classList.toggle('no-fit', !r.fits);
+      p.hidden = false;
+      p.textContent = r.fits ? 'Runs on this host: ' + r.reason : 'Does not run on this host: ' + r.reason;
+      if (r.fits) { n++; }
+    });
+    var arch = [host.rocm_arch, host.cuda_arch].filter(Boolean).join(', ');
+    hostStatus.textContent = 'Host: ' + host.os + ', ' + host.accelerators.join(', ') +
+      (arch ? ' (' + arch + ')' : '') + ': ' + n + ' of ' + entries.length + ' entries fit.';
+    document.body.setAttribute('data-host-loaded', 'true');
+    render();
+  }
+
+  hostInput.addEventListener('change', function () {
+    var file = hostInput.files && hostInput.files[0];
+    if (!file) { return; }
+    var reader = new FileReader();
+    reader.onload = function () {
+      try {
+        showFits(parseHost(JSON.parse(String(reader.result))));
+      } catch (err) {
+        hostStatus.textContent = 'Cannot use ' + file.name + ': ' + err.message +
+          ' (expected the output of lemonpack host --json)';
+        document.body.setAttribute('data-host-loaded', 'error');
+      }
+    };
+    reader.readAsText(file);
+  });
+
+  form.addEventListener('input', render);
+  form.addEventListener('change', function (ev) { if (ev.target !== hostInput) { render(); } });
+  form.addEventListener('submit', function (ev) { ev.preventDefault(); render(); });
+  // "Clear filters" clears query, facets and the only-fits box (not a loaded host file).
+  form.addEventListener('reset', function (ev) {
+    ev.preventDefault();
+    applyStateToForm(fragmentToState(''));
+    render();
+  });
+  window.addEventListener('hashchange', function () {
+    applyStateToForm(fragmentToState(window.location.hash));
+    render();
+  });
+
+  applyStateToForm(fragmentToState(window.location.hash));
+  render();
+  document.body.setAttribute('data-ready', 'true');
+  window.__catalogueStart = started;
+  window.__catalogueReady = performance.now();
+})();
