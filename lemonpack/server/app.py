@@ -146,7 +146,7 @@ class Server:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
-        app = web.Application(client_max_size=1 << 34)
+        app = web.Application(client_max_size=1 << 34, middlewares=[_errors])
         for prefix in ("/v1", "/api/v1"):
             app.router.add_get(prefix + "/models", self.models)
             app.router.add_post(prefix + "/load", self.load)
@@ -220,11 +220,12 @@ class Server:
             name = multipart_field(body, ctype, "model")
             if name:
                 return name
-        elif body:
+        elif body and not ctype.startswith(("application/x-www-form-urlencoded", "text/plain", "audio/",
+                                             "application/octet-stream", "image/")):
             try:
                 doc = json.loads(body)
-            except ValueError:
-                doc = None
+            except ValueError as e:
+                raise BadBody(f"request body is not valid JSON: {e}") from None
             if isinstance(doc, dict) and isinstance(doc.get("model"), str):
                 return doc["model"]
         return request.query.get("model")
@@ -235,7 +236,7 @@ class Server:
         info = {"model": None, "route": request.path, "status": 0, "bytes": 0, "ttfb_ms": None}
         try:
             resp = await self._proxy(request, info, t0)
-            info["status"] = resp.status
+            info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
             return resp
         except asyncio.CancelledError:
             info["status"] = 499
@@ -249,7 +250,10 @@ class Server:
         key = route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
         _method, cap = ROUTES[key]
         body = await request.read()  # whole: re-framed with one Content-Length
-        model = await self._model_of(request, body)
+        try:
+            model = await self._model_of(request, body)
+        except BadBody as e:
+            return error(400, "invalid_request_error", str(e))
         info["model"] = model
         if not model:
             return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
@@ -311,7 +315,7 @@ class Server:
                         info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
                     info["bytes"] += len(chunk)
                     await out.write(chunk)
-            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionResetError) as e:
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionResetError) as e:
                 up.close()
                 if _gone(request):
                     info["status"] = 499
@@ -424,14 +428,17 @@ class Server:
             data.append({"id": name, "object": "model", "owned_by": "lemonpack", "recipe": eng.plan.recipe,
                          "capabilities": list(rec.recipe.capabilities) if rec else [], "state": state,
                          "reason": reason})
-        return web.json_response({"object": "list", "data": data})
+        doc = {"object": "list", "data": data}
+        if self.catalog.registry_problem:
+            doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
+        return web.json_response(doc)
 
     async def _body_model(self, request: web.Request) -> str | None:
         body = await request.read()
         try:
             doc = json.loads(body or b"{}")
-        except ValueError:
-            doc = {}
+        except ValueError as e:
+            raise BadBody(f"request body is not valid JSON: {e}") from None
         if isinstance(doc, dict):
             for k in ("model_name", "model"):
                 if isinstance(doc.get(k), str):
@@ -487,7 +494,32 @@ class Server:
                     "is_external": True, "file": str(r.file)} for r in found.recipes.values()]
         rejected = [{"file": str(r.file), "recipe": r.recipe, "kind": r.kind, "reason": r.reason}
                     for r in found.rejected]
-        return web.json_response({"recipes": recipes, "rejected": rejected})
+        return web.json_response({"recipes": recipes, "rejected": rejected,
+                                  "model_registry_problem": self.catalog.registry_problem})
+
+
+class BadBody(LemonpackError):
+    """A request body that cannot be read as what the route takes (HTTP 400)."""
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):
+    """Every failure of a handler answers in the OpenAI error shape, never aiohttp's plain
+    text 500: a bad body 400 ``invalid_request_error``; a LemonpackError (a registry or
+    recipe that cannot be read) 500 ``server_error`` with its message, logged on one line;
+    anything else 500 ``server_error``, logged with its traceback (a bug of ours)."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except BadBody as e:
+        return error(400, "invalid_request_error", str(e))
+    except LemonpackError as e:
+        log.warning("%s %s: %s", request.method, request.path, e)
+        return error(500, "server_error", str(e))
+    except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
+        log.exception("%s %s failed", request.method, request.path)
+        return error(500, "server_error", f"internal error: {type(e).__name__}: {e}")
 
 
 def _gone(request: web.Request) -> bool:

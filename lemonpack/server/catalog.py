@@ -23,9 +23,11 @@ running keeps the recipe it was started with until it is unloaded.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
@@ -33,11 +35,13 @@ from lemonpack.errors import LemonpackError
 from lemonpack.runtime.engines import free_port
 from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
 from lemonpack.runtime.selector import (
     OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, gather_presence, model_artifact, select_backend,
 )
+
+log = logging.getLogger("lemonpack.server")
 
 #: Seconds a presence fact (binary / image present) is reused before looking again.
 PRESENCE_TTL = 10.0
@@ -90,6 +94,28 @@ class Catalog:
         self.model_files = model_files
         self._presence: tuple[float, object, dict] | None = None
         self._presence_lock = threading.Lock()
+        self._last_good: Mapping[str, ModelEntry] = {}
+        #: Why the model registry file cannot be read right now (None when it can): the
+        #: server keeps serving the last good registry and says so on /v1/models.
+        self.registry_problem: str | None = None
+
+    def entries(self) -> Mapping[str, ModelEntry]:
+        """The registered models by name. When ``user_models.json`` cannot be read or parsed
+        (a half-written edit, a syntax error), the last good registry (empty at first) is
+        returned, :attr:`registry_problem` says why, and a warning is logged once per
+        distinct problem: a broken registry must not take the server down."""
+        try:
+            entries = self.registry.load()
+        except LemonpackError as e:
+            if str(e) != self.registry_problem:
+                log.warning("%s; serving the last good model registry until it is fixed", e)
+            self.registry_problem = str(e)
+            return self._last_good
+        if self.registry_problem is not None:
+            log.warning("model registry %s readable again", self.registry.path)
+        self.registry_problem = None
+        self._last_good = entries
+        return entries
 
     def start(self) -> "Catalog":
         """Start the discovery watcher thread; returns self."""
@@ -108,7 +134,7 @@ class Catalog:
         """Every registered model, in name order, with its recipe when discovered."""
         found = self.discovery()
         out = []
-        for name, entry in sorted(self.registry.load().items()):
+        for name, entry in sorted(self.entries().items()):
             rec = found.get(entry.recipe)
             problem = None if rec is not None else f"recipe {entry.recipe!r} is not discovered"
             out.append(ServedModel(name, entry.recipe, rec.recipe if rec else None,
@@ -120,7 +146,7 @@ class Catalog:
         directory (module docstring). Raises :class:`ModelNotFound`, or
         :class:`BackendSelectionError` when an override cannot be honoured or no recipe
         serves a model file."""
-        entry = self.registry.load().get(name)
+        entry = self.entries().get(name)
         found = self.discovery()
         if entry is not None:
             spec = ModelSpec.from_entry(entry)
@@ -161,7 +187,7 @@ class Catalog:
     def exists(self, name: str) -> bool:
         """Cheap: ``name`` is still registered with a discovered recipe, or still a model file
         (the server unloads an engine whose model or recipe went away)."""
-        entry = self.registry.load().get(name)
+        entry = self.entries().get(name)
         if entry is not None:
             return self.discovery().get(entry.recipe) is not None or bool(entry.backend or os.environ.get(OVERRIDE_ENV))
         return self.is_model_file(name)
@@ -172,7 +198,7 @@ class Catalog:
         and the presence facts are older than :data:`PRESENCE_TTL` or discovery changed. The
         server then calls :meth:`get` off its event loop."""
         if not os.environ.get(OVERRIDE_ENV, "").strip():
-            entry = self.registry.load().get(name)
+            entry = self.entries().get(name)
             if entry is not None and not entry.backend:
                 return False
         p = self._presence

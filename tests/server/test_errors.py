@@ -1,0 +1,82 @@
+"""Failures a user meets answer in the OpenAI error shape and never with a traceback: a
+broken model registry, a body that is not JSON, a client leaving a stream."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import httpx
+
+from tests.server.conftest import fake_doc
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_a_broken_registry_keeps_the_last_good_one_and_says_why(live, caplog):
+    caplog.set_level(logging.WARNING, logger="lemonpack.server")
+    lv = live()
+    lv.add("user.fake", fake_doc())
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["user.fake"]
+        lv.registry.path.write_text('{"models": [')  # a half-written edit
+        for _ in range(3):
+            r = c.get("/v1/models")
+            assert r.status_code == 200
+            doc = r.json()
+            assert [m["id"] for m in doc["data"]] == ["user.fake"]  # the last good registry
+            assert str(lv.registry.path) in doc["warnings"][0]
+        r = c.post("/v1/chat/completions", json={"model": "user.fake", **CHAT})
+        assert r.status_code == 200, r.text
+        assert str(lv.registry.path) in c.get("/v1/system-info").json()["model_registry_problem"]
+        warned = [r for r in caplog.records if str(lv.registry.path) in r.getMessage()]
+        assert len(warned) == 1 and not warned[0].exc_info  # once, one line
+        lv.registry.path.unlink()
+        lv.add("user.other", fake_doc("other"))
+        assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["user.other"]
+        assert "warnings" not in c.get("/v1/models").json()
+
+
+def test_a_broken_registry_at_start_serves_nothing_and_says_why(live):
+    lv = live()
+    lv.registry.path.write_text("{nope")
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        doc = c.get("/v1/models").json()
+        assert doc["data"] == [] and str(lv.registry.path) in doc["warnings"][0]
+        r = c.post("/v1/chat/completions", json={"model": "user.fake", **CHAT})
+        assert r.status_code == 404 and r.json()["error"]["type"] == "model_not_found"
+
+
+def test_a_body_that_is_not_json_is_a_400_saying_so(live):
+    lv = live()
+    lv.add("user.fake", fake_doc())
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        for path in ("/v1/chat/completions", "/v1/load", "/v1/unload", "/api/v1/embeddings"):
+            r = c.post(path, content=b'{"model": "user.fake", bad', headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, (path, r.text)
+            err = r.json()["error"]
+            assert err["type"] == "invalid_request_error" and "not valid JSON" in err["message"], path
+    assert lv.server.runner.starts == 0  # nothing was started for a bad request
+
+
+def test_a_client_leaving_a_stream_logs_no_traceback(live, caplog):
+    caplog.set_level(logging.DEBUG)
+    lv = live()
+    lv.add("user.fake", fake_doc("slow", "--chunks", "40", "--chunk-delay", "0.05"))
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        c.post("/v1/load", json={"model_name": "user.fake"}).raise_for_status()
+        for _ in range(3):
+            with c.stream("POST", "/v1/chat/completions", json={"model": "user.fake", **CHAT, "stream": True}) as r:
+                chunks = r.iter_raw()
+                for _ in range(3):
+                    next(chunks)
+        time.sleep(0.5)
+        assert c.get("/v1/health").status_code == 200
+    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert bad == [], [r.getMessage() for r in bad]
+    statuses = [getattr(r, "fields", {}).get("status") for r in caplog.records if r.getMessage() == "request"]
+    assert statuses.count(499) == 3, statuses
