@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from lemonpack.cli._app import console, err_console
 from lemonpack.cli._app import app as _APP
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LemonpackError, StorageError
 
 #: The modules holding the command groups; each registers its commands on ``app`` when imported.
 COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
@@ -89,7 +89,9 @@ def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
     try:
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except LemonpackError as e:
+    except (LemonpackError, OSError) as e:
+        if isinstance(e, OSError):  # a refusal of the disk or system no command named: still one line
+            e = StorageError(f"{e.filename}: {e.strerror or e}" if e.filename else str(e.strerror or e))
         if want_json:
             print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.errors import one_line
+from lemonpack.errors import StorageError, one_line
 
 extensions_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                              help="Gufo extensions: discover, validate, select and generate the registry.")
@@ -132,7 +132,15 @@ def check_cmd(tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, 
 
 
 def write_generated(files: dict[str, bytes], out: Path) -> list[Path]:
-    """Write each generated file into ``out`` (created) atomically: temp file + rename."""
+    """Write each generated file into ``out`` (created) atomically: temp file + rename.
+    Raises StorageError naming ``out`` when the disk refuses (not a directory, read-only)."""
+    try:
+        return _write_generated(files, out)
+    except OSError as e:
+        raise StorageError(f"cannot write into {out}: {e.strerror or e}") from None
+
+
+def _write_generated(files: dict[str, bytes], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in files.items():

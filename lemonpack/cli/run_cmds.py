@@ -14,8 +14,8 @@ whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
 Before anything is spawned: RECIPE is resolved by :func:`lemonpack.cli._app.resolve_recipe`
 (a file, or a discovered id); a recipe whose container images are not pinned by digest is
 refused with the ``lint``/``build`` problems; ``--device`` must name an accelerator block
-the recipe has for this OS and ``--port`` must be 1..65535 (usage errors, exit 2); a
-``--port`` another process listens on is refused; ``--model`` that looks like a path
+the recipe has for this OS and ``--port`` must be 1..65535 and free (usage errors, exit 2,
+as for ``lemonpack serve``); ``--model`` that looks like a path
 (a ``/`` or a model file suffix) and is not a file is "model file not found". The
 ``starting`` line names the health probe it waits for.
 """
@@ -141,7 +141,10 @@ def run(
     except LemonpackError as e:
         raise typer.BadParameter(str(e), param_hint="'--option' / '-o'") from None
     if port is not None:
-        check_port_free(host, port)
+        try:  # a usage error, as for `lemonpack serve --port` (exit 2)
+            check_port_free(host, port)
+        except LemonpackError as e:
+            raise typer.BadParameter(str(e), param_hint="--port") from None
     else:
         port = _free_port(host)
     plan = build_launch_plan(rec, spec, facts, device=device, port=port,

@@ -39,3 +39,17 @@ def test_a_command_imports_only_its_module():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "['catalogue_cmds']"
     assert "search" in r.stdout
+
+
+def test_a_write_the_disk_refuses_is_one_line_never_a_traceback(tmp_path):
+    """``extensions generate --out`` a file, and into /proc: exit 1, one line naming the path."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    for out in (f, Path("/proc/lemonpack-nope")):
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "generate", "--tree", str(repo),
+                            "--out", str(out)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, r.stderr
+        assert "Traceback" not in r.stderr and str(out) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

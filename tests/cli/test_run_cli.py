@@ -62,7 +62,7 @@ def test_port_in_use_is_refused_before_spawning(tmp_path, env, model, capsys):
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        assert main(["run", str(recipe), "-m", str(model), "--port", str(port)]) == 1
+        assert main(["run", str(recipe), "-m", str(model), "--port", str(port)]) == 2  # as serve --port
     out, err = capsys.readouterr()
     assert f"port {port} on 127.0.0.1 is already in use" in err and "ready:" not in out
     assert not pids.exists()  # nothing was spawned
