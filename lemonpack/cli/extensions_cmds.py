@@ -25,7 +25,9 @@ DIR_OPTION = typer.Option([], "--extension-dir", metavar="DIR",
                                "GUFO_EXTENSION_DIRS adds more, ':'-separated).")
 LOCK_OPTION = typer.Option(None, "--lock", metavar="FILE", help="Release lock (default: TREE/extensions.lock).")
 SELECT_OPTION = typer.Option([], "--select", metavar="WHAT",
-                             help="'lock' (default), 'all', or extension names / directories (repeatable).")
+                             help="'lock' (default: the release lock's extensions), 'all' (every valid extension "
+                                  "at least one of whose targets the features build), or extension names / "
+                                  "directories (repeatable).")
 FEATURE_OPTION = typer.Option([], "--feature", metavar="FEATURE",
                               help="Build feature (repeatable): hip, cuda, vulkan, testing, linux, windows, macos. "
                                    "Default: the host OS, plus hip when ROCm is detected.")

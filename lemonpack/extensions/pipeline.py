@@ -107,7 +107,8 @@ def host_api(tree: Path) -> tuple[int, int]:
         text = minor_file.read_text(encoding="utf-8").strip()
     except OSError as e:
         raise ExtensionError(f"{minor_file}: cannot read the extension API minor number ({e.strerror or e}); "
-                             "is --tree the repository top?") from None
+                             f"{tree} is not the top of a lemonpack repository (run from inside one, or pass "
+                             "--tree DIR)") from None
     if not text.isdigit():
         raise ExtensionError(f"{minor_file}: the extension API minor number must be one integer, got {text[:40]!r}")
     changes = Path(tree) / "api" / "changes"
@@ -171,11 +172,13 @@ def read_lock(path: Path) -> tuple[str, ...]:
 
 def _candidates(directory: Path) -> list[Path]:
     """``directory`` itself when it holds a manifest, else its subdirectories holding one
-    (sorted by name)."""
-    if (directory / MANIFEST_NAME).is_file():
+    (sorted by name). A manifest name that is not a regular file (a directory, a fifo, a
+    dangling link) still makes a candidate: validation then rejects it saying why, rather
+    than the extension silently missing."""
+    if os.path.lexists(directory / MANIFEST_NAME):
         return [directory]
     try:
-        subs = sorted((p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file()), key=lambda p: p.name)
+        subs = sorted((p for p in directory.iterdir() if os.path.lexists(p / MANIFEST_NAME)), key=lambda p: p.name)
     except OSError:
         return []
     return subs

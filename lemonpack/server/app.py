@@ -220,12 +220,13 @@ class Server:
             name = multipart_field(body, ctype, "model")
             if name:
                 return name
-        elif body and not ctype.startswith(("application/x-www-form-urlencoded", "text/plain", "audio/",
-                                             "application/octet-stream", "image/")):
+        elif body:
             try:
                 doc = json.loads(body)
             except ValueError as e:
-                raise BadBody(f"request body is not valid JSON: {e}") from None
+                if not ctype or "json" in ctype:  # said to be JSON (or said nothing): say it is not
+                    raise BadBody(f"request body is not valid JSON: {e}") from None
+                doc = None  # `curl -d` sends JSON as a form: read if it parses, else only ?model=
             if isinstance(doc, dict) and isinstance(doc.get("model"), str):
                 return doc["model"]
         return request.query.get("model")

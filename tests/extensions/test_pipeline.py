@@ -83,6 +83,24 @@ def test_invalid_manifests_are_rejected_with_every_reason(tree, tmp_path):
         run_pipeline(tree, select=[str(tmp_path / "c" / "bad")], features=CPU, environ={})
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link"])
+def test_a_manifest_that_is_not_a_regular_file_is_rejected_not_skipped(tree, tmp_path, kind):
+    import os
+
+    d = tmp_path / "c" / "odd"
+    d.mkdir(parents=True)
+    m = d / "extension.json"
+    if kind == "directory":
+        m.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(m)
+    else:
+        m.symlink_to(tmp_path / "nowhere.json")
+    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=CPU, environ={})
+    ((path, reasons),) = sel.rejected
+    assert path == m and any("cannot read file" in r for r in reasons), reasons
+
+
 def test_missing_dependency_names_the_chain(tree, tmp_path):
     write_extension(tmp_path / "c" / "a", manifest("a", dependencies=["b"]))
     write_extension(tmp_path / "c" / "b", manifest("b", dependencies=["c"]))

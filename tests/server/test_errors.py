@@ -59,7 +59,11 @@ def test_a_body_that_is_not_json_is_a_400_saying_so(live):
             assert r.status_code == 400, (path, r.text)
             err = r.json()["error"]
             assert err["type"] == "invalid_request_error" and "not valid JSON" in err["message"], path
-    assert lv.server.runner.starts == 0  # nothing was started for a bad request
+        # `curl -d '{...}'` labels JSON as a form: it is still read
+        r = c.post("/v1/chat/completions", content=b'{"model": "user.fake", "messages": []}',
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 200, r.text
+        assert lv.server.runner.starts == 1  # only the good request started the engine
 
 
 def test_a_client_leaving_a_stream_logs_no_traceback(live, caplog):
