@@ -30,6 +30,8 @@ fi
 echo "$pip_out" | grep -v -e '^WARNING: Running pip as' -e 'is ignored: it is neither' -e '^$' >&2 || :
 
 export CONTAINERS_CONF="$PWD/tests/containers.conf"
+# Screenshots of the browser tests (the catalogue site) are kept here as the run's artifacts.
+export LEMONPACK_TEST_ARTIFACTS="${LEMONPACK_TEST_ARTIFACTS:-$PWD/test-artifacts}"
 
 # The real-engine tests need llama-server: build it (once per machine, cached outside the repo,
 # bounded to the machine's cores, with progress) before pytest starts, unless only fast tests run.
