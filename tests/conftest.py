@@ -8,7 +8,7 @@ import pytest
 
 from support.containers import podman_conf, podman_env  # noqa: F401 (fixtures for every folder)
 from support.fileserver import LocalServer
-from support.registry import auth_registry, registry  # noqa: F401 (real docker-registry fixtures)
+from support.registry import auth_registry, registry, token_registry  # noqa: F401 (real docker-registry fixtures)
 from support.collection import uncollected_test_files
 from support.tools import need
 

@@ -49,13 +49,18 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
             registry_config: Path = REGISTRY_CONFIG,
             progress: bool = typer.Option(None, "--progress/--no-progress",
                                           help="Upload progress bar (default: when stderr is a terminal)."),
+            sign: str = typer.Option(None, "--sign", metavar="PREFIX.key",
+                                     help="After the push, sign every pushed image/index with this cosign "
+                                          "private key (password from $LEMONPACK_PASSWORD or a prompt)."),
             json_out: bool = JSON_OPTION) -> int:
     """Push an OCI image layout to a registry byte for byte (a recipe is built first).
 
     Children go before the index that names them; blobs the repository already has are
     skipped (HEAD), blobs of --mount-from repositories are mounted, the rest are streamed from
     disk in chunks; transient failures are retried with backoff. Every digest the registry
-    answers is checked against the local one. Examples:
+    answers is checked against the local one. With --sign, each pushed manifest is then signed
+    as `lemonpack sign HOST/REPO@DIGEST --key` does (the key is opened before anything is sent).
+    Examples:
     lemonpack publish out/layout --to 127.0.0.1:5000/engines ;
     lemonpack publish out/layout:hello-engine --to 127.0.0.1:5000/engines/hello:v1 ;
     lemonpack publish recipe.json --to registry.example/engines/x
@@ -65,6 +70,12 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     dest = parse_reference(to)
     show = _show_progress(progress, json_out)
+    private = None
+    if sign is not None:
+        from lemonpack.cli.signing_cmds import load_private_key
+
+        private = load_private_key(sign)  # a wrong password fails before the push
+    signed: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
         if source.endswith(".json") and Path(source).is_file():
             layout, tag = _build_for_publish(Path(source), Path(tmp) / "layout", mirror, show, json_out), None
@@ -77,11 +88,23 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
                 raise LemonpackError(f"{layout}: not an OCI image layout (no oci-layout file) and not a recipe file")
         with _client(dest.host, insecure, registry_config) as client:
             result = publish_layout(layout, dest, client, tag=tag, mount_from=mount_from, progress=show)
+            if private is not None:
+                from lemonpack.signing.remote import sign_image
+
+                for digest in dict.fromkeys(p.digest for p in result.pushed):
+                    signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
+                                             client=client))
     if json_out:
-        print_json(result.to_json())
+        doc = result.to_json()
+        if private is not None:
+            doc["signed"] = signed
+        print_json(doc)
     else:
         for p in result.pushed:
             console.print(f"{result.reference}:{p.tag}@{p.digest}", markup=False)
+        for s in signed:
+            console.print(f"signed {s['reference']} -> {s['signature_tag']} ({s['signatures']} signature(s))",
+                          markup=False)
         err_console.print(f"sent {result.bytes_sent} blob bytes: {result.blobs_uploaded} uploaded, "
                           f"{result.blobs_skipped} already there, {result.blobs_mounted} mounted; "
                           f"{result.manifests_sent} manifest PUTs", markup=False)
@@ -114,6 +137,9 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
          tag: str = typer.Option(None, "--tag", help="Tag in the layout (default: the reference's tag, else latest)."),
          insecure: bool = INSECURE,
          registry_config: Path = REGISTRY_CONFIG,
+         progress: bool = typer.Option(None, "--progress/--no-progress",
+                                       help="Download progress bar (default: when stderr is a terminal and "
+                                            "--json is not given)."),
          json_out: bool = JSON_OPTION) -> int:
     """Fetch a published image, index or recipe artifact into an OCI image layout.
 
@@ -125,7 +151,7 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
 
     r = parse_reference(ref)
     with _client(r.host, insecure, registry_config) as client:
-        result = pull_layout(r, out, client, tag=tag)
+        result = pull_layout(r, out, client, tag=tag, progress=_show_progress(progress, json_out))
     if json_out:
         print_json(result.to_json())
     else:

@@ -1,18 +1,20 @@
 """A verifying client for the OCI distribution API (v2), on oras' HTTP layer.
 
-Every request goes through the ``requests`` session and the token auth backend of an
-``oras.provider.Registry`` (oras-py 0.2.x): cookies off, oras' bearer-token request
-(``TokenAuth.request_token``: realm, service, scope, Basic credentials for the token
-endpoint). oras' higher calls are not used, and this is why:
+Every request goes through the ``requests`` session of an ``oras.provider.Registry``
+(oras-py 0.2.x). oras' higher calls are not used, and this is why:
 
 - ``upload_manifest`` takes a ``dict`` and sends ``json=manifest`` (re-serialised: the pushed
   digest would not be the local one); ``get_manifest`` returns ``response.json()`` (the bytes,
   hence the digest, are lost);
 - ``put_upload`` reads the whole blob into memory, ``download_blob`` checks no digest, and
   ``do_request`` retries every exception 5 times with sleeps of 3 to 83 seconds, replaying a
-  consumed body, and answers a ``Basic`` challenge by asking a token realm that is not a URL.
+  consumed body, and answers a ``Basic`` challenge by asking a token realm that is not a URL;
+- ``TokenAuth.request_token`` returns the bare token (its ``expires_in`` is lost, so an expired
+  token is only found out by a refused request, possibly mid-upload), sends several scopes as
+  one space-joined ``scope`` parameter (the spec repeats the parameter), keeps one token for
+  every repository, and has no OAuth2 refresh-token grant for Docker's ``identitytoken``.
 
-So this module keeps oras' session and token flow and does the rest itself, byte for byte:
+So this module keeps oras' session and does the rest itself, byte for byte:
 manifests are sent and received as bytes; every digest the registry answers
 (``Docker-Content-Digest``, a manifest body, a blob body) is checked against ours; a body is
 never read past its expected size (blobs) or 4 MiB (manifests, distribution's own limit);
@@ -22,6 +24,15 @@ Transport: ``https``, or plain ``http`` for a loopback host (127.0.0.0/8, ::1, l
 with ``insecure=True``. Auth: anonymous, ``Basic`` (RFC 7617) and ``Bearer`` (the distribution
 token flow: ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``), credentials from
 :mod:`lemonpack.registry.auth`. Secrets never appear in a message or a log line.
+
+Bearer tokens (distribution ``docs/spec/auth/token.md``, ``oauth.md``): a token is asked for
+the scopes of the challenge (``GET realm?service=S&scope=A&scope=B`` with the Basic credentials;
+with an ``identitytoken``, ``POST realm`` with ``grant_type=refresh_token``), kept per set of
+scopes and used for the repository the challenge came from (a push token
+``repository:R:pull,push`` serves the pulls of R too; a cross-repository mount asks
+``repository:R:pull,push repository:FROM:pull``). A token is renewed before it expires
+(``expires_in``, default 60 s; renewed when less than a quarter of its life, at most 10 s, is
+left), and once more when the registry refuses a cached one.
 
 Retries: a connection failure, a timeout, HTTP 429/500/502/503/504 are retried ``retries``
 times with exponential backoff (``backoff * 2**attempt`` seconds, ``Retry-After`` honoured up
@@ -43,7 +54,7 @@ import re
 import secrets
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -69,11 +80,30 @@ READ_CHUNK = 1 << 20
 DEFAULT_CHUNK_SIZE = 64 << 20
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REPO_PATH_RE = re.compile(r"^/v2/(.+?)/(?:manifests|blobs|tags)/")
+#: Largest token-service answer read.
+MAX_TOKEN_RESPONSE = 1 << 20
 _TRANSIENT = {429, 500, 502, 503, 504}
 
 
 class _Transient(Exception):
     """A failure worth retrying (connection error, timeout, 429/5xx)."""
+
+
+@dataclass
+class _Token:
+    """A bearer token for ``scopes`` of ``(realm, service)``; ``expires`` is a
+    ``time.monotonic()`` instant (renewal is due at ``renew_at``)."""
+
+    value: str = field(repr=False)
+    realm: str
+    service: str
+    scopes: tuple[str, ...]
+    expires: float
+    renew_at: float
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.renew_at
 
 
 @dataclass
@@ -147,12 +177,12 @@ class RegistryClient:
         self.retries, self.backoff, self.chunk_size, self.timeout = retries, backoff, chunk_size, timeout
         self.stats = TransferStats()
         self._oras = oras.provider.Registry(hostname=host, insecure=self.plain_http, auth_backend="token")
-        self._oras.auth.prefix = self.scheme
-        if self.creds is not None and self.creds.password:
-            self._oras.auth._basic_auth = self.creds.basic  # what TokenAuth.request_token sends
         self.session = self._oras.session
-        self._authorization: str | None = None
-        self._tokens: dict[str, str] = {}
+        self._basic = False  # the registry asked for Basic credentials
+        self._tokens: dict[tuple[str, str, tuple[str, ...]], _Token] = {}  # (realm, service, scopes)
+        self._repo_tokens: dict[str, _Token] = {}  # repository ("" for /v2/) -> token in use
+        #: Token-service requests made (tokens fetched or renewed), for tests and stats.
+        self.token_requests = 0
 
     # -- HTTP core ---------------------------------------------------------------------
     def close(self) -> None:
@@ -182,10 +212,10 @@ class RegistryClient:
         import requests
 
         self._check_url(url)
-        same_host = urllib.parse.urlsplit(url).netloc == self.host
         hdrs = dict(headers)
-        if self._authorization and same_host:
-            hdrs["Authorization"] = self._authorization
+        authorization = self._authorization_for(url)
+        if authorization:
+            hdrs["Authorization"] = authorization
         data = body() if callable(body) else body
         self.stats.requests += 1
         try:
@@ -213,7 +243,9 @@ class RegistryClient:
                 time.sleep(self._delay(attempt, last))
             try:
                 resp = self._send(method, url, headers or {}, body, stream)
-                if resp.status_code == 401 and self._authorize(resp):
+                rounds = 0  # a cached token may be refused (expired early); then one fresh try
+                while resp.status_code == 401 and rounds < 2 and self._authorize(resp):
+                    rounds += 1
                     resp.close()
                     resp = self._send(method, url, headers or {}, body, stream)
                 hops = 0
@@ -266,37 +298,117 @@ class RegistryClient:
             msg += f" — access denied {who}"
         return one_line(msg + (f" ({detail[:500]})" if detail else ""))
 
+    def _authorization_for(self, url: str) -> str | None:
+        """The ``Authorization`` value for a request to ``url``: none for another host; Basic
+        once the registry asked for it; else the bearer token of the URL's repository (renewed
+        first when it is due)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.netloc != self.host:
+            return None
+        if self._basic and self.creds is not None:
+            return "Basic " + self.creds.basic
+        m = _REPO_PATH_RE.match(parts.path)
+        repo = m.group(1) if m else ""
+        token = self._repo_tokens.get(repo)
+        if token is None:
+            return None
+        if token.due():
+            token = self._token(token.realm, token.service, token.scopes, fresh=True)
+            self._repo_tokens[repo] = token
+        return f"Bearer {token.value}"
+
     def _authorize(self, resp) -> bool:
         """Answer a 401 challenge; True when there is a new Authorization to retry with."""
         from oras.auth.utils import parse_auth_header
 
         challenge = resp.headers.get("WWW-Authenticate", "")
         scheme = challenge.split(" ", 1)[0].lower()
+        sent = resp.request.headers.get("Authorization") if resp.request is not None else None
         if scheme == "basic":
             if self.creds is None or not self.creds.password:
                 raise FetchError(f"registry {self.host} needs credentials and none were found "
                                  "(looked in --registry-config, $REGISTRY_AUTH_FILE, ~/.docker/config.json)")
-            header = "Basic " + self.creds.basic
-        elif scheme == "bearer":
-            h = parse_auth_header(challenge)
-            if not h.realm:
-                raise FetchError(f"registry {self.host} asked for a bearer token without a realm")
-            self._check_url(h.realm if "://" in h.realm else f"{self.scheme}://{h.realm}")
-            key = f"{h.realm} {h.service} {h.scope}"
-            token = self._tokens.get(key)
-            if token is None or f"Bearer {token}" == self._authorization:
-                token = self._oras.auth.request_token(h)
-                if not token:
-                    raise FetchError(f"registry {self.host}: the token service {one_line(h.realm)} refused "
-                                     f"a token for scope {one_line(str(h.scope))}")
-                self._tokens[key] = token
-            header = f"Bearer {token}"
-        else:
+            if sent is not None and sent.startswith("Basic "):
+                return False  # the same credentials were just refused
+            self._basic = True
+            return True
+        if scheme != "bearer":
             return False
-        if header == self._authorization:
-            return False  # the same credentials were just refused
-        self._authorization = header
+        h = parse_auth_header(challenge)
+        if not h.realm:
+            raise FetchError(f"registry {self.host} asked for a bearer token without a realm")
+        realm = h.realm if "://" in h.realm else f"{self.scheme}://{h.realm}"
+        scopes = tuple((h.scope or "").split())
+        cached = self._tokens.get((realm, h.service or "", scopes))
+        stale = cached is None or cached.due() or sent == f"Bearer {cached.value}"
+        token = self._token(realm, h.service or "", scopes, fresh=stale)
+        path = urllib.parse.urlsplit(resp.url or "").path
+        m = _REPO_PATH_RE.match(path)
+        self._repo_tokens[m.group(1) if m else ""] = token
         return True
+
+    def _token(self, realm: str, service: str, scopes: tuple[str, ...], *, fresh: bool) -> _Token:
+        """A token for ``scopes``: the cached one unless ``fresh``, else one from the token
+        service (``GET`` with Basic credentials, or anonymous; ``POST`` with the refresh-token
+        grant for an identity token). Raises FetchError when the service refuses."""
+        import json
+
+        import requests
+
+        key = (realm, service, scopes)
+        if not fresh and key in self._tokens and not self._tokens[key].due():
+            return self._tokens[key]
+        self._check_url(realm)
+        params = ([("service", service)] if service else []) + [("scope", s) for s in scopes]
+        creds = self.creds
+        who = f"{creds.username} (from {creds.source})" if creds is not None else "anonymous"
+        self.token_requests += 1
+        try:
+            if creds is not None and creds.identity_token:
+                form = {"grant_type": "refresh_token", "refresh_token": creds.identity_token,
+                        "client_id": "lemonpack", "scope": " ".join(scopes)}
+                if service:
+                    form["service"] = service
+                resp = self.session.post(realm, data=form, stream=True, allow_redirects=False,
+                                         timeout=(min(30.0, self.timeout), self.timeout))
+            else:
+                headers = {"Authorization": "Basic " + creds.basic} if creds is not None and creds.password else {}
+                resp = self.session.get(realm, params=params, headers=headers, stream=True, allow_redirects=False,
+                                        timeout=(min(30.0, self.timeout), self.timeout))
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            raise _Transient(f"token service {realm}: {type(exc).__name__}: {_short(exc)}") from None
+        except requests.exceptions.RequestException as exc:
+            raise FetchError(f"token service {realm}: {type(exc).__name__}: {_short(exc)}") from None
+        try:
+            if resp.status_code in _TRANSIENT:
+                raise _Transient(f"token service {realm}: HTTP {resp.status_code}")
+            if resp.status_code in (401, 403):
+                raise FetchError(f"registry {self.host}: the token service {one_line(realm)} refused the "
+                                 f"credentials of {who} (HTTP {resp.status_code}) for {' '.join(scopes) or 'access'}")
+            if resp.status_code != 200:
+                raise FetchError(f"registry {self.host}: token service {one_line(realm)} answered HTTP "
+                                 f"{resp.status_code}")
+            body = bytearray()
+            for chunk in resp.iter_content(64 << 10):
+                body += chunk
+                if len(body) > MAX_TOKEN_RESPONSE:
+                    raise FetchError(f"token service {realm}: answer larger than {MAX_TOKEN_RESPONSE} bytes")
+        finally:
+            resp.close()
+        try:
+            doc = json.loads(body)
+            value = doc.get("token") or doc.get("access_token")
+            lifetime = float(doc.get("expires_in") or 60)
+        except (ValueError, TypeError, AttributeError):
+            raise FetchError(f"token service {realm}: the answer is not a token JSON object") from None
+        if not isinstance(value, str) or not value:
+            raise FetchError(f"token service {realm}: the answer holds no token")
+        now = time.monotonic()
+        token = _Token(value, realm, service, scopes, now + lifetime, now + lifetime - min(10.0, lifetime / 4))
+        self._tokens[key] = token
+        log.debug("bearer token for %s %s from %s (%s, expires in %.0f s)", service, " ".join(scopes), realm,
+                  who, lifetime)
+        return token
 
     # -- manifests ---------------------------------------------------------------------
     def head_manifest(self, repo: str, ref: str) -> tuple[str, str, int] | None:

@@ -21,12 +21,13 @@ Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layou
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from lemonpack.errors import IntegrityError, LemonpackError
 from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
@@ -75,6 +76,25 @@ class PublishResult:
                 "bytes_sent": self.bytes_sent, "blobs_uploaded": self.blobs_uploaded,
                 "blobs_skipped": self.blobs_skipped, "blobs_mounted": self.blobs_mounted,
                 "manifests_sent": self.manifests_sent}
+
+
+@contextlib.contextmanager
+def byte_progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on stderr for ``total`` bytes (``lemonpack.fetch.download``'s bar:
+    bytes, speed, ETA), as a context manager yielding the ``on_bytes(n)`` callback to advance
+    it; yields ``None`` (no bar, nothing printed) when not ``enabled``. The bar is stopped on
+    exit, also on error. Shared by publish (uploads) and pull (downloads)."""
+    if not enabled:
+        yield None
+        return
+    from lemonpack.fetch.download import _progress_bar
+
+    bar, task = _progress_bar(total, label)
+    bar.start()
+    try:
+        yield lambda n: bar.update(task, advance=n)
+    finally:
+        bar.stop()
 
 
 def _children(doc: dict, media_type: str) -> tuple[list[Descriptor], list[Descriptor], Descriptor | None]:
@@ -196,21 +216,10 @@ def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: Regi
         if any(client.mount_blob(repo, blob.digest, other) for other in mount_from if other != repo):
             continue
         missing.append(blob)
-    bar = task = None
-    if progress and missing:
-        from lemonpack.fetch.download import _progress_bar
-
-        bar, task = _progress_bar(sum(b.size for b in missing), f"publish {dest.host}/{repo}")
-        bar.start()
-    try:
+    with byte_progress(sum(b.size for b in missing), f"publish {dest.host}/{repo}", progress and bool(missing)) \
+            as on_bytes:
         for blob in missing:
-            on_bytes: Callable[[int], None] | None = None
-            if bar is not None:
-                on_bytes = lambda n: bar.update(task, advance=n)  # noqa: E731
             client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes)
-    finally:
-        if bar is not None:
-            bar.stop()
 
     # Manifests, children first; then the tags.
     for desc, data, media_type in manifests:
@@ -254,8 +263,9 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
     """Fetch ``ref`` (by tag or digest) and all it reaches into a new OCI layout at ``out``.
 
     The layout's tag is ``tag``, else the reference's tag, else ``latest``. Manifests are
-    checked against their parents' descriptors (digest and size), blobs streamed and verified
-    (:meth:`RegistryClient.read_blob`). ``out`` is replaced atomically, and left untouched on
+    checked against their parents' descriptors (digest and size), then the blobs they name are
+    streamed and verified (:meth:`RegistryClient.read_blob`), under a progress bar of their
+    total size on stderr when ``progress``. ``out`` is replaced atomically, and left untouched on
     any failure (:class:`IntegrityError`, ``FetchError``, :class:`LemonpackError`).
     A ``subject`` is not followed (it is the artifact's referent, not part of it).
     """
@@ -266,13 +276,13 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
     counters = {"blobs": 0, "bytes": 0}
     seen: set[str] = set()
 
+    blobs_todo: list[Descriptor] = []
+
     with LayoutWriter(out) as lw:
-        def fetch_blob(desc: Descriptor) -> None:
-            if desc.digest in seen:
-                return
-            seen.add(desc.digest)
+        def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
             got = lw.add_blob_file(desc.media_type,
-                                   lambda f: client.read_blob(repo, desc.digest, f, size=desc.size))
+                                   lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
+                                                              on_bytes=on_bytes))
             if got.digest != desc.digest:  # read_blob verified it already; the layout agrees
                 raise IntegrityError(f"blob {desc.digest}", desc.digest, got.digest)
             counters["blobs"] += 1
@@ -293,7 +303,9 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
                     seen.add(child.digest)
                     fetch_manifest(child, child.digest)
             for blob in blobs:
-                fetch_blob(blob)
+                if blob.digest not in seen:
+                    seen.add(blob.digest)
+                    blobs_todo.append(blob)
             lw.add_blob_bytes(media_type, data)
             counters["blobs"] += 1
             return Descriptor(media_type, digest, len(data))
@@ -301,8 +313,12 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
         root = fetch_manifest(None, ref.ref)
         if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
             raise IntegrityError(str(ref), ref.digest, root.digest)
+        with byte_progress(sum(b.size for b in blobs_todo), f"pull {ref.host}/{repo}",
+                           progress and bool(blobs_todo)) as on_bytes:
+            for blob in blobs_todo:
+                fetch_blob(blob, on_bytes)
         lw.set_tags({name: root})
     return Pulled(Path(out), name, root.digest, root.media_type, counters["blobs"], counters["bytes"])
 
 
-__all__ = ["publish_layout", "pull_layout", "select_tags", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

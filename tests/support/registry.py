@@ -4,9 +4,11 @@
 ``127.0.0.1:<free port>``, deletes enabled, logs quiet) and starts ``docker-registry serve`` as a
 child process; ``host`` is ``"127.0.0.1:PORT"``. With ``users={"name": "password"}`` it requires
 HTTP basic auth (distribution's ``htpasswd`` backend, bcrypt hashes written with the ``bcrypt``
-package). ``stop()`` kills it (SIGKILL when ``hard=True``, to simulate a crash mid-upload);
+package). With ``token=TokenServer(...)`` (tests/support/token_server.py, started) it requires
+bearer tokens from that server (distribution's ``auth: token:`` with realm, service, issuer and
+the server's certificate as ``rootcertbundle``). ``stop()`` kills it (SIGKILL when ``hard=True``, to simulate a crash mid-upload);
 ``start()`` starts it again on the same port and storage. Use it as a context manager or through
-the ``registry`` / ``auth_registry`` pytest fixtures (tests/conftest.py).
+the ``registry`` / ``auth_registry`` / ``token_registry`` pytest fixtures (tests/conftest.py).
 
 Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback.
 """
@@ -46,13 +48,16 @@ def need_registry() -> str:
 class LocalRegistry:
     """A ``docker-registry serve`` child on 127.0.0.1 with its own storage and config (see module doc)."""
 
-    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None):
+    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None, token=None):
         self.binary = need_registry()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.storage = self.workdir / "storage"
         self.storage.mkdir(exist_ok=True)
         self.users = dict(users or {})
+        self.token_server = token  # a started support.token_server.TokenServer, or None
+        if token is not None:
+            self.users = token.users
         self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.url = f"http://{self.host}"
@@ -80,7 +85,11 @@ class LocalRegistry:
             f"  addr: {self.host}",
             f"  secret: {secrets.token_hex(16)}",
         ]
-        if self.users:
+        if self.token_server is not None:
+            ts = self.token_server
+            lines += ["auth:", "  token:", f"    realm: {ts.realm}", f"    service: {ts.service}",
+                      f"    issuer: {ts.issuer}", f"    rootcertbundle: {ts.cert_path}"]
+        elif self.users:
             import bcrypt  # test extra
 
             htpasswd = self.workdir / "htpasswd"
@@ -148,6 +157,18 @@ def auth_registry(tmp_path_factory):
     """A running ``LocalRegistry`` requiring basic auth; user ``lemon`` with password in ``.users``."""
     with LocalRegistry(tmp_path_factory.mktemp("registry-auth"), users={"lemon": secrets.token_hex(12)}) as reg:
         yield reg
+
+
+@pytest.fixture
+def token_registry(tmp_path_factory):
+    """A running ``LocalRegistry`` with distribution's bearer-token auth (``auth: token:``): its
+    realm is a :class:`support.token_server.TokenServer` on 127.0.0.1 (``.token_server``) that
+    checks user ``lemon``'s password (in ``.users``) and signs ES256 JWTs with x5c headers."""
+    from support.token_server import TokenServer
+
+    with TokenServer(tmp_path_factory.mktemp("token-server"), users={"lemon": secrets.token_hex(12)}) as ts:
+        with LocalRegistry(tmp_path_factory.mktemp("registry-token"), token=ts) as reg:
+            yield reg
 
 
 def lemonpack(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
