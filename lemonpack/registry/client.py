@@ -497,10 +497,15 @@ class RegistryClient:
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """Cross-repository mount (``POST .../blobs/uploads/?mount=<digest>&from=<repo>``);
         True when the registry mounted it (201), False when it did not (the upload session it
-        opened instead is cancelled)."""
+        opened instead is cancelled) or refused the request (no access to ``from_repo``): the
+        caller then uploads."""
         q = urllib.parse.urlencode({"mount": _check_digest(digest), "from": from_repo})
-        resp = self._request("POST", f"{repo}/blobs/uploads/?{q}", ok=(201, 202),
-                             headers={"Content-Length": "0"})
+        try:
+            resp = self._request("POST", f"{repo}/blobs/uploads/?{q}", ok=(201, 202),
+                                 headers={"Content-Length": "0"})
+        except FetchError as e:  # e.g. no pull access to ``from_repo``: a mount is only a shortcut
+            log.info("mount of %s from %s into %s refused (%s); uploading instead", digest, from_repo, repo, e)
+            return False
         resp.close()
         if resp.status_code == 201:
             answered = resp.headers.get("Docker-Content-Digest")

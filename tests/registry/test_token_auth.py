@@ -156,6 +156,24 @@ def test_scopes_token_reuse_and_mounts(token_registry, example_layout):
         assert all(r.user == "lemon" and r.granted for r in ts.requests)
 
 
+def test_a_mount_refused_for_lack_of_access_falls_back_to_an_upload(token_registry, example_layout):
+    (user, password), = token_registry.users.items()
+    ts = token_registry.token_server
+    host = token_registry.host
+    a, b = f"tok-{secrets.token_hex(3)}/secret", f"tok-{secrets.token_hex(3)}/mine"
+    with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
+        publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
+    ts.denied.add(a)  # from now on nobody may pull from a
+    try:
+        with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
+            pushed = publish_layout(example_layout, parse_reference(f"{host}/{b}"), client, mount_from=[a])
+            assert pushed.blobs_mounted == 0 and pushed.blobs_uploaded == 3
+            tag, digest = next(iter(layout_tags(example_layout).items()))
+            assert client.head_manifest(b, tag)[0] == digest  # the image is whole in b
+    finally:
+        ts.denied.discard(a)
+
+
 def test_expired_tokens_are_renewed(token_registry, example_layout, tmp_path):
     (user, password), = token_registry.users.items()
     ts = token_registry.token_server

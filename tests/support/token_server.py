@@ -69,6 +69,8 @@ class TokenServer:
     issuer: str = "lemonpack-test-token-issuer"
     lifetime: int = 300
     requests: list[TokenRequest] = field(default_factory=list)
+    #: Repository names never granted to anyone (a source a user may not pull from).
+    denied: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -97,7 +99,7 @@ class TokenServer:
             for scope in scopes:
                 kind, _, rest = scope.partition(":")
                 name, _, actions = rest.rpartition(":")
-                if kind and name:
+                if kind and name and name not in self.denied:
                     access.append({"type": kind, "name": name, "actions": [a for a in actions.split(",") if a]})
         now = int(time.time())
         header = {"typ": "JWT", "alg": "ES256",
