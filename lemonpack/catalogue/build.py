@@ -38,7 +38,7 @@ from typing import Any
 from lemonpack.catalogue import archs
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
 from lemonpack.contract.loader import check_text
-from lemonpack.files import replace_directory
+from lemonpack.files import read_user_file, replace_directory
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
 from lemonpack.oci.canonical import canonical_json
@@ -122,7 +122,7 @@ def load_private_key(path: Path, password: bytes):
     """The ECDSA private key in cosign's key file ``path`` (raises KeyFileError)."""
     from lemonpack.signing.keys import decode_private_key
 
-    return decode_private_key(Path(path).read_bytes(), password, what=str(path))
+    return decode_private_key(read_user_file(path, "key file"), password, what=str(path))
 
 
 def public_pem_of(private) -> str:

@@ -97,9 +97,12 @@ def _host(host_facts: Path | None):
 
     if host_facts is None:
         return detect_host()
+    from lemonpack.files import read_user_file
+
+    data = read_user_file(host_facts, "host facts file")
     try:
-        return HostFacts.from_json(json.loads(host_facts.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as e:
+        return HostFacts.from_json(json.loads(data.decode("utf-8")))
+    except ValueError as e:
         raise LemonpackError(f"cannot read host facts {host_facts}: {e}") from None
 
 
@@ -181,7 +184,9 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
 def _trusted(key: Path | None) -> bytes:
     from lemonpack.catalogue.index import trusted_key_path
 
-    return trusted_key_path(key).read_bytes()
+    from lemonpack.files import read_user_file
+
+    return read_user_file(trusted_key_path(key), "trusted key file")
 
 
 @catalogue_app.command("update")

@@ -40,12 +40,10 @@ def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
     `cosign generate-key-pair` writes it) read from $LEMONPACK_PASSWORD or prompted for.
     Existing files are never overwritten without --force.
     """
-    from lemonpack.signing.keys import generate_key_pair, write_key_pair
+    from lemonpack.signing.keys import generate_key_pair, refuse_existing, write_key_pair
 
     if not force:  # fail before asking for a password
-        existing = [p for p in (out + ".key", out + ".pub") if os.path.lexists(p)]
-        if existing:
-            raise LemonpackError(f"{', '.join(existing)} already exist(s); refusing to overwrite (use --force)")
+        refuse_existing(out)
     password = read_password(confirm=True, what=f"{out}.key")
     key_path, pub_path = write_key_pair(out, generate_key_pair(password), force=force)
     if json_out:
@@ -57,11 +55,9 @@ def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
 
 
 def _read_key_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(1 << 16)
-    except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read key: {exc.strerror or exc}") from None
+    from lemonpack.files import read_user_file
+
+    return read_user_file(path, "key file")
 
 
 def load_private_key(path: str):

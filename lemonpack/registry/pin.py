@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
+from lemonpack.files import read_user_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import EXEC_FIELDS
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
@@ -211,10 +212,9 @@ def check_recipe(path: str | os.PathLike[str]) -> list[ImageSite]:
 
 
 def _read(path: Path) -> tuple[Any, str]:
+    data = read_user_file(path, "recipe file")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise LemonpackError(f"recipe file not found: {path}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise LemonpackError(f"{path}: not UTF-8") from None
     try:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import replace_directory
+from lemonpack.files import open_regular, replace_directory
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
@@ -45,7 +45,11 @@ def _blob(layout: Path, digest: str) -> Path:
 
 
 def _json(path: Path) -> dict:
-    return json.loads(path.read_bytes())
+    try:
+        with open_regular(path) as f:
+            return json.loads(f.read())
+    except OSError as exc:
+        raise LemonpackError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
