@@ -4,16 +4,16 @@ podman or Docker), ``uninstall``; ``install oci://`` is reached through ``lemonp
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import sys
 
 import typer
 
-from lemonpack.cli._app import confirm_install, JSON_OPTION, app, console, print_json
+from lemonpack.cli._app import (INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, confirm_install, console,
+                                print_json)
 from lemonpack.errors import LemonpackError
 
 PASSWORD_ENV = "LEMONPACK_PASSWORD"
-INSECURE_OPTION = typer.Option(False, "--insecure",
-                               help="Allow plain HTTP to a registry that is not on a loopback address.")
 
 
 def read_password(*, confirm: bool, what: str) -> bytes:
@@ -94,6 +94,7 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
          annotation: list[str] = typer.Option(None, "--annotation", "-a", metavar="KEY=VALUE",
                                               help="Put KEY=VALUE into the payload's 'optional' (repeatable)."),
          insecure: bool = INSECURE_OPTION,
+         registry_config: Path = REGISTRY_CONFIG_OPTION,
          json_out: bool = JSON_OPTION) -> int:
     """Sign an image in a registry (cosign's key-based format).
 
@@ -106,7 +107,7 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
 
     notes = _annotations(annotation)
     private = load_private_key(key)
-    done = sign_image(reference, private, insecure=insecure, annotations=notes)
+    done = sign_image(reference, private, insecure=insecure, annotations=notes, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:
@@ -120,6 +121,7 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
            key: str = typer.Option(..., "--key", metavar="KEY",
                                    help="A public key PEM (cosign.pub) or a cosign private key file."),
            insecure: bool = INSECURE_OPTION,
+           registry_config: Path = REGISTRY_CONFIG_OPTION,
            json_out: bool = JSON_OPTION) -> int:
     """Verify an image's cosign signatures against a key.
 
@@ -130,7 +132,7 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
     from lemonpack.signing.remote import verify_image
 
     public = load_verification_key(key)
-    done = verify_image(reference, public, insecure=insecure)
+    done = verify_image(reference, public, insecure=insecure, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:
@@ -174,7 +176,7 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
 
 
 def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator: str | None, arch: str | None,
-                yes: bool, json_out: bool) -> int:
+                yes: bool, json_out: bool, registry_config: Path | None = None) -> int:
     """``lemonpack install oci://...`` (called by ``install``): see
     :func:`lemonpack.signing.ociinstall.install_from_registry`."""
     from lemonpack.cli._app import err_console
@@ -189,7 +191,7 @@ def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator:
         err_console.print(DISCLOSURE, markup=False)
     confirm_install(yes)
     done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
-                                 arch=arch)
+                                 arch=arch, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:

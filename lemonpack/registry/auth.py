@@ -63,6 +63,22 @@ def auth_files(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
     return [p for p in out if p.is_file()]
 
 
+def describe_sources(explicit: str | os.PathLike[str] | None = None) -> str:
+    """Where :func:`load_credentials` looked, for a message: only the sources that applied
+    (``--registry-config FILE`` when one was given, ``$REGISTRY_AUTH_FILE`` when set), then
+    the Docker config by its real path, each marked ``(absent)`` when no file is there."""
+    parts = []
+    if explicit is not None:
+        parts.append(f"--registry-config {explicit}")
+    env = os.environ.get("REGISTRY_AUTH_FILE")
+    if env:
+        parts.append(f"$REGISTRY_AUTH_FILE {env}" + ("" if Path(env).is_file() else " (absent)"))
+    docker = os.environ.get("DOCKER_CONFIG")
+    p = Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json"
+    parts.append(str(p) + ("" if p.is_file() else " (absent)"))
+    return ", ".join(parts)
+
+
 def _host_key(key: str) -> str:
     key = key.split("://", 1)[-1]
     return key.split("/", 1)[0]

@@ -143,6 +143,7 @@ class RegistryClient:
         self.plain_http = insecure or is_loopback_host(hostname)
         self.scheme = "http" if self.plain_http else "https"
         self.base = f"{self.scheme}://{host}"
+        self.registry_config = registry_config
         self.creds = auth if auth is not None else load_credentials(host, registry_config)
         self.retries, self.backoff, self.chunk_size, self.timeout = retries, backoff, chunk_size, timeout
         self.stats = TransferStats()
@@ -274,8 +275,12 @@ class RegistryClient:
         scheme = challenge.split(" ", 1)[0].lower()
         if scheme == "basic":
             if self.creds is None or not self.creds.password:
-                raise FetchError(f"registry {self.host} needs credentials and none were found "
-                                 "(looked in --registry-config, $REGISTRY_AUTH_FILE, ~/.docker/config.json)")
+                from lemonpack.registry.auth import describe_sources
+
+                where = describe_sources(self.registry_config)
+                hint = "" if self.registry_config is not None else "; give an auth file with --registry-config FILE"
+                raise FetchError(f"registry {self.host} needs credentials and none were found for it "
+                                 f"(looked in: {where}{hint})")
             header = "Basic " + self.creds.basic
         elif scheme == "bearer":
             h = parse_auth_header(challenge)

@@ -81,11 +81,11 @@ def _recipe_from_image(layout: Path, manifest: dict, where: str):
 
 def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicKey | None = None,
                           insecure: bool = False, accelerator: str | None = None, arch: str | None = None,
-                          host=None, client=None) -> dict:
+                          host=None, client=None, registry_config: str | os.PathLike[str] | None = None) -> dict:
     """Install the recipe artifact published at ``reference`` (``[oci://]HOST/REPO@sha256:...``).
 
     ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
-    does not hold). ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
+    does not hold). ``registry_config``: an auth file read first. ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
     Returns the receipt: ``{"recipe", "path", "binary", "source", "sha256", "policy",
     "platform", "from": {"reference", "digest", "manifest", "layer", "signature"}}``.
     Raises SignatureError, IntegrityError, FetchError (nothing changed), SelectionError,
@@ -101,7 +101,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
     ref = parse_reference(reference)
     if not ref.digest:
         raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:...")
-    c = client if client is not None else RegistryClient(ref.host, insecure=insecure)
+    c = client if client is not None else RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
     signature = None
     try:
         if public_key is not None:
