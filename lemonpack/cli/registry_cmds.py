@@ -148,7 +148,7 @@ def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe f
             print_json({"file": str(recipe), "unpinned": [u.to_json() for u in unpinned]})
         else:
             for u in unpinned:
-                err_console.print(f"{recipe}: {u.path}: {u.image} is not pinned by digest", markup=False)
+                err_console.print(f"{recipe}: {u.where}: {u.image} is not pinned by digest", markup=False)
             if not unpinned:
                 console.print(f"{recipe}: every container image is pinned", markup=False)
         return 1 if unpinned else 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
 from lemonpack.files import read_user_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
@@ -67,15 +68,7 @@ class Pinned:
 
 
 def _path_text(path: JsonPath) -> str:
-    out = ""
-    for p in path:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif p.replace("_", "").replace("-", "").isalnum():
-            out += f".{p}" if out else p
-        else:
-            out += f"[{json.dumps(p)}]"
-    return out
+    return jsonpath.join(path)  # the one JSON path form of every message (lemonpack/jsonpath.py)
 
 
 # --- a JSON scanner that keeps the spans of string values -------------------------------
