@@ -181,12 +181,17 @@ def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator:
     :func:`lemonpack.signing.ociinstall.install_from_registry`."""
     from lemonpack.cli._app import err_console
     from lemonpack.builder.install import DISCLOSURE
-    from lemonpack.signing.ociinstall import install_from_registry
+    from lemonpack.registry.auth import auth_files
+    from lemonpack.signing.ociinstall import install_from_registry, install_reference
 
+    # everything the user gave is checked before the consent banner: a banner for an
+    # install that cannot happen asks a question for nothing
+    install_reference(reference)
     public = load_verification_key(key) if key else None
+    auth_files(registry_config)
     if not json_out:
         err_console.print(f"source:         {reference}", markup=False)
-        err_console.print(f"signature:      {'checked with ' + key if key else 'not checked (no --key)'}",
+        err_console.print(f"signature:      {'will be checked with ' + key if key else 'not checked (no --key)'}",
                           markup=False)
         err_console.print(DISCLOSURE, markup=False)
     confirm_install(yes)

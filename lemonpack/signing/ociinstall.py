@@ -79,6 +79,20 @@ def _recipe_from_image(layout: Path, manifest: dict, where: str):
     raise LemonpackError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
+def install_reference(reference: str):
+    """``reference`` (``[oci://]HOST/REPO@sha256:...``) parsed, as :func:`install_from_registry`
+    needs it: a :class:`~lemonpack.registry.Reference` with a digest. Raises LemonpackError
+    (exit 1) for a malformed reference or one without a digest (a tag can move: what is
+    installed must be what was reviewed). Checked before anything is printed or fetched."""
+    from lemonpack.registry import parse_reference
+
+    ref = parse_reference(reference)
+    if not ref.digest:
+        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
+                             "(`lemonpack publish --json` prints it)")
+    return ref
+
+
 def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicKey | None = None,
                           insecure: bool = False, accelerator: str | None = None, arch: str | None = None,
                           host=None, client=None, registry_config: str | os.PathLike[str] | None = None) -> dict:
@@ -94,13 +108,11 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
     """
     from lemonpack.builder.install import plan_install
     from lemonpack.contract import detect_host
-    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.registry import RegistryClient
     from lemonpack.registry.transfer import pull_layout
     from lemonpack.signing.remote import verify_image
 
-    ref = parse_reference(reference)
-    if not ref.digest:
-        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:...")
+    ref = install_reference(reference)
     c = client if client is not None else RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
     signature = None
     try:
