@@ -38,23 +38,53 @@ def kind_of(path: str | os.PathLike[str]) -> str:
     return "device"
 
 
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open ``path`` for reading only if it is a regular file itself: not followed when a
-    symlink (``O_NOFOLLOW``), never blocking on a fifo (``O_NONBLOCK``), checked with
-    ``fstat`` on the open file (so a swap after a check cannot slip through). Raises
-    ``OSError`` (``ELOOP`` for a symlink, ``EISDIR`` for a directory, ``EINVAL`` for any
-    other non-regular file, or whatever ``open`` raised)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def _kind_of_mode(mode: int) -> str:
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "device"
+
+
+def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> BinaryIO:
+    """Open ``path`` for reading only if it is a regular file: not followed when a symlink
+    (``O_NOFOLLOW``) unless ``follow_symlinks`` (a path the user named: a symlinked key or
+    config is followed, what it points at must be a regular file), never blocking on a fifo
+    (``O_NONBLOCK``), checked with ``fstat`` on the open file (so a swap after a check
+    cannot slip through). Raises ``OSError`` (``ELOOP`` for a symlink, ``EISDIR`` for a
+    directory, ``EINVAL`` for any other non-regular file, or whatever ``open`` raised)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-            raise OSError(code, f"not a regular file ({kind_of(path)})", os.fspath(path))
+            raise OSError(code, f"not a regular file (a {_kind_of_mode(mode)})", os.fspath(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
+    """The bytes of a file the user named (a key, a credentials file, a recipe, a
+    definition, a host-facts file): symlinks followed, anything but a regular file refused
+    without blocking (:func:`open_regular`). Raises :class:`lemonpack.errors.LemonpackError`
+    (exit 1) with one line naming ``what`` and the path: ``cannot read key file /tmp/k:
+    not a regular file (a fifo)``."""
+    from lemonpack.errors import LemonpackError
+
+    try:
+        with open_regular(path, follow_symlinks=True) as f:
+            return f.read()
+    except OSError as e:
+        reason = {errno.ENOENT: "no such file", errno.EACCES: "permission denied",
+                  errno.ENOTDIR: "a parent is not a directory",
+                  errno.EISDIR: "is a directory, not a file"}.get(e.errno or 0)
+        if reason is None:
+            reason = str(e.strerror or e)
+        raise LemonpackError(f"cannot read {what} {os.fspath(path)}: {reason}") from None
 
 
 def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:
@@ -132,4 +162,4 @@ def replace_directory(new: Path, target: Path) -> None:
     remove_tree(old)
 
 
-__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "remove_tree", "replace_directory"]
+__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory"]

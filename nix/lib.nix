@@ -45,6 +45,19 @@ let
 
   fail = msg: throw msg;
 
+  # The build-feature vocabulary, read from where lemonpack keeps it (the extension schema's
+  # requirement enum, equal to lemonpack.extensions.manifest.REQUIREMENTS, in that order).
+  featureVocabulary =
+    (fromJSON (readFile ../lemonpack/extensions/schema/extension-v1.schema.json))."$defs".requirement.enum;
+
+  /* checkFeatures :: [ string ] -> [ string ]
+     The features as given, or a throw with the CLI's message (`--feature gpu`) for the
+     first one outside the vocabulary: unknown feature 'gpu' (one of hip, cuda, ...). */
+  checkFeatures = features:
+    let bad = filter (f: !(elem f featureVocabulary)) features; in
+    if bad == [ ] then features
+    else fail "unknown feature ${q (toString (head bad))} (one of ${joinSep ", " featureVocabulary})";
+
   # ---------------------------------------------------------------- reading
 
   /* readManifest :: path -> manifest
@@ -325,7 +338,7 @@ let
      Official = discovered under root/catalogue/extensions and named in the lock; every
      other extension is community. Fails evaluation (throw) with the CLI's message on a
      stale lock name, a selected extension that was rejected (collision with an official
-     one, API version), a missing or cyclic dependency. */
+     one, API version), a missing or cyclic dependency, a feature outside the vocabulary. */
   select =
     { root
     , lockFile ? root + "/extensions.lock"
@@ -409,7 +422,7 @@ let
         else if mode == "all" then closure { roots = filter (r: !(elem r first.errRoots)) roots; inherit kept rejectedByName; }
         else fail (joinSep "\n" first.errors);
       chosen = registryOrder lockNames (map (n: kept.${n}) (unique closed.done));
-      featureList = sortStrings (unique features);
+      featureList = sortStrings (unique (checkFeatures features));
       providers = concatMap
         (m: map
           (p:
@@ -427,12 +440,12 @@ let
           m.providers)
         chosen;
     in
-    builtins.seq staleCheck {
+    builtins.seq (checkFeatures features) (builtins.seq staleCheck {
       inherit api providers lock;
       features = featureList;
       extensions = chosen;
       rejected = map (m: { file = m._file; inherit (m) reasons; }) rejectedList;
-    };
+    });
 
   # ---------------------------------------------------------------- generation
 
@@ -609,5 +622,5 @@ in
   inherit readManifest discover readLock apiVersion apiProblem claims collisionProblems
     includeProblems sourceSuffixes standardHeaders generatedHeaders
     registryOrder closure select generate extensionsJson registryCpp constantsHpp
-    treeFiles mkTree gufoFiles mkGufo mangle;
+    treeFiles mkTree gufoFiles mkGufo mangle featureVocabulary checkFeatures;
 }

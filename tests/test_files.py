@@ -8,6 +8,7 @@ import os
 import pytest
 
 from lemonpack import files
+from lemonpack.errors import LemonpackError
 
 
 def _tree(p, text):
@@ -56,3 +57,19 @@ def test_exchange_swaps_two_directories(tmp_path):
     a, b = _tree(tmp_path / "a", "A"), _tree(tmp_path / "b", "B")
     files.exchange(a, b)
     assert (a / "f").read_text() == "B" and (b / "f").read_text() == "A"
+
+
+def test_read_user_file_follows_a_symlink_and_refuses_what_is_no_file_without_blocking(tmp_path):
+    real = tmp_path / "key.pem"
+    real.write_bytes(b"KEY")
+    (tmp_path / "link.pem").symlink_to(real)
+    assert files.read_user_file(tmp_path / "link.pem", "key file") == b"KEY"
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "to-fifo").symlink_to(tmp_path / "fifo")
+    cases = {"fifo": "not a regular file (a fifo)", "to-fifo": "not a regular file (a fifo)",
+             "missing": "no such file", ".": "is a directory"}
+    for name, reason in cases.items():
+        with pytest.raises(LemonpackError) as e:
+            files.read_user_file(tmp_path / name, "key file")
+        assert str(e.value).startswith(f"cannot read key file {tmp_path / name}: {reason}")
+        assert "\n" not in str(e.value)

@@ -38,7 +38,7 @@ from typing import Any
 from lemonpack.catalogue import archs
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
 from lemonpack.contract.loader import check_text
-from lemonpack.files import replace_directory
+from lemonpack.files import read_user_file, replace_directory
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
 from lemonpack.oci.canonical import canonical_json
@@ -69,6 +69,7 @@ class BuildConfig:
     cache: ArtifactCache | None = None
     epoch: int = 0
     insecure_registry: bool = False
+    registry_config: Path | None = None  # auth file read first for OCI sources (--registry-config)
     timings: dict[str, float] = field(default_factory=dict)
     client: Any = None  # one httpx.Client for every fetch of a build (connections reused)
 
@@ -122,7 +123,7 @@ def load_private_key(path: Path, password: bytes):
     """The ECDSA private key in cosign's key file ``path`` (raises KeyFileError)."""
     from lemonpack.signing.keys import decode_private_key
 
-    return decode_private_key(Path(path).read_bytes(), password, what=str(path))
+    return decode_private_key(read_user_file(path, "key file"), password, what=str(path))
 
 
 def public_pem_of(private) -> str:
@@ -223,7 +224,7 @@ def _fetch_oci(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
         raise LemonpackError("OCI sources are supported for recipes only")
     ref = parse_reference(ent.source["ref"])
     layout = work / "layout"
-    client = RegistryClient(ref.host, insecure=cfg.insecure_registry)
+    client = RegistryClient(ref.host, insecure=cfg.insecure_registry, registry_config=cfg.registry_config)
     pull_layout(ref, layout, client)
     index = json.loads((layout / "index.json").read_bytes())
     root = index["manifests"][0]
@@ -481,7 +482,8 @@ def _signature_status(ctx: _Context, ent: EntrySource, fetched: Fetched, work: P
 
         for k in pub.keys:
             try:
-                verify_image(fetched.oci_ref, decode_public_key(k.pem.encode()), insecure=ctx.cfg.insecure_registry)
+                verify_image(fetched.oci_ref, decode_public_key(k.pem.encode()), insecure=ctx.cfg.insecure_registry,
+                             registry_config=ctx.cfg.registry_config)
                 return {"status": "verified", "fingerprint": k.fingerprint}
             except LemonpackError:
                 continue

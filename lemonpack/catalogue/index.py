@@ -41,7 +41,7 @@ def trusted_key_path(explicit: str | os.PathLike[str] | None) -> Path:
     """The trusted public key: ``explicit`` or ``<config>/catalogue.pub``. Raises
     LemonpackError when neither exists."""
     p = Path(explicit) if explicit else config_root() / "catalogue.pub"
-    if not p.is_file():
+    if not p.exists():
         raise LemonpackError(f"no trusted catalogue key: {p} does not exist (pass --key PUBLIC.pem)")
     return p
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import jsonschema
 
 from lemonpack.errors import ManifestError, Problem
+from lemonpack.files import open_regular
 from lemonpack.jsonpath import join
 
 PUBLISHER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -106,7 +107,8 @@ def key_fingerprint(pem: str | bytes) -> str:
 
 def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem]]:
     try:
-        data = path.read_bytes()
+        with open_regular(path, follow_symlinks=True) as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
     if len(data) > MAX_FILE_BYTES:

@@ -45,6 +45,15 @@ console = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+#: Every command that talks to a registry takes these two (publish, pull, pin, sign, verify,
+#: install oci://, catalogue build): one definition, so help and behaviour stay the same.
+INSECURE_OPTION = typer.Option(False, "--insecure",
+                               help="Allow plain http to a registry that is not on this machine (loopback "
+                                    "registries always use plain http).")
+REGISTRY_CONFIG_OPTION = typer.Option(
+    None, "--registry-config", metavar="FILE",
+    help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "
+         "$REGISTRY_AUTH_FILE and ~/.docker/config.json.")
 
 
 def print_json(data: Any) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import confirm_install, JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import (REGISTRY_CONFIG_OPTION, confirm_install, JSON_OPTION, app, console, err_console,
+                                print_json)
 from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 from lemonpack.contract.select import lacking_accelerator_warning
 
@@ -182,6 +183,7 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
                                     "signature with this public key (or cosign private key file) first."),
             insecure: bool = typer.Option(False, "--insecure", help="With oci://: allow plain HTTP to a "
                                           "registry that is not on a loopback address."),
+            registry_config: Path = REGISTRY_CONFIG_OPTION,
             json_out: bool = JSON_OPTION) -> int:
     """Install a variant_of recipe's artifact for this host (download, verify, unpack).
 
@@ -205,9 +207,10 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
         from lemonpack.cli.signing_cmds import install_oci
 
         return install_oci(recipe_ref, key=key, insecure=insecure, accelerator=accelerator, arch=arch, yes=yes,
-                           json_out=json_out)
-    if key or insecure:
-        raise typer.BadParameter("--key and --insecure apply to oci:// installs", param_hint="--key")
+                           json_out=json_out, registry_config=registry_config)
+    if key or insecure or registry_config:
+        raise typer.BadParameter("--key, --insecure and --registry-config apply to oci:// installs",
+                                 param_hint="--key")
     if example and (recipe_ref or mirror):
         raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
                                  param_hint="--example")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console, print_json
 from lemonpack.errors import LemonpackError, one_line
 
 catalogue_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
@@ -57,6 +57,7 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
               rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild recipes to check reproducibility."),
               insecure_registry: bool = typer.Option(False, "--insecure-registry",
                                                      help="Plain http to OCI registries (loopback tests)."),
+              registry_config: Path = REGISTRY_CONFIG_OPTION,
               json_out: bool = JSON_OPTION) -> int:
     """Fetch, verify and index every entry; write catalogue.json, entries/, the signature,
     feed.atom and the static site into DIR (byte-reproducible; SOURCE_DATE_EPOCH dates)."""
@@ -66,7 +67,7 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
 
     cfg = BuildConfig(out=out, source=source, mirror=Mirror.from_env(mirror), key=key,
                       password=_password() if key else b"", rebuild=rebuild, epoch=source_date_epoch(),
-                      insecure_registry=insecure_registry)
+                      insecure_registry=insecure_registry, registry_config=registry_config)
     index = build(cfg)
     if json_out:
         print_json({"out": str(out), "entries": [e["id"] for e in index["entries"]], "rejected": index["rejected"],
@@ -97,9 +98,12 @@ def _host(host_facts: Path | None):
 
     if host_facts is None:
         return detect_host()
+    from lemonpack.files import read_user_file
+
+    data = read_user_file(host_facts, "host facts file")
     try:
-        return HostFacts.from_json(json.loads(host_facts.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as e:
+        return HostFacts.from_json(json.loads(data.decode("utf-8")))
+    except ValueError as e:
         raise LemonpackError(f"cannot read host facts {host_facts}: {e}") from None
 
 
@@ -181,7 +185,9 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
 def _trusted(key: Path | None) -> bytes:
     from lemonpack.catalogue.index import trusted_key_path
 
-    return trusted_key_path(key).read_bytes()
+    from lemonpack.files import read_user_file
+
+    return read_user_file(trusted_key_path(key), "trusted key file")
 
 
 @catalogue_app.command("update")

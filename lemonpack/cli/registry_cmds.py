@@ -11,15 +11,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
-
-INSECURE = typer.Option(False, "--insecure",
-                        help="Allow plain http to a registry that is not on this machine (loopback registries "
-                             "always use plain http).")
-REGISTRY_CONFIG = typer.Option(
-    None, "--registry-config", metavar="FILE",
-    help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "
-         "$REGISTRY_AUTH_FILE and ~/.docker/config.json.")
+from lemonpack.cli._app import (INSECURE_OPTION as INSECURE, JSON_OPTION, REGISTRY_CONFIG_OPTION as REGISTRY_CONFIG,
+                                app, console, err_console, print_json)
 
 
 def _client(host: str, insecure: bool, registry_config: Path | None):
@@ -181,7 +174,7 @@ def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe f
             print_json({"file": str(recipe), "unpinned": [u.to_json() for u in unpinned]})
         else:
             for u in unpinned:
-                err_console.print(f"{recipe}: {u.path}: {u.image} is not pinned by digest", markup=False)
+                err_console.print(f"{recipe}: {u.where}: {u.image} is not pinned by digest", markup=False)
             if not unpinned:
                 console.print(f"{recipe}: every container image is pinned", markup=False)
         return 1 if unpinned else 0

@@ -4,16 +4,16 @@ podman or Docker), ``uninstall``; ``install oci://`` is reached through ``lemonp
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import sys
 
 import typer
 
-from lemonpack.cli._app import confirm_install, JSON_OPTION, app, console, print_json
+from lemonpack.cli._app import (INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, confirm_install, console,
+                                print_json)
 from lemonpack.errors import LemonpackError
 
 PASSWORD_ENV = "LEMONPACK_PASSWORD"
-INSECURE_OPTION = typer.Option(False, "--insecure",
-                               help="Allow plain HTTP to a registry that is not on a loopback address.")
 
 
 def read_password(*, confirm: bool, what: str) -> bytes:
@@ -40,12 +40,10 @@ def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
     `cosign generate-key-pair` writes it) read from $LEMONPACK_PASSWORD or prompted for.
     Existing files are never overwritten without --force.
     """
-    from lemonpack.signing.keys import generate_key_pair, write_key_pair
+    from lemonpack.signing.keys import generate_key_pair, refuse_existing, write_key_pair
 
     if not force:  # fail before asking for a password
-        existing = [p for p in (out + ".key", out + ".pub") if os.path.lexists(p)]
-        if existing:
-            raise LemonpackError(f"{', '.join(existing)} already exist(s); refusing to overwrite (use --force)")
+        refuse_existing(out)
     password = read_password(confirm=True, what=f"{out}.key")
     key_path, pub_path = write_key_pair(out, generate_key_pair(password), force=force)
     if json_out:
@@ -57,11 +55,9 @@ def keygen(out: str = typer.Option("cosign", "--out", metavar="PREFIX",
 
 
 def _read_key_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(1 << 16)
-    except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read key: {exc.strerror or exc}") from None
+    from lemonpack.files import read_user_file
+
+    return read_user_file(path, "key file")
 
 
 def load_private_key(path: str):
@@ -98,6 +94,7 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
          annotation: list[str] = typer.Option(None, "--annotation", "-a", metavar="KEY=VALUE",
                                               help="Put KEY=VALUE into the payload's 'optional' (repeatable)."),
          insecure: bool = INSECURE_OPTION,
+         registry_config: Path = REGISTRY_CONFIG_OPTION,
          json_out: bool = JSON_OPTION) -> int:
     """Sign an image in a registry (cosign's key-based format).
 
@@ -110,7 +107,7 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
 
     notes = _annotations(annotation)
     private = load_private_key(key)
-    done = sign_image(reference, private, insecure=insecure, annotations=notes)
+    done = sign_image(reference, private, insecure=insecure, annotations=notes, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:
@@ -124,6 +121,7 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
            key: str = typer.Option(..., "--key", metavar="KEY",
                                    help="A public key PEM (cosign.pub) or a cosign private key file."),
            insecure: bool = INSECURE_OPTION,
+           registry_config: Path = REGISTRY_CONFIG_OPTION,
            json_out: bool = JSON_OPTION) -> int:
     """Verify an image's cosign signatures against a key.
 
@@ -134,7 +132,7 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
     from lemonpack.signing.remote import verify_image
 
     public = load_verification_key(key)
-    done = verify_image(reference, public, insecure=insecure)
+    done = verify_image(reference, public, insecure=insecure, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:
@@ -178,22 +176,27 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
 
 
 def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator: str | None, arch: str | None,
-                yes: bool, json_out: bool) -> int:
+                yes: bool, json_out: bool, registry_config: Path | None = None) -> int:
     """``lemonpack install oci://...`` (called by ``install``): see
     :func:`lemonpack.signing.ociinstall.install_from_registry`."""
     from lemonpack.cli._app import err_console
     from lemonpack.builder.install import DISCLOSURE
-    from lemonpack.signing.ociinstall import install_from_registry
+    from lemonpack.registry.auth import auth_files
+    from lemonpack.signing.ociinstall import install_from_registry, install_reference
 
+    # everything the user gave is checked before the consent banner: a banner for an
+    # install that cannot happen asks a question for nothing
+    install_reference(reference)
     public = load_verification_key(key) if key else None
+    auth_files(registry_config)
     if not json_out:
         err_console.print(f"source:         {reference}", markup=False)
-        err_console.print(f"signature:      {'checked with ' + key if key else 'not checked (no --key)'}",
+        err_console.print(f"signature:      {'will be checked with ' + key if key else 'not checked (no --key)'}",
                           markup=False)
         err_console.print(DISCLOSURE, markup=False)
     confirm_install(yes)
     done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
-                                 arch=arch)
+                                 arch=arch, registry_config=registry_config)
     if json_out:
         print_json(done)
     else:

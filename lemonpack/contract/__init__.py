@@ -15,14 +15,18 @@ from lemonpack.contract.loader import canonical_json, check_text, load_recipe, l
 from lemonpack.contract.model import ArchOverride, HealthProbe, PlatformBlock, Provenance, Recipe
 from lemonpack.contract.select import EffectiveBlock, arch_alias, select_accelerator, select_block, targets
 from lemonpack.errors import Problem
+from lemonpack.files import open_regular
 
 
 def lint_file(path: str | Path) -> list[Problem]:
     """Every contract problem of the recipe file at ``path`` (empty list: it passes)."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        with open_regular(path, follow_symlinks=True) as f:
+            text = f.read().decode("utf-8")
+    except OSError as e:
+        return [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
+    except UnicodeDecodeError as e:
         return [Problem(file, "", "unreadable", f"cannot read file: {e}")]
     return check_text(text, file)[1]
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +31,7 @@ from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, Pla
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
 from lemonpack.errors import ManifestError, Problem
+from lemonpack.files import open_regular
 
 _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
 
@@ -123,9 +122,7 @@ def read_json_text(path: str | Path) -> tuple[str | None, list[Problem]]:
     """
     file = str(path)
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None, [Problem(file, "", "unreadable", "cannot read file: not a regular file")]
-        with open(path, "rb") as f:
+        with open_regular(path, follow_symlinks=True) as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]

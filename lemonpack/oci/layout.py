@@ -473,6 +473,10 @@ def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     Spec: ``image-layout.md``.
     """
     root = Path(path)
+    if not (root / "oci-layout").exists():
+        why = "no such directory" if not root.exists() else "not a directory" if not root.is_dir() \
+            else "no oci-layout file in it"
+        raise LemonpackError(f"no OCI image layout at {root} ({why})")
     header = _load_json(root / "oci-layout")
     if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
         raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.errors import LemonpackError
+from lemonpack.files import read_user_file
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,9 @@ def auth_files(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
     out: list[Path] = []
     if explicit is not None:
         p = Path(explicit)
-        if not p.is_file():
+        if not p.exists():
             raise LemonpackError(f"registry config {p} not found")
+        read_user_file(p, "registry config")  # a directory or fifo: refused by name, never blocked on
         out.append(p)
     env = os.environ.get("REGISTRY_AUTH_FILE")
     if env:
@@ -59,6 +61,22 @@ def auth_files(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
     docker = os.environ.get("DOCKER_CONFIG")
     out.append(Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json")
     return [p for p in out if p.is_file()]
+
+
+def describe_sources(explicit: str | os.PathLike[str] | None = None) -> str:
+    """Where :func:`load_credentials` looked, for a message: only the sources that applied
+    (``--registry-config FILE`` when one was given, ``$REGISTRY_AUTH_FILE`` when set), then
+    the Docker config by its real path, each marked ``(absent)`` when no file is there."""
+    parts = []
+    if explicit is not None:
+        parts.append(f"--registry-config {explicit}")
+    env = os.environ.get("REGISTRY_AUTH_FILE")
+    if env:
+        parts.append(f"$REGISTRY_AUTH_FILE {env}" + ("" if Path(env).is_file() else " (absent)"))
+    docker = os.environ.get("DOCKER_CONFIG")
+    p = Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json"
+    parts.append(str(p) + ("" if p.is_file() else " (absent)"))
+    return ", ".join(parts)
 
 
 def _host_key(key: str) -> str:
@@ -82,10 +100,14 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None) ->
     valid JSON or its entry for the host cannot be decoded.
     """
     for path in auth_files(config):
+        data = read_user_file(path, "registry credentials file")
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise LemonpackError(f"{path}: cannot read registry credentials: {type(exc).__name__}") from None
+            doc = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise LemonpackError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
+        except json.JSONDecodeError as exc:
+            raise LemonpackError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
+                                 f"is not valid JSON: {exc.msg}") from None
         if not isinstance(doc, dict):
             raise LemonpackError(f"{path}: not a JSON object")
         auths = doc.get("auths") or {}

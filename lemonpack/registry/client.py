@@ -34,11 +34,13 @@ scopes and used for the repository the challenge came from (a push token
 (``expires_in``, default 60 s; renewed when less than a quarter of its life, at most 10 s, is
 left), and once more when the registry refuses a cached one.
 
-Retries: a connection failure, a timeout, HTTP 429/500/502/503/504 are retried ``retries``
+Retries: a dropped connection, a timeout, HTTP 429/500/502/503/504 are retried ``retries``
 times with exponential backoff (``backoff * 2**attempt`` seconds, ``Retry-After`` honoured up
 to 30 s); a body is re-created for every attempt. A blob upload that fails half way resumes
 from the offset the registry reports for the session (``GET`` on the upload URL, ``Range``),
-or starts a new session when the old one is gone.
+or starts a new session when the old one is gone. A host name that does not resolve is not
+retried (the message names the host, port and resolver's reason); a refused connection (nothing
+listening on the port) is retried once, then reported the same way.
 
 Spec: OCI distribution-spec v1.1 (``spec.md``: pulling, pushing blobs monolithically and in
 chunks, cross-repository mounting, pushing manifests, listing tags); Docker registry token
@@ -87,7 +89,53 @@ _TRANSIENT = {429, 500, 502, 503, 504}
 
 
 class _Transient(Exception):
-    """A failure worth retrying (connection error, timeout, 429/5xx)."""
+    """A failure worth retrying (connection error, timeout, 429/5xx). ``attempts``: how many
+    tries in all this kind of failure deserves (``None``: the client's policy)."""
+
+    attempts: int | None = None
+
+
+#: A refused connection is tried this many times in all (once again after a backoff: a
+#: registry restarting), never the full retry policy: nothing listening rarely starts to.
+REFUSED_ATTEMPTS = 2
+
+
+def _connection_failure(method: str, url: str, exc: BaseException) -> Exception:
+    """What a requests connection error means, as the exception to raise: :class:`FetchError`
+    for a name that does not resolve (not transient), :class:`_Transient` with ``attempts``
+    :data:`REFUSED_ATTEMPTS` for a refused connection, a plain :class:`_Transient` otherwise.
+    The message names the host, the port and the innermost reason (urllib3's pool wrappers
+    dropped): ``GET https://h/v2/: cannot connect to h:443: name resolution failed (Name or
+    service not known)``."""
+    import socket
+
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = "?"
+    chain: list[BaseException] = []
+    x: BaseException | None = exc
+    while x is not None and x not in chain and len(chain) < 20:
+        chain.append(x)
+        reason = getattr(x, "reason", None)
+        nxt = reason if isinstance(reason, BaseException) else None
+        if nxt is None and x.args and isinstance(x.args[0], BaseException):
+            nxt = x.args[0]
+        x = nxt or x.__cause__ or x.__context__
+    where = f"{method} {url}: cannot connect to {host}:{port}"
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            return FetchError(one_line(f"{where}: name resolution failed ({e.strerror or e})"))
+    for e in chain:
+        if isinstance(e, ConnectionRefusedError):
+            t = _Transient(f"{where}: connection refused (nothing listening on port {port})")
+            t.attempts = REFUSED_ATTEMPTS
+            return t
+    inner = chain[-1]
+    text = inner.strerror if isinstance(inner, OSError) and inner.strerror else str(inner)
+    return _Transient(f"{where}: {_short(text)}")
 
 
 @dataclass
@@ -173,6 +221,7 @@ class RegistryClient:
         self.plain_http = insecure or is_loopback_host(hostname)
         self.scheme = "http" if self.plain_http else "https"
         self.base = f"{self.scheme}://{host}"
+        self.registry_config = registry_config
         self.creds = auth if auth is not None else load_credentials(host, registry_config)
         self.retries, self.backoff, self.chunk_size, self.timeout = retries, backoff, chunk_size, timeout
         self.stats = TransferStats()
@@ -223,8 +272,11 @@ class RegistryClient:
                                         allow_redirects=False, timeout=(min(30.0, self.timeout), self.timeout))
         except requests.exceptions.SSLError as exc:
             raise FetchError(f"{method} {url}: TLS failed: {exc}") from None
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-                requests.exceptions.ChunkedEncodingError) as exc:
+        except requests.exceptions.ConnectTimeout as exc:
+            raise _Transient(f"{method} {url}: connect timed out ({type(exc).__name__})") from None
+        except requests.exceptions.ConnectionError as exc:
+            raise _connection_failure(method, url, exc) from None
+        except (requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
             raise _Transient(f"{method} {url}: {type(exc).__name__}: {_short(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise FetchError(f"{method} {url}: {type(exc).__name__}: {_short(exc)}") from None
@@ -270,6 +322,9 @@ class RegistryClient:
                 raise FetchError(self._http_error(method, url, resp))
             except _Transient as exc:
                 last = exc
+                if exc.attempts is not None and attempt + 1 >= min(exc.attempts, attempts):
+                    attempts = attempt + 1
+                    break
         raise FetchError(f"{last} (after {attempts} attempt{'s' if attempts > 1 else ''})")
 
     def _delay(self, attempt: int, last: Exception | None) -> float:
@@ -326,8 +381,12 @@ class RegistryClient:
         sent = resp.request.headers.get("Authorization") if resp.request is not None else None
         if scheme == "basic":
             if self.creds is None or not self.creds.password:
-                raise FetchError(f"registry {self.host} needs credentials and none were found "
-                                 "(looked in --registry-config, $REGISTRY_AUTH_FILE, ~/.docker/config.json)")
+                from lemonpack.registry.auth import describe_sources
+
+                where = describe_sources(self.registry_config)
+                hint = "" if self.registry_config is not None else "; give an auth file with --registry-config FILE"
+                raise FetchError(f"registry {self.host} needs credentials and none were found for it "
+                                 f"(looked in: {where}{hint})")
             if sent is not None and sent.startswith("Basic "):
                 return False  # the same credentials were just refused
             self._basic = True
@@ -561,6 +620,9 @@ class RegistryClient:
                 return digest
             except _Transient as exc:
                 last = exc
+                if exc.attempts is not None and attempt + 1 >= exc.attempts:
+                    raise FetchError(f"uploading {digest} to {self.host}/{repo} failed: {exc} "
+                                     f"(after {attempt + 1} attempts)") from None
             except FetchError as exc:
                 if "HTTP 404" not in str(exc) and "HTTP 416" not in str(exc):
                     raise
@@ -726,9 +788,14 @@ class RegistryClient:
         return tags
 
 
-def _short(exc: Exception) -> str:
-    text = str(exc)
-    return one_line(text[:300])
+def _short(exc: BaseException | str, limit: int = 300) -> str:
+    """``exc`` as one line of at most about ``limit`` characters, cut at a word boundary
+    (never mid-word) and marked with ``…`` when cut."""
+    text = one_line(str(exc))
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[:cut if cut > limit // 2 else limit].rstrip() + " …"
 
 
 __all__ = ["RegistryClient", "TransferStats", "MANIFEST_MEDIA_TYPES", "MAX_MANIFEST_BYTES"]

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
+from lemonpack.files import read_user_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import EXEC_FIELDS
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
@@ -66,15 +68,7 @@ class Pinned:
 
 
 def _path_text(path: JsonPath) -> str:
-    out = ""
-    for p in path:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif p.replace("_", "").replace("-", "").isalnum():
-            out += f".{p}" if out else p
-        else:
-            out += f"[{json.dumps(p)}]"
-    return out
+    return jsonpath.join(path)  # the one JSON path form of every message (lemonpack/jsonpath.py)
 
 
 # --- a JSON scanner that keeps the spans of string values -------------------------------
@@ -211,10 +205,9 @@ def check_recipe(path: str | os.PathLike[str]) -> list[ImageSite]:
 
 
 def _read(path: Path) -> tuple[Any, str]:
+    data = read_user_file(path, "recipe file")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise LemonpackError(f"recipe file not found: {path}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise LemonpackError(f"{path}: not UTF-8") from None
     try:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.files import open_regular
 from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.reference import Reference
@@ -171,9 +172,12 @@ def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: Regi
     def load(desc: Descriptor) -> tuple[bytes, dict, str]:
         path = blobs_dir / desc.hex
         try:
-            data = path.read_bytes()
+            with open_regular(path) as f:
+                data = f.read()
         except FileNotFoundError:
             raise LemonpackError(f"{root}: manifest blob {desc.digest} is missing") from None
+        except OSError as exc:
+            raise LemonpackError(f"{path}: cannot read manifest blob: {exc.strerror or exc}") from None
         actual = "sha256:" + hashlib.sha256(data).hexdigest()
         if actual != desc.digest:
             raise IntegrityError(str(path), desc.digest, actual)

@@ -39,6 +39,7 @@ from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.contract import load_recipe, targets
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
+from lemonpack.files import open_regular
 from lemonpack.files import remove_tree, replace_directory
 from lemonpack.oci import LayoutWriter
 from lemonpack.oci.canonical import canonical_json
@@ -135,7 +136,8 @@ def _read_lock(lock: Path) -> tuple[bytes, list[str]]:
     from lemonpack.extensions.pipeline import read_lock
 
     try:
-        data = Path(lock).read_bytes()
+        with open_regular(lock, follow_symlinks=True) as f:
+            data = f.read()
     except OSError as exc:
         raise ManifestError([Problem(str(lock), "", "unreadable", f"cannot read the release lock: "
                                                                   f"{exc.strerror or exc}")]) from None

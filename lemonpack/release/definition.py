@@ -35,6 +35,7 @@ import jsonschema
 from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
 from lemonpack.errors import LemonpackError, ManifestError, Problem, one_line
+from lemonpack.files import open_regular
 
 SCHEMA_FILE = "release-image-v1.schema.json"
 
@@ -172,7 +173,8 @@ def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     """
     file, tree = str(path), Path(tree)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        with open_regular(path, follow_symlinks=True) as f:
+            text = f.read().decode("utf-8")
     except OSError as exc:
         raise ManifestError([Problem(file, "", "unreadable", f"cannot read: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:

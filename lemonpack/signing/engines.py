@@ -18,7 +18,6 @@ is loaded unchanged, so ``NAME@<manifest digest>`` runs it by digest.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,20 +30,32 @@ from pathlib import Path
 from typing import Iterator
 
 from lemonpack.errors import IntegrityError, LemonpackError, ToolError
-from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_MANIFEST, canonical_json
+from lemonpack.files import hash_file, open_regular
+from lemonpack.oci.canonical import (ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
+                                     canonical_json)
 from lemonpack.oci.layout import read_layout
 
 ENGINES = ("podman", "docker")
 _DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 
 
 def _hash_file(path: Path) -> tuple[str, int]:
-    h, n = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            n += len(chunk)
-    return "sha256:" + h.hexdigest(), n
+    try:
+        hexd, n = hash_file(path)  # a fifo or symlink planted as a blob is refused, never blocked on
+    except OSError as exc:
+        raise LemonpackError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
+    return "sha256:" + hexd, n
+
+
+def _index_children(path: Path) -> set[str]:
+    """The manifest digests an image index blob lists (empty when it cannot be read)."""
+    try:
+        with open_regular(path) as f:
+            doc = json.loads(f.read())
+        return {m["digest"] for m in doc.get("manifests", []) if isinstance(m, dict) and "digest" in m}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return set()
 
 
 def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
@@ -56,11 +67,22 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     if tag not in tags:
         raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
     desc = tags[tag].to_json()
+    blobs = layout / "blobs" / "sha256"
+    if desc["mediaType"] in (MEDIA_TYPE_IMAGE_INDEX, _DOCKER_LIST):
+        children = _index_children(blobs / desc["digest"].split(":", 1)[1])
+        per_platform = sorted(t for t, d in tags.items() if d.digest in children)
+        raise LemonpackError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
+                             + (", ".join(per_platform) or "none is tagged in this layout"))
     if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
         raise LemonpackError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
-    blobs = layout / "blobs" / "sha256"
     manifest_path = blobs / desc["digest"].split(":", 1)[1]
-    manifest = json.loads(manifest_path.read_bytes())
+    try:
+        with open_regular(manifest_path) as f:
+            manifest = json.loads(f.read())
+    except FileNotFoundError:
+        raise LemonpackError(f"{layout}: manifest blob {desc['digest']} is missing") from None
+    except OSError as exc:
+        raise LemonpackError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
     descs = [desc, manifest["config"], *manifest.get("layers", [])]
     for d in descs:
         path = blobs / d["digest"].split(":", 1)[1]

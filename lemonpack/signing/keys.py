@@ -214,6 +214,17 @@ def decode_public_key(data: bytes, *, what: str = "key") -> ec.EllipticCurvePubl
     return key
 
 
+def refuse_existing(prefix: str | os.PathLike[str]) -> None:
+    """Raise :class:`LemonpackError` naming which of ``PREFIX.key`` / ``PREFIX.pub`` exist
+    (anything at the path, a dangling symlink included); return when neither does."""
+    base = Path(prefix)
+    existing = [str(p) for p in (base.with_name(base.name + ".key"), base.with_name(base.name + ".pub"))
+                if os.path.lexists(p)]
+    if existing:
+        verb = "already exists" if len(existing) == 1 else "already exist"
+        raise LemonpackError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
+
+
 def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force: bool = False) -> tuple[Path, Path]:
     """Write ``PREFIX.key`` (mode 0600) and ``PREFIX.pub`` (0644); returns both paths.
 
@@ -224,9 +235,7 @@ def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force:
     base = Path(prefix)
     key_path, pub_path = base.with_name(base.name + ".key"), base.with_name(base.name + ".pub")
     if not force:
-        existing = [str(p) for p in (key_path, pub_path) if os.path.lexists(p)]
-        if existing:
-            raise LemonpackError(f"{', '.join(existing)} already exist(s); refusing to overwrite (use --force)")
+        refuse_existing(base)
     try:
         for path, data, mode in ((key_path, pair.private_pem, 0o600), (pub_path, pair.public_pem, 0o644)):
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import replace_directory
+from lemonpack.files import open_regular, replace_directory
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
@@ -45,7 +45,11 @@ def _blob(layout: Path, digest: str) -> Path:
 
 
 def _json(path: Path) -> dict:
-    return json.loads(path.read_bytes())
+    try:
+        with open_regular(path) as f:
+            return json.loads(f.read())
+    except OSError as exc:
+        raise LemonpackError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
@@ -75,13 +79,27 @@ def _recipe_from_image(layout: Path, manifest: dict, where: str):
     raise LemonpackError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
+def install_reference(reference: str):
+    """``reference`` (``[oci://]HOST/REPO@sha256:...``) parsed, as :func:`install_from_registry`
+    needs it: a :class:`~lemonpack.registry.Reference` with a digest. Raises LemonpackError
+    (exit 1) for a malformed reference or one without a digest (a tag can move: what is
+    installed must be what was reviewed). Checked before anything is printed or fetched."""
+    from lemonpack.registry import parse_reference
+
+    ref = parse_reference(reference)
+    if not ref.digest:
+        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
+                             "(`lemonpack publish --json` prints it)")
+    return ref
+
+
 def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicKey | None = None,
                           insecure: bool = False, accelerator: str | None = None, arch: str | None = None,
-                          host=None, client=None) -> dict:
+                          host=None, client=None, registry_config: str | os.PathLike[str] | None = None) -> dict:
     """Install the recipe artifact published at ``reference`` (``[oci://]HOST/REPO@sha256:...``).
 
     ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
-    does not hold). ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
+    does not hold). ``registry_config``: an auth file read first. ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
     Returns the receipt: ``{"recipe", "path", "binary", "source", "sha256", "policy",
     "platform", "from": {"reference", "digest", "manifest", "layer", "signature"}}``.
     Raises SignatureError, IntegrityError, FetchError (nothing changed), SelectionError,
@@ -90,14 +108,12 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
     """
     from lemonpack.builder.install import plan_install
     from lemonpack.contract import detect_host
-    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.registry import RegistryClient
     from lemonpack.registry.transfer import pull_layout
     from lemonpack.signing.remote import verify_image
 
-    ref = parse_reference(reference)
-    if not ref.digest:
-        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:...")
-    c = client if client is not None else RegistryClient(ref.host, insecure=insecure)
+    ref = install_reference(reference)
+    c = client if client is not None else RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
     signature = None
     try:
         if public_key is not None:

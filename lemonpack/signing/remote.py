@@ -14,6 +14,7 @@ schema fallback when the registry has no referrers API, as Debian's distribution
 from __future__ import annotations
 
 import io
+import os
 from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -49,8 +50,8 @@ class SignatureError(LemonpackError):
         return {"error": self.kind, "message": str(self), "reason": self.reason, "details": self.details}
 
 
-def _client(host: str, insecure: bool, client: RegistryClient | None) -> RegistryClient:
-    return client if client is not None else RegistryClient(host, insecure=insecure)
+def _client(host: str, insecure: bool, client: RegistryClient | None, registry_config=None) -> RegistryClient:
+    return client if client is not None else RegistryClient(host, insecure=insecure, registry_config=registry_config)
 
 
 def resolve_digest(client: RegistryClient, repository: str, ref: str) -> str:
@@ -75,8 +76,10 @@ def _existing_layers(client: RegistryClient, repo: str, tag: str) -> list[ss.Sig
 
 
 def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure: bool = False,
-               annotations: Mapping[str, str] | None = None, client: RegistryClient | None = None) -> dict:
+               annotations: Mapping[str, str] | None = None, client: RegistryClient | None = None,
+               registry_config: str | os.PathLike[str] | None = None) -> dict:
     """Sign the image ``reference`` (``HOST[:PORT]/REPO[:TAG|@sha256:...]``) with ``private``.
+    ``registry_config``: an auth file read first (:func:`lemonpack.registry.auth.load_credentials`).
 
     Returns ``{"reference", "digest", "signature_tag", "signatures", "signature_manifest",
     "payload_digest"}`` (``signatures``: how many the manifest now holds). Signatures already
@@ -85,7 +88,7 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
     ref = parse_reference(reference)
     if ref.ref is None:
         raise LemonpackError(f"{reference}: give a tag or a digest to sign")
-    c = _client(ref.host, insecure, client)
+    c = _client(ref.host, insecure, client, registry_config)
     try:
         digest = resolve_digest(c, ref.repository, ref.ref)
         payload = ss.make_payload(f"{ref.host}/{ref.repository}", digest, annotations or None)
@@ -108,8 +111,8 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
 
 
 def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure: bool = False,
-                 client: RegistryClient | None = None) -> dict:
-    """Verify the image ``reference`` against ``public``.
+                 client: RegistryClient | None = None, registry_config: str | os.PathLike[str] | None = None) -> dict:
+    """Verify the image ``reference`` against ``public`` (``registry_config``: as for :func:`sign_image`).
 
     Returns ``{"reference", "digest", "signature_tag", "verified": [{"payload_digest",
     "docker_reference", "optional"}], "checked"}`` when at least one signature holds.
@@ -118,7 +121,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
     ref = parse_reference(reference)
     if ref.ref is None:
         raise LemonpackError(f"{reference}: give a tag or a digest to verify")
-    c = _client(ref.host, insecure, client)
+    c = _client(ref.host, insecure, client, registry_config)
     where = f"{ref.host}/{ref.repository}"
     try:
         digest = resolve_digest(c, ref.repository, ref.ref)

@@ -375,3 +375,25 @@ def test_overlay_uses_the_given_pkgs(tmp_path):
     sources = json.loads((REPO / "nix/recipes/hello-engine/sources.json").read_text())["sources"]["linux-cpu"]
     assert got == {"same": True, "fetch": {"url": sources["url"], "hash": sources["hash"],
                                            "name": sources["storeName"]}}
+
+
+def test_unknown_feature_fails_evaluation_with_the_cli_message(tmp_path):
+    from lemonpack.extensions.manifest import REQUIREMENTS
+
+    schema = json.loads((REPO / "lemonpack" / "extensions" / "schema" / "extension-v1.schema.json").read_text())
+    assert tuple(schema["$defs"]["requirement"]["enum"]) == REQUIREMENTS  # the vocabulary nix reads
+    tree = fixture_tree(tmp_path / "repo")
+    cli = cli_generate(tree, tmp_path / "gen", features=("linux", "gpu"))
+    assert cli.returncode == 2
+    message = re.search(r"unknown feature 'gpu' \(one of [a-z, ]+\)", cli.stderr).group()
+    assert message == f"unknown feature 'gpu' (one of {', '.join(REQUIREMENTS)})"
+    for expr in (f"(flake.lib.mkGufo {{ root = {tree}; system = \"{SYSTEM}\"; features = [ \"linux\" \"gpu\" ]; }})"
+                 ".drvPath",
+                 f"(flake.packages.{SYSTEM}.gufo.override {{ features = [ \"gpu\" ]; }}).drvPath",
+                 f"(flake.packages.{SYSTEM}.gufo.override {{ extensions = \"all\"; features = [ \"gpu\" ]; }})"
+                 ".selection.providers"):
+        err = eval_error(tree, expr)
+        assert f"error: {message}\n" in err, err
+    assert nix("eval", "--impure", "--raw", "--expr",  # a known feature still evaluates
+               f'(builtins.getFlake "path:{tree}").packages.{SYSTEM}.gufo.override {{ features = [ "linux" "hip" ]; }}'
+               ).returncode == 0

@@ -33,11 +33,14 @@ def nix(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess
 
 
 def copy_flake(dest: Path, *, with_repo_tree: bool = False) -> Path:
-    """Copy flake.nix and nix/ (and, with ``with_repo_tree``, extensions.lock, api/ and
+    """Copy flake.nix, nix/ and the extension schema (and, with ``with_repo_tree``, extensions.lock, api/ and
     catalogue/ of the repo) into ``dest``; returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "flake.nix", dest / "flake.nix")
     shutil.copytree(REPO / "nix", dest / "nix")
+    schema = Path("lemonpack") / "extensions" / "schema" / "extension-v1.schema.json"  # lib.nix's feature vocabulary
+    (dest / schema).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / schema, dest / schema)
     if with_repo_tree:
         shutil.copy2(REPO / "extensions.lock", dest / "extensions.lock")
         shutil.copytree(REPO / "api", dest / "api")

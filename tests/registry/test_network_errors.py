@@ -1,0 +1,76 @@
+"""Network failures a user meets first: a registry host that does not resolve and a port
+nothing listens on fail at once (no five retries), exit 4, and the message keeps the cause
+(host, port, reason) whole."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from lemonpack.errors import FetchError
+from lemonpack.registry import RegistryClient
+from lemonpack.registry.client import _short
+from support.registry import lemonpack
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def timed(*args: str):
+    start = time.monotonic()
+    r = lemonpack(*args, check=False)
+    return r, time.monotonic() - start
+
+
+@pytest.mark.parametrize("command", ["publish", "pull", "verify"])
+def test_an_unresolvable_host_fails_at_once_naming_host_port_and_reason(example_layout, tmp_path, command):
+    host = "lemonpack-test.invalid"
+    key = tmp_path / "k.pub"
+    key.write_bytes(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    args = {"publish": ["publish", str(example_layout), "--to", f"{host}/x"],
+            "pull": ["pull", f"{host}/x:v1", "-o", str(tmp_path / "out")],
+            "verify": ["verify", f"{host}/x:v1", "--key", str(key)]}[command]
+    r, took = timed(*args)
+    assert r.returncode == 4, r.stderr
+    assert took < 2.5, took  # start-up included; the failure itself is one lookup
+    assert f"cannot connect to {host}:443: name resolution failed (" in r.stderr
+    assert "attempts" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.rstrip().endswith(")") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_closed_port_is_tried_twice_at_most(example_layout):
+    port = closed_port()
+    r, took = timed("publish", str(example_layout), "--to", f"127.0.0.1:{port}/x")
+    assert r.returncode == 4, r.stderr
+    assert took < 2.5, took
+    assert f"cannot connect to 127.0.0.1:{port}: connection refused (nothing listening on port {port}) " \
+           "(after 2 attempts)" in r.stderr
+
+
+def test_the_client_does_not_spend_its_retry_policy_on_refused_or_unresolvable():
+    for host in (f"127.0.0.1:{closed_port()}", "lemonpack-test.invalid"):
+        client = RegistryClient(host, retries=6, backoff=0.2)
+        start = time.monotonic()
+        with pytest.raises(FetchError):
+            client.head_manifest("x/y", "v1")
+        assert time.monotonic() - start < 1.0
+        assert client.stats.requests <= 2
+        client.close()
+
+
+def test_short_never_cuts_a_word():
+    text = " ".join(f"word{i:03d}" for i in range(100))
+    out = _short(text)
+    assert out.endswith(" …") and len(out) <= 302
+    assert all(w in text.split() for w in out[:-2].split())
+    assert _short("short message") == "short message"
