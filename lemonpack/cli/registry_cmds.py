@@ -3,7 +3,6 @@ image tags to digests (room :mod:`lemonpack.registry`)."""
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import tempfile
