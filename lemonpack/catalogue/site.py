@@ -10,8 +10,11 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
   install/run/nix commands, signature status with the key fingerprint. No script at all.
-- ``assets/catalogue-data.js``: ``window.CATALOGUE = <canonical catalogue JSON>;`` (pages
-  opened from ``file://`` cannot fetch JSON, but may load a local script).
+- ``assets/catalogue-data.js``: ``window.CATALOGUE = <page data>;`` (pages opened from
+  ``file://`` cannot fetch JSON, but may load a local script): only what the front page's
+  search, facets and host fit read, one array per entry (:func:`page_data`); the full index
+  stays in ``catalogue.json`` and the entry pages. Both scripts are ``defer`` in the head: they
+  load while the list is parsed and run once it is, before any rendering of the list.
 - ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
 
 The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
@@ -257,6 +260,37 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+#: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
+PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
+                                "tags", "capabilities", "default_accelerator", "platforms", "signature",
+                                "pinning", "reproducible")
+
+
+def page_data(index: dict[str, Any]) -> dict[str, Any]:
+    """What ``assets/catalogue-data.js`` holds: ``{"format": "lemonpack-catalogue-page/1",
+    "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
+    index order. Values are the index's own (``null`` when absent), except ``platforms`` =
+    ``[[os, accelerator, [concrete archs]], ...]`` and ``signature`` / ``pinning`` /
+    ``reproducible`` = their ``status`` string. That is every field the search (CONTRACTS.md
+    "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
+    (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
+    site.js turns each array back into an object with these keys."""
+    def status(v: Any) -> Any:
+        return v.get("status") if isinstance(v, dict) else None
+
+    rows = []
+    for e in index.get("entries") or []:
+        if not isinstance(e, dict):
+            continue
+        row = [e.get(k) for k in PAGE_FIELDS[:10]]
+        row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or []]
+                    for p in e.get("platforms") or [] if isinstance(p, dict)])
+        row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
+        rows.append(row)
+    return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
+            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
+
+
 def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
@@ -283,7 +317,7 @@ def site_files(index: dict[str, Any]) -> dict[str, bytes]:
             **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
             facets=entry_facets(entry), publisher=publishers.get(entry.get("publisher")),
         ).encode("utf-8")
-    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(index) + b";\n"
+    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
     return files
