@@ -114,7 +114,8 @@ def main() -> int:
 
         bare = out / "bare.html"
         text = (out / "index.html").read_text()
-        for tag in ('<script src="assets/catalogue-data.js"></script>\n', '<script src="assets/site.js"></script>\n'):
+        for tag in ('<script defer src="assets/catalogue-data.js"></script>\n',
+                    '<script defer src="assets/site.js"></script>\n'):
             assert tag in text
             text = text.replace(tag, "")
         bare.write_text(text)

@@ -10,8 +10,11 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
   install/run/nix commands, signature status with the key fingerprint. No script at all.
-- ``assets/catalogue-data.js``: ``window.CATALOGUE = <canonical catalogue JSON>;`` (pages
-  opened from ``file://`` cannot fetch JSON, but may load a local script).
+- ``assets/catalogue-data.js``: ``window.CATALOGUE = <page data>;`` (pages opened from
+  ``file://`` cannot fetch JSON, but may load a local script): only what the front page's
+  search, facets and host fit read, one array per entry (:func:`page_data`); the full index
+  stays in ``catalogue.json`` and the entry pages. Both scripts are ``defer`` in the head: they
+  load while the list is parsed and run once it is, before any rendering of the list.
 - ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
 
 The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
@@ -47,7 +50,7 @@ from typing import Any
 import jinja2
 import nh3
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from lemonpack.errors import StorageError
 from lemonpack.oci.canonical import canonical_json
@@ -99,7 +102,11 @@ def render_markdown(text: str) -> Markup:
     string input (a non-string is treated as empty)."""
     if not isinstance(text, str) or not text:
         return Markup("")
-    html = _MD.render(text)
+    return _sanitise(_MD.renderer.render(_MD.parse(text), _MD.options, {}))
+
+
+def _sanitise(html: str) -> Markup:
+    """nh3 over markdown-it's ``html`` (see :func:`render_markdown`)."""
     clean = nh3.clean(
         html,
         tags=set(ALLOWED_TAGS),
@@ -111,6 +118,15 @@ def render_markdown(text: str) -> Markup:
         attribute_filter=_keep_attribute,
     )
     return Markup(clean)
+
+
+def _description(text: Any, limit: int) -> tuple[Markup, str]:
+    """``(render_markdown(text), summary_text(text, limit))`` from ONE Markdown parse (the
+    site needs both for every entry; parsing is most of the Markdown cost)."""
+    if not isinstance(text, str) or not text:
+        return Markup(""), ""
+    tokens = _MD.parse(text)
+    return _sanitise(_MD.renderer.render(tokens, _MD.options, {})), _summary(tokens, limit)
 
 
 def _keep_attribute(tag: str, attr: str, value: str) -> str | None:
@@ -128,8 +144,13 @@ def summary_text(text: str, limit: int = 240) -> str:
     Returned as plain text (the template escapes it)."""
     if not isinstance(text, str) or not text:
         return ""
+    return _summary(_MD.parse(text), limit)
+
+
+def _summary(tokens: list, limit: int) -> str:
+    """:func:`summary_text` from markdown-it ``tokens``."""
     parts: list[str] = []
-    for tok in _MD.parse(text):
+    for tok in tokens:
         if tok.type == "inline":
             for child in tok.children or ():
                 if child.type in ("text", "code_inline"):
@@ -204,6 +225,24 @@ def _safe_href(url: Any) -> str | None:
     return None
 
 
+_SIGNATURE_LABELS = {"verified": "signature verified", "unknown-key": "signed by an unknown key"}
+_PINNING_LABELS = {"all": "all pinned", "partly": "partly pinned"}
+_REPRO_LABELS = {"reproduced": "rebuild reproduced", "differs": "rebuild differs"}
+
+
+def _label(table: dict[str, str], otherwise: str):
+    def label(status: Any) -> str:
+        return table.get(status, otherwise) if isinstance(status, str) else otherwise
+    return label
+
+
+def _badge(kind: str, value: Any, label: Any = None) -> Markup:
+    """``<span class="badge KIND-VALUE">LABEL</span>``, escaped (a plain function: Jinja
+    macros cost a context per call, and the front page has three badges per entry)."""
+    text = value if label is None else label
+    return Markup(f'<span class="badge {escape(kind)}-{escape(value)}">{escape(text)}</span>')
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("lemonpack.catalogue", "templates"),
@@ -214,10 +253,42 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["slug"] = entry_slug
-    env.filters["markdown"] = render_markdown
-    env.filters["summary"] = summary_text
     env.filters["safe_href"] = _safe_href
+    env.globals.update(badge=_badge, signature_label=_label(_SIGNATURE_LABELS, "unsigned"),
+                       pinning_label=_label(_PINNING_LABELS, "not pinned"),
+                       repro_label=_label(_REPRO_LABELS, "reproducibility not checked"))
     return env
+
+
+#: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
+PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
+                                "tags", "capabilities", "default_accelerator", "platforms", "signature",
+                                "pinning", "reproducible")
+
+
+def page_data(index: dict[str, Any]) -> dict[str, Any]:
+    """What ``assets/catalogue-data.js`` holds: ``{"format": "lemonpack-catalogue-page/1",
+    "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
+    index order. Values are the index's own (``null`` when absent), except ``platforms`` =
+    ``[[os, accelerator, [concrete archs]], ...]`` and ``signature`` / ``pinning`` /
+    ``reproducible`` = their ``status`` string. That is every field the search (CONTRACTS.md
+    "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
+    (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
+    site.js turns each array back into an object with these keys."""
+    def status(v: Any) -> Any:
+        return v.get("status") if isinstance(v, dict) else None
+
+    rows = []
+    for e in index.get("entries") or []:
+        if not isinstance(e, dict):
+            continue
+        row = [e.get(k) for k in PAGE_FIELDS[:10]]
+        row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or []]
+                    for p in e.get("platforms") or [] if isinstance(p, dict)])
+        row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
+        rows.append(row)
+    return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
+            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
 
 
 def _asset(name: str) -> bytes:
@@ -234,18 +305,19 @@ def site_files(index: dict[str, Any]) -> dict[str, bytes]:
     common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
               "publishers": publishers}
     slugs = [entry_slug(str(e.get("id", ""))) for e in entries]
+    descriptions = [_description(e.get("description"), 160) for e in entries]
     files: dict[str, bytes] = {}
     files["index.html"] = env.get_template("index.html").render(
-        **common, csp=_CSP_INDEX, root="", entries=list(zip(entries, slugs)),
+        **common, csp=_CSP_INDEX, root="", entries=[(e, s, d[1]) for e, s, d in zip(entries, slugs, descriptions)],
         facets=_facet_options(entries), rejected=index.get("rejected") or [],
     ).encode("utf-8")
     page = env.get_template("entry.html")
-    for entry, slug in zip(entries, slugs):
+    for entry, slug, (description, _) in zip(entries, slugs, descriptions):
         files[f"entry/{slug}.html"] = page.render(
-            **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug,
+            **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
             facets=entry_facets(entry), publisher=publishers.get(entry.get("publisher")),
         ).encode("utf-8")
-    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(index) + b";\n"
+    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
     return files

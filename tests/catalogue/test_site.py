@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from site_support import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
 
-from lemonpack.catalogue.site import entry_slug, render_markdown, render_site
+from lemonpack.catalogue.site import PAGE_FIELDS, entry_slug, render_markdown, render_site
 from lemonpack.errors import StorageError
 from lemonpack.oci.canonical import canonical_json
 
@@ -28,8 +28,23 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     slugs = [entry_slug(e["id"]) for e in index["entries"]]
     assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/site.js", "assets/site.css"]
                                    + [f"entry/{s}.html" for s in slugs])
-    # The data script is exactly the index, canonical (what catalogue.json holds).
-    assert files["assets/catalogue-data.js"] == b"window.CATALOGUE = " + canonical_json(index) + b";\n"
+    # The data script is the page data, canonical: per entry, in index order, the fields the
+    # search, the facets and the host fit read (digests, sources, commands stay out).
+    data = files["assets/catalogue-data.js"]
+    assert data.startswith(b"window.CATALOGUE = ") and data.endswith(b";\n")
+    page = json.loads(data[len(b"window.CATALOGUE = "):-2])
+    assert data == b"window.CATALOGUE = " + canonical_json(page) + b";\n"
+    assert page["fields"] == list(PAGE_FIELDS)
+    rows = [dict(zip(page["fields"], row)) for row in page["entries"]]
+    assert [r["id"] for r in rows] == [e["id"] for e in index["entries"]]
+    for r, e in zip(rows, index["entries"]):
+        for k in ("kind", "name", "display_name", "official", "publisher", "description", "tags", "capabilities"):
+            assert r[k] == e[k], k
+        assert r["platforms"] == [[p["os"], p["accelerator"], p["archs"]] for p in e["platforms"]]
+        assert [r["signature"], r["pinning"], r["reproducible"]] == [e[k]["status"] for k in
+                                                                     ("signature", "pinning", "reproducible")]
+    assert index["entries"][0]["digest"].encode() not in data
+    assert len(data) < len(canonical_json(index)) * 0.6
     # With JavaScript off the whole list is in the HTML, in index order, each linking its page.
     doc = parse(files["index.html"])
     ids = [a["data-id"] for t, a in doc.elements if t == "li" and "entry" in (a.get("class") or "").split()]

@@ -1,6 +1,6 @@
 /* lemonpack catalogue: search, facets and "runs on this host" for the static site.
  *
- * Data: window.CATALOGUE (assets/catalogue-data.js, the catalogue.json index). The HTML already
+ * Data: window.CATALOGUE (assets/catalogue-data.js, the page data: see decode()). The HTML already
  * lists every entry in index order (the page is readable with JavaScript off); this script only
  * hides the entries a filter excludes. Nothing is fetched and nothing is sent anywhere.
  *
@@ -36,7 +36,32 @@
   var WS = /[\s\x1c-\x1f\x85]+/;
 
   var catalogue = window.CATALOGUE || { entries: [] };
-  var entries = Array.isArray(catalogue.entries) ? catalogue.entries : [];
+  var entries = decode(catalogue);
+
+  // assets/catalogue-data.js holds the page data (lemonpack.catalogue.site.page_data): one array
+  // per entry, in the order of `fields`; platforms as [os, accelerator, archs], statuses as
+  // strings. Back to the index's entry shape (the fields the page reads), or, for a full
+  // catalogue.json-shaped object, its entries as they are.
+  function decode(data) {
+    var rows = Array.isArray(data.entries) ? data.entries : [];
+    if (!Array.isArray(data.fields)) { return rows; }
+    var fields = data.fields;
+    return rows.map(function (row) {
+      var e = {};
+      for (var i = 0; i < fields.length; i++) {
+        var k = fields[i], v = row[i];
+        if (v === null || v === undefined) { continue; }
+        if (k === 'platforms') {
+          e.platforms = v.map(function (p) { return { os: p[0], accelerator: p[1], archs: p[2] }; });
+        } else if (k === 'signature' || k === 'pinning' || k === 'reproducible') {
+          e[k] = { status: v };
+        } else {
+          e[k] = v;
+        }
+      }
+      return e;
+    });
+  }
 
   function str(v) { return typeof v === 'string' ? v : ''; }
   function list(v) { return Array.isArray(v) ? v : []; }
@@ -107,11 +132,13 @@
     return true;
   }
 
-  var PREPARED = entries.map(prepared);
+  var PREPARED = null; // built on the first search that has a term or a filter
 
   /** The ids matching `query` and `filters` ({facet: value | [values]}), in index order. */
   function search(query, filters) {
     var ts = terms(query), fs = normaliseFilters(filters);
+    if (!ts.length && !Object.keys(fs).length) { return entries.map(function (e) { return e.id; }); }
+    PREPARED = PREPARED || entries.map(prepared);
     return PREPARED.filter(function (p) { return matches(p, ts, fs); })
       .map(function (p) { return p.entry.id; });
   }
