@@ -124,12 +124,14 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
     already in use", which fails the load with its exit code). None means "cannot tell".
 
     Raises :class:`RuntimeFailure` when the child exits first (exit code + log tail), when
-    ``timeout_seconds`` pass (last observation + log tail) or when ``cancelled`` is set.
+    ``timeout_seconds`` pass (last observation, and an earlier answer from another process
+    if there was one, + log tail) or when ``cancelled`` is set.
     """
     t0 = time.monotonic()
     deadline = t0 + probe.timeout_seconds
     interval = max(probe.poll_interval_ms, 1) / 1000.0
     last: str | None = None
+    foreign: str | None = None  # the last answer that came from another process
 
     def exited() -> None:
         rc = child.poll()
@@ -153,14 +155,18 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
                 exited()  # passed, but only if the child is the one answering
                 if owns_port is not None and owns_port() is False:
                     ok, last = False, f"{last} from another process holding port {port}"
+                    foreign = last
             if seen is not None and (not seen or seen[-1] != last):
                 seen.append(last)
             if ok:
                 return time.monotonic() - t0
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                detail = last or "no answer"
+                if foreign and foreign != last:  # the telling answer, even when the last poll timed out
+                    detail += f"; before that: {foreign}"
                 raise failure(f"{name} not ready after {probe.timeout_seconds}s "
-                              f"({probe.type} probe of port {port}: {last or 'no answer'})", logs)
+                              f"({probe.type} probe of port {port}: {detail})", logs)
             child.wait_exit(min(interval, remaining))
 
 
