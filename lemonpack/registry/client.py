@@ -397,7 +397,7 @@ class RegistryClient:
         if not h.realm:
             raise FetchError(f"registry {self.host} asked for a bearer token without a realm")
         realm = h.realm if "://" in h.realm else f"{self.scheme}://{h.realm}"
-        scopes = tuple((h.scope or "").split())
+        scopes = _normal_scopes((h.scope or "").split())
         cached = self._tokens.get((realm, h.service or "", scopes))
         stale = cached is None or cached.due() or sent == f"Bearer {cached.value}"
         token = self._token(realm, h.service or "", scopes, fresh=stale)
@@ -786,6 +786,17 @@ class RegistryClient:
             m = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", resp.headers.get("Link", ""))
             url = urllib.parse.urljoin(self._url(""), m.group(1)) if m else None
         return tags
+
+
+def _normal_scopes(scopes) -> tuple[str, ...]:
+    """Token scopes in one spelling (``repository:R:pull,push``: actions sorted, scopes sorted):
+    distribution writes a challenge's actions in Go map order, so the same need must find the
+    same cached token whichever order it came in."""
+    out = []
+    for scope in scopes:
+        head, sep, actions = scope.rpartition(":")
+        out.append(f"{head}{sep}{','.join(sorted(a for a in actions.split(',') if a))}" if sep else scope)
+    return tuple(sorted(out))
 
 
 def _short(exc: BaseException | str, limit: int = 300) -> str:

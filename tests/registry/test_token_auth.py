@@ -135,6 +135,16 @@ def test_cli_publish_sign_pull_pin_verify_install_with_a_token_registry(token_re
     no_secrets(outputs, password)
 
 
+def _scopes(request) -> list[str]:
+    """A token request's scopes, each scope's actions sorted: distribution writes them in Go
+    map order (``pull,push`` or ``push,pull``), which carries no meaning."""
+    out = []
+    for scope in request.scopes:
+        head, _, actions = scope.rpartition(":")
+        out.append(f"{head}:{','.join(sorted(actions.split(',')))}")
+    return sorted(out)
+
+
 def test_scopes_token_reuse_and_mounts(token_registry, example_layout):
     (user, password), = token_registry.users.items()
     ts = token_registry.token_server
@@ -144,14 +154,14 @@ def test_scopes_token_reuse_and_mounts(token_registry, example_layout):
         first = publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
         assert first.blobs_uploaded == 3
         # one token to look (pull), one to push (pull+push) — not one per request
-        assert [r.scopes for r in ts.requests] == [[f"repository:{a}:pull"], [f"repository:{a}:pull,push"]]
+        assert [_scopes(r) for r in ts.requests] == [[f"repository:{a}:pull"], [f"repository:{a}:pull,push"]]
         assert client.token_requests == 2 and client.stats.requests > 10
         ts.requests.clear()
         again = publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
         assert again.bytes_sent == 0 and ts.requests == []  # the push token serves the HEADs too
         mounted = publish_layout(example_layout, parse_reference(f"{host}/{b}"), client, mount_from=[a])
         assert mounted.blobs_mounted == 3 and mounted.bytes_sent == 0
-        asked = [sorted(r.scopes) for r in ts.requests]
+        asked = [_scopes(r) for r in ts.requests]
         assert sorted([f"repository:{a}:pull", f"repository:{b}:pull,push"]) in asked
         assert all(r.user == "lemon" and r.granted for r in ts.requests)
 
@@ -238,3 +248,12 @@ def test_anonymous_client_is_denied_with_exit_4(token_registry, tmp_path):
     assert r.returncode == 4 and "access denied anonymously" in r.stderr, r.stderr
     assert not (tmp_path / "x").exists()
     assert os.listdir(tmp_path) == []
+
+
+def test_the_same_scopes_in_another_order_are_one_token_key():
+    from lemonpack.registry.client import _normal_scopes
+
+    assert _normal_scopes(["repository:x/y:push,pull", "repository:a:pull"]) == \
+        _normal_scopes(["repository:a:pull", "repository:x/y:pull,push"]) == \
+        ("repository:a:pull", "repository:x/y:pull,push")
+    assert _normal_scopes(["registry:catalog:*"]) == ("registry:catalog:*",)
