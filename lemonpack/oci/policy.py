@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lemonpack import jsonpath
@@ -95,27 +96,46 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(a, str) for a in value)
 
 
-def _level_argvs(path: str, level: Mapping[str, Any], base: Mapping[str, Any] | None
-                 ) -> Iterator[tuple[str, tuple[str, str], str, Sequence[str]]]:
-    """The well-typed argvs of one level: ``(path, fields, command, args)``. An arch override
-    (``base`` given) yields an argv only where it sets the command or its args, and takes the
-    other from the block."""
+@dataclass(frozen=True)
+class ArgvSite:
+    """One well-typed argv of a raw recipe document (RFC section 4.2): the level it runs at,
+    ``path`` (key tuple: ``("platforms", os, accelerator)`` for a block, ``+ ("arch",
+    pattern)`` for an arch override), its ``fields`` ``(command field, args field)``, the
+    effective ``command`` and ``args``, and the key tuple of the level whose field holds
+    each (``command_at``, ``args_at``: the block's when an override inherits it)."""
+
+    path: tuple[str, ...]
+    fields: tuple[str, str]
+    command: str
+    args: tuple[str, ...]
+    command_at: tuple[str, ...]
+    args_at: tuple[str, ...]
+
+
+def _level_argvs(path: tuple[str, ...], level: Mapping[str, Any], base: Mapping[str, Any] | None
+                 ) -> Iterator[ArgvSite]:
+    """The well-typed argvs of one level. An arch override (``base`` given) yields an argv
+    only where it sets the command or its args, and takes the other from the block."""
     for fields in EXEC_FIELDS:
         cmd_field, args_field = fields
         command, args = level.get(cmd_field), level.get(args_field)
+        command_at = args_at = path
         if base is not None:
             if command is None and args is None:
                 continue
-            command = command if command is not None else base.get(cmd_field)
-            args = args if args is not None else base.get(args_field)
+            if command is None:
+                command, command_at = base.get(cmd_field), path[:3]
+            if args is None:
+                args, args_at = base.get(args_field), path[:3]
         if args is None:
             args = ()
         if isinstance(command, str) and command and _str_list(args):
-            yield path, fields, command, tuple(args)
+            yield ArgvSite(path, fields, command, tuple(args), command_at, args_at)
 
 
-def _platform_argvs(platforms: Any) -> Iterator[tuple[str, tuple[str, str], str, Sequence[str]]]:
-    """Every well-typed argv under a raw ``platforms`` mapping (blocks and arch overrides)."""
+def platform_argvs(platforms: Any) -> Iterator[ArgvSite]:
+    """Every well-typed argv under a raw ``platforms`` mapping (blocks, then each block's arch
+    overrides), whatever else is wrong with the document; never raises for a JSON value."""
     if not isinstance(platforms, Mapping):
         return
     for os_name, accels in platforms.items():
@@ -124,13 +144,13 @@ def _platform_argvs(platforms: Any) -> Iterator[tuple[str, tuple[str, str], str,
         for accel, block in accels.items():
             if not isinstance(block, Mapping):
                 continue
-            where = ["platforms", str(os_name), str(accel)]
-            yield from _level_argvs(jsonpath.join(where), block, None)
+            where = ("platforms", str(os_name), str(accel))
+            yield from _level_argvs(where, block, None)
             overrides = block.get("arch")
             if isinstance(overrides, Mapping):
                 for pattern, override in overrides.items():
                     if isinstance(override, Mapping):
-                        yield from _level_argvs(jsonpath.join([*where, "arch", str(pattern)]), override, block)
+                        yield from _level_argvs((*where, "arch", str(pattern)), override, block)
 
 
 def document_policy_problems(file: str, document: Any) -> list[Problem]:
@@ -140,8 +160,8 @@ def document_policy_problems(file: str, document: Any) -> list[Problem]:
     if not isinstance(document, Mapping):
         return []
     problems: list[Problem] = []
-    for path, fields, command, args in _platform_argvs(document.get("platforms")):
-        problems.extend(argv_problems(file, path, fields, command, args))
+    for site in platform_argvs(document.get("platforms")):
+        problems.extend(argv_problems(file, jsonpath.join(site.path), site.fields, site.command, site.args))
     return problems
 
 
@@ -178,5 +198,5 @@ def container_images(command: str, args: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(image for _, image in inv.images)) if inv is not None else ()
 
 
-__all__ = ["EXEC_FIELDS", "SHELLS", "argv_problems", "container_images", "document_policy_problems",
+__all__ = ["ArgvSite", "EXEC_FIELDS", "SHELLS", "argv_problems", "platform_argvs", "container_images", "document_policy_problems",
            "recipe_policy_problems", "require_pinned"]

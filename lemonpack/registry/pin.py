@@ -24,13 +24,13 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
 from lemonpack.files import read_user_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
-from lemonpack.oci.policy import EXEC_FIELDS
+from lemonpack.oci.policy import platform_argvs
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
 
 JsonPath = tuple  # of str keys and int indexes
@@ -47,7 +47,7 @@ class ImageSite:
     @property
     def where(self) -> str:
         """The JSON path as text (``platforms.linux.cpu.args[3]``)."""
-        return _path_text(self.path)
+        return jsonpath.join(self.path)
 
     def to_json(self) -> dict:
         """``{"path", "image"}``."""
@@ -65,10 +65,6 @@ class Pinned:
     def to_json(self) -> dict:
         """``{"path", "old", "new"}``."""
         return {"path": self.path, "old": self.old, "new": self.new}
-
-
-def _path_text(path: JsonPath) -> str:
-    return jsonpath.join(path)  # the one JSON path form of every message (lemonpack/jsonpath.py)
 
 
 # --- a JSON scanner that keeps the spans of string values -------------------------------
@@ -140,25 +136,6 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
 
 # --- where the images are --------------------------------------------------------------
 
-def _levels(doc: Any) -> Iterator[tuple[JsonPath, dict, dict | None]]:
-    platforms = doc.get("platforms") if isinstance(doc, dict) else None
-    if not isinstance(platforms, dict):
-        return
-    for os_name, accels in platforms.items():
-        if not isinstance(accels, dict):
-            continue
-        for accel, block in accels.items():
-            if not isinstance(block, dict):
-                continue
-            path = ("platforms", os_name, accel)
-            yield path, block, None
-            overrides = block.get("arch")
-            if isinstance(overrides, dict):
-                for pattern, override in overrides.items():
-                    if isinstance(override, dict):
-                        yield path + ("arch", pattern), override, block
-
-
 def image_sites(doc: Any) -> list[ImageSite]:
     """Every container image reference of a raw recipe document, at the string that holds it.
 
@@ -168,31 +145,18 @@ def image_sites(doc: Any) -> list[ImageSite]:
     and are skipped here.
     """
     sites: dict[tuple[JsonPath, str], ImageSite] = {}
-    for path, level, base in _levels(doc):
-        for cmd_field, args_field in EXEC_FIELDS:
-            command, args = level.get(cmd_field), level.get(args_field)
-            own_cmd, own_args = command is not None, args is not None
-            if base is not None:
-                if not (own_cmd or own_args):
-                    continue
-                command = command if own_cmd else base.get(cmd_field)
-                args = args if own_args else base.get(args_field)
-            args = args if args is not None else []
-            if not (isinstance(command, str) and command and isinstance(args, list)
-                    and all(isinstance(a, str) for a in args)):
-                continue
-            try:
-                inv = read_container_argv((command, *args))
-            except UnreadableCommandLine:
-                continue
-            if inv is None:
-                continue
-            for index, image in inv.images:
-                if index == 0:
-                    where = (path if own_cmd or base is None else path[:3]) + (cmd_field,)
-                else:
-                    where = (path if own_args or base is None else path[:3]) + (args_field, index - 1)
-                sites.setdefault((where, image), ImageSite(where, image))
+    platforms = doc.get("platforms") if isinstance(doc, dict) else None
+    for site in platform_argvs(platforms):
+        try:
+            inv = read_container_argv((site.command, *site.args))
+        except UnreadableCommandLine:
+            continue
+        if inv is None:
+            continue
+        cmd_field, args_field = site.fields
+        for index, image in inv.images:
+            where = site.command_at + (cmd_field,) if index == 0 else site.args_at + (args_field, index - 1)
+            sites.setdefault((where, image), ImageSite(where, image))
     return list(sites.values())
 
 
