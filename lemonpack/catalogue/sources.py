@@ -22,8 +22,8 @@ from collections.abc import Mapping
 
 import jsonschema
 
+from lemonpack.contract.loader import read_source_bytes
 from lemonpack.errors import ManifestError, Problem
-from lemonpack.files import open_regular
 from lemonpack.jsonpath import join
 
 PUBLISHER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -106,13 +106,9 @@ def key_fingerprint(pem: str | bytes) -> str:
 
 
 def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem]]:
-    try:
-        with open_regular(path, follow_symlinks=True) as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
-    if len(data) > MAX_FILE_BYTES:
-        return None, [Problem(file, "", "too-large", f"file is larger than {MAX_FILE_BYTES} bytes")]
+    data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
+    if data is None:
+        return None, problems
     try:
         return tomllib.loads(data.decode("utf-8")), []
     except UnicodeDecodeError as e:

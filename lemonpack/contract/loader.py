@@ -121,14 +121,28 @@ def read_json_text(path: str | Path) -> tuple[str | None, list[Problem]]:
     file and one larger than :data:`MAX_FILE_BYTES`; see :func:`decode_json_bytes`.
     """
     file = str(path)
+    data, problems = read_source_bytes(path)
+    if data is None:
+        return None, problems
+    return decode_json_bytes(data, file)
+
+
+def read_source_bytes(path: str | Path, too_large_rule: str = "unreadable",
+                      limit: int = MAX_FILE_BYTES) -> tuple[bytes | None, list[Problem]]:
+    """The bytes of a source file a user names (a recipe, a catalogue TOML file): ``(bytes or
+    None, problems)``, never raises. Refuses, as a problem of rule ``unreadable``, a missing
+    or unreadable file and one that is not a regular file (through a symlink is fine: the
+    user named it; a fifo is never blocked on: :func:`lemonpack.files.open_regular`), and
+    one larger than ``limit`` bytes (rule ``too_large_rule``)."""
+    file = str(path)
     try:
         with open_regular(path, follow_symlinks=True) as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            data = f.read(limit + 1)
     except OSError as e:
         return None, [Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}")]
-    if len(data) > MAX_FILE_BYTES:
-        return None, [Problem(file, "", "unreadable", f"file is larger than {MAX_FILE_BYTES} bytes")]
-    return decode_json_bytes(data, file)
+    if len(data) > limit:
+        return None, [Problem(file, "", too_large_rule, f"file is larger than {limit} bytes")]
+    return data, []
 
 
 def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:

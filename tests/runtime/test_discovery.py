@@ -8,7 +8,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import sys
@@ -46,7 +45,7 @@ def recipe_doc(rid: str, **extra) -> dict:
     return doc
 
 
-from support.helpers import write_descriptor as write  # noqa: E402
+from support.helpers import wait_for, write_descriptor as write  # noqa: E402
 
 
 @pytest.fixture
@@ -309,13 +308,6 @@ def test_to_json_has_both_lists(dirs):
 # --- watcher -------------------------------------------------------------------------
 
 
-def _wait(pred, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def test_watcher_picks_up_add_edit_and_delete(tmp_path):
@@ -339,9 +331,9 @@ def test_watcher_picks_up_add_edit_and_delete(tmp_path):
     with watcher:
         assert watcher.running and watcher.current().recipes == {}
         p = atomic_write(recipe_doc("aaa"))
-        assert _wait(lambda: "aaa" in watcher.current().recipes)
+        assert wait_for(lambda: "aaa" in watcher.current().recipes)
         atomic_write(recipe_doc("aaa", display_name="edited"))
-        assert _wait(lambda: watcher.current().recipes["aaa"].recipe.display_name == "edited")
+        assert wait_for(lambda: watcher.current().recipes["aaa"].recipe.display_name == "edited")
         gen = watcher.generation
         p.unlink()
         assert watcher.wait_for_change(gen, 5.0)
@@ -366,7 +358,7 @@ def test_watcher_survives_a_failing_callback(tmp_path, caplog):
 
     with DiscoveryWatcher(Discovery([SearchDir(d, "user")]), interval=0.05, on_change=boom) as w:
         write(d, "a.json", recipe_doc("aaa"))
-        assert _wait(lambda: "aaa" in w.current().recipes)
+        assert wait_for(lambda: "aaa" in w.current().recipes)
         write(d, "b.json", recipe_doc("bbb"))
-        assert _wait(lambda: "bbb" in w.current().recipes)
+        assert wait_for(lambda: "bbb" in w.current().recipes)
         assert w.running

@@ -13,17 +13,11 @@ import httpx
 
 from lemonpack.runtime.supervisor import State
 from tests.server.conftest import fake_doc
+from tests.support.helpers import wait_for
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _until(pred, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flight(live):
@@ -39,9 +33,9 @@ def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flig
         assert lv.server.runner.starts == 1 and eng.poll() is None
         time.sleep(0.25)  # idle, but not yet for the TTL
         assert lv.server.runner.state("user.fake") is State.READY
-        assert _until(lambda: eng.poll() is not None, 5), "an idle model past its TTL is unloaded"
+        assert wait_for(lambda: eng.poll() is not None, 5), "an idle model past its TTL is unloaded"
         assert time.monotonic() - done >= 0.5
-        assert _until(lambda: c.get("/v1/models").json()["data"][0]["state"] == "unloaded", 5)
+        assert wait_for(lambda: c.get("/v1/models").json()["data"][0]["state"] == "unloaded", 5)
 
 
 def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
@@ -87,11 +81,11 @@ def test_soft_idle_calls_downsize_endpoint_once_per_idle_period(live, tmp_path):
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
         time.sleep(0.15)
         assert downsizes() == 0  # not idle long enough yet
-        assert _until(lambda: downsizes() == 1, 5)
+        assert wait_for(lambda: downsizes() == 1, 5)
         time.sleep(0.6)
         assert downsizes() == 1  # once per idle period
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200  # a new period
-        assert _until(lambda: downsizes() == 2, 5)
+        assert wait_for(lambda: downsizes() == 2, 5)
         time.sleep(0.6)
         assert downsizes() == 2
     eng = lv.server.runner.engine("user.fake")

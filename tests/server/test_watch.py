@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import time
 
 import httpx
 
 from tests.server.conftest import fake_doc
-from tests.support.helpers import write_descriptor
+from tests.support.helpers import wait_for, write_descriptor
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
 
-def _until(pred, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_recipe_added_and_removed_while_running(live):
@@ -33,7 +25,7 @@ def test_recipe_added_and_removed_while_running(live):
         assert r.status_code == 404 and r.json()["error"]["type"] == "model_not_found"
 
         lv.add("user.second", fake_doc("second"))  # a new recipe file and a new registration
-        assert _until(lambda: "second" in recipes()), "the watcher picks up the new recipe"
+        assert wait_for(lambda: "second" in recipes()), "the watcher picks up the new recipe"
         assert ids() == ["user.first", "user.second"]
         m = {d["id"]: d for d in c.get("/v1/models").json()["data"]}["user.second"]
         assert m["recipe"] == "second" and m["state"] == "unloaded"
@@ -42,8 +34,8 @@ def test_recipe_added_and_removed_while_running(live):
         assert eng.poll() is None
 
         (lv.backends / "second.json").unlink()  # the recipe goes away: its engine is unloaded
-        assert _until(lambda: "second" not in recipes())
-        assert _until(lambda: eng.poll() is not None), "a removed recipe's engine is stopped"
+        assert wait_for(lambda: "second" not in recipes())
+        assert wait_for(lambda: eng.poll() is not None), "a removed recipe's engine is stopped"
         m = {d["id"]: d for d in c.get("/v1/models").json()["data"]}["user.second"]
         assert m["state"] == "failed" and "not discovered" in m["reason"]
         r = c.post("/v1/chat/completions", json={"model": "user.second", **CHAT})
@@ -53,10 +45,10 @@ def test_recipe_added_and_removed_while_running(live):
         assert c.post("/v1/chat/completions", json={"model": "user.first", **CHAT}).status_code == 200
         first = lv.server.runner.engine("user.first")
         lv.registry.remove("user.first")
-        assert _until(lambda: first.poll() is not None)
+        assert wait_for(lambda: first.poll() is not None)
         assert "user.first" not in ids()
 
         # put the recipe back: served again without a restart
         write_descriptor(lv.backends, "second.json", fake_doc("second"))
-        assert _until(lambda: "second" in recipes())
+        assert wait_for(lambda: "second" in recipes())
         assert c.post("/v1/chat/completions", json={"model": "user.second", **CHAT}).status_code == 200
