@@ -297,6 +297,45 @@ class LayerCache:
             return f"uncompressed tar hashes to {facts.diff_id}, record says {rec['diff_id']}"
         return None
 
+    # -- facts of base image layers ---------------------------------------------------
+    @property
+    def bases(self) -> Path:
+        """``<root>/bases``: what reading each base layer found, by the layer's digest."""
+        return self.root / "bases"
+
+    def base_facts(self, digest: str) -> dict | None:
+        """The facts recorded for the base layer ``digest`` (``sha256:<hex>``; a JSON object,
+        :class:`lemonpack.oci.base.LayerFacts` form), or None when absent or unreadable.
+
+        Trust: the facts are a function of the layer's bytes, which are hashed against
+        ``digest`` every time they are copied into a layout; the record itself is as
+        trusted as the rest of this cache (its user's)."""
+        hex_ = digest.split(":", 1)[-1]
+        if not _HEX64.fullmatch(hex_):
+            return None
+        try:
+            with open_regular(self.bases / f"{hex_}.json") as f:
+                doc = json.loads(f.read(1 << 22).decode())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def put_base_facts(self, digest: str, doc: dict) -> None:
+        """Record ``doc`` for the base layer ``digest`` (temp + rename; errors are logged,
+        never raised: the facts are only a shortcut)."""
+        hex_ = digest.split(":", 1)[-1]
+        try:
+            for bad in ensure_dir(self.bases, self.root.parent):
+                log.warning("%s was not a directory; removed", bad)
+            fh, tmp = locked_temp_file(self.bases, ".rec-")
+            with fh:
+                fh.write(json.dumps(doc).encode())
+                fh.flush()
+                clear_non_regular(self.bases / f"{hex_}.json")
+                os.replace(tmp, self.bases / f"{hex_}.json")
+        except OSError as exc:
+            log.warning("cannot record the facts of base layer %s: %s", digest, exc)
+
     def partials(self) -> list[Path]:
         """Temps of builds: blobs and records being written, scratch directories."""
         return partials(self.blobs, (".tmp-",)) + partials(self.root, (".rec-", ".scratch-"))

@@ -41,12 +41,14 @@ from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
 from lemonpack.builder.layercache import LayerCache, read_layer
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import LemonpackError, StorageError, UnsafeContentError
+from lemonpack.errors import IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
+from lemonpack.oci.base import BaseImage, BaseSource, LayerFacts, scan_layer
+from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,9 @@ class BuildOptions:
     URLs (hashes stay pinned); ``cache``: artifact cache (default under the XDG cache);
     ``epoch``: the timestamp of every file and of the image configs; ``cpu_arch``: the
     OCI ``architecture`` of images (the recipe's accelerator axis is not the CPU);
-    ``progress``: download progress bars (None: when stderr is a terminal)."""
+    ``progress``: download progress bars (None: when stderr is a terminal); ``base``: the
+    base image the engine images are built on (:func:`lemonpack.oci.base.open_base`; None:
+    artifact images holding the engine alone)."""
 
     out: Path
     os: str | None = None
@@ -88,6 +92,7 @@ class BuildOptions:
     cpu_arch: str = "amd64"
     progress: bool | None = None
     compresslevel: int = 1
+    base: BaseSource | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +281,69 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
         remove_tree(unpacked.parent)
 
 
+def base_layer_facts(layers: LayerCache) -> Callable[[Descriptor, Path], LayerFacts]:
+    """``facts_of(desc, path)`` for :meth:`lemonpack.oci.base.BaseImage.check`: the facts
+    recorded in the layer cache for ``desc.digest``, else one read of the blob (recorded
+    afterwards, once its bytes hash to ``desc.digest``)."""
+    def facts_of(desc: Descriptor, path: Path) -> LayerFacts:
+        doc = layers.base_facts(desc.digest)
+        if doc is not None:
+            try:
+                return LayerFacts.from_json(doc)
+            except ValueError:
+                pass
+        facts = scan_layer(path, desc.media_type)
+        layers.put_base_facts(desc.digest, facts.to_json())
+        return facts
+    return facts_of
+
+
+class _BaseLayers:
+    """The base layers copied into one layout (each blob once, verified while copied)."""
+
+    def __init__(self, lw: LayoutWriter, layers: LayerCache):
+        self.lw, self.layers, self.copied, self.checked = lw, layers, set(), set()
+
+    def put(self, image: BaseImage, prefixes: tuple[str, ...]) -> list[Descriptor]:
+        """Check ``image`` against ``prefixes`` and copy its layers; their descriptors."""
+        key = (image.digest, prefixes)
+        if key not in self.checked:
+            image.check(prefixes, base_layer_facts(self.layers))
+            self.checked.add(key)
+        for desc, diff_id in zip(image.layers, image.diff_ids):
+            if desc.digest in self.copied:
+                continue
+            try:
+                self.lw.copy_blob(image.blob(desc), desc, diff_id=diff_id)
+            except IntegrityError as exc:
+                raise IntegrityError(f"base {image.name}: layer blob {image.blob(desc)}", exc.expected,
+                                     exc.actual) from None
+            except FileNotFoundError:
+                raise LemonpackError(f"base {image.name}: layer {desc.digest} is missing from "
+                                     f"{image.layout}") from None
+            except LemonpackError as exc:
+                raise LemonpackError(f"base {image.name}: {exc}") from None
+            self.copied.add(desc.digest)
+        return list(image.layers)
+
+
+def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:
+    return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
+                                  f"({t.recipe.file})")
+
+
+def _based_config(image: BaseImage, t: EffectiveBlock, opts: BuildOptions, prefix: str, entrypoint: list[str],
+                  labels: dict[str, str], added: int) -> dict:
+    config: dict = {"architecture": opts.cpu_arch, "os": t.os,
+                    "config": image.config_for(prefix, entrypoint, labels)}
+    if image.config.get("variant"):
+        config["variant"] = image.config["variant"]
+    history = image.history(added, rfc3339(opts.epoch), f"lemonpack build {t.recipe.recipe}.{t.target_name}")
+    if history is not None:
+        config["history"] = history
+    return config
+
+
 def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str]) -> dict:
     prefix = f"/opt/lemonpack/{t.recipe.recipe}"
     config: dict = {"Env": [f"PATH={prefix}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
@@ -333,6 +401,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     scratch = held.path
     try:
         with LayoutWriter(opts.out) as lw:
+            based = _BaseLayers(lw, layers) if opts.base is not None else None
             for recipe, tgts, chain in plans:
                 recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel)
                 recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
@@ -344,7 +413,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                 nix_sources: list[NixSource] = []
                 for t in tgts:
                     result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob,
-                                                 base_blobs)
+                                                 base_blobs, based)
                     if result.source:
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
@@ -375,21 +444,42 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
 
 def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache: ArtifactCache,
                   layers: LayerCache, scratch: Path, recipe_layer: Descriptor,
-                  recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = ()) -> tuple[TargetResult, Descriptor]:
+                  recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = (),
+                  based: _BaseLayers | None = None) -> tuple[TargetResult, Descriptor]:
     recipe = t.recipe
     tag = f"{recipe.recipe}.{t.target_name}"
     prov = t.provenance
+    prefix = f"opt/lemonpack/{recipe.recipe}"
     if recipe.variant_of and prov.source:
+        image = _base_for(t, opts) if based is not None else None
+        if image is not None:  # before the fetch: a wrong base fails fast
+            base_layers = based.put(image, (prefix,))
         fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)
         notes = {"source": prov.source, "sha256": f"sha256:{fetched.sha256}", "version-policy": prov.policy,
                  "variant-of": recipe.variant_of, "binary": t.binary}
         ann = _annotations(t, notes)
-        desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann, created=opts.epoch)
+        if image is None:
+            desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann,
+                                         created=opts.epoch)
+        else:
+            config = _based_config(image, t, opts, prefix, [f"/{prefix}/{t.binary}"], ann, 2)
+            desc = lw.add_image_manifest(config, [*base_layers, artifact, recipe_layer],
+                                         {**ann, **image.annotations()}, created=opts.epoch)
         desc = desc.with_annotations(ann)
         return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
                             t.gpu_arch, prov.source, fetched.sha256, prov.policy, (), fetched.from_cache), desc
     images = target_images(t)
+    if based is not None and not recipe.variant_of and t.command and not images:
+        # a passthrough engine found on the base's PATH (or at an absolute path in it)
+        image = _base_for(t, opts)
+        base_layers = based.put(image, (prefix,))
+        ann = _annotations(t, {})
+        config = _based_config(image, t, opts, prefix, [t.command], ann, 1)
+        desc = lw.add_image_manifest(config, [*base_layers, recipe_layer], {**ann, **image.annotations()},
+                                     created=opts.epoch).with_annotations(ann)
+        return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
+                            t.gpu_arch), desc
     ann = _annotations(t, {"images": ",".join(images) or None, "variant-of": recipe.variant_of,
                            "binary": t.binary})
     desc = lw.add_artifact_manifest(RECIPE_ARTIFACT_TYPE, [recipe_blob, *base_blobs], ann).with_annotations(ann)
