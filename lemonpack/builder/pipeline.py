@@ -293,7 +293,8 @@ def base_layer_facts(layers: LayerCache) -> Callable[[Descriptor, Path], LayerFa
             except ValueError:
                 pass
         facts = scan_layer(path, desc.media_type)
-        layers.put_base_facts(desc.digest, facts.to_json())
+        if facts.digest == desc.digest:  # facts of other bytes are never recorded under this digest
+            layers.put_base_facts(desc.digest, facts.to_json())
         return facts
     return facts_of
 

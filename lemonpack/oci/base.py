@@ -68,6 +68,7 @@ class LayerFacts:
 
     diff_id: str
     entries: tuple[tuple[str, str], ...] = ()
+    digest: str | None = None  # of the compressed bytes read (None: taken from a record)
 
     def to_json(self) -> dict:
         """``{"diff_id", "entries": [[path, kind], ...]}``."""
@@ -84,6 +85,18 @@ class LayerFacts:
         if not isinstance(diff_id, str) or not diff_id.startswith("sha256:"):
             raise ValueError("malformed layer facts")
         return cls(diff_id, entries)
+
+
+class _RawHasher:
+    """``read`` from ``f``, sha256-hashing what passes (the blob's own digest)."""
+
+    def __init__(self, f):
+        self.f, self.sha = f, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.sha.update(data)
+        return data
 
 
 class _HashingReader:
@@ -152,13 +165,15 @@ def _kind(m: tarfile.TarInfo) -> str:
 
 def scan_layer(path: Path, media_type: str) -> LayerFacts:
     """Read the layer blob at ``path`` once (decompressing per ``media_type``, gzip, zstd or
-    plain tar): its ``diff_id`` and the whiteout and ``opt`` entries (:class:`LayerFacts`).
-    Memory stays flat. Raises ``ValueError`` when the bytes are not a readable tar in
-    that compression, ``OSError`` from the disk."""
+    plain tar): its ``diff_id``, the whiteout and ``opt`` entries, and the ``digest`` of
+    the bytes read (:class:`LayerFacts`). Memory stays flat. Raises :class:`BadLayer` (a
+    ``ValueError`` carrying the digest) when the bytes are not a readable tar in that
+    compression, ``ValueError`` for a media type that is not a tar layer, ``OSError``."""
     if media_type not in LAYER_TYPES:
         raise ValueError(f"layer media type {media_type} is not a tar layer lemonpack reads")
     entries: list[tuple[str, str]] = []
-    with open(path, "rb") as f:
+    with open(path, "rb") as raw_f:
+        f = _RawHasher(raw_f)
         reader = _HashingReader(f, media_type)
         try:
             with tarfile.open(fileobj=reader, mode="r|") as tar:
@@ -173,13 +188,27 @@ def scan_layer(path: Path, media_type: str) -> LayerFacts:
                     elif name == "opt" or name.startswith("opt/"):
                         entries.append((name, _kind(m)))
             reader.drain()
+            while f.read(_READ):  # bytes after the compressed stream still count for the digest
+                pass
         except (tarfile.TarError, zlib.error, EOFError) as exc:
-            raise ValueError(f"not a readable tar layer: {exc}") from None
+            while f.read(_READ):
+                pass
+            raise BadLayer(f"not a readable tar layer: {exc}", "sha256:" + f.sha.hexdigest()) from None
         except Exception as exc:  # zstandard.ZstdError
             if type(exc).__name__ == "ZstdError":
-                raise ValueError(f"not a readable zstd tar layer: {exc}") from None
+                while f.read(_READ):
+                    pass
+                raise BadLayer(f"not a readable zstd tar layer: {exc}", "sha256:" + f.sha.hexdigest()) from None
             raise
-    return LayerFacts("sha256:" + reader.sha.hexdigest(), tuple(entries))
+    return LayerFacts("sha256:" + reader.sha.hexdigest(), tuple(entries), "sha256:" + f.sha.hexdigest())
+
+
+class BadLayer(ValueError):
+    """A layer blob that is not a readable tar; ``digest``: what its bytes hash to."""
+
+    def __init__(self, message: str, digest: str):
+        super().__init__(message)
+        self.digest = digest
 
 
 def shadow_problem(facts: LayerFacts, prefix: str) -> str | None:
@@ -235,16 +264,23 @@ class BaseImage:
 
     def check(self, prefixes: tuple[str, ...], facts_of: Callable[[Descriptor, Path], LayerFacts]) -> None:
         """Check every layer's diff_id and that none shadows any of ``prefixes``.
-        ``facts_of(desc, path)`` returns the layer's :class:`LayerFacts` (scanning it, or
-        from a cache keyed by its digest). Raises :class:`IntegrityError` (a diff_id that
+        ``facts_of(desc, path)`` returns the layer's :class:`LayerFacts` (scanning it, with
+        the digest of the bytes read, or from a record keyed by its digest). Raises :class:`IntegrityError` (a diff_id that
         does not match), :class:`UnsafeContentError` (shadowing), LemonpackError (unreadable)."""
         for i, (desc, diff_id) in enumerate(zip(self.layers, self.diff_ids)):
             try:
                 facts = facts_of(desc, self.blob(desc))
             except FileNotFoundError:
                 raise LemonpackError(f"base {self.name}: layer {desc.digest} is missing from {self.layout}") from None
+            except BadLayer as exc:
+                if exc.digest != desc.digest:
+                    raise IntegrityError(f"base {self.name}: layer blob {self.blob(desc)}", desc.digest,
+                                         exc.digest) from None
+                raise LemonpackError(f"base {self.name}: layer {desc.digest}: {exc}") from None
             except ValueError as exc:
                 raise LemonpackError(f"base {self.name}: layer {desc.digest}: {exc}") from None
+            if facts.digest is not None and facts.digest != desc.digest:
+                raise IntegrityError(f"base {self.name}: layer blob {self.blob(desc)}", desc.digest, facts.digest)
             if facts.diff_id != diff_id:
                 raise IntegrityError(f"base {self.name}: layer {i} ({desc.digest}) uncompressed",
                                      diff_id, facts.diff_id)
@@ -427,4 +463,4 @@ def open_base(spec: str, *, layout: Path | None = None, tag: str | None = None,
 
 
 __all__ = ["ANNOTATION_BASE_DIGEST", "ANNOTATION_BASE_NAME", "BaseImage", "BaseSource", "LayerFacts",
-           "open_base", "parse_base", "scan_layer", "shadow_problem", "LAYER_TYPES"]
+           "BadLayer", "open_base", "parse_base", "scan_layer", "shadow_problem", "LAYER_TYPES"]
