@@ -38,14 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
-from lemonpack.builder.layercache import LayerCache, read_layer
+from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
-from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayerInfo, LayoutWriter,
+from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource, LayerFacts, scan_layer
 from lemonpack.oci.layout import rfc3339
@@ -80,7 +80,8 @@ class BuildOptions:
     OCI ``architecture`` of images (the recipe's accelerator axis is not the CPU);
     ``progress``: download progress bars (None: when stderr is a terminal); ``base``: the
     base image the engine images are built on (:func:`lemonpack.oci.base.open_base`; None:
-    artifact images holding the engine alone)."""
+    artifact images holding the engine alone); ``compression``: ``gzip`` (``tar+gzip``
+    layers, default) or ``zstd`` (``tar+zstd``)."""
 
     out: Path
     os: str | None = None
@@ -93,6 +94,7 @@ class BuildOptions:
     progress: bool | None = None
     compresslevel: int = 1
     base: BaseSource | None = None
+    compression: str = "gzip"
 
 
 @dataclass(frozen=True)
@@ -156,11 +158,15 @@ def target_images(t: EffectiveBlock) -> tuple[str, ...]:
     return container_images(t.command, t.args)
 
 
-def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int) -> Descriptor:
+def _media_type(compression: str) -> str:
+    return MEDIA_TYPE_LAYER_TAR_ZSTD if compression == "zstd" else MEDIA_TYPE_LAYER_TAR_GZIP
+
+
+def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int, compression: str = "gzip") -> Descriptor:
     path = f"etc/lemonpack/recipes/{recipe.recipe}.json"
-    return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+    return lw.add_blob_file(_media_type(compression),
                             lambda f: write_files_layer([(path, recipe.canonical, 0o644)], f,
-                                                        mtime=epoch, compresslevel=level))
+                                                        mtime=epoch, compresslevel=level, compression=compression))
 
 
 class _Tee:
@@ -202,25 +208,39 @@ class _Out:
             raise _OutFailed(exc) from None
 
 
-def _cached_layer(lw: LayoutWriter, blob: Path, record: dict) -> Descriptor | None:
-    """Copy a cached layer into the layout, checking digest, size and diff_id in the same
-    read; None (and nothing in the layout) when the entry is bad."""
+def _cached_layer(lw: LayoutWriter, layers: LayerCache, key: str, blob: Path, record: dict) -> Descriptor | None:
+    """Copy a cached layer into the layout: by the kernel's copy when the blob's stat facts
+    are the ones recorded when it was verified, else checking digest, size and diff_id in
+    the same read (and recording the new facts); None (and nothing in the layout) when the
+    entry is bad."""
+    zstd = str(record.get("format", "")).endswith("+zstd")
+    media = MEDIA_TYPE_LAYER_TAR_ZSTD if zstd else MEDIA_TYPE_LAYER_TAR_GZIP
+    try:
+        same = record.get("stat") == stat_facts(blob)
+    except OSError:
+        same = False
+    if same:
+        desc = Descriptor(media, record["digest"], record["size"])
+        return lw.copy_blob(blob, desc, diff_id=record["diff_id"], verify=False)
+
     def copy(f):
         try:
-            facts = read_layer(blob, out=_Out(f))
+            facts = read_layer(blob, out=_Out(f), zstd=zstd)
         except OSError as exc:
             raise _BadEntry(exc.strerror or str(exc)) from None
         for name, got in (("digest", facts.digest), ("size", facts.size), ("diff_id", facts.diff_id)):
             if got != record[name]:
                 raise _BadEntry(f"{name} is {got}, record says {record[name]}")
-        return LayerInfo(facts.digest, facts.diff_id, facts.size)
+        return LayerInfo(facts.digest, facts.diff_id, facts.size, media)
     try:
-        return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, copy)
+        desc = lw.add_blob_file(media, copy)
     except _OutFailed as exc:
         raise exc.args[0] from None
     except _BadEntry as exc:
         log.warning("cached layer %s is corrupt (%s); rebuilding it", blob, exc)
         return None
+    layers.verified_at(key, record, blob)
+    return desc
 
 
 def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Recipe, ...]:
@@ -243,11 +263,11 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
-    inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
+    inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel, opts.compression)
     key = LayerCache.key_of(inputs)
     hit = layers.get(key)
     if hit is not None:
-        desc = _cached_layer(lw, *hit)
+        desc = _cached_layer(lw, layers, key, *hit)
         if desc is not None:
             return desc
         layers.drop(key)
@@ -259,11 +279,11 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
 
         def write(f):
             built.append(write_dir_layer(unpacked, prefix, _Tee(f, fh), mtime=opts.epoch,
-                                         compresslevel=opts.compresslevel))
+                                         compresslevel=opts.compresslevel, compression=opts.compression))
             return built[0]
         try:
             try:
-                desc = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, write)
+                desc = lw.add_blob_file(_media_type(opts.compression), write)
             except UnsafeContentError as e:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"(sha256:{fetched.sha256}): unsafe member {e}") from None
@@ -404,7 +424,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
         with LayoutWriter(opts.out) as lw:
             based = _BaseLayers(lw, layers) if opts.base is not None else None
             for recipe, tgts, chain in plans:
-                recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel)
+                recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel, opts.compression)
                 recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
                 base_blobs = tuple(lw.add_blob_bytes(RECIPE_MEDIA_TYPE, b.canonical).with_annotations(
                     {ANNOTATION_TITLE: f"{b.recipe}.json", ANNOTATION_PREFIX + "extends-base": b.recipe})

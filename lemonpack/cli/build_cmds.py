@@ -136,6 +136,9 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                                         help="Download progress bars (default: when stderr is a terminal)."),
           example: bool = typer.Option(False, "--example", help=EXAMPLE_HELP),
           base: str = BASE_OPTION,
+          compression: str = typer.Option("gzip", "--compression", metavar="gzip|zstd",
+                                          help="Layer compression: gzip (tar+gzip, default, every engine reads "
+                                               "it) or zstd (tar+zstd: podman, skopeo, containerd >= 1.5)."),
           insecure: bool = typer.Option(False, "--insecure", help="With a registry --base: allow plain HTTP "
                                         "to a registry that is not on a loopback address."),
           registry_config: Path = REGISTRY_CONFIG_OPTION,
@@ -170,6 +173,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     _check_choice(os_name, OS_NAMES, "--os")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
     _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
+    _check_choice(compression, ("gzip", "zstd"), "--compression")
     if not example:  # the example ignores LEMONPACK_MIRROR
         _check_mirror(mirror)
     loaded, problems = [], []
@@ -186,7 +190,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     base_source = open_base_arg(base, stack, insecure=insecure, registry_config=registry_config)
     if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
         mirror = stack.enter_context(serve_mirror())
-    opts = BuildOptions(base=base_source,
+    opts = BuildOptions(base=base_source, compression=compression,
         out=out, os=os_name, accelerator=accelerator, arch=arch,
         mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
         epoch=source_date_epoch(),

@@ -16,8 +16,11 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import secrets
+
 import pytest
 
+from support.containers import podman_conf  # noqa: F401 (fixture)
 from buildkit import artifact_for, blob, blob_json, need, tags
 
 BASE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
@@ -295,3 +298,37 @@ def test_recorded_base_facts_do_not_excuse_a_changed_blob(lp, site, recipe, tmp_
     victim = tmp_path / "base" / "blobs" / "sha256" / made["layers"][0].split(":")[1]
     victim.write_bytes(victim.read_bytes() + b"\0")
     _fails(lp, site, recipe, tmp_path, f"oci:{tmp_path / 'base'}", 3, "sha256 mismatch", made["layers"][0])
+
+
+def test_zstd_layers_are_read_by_skopeo_and_podman(lp, site, recipe, tmp_path, podman_conf):  # noqa: F811
+    out = tmp_path / "out"
+    r = lp("build", recipe, "--out", out, "--mirror", site.base, "--os", "linux", "--accelerator", "cpu",
+           "--compression", "zstd", "--json")
+    assert r.code == 0, r
+    again = lp("build", recipe, "--out", tmp_path / "again", "--mirror", site.base, "--os", "linux",
+               "--accelerator", "cpu", "--compression", "zstd", "--json")
+    assert again.json()["indexes"] == r.json()["indexes"]
+    gz = lp("build", recipe, "--out", tmp_path / "gz", "--mirror", site.base, "--os", "linux", "--accelerator", "cpu",
+            "--json")
+    assert gz.json()["indexes"] != r.json()["indexes"]
+    tag = _first_image_tag(out)
+    manifest, config = _image(out, tag)
+    assert {l["mediaType"] for l in manifest["layers"]} == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+    _, gz_config = _image(tmp_path / "gz", tag)
+    assert config["rootfs"] == gz_config["rootfs"], "the same tars: the same diff_ids"
+    skopeo = need("skopeo")
+    dest = tmp_path / "copied"
+    res = subprocess.run([skopeo, "copy", f"oci:{out}:{tag}", f"dir:{dest}"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr  # skopeo checks every blob's digest while copying
+    # podman's storage decompresses the zstd layers and checks them against the diff_ids
+    name = f"localhost/images-zstd-{secrets.token_hex(4)}:t"
+    res = subprocess.run([skopeo, "copy", "-q", f"oci:{out}:{tag}", f"containers-storage:{name}"],
+                         capture_output=True, text=True, env=podman_conf["env"])
+    try:
+        assert res.returncode == 0, res.stderr
+        res = subprocess.run([need("podman"), "image", "inspect", name], capture_output=True, text=True,
+                             env=podman_conf["env"])
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)[0]["RootFS"]["Layers"] == config["rootfs"]["diff_ids"]
+    finally:
+        subprocess.run(["podman", "rmi", "-f", name], capture_output=True, env=podman_conf["env"])
