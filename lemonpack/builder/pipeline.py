@@ -319,8 +319,9 @@ def base_layer_facts(layers: LayerCache) -> Callable[[Descriptor, Path], LayerFa
     return facts_of
 
 
-class _BaseLayers:
-    """The base layers copied into one layout (each blob once, verified while copied)."""
+class BaseLayers:
+    """The base layers copied into one layout ``lw`` (each blob once, hashed against its
+    digest while copied; the layers' facts checked once, remembered in ``layers``)."""
 
     def __init__(self, lw: LayoutWriter, layers: LayerCache):
         self.lw, self.layers, self.copied, self.checked = lw, layers, set(), set()
@@ -422,7 +423,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     scratch = held.path
     try:
         with LayoutWriter(opts.out) as lw:
-            based = _BaseLayers(lw, layers) if opts.base is not None else None
+            based = BaseLayers(lw, layers) if opts.base is not None else None
             for recipe, tgts, chain in plans:
                 recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel, opts.compression)
                 recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
@@ -466,7 +467,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
 def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache: ArtifactCache,
                   layers: LayerCache, scratch: Path, recipe_layer: Descriptor,
                   recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = (),
-                  based: _BaseLayers | None = None) -> tuple[TargetResult, Descriptor]:
+                  based: BaseLayers | None = None) -> tuple[TargetResult, Descriptor]:
     recipe = t.recipe
     tag = f"{recipe.recipe}.{t.target_name}"
     prov = t.provenance

@@ -289,9 +289,11 @@ class BaseImage:
                 if why:
                     raise UnsafeContentError(f"base {self.name}: layer {i} ({desc.digest}): {why}")
 
-    def config_for(self, prefix: str, entrypoint: list[str], labels: dict[str, str]) -> dict:
+    def config_for(self, prefix: str, entrypoint: list[str], labels: dict[str, str], *,
+                   path_dir: str | None = None, extra_env: tuple[str, ...] = ()) -> dict:
         """The ``config`` object of an image on this base: the base's ``Env`` with
-        ``/prefix`` put first on ``PATH`` (the default PATH when the base has none), its
+        ``/prefix`` (or ``/path_dir``) put first on ``PATH`` (the default PATH when the
+        base has none), then ``extra_env`` (``NAME=value``, replacing the base's NAME), its
         ``User``, ``Labels`` merged under ``labels``; ``Entrypoint`` ``entrypoint``, ``Cmd``
         empty, ``WorkingDir`` ``/prefix``. Nothing else of the base's run settings
         (``Cmd``, ``Entrypoint``, ``Volumes``, ``ExposedPorts``, healthchecks) carries over."""
@@ -299,8 +301,11 @@ class BaseImage:
         env = [e for e in base.get("Env") or [] if isinstance(e, str)]
         path = next((e for e in env if e.startswith("PATH=")), None)
         default = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        new_path = f"PATH=/{prefix}:" + (path[5:] if path is not None else default)
-        env = [new_path if e is path else e for e in env] if path is not None else [new_path, *env]
+        new_path = f"PATH=/{path_dir or prefix}:" + (path[5:] if path is not None else default)
+        base_env = env
+        env = [new_path if e is path else e for e in base_env] if path is not None else [new_path, *base_env]
+        extra = {e.split("=", 1)[0]: e for e in extra_env}
+        env = [extra.pop(e.split("=", 1)[0], e) for e in env] + list(extra.values())
         out: dict[str, Any] = {"Env": env, "Entrypoint": list(entrypoint), "Cmd": [],
                                "Labels": {**(base.get("Labels") or {}), **labels}, "WorkingDir": f"/{prefix}"}
         if isinstance(base.get("User"), str) and base["User"]:

@@ -1,7 +1,7 @@
 """Release image definitions: ``containers/<name>.json``, read and validated.
 
 A definition names one release image: its ``name``, the OCI ``architectures`` it is
-built for, the extension pipeline's ``features``, its ``base`` (``scratch``), which
+built for, the extension pipeline's ``features``, its ``base`` (``scratch`` or a base image), which
 ``extensions`` of the release lock it ships (default: all of them) and which ``recipes``
 shipped in the repository contribute their artifacts. The format is the JSON Schema
 ``schema/release-image-v1.schema.json`` (Draft 2020-12) plus the rules below; the page
@@ -59,7 +59,8 @@ class ImageDefinition:
 
     ``file``: the definition's path as given; ``name``; ``description`` (``""`` when
     absent); ``architectures``: OCI architectures in file order; ``features``: a frozenset
-    of feature names (always holds ``linux``); ``base``: ``"scratch"``; ``extensions``:
+    of feature names (always holds ``linux``); ``base``: ``"scratch"``, ``oci:DIR[:TAG]``
+    (DIR made absolute against the repository tree) or ``HOST/REPO@sha256:<hex>``; ``extensions``:
     ``"lock"`` or a tuple of names; ``recipes``: :class:`RecipeRef` tuple in file order.
     """
 
@@ -164,6 +165,13 @@ def check_definition(doc: Any, file: str, tree: Path) -> list[Problem]:
     return problems
 
 
+def _base(base: str, tree: Path) -> str:
+    """``oci:DIR[:TAG]`` with a relative DIR made absolute against ``tree``; else ``base``."""
+    if base.startswith("oci:") and not base[4:].startswith("/"):
+        return f"oci:{tree / base[4:]}"
+    return base
+
+
 def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     """Read and validate the definition at ``path``; ``tree`` is the repository top.
 
@@ -191,7 +199,7 @@ def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     ext = doc.get("extensions", "lock")
     return ImageDefinition(file=file, name=doc["name"], description=doc.get("description", ""),
                            architectures=tuple(doc["architectures"]), features=frozenset(doc["features"]),
-                           base=doc["base"], extensions=ext if ext == "lock" else tuple(ext), recipes=refs)
+                           base=_base(doc["base"], tree), extensions=ext if ext == "lock" else tuple(ext), recipes=refs)
 
 
 def load_definitions(directory: str | Path, tree: str | Path,
