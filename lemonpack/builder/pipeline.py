@@ -7,7 +7,12 @@ Output, in ``--out`` (an OCI image layout, image-spec v1.1 ``image-layout.md``):
   * a ``variant_of`` target with an artifact → an **image manifest**: layer 1 is the
     artifact, verified by sha256 while streaming and unpacked safely, under
     ``opt/lemonpack/<recipe>/``; layer 2 is the canonical recipe JSON at
-    ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary;
+    ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary. With a
+    base (``BuildOptions.base``, :mod:`lemonpack.oci.base`) the base's layers for the
+    target's platform come first, byte for byte (:class:`BaseLayers`), the config keeps the
+    base's ``Env``, and the manifest records ``org.opencontainers.image.base.*``; a
+    passthrough target whose command is not a container CLI then becomes an image too
+    (its Entrypoint: the command, found on the base's PATH);
   * any other target (passthrough, or a variant_of binary the user provides) → an
     **artifact manifest** (``artifactType`` :data:`RECIPE_ARTIFACT_TYPE`, empty config)
     whose one layer is the canonical recipe JSON and whose annotations record the
