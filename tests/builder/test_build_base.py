@@ -265,3 +265,21 @@ def test_zstd_layers_are_read_by_skopeo_and_podman(lp, site, recipe, tmp_path, p
         assert json.loads(res.stdout)[0]["RootFS"]["Layers"] == config["rootfs"]["diff_ids"]
     finally:
         subprocess.run(["podman", "rmi", "-f", name], capture_output=True, env=podman_conf["env"])
+
+
+def test_publish_recipe_on_a_base(lp, site, recipe, tmp_path, registry):
+    base = tmp_path / "base"
+    made = make_base(base)
+    dest = f"{registry.host}/engines/on-base"
+    r = lp("publish", recipe, "--to", dest, "--mirror", site.base, "--base", f"oci:{base}", "--json")
+    assert r.code == 0, r
+    pushed = {p["tag"]: p["digest"] for p in r.json()["pushed"]}
+    tag = next(t for t in pushed if t.endswith(".linux-cpu"))
+    res = subprocess.run([need("skopeo"), "inspect", "--raw", "--tls-verify=false", f"docker://{dest}:{tag}"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads(res.stdout)
+    assert [l["digest"] for l in manifest["layers"]][:2] == made["layers"]
+    assert manifest["annotations"]["org.opencontainers.image.base.digest"] == made["manifests"]["amd64"]
+    r = lp("publish", tmp_path / "base", "--to", dest, "--base", f"oci:{base}")
+    assert r.code == 2 and "--base applies when publishing a RECIPE.json" in r.text, r
