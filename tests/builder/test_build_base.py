@@ -283,3 +283,20 @@ def test_publish_recipe_on_a_base(lp, site, recipe, tmp_path, registry):
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == made["manifests"]["amd64"]
     r = lp("publish", tmp_path / "base", "--to", dest, "--base", f"oci:{base}")
     assert r.code == 2 and "--base applies when publishing a RECIPE.json" in r.text, r
+
+
+def test_passthrough_recipe_on_a_base_runs_its_command(lp, tmp_path):
+    """A passthrough recipe (an engine the base itself provides) becomes an image whose
+    Entrypoint is the recipe's command; without a base it stays a recipe artifact."""
+    src = Path(__file__).resolve().parents[1] / "fixtures/seed-examples/13_llamacpp-vulkan-custom.json"
+    made = make_base(tmp_path / "base")
+    out = tmp_path / "out"
+    r = lp("build", src, "--out", out, "--cpu-arch", "amd64", "--base", f"oci:{tmp_path / 'base'}", "--json")
+    assert r.code == 0, r
+    (target,) = r.json()["targets"]
+    assert target["kind"] == "image"
+    manifest, config = _image(out, target["tag"])
+    assert config["config"]["Entrypoint"] == ["/opt/lemonade/bin/llamacpp/vulkan/llama-server"]
+    assert [l["digest"] for l in manifest["layers"]][:2] == made["layers"] and len(manifest["layers"]) == 3
+    plain = lp("build", src, "--out", tmp_path / "plain", "--json")
+    assert plain.json()["targets"][0]["kind"] == "recipe"
