@@ -191,7 +191,7 @@ class _ParallelGzip:
         self.crc = zlib.crc32(block, self.crc)
         self.size += len(block)
         self.pending.append(self.pool.submit(self._deflate, block, self.tail))
-        self.tail = block[-_DICT:]
+        self.tail = bytes(block[-_DICT:])
         while len(self.pending) > self.depth:
             self.sink.write(self.pending.popleft().result())
 
@@ -262,19 +262,20 @@ class _Pipeline:
 
     def write(self, data: bytes) -> None:
         self.tar_size += len(data)
-        if not self._buf and len(data) == BLOCK:
-            self._push(data)
-            return
-        self._buf += data
-        if len(self._buf) >= BLOCK:
-            n = len(self._buf) - len(self._buf) % BLOCK
-            view = memoryview(self._buf)
-            try:
-                for off in range(0, n, BLOCK):
-                    self._push(bytes(view[off:off + BLOCK]))
-            finally:
-                view.release()
-            del self._buf[:n]
+        view = memoryview(data)
+        if self._buf:  # complete the block started by earlier writes
+            need = BLOCK - len(self._buf)
+            self._buf += view[:need]
+            view = view[need:]
+            if len(self._buf) < BLOCK:
+                return
+            self._push(bytes(self._buf))
+            self._buf.clear()
+        whole = len(view) - len(view) % BLOCK
+        for off in range(0, whole, BLOCK):  # full blocks straight from the caller's bytes
+            self._push(view[off:off + BLOCK] if isinstance(data, bytes) else bytes(view[off:off + BLOCK]))
+        if whole < len(view):
+            self._buf += view[whole:]
 
     def finish(self) -> tuple[str, str, int]:
         """Flush, close the compressed stream; return ``(diff_id, digest, size)``."""
