@@ -15,7 +15,8 @@ file and the JSON path of the field):
 - every ``recipes[i].file`` is a regular file inside the repository tree, reached without
   leaving it through a symlink (``recipe-file``), and ``accelerator`` is one of the
   contract's accelerators (``accelerator``);
-- two entries of ``recipes`` never name the same file (``duplicate-recipe``).
+- two entries of ``recipes`` never name the same file (``duplicate-recipe``);
+- ``base`` is ``scratch``, ``oci:DIR[:TAG]`` or ``HOST/REPO@sha256:<hex>`` (``base``).
 
 Spec: seed 002 section 6 (the release lock and the images it drives), issue 7
 ("Reproducible release images").
@@ -138,7 +139,10 @@ def check_definition(doc: Any, file: str, tree: Path) -> list[Problem]:
     """Every problem of the parsed definition ``doc`` read from ``file`` (schema, then the
     rules of the module docstring); ``tree`` is the repository top recipe paths are
     relative to. Returns ``[]`` for a valid definition."""
-    problems = _schema_problems(doc, file)
+    problems = [Problem(file, "base", "base", f"{_short(doc['base'])} is not scratch, oci:DIR[:TAG] (a local OCI "
+                                              "image layout) or HOST/REPO@sha256:<hex> (a registry image pinned by "
+                                              "digest; a tag can move)")
+                if p.path == "base" and p.rule == "pattern" else p for p in _schema_problems(doc, file)]
     if problems or not isinstance(doc, dict):
         return problems
     stem = Path(file).name.removesuffix(".json")
