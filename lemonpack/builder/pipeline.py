@@ -355,8 +355,14 @@ class BaseLayers:
 
 
 def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:
-    return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
-                                  f"({t.recipe.file})")
+    try:
+        return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
+                                      f"({t.recipe.file})")
+    except LemonpackError as exc:
+        if type(exc) is LemonpackError and f"is {t.os}/" in str(exc):  # another platform: say how to narrow
+            raise LemonpackError(f"{exc} (choose the targets this base runs with --os/--accelerator/--cpu-arch)") \
+                from None
+        raise
 
 
 def _based_config(image: BaseImage, t: EffectiveBlock, opts: BuildOptions, prefix: str, entrypoint: list[str],
