@@ -424,6 +424,22 @@ class BaseSource:
         return image
 
 
+def built_without_base(layout: Path, tag: str) -> bool:
+    """True when ``layout:tag`` is an image manifest that ``lemonpack build`` wrote without a
+    base (a ``dev.lemonpack.recipe`` annotation and no ``org.opencontainers.image.base.digest``):
+    the engine alone, which does not start by itself. False for anything else (an image on
+    a base, an index, another tool's image) or when the layout cannot be read."""
+    try:
+        desc = read_layout(layout).get(tag)
+        if desc is None or desc.media_type not in _MANIFEST_TYPES:
+            return False
+        doc = json.loads((Path(layout) / "blobs" / "sha256" / desc.hex).read_bytes())
+    except (LemonpackError, OSError, ValueError):
+        return False
+    ann = doc.get("annotations") or {} if isinstance(doc, dict) else {}
+    return "dev.lemonpack.recipe" in ann and ANNOTATION_BASE_DIGEST not in ann
+
+
 def parse_base(spec: str) -> tuple[Path, str | None]:
     """Split ``oci:DIR[:TAG]`` into ``(DIR, TAG or None)``; LemonpackError for anything else
     (a registry reference is resolved by the caller before)."""
@@ -468,4 +484,4 @@ def open_base(spec: str, *, layout: Path | None = None, tag: str | None = None,
 
 
 __all__ = ["ANNOTATION_BASE_DIGEST", "ANNOTATION_BASE_NAME", "BaseImage", "BaseSource", "LayerFacts",
-           "BadLayer", "open_base", "parse_base", "scan_layer", "shadow_problem", "LAYER_TYPES"]
+           "BadLayer", "built_without_base", "open_base", "parse_base", "scan_layer", "shadow_problem", "LAYER_TYPES"]

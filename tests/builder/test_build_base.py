@@ -300,3 +300,18 @@ def test_passthrough_recipe_on_a_base_runs_its_command(lp, tmp_path):
     assert [l["digest"] for l in manifest["layers"]][:2] == made["layers"] and len(manifest["layers"]) == 3
     plain = lp("build", src, "--out", tmp_path / "plain", "--json")
     assert plain.json()["targets"][0]["kind"] == "recipe"
+
+
+def test_built_without_base_tells_artifact_images_apart(lp, site, recipe, tmp_path):
+    from lemonpack.oci.base import built_without_base
+
+    make_base(tmp_path / "base")
+    common = ["--mirror", site.base, "--os", "linux", "--accelerator", "cpu", "--cpu-arch", "amd64"]
+    assert lp("build", recipe, "--out", tmp_path / "plain", *common).code == 0
+    assert lp("build", recipe, "--out", tmp_path / "based", *common, "--base", f"oci:{tmp_path / 'base'}").code == 0
+    tag = _first_image_tag(tmp_path / "plain")
+    assert built_without_base(tmp_path / "plain", tag) is True
+    assert built_without_base(tmp_path / "based", tag) is False
+    assert built_without_base(tmp_path / "plain", RECIPE_ID) is False  # an index
+    assert built_without_base(tmp_path / "base", "base") is False  # not lemonpack's
+    assert built_without_base(tmp_path / "missing", tag) is False
