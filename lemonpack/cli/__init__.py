@@ -95,13 +95,15 @@ def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
         if want_json:
             print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:
-            err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
+            label = "aborted:" if e.exit_code == 130 else "[bold red]error:[/]"
+            err_console.print(f"{label} {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
     except typer.Exit as e:
         code = e.exit_code
+        if isinstance(e.__cause__, KeyboardInterrupt):  # typer (0.29) turns Ctrl-C into Exit(130)
+            code = _report_interrupt(args, want_json)
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted")
-        code = 130
+        code = _report_interrupt(args, want_json)
     except Exception as e:
         # Usage errors of typer's (vendored) click: they know how to print themselves.
         if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
@@ -111,6 +113,20 @@ def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
     if exit_process:
         sys.exit(code)
     return code
+
+
+def _report_interrupt(args: list[str], want_json: bool) -> int:
+    """Say that Ctrl-C stopped the command (a command that knows what it left behind raises
+    :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
+    from lemonpack.errors import Interrupted
+
+    word = next((a for a in args if not a.startswith("-")), "")
+    e = Interrupted(f"lemonpack {word} interrupted (Ctrl-C)".replace("  ", " "))
+    if want_json:
+        print(json.dumps(e.to_json()), flush=True)
+    else:
+        err_console.print(f"aborted: {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
+    return e.exit_code
 
 
 __all__ = ["app", "console", "main"]

@@ -135,8 +135,11 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
          json_out: bool = JSON_OPTION) -> int:
     """Fetch a published image, index or recipe artifact into an OCI image layout.
 
-    Every manifest and blob is checked against the digest and size that names it; the layout
-    appears at OUT only when everything arrived and verified (an existing layout is replaced).
+    Every manifest and blob is checked against the digest and size that names it, into a
+    temporary directory first: OUT changes only when everything arrived and verified. A new OUT
+    is created; an existing layout at OUT gets the tag added (its other tags and files are
+    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; a
+    non-empty directory that is not a layout is refused.
     """
     from lemonpack.registry.reference import parse_reference
     from lemonpack.registry.transfer import pull_layout
@@ -147,7 +150,14 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     if json_out:
         print_json(result.to_json())
     else:
-        console.print(f"{r} -> {out} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
+        if not result.merged:
+            where = f"new layout {out}"
+        elif result.replaced:
+            where = (f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; "
+                     f"{result.kept} other tags kept)")
+        else:
+            where = f"existing layout {out} ({result.kept} other tags kept)"
+        console.print(f"{r} -> {where} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
     return 0
 
 
@@ -159,8 +169,8 @@ def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe f
         json_out: bool = JSON_OPTION) -> int:
     """Resolve every container image tag of a recipe to its digest and rewrite the file.
 
-    Each image is looked up with a manifest HEAD (its Docker-Content-Digest checked against
-    the manifest body) and written as name:tag@sha256:...; everything else in the file stays
+    Each image's manifest is fetched by tag and hashed (a Docker-Content-Digest header, when
+    the registry sends one, must agree) and written as name:tag@sha256:...; everything else in the file stays
     byte for byte (key order, indentation, spacing). An image containing {arch_alias} is
     resolved once per arch alias of the recipe, or the command fails saying why. The file is
     replaced atomically. --check only reports (exit 1 when anything is unpinned).
