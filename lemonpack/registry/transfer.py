@@ -6,14 +6,20 @@ so the registry's digest is the local one (checked on every answer). Order is de
 children before parents: blobs (config, layers) before their manifest, child manifests (and a
 ``subject``) before the index that names them, and the tag last. A blob already in the target
 repository (``HEAD``) is skipped; one that is in another repository of ``mount_from`` is mounted
-(no bytes sent); the rest are streamed from disk (:meth:`RegistryClient.push_blob`). A manifest
-already present by digest is not sent again.
+(no bytes sent; a mount answered with an upload session continues in it); the rest are streamed
+from disk and hashed as they go, committed only when they are what their name says
+(:meth:`RegistryClient.push_blob`). A manifest already present by digest is not sent again.
+Destination tags are checked before anything is sent (a layout tag that is a full name, such as
+``docker.io/x/a:1``, is no registry tag).
 
-:func:`pull_layout` reads a reference (tag or digest) and writes everything it reaches into a
-new layout through :class:`~lemonpack.oci.layout.LayoutWriter` (temp directory, renamed into
-place only when complete): every manifest is checked against the digest and size its parent
-descriptor names, every blob streamed with its size bounded and its sha256 checked. On any
-failure nothing is written at ``out``.
+:func:`pull_layout` reads a reference (tag or digest) and writes everything it reaches through
+:class:`~lemonpack.oci.layout.LayoutWriter` (a temp directory first; a new layout renamed into
+place, an existing one added to): every manifest is checked against the digest and size its
+parent descriptor names, every blob streamed with its size bounded and its sha256 computed once
+as it arrives. On any failure nothing is written at ``out``.
+
+Ctrl-C in either raises :class:`~lemonpack.errors.Interrupted` saying what was under way and
+what was (not) tagged or written.
 
 Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layout.md``,
 ``descriptor.md``, ``manifest.md`` (``subject``), ``image-index.md``.
