@@ -49,8 +49,11 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     Children go before the index that names them; blobs the repository already has are
     skipped (HEAD), blobs of --mount-from repositories are mounted, the rest are streamed from
-    disk in chunks; transient failures are retried with backoff. Every digest the registry
-    answers is checked against the local one. With --sign, each pushed manifest is then signed
+    disk in chunks and hashed as they go: a blob file that is not what its name says is refused
+    (exit 3) before the registry commits it. Transient failures are retried with backoff. Every
+    digest the registry answers is checked against the local one. A layout tag that is no
+    registry tag (a full name such as docker.io/x/a:1) is refused before anything is sent:
+    publish it as DIR:TAG --to HOST/REPO:NEWTAG. With --sign, each pushed manifest is then signed
     as `lemonpack sign HOST/REPO@DIGEST --key` does (the key is opened before anything is sent).
     Examples:
     lemonpack publish out/layout --to 127.0.0.1:5000/engines ;
