@@ -81,8 +81,9 @@ MAX_MANIFEST_BYTES = 4 << 20
 #: Bytes per read when downloading blobs (large: Python's per-piece cost stays small next to
 #: the hashing and writing done outside the GIL).
 READ_CHUNK = 4 << 20
-#: Blobs larger than this are uploaded in PATCH chunks of this size (distribution-spec
-#: "pushing a blob in chunks"); smaller ones with a single PUT.
+#: Blob files are uploaded in PATCH chunks of at most this size (distribution-spec "pushing a
+#: blob in chunks"), then committed by an empty closing PUT once their hash is checked; blobs
+#: given as bytes (hashed before sending) up to this size go in a single PUT.
 DEFAULT_CHUNK_SIZE = 64 << 20
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
