@@ -87,8 +87,16 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
                 from lemonpack.signing.remote import sign_image
 
                 for digest in dict.fromkeys(p.digest for p in result.pushed):
-                    signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
-                                             client=client))
+                    try:
+                        signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
+                                                 client=client))
+                    except KeyboardInterrupt:
+                        from lemonpack.errors import Interrupted
+
+                        tags = ", ".join(f"{p.tag}@{p.digest}" for p in result.pushed)
+                        raise Interrupted(f"publish to {result.reference}: every tag was pushed ({tags}); "
+                                          f"interrupted while signing {digest} ({len(signed)} of "
+                                          f"{len(set(p.digest for p in result.pushed))} signed)") from None
     if json_out:
         doc = result.to_json()
         if private is not None:
