@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -258,6 +259,29 @@ def test_ctrl_c_during_publish_says_what_it_interrupted_and_that_nothing_was_tag
         assert message.startswith("aborted: ")
     assert "interrupted while uploading blob" in message and "nothing was tagged" in message
     assert _tags(registry.host, repo) == []
+
+
+def test_ctrl_c_while_publish_signs_says_every_tag_was_pushed(registry, example_layout, tmp_path):
+    from lemonpack.signing import keys
+
+    pair = keys.generate_key_pair(b"pw")
+    (tmp_path / "k.key").write_bytes(pair.private_pem)
+    repo = _repo()
+    with RegistryProxy(registry, hold={"GET", "HEAD"}, hold_path=".sig") as proxy:
+        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "publish", str(example_layout), "--to",
+                              f"{proxy.host}/{repo}", "--sign", str(tmp_path / "k.key"), "--no-progress"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "LEMONPACK_PASSWORD": "pw"})
+        try:
+            assert wait_for(proxy.held.is_set, timeout=60), "publish never reached the signature"
+            p.send_signal(signal.SIGINT)
+            _out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 130 and "every tag was pushed" in err and "interrupted while signing" in err, err
+    assert sorted(_tags(registry.host, repo)) == sorted(layout_tags(example_layout))
 
 
 def test_ctrl_c_during_pull_leaves_no_layout(registry, example_layout, tmp_path):

@@ -8,7 +8,8 @@ behave as registries the real one is not:
   did not mount: the request goes to the registry as a plain ``POST``, so the answer is a real
   upload session (``202`` + ``Location``; harbor#22863);
 - ``hold``: a set of methods (``{"PATCH"}``) whose requests are held (``held`` is set) until
-  ``release`` is set: a command stays mid-transfer for as long as a test needs.
+  ``release`` is set: a command stays mid-transfer for as long as a test needs; ``hold_path``:
+  only requests whose path holds this string are held.
 
 Every request is appended to ``log`` as ``{"method", "path", "query", "status", "mount"}``
 once answered (``status`` None for one cut before its answer). The ``Host`` header is
@@ -29,9 +30,10 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
 class RegistryProxy:
     """See the module doc. ``host`` is ``127.0.0.1:PORT`` of the proxy."""
 
-    def __init__(self, registry, *, dcd: str = "ok", mount_202: bool = False, hold: set[str] | None = None):
+    def __init__(self, registry, *, dcd: str = "ok", mount_202: bool = False, hold: set[str] | None = None,
+                 hold_path: str = ""):
         self.upstream = registry.host
-        self.dcd, self.mount_202, self.hold = dcd, mount_202, set(hold or ())
+        self.dcd, self.mount_202, self.hold, self.hold_path = dcd, mount_202, set(hold or ()), hold_path
         self.log: list[dict] = []
         self.held = threading.Event()
         self.release = threading.Event()
@@ -51,7 +53,7 @@ class RegistryProxy:
                 proxy.log.append(entry)
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else None
-                if self.command in proxy.hold:
+                if self.command in proxy.hold and proxy.hold_path in u.path:
                     proxy.held.set()
                     proxy.release.wait(120)
                 path = self.path
