@@ -212,6 +212,8 @@ class LayoutWriter:
         if p.is_dir() and not _is_layout(p) and any(p.iterdir()):
             raise LemonpackError(f"{p}: exists, is not empty and is not an OCI image layout; "
                                  "refusing to replace it")
+        if self.merge and _is_layout(p):
+            read_layout(p)  # one we can add to (version, index.json), or refused before any work
 
     def _install(self, tmp: Path) -> None:
         self._check_target()

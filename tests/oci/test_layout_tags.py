@@ -93,6 +93,10 @@ def test_a_failed_merge_changes_nothing_and_a_non_layout_is_refused(tmp_path):
         with LayoutWriter(notes, merge=True):
             pass
     assert [p.name for p in notes.iterdir()] == ["todo.txt"]
+    (out / "oci-layout").write_text('{"imageLayoutVersion":"9.9.9"}')
+    with pytest.raises(LemonpackError, match="not an OCI image layout 1.0.0"):
+        with LayoutWriter(out, merge=True):
+            raise AssertionError("entered a layout it cannot add to")
 
 
 def test_receive_blob_keeps_what_a_verifying_writer_wrote_and_nothing_on_error(tmp_path):
