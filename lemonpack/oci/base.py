@@ -104,7 +104,7 @@ class _HashingReader:
     decompressed bytes as ``tarfile`` reads them."""
 
     def __init__(self, f, media_type: str):
-        self.f, self.sha, self.buf = f, hashlib.sha256(), b""
+        self.f, self.sha, self.buf, self.pos = f, hashlib.sha256(), b"", 0
         self.inflate = None
         self.zstd = None
         if media_type in _GZIP_TYPES:
@@ -140,17 +140,29 @@ class _HashingReader:
         return out
 
     def read(self, n: int = -1) -> bytes:
-        while (n < 0 or len(self.buf) < n) and not self.done:
+        """Up to ``n`` decompressed bytes (all that is left when ``n < 0``); ``b""`` at the end."""
+        have = len(self.buf) - self.pos
+        if n >= 0 and have >= n:  # the common case: served from the current chunk, no copy of the rest
+            out = self.buf[self.pos:self.pos + n]
+            self.pos += n
+            return out
+        parts = [self.buf[self.pos:]]
+        self.buf, self.pos = b"", 0
+        while (n < 0 or have < n) and not self.done:
             more = self._more()
             if not more:
                 self.done = True
                 break
             self.sha.update(more)
-            self.buf += more
-        if n < 0:
-            n = len(self.buf)
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+            if n >= 0 and have + len(more) > n:
+                take = n - have
+                parts.append(more[:take])
+                self.buf, self.pos = more, take
+                have = n
+                break
+            parts.append(more)
+            have += len(more)
+        return b"".join(parts)
 
     def drain(self) -> None:
         """Read (and hash) what is left: the tar's end blocks and padding."""
