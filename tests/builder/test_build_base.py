@@ -315,3 +315,24 @@ def test_built_without_base_tells_artifact_images_apart(lp, site, recipe, tmp_pa
     assert built_without_base(tmp_path / "plain", RECIPE_ID) is False  # an index
     assert built_without_base(tmp_path / "base", "base") is False  # not lemonpack's
     assert built_without_base(tmp_path / "missing", tag) is False
+
+
+def test_two_targets_share_the_base_blobs(lp, site, tmp_path):
+    url2 = "https://example.invalid/engines/llama-server-vulkan.tar.gz"
+    path = variant_recipe(tmp_path / "recipes" / "two.json", site)
+    doc = json.loads(path.read_text())
+    sha = site.put(url2, artifact_for(url2, "llama-server"))
+    doc["platforms"]["linux"]["vulkan"] = {**doc["platforms"]["linux"]["cpu"], "source": url2, "sha256": f"sha256:{sha}"}
+    path.write_text(json.dumps(doc))
+    made = make_base(tmp_path / "base")
+    out = tmp_path / "out"
+    r = lp("build", path, "--out", out, "--mirror", site.base, "--cpu-arch", "amd64", "--base",
+           f"oci:{tmp_path / 'base'}", "--json")
+    assert r.code == 0, r
+    tags_ = [t["tag"] for t in r.json()["targets"]]
+    assert len(tags_) == 2
+    for tag in tags_:
+        manifest, _ = _image(out, tag)
+        assert [l["digest"] for l in manifest["layers"]][:2] == made["layers"]
+    blobs = {p.name for p in (out / "blobs" / "sha256").iterdir()}
+    assert {d.split(":")[1] for d in made["layers"]} <= blobs
