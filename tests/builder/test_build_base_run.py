@@ -1,6 +1,7 @@
 """Images that run: ``lemonpack build --base`` on a real Debian base, then ``podman run``.
 
-The base is Debian 12 from ``mmdebstrap`` (:mod:`support.debian_base`, cached across runs);
+The base is Debian 12 from ``mmdebstrap`` (the ``debian_layout`` fixture of
+:mod:`support.debian_base`, cached across runs);
 the engines are the suite's real ``llama-server`` (:mod:`support.llama_server`) with the tiny
 GGUF mounted read-only, and the shipped Python example. Each container runs with
 ``--network host`` on a free port of 127.0.0.1; images and containers carry unique names
@@ -22,21 +23,9 @@ import pytest
 
 from buildkit import need, tags
 from support.containers import podman_conf  # noqa: F401 (fixture)
-from support.debian_base import debian_base
 from support.helpers import free_port, wait_for
 
 pytestmark = pytest.mark.slow
-
-EXTRA = ["python3-minimal", "libpython3.11-stdlib"]  # the example engine is a Python script
-
-
-@pytest.fixture(scope="session")
-def debian_layout() -> str:
-    """``oci:DIR:TAG`` of the Debian base (libc, libstdc++, libgomp, libssl, Python)."""
-    need("mmdebstrap")
-    need("umoci")
-    path, tag = debian_base(EXTRA)
-    return f"oci:{path}:{tag}"
 
 
 def _load(layout: Path, tag: str, env: dict) -> str:

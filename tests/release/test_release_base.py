@@ -13,7 +13,6 @@ import pytest
 
 from lemonpack.cli import main
 from support.containers import podman_conf  # noqa: F401 (fixture)
-from support.debian_base import debian_base
 from support.oci_base import make_base
 from support.tools import need
 
@@ -40,10 +39,9 @@ def _release(out: Path, containers: Path, *extra: str) -> int:
 
 
 @pytest.mark.slow
-def test_release_on_a_base_runs_gufo_registry(tmp_path, cache, podman_conf, capsys):  # noqa: F811
+def test_release_on_a_base_runs_gufo_registry(tmp_path, cache, podman_conf, debian_layout, capsys):  # noqa: F811
     need("g++")
-    path, tag = debian_base(["python3-minimal", "libpython3.11-stdlib"])
-    containers = _definition(tmp_path / "containers", "gufo-run", f"oci:{path}:{tag}")
+    containers = _definition(tmp_path / "containers", "gufo-run", debian_layout)
     assert _release(tmp_path / "a", containers) == 0
     assert _release(tmp_path / "b", containers) == 0
     a = json.loads((tmp_path / "a" / "release.json").read_text())

@@ -12,7 +12,9 @@ makes the layout: ``umoci init``, ``umoci new``, ``umoci raw add-layer``, ``umoc
 ``debian-base/<key>/`` where ``key`` hashes the mmdebstrap inputs (suite, variant, package
 list, epoch, architecture), so reruns on CI (with the cache kept) cost nothing; a lock file
 serialises concurrent test processes; a build lands by rename, so a half-made base is never
-used. Run as a script to prepare it: ``python debian_base.py [PACKAGE...]`` prints the path.
+used. The session fixture :func:`debian_layout` gives ``oci:DIR:TAG`` of the base with
+:data:`RUN_EXTRA` (what the runnable-image tests use). Run as a script to prepare a base:
+``python debian_base.py [PACKAGE...]`` prints its ``oci:DIR:TAG``.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+import pytest
+
 SUITE = "bookworm"
 VARIANT = "essential"
 EPOCH = "1700000000"
 PACKAGES = ("libgomp1", "libstdc++6", "libssl3")
 TAG = "base"
+#: What the suite's runnable-image tests need on top: Python for the shipped example engine.
+RUN_EXTRA = ("python3-minimal", "libpython3.11-stdlib")
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -91,6 +97,19 @@ def debian_base(extra: Sequence[str] = ()) -> tuple[Path, str]:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return final, TAG
+
+
+@pytest.fixture(scope="session")
+def debian_layout() -> str:
+    """``oci:DIR:TAG`` of the Debian base with :data:`RUN_EXTRA` (libc, libstdc++, libgomp,
+    libssl, Python): built once per machine, then taken from the cache. Fails (never skips)
+    when mmdebstrap or umoci is missing. Registered for every folder in ``tests/conftest.py``."""
+    from support.tools import need
+
+    need("mmdebstrap")
+    need("umoci")
+    path, tag = debian_base(RUN_EXTRA)
+    return f"oci:{path}:{tag}"
 
 
 if __name__ == "__main__":
