@@ -49,6 +49,9 @@ from lemonpack.errors import LemonpackError, RuntimeFailure
 from lemonpack.runtime.runner import Runner
 from lemonpack.runtime.selector import BackendSelectionError
 from lemonpack.runtime.supervisor import State
+from lemonpack.server.body import (
+    MAX_JSON_BYTES, BadBody, Body, multipart_field, parse_json, read_bounded, read_multipart_model, shown, clip,
+)
 from lemonpack.server.catalog import Catalog, ModelNotFound
 
 access_log = logging.getLogger("lemonpack.server.access")
@@ -107,24 +110,6 @@ def _strip(headers, drop=()) -> CIMultiDict:
                        if k.lower() not in HOP_BY_HOP and k.lower() not in conn and k.lower() not in drop)
 
 
-_NAME_RE = re.compile(rb'name="([^"]*)"')
-
-
-def multipart_field(body: bytes, content_type: str, field: str) -> str | None:
-    """The text value of form field ``field`` in a multipart ``body`` (None when absent)."""
-    m = re.search(r'boundary="?([^";]+)"?', content_type)
-    if not m:
-        return None
-    for part in body.split(b"--" + m.group(1).encode()):
-        head, sep, value = part.partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        n = _NAME_RE.search(head)
-        if n and n.group(1).decode(errors="replace") == field and b"filename=" not in head:
-            return value[:-2].decode(errors="replace") if value.endswith(b"\r\n") else value.decode(errors="replace")
-    return None
-
-
 class Server:
     """The application state: the :class:`Catalog`, the :class:`Runner`, upstream sessions
     (one per engine, so no request reuses a pooled connection of a dead engine) and the
@@ -135,7 +120,7 @@ class Server:
         self.runner = runner or Runner(catalog.plan)
         self.config = config or ServerConfig()
         self.in_flight: dict[str, int] = {}
-        self._sessions: dict[int, aiohttp.ClientSession] = {}
+        self._sessions: dict[int, tuple[object, aiohttp.ClientSession]] = {}
         self.known: set[str] = set()  # models this server asked the runner for
         self.last_done: dict[str, float] = {}  # model -> monotonic end of its last request
         self._idle_eng: dict[str, tuple[object, float]] = {}  # model -> (engine, monotonic first seen ready)
@@ -146,7 +131,7 @@ class Server:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
-        app = web.Application(client_max_size=1 << 34, middlewares=[_errors])
+        app = web.Application(client_max_size=MAX_JSON_BYTES, middlewares=[_errors])
         for prefix in ("/v1", "/api/v1"):
             app.router.add_get(prefix + "/models", self.models)
             app.router.add_post(prefix + "/load", self.load)
@@ -165,21 +150,28 @@ class Server:
     async def _cleanup(self, _app) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for s in list(self._sessions.values()):
+        for _eng, s in list(self._sessions.values()):
             await s.close()
         self._sessions.clear()
 
     def _session(self, eng) -> aiohttp.ClientSession:
+        """The upstream client session of engine ``eng``: one per engine, kept for the
+        engine's life (its pool is never shared with another engine, so no request reuses a
+        connection of a dead one, and using one model never touches another's connections).
+        Sessions of engines that have exited are closed here, never one in use."""
         key = id(eng)
-        s = self._sessions.get(key)
-        if s is None:
-            for k, old in list(self._sessions.items()):  # engines replaced: drop their pools
-                if k != key:
-                    asyncio.ensure_future(old.close())
-                    del self._sessions[k]
-            s = self._sessions[key] = aiohttp.ClientSession(
-                auto_decompress=False, trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        got = self._sessions.get(key)
+        if got is not None and got[0] is eng:
+            return got[1]
+        for k, (old_eng, old) in list(self._sessions.items()):
+            if old_eng.poll() is not None or k == key:  # an engine gone (or an id reused)
+                asyncio.ensure_future(old.close())
+                del self._sessions[k]
+        s = aiohttp.ClientSession(
+            auto_decompress=False, trust_env=False, skip_auto_headers=("User-Agent", "Content-Type"),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, use_dns_cache=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        self._sessions[key] = (eng, s)
         return s
 
     # -- engines
@@ -214,22 +206,30 @@ class Server:
 
     # -- the proxy
 
-    async def _model_of(self, request: web.Request, body: bytes) -> str | None:
+    async def _read_body(self, request: web.Request) -> tuple[str | None, Body]:
+        """The model a request names and its :class:`Body` (:mod:`lemonpack.server.body`):
+        a JSON body is read (bounded) and parsed (depth-bounded); a multipart body is read
+        only up to its ``model`` field; another body with ``?model=`` is not read at all.
+        Raises :class:`BadBody`."""
         ctype = request.headers.get("Content-Type", "")
+        length = request.content_length
         if ctype.startswith("multipart/"):
-            name = multipart_field(body, ctype, "model")
-            if name:
-                return name
-        elif body:
+            name, body = await read_multipart_model(request, ctype)
+            return name or request.query.get("model"), body
+        if request.query.get("model") and ctype and "json" not in ctype:
+            return request.query["model"], Body(request, complete=False, length=length)
+        raw = await read_bounded(request)
+        body = Body(None, raw, complete=True, length=len(raw))
+        if raw:
             try:
-                doc = json.loads(body)
-            except ValueError as e:
+                doc = parse_json(raw)
+            except BadBody:
                 if not ctype or "json" in ctype:  # said to be JSON (or said nothing): say it is not
-                    raise BadBody(f"request body is not valid JSON: {e}") from None
+                    raise
                 doc = None  # `curl -d` sends JSON as a form: read if it parses, else only ?model=
             if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-                return doc["model"]
-        return request.query.get("model")
+                return doc["model"], body
+        return request.query.get("model"), body
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
         """Forward one inference request to the model's engine (module docstring)."""
@@ -239,64 +239,79 @@ class Server:
             resp = await self._proxy(request, info, t0)
             info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
             return resp
-        except asyncio.CancelledError:
-            info["status"] = 499
+        except (asyncio.CancelledError, ConnectionError) as e:
+            info["status"] = 499  # the client left: aiohttp cancelled the handler
             raise
         finally:
             info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
+            if info["model"] is not None:
+                info["model"] = clip(info["model"])
             access_log.info("request", extra={"fields": info})
 
     async def _proxy(self, request: web.Request, info: dict, t0: float) -> web.StreamResponse:
         route = request.path.removeprefix("/api").removeprefix("/v1")
         key = route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
         _method, cap = ROUTES[key]
-        body = await request.read()  # whole: re-framed with one Content-Length
         try:
-            model = await self._model_of(request, body)
+            model, body = await self._read_body(request)
         except BadBody as e:
-            return error(400, "invalid_request_error", str(e))
-        info["model"] = model
-        if not model:
-            return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
-        served = await self._served_or_error(model)
-        if isinstance(served, web.Response):
-            return served
-        if cap not in served.capabilities:
-            return error(400, "unsupported_operation",
-                         f"model {model!r} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
-                         f"capability needed by {request.method} {request.path}")
-        n = self.in_flight.get(model, 0)
-        if n >= self.config.max_in_flight:
-            return error(429, "rate_limit_error", f"model {model!r} has {n} requests in flight "
-                         f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
-        self.in_flight[model] = n + 1
-        self._downsized_now.discard(model)
+            return error(e.status, "invalid_request_error", str(e))
         try:
-            return await self._forward(request, served, route, body, info, t0)
-        finally:
-            self.in_flight[model] -= 1
-            self.last_done[model] = time.monotonic()
+            info["model"] = model
+            if not model:
+                return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
+            served = await self._served_or_error(model)
+            if isinstance(served, web.Response):
+                return served
+            if cap not in served.capabilities:
+                return error(400, "unsupported_operation",
+                             f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
+                             f"capability needed by {request.method} {request.path}")
+            n = self.in_flight.get(model, 0)
+            if n >= self.config.max_in_flight:
+                return error(429, "rate_limit_error", f"model {shown(model)} has {n} requests in flight "
+                             f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
+            self.in_flight[model] = n + 1
             self._downsized_now.discard(model)
+            try:
+                return await self._forward(request, served, route, body, info, t0)
+            finally:
+                self.in_flight[model] -= 1
+                self.last_done[model] = time.monotonic()
+                self._downsized_now.discard(model)
+        finally:
+            body.close()
 
-    async def _forward(self, request, served, route: str, body: bytes, info: dict, t0: float):
+    async def _forward(self, request, served, route: str, body: Body, info: dict, t0: float):
         try:
             eng = await self._ready(served.name)
         except (RuntimeFailure, LemonpackError) as e:
             return self._load_error(served.name, e)
         except asyncio.TimeoutError:
-            return error(500, "model_load_error", f"{served.name}: not ready within {self.config.load_timeout}s")
+            return error(503, "model_load_timeout", f"{served.name}: not ready within {self.config.load_timeout}s")
+        return await self._relay(request, served, eng, route, body, info, t0)
+
+    async def _relay(self, request, served, eng, route: str, body: Body, info: dict, t0: float):
+        """Send the request to ``eng`` and stream its answer back. A client that leaves
+        cancels this handler (aiohttp's handler cancellation), whatever the phase: the
+        upstream request or response is then closed at once, and the engine sees it."""
         remap = served.recipe.endpoints.get(_cap_of(route)) if served.recipe.endpoints else None
         path = remap if remap else "/v1" + route
         url = eng.url + path + (("?" + request.query_string) if request.query_string else "")
         headers = _strip(request.headers, drop=("host", "content-length", "accept-encoding"))
         headers["Accept-Encoding"] = "identity"
+        if body.length is not None:
+            headers["Content-Length"] = str(body.length)
         session = self._session(eng)
         try:
-            up = await session.request(request.method, url, data=body if body else None, headers=headers,
-                                       allow_redirects=False)
+            up = await session.request(request.method, url, data=None if body.empty else body.chunks(),
+                                       headers=headers, allow_redirects=False)
         except aiohttp.ClientError as e:
-            await asyncio.sleep(0.05)
-            if eng.poll() is None or info.get("retried"):
+            for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
+                if eng.poll() is not None:
+                    break
+                await asyncio.sleep(0.02)
+            if eng.poll() is None or info.get("retried") or not body.replayable:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
             info["retried"] = True  # the engine died just before: the next attempt restarts it
             return await self._forward(request, served, route, body, info, t0)
@@ -309,7 +324,6 @@ class Server:
             elif up.content_length is not None:
                 out.content_length = up.content_length
             await out.prepare(request)
-            watch = asyncio.ensure_future(_close_when_gone(request, up))
             try:
                 async for chunk in up.content.iter_any():
                     if info["ttfb_ms"] is None:
@@ -325,9 +339,8 @@ class Server:
                 out.force_close()
                 if out.content_length is not None:  # cannot end a sized body cleanly: drop it
                     return out
-            finally:
-                watch.cancel()
             if _gone(request):
+                info["status"] = 499
                 return out
             await out.write_eof()
             return out
@@ -435,11 +448,7 @@ class Server:
         return web.json_response(doc)
 
     async def _body_model(self, request: web.Request) -> str | None:
-        body = await request.read()
-        try:
-            doc = json.loads(body or b"{}")
-        except ValueError as e:
-            raise BadBody(f"request body is not valid JSON: {e}") from None
+        doc = parse_json(await read_bounded(request) or b"{}")
         if isinstance(doc, dict):
             for k in ("model_name", "model"):
                 if isinstance(doc.get(k), str):
@@ -456,7 +465,7 @@ class Server:
         except BackendSelectionError as e:
             return selection_error(e)
         if served.recipe is None:
-            return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+            return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
         return served
 
     async def load(self, request: web.Request) -> web.Response:
@@ -499,10 +508,6 @@ class Server:
                                   "model_registry_problem": self.catalog.registry_problem})
 
 
-class BadBody(LemonpackError):
-    """A request body that cannot be read as what the route takes (HTTP 400)."""
-
-
 @web.middleware
 async def _errors(request: web.Request, handler):
     """Every failure of a handler answers in the OpenAI error shape, never aiohttp's plain
@@ -514,25 +519,20 @@ async def _errors(request: web.Request, handler):
     except web.HTTPException:
         raise
     except BadBody as e:
-        return error(400, "invalid_request_error", str(e))
+        return error(e.status, "invalid_request_error", str(e))
     except LemonpackError as e:
-        log.warning("%s %s: %s", request.method, request.path, e)
-        return error(500, "server_error", str(e))
+        log.warning("%s %s: %s", request.method, clip(request.path), clip(e, 2000))
+        return error(500, "server_error", str(e)[:2000])
+    except (ConnectionError, asyncio.CancelledError):
+        raise  # the client left: nothing to answer, nothing to log but the access line
     except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
-        log.exception("%s %s failed", request.method, request.path)
-        return error(500, "server_error", f"internal error: {type(e).__name__}: {e}")
+        log.exception("%s %s failed", request.method, clip(request.path))
+        return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
 
 
 def _gone(request: web.Request) -> bool:
     t = request.transport
     return t is None or t.is_closing()
-
-
-async def _close_when_gone(request: web.Request, up: aiohttp.ClientResponse, every: float = 0.1) -> None:
-    """Close the upstream response (its connection) as soon as the client is gone."""
-    while not _gone(request):
-        await asyncio.sleep(every)
-    up.close()
 
 
 def _cap_of(route: str) -> str:

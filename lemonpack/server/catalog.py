@@ -37,6 +37,7 @@ from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.server.body import shown
 from lemonpack.runtime.selector import (
     OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, gather_presence, model_artifact, select_backend,
 )
@@ -160,9 +161,9 @@ class Catalog:
             problem = None if rec is not None else f"recipe {rid!r} is not discovered"
             return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel)
         if not self.is_model_file(name):
-            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add) and is not a model file")
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model file")
         if not self.model_files:
-            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add); model files by path are "
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by path are "
                                 "served only when lemonpack serve listens on a loopback address")
         path = os.path.abspath(os.path.expanduser(name))
         override, source = effective_override(None, None)

@@ -59,7 +59,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 async def _serve(server, sock: socket.socket, stop, on_ready=None) -> None:
-    runner = web.AppRunner(server.app(), access_log=None)
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()
