@@ -32,13 +32,15 @@ unloads a model whose registration, recipe or model file went away (the discover
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, replace
 
 import aiohttp
 from aiohttp import web
@@ -46,7 +48,12 @@ from multidict import CIMultiDict
 
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.runtime.launch import OPTION_DEFAULTS
 from lemonpack.runtime.runner import Runner
+from lemonpack.runtime.serving import (
+    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, Phase, ServingPolicy,
+    Shutdown, Tick, Unload, options_key,
+)
 from lemonpack.runtime.selector import BackendSelectionError
 from lemonpack.runtime.supervisor import State
 from lemonpack.server.body import (
@@ -83,6 +90,7 @@ class ServerConfig:
     ttl: float | None = None
     soft_idle: float | None = None
     idle_check: float = 0.25
+    memory_budget: int | None = None
 
 
 def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None,
@@ -118,14 +126,125 @@ class Server:
     def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None):
         self.catalog = catalog
         self.runner = runner or Runner(catalog.plan)
-        self.config = config or ServerConfig()
-        self.in_flight: dict[str, int] = {}
+        self.config = cfg = config or ServerConfig()
         self._sessions: dict[int, tuple[object, aiohttp.ClientSession]] = {}
-        self.known: set[str] = set()  # models this server asked the runner for
-        self.last_done: dict[str, float] = {}  # model -> monotonic end of its last request
-        self._idle_eng: dict[str, tuple[object, float]] = {}  # model -> (engine, monotonic first seen ready)
-        self._downsized_now: set[str] = set()  # downsized in the current idle period
+        self.known: set[str] = set()  # models this server asked for
+        self.policy = ServingPolicy(self, clock=time.monotonic, budget=cfg.memory_budget,
+                                    max_in_flight=cfg.max_in_flight, ttl=cfg.ttl, soft_idle=cfg.soft_idle,
+                                    load_timeout=cfg.load_timeout)
+        self._events: deque = deque()
+        self._handling = False
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task | None = None
+        self.runner.add_observer(self._engine_event)
+
+    @property
+    def in_flight(self) -> dict[str, int]:
+        """Requests busy or waiting for an engine, by model (the policy's count)."""
+        return self.policy.in_flight()
+
+    # -- the policy's driver: one owner of its state, the event loop
+
+    def post(self, event) -> None:
+        """Hand ``event`` to the :class:`ServingPolicy`. Call on the event loop only; an
+        event posted by an effect while another is handled is queued, never nested."""
+        self._events.append(event)
+        if self._handling:
+            return
+        self._handling = True
+        try:
+            while self._events:
+                ev = self._events.popleft()
+                try:
+                    self.policy.handle(ev)
+                except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
+                    log.exception("serving policy failed on %r", ev)
+        finally:
+            self._handling = False
+
+    def _engine_event(self, model: str, old: State, new: State) -> None:
+        """Runner observer (any thread, under the runner's lock): turn a transition into a
+        policy event and queue it on the event loop."""
+        if new is State.READY:
+            ev = EngineReady(model, self.runner.engine(model))
+        elif new is State.STOPPING and old is State.STARTING:
+            ev = EngineFailed(model, self._failure_text(model, self.runner.last_error(model) or "start failed"))
+        elif new is State.STOPPING:
+            ev = EngineExited(model, self.runner.last_error(model) or "")
+        elif new is State.STOPPED:
+            ev = EngineStopped(model)
+        else:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self.post, ev)
+        except RuntimeError:  # the loop closed meanwhile (shutdown)
+            pass
+
+    def _failure_text(self, model: str, msg: str) -> str:
+        eng = self.runner.engine(model)
+        if eng is not None and "last log lines" not in msg:
+            tail = eng.logs.tail(20)
+            if tail:
+                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
+        return msg
+
+    # Effects (ServingEffects): called from post(), must not block
+
+    def grant(self, req, model: str, engine) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_result(engine)
+
+    def reject(self, req, status: int, kind: str, message: str) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_exception(Rejected(status, kind, message))
+
+    def start(self, model: str, info: ModelInfo) -> None:
+        self.known.add(model)
+        self.catalog.load_options[model] = dict(info.options)
+        fut = self.runner.request(model)
+        fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event
+
+    def stop(self, model: str) -> None:
+        self.runner.unload(model, timeout=0)
+
+    def downsize(self, model: str, engine) -> None:
+        asyncio.ensure_future(self._downsize(model, engine))
+
+    async def _acquire(self, model: str, info: ModelInfo, load: bool = False):
+        """Wait until the policy grants a request for ``model``; ``(req, engine)``. Raises
+        :class:`Rejected`. The caller must :meth:`_release` ``req`` (also when cancelled:
+        then the policy forgets a request still waiting)."""
+        req = next(self._ids)
+        fut = self._waiters[req] = asyncio.get_running_loop().create_future()
+        self.post(Arrive(req, model, info, load))
+        try:
+            return req, await fut
+        except BaseException:
+            self._release(req)
+            raise
+
+    def _release(self, req) -> None:
+        self._waiters.pop(req, None)
+        self.post(Finish(req))
+
+    def _info(self, served) -> ModelInfo:
+        """What admission needs of ``served`` (memory estimated before start)."""
+        rec = served.recipe
+        modes = sorted({CAPABILITIES[c].mode for c in rec.capabilities if c in CAPABILITIES
+                        and CAPABILITIES[c].mode}) if rec is not None else []
+        opts = self.catalog.load_options.get(served.name, {})
+        return ModelInfo(memory=self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
+                         kind=modes[0] if modes else "chat", options=options_key(opts))
+
+    def _estimate(self, served, options) -> int:
+        return 0
 
     # -- aiohttp wiring
 
@@ -145,11 +264,13 @@ class Server:
         return app
 
     async def _startup(self, _app) -> None:
+        self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.ensure_future(self._sweep_loop())
 
     async def _cleanup(self, _app) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self.post(Shutdown())
         for _eng, s in list(self._sessions.values()):
             await s.close()
         self._sessions.clear()
@@ -176,33 +297,11 @@ class Server:
 
     # -- engines
 
-    async def _ready(self, model: str):
-        """The model's ready, live engine (starting it if needed); raises RuntimeFailure."""
-        self.known.add(model)
-        for _ in range(3):
-            eng = await asyncio.wait_for(asyncio.wrap_future(self.runner.request(model)), self.config.load_timeout)
-            if eng.poll() is None:
-                return eng
-            # a dead engine the supervisor has not processed yet: wait for it to leave it
-            await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.runner._wait(lambda: self.runner.engine(model) is not eng
-                                                or self.runner.state(model) is not State.READY, 5.0))
-        raise RuntimeFailure(f"{model}: engine keeps exiting")
-
     async def _get(self, model: str):
         """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
         if self.catalog.may_probe(model):
             return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
         return self.catalog.get(model)
-
-    def _load_error(self, model: str, e: BaseException) -> web.Response:
-        msg = str(e)
-        eng = self.runner.engine(model)
-        if eng is not None and "last log lines" not in msg:
-            tail = eng.logs.tail(20)
-            if tail:
-                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
-        return error(500, "model_load_error", msg)
 
     # -- the proxy
 
@@ -267,29 +366,33 @@ class Server:
                 return error(400, "unsupported_operation",
                              f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
                              f"capability needed by {request.method} {request.path}")
-            n = self.in_flight.get(model, 0)
-            if n >= self.config.max_in_flight:
-                return error(429, "rate_limit_error", f"model {shown(model)} has {n} requests in flight "
-                             f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
-            self.in_flight[model] = n + 1
-            self._downsized_now.discard(model)
-            try:
-                return await self._forward(request, served, route, body, info, t0)
-            finally:
-                self.in_flight[model] -= 1
-                self.last_done[model] = time.monotonic()
-                self._downsized_now.discard(model)
+            return await self._forward(request, served, route, body, info, t0)
         finally:
             body.close()
 
     async def _forward(self, request, served, route: str, body: Body, info: dict, t0: float):
         try:
-            eng = await self._ready(served.name)
-        except (RuntimeFailure, LemonpackError) as e:
-            return self._load_error(served.name, e)
-        except asyncio.TimeoutError:
-            return error(503, "model_load_timeout", f"{served.name}: not ready within {self.config.load_timeout}s")
-        return await self._relay(request, served, eng, route, body, info, t0)
+            req, eng = await self._acquire(served.name, self._info(served))
+        except Rejected as e:
+            return e.response()
+        try:
+            if eng.poll() is not None:  # exited, and the policy has not heard yet
+                raise _EngineGone()
+            return await self._relay(request, served, eng, route, body, info, t0)
+        except _EngineGone as e:
+            if info.get("retried") or not body.replayable:
+                return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e.why}")
+            info["retried"] = True  # the engine died just before: the next attempt restarts it
+        finally:
+            self._release(req)
+        await self._engine_left(served.name, eng)
+        return await self._forward(request, served, route, body, info, t0)
+
+    async def _engine_left(self, model: str, eng, limit: float = 5.0) -> None:
+        """Until the policy no longer offers ``eng`` for ``model`` (at most ``limit`` s)."""
+        deadline = time.monotonic() + limit
+        while self.policy.engine(model) is eng and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
 
     async def _relay(self, request, served, eng, route: str, body: Body, info: dict, t0: float):
         """Send the request to ``eng`` and stream its answer back. A client that leaves
@@ -311,10 +414,9 @@ class Server:
                 if eng.poll() is not None:
                     break
                 await asyncio.sleep(0.02)
-            if eng.poll() is None or info.get("retried") or not body.replayable:
+            if eng.poll() is None:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
-            info["retried"] = True  # the engine died just before: the next attempt restarts it
-            return await self._forward(request, served, route, body, info, t0)
+            raise _EngineGone(str(e)) from None
         try:
             out = web.StreamResponse(status=up.status, reason=up.reason)
             out.headers.extend(_strip(up.headers, drop=("content-length",)))
@@ -359,35 +461,14 @@ class Server:
             except Exception:  # noqa: BLE001 (a sweep failure must not end idle handling)
                 log.exception("idle sweep failed")
 
-    def sweep(self, now: float | None = None) -> None:
-        """One idle sweep (module docstring). Runs on the event loop and does not block:
-        the unload is posted (``Runner.unload(timeout=0)``), not waited for."""
-        now = time.monotonic() if now is None else now
-        ttl, soft = self.config.ttl, self.config.soft_idle
+    def sweep(self) -> None:
+        """Time passed (the policy's TTL, soft-idle and load timeouts); unload a model whose
+        registration, recipe or model file went away (the discovery watcher)."""
+        self.post(Tick())
         for name in list(self.known):
-            st = self.runner.state(name)
-            if st not in (State.READY, State.STARTING):
-                self._idle_eng.pop(name, None)
-                continue
-            if not self.catalog.exists(name):
+            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
-                self.runner.unload(name, timeout=0)
-                continue
-            if st is not State.READY or self.in_flight.get(name, 0) > 0:
-                continue
-            eng = self.runner.engine(name)
-            seen = self._idle_eng.get(name)
-            if seen is None or seen[0] is not eng:  # a new engine: its idle clock starts now
-                seen = self._idle_eng[name] = (eng, now)
-                self._downsized_now.discard(name)
-            idle = now - max(seen[1], self.last_done.get(name, 0.0))
-            if ttl is not None and idle >= ttl:
-                log.info("%s: idle %.1fs >= ttl %ss; unloading", name, idle, ttl, extra={"fields": {"model": name}})
-                self.runner.unload(name, timeout=0)
-                self._idle_eng.pop(name, None)
-            elif soft is not None and idle >= soft and name not in self._downsized_now and eng is not None:
-                self._downsized_now.add(name)
-                asyncio.ensure_future(self._downsize(name, eng))
+                self.post(Unload(name))
 
     async def _downsize(self, name: str, eng) -> None:
         """POST the recipe's ``downsize_endpoint`` to ``eng`` (none declared: nothing)."""
@@ -469,24 +550,32 @@ class Server:
         return served
 
     async def load(self, request: web.Request) -> web.Response:
-        """``POST /v1/load {"model_name": ...}``: start the engine and wait until ready."""
-        model = await self._body_model(request)
-        if not model:
-            return error(400, "invalid_request_error", "no model given")
+        """``POST /v1/load {"model_name": ..., options}``: start the engine and wait until
+        ready. Options (``ctx_size`` ..., or an ``options``/``recipe_options`` object) that
+        differ from the running engine's restart it with them once its requests in flight
+        end; the answer says which options are in effect."""
+        doc = parse_json(await read_bounded(request) or b"{}")
+        model, options = load_request(doc, request.query.get("model"))
         served = await self._served_or_error(model)
         if isinstance(served, web.Response):
             return served
+        info = self._info(served)
+        if options is not None:
+            info = replace(info, options=options_key(options))
         try:
-            eng = await self._ready(model)
-        except (RuntimeFailure, LemonpackError) as e:
-            return self._load_error(model, e)
-        return web.json_response({"status": "success", "model": model, "state": "ready", "url": eng.url})
+            req, eng = await self._acquire(model, info, load=True)
+        except Rejected as e:
+            return e.response()
+        self._release(req)
+        return web.json_response({"status": "success", "model": model, "state": "ready", "url": eng.url,
+                                  "options": dict(info.options)})
 
     async def unload(self, request: web.Request) -> web.Response:
         """``POST /v1/unload {"model_name": ...}``: stop the model's engine and wait."""
         model = await self._body_model(request)
         if not model:
             return error(400, "invalid_request_error", "no model given")
+        self.post(Unload(model))
         await asyncio.get_running_loop().run_in_executor(None, self.runner.unload, model)
         return web.json_response({"status": "success", "model": model, "state": "unloaded"})
 
@@ -528,6 +617,58 @@ async def _errors(request: web.Request, handler):
     except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
         log.exception("%s %s failed", request.method, clip(request.path))
         return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
+
+
+class Rejected(Exception):
+    """The policy answered a request without an engine (``status``, OpenAI error ``kind``)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+    def response(self) -> web.Response:
+        headers = {"Retry-After": "1"} if self.status in (429, 503) else None
+        return error(self.status, self.kind, str(self), headers=headers)
+
+
+class _EngineGone(Exception):
+    def __init__(self, why: str = "the engine exited") -> None:
+        super().__init__(why)
+        self.why = why
+
+
+#: Load options a ``POST /v1/load`` may set at its top level (section 4.2 option tokens).
+LOAD_OPTIONS = frozenset({*OPTION_DEFAULTS, "custom_args"})
+
+
+def load_request(doc: object, query_model: str | None) -> tuple[str, dict | None]:
+    """``(model, options or None)`` of a ``POST /v1/load`` body: ``model_name`` (or ``model``,
+    or ``?model=``), options from top-level option names (``ctx_size`` ...) and from an
+    ``options`` or ``recipe_options`` object. Raises :class:`BadBody` naming the field."""
+    if not isinstance(doc, dict):
+        raise BadBody("load body must be a JSON object")
+    model = next((doc[k] for k in ("model_name", "model") if isinstance(doc.get(k), str)), query_model)
+    if not model:
+        raise BadBody("no model given (model_name)")
+    options: dict | None = None
+    for k, v in doc.items():
+        if k in ("model_name", "model"):
+            continue
+        if k in ("options", "recipe_options"):
+            if not isinstance(v, dict):
+                raise BadBody(f"load field {k!r} must be an object of option names to values")
+            items = v.items()
+        elif k in LOAD_OPTIONS:
+            items = [(k, v)]
+        else:
+            raise BadBody(f"unknown load field {clip(k, 60)!r} (options: {', '.join(sorted(LOAD_OPTIONS))}, "
+                          "or an 'options' object)")
+        for name, value in items:
+            if not isinstance(value, (str, int, float, bool)) or not isinstance(name, str):
+                raise BadBody(f"load option {clip(name, 60)!r} must be a string, number or boolean")
+            options = options or {}
+            options[name] = value
+    return model, options
 
 
 def _gone(request: web.Request) -> bool:

@@ -99,6 +99,8 @@ class Catalog:
         #: Why the model registry file cannot be read right now (None when it can): the
         #: server keeps serving the last good registry and says so on /v1/models.
         self.registry_problem: str | None = None
+        #: Load options by model (``POST /v1/load``): used by every later start of it.
+        self.load_options: dict[str, dict] = {}
 
     def entries(self) -> Mapping[str, ModelEntry]:
         """The registered models by name. When ``user_models.json`` cannot be read or parsed
@@ -222,4 +224,4 @@ class Catalog:
             raise LemonpackError(f"model {name!r}: {m.problem}")
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
-                                 install_ref=m.recipe_id)
+                                 install_ref=m.recipe_id, options=self.load_options.get(name) or None)
