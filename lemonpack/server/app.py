@@ -49,6 +49,7 @@ from multidict import CIMultiDict
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError, RuntimeFailure
 from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
 from lemonpack.runtime.serving import (
     Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, Phase, ServingPolicy,
@@ -60,6 +61,7 @@ from lemonpack.server.body import (
     MAX_JSON_BYTES, BadBody, Body, multipart_field, parse_json, read_bounded, read_multipart_model, shown, clip,
 )
 from lemonpack.server.catalog import Catalog, ModelNotFound
+from lemonpack.server.metrics import Metrics
 
 access_log = logging.getLogger("lemonpack.server.access")
 log = logging.getLogger("lemonpack.server")
@@ -91,6 +93,7 @@ class ServerConfig:
     soft_idle: float | None = None
     idle_check: float = 0.25
     memory_budget: int | None = None
+    metrics_remote: bool = False
 
 
 def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None,
@@ -138,6 +141,8 @@ class Server:
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task | None = None
+        self._estimates: dict[tuple, int] = {}
+        self.metrics = Metrics(lambda: (self.policy.in_flight(), self.policy.memory(), self.policy.budget))
         self.runner.add_observer(self._engine_event)
 
     @property
@@ -171,8 +176,11 @@ class Server:
             ev = EngineReady(model, self.runner.engine(model))
         elif new is State.STOPPING and old is State.STARTING:
             ev = EngineFailed(model, self._failure_text(model, self.runner.last_error(model) or "start failed"))
+            self.metrics.failures.labels(clip(model, 200), "start_failed").inc()
         elif new is State.STOPPING:
             ev = EngineExited(model, self.runner.last_error(model) or "")
+            if self.policy.phase(model) is Phase.READY:  # not asked to stop: it exited
+                self.metrics.failures.labels(clip(model, 200), "exited").inc()
         elif new is State.STOPPED:
             ev = EngineStopped(model)
         else:
@@ -207,6 +215,7 @@ class Server:
 
     def start(self, model: str, info: ModelInfo) -> None:
         self.known.add(model)
+        self.metrics.starts.labels(clip(model, 200)).inc()
         self.catalog.load_options[model] = dict(info.options)
         fut = self.runner.request(model)
         fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event
@@ -234,17 +243,43 @@ class Server:
         self._waiters.pop(req, None)
         self.post(Finish(req))
 
-    def _info(self, served) -> ModelInfo:
+    async def _info(self, served) -> ModelInfo:
         """What admission needs of ``served`` (memory estimated before start)."""
         rec = served.recipe
         modes = sorted({CAPABILITIES[c].mode for c in rec.capabilities if c in CAPABILITIES
                         and CAPABILITIES[c].mode}) if rec is not None else []
         opts = self.catalog.load_options.get(served.name, {})
-        return ModelInfo(memory=self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
+        return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
                          kind=modes[0] if modes else "chat", options=options_key(opts))
 
-    def _estimate(self, served, options) -> int:
-        return 0
+    async def _estimate(self, served, options) -> int:
+        """:func:`lemonpack.runtime.memory.estimate_model` of the model's main file at the
+        context size its launch would use (cached per file, size, mtime and options; 0 when
+        the model is not a local file)."""
+        path = (served.spec.checkpoints or {}).get("main")
+        if not path or not os.path.isabs(os.path.expanduser(str(path))):
+            return 0
+        path = os.path.expanduser(str(path))
+        merged = {**(served.recipe.recipe_options if served.recipe else {}), **served.spec.recipe_options, **options}
+        ctx = merged.get("ctx_size") or OPTION_DEFAULTS["ctx_size"]
+        k = str(merged.get("cache_type_k") or OPTION_DEFAULTS["cache_type_k"])
+        v = str(merged.get("cache_type_v") or OPTION_DEFAULTS["cache_type_v"])
+        try:
+            st = os.stat(path)
+            ctx_n = int(ctx)
+        except (OSError, ValueError):
+            return 0
+        key = (path, st.st_size, st.st_mtime_ns, ctx_n, k, v)
+        got = self._estimates.get(key)
+        if got is None:
+            try:
+                est = await asyncio.get_running_loop().run_in_executor(None, estimate_model, path, ctx_n, k, v)
+            except LemonpackError:
+                return 0
+            got = self._estimates[key] = est.total
+            if len(self._estimates) > 1024:
+                self._estimates.pop(next(iter(self._estimates)))
+        return got
 
     # -- aiohttp wiring
 
@@ -259,6 +294,7 @@ class Server:
             app.router.add_get(prefix + "/system-info", self.system_info)
             for path, (method, cap) in ROUTES.items():
                 app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy)
+        app.router.add_get("/metrics", self.metrics_route)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
@@ -346,6 +382,8 @@ class Server:
             if info["model"] is not None:
                 info["model"] = clip(info["model"])
             access_log.info("request", extra={"fields": info})
+            self.metrics.request(info["model"], info["route"], info["status"], info["total_ms"] / 1000,
+                                 None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
 
     async def _proxy(self, request: web.Request, info: dict, t0: float) -> web.StreamResponse:
         route = request.path.removeprefix("/api").removeprefix("/v1")
@@ -372,7 +410,7 @@ class Server:
 
     async def _forward(self, request, served, route: str, body: Body, info: dict, t0: float):
         try:
-            req, eng = await self._acquire(served.name, self._info(served))
+            req, eng = await self._acquire(served.name, await self._info(served))
         except Rejected as e:
             return e.response()
         try:
@@ -559,7 +597,7 @@ class Server:
         served = await self._served_or_error(model)
         if isinstance(served, web.Response):
             return served
-        info = self._info(served)
+        info = await self._info(served)
         if options is not None:
             info = replace(info, options=options_key(options))
         try:
@@ -583,6 +621,14 @@ class Server:
         """``GET /v1/health``: the server's own liveness and the loaded models."""
         loaded = [m.name for m in self.catalog.models() if self.runner.state(m.name) is State.READY]
         return web.json_response({"status": "ok", "loaded": loaded})
+
+    async def metrics_route(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: Prometheus text (:mod:`lemonpack.server.metrics`); loopback
+        clients only unless ``metrics_remote``."""
+        if not self.config.metrics_remote and not _loopback(request.remote):
+            return error(403, "permission_error", "/metrics answers loopback clients only (serve --metrics-remote)")
+        data, ctype = self.metrics.render()
+        return web.Response(body=data, headers={"Content-Type": ctype})
 
     async def system_info(self, request: web.Request) -> web.Response:
         """``GET /v1/system-info``: discovered recipes and rejected descriptors (section 21)."""
@@ -669,6 +715,15 @@ def load_request(doc: object, query_model: str | None) -> tuple[str, dict | None
             options = options or {}
             options[name] = value
     return model, options
+
+
+def _loopback(addr: str | None) -> bool:
+    import ipaddress
+
+    try:
+        return addr is not None and ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _gone(request: web.Request) -> bool:
