@@ -142,7 +142,8 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task | None = None
         self._estimates: dict[tuple, int] = {}
-        self.metrics = Metrics(lambda: (self.policy.in_flight(), self.policy.memory(), self.policy.budget))
+        self.metrics = Metrics(lambda: ({**dict.fromkeys(self.known, 0), **self.policy.in_flight()},
+                                       self.policy.memory(), self.policy.budget))
         self.runner.add_observer(self._engine_event)
 
     @property
