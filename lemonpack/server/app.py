@@ -8,25 +8,27 @@ Engines are driven by :class:`lemonpack.runtime.runner.Runner` (one start for N
 concurrent cold requests). Management (sections 10, 21): ``GET /v1/models``,
 ``POST /v1/load``, ``POST /v1/unload``, ``GET /v1/health``, ``GET /v1/system-info``.
 
-Proxy rules: the request body is read whole and forwarded with one ``Content-Length``
-(a chunked client body is re-framed), byte for byte (multipart included); hop-by-hop
-headers are stripped both ways; the engine is asked for ``identity`` encoding; no read
-timeout on inference routes; the response streams chunk by chunk (``X-Accel-Buffering:
-no`` on event streams); a client disconnect cancels the handler, which closes the upstream
-connection; an engine dying mid-stream ends the stream. One structured log line per
-request goes to the ``lemonpack.server.access`` logger.
+Proxy rules: the request body streams to the engine (:mod:`lemonpack.server.body`: a JSON body
+is read, bounded, to find the model; a multipart body only up to its ``model`` field) with
+the client's ``Content-Length`` when it sent one; hop-by-hop headers are stripped both ways;
+the engine is asked for ``identity`` encoding; no read timeout on inference routes; the
+response streams chunk by chunk (``X-Accel-Buffering: no`` on event streams). Each engine has
+its own upstream client session for its whole life (one model's traffic never touches
+another's connections). A client that leaves, before or after the first byte, cancels the
+handler (aiohttp's handler cancellation), which closes the upstream request at once and frees
+its slot; an engine dying mid-stream ends the stream. One structured log line per request goes
+to the ``lemonpack.server.access`` logger (status 499: the client left).
 
-Idle handling (seed 000 section 10, ``downsize_endpoint`` section 4): a sweep on the event
-loop every :attr:`ServerConfig.idle_check` seconds looks at each model the server has
-started. A model is idle from the end of its last request (or from when its current engine
-became ready, whichever is later); a model with a request in flight or not ready (starting,
-stopping) is never touched. After ``soft_idle`` seconds it POSTs the recipe's
-``downsize_endpoint`` to the engine once per idle period; after ``ttl`` seconds it unloads
-the model. The in-flight check and the unload happen in one step of the event loop, and a
-request counts itself in flight before it asks for the engine, so a request arriving at
-expiry either keeps the engine or waits for a fresh start (the supervisor restarts a model
-asked for while stopping): it never fails and nothing waits on itself. The sweep also
-unloads a model whose registration, recipe or model file went away (the discovery watcher).
+Serving policy (who is answered, who waits, who starts, who gives way, memory admission, TTL
+and soft-idle, load timeouts, slot policies, load-option reloads) is the runtime's pure
+:class:`~lemonpack.runtime.serving.ServingPolicy`. This module only drives it: every event
+(request arrived, finished or abandoned, time passed, engine ready/failed/exited/stopped) is
+posted from the event loop (engine transitions arrive through the loop's queue) and its
+effects are performed here (grant or reject a waiting handler, start or stop an engine
+through the :class:`~lemonpack.runtime.runner.Runner`, POST a ``downsize_endpoint``). The idle
+sweep posts ``Tick`` every :attr:`ServerConfig.idle_check` seconds and unloads a model whose
+registration, recipe or model file went away (the discovery watcher). ``GET /metrics``:
+:mod:`lemonpack.server.metrics`.
 """
 
 from __future__ import annotations
@@ -184,6 +186,12 @@ class Server:
                 self.metrics.failures.labels(clip(model, 200), "exited").inc()
         elif new is State.STOPPED:
             ev = EngineStopped(model)
+            loop = self._loop
+            if loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(self._drop_sessions)
+                except RuntimeError:
+                    pass
         else:
             return
         loop = self._loop
@@ -312,6 +320,13 @@ class Server:
             await s.close()
         self._sessions.clear()
 
+    def _drop_sessions(self) -> None:
+        """Close the upstream sessions of engines that have exited (their pools are dead)."""
+        for k, (eng, sess) in list(self._sessions.items()):
+            if eng.poll() is not None:
+                asyncio.ensure_future(sess.close())
+                del self._sessions[k]
+
     def _session(self, eng) -> aiohttp.ClientSession:
         """The upstream client session of engine ``eng``: one per engine, kept for the
         engine's life (its pool is never shared with another engine, so no request reuses a
@@ -375,9 +390,12 @@ class Server:
             resp = await self._proxy(request, info, t0)
             info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
             return resp
-        except (asyncio.CancelledError, ConnectionError) as e:
+        except asyncio.CancelledError:
             info["status"] = 499  # the client left: aiohttp cancelled the handler
             raise
+        except ConnectionError:
+            info["status"] = 499  # the client left while we wrote: nothing to answer, no traceback
+            return web.Response(status=499)
         finally:
             info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
             if info["model"] is not None:
@@ -659,8 +677,8 @@ async def _errors(request: web.Request, handler):
     except LemonpackError as e:
         log.warning("%s %s: %s", request.method, clip(request.path), clip(e, 2000))
         return error(500, "server_error", str(e)[:2000])
-    except (ConnectionError, asyncio.CancelledError):
-        raise  # the client left: nothing to answer, nothing to log but the access line
+    except ConnectionError:
+        return web.Response(status=499)  # the client left: nothing to answer, nothing to log
     except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
         log.exception("%s %s failed", request.method, clip(request.path))
         return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
