@@ -37,6 +37,7 @@ import asyncio
 import itertools
 import json
 import os
+import urllib.parse
 import logging
 import re
 import time
@@ -64,6 +65,7 @@ from lemonpack.server.body import (
 )
 from lemonpack.server.catalog import Catalog, ModelNotFound
 from lemonpack.server.metrics import Metrics
+from lemonpack.server.upstream import Upstream, UpstreamError
 
 access_log = logging.getLogger("lemonpack.server.access")
 log = logging.getLogger("lemonpack.server")
@@ -132,7 +134,8 @@ class Server:
         self.catalog = catalog
         self.runner = runner or Runner(catalog.plan)
         self.config = cfg = config or ServerConfig()
-        self._sessions: dict[int, tuple[object, aiohttp.ClientSession]] = {}
+        self._sessions: dict[int, tuple[object, aiohttp.ClientSession]] = {}  # downsize calls
+        self._pools: dict[int, tuple[object, Upstream]] = {}  # the proxy's upstream connections
         self.known: set[str] = set()  # models this server asked for
         self.policy = ServingPolicy(self, clock=time.monotonic, budget=cfg.memory_budget,
                                     max_in_flight=cfg.max_in_flight, ttl=cfg.ttl, soft_idle=cfg.soft_idle,
@@ -318,14 +321,32 @@ class Server:
         self.post(Shutdown())
         for _eng, s in list(self._sessions.values()):
             await s.close()
+        for _eng, pool in list(self._pools.values()):
+            pool.close()
         self._sessions.clear()
 
     def _drop_sessions(self) -> None:
-        """Close the upstream sessions of engines that have exited (their pools are dead)."""
+        """Close the upstream sessions and pools of engines that have exited."""
         for k, (eng, sess) in list(self._sessions.items()):
             if eng.poll() is not None:
                 asyncio.ensure_future(sess.close())
                 del self._sessions[k]
+        for k, (eng, pool) in list(self._pools.items()):
+            if eng.poll() is not None:
+                pool.close()
+                del self._pools[k]
+
+    def _upstream(self, eng) -> Upstream:
+        """The connection pool of engine ``eng``: one per engine, kept for its life (one
+        model's traffic never touches another's connections)."""
+        got = self._pools.get(id(eng))
+        if got is not None and got[0] is eng:
+            return got[1]
+        self._drop_sessions()
+        u = urllib.parse.urlsplit(eng.url)
+        pool = Upstream(u.hostname or "127.0.0.1", u.port or 80)
+        self._pools[id(eng)] = (eng, pool)
+        return pool
 
     def _session(self, eng) -> aiohttp.ClientSession:
         """The upstream client session of engine ``eng``: one per engine, kept for the
@@ -452,61 +473,65 @@ class Server:
             await asyncio.sleep(0.02)
 
     async def _relay(self, request, served, eng, route: str, body: Body, info: dict, t0: float):
-        """Send the request to ``eng`` and stream its answer back. A client that leaves
-        cancels this handler (aiohttp's handler cancellation), whatever the phase: the
-        upstream request or response is then closed at once, and the engine sees it."""
+        """Send the request to ``eng`` and stream its answer back (:mod:`.upstream`: a chunked
+        answer passes with its framing, unparsed). A client that leaves cancels this handler
+        (aiohttp's handler cancellation), whatever the phase: the upstream connection is then
+        closed at once, and the engine sees it."""
         remap = served.recipe.endpoints.get(_cap_of(route)) if served.recipe.endpoints else None
         path = remap if remap else "/v1" + route
-        url = eng.url + path + (("?" + request.query_string) if request.query_string else "")
+        target = path + (("?" + request.query_string) if request.query_string else "")
         headers = _strip(request.headers, drop=("host", "content-length", "accept-encoding"))
         headers["Accept-Encoding"] = "identity"
-        if body.length is not None:
-            headers["Content-Length"] = str(body.length)
-        session = self._session(eng)
+        pool = self._upstream(eng)
         try:
-            up = await session.request(request.method, url, data=None if body.empty else body.chunks(),
-                                       headers=headers, allow_redirects=False)
-        except aiohttp.ClientError as e:
-            for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
-                if eng.poll() is not None:
-                    break
-                await asyncio.sleep(0.02)
+            up, lease = await pool.request(request.method, target, headers, body.payload(), body.length,
+                                           lambda: body.replayable)
+        except UpstreamError as e:
+            if eng.poll() is None:
+                for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
+                    await asyncio.sleep(0.02)
+                    if eng.poll() is not None:
+                        break
             if eng.poll() is None:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
             raise _EngineGone(str(e)) from None
         try:
-            out = web.StreamResponse(status=up.status, reason=up.reason)
+            raw = up.chunked and request.version >= aiohttp.HttpVersion11
+            out = _RawResponse(status=up.status, reason=up.reason) if raw else \
+                web.StreamResponse(status=up.status, reason=up.reason)
             out.headers.extend(_strip(up.headers, drop=("content-length",)))
+            if raw:
+                out.headers["Transfer-Encoding"] = "chunked"
             if up.headers.get("Content-Type", "").startswith("text/event-stream"):
                 out.headers["X-Accel-Buffering"] = "no"
                 out.headers["Cache-Control"] = "no-cache"
             elif up.content_length is not None:
                 out.content_length = up.content_length
             await out.prepare(request)
+
+            def first() -> None:
+                info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
+
+            async def write(data: bytes) -> None:
+                info["bytes"] += len(data)
+                await out.write(data)
+
             try:
-                async for chunk in up.content.iter_any():
-                    if info["ttfb_ms"] is None:
-                        info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
-                    info["bytes"] += len(chunk)
-                    await out.write(chunk)
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionResetError) as e:
-                up.close()
+                await up.relay(write, first)
+            except UpstreamError as e:
                 if _gone(request):
                     info["status"] = 499
                     return out
                 log.warning("%s: engine stream ended early: %s", served.name, e)
                 out.force_close()
-                if out.content_length is not None:  # cannot end a sized body cleanly: drop it
-                    return out
+                return out  # the client sees the answer end early (no clean end of a sized or chunked body)
             if _gone(request):
                 info["status"] = 499
                 return out
             await out.write_eof()
             return out
         finally:
-            if not up.closed and not up.content.at_eof():
-                up.close()  # cancelled (client gone) or failed: close the upstream connection
-            up.release()
+            lease.release(up)
 
     # -- idle handling
 
@@ -682,6 +707,16 @@ async def _errors(request: web.Request, handler):
     except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
         log.exception("%s %s failed", request.method, clip(request.path))
         return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
+
+
+class _RawResponse(web.StreamResponse):
+    """A response whose body is written already framed (a chunked engine answer relayed as
+    it arrived): aiohttp adds no framing of its own (its length check is off, as for
+    websockets), the ``Transfer-Encoding: chunked`` header is the engine's."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._length_check = False
 
 
 class Rejected(Exception):

@@ -175,6 +175,16 @@ class Body:
     def empty(self) -> bool:
         return self.complete and not self.head and self._spool is None
 
+    def payload(self):
+        """What the upstream client sends: None (no body), the bytes (a body read whole: one
+        write with the headers), else :meth:`chunks`."""
+        if self.empty:
+            return None
+        if self.complete and self._spool is None:
+            self.started = True
+            return self.head
+        return self.chunks()
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, chunk by chunk (the spool from its start, then the rest of the stream)."""
         self.started = True
