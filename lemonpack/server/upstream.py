@@ -105,22 +105,29 @@ class _ChunkWalker:
         self.done = False
 
     def feed(self, data: bytes) -> int:
-        """Walk ``data``; return how many of its bytes belong to the body."""
+        """Walk ``data``; return how many of its bytes belong to the body. The common case
+        (a size line without extensions, then the chunk) costs one ``find`` and one ``int``."""
         i, n = 0, len(data)
+        find = data.find
         while i < n:
-            if self.skip:
-                step = min(self.skip, n - i)
-                self.skip -= step
-                i += step
+            skip = self.skip
+            if skip:
+                if skip >= n - i:
+                    self.skip = skip - (n - i)
+                    return n
+                i += skip
+                self.skip = 0
                 continue
-            j = data.find(b"\n", i)
+            j = find(b"\n", i)
             if j < 0:
                 self.line += data[i:]
                 if len(self.line) > 4096:
                     raise UpstreamError("the engine sent a chunk-size line longer than 4 KiB")
                 return n
-            line = self.line + data[i:j + 1] if self.line else data[i:j + 1]
-            self.line = b""
+            if self.line:
+                line, self.line = self.line + data[i:j + 1], b""
+            else:
+                line = data[i:j + 1]
             i = j + 1
             if self.trailers:
                 if line in (b"\r\n", b"\n"):
@@ -128,13 +135,16 @@ class _ChunkWalker:
                     return i
                 continue
             try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
+                size = int(line, 16)
             except ValueError:
-                raise UpstreamError(f"the engine sent a bad chunk-size line {line[:40]!r}") from None
-            if size == 0:
-                self.trailers = True
-            else:
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise UpstreamError(f"the engine sent a bad chunk-size line {line[:40]!r}") from None
+            if size:
                 self.skip = size + 2
+            else:
+                self.trailers = True
         return n
 
 
