@@ -324,6 +324,13 @@ def stream(port: int, chunks: int) -> tuple[float, float]:
     return first[0] - t0, total
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (/proc/PID/stat): a figure
+    the machine's load changes far less than wall-clock latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
@@ -378,12 +385,18 @@ def main() -> int:
             relay = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--host", "127.0.0.1",
                                       "--port", str(rl_port), "--relay", str(eng_port)])
             wait_port(rl_port, relay, "raw relay")
+            cpu0 = cpu_seconds(serve.pid)
             lat = latencies(ports, a.requests)
+            cpu_lat = cpu_seconds(serve.pid) - cpu0
             streams = {"direct": [], "lemonpack": [], "raw relay": [], **({"nginx": []} if "nginx" in ports else {})}
             ports["raw relay"] = rl_port
+            cpu_stream = 0.0
             for _ in range(a.streams):  # interleaved
                 for k in streams:
+                    c0 = cpu_seconds(serve.pid)
                     streams[k].append(stream(ports[k], a.chunks))
+                    if k == "lemonpack":
+                        cpu_stream += cpu_seconds(serve.pid) - c0
         finally:
             stop(nginx, signal.SIGQUIT)
             stop(relay)
@@ -416,6 +429,8 @@ def main() -> int:
                   + (f", p99 {add_lp[1] / add_ng[1]:.1f}x" if add_ng[1] > 0 else ""))
     else:
         print(f"  nginx anchor skipped: {why_no_nginx}")
+    print(f"  lemonpack serve CPU per request: {cpu_lat / (a.requests + 200) * 1e6:.0f} us "
+          "(user+system, whole process; the load-independent figure)")
     print(f"SSE stream of {a.chunks} chunks ({a.streams} runs each, best | median):")
     best = {}
     for k, v in streams.items():
@@ -429,6 +444,8 @@ def main() -> int:
     # each direct stream is paired with the lemonpack stream run right after it (same machine state)
     ratio = statistics.median(d[1] / lp[1] for d, lp in zip(streams["direct"], streams["lemonpack"]))
     ok_stream = ratio >= 0.9
+    print(f"  lemonpack serve CPU per stream: {cpu_stream / a.streams * 1e3:.1f} ms "
+          f"({cpu_stream / a.streams / a.chunks * 1e6:.2f} us per event)")
     print(f"  throughput through lemonpack / direct: {ratio:.2f}x (median of {a.streams} interleaved pairs), "
           f"{best_ratio:.2f}x best vs best")
     for k in ("raw relay", "nginx"):
