@@ -168,6 +168,8 @@ class Server:
         try:
             while self._events:
                 ev = self._events.popleft()
+                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY:
+                    self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
                 try:
                     self.policy.handle(ev)
                 except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
@@ -185,8 +187,6 @@ class Server:
             self.metrics.failures.labels(clip(model, 200), "start_failed").inc()
         elif new is State.STOPPING:
             ev = EngineExited(model, self.runner.last_error(model) or "")
-            if self.policy.phase(model) is Phase.READY:  # not asked to stop: it exited
-                self.metrics.failures.labels(clip(model, 200), "exited").inc()
         elif new is State.STOPPED:
             ev = EngineStopped(model)
             loop = self._loop

@@ -68,3 +68,16 @@ def test_load_timeout_is_503_and_others_are_served(live):
         assert r.status_code == 503 and r.json()["error"]["type"] == "model_load_timeout"
         assert "not ready within 0.5s" in r.json()["error"]["message"]
         assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.fast"}).status_code == 200
+
+
+def test_engine_failures_are_counted_and_metrics_are_loopback_only(live):
+    lv = live()
+    lv.add("user.bad", fake_doc("bad", "--exit-now", "--exit-code", "4"))
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.bad"}).status_code == 500
+        text = c.get("/metrics").text
+    assert 'lemonpack_engine_failures_total{model="user.bad",reason="start_failed"} 1.0' in text
+    assert 'lemonpack_requests_total{model="user.bad",route="/v1/chat/completions",status="500"} 1.0' in text
+    from lemonpack.server.app import _loopback
+    assert _loopback("127.0.0.1") and _loopback("::1") and not _loopback("192.0.2.7") and not _loopback(None)
