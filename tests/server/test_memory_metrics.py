@@ -81,3 +81,16 @@ def test_engine_failures_are_counted_and_metrics_are_loopback_only(live):
     assert 'lemonpack_requests_total{model="user.bad",route="/v1/chat/completions",status="500"} 1.0' in text
     from lemonpack.server.app import _loopback
     assert _loopback("127.0.0.1") and _loopback("::1") and not _loopback("192.0.2.7") and not _loopback(None)
+
+
+def test_a_bad_memory_budget_is_a_one_line_usage_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LEMONPACK_CONFIG_DIR": str(tmp_path / "c"), "LEMONPACK_CACHE_DIR": str(tmp_path / "k")}
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "serve", "--port", "0", "--memory-budget", "12parsecs"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("error: --memory-budget: size '12parsecs': expected a number with an optional unit "
+                                "(24GiB, 512MiB, 8GB)")
