@@ -4,7 +4,8 @@ Why not aiohttp's client: it parses a chunked answer frame by frame (one Python 
 server-sent event) and the proxy then frames it again, which halved streaming throughput
 (``bench/proxy.py``: 0.5x direct for a 5,000-event burst). Here a chunked answer is passed
 to the client *as it arrived*, framing included; frames are only walked (size line, skip) to
-find the end, and a sized answer is copied as it is read. Everything else is the usual
+find the end, after they were passed on (when the bytes end with an empty line, as the last
+chunk does, or every MiB), and a sized answer is copied as it is read. Everything else is the usual
 HTTP/1.1 (RFC 9112): request framing by ``Content-Length`` or chunked, interim 1xx answers
 skipped, ``HEAD``/204/304 without a body, a body delimited by the close of the connection.
 
@@ -23,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from multidict import CIMultiDict
 
 READ = 1 << 16
+WALK_EVERY = 1 << 20  # bytes of a chunked answer passed on before its frames are walked
 HEAD_LIMIT = 1 << 16
 CONNECT_TIMEOUT = 10.0
 
@@ -79,19 +81,39 @@ class Answer:
                 if first is not None:
                     first(); first = None
                 await write(data)
+        # Forward first, walk later: a chunked body always ends with an empty line (CRLF CRLF,
+        # or LF LF from a lenient engine), so the frames read so far are walked only when the
+        # bytes end like that, or when WALK_EVERY bytes are waiting (memory stays bounded).
+        # The walk is then off the client's critical path: it has the bytes already.
         walker = _ChunkWalker()
-        while not walker.done:
+        backlog: list[bytes] = []
+        waiting = 0
+        tail = b""
+        while True:
             data = await reader.read(READ)
             if not data:
                 raise UpstreamError("the engine closed its chunked answer before its end")
             if first is not None:
                 first(); first = None
-            used = walker.feed(data)
-            if used < len(data):  # bytes after the end: not HTTP/1.1 we understand; drop the connection
-                self._conn.reusable = False
-                data = data[:used]
             await write(data)
-        self.done = True
+            backlog.append(data)
+            waiting += len(data)
+            tail = (tail + data)[-4:]
+            if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")):
+                continue
+            for k, part in enumerate(backlog):
+                used = walker.feed(part)
+                if walker.done:
+                    if used < len(part) or k < len(backlog) - 1:
+                        # bytes after the end (already passed on): not an exchange we can reuse
+                        self._conn.reusable = False
+                        raise UpstreamError("the engine sent bytes after the end of its chunked answer")
+                    break
+            backlog.clear()
+            waiting = 0
+            if walker.done:
+                self.done = True
+                return
 
 
 class _ChunkWalker:
