@@ -83,7 +83,8 @@ class Answer:
                 await write(data)
         # Forward first, walk later: a chunked body always ends with an empty line (CRLF CRLF,
         # or LF LF from a lenient engine), so the frames read so far are walked only when the
-        # bytes end like that, or when WALK_EVERY bytes are waiting (memory stays bounded).
+        # bytes end like that or hold a last chunk ("0" CRLF CRLF, found at C speed), or when
+        # WALK_EVERY bytes are waiting (memory stays bounded).
         # The walk is then off the client's critical path: it has the bytes already.
         walker = _ChunkWalker()
         backlog: list[bytes] = []
@@ -98,8 +99,10 @@ class Answer:
             await write(data)
             backlog.append(data)
             waiting += len(data)
-            tail = (tail + data)[-4:]
-            if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")):
+            seam = tail + data[:8]
+            tail = (tail + data)[-8:]
+            if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")
+                                             or b"0\r\n\r\n" in data or b"0\r\n\r\n" in seam):
                 continue
             for k, part in enumerate(backlog):
                 used = walker.feed(part)

@@ -99,3 +99,83 @@ def test_a_large_upload_streams_through_with_flat_memory(tmp_path):
         assert grew < 24 << 20, f"serve's peak memory grew {grew >> 20} MiB for a {size >> 20} MiB upload"
     finally:
         s.stop()
+
+
+def _serve_pieces(pieces_per_request):
+    """An asyncio engine answering each request on a connection with the next list of raw
+    pieces (written with a pause between them, so they arrive as separate reads)."""
+    import asyncio
+
+    conns = []
+
+    async def handle(r, w):
+        conns.append(w)
+        for pieces in pieces_per_request:
+            try:
+                await r.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            for p in pieces:
+                w.write(p)
+                await w.drain()
+                await asyncio.sleep(0.01)
+        await r.read()
+        w.close()
+
+    return handle, conns
+
+
+def test_relay_passes_chunked_bytes_unchanged_and_reuses_the_connection():
+    import asyncio
+
+    from lemonpack.server.upstream import Upstream
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first = [head + b"5\r\nhello\r\n", b"0\r\nX-T: 1\r\n\r", b"\n"]  # the end split across reads
+    second = [head + b"3\r\nabc\r\n0\r\n\r\n"]
+    handle, conns = _serve_pieces([first, second])
+
+    async def main():
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        pool = Upstream("127.0.0.1", port)
+        got = []
+        for _ in range(2):
+            out = bytearray()
+
+            async def write(b):
+                out.extend(b)
+            ans, lease = await pool.request("GET", "/", CIMultiDict(), None, None, lambda: True)
+            await asyncio.wait_for(ans.relay(write), 5)
+            lease.release(ans)
+            got.append(bytes(out))
+        pool.close()
+        srv.close()
+        return got
+
+    got = asyncio.run(main())
+    assert got == [b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", b"3\r\nabc\r\n0\r\n\r\n"]
+    assert len(conns) == 1  # one keep-alive connection served both
+
+
+def test_relay_refuses_bytes_after_the_end_and_drops_the_connection():
+    import asyncio
+
+    from lemonpack.server.upstream import Upstream
+
+    handle, conns = _serve_pieces([[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nJUNK"]])
+
+    async def main():
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        pool = Upstream("127.0.0.1", srv.sockets[0].getsockname()[1])
+        ans, lease = await pool.request("GET", "/", CIMultiDict(), None, None, lambda: True)
+
+        async def write(b):
+            pass
+        with pytest.raises(UpstreamError, match="after the end"):
+            await asyncio.wait_for(ans.relay(write), 5)
+        lease.release(ans)
+        assert pool._idle == []
+        srv.close()
+
+    asyncio.run(main())
