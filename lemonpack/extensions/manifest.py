@@ -78,15 +78,17 @@ class Target:
 class Provider:
     """One implementation of one capability (seed 002 section 2): ``id`` (``flash-next-q4``),
     ``capability``, artifact ``keys`` (``gguf:qwen4exp``), the ``target`` library holding its
-    code, its C ``entry`` symbol and its declarative ``probe`` (the JSON object as written,
-    evaluated by :mod:`lemonpack.extensions.probe`)."""
+    code, its C ``entry`` symbol and its optional declarative ``probe`` (the JSON object as
+    written, evaluated by :mod:`lemonpack.extensions.probe`; None when the manifest has none:
+    in Gufo the probe is code, in ``provider.cpp``, and the declarative one is lemonpack's
+    optional extra for ``lemonpack probe``)."""
 
     id: str
     capability: str
     keys: tuple[str, ...]
     target: str
     entry: str
-    probe: dict[str, Any] = field(hash=False, compare=True)
+    probe: dict[str, Any] | None = field(default=None, hash=False, compare=True)
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ def build_extension(doc: dict, directory: Path) -> Extension:
     """The frozen :class:`Extension` of a checked document (no validation here)."""
     return Extension(
         name=doc["name"], version=doc["version"], api_version=doc["api_version"], entry=doc["entry"],
-        providers=tuple(Provider(p["id"], p["capability"], tuple(p["keys"]), p["target"], p["entry"], p["probe"])
+        providers=tuple(Provider(p["id"], p["capability"], tuple(p["keys"]), p["target"], p["entry"], p.get("probe"))
                         for p in doc["providers"]),
         options=tuple(Option(o["name"], tuple(o["commands"]), o["type"], o["help"], tuple(o.get("values", ())),
                              o.get("contributes_to")) for o in doc.get("options", ())),

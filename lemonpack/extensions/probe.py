@@ -427,7 +427,9 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
     """Run one declarative probe (CONTRACTS.md "Provider probe") against ``identity``.
 
     ``probe`` is the manifest's mapping ``{"format": "gguf", "architecture": [...],
-    "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape"}]}``.
+    "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape",
+    "types"}]}``; ``types`` lists the GGML type names (``Q4_K``) every matching tensor must
+    have, so an official probe can say no to a quantized variant it cannot run.
     The architecture decides first: when it is not one of the probe's, that is the one
     reason given. Otherwise every other condition is checked (not only up to the first
     failure) and gives one reason,
@@ -438,7 +440,8 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
     """
     p = _as_mapping(probe)
     if p is None:
-        return False, ["declares no probe"]
+        return False, ["declares no declarative probe (its probe is code in the extension, which lemonpack "
+                       "does not run)"]
     reasons: list[str] = []
     ok = True
     fmt = p.get("format", "gguf")
@@ -492,14 +495,24 @@ def _tensor_condition(cond: Mapping[str, Any], tensors: Sequence[TensorInfo]) ->
     if not found:
         return False, f"no tensor matches {pattern}"
     want = cond.get("shape")
+    types = cond.get("types")
     count = f"{len(found)} tensor{'s' if len(found) != 1 else ''}"
-    if want is None:
+    said = []
+    if want is not None:
+        want = list(want)
+        for t in found:
+            if len(t.shape) != len(want) or any(w is not None and w != d for w, d in zip(want, t.shape)):
+                return False, f"tensor {t.name} has shape {_shape(t.shape)}, not {_shape(want)}"
+        said.append(f"shape {_shape(want)}")
+    if types is not None:
+        allowed = list(types)
+        for t in found:
+            if t.type not in allowed:
+                return False, f"tensor {t.name} has type {t.type}, not one of [{', '.join(allowed)}]"
+        said.append(f"type in [{', '.join(allowed)}]")
+    if not said:
         return True, f"tensor {pattern} is present ({count})"
-    want = list(want)
-    for t in found:
-        if len(t.shape) != len(want) or any(w is not None and w != d for w, d in zip(want, t.shape)):
-            return False, f"tensor {t.name} has shape {_shape(t.shape)}, not {_shape(want)}"
-    return True, f"tensor {pattern} shape {_shape(want)} matches ({count})"
+    return True, f"tensor {pattern} {' and '.join(said)} matches ({count})"
 
 
 # --- asking the providers in order ----------------------------------------------------------------

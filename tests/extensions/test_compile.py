@@ -101,9 +101,9 @@ def test_probes_are_code_and_the_first_yes_wins(tree, tmp_path):
     def pick(*args):
         return subprocess.run([str(built.bin), "--pick", "text_generation", "--architecture", *args],
                               capture_output=True, text=True)
-    q4 = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=15")
+    q4 = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--tensor", "blk.0.ffn_gate_exps.weight=Q4_K")
     assert (q4.returncode, q4.stdout) == (0, "qwen38_flash_next flash-next-q4\n")
-    g = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=2",
+    g = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--tensor", "blk.0.ffn_gate_exps.weight=Q4_0",
              "--meta", "gsq.group_size=32")
     assert (g.returncode, g.stdout) == (0, "flash_next_gsq flash-next-gsq-p\n")
     none = pick("llama")

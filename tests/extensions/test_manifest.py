@@ -67,7 +67,9 @@ def _mutate(change):
 
 MUTATIONS = {
     "unknown field": (lambda d: d.update(colour="red"), ("colour", "unknown-field")),
-    "missing probe": (lambda d: d["providers"][0].pop("probe"), ("providers[0].probe", "missing-field")),
+    "missing provider entry": (lambda d: d["providers"][0].pop("entry"), ("providers[0].entry", "missing-field")),
+    "probe tensor type": (lambda d: d["providers"][0]["probe"].update(tensors=[{"name": "t", "types": ["Q4 K"]}]),
+                          ("providers[0].probe.tensors[0].types[0]", "schema-pattern")),
     "bad key": (lambda d: d["providers"][0]["keys"].append("qwen4exp"), ("providers[0].keys[1]", "schema-pattern")),
     "no keys": (lambda d: d["providers"][0].update(keys=[]), ("providers[0].keys", "schema-minItems")),
     "bad capability": (lambda d: d["providers"][0].update(capability="chat"), ("providers[0].capability", "schema-enum")),
@@ -126,3 +128,14 @@ def test_duplicate_json_key_and_syntax(tmp_path):
     (d / "extension.json").write_text('{"name": ')
     with pytest.raises(ManifestError, match="not valid JSON"):
         load_manifest(d / "extension.json")
+
+
+def test_seed_manifest_without_a_declarative_probe_is_valid(tmp_path):
+    """Seed 002 section 8's simplified manifest, as written: the probe is code (provider.cpp)."""
+    doc = {"name": "qwen38_flash_next", "api_version": ">= 0.1.0", "entry": "qwen38_flash_next_register",
+           "providers": [{"id": "flash-next-q4", "capability": "text_generation", "keys": ["gguf:qwen4exp"],
+                          "target": "gufo_qwen38_flash_next_hip", "entry": "qwen38_flash_next_provider_register"}],
+           "version": "1.0.0", "targets": [{"name": "gufo_qwen38_flash_next_hip", "requires": ["hip"]}]}
+    (tmp_path / "extension.json").write_text(json.dumps(doc))
+    ext = load_manifest(tmp_path)
+    assert ext.providers[0].probe is None and ext.providers[0].id == "flash-next-q4"
