@@ -236,33 +236,63 @@ stddef.h stdint.h stdio.h stdlib.h string.h time.h uchar.h wchar.h wctype.h
 GENERATED_HEADERS = frozenset({"gufo_ext_constants.hpp"})
 
 
+#: Largest source file scanned for ``#include`` lines (bytes); a larger one is a reason.
+MAX_SOURCE_BYTES = 16 * 2**20
+
+
 def include_problems(directory: Path) -> list[str]:
     """Reasons a community extension's sources break the include allowlist (seed 002
     section 5): every ``#include`` in a source file under ``directory`` (suffixes
     :data:`SOURCE_SUFFIXES`) must name a public header ``gufo/ext/...`` (no ``..``), a
     standard C++/C header (:data:`STANDARD_HEADERS`), the generated
     ``gufo_ext_constants.hpp``, or (quoted) a file of the extension itself. Each reason
-    names ``file:line``."""
+    names ``file:line``.
+
+    Every source is scanned where it resolves: a symlink (to a file or a directory) is judged
+    by :func:`lemonpack.safetree.symlink_problem`, the rule ``lemonpack release`` and the
+    extractor apply, and one that is absolute or resolves outside ``directory`` is a reason
+    (its sources would be compiled but never scanned); one that stays inside points at files
+    the walk scans at their real place. A source that is not a regular file or is larger than
+    :data:`MAX_SOURCE_BYTES` is a reason too."""
+    from lemonpack.contract.loader import read_source_bytes
+    from lemonpack.safetree import symlink_problem
+
     out: list[str] = []
-    root = os.path.realpath(directory)
-    for dirpath, dirnames, filenames in os.walk(directory):
+    top = os.fspath(directory)
+    root = os.path.realpath(top)
+    scanned: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(top):
         dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, top)
+        for name in dirnames + sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                why = symlink_problem(top, rel)
+                if why:
+                    out.append(one_line(f"{path}: {why}: a symlink in an extension must stay inside its directory "
+                                        "(its sources are compiled, so they must be scanned)"))
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
         for name in sorted(filenames):
             if not name.endswith(SOURCE_SUFFIXES):
                 continue
             path = os.path.join(dirpath, name)
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = f.read().splitlines()
-            except OSError as e:
-                out.append(f"{path}: cannot read source ({e.strerror or e})")
+            real = os.path.realpath(path)
+            if os.path.commonpath([root, real]) != root or real in scanned:
+                continue  # refused above (never read what lies outside), or already scanned where it is
+            scanned.add(real)
+            if real != os.path.join(root, os.path.relpath(path, top)):
+                path = os.path.join(top, os.path.relpath(real, root))  # reached through a symlink: name it
+            data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
+            if data is None:
+                out += [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
                 continue
-            for lineno, line in enumerate(lines, 1):
+            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
                 m = _INCLUDE.match(line)
                 if not m:
                     continue
                 kind, header = m.groups()
-                if _allowed(header, kind, dirpath, root):
+                if _allowed(header, kind, os.path.dirname(os.path.realpath(path)), root):
                     continue
                 out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
                                     "allowed: community extensions may include only gufo/ext/... public headers, "
@@ -341,40 +371,56 @@ def provider_status(ext: Extension, features: frozenset[str]) -> list[ProviderSt
 
 def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]]
              ) -> tuple[list[str], dict[str, str]]:
-    """Names reachable from ``roots`` through ``dependencies``; ``({name}, {root: error})``
-    with an error per root whose closure hits a missing, rejected or cyclic dependency."""
+    """Names reachable from ``roots`` through ``dependencies``, dependencies first; ``(names,
+    {root: error})`` with an error per root whose closure hits a missing, rejected or cyclic
+    dependency (the first one met, depth first in manifest order), naming the chain.
+
+    Iterative (an explicit stack, not recursion): a chain of any length (the Nix library
+    evaluates 2,000 links) costs memory in proportion, never a RecursionError."""
     errors: dict[str, str] = {}
     done: set[str] = set()
     order: list[str] = []
 
-    def visit(name: str, chain: list[str], root: str) -> bool:
-        if name in chain:
-            cycle = chain[chain.index(name):] + [name]
-            errors[root] = f"dependency cycle: {' -> '.join(cycle)}"
-            return False
-        if name in done:
-            return True
-        if name not in valid:
-            path = " -> ".join(chain + [name])
-            if not chain:
-                errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
-                                if name in rejected_by_name else f"no extension named {name!r}")
-            elif name in rejected_by_name:
-                errors[root] = (f"dependency {path}: extension {name!r} was rejected: "
-                                + "; ".join(rejected_by_name[name]))
-            else:
-                errors[root] = f"missing dependency {path}: no extension named {name!r}"
-            return False
-        chain.append(name)
-        ok = all(visit(d, chain, root) for d in valid[name].dependencies)
-        chain.pop()
-        if ok:
-            done.add(name)
-            order.append(name)
-        return ok
+    def fail(name: str, chain: list[str], root: str) -> None:
+        path = " -> ".join(chain + [name])
+        if not chain:
+            errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
+                            if name in rejected_by_name else f"no extension named {name!r}")
+        elif name in rejected_by_name:
+            errors[root] = f"dependency {path}: extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
+        else:
+            errors[root] = f"missing dependency {path}: no extension named {name!r}"
+
+    def visit(root: str) -> None:
+        chain: list[str] = []          # the path from root to the node being expanded
+        on_chain: set[str] = set()
+        pending: list = []             # per chain node: an iterator over its dependencies
+        name: str | None = root
+        while True:
+            if name is not None:       # enter name
+                if name in on_chain:
+                    cycle = chain[chain.index(name):] + [name]
+                    errors[root] = f"dependency cycle: {' -> '.join(cycle)}"
+                    return
+                if name not in done:
+                    if name not in valid:
+                        fail(name, chain, root)
+                        return
+                    chain.append(name)
+                    on_chain.add(name)
+                    pending.append(iter(valid[name].dependencies))
+            if not pending:
+                return
+            name = next(pending[-1], None)
+            if name is None:           # every dependency of the top node is done: it is done
+                pending.pop()
+                top = chain.pop()
+                on_chain.discard(top)
+                done.add(top)
+                order.append(top)
 
     for r in roots:
-        visit(r, [], r)
+        visit(r)
     return order, errors
 
 
