@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -196,7 +196,7 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
     directory whose real path was already found is skipped. Raises :class:`ExtensionError`
     for a given directory that does not exist."""
     out: list[tuple[Path, bool]] = []
-    seen: set[str] = set()
+    seen: set[object] = set()
     catalogue = Path(tree) / CATALOGUE_DIR
     roots: list[tuple[Path, bool]] = [(catalogue, True)] if catalogue.is_dir() else []
     for d in list(extra_dirs) + env_dirs(environ):
@@ -205,7 +205,11 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
         roots.append((Path(d), False))
     for root, in_tree in roots:
         for d in _candidates(root):
-            real = os.path.realpath(d)
+            try:
+                st = os.stat(d)
+                real: object = (st.st_dev, st.st_ino)  # the same directory however it was reached
+            except OSError:
+                real = os.path.realpath(d)
             if real in seen:
                 continue
             seen.add(real)
@@ -254,62 +258,91 @@ def include_problems(directory: Path) -> list[str]:
     (its sources would be compiled but never scanned); one that stays inside points at files
     the walk scans at their real place. A source that is not a regular file or is larger than
     :data:`MAX_SOURCE_BYTES` is a reason too."""
-    from lemonpack.contract.loader import read_source_bytes
     from lemonpack.safetree import symlink_problem
 
     out: list[str] = []
     top = os.fspath(directory)
-    root = os.path.realpath(top)
-    scanned: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames.sort()
-        rel_dir = os.path.relpath(dirpath, top)
-        for name in dirnames + sorted(filenames):
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+    real_top: list[str] = []  # os.path.realpath(top), computed when first needed
+
+    def root() -> str:
+        if not real_top:
+            real_top.append(os.path.realpath(top))
+        return real_top[0]
+
+    scanned: set[str] = set()  # sources scanned, by their resolved path relative to the directory
+    stack = [""]  # directories to walk, relative to top (symlinked ones are judged, not walked)
+    while stack:
+        rel_dir = stack.pop()
+        dirpath = os.path.join(top, rel_dir) if rel_dir else top
+        try:
+            entries = sorted(os.scandir(dirpath), key=lambda e: e.name)
+        except OSError as e:
+            out.append(one_line(f"{dirpath}: cannot list the extension directory ({e.strerror or e})"))
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_symlink():
                 why = symlink_problem(top, rel)
                 if why:
-                    out.append(one_line(f"{path}: {why}: a symlink in an extension must stay inside its directory "
-                                        "(its sources are compiled, so they must be scanned)"))
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in sorted(filenames):
-            if not name.endswith(SOURCE_SUFFIXES):
-                continue
-            path = os.path.join(dirpath, name)
-            real = os.path.realpath(path)
-            if os.path.commonpath([root, real]) != root or real in scanned:
-                continue  # refused above (never read what lies outside), or already scanned where it is
-            scanned.add(real)
-            if real != os.path.join(root, os.path.relpath(path, top)):
-                path = os.path.join(top, os.path.relpath(real, root))  # reached through a symlink: name it
-            data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
-            if data is None:
-                out += [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
-                continue
-            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                m = _INCLUDE.match(line)
-                if not m:
+                    out.append(one_line(f"{entry.path}: {why}: a symlink in an extension must stay inside its "
+                                        "directory (its sources are compiled, so they must be scanned)"))
                     continue
-                kind, header = m.groups()
-                if _allowed(header, kind, os.path.dirname(os.path.realpath(path)), root):
+                real = os.path.realpath(entry.path)  # inside: scanned where it resolves, once
+                if not entry.name.endswith(SOURCE_SUFFIXES) or not os.path.isfile(real):
                     continue
-                out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
-                                    "allowed: community extensions may include only gufo/ext/... public headers, "
-                                    "standard headers and their own files"))
+                rel = os.path.relpath(real, root())
+                path = os.path.join(top, rel)
+            elif entry.is_dir(follow_symlinks=False):
+                subdirs.append(rel)
+                continue
+            elif entry.name.endswith(SOURCE_SUFFIXES):
+                path = entry.path
+            else:
+                continue
+            if rel in scanned:
+                continue
+            scanned.add(rel)
+            out += _scan_source(path, root)
+        stack += reversed(subdirs)
     return out
 
 
-def _allowed(header: str, kind: str, dirpath: str, root: str) -> bool:
-    parts = header.split("/")
-    if header.startswith("gufo/ext/") and ".." not in parts and "" not in parts:
-        return True
-    if header in STANDARD_HEADERS or header in GENERATED_HEADERS:
-        return True
-    if kind == '"':
-        full = os.path.realpath(os.path.join(dirpath, header))
-        return os.path.commonpath([root, full]) == root and os.path.isfile(full)
-    return False
+def _scan_source(path: str, root) -> list[str]:
+    """The include-allowlist reasons of one source file (``path:line: ...``); ``root()``
+    gives the extension directory's real path."""
+    from lemonpack.contract.loader import read_source_bytes
+
+    data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
+    if data is None:
+        return [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
+    out = []
+    if b"include" not in data:
+        return out
+    for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if not m:
+            continue
+        kind, header = m.groups()
+        if _public_or_standard(header):
+            continue
+        if kind == '"':  # the extension's own file, where the source really is
+            full = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(path)), header))
+            if os.path.commonpath([root(), full]) == root() and os.path.isfile(full):
+                continue
+        out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
+                            "allowed: community extensions may include only gufo/ext/... public headers, "
+                            "standard headers and their own files"))
+    return out
+
+
+def _public_or_standard(header: str) -> bool:
+    """A public header ``gufo/ext/...`` (no ``..`` or empty part), a standard header or the
+    generated constants header."""
+    if header.startswith("gufo/ext/"):
+        parts = header.split("/")
+        return ".." not in parts and "" not in parts
+    return header in STANDARD_HEADERS or header in GENERATED_HEADERS
 
 
 # ---------------------------------------------------------------- collisions
@@ -328,14 +361,24 @@ def _claims(ext: Extension) -> list[tuple[str, str]]:
     return out
 
 
-def collision_problems(ext: Extension, officials: Sequence[Extension]) -> list[str]:
-    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
-    option name, contributed option value, provider id) that an official extension owns,
-    naming both manifests (seed 002 section 4)."""
+def claim_owners(officials: Sequence[Extension]) -> dict[tuple[str, str], Extension]:
+    """``{(kind, value): the first official extension claiming it}`` for
+    :func:`collision_problems` (build it once for many community extensions)."""
     owners: dict[tuple[str, str], Extension] = {}
     for off in officials:
         for claim in _claims(off):
             owners.setdefault(claim, off)
+    return owners
+
+
+def collision_problems(ext: Extension, officials: Sequence[Extension],
+                       owners: dict[tuple[str, str], Extension] | None = None) -> list[str]:
+    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
+    option name, contributed option value, provider id) that an official extension owns,
+    naming both manifests (seed 002 section 4). ``owners``: :func:`claim_owners` of
+    ``officials``, when the caller has it already."""
+    if owners is None:
+        owners = claim_owners(officials)
     out = []
     for kind, value in _claims(ext):
         off = owners.get((kind, value))
@@ -465,15 +508,15 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     rejected: dict[Path, list[str]] = {}
     valid: list[Extension] = []
     for directory, in_tree in found:
-        doc, problems = check_manifest(directory)
         manifest = directory / MANIFEST_NAME
+        doc, problems = check_manifest(manifest)
         if problems:
             rejected[manifest] = [str(p) for p in problems]
             continue
-        ext = build_extension(doc, directory)
-        valid.append(replace(ext, official=in_tree and ext.name in lock_names))
+        valid.append(build_extension(doc, directory, official=in_tree and doc["name"] in lock_names))
 
     officials = [e for e in valid if e.official]
+    owners = claim_owners(officials)
     official_names = {e.name for e in officials}
     missing_official = [(i, n) for i, n in enumerate(lock_names) if n not in official_names]
     by_name: dict[str, list[Extension]] = {}
@@ -483,7 +526,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     for e in valid:
         reasons: list[str] = []
         if not e.official:
-            reasons += collision_problems(e, officials)
+            reasons += collision_problems(e, officials, owners)
             if not reasons:
                 twins = [o for o in by_name[e.name] if o is not e and not o.official]
                 reasons += [f"extension name {e.name!r} is used by two manifests: {e.manifest} and {o.manifest}"
@@ -546,5 +589,5 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                      features, tuple(discovered), tuple(lock_names))
 
 
-__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "collision_problems", "default_features",
+__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "claim_owners", "collision_problems", "default_features",
            "discover", "host_api", "include_problems", "read_lock", "registry_order", "run_pipeline"]
