@@ -132,12 +132,15 @@ def test_a_source_that_does_not_compile_is_named_and_out_is_kept(tree, tmp_path,
     d = write_extension(tmp_path / "c" / "broken", manifest("broken"), extra_source="int broken = ;\n")
     sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["broken"], features=CPU, environ={})
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep").write_text("old build\n")
+    (out / "bin").mkdir(parents=True)
+    (out / "bin" / "gufo-registry").write_text("old build\n")
     with pytest.raises(CompileError, match=rf"^{d / 'extension.cpp'}: does not compile \(g\+\+ exit 1\): .*error"):
         compile_gufo(sel, out)
-    assert [p.name for p in out.iterdir()] == ["keep"]
+    assert [p.name for p in out.iterdir()] == ["bin"] and (out / "bin" / "gufo-registry").read_text() == "old build\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(CompileError, match="holds 'notes.txt', which a build did not write"):
+        compile_gufo(sel, out)
     code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--extension-dir", str(tmp_path / "c"),
                            "--select", "broken", "--feature", "linux", "--out", str(out), "--cxx", "no-such-c++")
     assert code == 1 and "'no-such-c++' not found on PATH" in err
