@@ -26,8 +26,8 @@ The API, one call::
     built.lib      # out/lib/libgufo-ext.a: the registry + every selected extension's objects
 
 What is compiled: the generated ``gufo_ext_registry.cpp``, then per selected extension (in
-registry order) the C++ translation units (:data:`CXX_SUFFIXES`) of its ``files``, in
-manifest order; the library holds those objects in that order and ``gufo-registry`` links
+registry order) its C++ translation units (:func:`translation_units`: those of its ``files``
+in manifest order, else the ``*.cpp``/``*.cc``/``*.cxx`` at its top); the library holds those objects in that order and ``gufo-registry`` links
 ``main.cpp`` against it. Besides ``bin/``, ``include/`` and ``lib/``, ``out/share/gufo/``
 holds ``gufo_ext_registry.cpp`` and ``extensions.json``.
 
@@ -119,9 +119,17 @@ def api_headers() -> list[Path]:
 
 
 def translation_units(ext: "Extension") -> list[str]:
-    """The ``files`` of ``ext`` compiled as translation units (:data:`CXX_SUFFIXES`), in
-    manifest order, relative to the extension directory."""
-    return [f for f in ext.files if f.endswith(CXX_SUFFIXES)]
+    """What is compiled of ``ext``, relative to its directory: the ``files`` that are C++
+    translation units (:data:`CXX_SUFFIXES`), in manifest order; when ``files`` lists none
+    (``files`` is optional, as in the seed's simplified manifest), every regular file with
+    one of those suffixes at the top of the directory (``extension.cpp``, ``provider.cpp``
+    ...), sorted by name. Every one is compiled with the host C++ compiler whatever target
+    it belongs to: GPU kernels need the extension's own CMake build."""
+    listed = [f for f in ext.files if f.endswith(CXX_SUFFIXES)]
+    if listed:
+        return listed
+    return sorted(e.name for e in os.scandir(ext.path)
+                  if e.name.endswith(CXX_SUFFIXES) and e.is_file(follow_symlinks=False))
 
 
 def _object_name(ext: str, rel: str) -> str:

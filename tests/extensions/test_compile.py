@@ -53,6 +53,22 @@ def test_shipped_cxx_is_package_data():
         CXX_DIR / "include" / "gufo" / "ext" / "registry.hpp").read_bytes()
 
 
+def test_translation_units_are_the_listed_sources_else_the_top_level_ones(tmp_path):
+    from lemonpack.extensions.compile import translation_units
+    from lemonpack.extensions.manifest import load_manifest
+
+    doc = manifest("tu")
+    d = write_extension(tmp_path / "tu", doc)
+    (d / "provider.cpp").write_text("// p\n")
+    (d / "kernel.hpp").write_text("// h\n")
+    assert translation_units(load_manifest(d)) == ["extension.cpp"]
+    doc["files"] = ["kernel.hpp"]
+    (d / "extension.json").write_text(json.dumps(doc))
+    (d / "sub").mkdir()
+    (d / "sub" / "deep.cpp").write_text("// not at the top\n")
+    assert translation_units(load_manifest(d)) == ["extension.cpp", "provider.cpp"]
+
+
 @pytest.mark.slow
 def test_cli_build_of_the_release_lock_lists_every_official_provider(tree, tmp_path, capsys):
     out = tmp_path / "out"
