@@ -214,6 +214,11 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                 console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
         for rel in result.nix:
             console.print(f"  nix: {out / rel}/default.nix", markup=False)
+        if base_source is not None:
+            for t in result.targets:
+                if t.kind == "image":
+                    console.print(f"  runnable: lemonpack load {out}:{t.tag}, then podman run IMAGE "
+                                  f"<engine flags>", markup=False)
     return 0
 
 
