@@ -163,3 +163,24 @@ def replace_directory(new: Path, target: Path) -> None:
 
 
 __all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory"]
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` in one step: a temporary sibling file, written and flushed,
+    then renamed over ``path`` (a reader sees the old bytes or the new, never part). The
+    temporary file is removed on any failure. Raises OSError."""
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -124,20 +124,24 @@ def _canonical(obj) -> bytes:
     return canonical_json(obj)
 
 
-def refetch_problems(index: dict, *, mirror=None, cache=None) -> list[str]:
-    """Re-fetch every community https entry and compare its sha256 with the entry's digest
-    (through the verified fetch path: a mismatch is reported, not stored)."""
+def refetch_problems(index: dict, *, mirror=None) -> list[str]:
+    """Re-fetch every community https entry from its source (or ``mirror``), never from the
+    local cache: the downloads go into a fresh temporary cache that is removed afterwards,
+    so a file swapped at the URL since it was cached is seen. Compares each sha256 with the
+    entry's digest; a mismatch is reported, not stored."""
     from lemonpack.fetch import ArtifactCache, fetch
 
     out = []
-    for e in index.get("entries", []):
-        src = e.get("source", {})
-        if src.get("type") != "https":
-            continue
-        try:
-            fetch(src["url"], sha256=e["digest"], cache=cache or ArtifactCache(), mirror=mirror, progress=False)
-        except LemonpackError as exc:
-            out.append(f"{e['id']}: {exc}")
+    with tempfile.TemporaryDirectory(prefix="lemonpack-refetch-") as tmp:
+        cache = ArtifactCache(Path(tmp))
+        for e in index.get("entries", []):
+            src = e.get("source", {})
+            if src.get("type") != "https":
+                continue
+            try:
+                fetch(src["url"], sha256=e["digest"], cache=cache, mirror=mirror, progress=False)
+            except LemonpackError as exc:
+                out.append(f"{e['id']}: {exc}")
     return out
 
 

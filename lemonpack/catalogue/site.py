@@ -39,9 +39,7 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -52,7 +50,9 @@ import nh3
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from lemonpack.errors import StorageError
+from lemonpack.catalogue.commands import ORDER as COMMAND_ORDER
+from lemonpack.errors import BIDI_CONTROLS, StorageError, visible_bidi
+from lemonpack.files import write_atomic
 from lemonpack.oci.canonical import canonical_json
 
 #: Facets in display order: (filter key as in CONTRACTS.md and the URL fragment, label).
@@ -225,7 +225,8 @@ def _safe_href(url: Any) -> str | None:
     return None
 
 
-_SIGNATURE_LABELS = {"verified": "signature verified", "unknown-key": "signed by an unknown key"}
+_SIGNATURE_LABELS = {"verified": "signature verified", "unknown-key": "signed by an unknown key",
+                     "in-tree": "official, in-tree", "unavailable": "signature unavailable"}
 _PINNING_LABELS = {"all": "all pinned", "partly": "partly pinned"}
 _REPRO_LABELS = {"reproduced": "rebuild reproduced", "differs": "rebuild differs"}
 
@@ -243,8 +244,20 @@ def _badge(kind: str, value: Any, label: Any = None) -> Markup:
     return Markup(f'<span class="badge {escape(kind)}-{escape(value)}">{escape(text)}</span>')
 
 
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}``: bidirectional controls written visibly (:func:`visible_bidi`), so an
+    unterminated U+202E from a publisher cannot reverse the text after it; names are also
+    isolated with ``<bdi>`` in the templates."""
+    if isinstance(value, Markup):
+        return Markup(visible_bidi(str(value))) if BIDI_CONTROLS.search(value) else value
+    if isinstance(value, str) and BIDI_CONTROLS.search(value):
+        return visible_bidi(value)
+    return value
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
+        finalize=_finalize,
         loader=jinja2.PackageLoader("lemonpack.catalogue", "templates"),
         autoescape=True,
         undefined=jinja2.ChainableUndefined,
@@ -254,7 +267,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["slug"] = entry_slug
     env.filters["safe_href"] = _safe_href
-    env.globals.update(badge=_badge, signature_label=_label(_SIGNATURE_LABELS, "unsigned"),
+    env.filters["nobidi"] = visible_bidi
+    env.globals.update(badge=_badge, command_order=COMMAND_ORDER, signature_label=_label(_SIGNATURE_LABELS, "unsigned"),
                        pinning_label=_label(_PINNING_LABELS, "not pinned"),
                        repro_label=_label(_REPRO_LABELS, "reproducibility not checked"))
     return env
@@ -295,15 +309,16 @@ def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-def site_files(index: dict[str, Any]) -> dict[str, bytes]:
-    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring).
-    Pure: same index, same bytes. Raises ``TypeError`` when the index holds floats (the
-    canonical JSON encoder refuses them)."""
+def site_files(index: dict[str, Any], index_digest: str | None = None) -> dict[str, bytes]:
+    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring);
+    ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
+    entries). Pure: same index, same bytes. Raises ``TypeError`` when the index holds floats
+    (the canonical JSON encoder refuses them)."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
     env = _environment()
     common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
-              "publishers": publishers}
+              "publishers": publishers, "index_digest": index_digest}
     slugs = [entry_slug(str(e.get("id", ""))) for e in entries]
     descriptions = [_description(e.get("description"), 160) for e in entries]
     files: dict[str, bytes] = {}
@@ -323,23 +338,7 @@ def site_files(index: dict[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def render_site(index: dict[str, Any], out: Path) -> None:
+def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
     Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
@@ -348,10 +347,11 @@ def render_site(index: dict[str, Any], out: Path) -> None:
     ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
     written (naming it)."""
     out = Path(out)
-    files = site_files(index)
+    files = site_files(index, index_digest)
     try:
         for rel in sorted(files):
-            _write_atomic(out / rel, files[rel])
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(out / rel, files[rel])
         entry_dir = out / "entry"
         keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
         for old in sorted(entry_dir.glob("*.html")):

@@ -251,3 +251,26 @@ def require_valid(problems: list[Problem]) -> None:
     """Raise :class:`ManifestError` carrying ``problems`` when there are any."""
     if problems:
         raise ManifestError(problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lemonpack.catalogue.sources KEY.pub...``: print each key's fingerprint
+    (as ``lemonpack catalogue fingerprint`` does). Exit 1 when a file is not a PEM public key."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m lemonpack.catalogue.sources KEY.pub...", file=sys.stderr)
+        return 2
+    rc = 0
+    for a in args:
+        try:
+            print(key_fingerprint(Path(a).read_bytes()))
+        except (OSError, ValueError) as e:
+            print(f"{a}: not a PEM public key: {e}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
