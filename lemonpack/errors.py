@@ -67,6 +67,15 @@ class Problem:
     rule: str
     message: str
 
+    #: Characters a path or message keeps (a bounded line whatever the input quoted).
+    MAX_CHARS = 400
+
+    def __post_init__(self) -> None:
+        for name in ("path", "message"):
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value) > self.MAX_CHARS:
+                object.__setattr__(self, name, value[: self.MAX_CHARS - 4] + " ...")
+
     def __str__(self) -> str:
         """``FILE: PATH: MESSAGE [RULE]`` on one line (controls escaped, :func:`one_line`)."""
         where = f"{self.file}: {self.path}" if self.path else f"{self.file}"
