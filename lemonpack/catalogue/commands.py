@@ -41,15 +41,15 @@ def recipe_commands(name: str, recipe, source: dict, official: bool, digest: str
     """The commands shown for a recipe entry ``name`` (``recipe``: its model, for the Nix
     output name; ``source``: the entry's source; ``digest``: the verified digest;
     ``shipped_example``: the recipe is lemonpack's installed example)."""
-    q = quote
+    q = quote  # (recipe ids, OS and accelerator names are [a-z0-9_-]: safe unquoted in '.#ID-OS-ACCEL')
     first = next((f"{o}-{a}" for o, bs in recipe.platforms.items() for a in bs), "") if recipe else ""
     if official:
         if shipped_example:
             return {"install": "lemonpack install --example", "run": "lemonpack run --example",
-                    "nix": f"nix build {q('.#' + name + '-' + first)}"}
+                    "nix": f"nix build .#{name}-{first}"}
         path = q(source.get("path", f"{name}.json"))
         return {"install": f"lemonpack install {path}", "run": f"lemonpack run {path} -m MODEL.gguf",
-                "nix": f"nix build {q('.#' + name + '-' + first)}"}
+                "nix": f"nix build .#{name}-{first}"}
     if source["type"] == "oci":
         ref = q(f"oci://{source['ref']}")
         return {"install": f"lemonpack install {ref}", "run": f"lemonpack run {q(name)} -m MODEL.gguf",
