@@ -207,3 +207,38 @@ def test_community_extension_nix_command_builds_on_nix_28(world):
     r = subprocess.run(["bash", "-c", cmds["nix"]], cwd=proj, env=env, capture_output=True, text=True, timeout=280)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "relative path" not in r.stderr and time.monotonic() - start < 280
+
+
+def test_first_run_search_uses_the_shipped_official_index(tmp_path):
+    """Right after install (no cached index) search and show read the index of the official
+    entries shipped in the package, which is what the tree describes; official entries say
+    'official, in-tree, index digest ...' instead of 'unsigned'."""
+    from lemonpack.catalogue.index import shipped_index
+    from lemonpack.catalogue.signatures import index_digest
+
+    env = dict(os.environ, LEMONPACK_CACHE_DIR=str(tmp_path / "cache"), LEMONPACK_CONFIG_DIR=str(tmp_path / "cfg"))
+    main = [sys.executable, "-c", "from lemonpack.cli import main; main()"]
+    r = subprocess.run([*main, "catalogue", "search", "qwen", "--json"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    ids = [x["id"] for x in json.loads(r.stdout)["results"]]
+    assert ids[0] == "extension:qwen" and all("qwen" in i for i in ids)
+    r = subprocess.run([*main, "catalogue", "show", "hello-engine"], env=env, capture_output=True, text=True, timeout=60)
+    digest = index_digest(shipped_index().read_bytes())
+    assert f"signature: official, in-tree, index digest {digest}" in r.stdout
+    # the shipped file is what the source tree describes (python -m lemonpack.catalogue.official)
+    check = subprocess.run([sys.executable, "-m", "lemonpack.catalogue.official", "--check", "--source", str(REPO)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+
+
+def test_search_ranks_id_and_name_matches_first(official):
+    """A term in an entry's id or name puts it before an entry matching only elsewhere."""
+    from lemonpack.catalogue.search import search
+
+    _tmp, index, _env = official
+    ids = [e["id"] for e in search(index, "qwen")]
+    assert ids[0] == "extension:qwen"
+    site = (_tmp / "site")
+    assert '<link rel="alternate" type="application/atom+xml"' in (site / "index.html").read_text()
+    assert 'href="../feed.atom"' in next((site / "entry").glob("*.html")).read_text()
