@@ -85,7 +85,8 @@ def build(world: CatalogueWorld, out: Path, cache: Path) -> tuple[float, dict]:
     from lemonpack.fetch import ArtifactCache, Mirror
 
     cfg = BuildConfig(out=out, source=world.source, mirror=Mirror(world.mirror), key=world.index_key,
-                      password=b"catalogue-test-pw", cache=ArtifactCache(cache), epoch=0)
+                      password=b"catalogue-test-pw", cache=ArtifactCache(cache), epoch=0,
+                      memo=cache / "catalogue-build" / "memo.json")
     t = time.perf_counter()
     index = run_build(cfg)
     return time.perf_counter() - t, index

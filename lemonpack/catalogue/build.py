@@ -37,6 +37,7 @@ from typing import Any
 from lemonpack.catalogue import archs, bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.fetching import fetch_source, tree_digest
+from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import read_user_file, replace_directory
@@ -73,8 +74,10 @@ class BuildConfig:
     epoch: int = 0
     insecure_registry: bool = False
     registry_config: Path | None = None  # auth file read first for OCI sources (--registry-config)
+    memo: Path | None = None  # what earlier builds verified (:mod:`.memo`); None: verify everything
     timings: dict[str, float] = field(default_factory=dict)
     client: Any = None  # one httpx.Client for every fetch of a build (connections reused)
+    memo_state: Any = None  # the opened memo (:class:`.memo.Memo`), set by build_index
 
 
 class Rejected(Exception):
@@ -201,7 +204,9 @@ class _Context:
         self.cfg = cfg
         self.source = cfg.source
         self.private = load_private_key(cfg.key, cfg.password) if cfg.key else None
-        self.sources = load_sources(cfg.source / "catalogue")
+        self.memo = Memo(cfg.memo)
+        self.sources = load_sources(cfg.source / "catalogue", self.memo if cfg.memo else None)
+        self.source_resolved = cfg.source.resolve()
         self.official_recipes: dict[str, Any] = {}
         self.official_exts: list = []
         self.tree_api = None
@@ -212,7 +217,7 @@ class _Context:
 
 def _rel(ctx: _Context, path: str | Path) -> str:
     try:
-        return Path(path).resolve().relative_to(ctx.source.resolve()).as_posix()
+        return Path(path).resolve().relative_to(ctx.source_resolved).as_posix()
     except ValueError:
         return Path(path).name
 
@@ -446,12 +451,22 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                              "reasons": [one_line(f"schema: {q.path or '(root)'}: {q.message} [{q.rule}]")
                                          for q in problems]})
         seen: dict[str, str] = {}
+        official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
             try:
                 if ent.id in seen:
                     raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
-                entries.append(community_entry(ctx, ent, wdir))
+                key = None
+                if cfg.memo is not None and memoizable(ent, cfg.rebuild) and ent.publisher in ctx.sources.publishers:
+                    pub = ctx.sources.publishers[ent.publisher]
+                    key = entry_key(ent.data, pub.to_json(), [k.pem for k in pub.keys], official_ids)
+                entry = ctx.memo.entry(key) if key else None
+                if entry is None:
+                    entry = community_entry(ctx, ent, wdir)
+                    if key:
+                        ctx.memo.remember(key, entry)
+                entries.append(entry)
                 seen[ent.id] = _rel(ctx, ent.file)
             except Rejected as r:
                 rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
@@ -459,6 +474,7 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
             if wdir.exists():
                 shutil.rmtree(wdir, ignore_errors=True)
         cfg.timings["entries"] = time.perf_counter() - t0
+    cfg.memo_state = ctx.memo
     if own_client:
         cfg.client = None
     entries.sort(key=lambda e: (not e["official"], e["id"]))
@@ -504,13 +520,15 @@ def atom_feed(index: dict) -> bytes:
     return ET.tostring(feed, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def write_outputs(index: dict, tmp: Path, private=None) -> None:
-    """Write every output file of ``index`` into the (empty) directory ``tmp``."""
-    data = canonical_json(index)
+def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
+    """Write every output file of ``index`` into the (empty) directory ``tmp`` (``cache``:
+    rendered site fragments, :func:`lemonpack.catalogue.site.site_files`)."""
+    data = canonical_json(index)  # refuses floats anywhere in the index, so each entry below too
     (tmp / INDEX_NAME).write_bytes(data)
     (tmp / "entries").mkdir()
     for e in index["entries"]:
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(
+            json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
     if private is not None:
         (tmp / SIG_NAME).write_text(sign_bytes(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))
@@ -518,7 +536,7 @@ def write_outputs(index: dict, tmp: Path, private=None) -> None:
         from lemonpack.catalogue.site import render_site
     except ImportError:  # pragma: no cover
         return
-    render_site(json.loads(data), tmp, signatures.index_digest(data))
+    render_site(json.loads(data), tmp, signatures.index_digest(data), cache=cache, atomic=False)
 
 
 def _normalise_mtimes(root: Path, epoch: int) -> None:
@@ -550,12 +568,15 @@ def build(cfg: BuildConfig) -> dict:
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        write_outputs(index, tmp, private)
+        memo = cfg.memo_state
+        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None)
         _normalise_mtimes(tmp, cfg.epoch)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if cfg.memo_state is not None:
+        cfg.memo_state.save()
     cfg.timings["write"] = time.perf_counter() - t0
     return index

@@ -85,7 +85,8 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
     (digest mismatch), FetchError, UnsafeContentError (too large, an archive bomb, a hostile
     member), LemonpackError."""
     cache = cache or ArtifactCache()
-    work.mkdir(parents=True, exist_ok=True)
+    if not (src["type"] == "https" and kind == "recipe"):  # a recipe file needs no room
+        work.mkdir(parents=True, exist_ok=True)
     if src["type"] == "https":
         got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=mirror, progress=False, client=client)
         if kind == "recipe":

@@ -39,6 +39,8 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 from collections.abc import Iterable
 from importlib import resources
@@ -309,49 +311,80 @@ def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-def site_files(index: dict[str, Any], index_digest: str | None = None) -> dict[str, bytes]:
+def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
     """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring);
     ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
-    entries). Pure: same index, same bytes. Raises ``TypeError`` when the index holds floats
-    (the canonical JSON encoder refuses them)."""
+    entries); ``cache``: a mapping (``get``, item assignment) of earlier renderings, keyed by
+    the sha256 of everything a fragment is made of (:func:`_fragment_key`), so an unchanged
+    entry's page and list item are not rendered again (a warm ``catalogue build``). Pure: same
+    index, same bytes, with or without a cache. Raises ``TypeError`` when the index holds
+    floats (the canonical JSON encoder refuses them)."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
     env = _environment()
     common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
               "publishers": publishers, "index_digest": index_digest}
-    slugs = [entry_slug(str(e.get("id", ""))) for e in entries]
-    descriptions = [_description(e.get("description"), 160) for e in entries]
+    item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
     files: dict[str, bytes] = {}
+    items = []
+    for entry in entries:
+        slug = entry_slug(str(entry.get("id", "")))
+        publisher = publishers.get(entry.get("publisher"))
+        in_tree = (entry.get("signature") or {}).get("status") == "in-tree"
+        key = _fragment_key(entry, publisher, common["generated"], common["schema"], index_digest if in_tree else None)
+        item = _cached(cache, "item:" + key)
+        html = _cached(cache, "page:" + key)
+        if item is None or html is None:
+            description, summary = _description(entry.get("description"), 160)
+            item = item_tpl.render(e=entry, slug=slug, summary=summary)
+            html = page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
+                               facets=entry_facets(entry), publisher=publisher)
+            if cache is not None:
+                cache["item:" + key], cache["page:" + key] = item, html
+        items.append(Markup(item))
+        files[f"entry/{slug}.html"] = html.encode("utf-8")
     files["index.html"] = env.get_template("index.html").render(
-        **common, csp=_CSP_INDEX, root="", entries=[(e, s, d[1]) for e, s, d in zip(entries, slugs, descriptions)],
-        facets=_facet_options(entries), rejected=index.get("rejected") or [],
+        **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
+        rejected=index.get("rejected") or [],
     ).encode("utf-8")
-    page = env.get_template("entry.html")
-    for entry, slug, (description, _) in zip(entries, slugs, descriptions):
-        files[f"entry/{slug}.html"] = page.render(
-            **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
-            facets=entry_facets(entry), publisher=publishers.get(entry.get("publisher")),
-        ).encode("utf-8")
     files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
     return files
 
 
-def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None) -> None:
+def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, index_digest: str | None) -> str:
+    """sha256 of what an entry's page and list item are rendered from (the templates are the
+    cache owner's concern: :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
+    data = json.dumps([entry, publisher, generated, schema, index_digest], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def _cached(cache: Any, key: str) -> str | None:
+    return None if cache is None else cache.get(key)
+
+
+def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None, cache: Any = None,
+                atomic: bool = True) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
     Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
-    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically;
+    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically
+    (``atomic=False``: plain writes, for a fresh directory the caller swaps in as a whole;
+    ``cache``: see :func:`site_files`);
     removes ``entry/*.html`` files left from an earlier index. Leaves every other file in
     ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
     written (naming it)."""
     out = Path(out)
-    files = site_files(index, index_digest)
+    files = site_files(index, index_digest, cache)
     try:
         for rel in sorted(files):
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(out / rel, files[rel])
+            if atomic:
+                write_atomic(out / rel, files[rel])
+            else:  # a fresh directory swapped in as a whole (catalogue build): plain writes
+                with os.fdopen(os.open(out / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
+                    f.write(files[rel])
         entry_dir = out / "entry"
         keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
         for old in sorted(entry_dir.glob("*.html")):

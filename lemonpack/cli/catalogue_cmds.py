@@ -55,6 +55,9 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
               key: Path = typer.Option(None, "--key", metavar="KEY",
                                        help="cosign private key signing the index (password: $LEMONPACK_PASSWORD)."),
               rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild recipes to check reproducibility."),
+              fresh: bool = typer.Option(False, "--fresh",
+                                         help="Verify every entry again (ignore what earlier builds verified "
+                                              "for unchanged entry files)."),
               insecure_registry: bool = typer.Option(False, "--insecure-registry",
                                                      help="Plain http to OCI registries (loopback tests)."),
               registry_config: Path = REGISTRY_CONFIG_OPTION,
@@ -63,11 +66,13 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
     feed.atom and the static site into DIR (byte-reproducible; SOURCE_DATE_EPOCH dates)."""
     from lemonpack.catalogue.build import BuildConfig, build
     from lemonpack.catalogue.dates import source_epoch
+    from lemonpack.paths import cache_root
     from lemonpack.fetch import Mirror
 
     cfg = BuildConfig(out=out, source=source, mirror=Mirror.from_env(mirror), key=key,
                       password=_password() if key else b"", rebuild=rebuild, epoch=source_epoch(source),
-                      insecure_registry=insecure_registry, registry_config=registry_config)
+                      insecure_registry=insecure_registry, registry_config=registry_config,
+                      memo=None if fresh else cache_root() / "catalogue-build" / "memo.json")
     index = build(cfg)
     if json_out:
         print_json({"out": str(out), "entries": [e["id"] for e in index["entries"]], "rejected": index["rejected"],
