@@ -36,6 +36,7 @@ from typing import Any
 
 from lemonpack.catalogue import archs, bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
+from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
@@ -206,7 +207,7 @@ class _Context:
         self.private = load_private_key(cfg.key, cfg.password) if cfg.key else None
         self.memo = Memo(cfg.memo)
         self.sources = load_sources(cfg.source / "catalogue", self.memo if cfg.memo else None)
-        self.source_resolved = cfg.source.resolve()
+        self.source_resolved = os.path.abspath(cfg.source)
         self.official_recipes: dict[str, Any] = {}
         self.official_exts: list = []
         self.tree_api = None
@@ -216,10 +217,8 @@ class _Context:
 
 
 def _rel(ctx: _Context, path: str | Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(ctx.source_resolved).as_posix()
-    except ValueError:
-        return Path(path).name
+    rel = os.path.relpath(os.path.abspath(path), ctx.source_resolved)
+    return Path(path).name if rel.startswith("..") else Path(rel).as_posix()
 
 
 def _official_recipe_files(source: Path) -> list[tuple[str, Path]]:
@@ -483,41 +482,6 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
             "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
             "rejected": rejected}, ctx.private
-
-
-def atom_feed(index: dict) -> bytes:
-    """An Atom 1.0 feed (RFC 4287) of the index: one ``<entry>`` per catalogue entry in index
-    order, its ``<id>`` a URN of the entry id and digest (a changed entry is a new feed
-    entry), ``<updated>`` the index date. Built with ``xml.etree``; deterministic bytes."""
-    import xml.etree.ElementTree as ET
-
-    ns = "http://www.w3.org/2005/Atom"
-    ET.register_namespace("", ns)
-    q = lambda t: f"{{{ns}}}{t}"  # noqa: E731
-    feed = ET.Element(q("feed"))
-    ET.SubElement(feed, q("title")).text = "lemonpack catalogue"
-    ET.SubElement(feed, q("id")).text = "urn:lemonpack:catalogue"
-    ET.SubElement(feed, q("updated")).text = index["generated"]
-    ET.SubElement(ET.SubElement(feed, q("author")), q("name")).text = "lemonpack catalogue build"
-    for e in index["entries"]:
-        item = ET.SubElement(feed, q("entry"))
-        ET.SubElement(item, q("title")).text = f"{e['id']} {e.get('version') or ''}".strip()
-        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:{e['id']}:{e['digest']}"
-        ET.SubElement(item, q("updated")).text = index["generated"]
-        ET.SubElement(ET.SubElement(item, q("author")), q("name")).text = e["publisher"]
-        ET.SubElement(item, q("link"), {"rel": "alternate", "href": f"entries/{entry_filename(e['id'])}"})
-        ET.SubElement(item, q("category"), {"term": e["kind"]})
-        ET.SubElement(item, q("summary")).text = (
-            f"{e['display_name']} — signature {e['signature']['status']}, pinning {e['pinning']['status']}, "
-            f"reproducible {e['reproducible']['status']}, digest {e['digest']}")
-    for r in index["rejected"]:
-        item = ET.SubElement(feed, q("entry"))
-        ET.SubElement(item, q("title")).text = f"rejected: {r['id']}"
-        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:rejected:{r['file']}"
-        ET.SubElement(item, q("updated")).text = index["generated"]
-        ET.SubElement(item, q("summary")).text = "; ".join(r["reasons"])
-    ET.indent(feed)
-    return ET.tostring(feed, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
 def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:

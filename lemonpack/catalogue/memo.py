@@ -11,15 +11,16 @@ URL, no ``published_digest`` and no ``--rebuild`` is described by a pure functio
 - lemonpack's own code and schemas (:func:`code_fingerprint`: the rules that judged it).
 
 The memo maps the sha256 of those (:func:`entry_key`) to the entry's index object; it also
-remembers which entry and publisher files passed their schema (:func:`file_key`), so their
-schema check is skipped when the file's bytes and the code are the same. Entries whose
+remembers the entry and publisher files that passed their schema, with their parsed
+documents (:func:`file_key`), so they are not parsed and checked again when the file's bytes
+and the code are the same. Entries whose
 description depends on something outside those inputs (a signature URL, a registry's
 signature, a rebuild, an extension's API and collision checks) are always verified again.
 
 It also keeps the rendered site fragments (each entry's page and list item) by the sha256 of
 what they are rendered from, so an unchanged entry is not rendered again.
 
-The memo is one canonical JSON file, ``<cache>/catalogue-build/memo.json``, read once and
+The memo is one JSON file, ``<cache>/catalogue-build/memo.json``, read once and
 replaced atomically once per build with exactly what that build used (stale keys drop out).
 A memo that cannot be read is ignored (the build verifies everything, as a cold build does).
 """
@@ -76,9 +77,9 @@ class Memo:
     def __init__(self, path: Path | None):
         self.path = path
         self.entries: dict[str, Any] = {}
-        self.valid: set[str] = set()
+        self.valid: dict[str, Any] = {}
         self.used_entries: dict[str, Any] = {}
-        self.used_valid: set[str] = set()
+        self.used_valid: dict[str, Any] = {}
         self.pages: dict[str, str] = {}
         self.used_pages: dict[str, str] = {}
         if path is None:
@@ -87,30 +88,37 @@ class Memo:
             data = json.loads(path.read_bytes())
             if data.get("version") == VERSION and data.get("code") == code_fingerprint():
                 self.entries = dict(data.get("entries") or {})
-                self.valid = set(data.get("valid") or [])
+                self.valid = dict(data.get("valid") or {})
                 self.pages = dict(data.get("pages") or {})
         except (OSError, ValueError, AttributeError, TypeError):
             pass
 
     def entry(self, key: str) -> dict | None:
-        """The remembered entry for ``key`` (a fresh copy), or None."""
+        """The remembered entry for ``key``, or None (the caller does not modify it: it is
+        also what :meth:`save` writes back)."""
         hit = self.entries.get(key)
         if hit is None:
             return None
         self.used_entries[key] = hit
-        return json.loads(json.dumps(hit))
+        return hit
 
     def remember(self, key: str, entry: dict) -> None:
         self.used_entries[key] = entry
 
-    def is_valid(self, key: str) -> bool:
-        if key in self.valid:
-            self.used_valid.add(key)
-            return True
-        return False
+    def valid_doc(self, key: str) -> dict | None:
+        """The parsed document of a file that passed its schema, or None (not to be modified)."""
+        doc = self.valid.get(key)
+        if doc is None:
+            return None
+        self.used_valid[key] = doc
+        return doc
 
-    def mark_valid(self, key: str) -> None:
-        self.used_valid.add(key)
+    def mark_valid(self, key: str, doc: dict) -> None:
+        try:
+            json.dumps(doc)
+        except (TypeError, ValueError):  # a TOML date or time: not kept (checked again next time)
+            return
+        self.used_valid[key] = doc
 
     def page_cache(self) -> "PageCache | None":
         """The cache of rendered site fragments (:func:`lemonpack.catalogue.site.site_files`)."""
@@ -120,15 +128,17 @@ class Memo:
         """Write what this build used (atomically); a disk that refuses is ignored."""
         if self.path is None:
             return
+        if (self.used_entries.keys() == self.entries.keys() and self.used_valid.keys() == self.valid.keys()
+                and self.used_pages.keys() == self.pages.keys()):
+            return  # nothing new, nothing stale: the file on disk is this memo already
         from lemonpack.files import write_atomic
-        from lemonpack.oci.canonical import canonical_json
 
         data = {"version": VERSION, "code": code_fingerprint(), "entries": self.used_entries,
-                "valid": sorted(self.used_valid), "pages": self.used_pages}
+                "valid": self.used_valid, "pages": self.used_pages}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.path, canonical_json(data))
-        except (OSError, TypeError):
+            write_atomic(self.path, json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+        except (OSError, TypeError, ValueError):
             pass
 
 

@@ -118,20 +118,30 @@ def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem], bytes
         return None, [Problem(file, "", "toml", f"not valid TOML: {e}")], data
 
 
-def _checked_schema(doc: dict, name: str, file: str, data: bytes, memo) -> list[Problem]:
-    """:func:`_schema_problems`, skipped when ``memo`` (:class:`lemonpack.catalogue.memo.Memo`)
-    remembers these exact bytes passing it (same code and schemas); remembered when they pass."""
+def _read_checked(path: Path, file: str, name: str, memo) -> tuple[dict | None, list[Problem], bytes]:
+    """:func:`_read_toml` and :func:`_schema_problems` of the ``name`` schema. With ``memo``
+    (:class:`lemonpack.catalogue.memo.Memo`): a file whose exact bytes passed in an earlier
+    build (same code and schemas) is neither parsed nor checked again (the memo keeps its
+    parsed document); one that passes now is remembered."""
     if memo is None:
-        return _schema_problems(doc, name, file)
+        doc, problems, data = _read_toml(path, file)
+        return doc, (problems or _schema_problems(doc, name, file)) if doc is not None else problems, data
     from lemonpack.catalogue.memo import file_key
 
+    data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
+    if data is None:
+        return None, problems, b""
     key = file_key(data, name)
-    if memo.is_valid(key):
-        return []
+    doc = memo.valid_doc(key)
+    if doc is not None:
+        return doc, [], data
+    doc, problems, data = _read_toml(path, file)
+    if doc is None:
+        return None, problems, data
     problems = _schema_problems(doc, name, file)
     if not problems:
-        memo.mark_valid(key)
-    return problems
+        memo.mark_valid(key, doc)
+    return doc, problems, data
 
 
 def _schema_problems(doc: dict, name: str, file: str) -> list[Problem]:
@@ -155,10 +165,9 @@ def check_publisher(path: str | Path, memo=None) -> tuple[Publisher | None, list
     problem (``memo``: see :func:`_checked_schema`)."""
     path = Path(path)
     file = str(path)
-    doc, problems, data = _read_toml(path, file)
+    doc, problems, data = _read_checked(path, file, "publisher", memo)
     if doc is None:
         return None, problems
-    problems += _checked_schema(doc, "publisher", file, data, memo)
     pid = path.stem
     if not PUBLISHER_ID.match(pid):
         problems.append(Problem(file, "", "publisher-id", f"file name {pid!r} is not a publisher id "
@@ -188,10 +197,9 @@ def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | N
     ids (None: not checked); ``memo``: see :func:`_checked_schema`."""
     path = Path(path)
     file = str(path)
-    doc, problems, data = _read_toml(path, file)
+    doc, problems, data = _read_checked(path, file, "entry", memo)
     if doc is None:
         return None, problems
-    problems += _checked_schema(doc, "entry", file, data, memo)
     publisher = path.parent.name
     if publishers is not None and publisher not in publishers:
         problems.append(Problem(file, "", "unknown-publisher",
