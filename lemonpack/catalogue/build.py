@@ -15,9 +15,12 @@ claim on an official recipe id / extension name, key, option or provider id. Rec
 rejected: signature status, pinning status and reproducibility.
 
 The output appears atomically: it is written into a temporary sibling directory and swapped
-in with one rename (the previous output is kept until then). Dates come from
-``SOURCE_DATE_EPOCH`` (default 0), file order is sorted, JSON canonical: the same inputs give
-the same bytes.
+in with one rename (the previous output is kept until then). Dates come from ``epoch``
+(the CLI: :func:`lemonpack.catalogue.dates.source_epoch`), file order is sorted, JSON
+canonical: the same inputs give the same bytes. Focused parts live beside this module:
+fetching and bounds (:mod:`.fetching`, :mod:`.bounded`), signature status
+(:mod:`.signatures`), the commands shown (:mod:`.commands`), the feed (:mod:`.feed`) and the
+memo of a warm build (:mod:`.memo`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
   readable with JavaScript off; JavaScript only hides what a filter excludes.
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
-  install/run/nix commands, signature status with the key fingerprint. No script at all.
+  download/install/run/nix commands (download first), signature status with the key fingerprint. No script at all.
 - ``assets/catalogue-data.js``: ``window.CATALOGUE = <page data>;`` (pages opened from
   ``file://`` cannot fetch JSON, but may load a local script): only what the front page's
   search, facets and host fit read, one array per entry (:func:`page_data`); the full index
