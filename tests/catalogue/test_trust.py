@@ -277,3 +277,19 @@ def test_commands_install_only_the_verified_bytes(world, built):
     assert r.returncode != 0 and not (user / "swap-engine.json").exists()
     r = run(world.cat, "catalogue", "verify", str(out), "--key", str(world.cat.index_pub), "--fetch")
     assert r.returncode == 3 and "recipe:swap-engine" in r.stdout
+
+
+def test_extension_download_step_checks_the_tree(world, built):
+    """A community extension's download step (git): the directory appears only with the
+    verified tree; a wrong digest writes nothing (exit 3)."""
+    _out, index = built
+    cmds = by_id(index)["extension:demo_ext"]["commands"]
+    assert cmds["install"].startswith("lemonpack extensions generate --extension-dir ./demo_ext")
+    user = world.tmp / "user-ext"
+    r = shell(world, cmds["fetch"], user)
+    assert r.returncode == 0, r.stderr
+    assert (user / "demo_ext" / "extension.json").is_file()
+    wrong = cmds["fetch"].replace("--out demo_ext", "--out other_ext").replace("sha256:", "sha256:0", 1)
+    wrong = re.sub(r"sha256:0([0-9a-f]{63})[0-9a-f]", r"sha256:0\1", wrong)
+    r = shell(world, wrong, user)
+    assert r.returncode == 3 and not (user / "other_ext").exists(), r.stderr
