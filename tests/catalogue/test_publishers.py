@@ -241,4 +241,10 @@ def test_search_ranks_id_and_name_matches_first(official):
     assert ids[0] == "extension:qwen"
     site = (_tmp / "site")
     assert '<link rel="alternate" type="application/atom+xml"' in (site / "index.html").read_text()
+    # official entries of an unsigned index: in-tree, with the digest of the index, never "unsigned"
+    from lemonpack.catalogue.signatures import index_digest
+
+    page = (site / "entry" / "recipe-hello-engine.html").read_text()
+    assert "official, in-tree" in page and index_digest((site / "catalogue.json").read_bytes()) in page
+    assert all(e["signature"]["status"] == "in-tree" for e in index["entries"] if e["official"])
     assert 'href="../feed.atom"' in next((site / "entry").glob("*.html")).read_text()
