@@ -26,13 +26,13 @@ ORDER: tuple[tuple[str, str], ...] = (("fetch", "Download (checks the digest)"),
                                       ("run", "Run"), ("nix", "Nix build"))
 
 
-def fetch_command(src: dict, digest: str, out: str) -> str:
-    """``lemonpack catalogue fetch`` of the source ``src`` (https or git) checked against
-    ``digest`` into ``out``; every value shell-quoted."""
+def fetch_command(src: dict, digest: str, out: str, kind: str = "recipe") -> str:
+    """``lemonpack catalogue fetch`` of the source ``src`` (https or git) of an entry of
+    ``kind`` checked against ``digest`` into ``out``; every value shell-quoted."""
     args = ["lemonpack", "catalogue", "fetch", quote(src["url"])]
     if src["type"] == "git":
         args += ["--commit", quote(src["commit"]), "--path", quote(src["path"])]
-    args += ["--sha256", quote(digest), "--out", quote(out)]
+    args += ["--sha256", quote(digest), f"--{kind}", "--out", quote(out)]
     return " ".join(args)
 
 
@@ -68,7 +68,7 @@ def extension_commands(name: str, official: bool, source: dict | None = None, di
                 "run": "lemonpack extensions check", "nix": "nix build .#gufo"}
     cmds = {}
     if source is not None and source.get("type") in ("https", "git"):
-        cmds["fetch"] = fetch_command(source, digest, name)
+        cmds["fetch"] = fetch_command(source, digest, name, "extension")
     cmds["install"] = f"lemonpack extensions generate --extension-dir {q('./' + name)} --select {q(name)} --out gufo-generated"
     cmds["run"] = "lemonpack extensions check"
     # the extension's directory name is checked against [a-z0-9_] by the extension schema
