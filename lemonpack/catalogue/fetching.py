@@ -179,9 +179,9 @@ def fetch_to(kind: str, src: dict, out: Path, *, mirror: Mirror | None = None,
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.fetch-", dir=out.parent) as tmp:
         got = fetch_source(kind, src, Path(tmp) / "w", cache=cache, mirror=mirror)
         if kind == "recipe":
-            from lemonpack.files import write_atomic
+            from lemonpack.files import replace_file
 
-            write_atomic(out, got.subject)
+            replace_file(out, got.subject)
         else:
             os.replace(got.path, out)
     return got.digest

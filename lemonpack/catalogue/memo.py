@@ -131,13 +131,13 @@ class Memo:
         if (self.used_entries.keys() == self.entries.keys() and self.used_valid.keys() == self.valid.keys()
                 and self.used_pages.keys() == self.pages.keys()):
             return  # nothing new, nothing stale: the file on disk is this memo already
-        from lemonpack.files import write_atomic
+        from lemonpack.files import replace_file
 
         data = {"version": VERSION, "code": code_fingerprint(), "entries": self.used_entries,
                 "valid": self.used_valid, "pages": self.used_pages}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.path, json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            replace_file(self.path, json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8"))
         except (OSError, TypeError, ValueError):
             pass
 

@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{SHIPPED}: up to date ({len(index['entries'])} entries)")
         return 0
-    from lemonpack.files import write_atomic
+    from lemonpack.files import replace_file
 
     SHIPPED.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(SHIPPED, canonical_json(index))
+    replace_file(SHIPPED, canonical_json(index))
     print(f"{SHIPPED}: {len(index['entries'])} entries")
     return 0
 

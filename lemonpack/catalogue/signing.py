@@ -48,7 +48,7 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
     from lemonpack.catalogue.build import load_private_key, public_pem_of, sign_bytes
     from lemonpack.catalogue.fetching import fetch_source
     from lemonpack.catalogue.sources import check_entry, check_publisher, key_fingerprint
-    from lemonpack.files import read_user_file, write_atomic
+    from lemonpack.files import read_user_file, replace_file
 
     entry = Path(entry)
     ent, problems = check_entry(entry)
@@ -79,6 +79,6 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
         _, problems = check_entry(probe)
     if problems:
         raise ManifestError(problems)
-    write_atomic(entry, body.encode("utf-8"), mode=entry.stat().st_mode & 0o777)
+    replace_file(entry, body.encode("utf-8"))
     return {"entry": str(entry), "digest": got.digest, "signature": signature, "fingerprint": fp,
             "publisher_key": listed}

@@ -54,7 +54,7 @@ from markupsafe import Markup, escape
 
 from lemonpack.catalogue.commands import ORDER as COMMAND_ORDER
 from lemonpack.errors import BIDI_CONTROLS, StorageError, visible_bidi
-from lemonpack.files import write_atomic
+from lemonpack.files import replace_file
 from lemonpack.oci.canonical import canonical_json
 
 #: Facets in display order: (filter key as in CONTRACTS.md and the URL fragment, label).
@@ -381,7 +381,7 @@ def render_site(index: dict[str, Any], out: Path, index_digest: str | None = Non
         for rel in sorted(files):
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             if atomic:
-                write_atomic(out / rel, files[rel])
+                replace_file(out / rel, files[rel], mode=0o644)
             else:  # a fresh directory swapped in as a whole (catalogue build): plain writes
                 with os.fdopen(os.open(out / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
                     f.write(files[rel])
