@@ -86,7 +86,6 @@ def test_every_cross_room_import_is_allowed_by_the_table():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="four private names still cross rooms; renamed once the open branches land")
 def test_no_room_imports_another_rooms_private_names():
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -177,12 +177,12 @@ def update(source: str, public_pem: bytes) -> dict:
         if source.startswith(("http://", "https://")):
             import httpx
 
-            from lemonpack.fetch.download import _check_hop
+            from lemonpack.fetch.download import check_redirect_hop
 
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
-            _check_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
+            check_redirect_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
             with httpx.Client(timeout=60.0, follow_redirects=False) as client:
                 data = _read_url(f"{base}/{INDEX_NAME}", client)
                 (tmp / INDEX_NAME).write_bytes(data)

@@ -369,7 +369,7 @@ def inline_local_refs(schema: dict) -> dict:
     return walk(schema, ())
 
 
-class _DocumentOrder:
+class DocumentOrder:
     """Sort key putting schema errors in document order: object members in the order the
     file gives them, array items by index (each object's key positions computed once)."""
 
@@ -420,7 +420,7 @@ def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> t
     message, so the report is deterministic. ``more``: problems found but not kept."""
     import heapq
 
-    order = _DocumentOrder(doc)
+    order = DocumentOrder(doc)
     kept: list[tuple] = []  # the `limit` smallest keys; heap top = the largest kept (_Reverse)
     seen = errors = 0
     stopped = False
@@ -430,7 +430,7 @@ def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> t
             stopped = True
             break
         base = order(err)
-        for p in _convert(err, file):
+        for p in schema_error_problems(err, file):
             seen += 1
             key = (base, p.path, p.rule, p.message)
             if len(kept) < limit:
@@ -462,7 +462,11 @@ def more_problems(file: str, more: int, stopped: bool = False) -> Problem:
     return Problem(file, "", "more-problems", f"and {what}: fix these and run lint again")
 
 
-def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+def schema_error_problems(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+    """The :class:`Problem` lines (file, JSON path, rule, message) one jsonschema error stands
+    for: one per unknown field of an ``additionalProperties`` error, the missing field's own
+    path for ``required``, else the error's path. The one rule vocabulary of every strict
+    document kind (recipes, extension.json, catalogue sources)."""
     path = list(err.absolute_path)
     where = jsonpath.join(path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
