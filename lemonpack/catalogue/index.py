@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.canonical import canonical_json
 from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError
 from lemonpack.paths import cache_root, config_root
@@ -124,15 +125,9 @@ def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
         f = directory / "entries" / entry_filename(e["id"])
         if not f.is_file():
             problems.append(f"{f}: missing")
-        elif f.read_bytes() != _canonical(e):
+        elif f.read_bytes() != canonical_json(e):
             problems.append(f"{f}: differs from the index's entry {e['id']}")
     return problems
-
-
-def _canonical(obj) -> bytes:
-    from lemonpack.oci.canonical import canonical_json
-
-    return canonical_json(obj)
 
 
 def refetch_problems(index: dict, *, mirror=None) -> list[str]:

@@ -30,15 +30,11 @@ from lemonpack import jsonpath
 from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
+from lemonpack.canonical import canonical_json
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.files import open_regular
 
 _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
-
-
-def canonical_json(doc: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, compact separators, UTF-8 (no ASCII escaping)."""
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 #: Largest recipe file read (bytes). Real recipes are a few KB; the bound keeps memory
@@ -633,7 +629,7 @@ def build_model(doc: dict, file: str) -> Recipe:
         capabilities=tuple(doc["capabilities"]),
         platforms=freeze({k: v for k, v in platforms.items()}),
         document=freeze(doc),
-        canonical=canonical_json(doc),
+        canonical=canonical_json(doc, floats="shortest"),
         extends=doc.get("extends"),
         variant_of=doc.get("variant_of"),
         capability_enable_args=freeze(doc.get("capability_enable_args", {})),

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import re
 import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lemonpack.digest import Digest
 from lemonpack.errors import FetchError, IntegrityError
 from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.mirror import Mirror
@@ -38,7 +38,6 @@ CHUNK_SIZE = 1 << 20
 
 MAX_REDIRECTS = 10
 
-_EXPECTED = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 @dataclass(frozen=True)
@@ -90,10 +89,10 @@ def check_redirect_hop(url: str, *, insecure_ok: bool, previous: str | None, req
 def _parse_expected(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
-    m = _EXPECTED.fullmatch(sha256)
-    if not m:
-        raise ValueError(f"expected digest must be 'sha256:<64 lowercase hex>', got {sha256!r}")
-    return m.group(1)
+    try:
+        return Digest.parse(sha256).hex
+    except ValueError:
+        raise ValueError(f"expected digest must be 'sha256:<64 lowercase hex>', got {sha256!r}") from None
 
 
 def progress_bar(total: int | None, label: str):
