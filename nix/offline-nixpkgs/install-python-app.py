@@ -7,7 +7,6 @@ OUT/bin/<name> for each [project.scripts] entry "module:function", running this 
 with that site-packages directory first on sys.path (-I: no PYTHONPATH, no user site).
 """
 import fnmatch
-import os
 import shutil
 import sys
 import tomllib
@@ -26,7 +25,7 @@ for name, target in project.get("project", {}).get("scripts", {}).items():
     module, func = target.split(":")
     script = out / "bin" / name
     script.write_text(
-        f"#!{os.path.realpath(sys.executable)} -I\n"
+        f"#!{sys.executable} -I\n"
         f"import sys\nsys.path.insert(0, {str(site)!r})\n"
         f"from {module} import {func}\nsys.exit({func}())\n")
     script.chmod(0o755)

@@ -1,8 +1,11 @@
 # python3 and python3Packages.buildPythonApplication (nixpkgs'
 # pkgs/development/interpreters/python and .../python/mk-python-derivation.nix, reduced).
 #
-# python3 is the host's interpreter: the first of a few usual places that imports the modules
-# lemonpack needs (typer, jsonschema, httpx, rich), linked into the store. Python packages
+# python3 is the host's interpreter: a wrapper running the first of a few usual places that
+# imports the modules lemonpack needs (typer, jsonschema, httpx, rich) and tomllib. Nix's
+# build users cannot enter /root (pyenv's interpreters): host-python.sh prepares a virtual
+# environment of Debian's python3 at /opt/offline-nixpkgs-python for them (scripts/test.sh
+# runs it). Python packages
 # named as dependencies (python3Packages.typer ...) stand for what that interpreter already
 # has: they are attribute sets marked `fromHost`, not derivations, and build nothing.
 # buildPythonApplication copies the project's packages (pyproject.toml's
@@ -16,13 +19,14 @@ let
     dontUnpack = true;
     installPhase = ''
       mkdir -p $out/bin
-      for p in /usr/local/bin/python3 /root/.pyenv/versions/*/bin/python3 /usr/bin/python3; do
-        if [ -x "$p" ] && "$p" -c 'import typer, jsonschema, httpx, rich' 2> /dev/null; then
-          ln -s "$("$p" -c 'import sys; print(sys.executable)')" $out/bin/python3
+      for p in /opt/offline-nixpkgs-python/bin/python3 /usr/local/bin/python3 /usr/bin/python3; do
+        if [ -x "$p" ] && "$p" -c 'import tomllib, typer, jsonschema, httpx, rich' 2> /dev/null; then
+          printf '#!/bin/sh\nexec %s "$@"\n' "$p" > $out/bin/python3
+          chmod +x $out/bin/python3
           exit 0
         fi
       done
-      echo "no host python3 with typer, jsonschema, httpx and rich (pip install lemonpack's dependencies)" >&2
+      echo "no host python3 with typer, jsonschema, httpx and rich: run nix/offline-nixpkgs/host-python.sh pyproject.toml" >&2
       exit 1
     '';
     passthru = {

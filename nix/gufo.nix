@@ -1,0 +1,127 @@
+# The `gufo` package: the selected Gufo extensions compiled in (seed 002 sections 5 and 8).
+#
+#   gufo.override { extensions = [ "qwen" ./my-extension ]; features = [ "linux" "hip" ]; }
+#
+# Arguments (callPackage fills lib, stdenv, runCommand, lemonpack; `tree` is the flake's):
+#   tree          : the Gufo tree: catalogue/extensions, api/, extensions.lock, include/
+#   extensions    : null = the release lock; "all" = every extension a target of which the
+#                   features build; else a list of names (strings) and extension directories
+#                   (paths, or store-path strings)
+#   extensionDirs : more directories to discover (each an extension or a directory of them)
+#   features      : the build's feature set
+#   lockFile      : the release lock (default: tree/extensions.lock)
+#
+# One set of rules: Nix does not read manifests itself. Every decision (schema, names, paths,
+# encodings, file types, symlinks, sizes, collisions, the lock, API versions, dependencies)
+# is `lemonpack extensions generate`'s, run as a build step (`selection` below) whose
+# verdict evaluation reads back (import from derivation): a manifest the CLI rejects fails
+# evaluation with the CLI's message, the copied directories renamed back to the paths the
+# user gave. The package then compiles exactly what `lemonpack extensions build` compiles.
+{ lib, stdenv, runCommand, lemonpack, tree
+, extensions ? null, extensionDirs ? [ ], features ? [ "linux" ], lockFile ? null }:
+let
+  inherit (builtins) fromJSON readFile isString isList match replaceStrings concatMap filter;
+
+  isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
+  isDirItem = e: !(isString e) || match ".*/.*" e != null;
+  # a directory the user named, copied into the store (a store path is used as is)
+  stored = d:
+    if isStorePath d then { path = d; shown = d; }
+    else
+      let p = if isString d then /. + d else d; in
+      { path = "${builtins.path { path = p; name = "gufo-extension"; }}"; shown = toString d; };
+
+  items = if isList extensions then extensions else [ ];
+  selectedDirs = map stored (filter isDirItem items);
+  extraDirs = map stored extensionDirs;
+  lock = if lockFile == null then null else stored lockFile;
+
+  # the selection, as `lemonpack extensions` options (the tree comes first, apart)
+  selectArgs =
+    lib.optionals (lock != null) [ "--lock" lock.path ]
+    ++ concatMap (f: [ "--feature" f ]) features
+    ++ concatMap (d: [ "--extension-dir" d.path ]) extraDirs
+    ++ (if extensions == null then [ "--select" "lock" ]
+        else if extensions == "all" then [ "--select" "all" ]
+        else concatMap (e: [ "--select" (if isDirItem e then (stored e).path else e) ]) items);
+  args = [ "--tree" "${tree}" ] ++ selectArgs;
+
+  # the CLI's verdict on the selection, as files (this derivation always succeeds)
+  verdict = runCommand "gufo-selection" { nativeBuildInputs = [ lemonpack ]; } ''
+    mkdir -p $out
+    rc=0
+    lemonpack extensions generate --json --out $out/generated ${lib.escapeShellArgs args} \
+      > $out/stdout 2> $out/stderr || rc=$?
+    if [ $rc -eq 0 ]; then
+      lemonpack extensions list --json ${lib.escapeShellArgs args} > $out/list.json 2>> $out/stderr || rc=$?
+    fi
+    printf %s $rc > $out/rc
+  '';
+
+  renamed = [ lock ] ++ selectedDirs ++ extraDirs;
+  shown = replaceStrings
+    (map (d: d.path) (filter (d: d != null) renamed))
+    (map (d: d.shown) (filter (d: d != null) renamed));
+  rc = readFile "${verdict}/rc";
+  # the CLI's message: its JSON error (exit 1), or a usage error's text (exit 2)
+  failure =
+    let
+      out = readFile "${verdict}/stdout";
+      err = readFile "${verdict}/stderr";
+      usage = match ".*Error: (Invalid value for [^:]*: )?([^\n]*)\n?" err;
+    in
+    if rc == "1" && lib.hasPrefix "{" out then (fromJSON out).message
+    else if usage != null then builtins.elemAt usage 1
+    else "lemonpack extensions generate failed (exit ${rc}): ${err}";
+
+  selection =
+    if rc != "0" then builtins.throw (shown failure)
+    else
+      let
+        doc = fromJSON (readFile "${verdict}/generated/extensions.json");
+        listed = fromJSON (readFile "${verdict}/list.json");
+        pathOf = builtins.listToAttrs (map (e: { inherit (e) name; value = e.path; })
+          (filter (e: e.selected) listed.extensions));
+      in
+      {
+        api = doc.api_version;
+        inherit (doc) features;
+        extensions = map (e: e // { path = pathOf.${e.name}; }) doc.extensions;
+        providers = concatMap (e: map (p: p // { extension = e.name; }) e.providers) doc.extensions;
+        rejected = listed.rejected;
+      };
+in
+stdenv.mkDerivation {
+  pname = "gufo";
+  version = selection.api;
+  src = tree;
+  nativeBuildInputs = [ lemonpack ];
+  buildPhase = ''
+    runHook preBuild
+    lemonpack extensions build --out build --tree . ${lib.escapeShellArgs selectArgs}
+    runHook postBuild
+  '';
+  installPhase = ''
+    runHook preInstall
+    mkdir -p $out/bin $out/lib $out/include $out/share/gufo/extensions
+    cp -r build/bin/. $out/bin/
+    cp -r build/lib/. $out/lib/
+    cp -r build/include/. $out/include/
+    cp ${verdict}/generated/* $out/share/gufo/
+    ${lib.optionalString (lock == null) "cp extensions.lock $out/share/gufo/extensions.lock"}
+    ${lib.optionalString (lock != null) "cp ${lock.path} $out/share/gufo/extensions.lock"}
+    ln -s ../../include/gufo $out/share/gufo/gufo
+    ${lib.concatMapStrings (e: ''
+      cp -r --no-preserve=mode ${lib.escapeShellArg e.path} $out/share/gufo/extensions/${lib.escapeShellArg e.name}
+    '') selection.extensions}
+    runHook postInstall
+  '';
+  passthru = {
+    inherit selection;
+    generated = "${verdict}/generated";
+  };
+  meta = {
+    description = "Gufo's extension registry with the selected extensions compiled in";
+    mainProgram = "gufo-registry";
+  };
+}
