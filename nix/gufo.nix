@@ -20,7 +20,9 @@
 { lib, stdenv, runCommand, lemonpack, tree
 , extensions ? null, extensionDirs ? [ ], features ? [ "linux" ], lockFile ? null }:
 let
-  inherit (builtins) fromJSON readFile isString isList match replaceStrings concatMap filter;
+  inherit (builtins) fromJSON isString isList match replaceStrings concatMap filter;
+  # the verdict's files, read while evaluating (the build depends on `verdict` itself)
+  readFile = f: builtins.unsafeDiscardStringContext (builtins.readFile f);
 
   isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
   isDirItem = e: !(isString e) || match ".*/.*" e != null;
@@ -94,23 +96,26 @@ in
 stdenv.mkDerivation {
   pname = "gufo";
   version = selection.api;
-  src = tree;
+  dontUnpack = true;
   nativeBuildInputs = [ lemonpack ];
+  # `lemonpack extensions build` (lemonpack.extensions.compile): the generated registry, the
+  # constants header, the public API headers and the selected extensions' sources compiled
+  # into bin/gufo-registry, include/ and lib/libgufo-ext.a, with the same options as the
+  # selection above
   buildPhase = ''
     runHook preBuild
-    lemonpack extensions build --out build --tree . ${lib.escapeShellArgs selectArgs}
+    lemonpack extensions build --out build --jobs "$NIX_BUILD_CORES" ${lib.escapeShellArgs args}
     runHook postBuild
   '';
+  # besides: share/gufo/ holds the generated files, the release lock and each selected
+  # extension's directory under extensions/<name>/
   installPhase = ''
     runHook preInstall
-    mkdir -p $out/bin $out/lib $out/include $out/share/gufo/extensions
-    cp -r build/bin/. $out/bin/
-    cp -r build/lib/. $out/lib/
-    cp -r build/include/. $out/include/
+    mkdir -p $out/share/gufo/extensions
+    cp -r build/. $out/
+    chmod -R u+w $out
     cp ${verdict}/generated/* $out/share/gufo/
-    ${lib.optionalString (lock == null) "cp extensions.lock $out/share/gufo/extensions.lock"}
-    ${lib.optionalString (lock != null) "cp ${lock.path} $out/share/gufo/extensions.lock"}
-    ln -s ../../include/gufo $out/share/gufo/gufo
+    cp ${if lock == null then "${tree}/extensions.lock" else lock.path} $out/share/gufo/extensions.lock
     ${lib.concatMapStrings (e: ''
       cp -r --no-preserve=mode ${lib.escapeShellArg e.path} $out/share/gufo/extensions/${lib.escapeShellArg e.name}
     '') selection.extensions}
