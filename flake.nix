@@ -18,15 +18,15 @@
       inherit (nixpkgs) lib;
       systems = [ "x86_64-linux" "aarch64-linux" ];
 
-      # What the gufo package reads: the official extensions, the API records, the lock and
-      # the public headers (a change elsewhere does not rebuild it).
+      # What the gufo package reads: the official extensions, the API records and the lock
+      # (a change elsewhere does not rebuild it; the C++ API comes with the lemonpack package).
       gufoTree = lib.cleanSourceWith {
         src = ./.;
         name = "gufo-tree";
         filter = path: type:
           let rel = lib.removePrefix (toString ./. + "/") (toString path); in
-          builtins.elem rel [ "catalogue" "catalogue/extensions" "api" "include" "extensions.lock" ]
-          || builtins.any (top: lib.hasPrefix top rel) [ "catalogue/extensions/" "api/" "include/" ];
+          builtins.elem rel [ "catalogue" "catalogue/extensions" "api" "extensions.lock" ]
+          || builtins.any (top: lib.hasPrefix top rel) [ "catalogue/extensions/" "api/" ];
       };
 
       # The recipes shipped in nix/recipes/<recipe>/ (what `lemonpack build` writes into
