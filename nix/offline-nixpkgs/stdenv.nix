@@ -22,8 +22,7 @@ let
       name = attrs.name or "${attrs.pname}-${attrs.version}";
       passthru = attrs.passthru or { };
       inputs = (attrs.nativeBuildInputs or [ ]) ++ (attrs.buildInputs or [ ]);
-      drvAttrs = lib.filterAttrs (n: v: !(builtins.isFunction v))
-        (removeAttrs attrs [ "passthru" "meta" "nativeBuildInputs" "buildInputs" ]) // {
+      drvAttrs = removeAttrs attrs [ "passthru" "meta" "nativeBuildInputs" "buildInputs" ] // {
         inherit name system;
         builder = shell;
         args = [ "-e" ./builder.sh ];
