@@ -1,4 +1,4 @@
-"""Nix emitter: hash encodings, ``sources.json`` and ``default.nix`` of fixed-output fetches."""
+"""Nix emitter: hash encodings, ``sources.json``, ``recipe.json`` and the ``default.nix`` of recipe packages."""
 
 from lemonpack.nix.emit import (NixSource, attr_name, store_name, write_package_nix,
                                 write_recipe_json, write_sources_json)

@@ -1,4 +1,4 @@
-"""Nix emitter: ``sources.json`` plus a ``default.nix`` of fixed-output fetches.
+"""Nix emitter: ``sources.json``, ``recipe.json`` and a ``default.nix`` of recipe packages.
 
 Input: a recipe id and one :class:`NixSource` per artifact (one per OS / accelerator /
 GPU arch the recipe builds for). Output, in a directory:
@@ -15,15 +15,24 @@ GPU arch the recipe builds for). Output, in a directory:
   fetched file, computed here (from the URL basename) so that the Nix side does no
   string munging.
 
-* ``default.nix``, a function ``{ pkgs ? null, mirror ? null }:`` returning one
-  fixed-output derivation per source (Nix manual, "Advanced Attributes": ``outputHash``;
-  "Fixed-output derivations"). With ``pkgs`` it calls ``pkgs.fetchurl { url; hash; name; }``
-  (nixpkgs); without, Nix's own builtin fetcher ``import <nix/fetchurl.nix>`` (the
-  corepkgs expression compiled into Nix; measured on Nix 2.8.0: it accepts both ``hash``
-  in SRI form and ``sha256``; we emit ``hash``). ``mirror`` (a base URL string) replaces
-  every URL with ``mirror + "/" + mirrorPath`` (the layout of :mod:`lemonpack.fetch.mirror`).
+* ``recipe.json``: the recipe's canonical bytes (installed as
+  ``$out/share/lemonpack/<recipe>.json``).
 
-Both files are written atomically: a temp file in the same directory, fsync, ``os.replace``.
+* ``default.nix``, a function ``{ pkgs ? null, lemonpack ? pkgs.lemonpack, mirror ? null }:``
+  with one attribute per source. Without ``pkgs`` each is the fixed-output fetch of the
+  artifact (Nix manual, "Advanced Attributes": ``outputHash``; "Fixed-output derivations")
+  by Nix's own builtin fetcher ``import <nix/fetchurl.nix>`` (the corepkgs expression
+  compiled into Nix; measured on Nix 2.8.0: it accepts both ``hash`` in SRI form and
+  ``sha256``; we emit ``hash``). With ``pkgs`` (nixpkgs) each is a package
+  (``pkgs.stdenv.mkDerivation``): the artifact from ``pkgs.fetchurl { url; hash; name; }``
+  (also ``passthru.artifact``), unpacked by ``lemonpack unpack`` (the rules of
+  :func:`lemonpack.fetch.archive.extract`, as ``lemonpack install``) into
+  ``$out/libexec/<recipe>/``, the binary linked at ``$out/bin/<basename>``, the recipe
+  installed, and ``pkgs.autoPatchelfHook`` for Linux artifacts. ``mirror`` (a base URL
+  string) replaces every URL with ``mirror + "/" + mirrorPath`` (the layout of
+  :mod:`lemonpack.fetch.mirror`).
+
+The files are written atomically: a temp file in the same directory, fsync, ``os.replace``.
 """
 
 from __future__ import annotations
