@@ -48,14 +48,23 @@ let
         else concatMap (e: [ "--select" (if isDirItem e then (stored e).path else e) ]) items);
   args = [ "--tree" "${tree}" ] ++ selectArgs;
 
+  # the options reach the builders as a file (one per line: no limit on their number;
+  # an environment string is limited to 128 KiB)
+  lemonpackArgs = lib.concatMapStrings (a: a + "\n") args;
+  readArgs = ''mapfile -t args < "$lemonpackArgsPath"'';
+
   # the CLI's verdict on the selection, as files (this derivation always succeeds)
-  verdict = runCommand "gufo-selection" { nativeBuildInputs = [ lemonpack ]; } ''
+  verdict = runCommand "gufo-selection" {
+    nativeBuildInputs = [ lemonpack ];
+    inherit lemonpackArgs;
+    passAsFile = [ "lemonpackArgs" ];
+  } ''
+    ${readArgs}
     mkdir -p $out
     rc=0
-    lemonpack extensions generate --json --out $out/generated ${lib.escapeShellArgs args} \
-      > $out/stdout 2> $out/stderr || rc=$?
+    lemonpack extensions generate --json --out $out/generated "''${args[@]}" > $out/stdout 2> $out/stderr || rc=$?
     if [ $rc -eq 0 ]; then
-      lemonpack extensions list --json ${lib.escapeShellArgs args} > $out/list.json 2>> $out/stderr || rc=$?
+      lemonpack extensions list --json "''${args[@]}" > $out/list.json 2>> $out/stderr || rc=$?
     fi
     printf %s $rc > $out/rc
   '';
@@ -102,9 +111,14 @@ stdenv.mkDerivation {
   # constants header, the public API headers and the selected extensions' sources compiled
   # into bin/gufo-registry, include/ and lib/libgufo-ext.a, with the same options as the
   # selection above
+  inherit lemonpackArgs;
+  # each selected extension: its name, a tab, its directory
+  extensionDirsList = lib.concatMapStrings (e: "${e.name}\t${e.path}\n") selection.extensions;
+  passAsFile = [ "lemonpackArgs" "extensionDirsList" ];
   buildPhase = ''
     runHook preBuild
-    lemonpack extensions build --out build --jobs "$NIX_BUILD_CORES" ${lib.escapeShellArgs args}
+    ${readArgs}
+    lemonpack extensions build --out build --jobs "$NIX_BUILD_CORES" "''${args[@]}"
     runHook postBuild
   '';
   # besides: share/gufo/ holds the generated files, the release lock and each selected
@@ -116,9 +130,9 @@ stdenv.mkDerivation {
     chmod -R u+w $out
     cp ${verdict}/generated/* $out/share/gufo/
     cp ${if lock == null then "${tree}/extensions.lock" else lock.path} $out/share/gufo/extensions.lock
-    ${lib.concatMapStrings (e: ''
-      cp -r --no-preserve=mode ${lib.escapeShellArg e.path} $out/share/gufo/extensions/${lib.escapeShellArg e.name}
-    '') selection.extensions}
+    while IFS=$'\t' read -r name dir; do
+      cp -r --no-preserve=mode "$dir" "$out/share/gufo/extensions/$name"
+    done < "$extensionDirsListPath"
     runHook postInstall
   '';
   passthru = {

@@ -12,7 +12,10 @@ let
     fetchurl = import ./fetchurl.nix;
     # pkgs/build-support/trivial-builders: runCommand, writeText
     runCommand = name: env: buildCommand:
-      final.stdenv.mkDerivation ({ inherit name buildCommand; passAsFile = [ "buildCommand" ]; } // env);
+      final.stdenv.mkDerivation (env // {
+        inherit name buildCommand;
+        passAsFile = [ "buildCommand" ] ++ (env.passAsFile or [ ]);
+      });
     writeText = name: text: builtins.toFile name text;
     autoPatchelfHook = import ./auto-patchelf-hook.nix { inherit (final) stdenv; };
     python3 = import ./python.nix { inherit lib system; inherit (final) stdenv; };
