@@ -306,8 +306,8 @@ def bench_nix(count: int) -> None:
                         "--tree", str(ROOT), "--extension-dir", str(exts), "--select", "all", "--feature", "linux",
                         "--jobs", str(os.cpu_count() or 1)], check=True, capture_output=True)
         t_cli = time.perf_counter() - start
-        print(f"nix build of gufo with {count} community extensions ({len(registered)} providers registered by its "
-              f"gufo-registry): {t_nix:.1f} s (evaluation with the selection, then the build); lemonpack extensions "
+        print(f"nix build of gufo with {count} community extensions ({len(registered)} entries printed by its "
+              f"gufo-registry --json): {t_nix:.1f} s (evaluation with the selection, then the build); lemonpack extensions "
               f"build of the same selection outside Nix: {t_cli:.1f} s; ratio {t_nix / t_cli:.2f}")
 
 

@@ -21,8 +21,8 @@ import pytest
 
 from support.extensions import manifest, write_extension
 from support.helpers import free_port, wait_for
-from support.nixflake import (OFFLINE_NIXPKGS, REPO, SYSTEM, consumer_flake, copy_flake, nix, write_api,
-                              write_lock)
+from support.nixflake import (OFFLINE_NIXPKGS, REPO, SYSTEM, consumer_flake, copy_flake, lock_offline, nix,
+                              write_api, write_lock)
 from support.tools import need
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
@@ -127,6 +127,31 @@ def test_override_and_override_attrs_compose_in_either_order(tmp_path):
     assert built.returncode == 0, built.stderr
     assert (result(tmp_path) / "marker").is_file()
     assert registry(result(tmp_path)) == [("gamma", "gamma-p", True, None)]
+
+
+def test_readme_override_snippet_builds(tmp_path):
+    """The README's Nix section: its `gufo.override` lines, pasted into a consumer flake with a
+    community extension at ./path/to/community-extension, build that selection."""
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"^## Nix\n(.*?)(?=^## )", readme, re.S | re.M).group(1)
+    snippet = re.search(r"^```nix\n(.*?)^```", section, re.S | re.M).group(1).replace("x86_64-linux", SYSTEM)
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
+    app = tmp_path / "app"
+    write_extension(app / "path/to/community-extension", manifest("fish_drama3", keys=["gguf:fishdrama3"]))
+    app.joinpath("flake.nix").write_text(
+        f'{{\n  inputs.lemonpack.url = "path:{tree}";\n  outputs = {{ self, lemonpack }}: {{\n{snippet}  }};\n}}\n')
+    lock_offline(app)
+    out = nix("build", f"path:{app}", cwd=app, timeout=900)
+    assert out.returncode == 0, out.stderr
+    pkg = result(app)
+    doc = json.loads((pkg / "share/gufo/extensions.json").read_bytes())
+    assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("qwen", True), ("fish_drama3", False)]
+    assert doc["features"] == ["hip", "linux"]
+    assert {p[0] for p in registry(pkg)} == {"qwen", "fish_drama3"}
+    # the generated registry compiles from share/gufo alone (its include resolves there)
+    compiled = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(pkg / "share/gufo/gufo_ext_registry.cpp")],
+                              capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stderr
 
 
 def test_large_and_many_files_build(tmp_path):
