@@ -129,7 +129,6 @@ stdenv.mkDerivation {
     cp -r build/. $out/
     chmod -R u+w $out
     cp ${verdict}/generated/* $out/share/gufo/
-    ln -s ../../include/gufo $out/share/gufo/gufo   # the registry source compiles from share/gufo alone
     cp ${if lock == null then "${tree}/extensions.lock" else lock.path} $out/share/gufo/extensions.lock
     while IFS=$'\t' read -r name dir; do
       cp -r --no-preserve=mode "$dir" "$out/share/gufo/extensions/$name"

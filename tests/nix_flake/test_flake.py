@@ -148,8 +148,9 @@ def test_readme_override_snippet_builds(tmp_path):
     assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("qwen", True), ("fish_drama3", False)]
     assert doc["features"] == ["hip", "linux"]
     assert {p[0] for p in registry(pkg)} == {"qwen", "fish_drama3"}
-    # the generated registry compiles from share/gufo alone (its include resolves there)
-    compiled = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(pkg / "share/gufo/gufo_ext_registry.cpp")],
+    # the generated registry compiles against the package's include/ alone
+    compiled = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{pkg / 'include'}",
+                               str(pkg / "share/gufo/gufo_ext_registry.cpp")],
                               capture_output=True, text=True, timeout=120)
     assert compiled.returncode == 0, compiled.stderr
 
