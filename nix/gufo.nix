@@ -26,12 +26,17 @@ let
 
   isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
   isDirItem = e: !(isString e) || match ".*/.*" e != null;
-  # a directory the user named, copied into the store (a store path is used as is)
+  # a directory the user named, copied into the store (a store path is used as is) without
+  # what a store cannot hold (fifos, sockets, devices): the CLI then judges the copy as it
+  # judges the directory (an unlisted fifo is ignored; a listed one is a missing file)
   stored = d:
     if isStorePath d then { path = d; shown = d; }
     else
       let p = if isString d then /. + d else d; in
-      { path = "${builtins.path { path = p; name = "gufo-extension"; }}"; shown = toString d; };
+      {
+        path = "${builtins.path { path = p; name = "gufo-extension"; filter = _: type: type != "unknown"; }}";
+        shown = toString d;
+      };
 
   items = if isList extensions then extensions else [ ];
   selectedDirs = map stored (filter isDirItem items);
