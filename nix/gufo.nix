@@ -3,7 +3,7 @@
 #   gufo.override { extensions = [ "qwen" ./my-extension ]; features = [ "linux" "hip" ]; }
 #
 # Arguments (callPackage fills lib, stdenv, runCommand, lemonpack; `tree` is the flake's):
-#   tree          : the Gufo tree: catalogue/extensions, api/, extensions.lock, include/
+#   tree          : the Gufo tree: catalogue/extensions, api/, extensions.lock
 #   extensions    : null = the release lock; "all" = every extension a target of which the
 #                   features build; else a list of names (strings) and extension directories
 #                   (paths, or store-path strings)
@@ -26,7 +26,8 @@ let
 
   isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
   isDirItem = e: !(isString e) || match ".*/.*" e != null;
-  # a directory the user named, copied into the store (a store path is used as is) without
+  # a directory (or the lock file) the user named, copied into the store (a store path is
+  # used as is) without
   # what a store cannot hold (fifos, sockets, devices): the CLI then judges the copy as it
   # judges the directory (an unlisted fifo is ignored; a listed one is a missing file)
   stored = d:
@@ -34,7 +35,7 @@ let
     else
       let p = if isString d then /. + d else d; in
       {
-        path = "${builtins.path { path = p; name = "gufo-extension"; filter = _: type: type != "unknown"; }}";
+        path = "${builtins.path { path = p; name = "gufo-input"; filter = _: type: type != "unknown"; }}";
         shown = toString d;
       };
 
@@ -104,7 +105,8 @@ let
         inherit (doc) features;
         extensions = map (e: e // { path = pathOf.${e.name}; }) doc.extensions;
         providers = concatMap (e: map (p: p // { extension = e.name; }) e.providers) doc.extensions;
-        rejected = listed.rejected;
+        # manifests discovered but not selected that the CLI rejects (generate warns of them)
+        rejected = map (r: { manifest = shown r.manifest; reasons = map shown r.reasons; }) listed.rejected;
       };
 in
 stdenv.mkDerivation {

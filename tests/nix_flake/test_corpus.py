@@ -83,5 +83,5 @@ def test_nix_and_the_cli_give_the_same_verdicts(tree, tmp_path):
                 # check prefixes "MANIFEST: " to a reason naming another file (a source's include)
                 reason = line.removeprefix(f"{d}/extension.json: ") if line.count(f"{d}/") > 1 else line
                 assert reason in shown, f"{name}: {reason!r} not in nix's error:\n{out.stderr}"
-            assert "gufo-extension" not in out.stderr  # the user's directory is named, not the copy
+            assert "gufo-input" not in out.stderr  # the user's directory is named, not the copy
     assert {n: v for n, v in got.items() if v[0] != v[1]} == {}, got

@@ -207,7 +207,7 @@ def test_nix_refuses_what_the_cli_refuses_with_its_message(tmp_path, what):
     # the official tree is the flake's, in the store; the user's directory is named as given
     shown = re.sub(r"/nix/store/[0-9a-z]{32}-gufo-tree", str(tree), nix_error(out.stderr))
     assert f"error: {message}\n" in shown, f"cli: {message}\nnix: {out.stderr}"
-    assert "gufo-extension" not in out.stderr
+    assert "gufo-input" not in out.stderr
 
 
 def test_non_utf8_manifest_is_named(tmp_path):
