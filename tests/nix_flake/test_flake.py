@@ -268,6 +268,11 @@ def test_overlays_in_both_orders(tmp_path):
     # the user's overlay customising a gufo not yet defined fails there: never silently dropped
     before = nix("eval", "--impure", "--json", "--expr", overlay_expr(tree, "user-first", names))
     assert before.returncode == 1 and "attribute 'gufo' missing" in before.stderr, before.stderr
+    # a gufo an earlier overlay defines is kept
+    defined = (f'let lp = builtins.getFlake "path:{tree}"; pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; '
+               'overlays = [ (final: prev: { gufo = { mine = true; }; }) lp.overlays.default ]; }; in pkgs.gufo.mine')
+    kept = nix("eval", "--impure", "--json", "--expr", defined)
+    assert kept.returncode == 0 and json.loads(kept.stdout) is True, kept.stderr
     # an overlay changing fetchurl is what the recipe packages fetch with, in either order
     for order in ("lp-first", "user-first"):
         expr = overlay_expr(tree, order, 'pkgs.lemonpackRecipes.hello-engine.linux-cpu.artifact.viaUserOverlay or false')
