@@ -370,7 +370,7 @@ def test_generated_package_unpacks_with_install_rules(tmp_path, server):
                    f'(import {pkg} {{ pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; }}; '
                    f'lemonpack = lp.lemonpack; }}).linux-cpu', timeout=600)
 
-    good = package("good", {"bin/engine": b"#!/bin/sh\necho engine-ran\n"})
+    good = package("good", {"bin/engine": b"#!/bin/sh\necho engine-ran\n", "lib/tool": Path("/bin/true").read_bytes()})
     out = build(good)
     assert out.returncode == 0, out.stderr
     linked = nix("build", "--impure", "-o", str(tmp_path / "res"), "--expr",
@@ -381,6 +381,8 @@ def test_generated_package_unpacks_with_install_rules(tmp_path, server):
     ran = subprocess.run([str(tmp_path / "res/bin/engine")], capture_output=True, text=True, timeout=10)
     assert ran.stdout == "engine-ran\n"
     assert (tmp_path / "res/share/lemonpack/org.example.good.json").is_file()
+    # autoPatchelfHook ran over the prebuilt ELF file (the stand-in lists what it found)
+    assert (tmp_path / "res/nix-support/auto-patchelf").read_text() == "libexec/org.example.good/lib/tool\n"
     bad = build(package("bad", {"bin/engine": b"#!/bin/sh\n", "../escape": b"x"}))
     assert bad.returncode == 1
     assert "unsafe member '../escape'" in bad.stderr, bad.stderr
