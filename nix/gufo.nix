@@ -59,7 +59,9 @@ let
   lemonpackArgs = lib.concatMapStrings (a: a + "\n") args;
   readArgs = ''mapfile -t args < "$lemonpackArgsPath"'';
 
-  # the CLI's verdict on the selection, as files (this derivation always succeeds)
+  # the CLI's verdict on the selection, as files: this derivation succeeds when the CLI gives
+  # a verdict (accepts, or refuses with its JSON error or a usage error), and fails otherwise
+  # (a crash, a missing module), so that no such failure is kept in the store as a verdict
   verdict = runCommand "gufo-selection" {
     nativeBuildInputs = [ lemonpack ];
     inherit lemonpackArgs;
@@ -72,6 +74,11 @@ let
     if [ $rc -eq 0 ]; then
       lemonpack extensions list --json "''${args[@]}" > $out/list.json 2>> $out/stderr || rc=$?
     fi
+    case "$rc:$(head -c 1 $out/stdout)" in
+      0:* | "1:{") ;;
+      2:*) grep -q "Error: " $out/stderr || { cat $out/stderr >&2; exit 1; } ;;
+      *) cat $out/stderr >&2; exit 1 ;;
+    esac
     printf %s $rc > $out/rc
   '';
 
