@@ -18,8 +18,8 @@ python3Packages.buildPythonApplication {
   };
   build-system = [ python3Packages.setuptools ];
   dependencies = with python3Packages; [
-    typer jsonschema httpx rich platformdirs aiohttp oras cryptography pynacl podman docker gguf
-    jinja2 markdown-it-py nh3
+    typer jsonschema fastjsonschema httpx rich platformdirs aiohttp oras cryptography pynacl podman
+    docker gguf jinja2 markdown-it-py nh3
   ];
   pythonImportsCheck = [ "lemonpack" ];
   meta = {

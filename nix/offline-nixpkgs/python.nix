@@ -37,7 +37,7 @@ let
   };
   fromHost = name: { pname = name; fromHost = true; };
   pythonPackages = lib.genAttrs [
-    "aiohttp" "cryptography" "docker" "gguf" "httpx" "jinja2" "jsonschema" "markdown-it-py" "nh3"
+    "aiohttp" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "jinja2" "jsonschema" "markdown-it-py" "nh3"
     "oras" "platformdirs" "podman" "pynacl" "rich" "setuptools" "typer"
   ] fromHost // {
     buildPythonApplication = attrs:
