@@ -9,7 +9,8 @@
 # final and previous ones), composing with `lib.makeOverridable`'s `override`.
 #
 # What is not: cross compilation, propagated inputs, multiple outputs, strip, patchShebangs,
-# structured attributes. The tools are the host's: /bin/bash, coreutils, tar, g++ (the
+# structured attributes. `cc.cc.lib` is a marker for the host's C++ runtime. The tools are
+# the host's: /bin/bash, coreutils, tar, g++ (the
 # sandbox is off, as Debian ships Nix), on PATH after the inputs' bin/ directories.
 { lib, system }:
 let
@@ -50,9 +51,17 @@ let
       finalPackage = mkDerivationSimple overrideAttrs args;
     in
     finalPackage;
+  # stdenv.cc.cc.lib: the compiler's runtime libraries (libstdc++, libgomp); here the host's,
+  # where its loader finds them, so the output only marks the dependency
+  ccLib = mkDerivationSimple (_: throw "stand-in: no overrideAttrs") {
+    name = "gcc-lib-host";
+    dontUnpack = true;
+    installPhase = "mkdir -p $out/lib";
+  };
 in
 {
   inherit system shell;
+  cc = { cc = { lib = ccLib; }; };
   hostPlatform = { inherit system; isLinux = true; };
   buildPlatform = { inherit system; isLinux = true; };
   mkDerivation = fnOrAttrs:

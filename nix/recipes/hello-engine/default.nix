@@ -5,7 +5,8 @@
 #               its pinned hash (pkgs.fetchurl), unpacked by `lemonpack unpack` (the safety
 #               rules of `lemonpack install`) into $out/libexec/<recipe>/, the engine linked
 #               at $out/bin/<binary>, the recipe at $out/share/lemonpack/<recipe>.json, and
-#               autoPatchelfHook run over it on Linux so prebuilt engines run on NixOS.
+#               autoPatchelfHook run over it on Linux (against the C++ runtime in
+#               buildInputs) so prebuilt engines run on NixOS.
 #   lemonpack : the package that unpacks (default: pkgs.lemonpack, which the overlay of
 #               lemonpack's flake adds).
 #   mirror    : a base URL; when given, each URL becomes mirror + "/" + mirrorPath.
@@ -39,6 +40,9 @@ let
       dontUnpack = true;
       nativeBuildInputs = [ lemonpack ]
         ++ optional (src.os == "linux" && pkgs.stdenv.hostPlatform.isLinux) pkgs.autoPatchelfHook;
+      # the C++ runtime (libstdc++, libgomp) prebuilt engines link; add others with
+      # overrideAttrs (o: { buildInputs = o.buildInputs ++ [ pkgs.openssl ]; })
+      buildInputs = [ pkgs.stdenv.cc.cc.lib ];
       installPhase = ''
         runHook preInstall
         lemonpack unpack "$src" --out "$out/libexec/"${escapeShellArg recipe} \
