@@ -162,4 +162,28 @@ def replace_directory(new: Path, target: Path) -> None:
     remove_tree(old)
 
 
-__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory"]
+def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file beside it (written, ``fsync``-ed),
+    renamed over ``path``, so a reader sees the old content or the new, never part of either.
+    ``mode``: the new file's permissions (default: those of the file replaced, else 0o644).
+    Raises OSError; on failure ``path`` is as it was and no temporary file is left."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory", "replace_file"]
