@@ -118,7 +118,8 @@ let
 in
 stdenv.mkDerivation {
   pname = "gufo";
-  version = selection.api;
+  # the toolchain's version: the name needs no build (the API version is selection.api)
+  inherit (lemonpack) version;
   dontUnpack = true;
   nativeBuildInputs = [ lemonpack ];
   # `lemonpack extensions build` (lemonpack.extensions.compile): the generated registry, the

@@ -395,6 +395,20 @@ def test_lemonpack_app_runs(tmp_path):
     assert "install's safety rules" in out.stdout
 
 
+def test_flake_show_lists_the_outputs_without_building(tmp_path):
+    """`nix flake show` needs no build for any system (package names do not depend on the
+    selection)."""
+    tree = small_tree(tmp_path / "repo")
+    out = nix("flake", "show", "--json", f"path:{tree}", cwd=tree)
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    for system in ("x86_64-linux", "aarch64-linux"):
+        assert sorted(shown["packages"][system]) == [
+            "default", "gufo", "hello-engine", "hello-engine-linux-cpu", "lemonpack"]
+        assert sorted(shown["apps"][system]) == ["default", "lemonpack"]
+    assert shown["overlays"] == {"default": {"type": "nixpkgs-overlay"}}
+
+
 def test_checks_build(tmp_path):
     """The flake's checks for this system (`nix flake check` evaluates every system's, and the
     gufo selection is computed by a build: it needs a builder for each system)."""
