@@ -27,15 +27,17 @@ let
   isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
   isDirItem = e: !(isString e) || match ".*/.*" e != null;
   # a directory (or the lock file) the user named, copied into the store (a store path is
-  # used as is) without
-  # what a store cannot hold (fifos, sockets, devices): the CLI then judges the copy as it
-  # judges the directory (an unlisted fifo is ignored; a listed one is a missing file)
+  # used as is); the CLI judges the copy. A store cannot hold a fifo, socket or device: one
+  # fails evaluation, named (the CLI rejects the manifest it belongs to)
+  storable = path: type:
+    type != "unknown"
+    || builtins.throw "${toString path}: a fifo, socket or device: the Nix store cannot hold it (lemonpack extensions check rejects it too)";
   stored = d:
     if isStorePath d then { path = d; shown = d; }
     else
       let p = if isString d then /. + d else d; in
       {
-        path = "${builtins.path { path = p; name = "gufo-input"; filter = _: type: type != "unknown"; }}";
+        path = "${builtins.path { path = p; name = "gufo-input"; filter = storable; }}";
         shown = toString d;
       };
 
