@@ -38,7 +38,7 @@ let
   fromHost = name: { pname = name; fromHost = true; };
   pythonPackages = lib.genAttrs [
     "aiohttp" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "jinja2" "jsonschema" "markdown-it-py" "nh3"
-    "oras" "platformdirs" "podman" "pynacl" "rich" "setuptools" "typer"
+    "oras" "platformdirs" "podman" "prometheus-client" "pynacl" "rich" "setuptools" "typer" "zstandard"
   ] fromHost // {
     buildPythonApplication = attrs:
       let isDrv = d: d ? outPath; in

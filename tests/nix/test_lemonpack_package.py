@@ -1,5 +1,6 @@
 """nix/lemonpack.nix names every runtime dependency of pyproject.toml (by its nixpkgs
-attribute), and the offline stand-in provides each of those names."""
+attribute: the normalised project name, PEP 503), and the offline stand-in provides each of
+those names."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_package_lists_every_pyproject_dependency():
-    deps = {Requirement(r).name.lower() for r in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    deps = {re.sub(r"[-_.]+", "-", Requirement(r).name).lower() for r in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
             ["dependencies"]}
     package = (REPO / "nix" / "lemonpack.nix").read_text()
     listed = set(re.search(r"dependencies = with python3Packages; \[(.*?)\];", package, re.S).group(1).split())
