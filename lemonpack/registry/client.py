@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lemonpack.files import commit
 from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch.download import is_loopback_host
@@ -726,7 +727,7 @@ class RegistryClient:
         try:
             with open(tmp, "wb") as f:
                 self.read_blob(repo, digest, f, size=size, on_bytes=on_bytes)
-            os.replace(tmp, dest)
+            commit(tmp, dest, durable=False)  # a layout blob: verified by digest when read
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
