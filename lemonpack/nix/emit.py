@@ -38,14 +38,13 @@ The files are written atomically: a temp file in the same directory, fsync, ``os
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lemonpack.files import replace_file
 from lemonpack.digest import is_sha256_hex
 from lemonpack.nix.hashes import sri_from_hex
 
@@ -138,23 +137,6 @@ class NixSource:
         }
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def sources_document(recipe_id: str, sources: Iterable[NixSource]) -> bytes:
     """The canonical bytes of ``sources.json`` (see the module docstring).
 
@@ -177,7 +159,8 @@ def write_sources_json(out_dir: Path | str, recipe_id: str, sources: Iterable[Ni
     Raises ``ValueError`` on duplicate source names, ``OSError`` on write failure.
     """
     path = Path(out_dir) / "sources.json"
-    _write_atomic(path, sources_document(recipe_id, sources))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(path, sources_document(recipe_id, sources), mode=0o644)
     return path
 
 
@@ -283,7 +266,8 @@ def write_package_nix(out_dir: Path | str, recipe_id: str) -> Path:
     and asserts that its ``recipe`` is ``recipe_id``. Raises ``OSError`` on write failure.
     """
     path = Path(out_dir) / "default.nix"
-    _write_atomic(path, package_nix(recipe_id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(path, package_nix(recipe_id), mode=0o644)
     return path
 
 
