@@ -162,4 +162,33 @@ def replace_directory(new: Path, target: Path) -> None:
     remove_tree(old)
 
 
-__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory"]
+def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` in one step: a temporary sibling (``.NAME.tmp-<random>``)
+    written, ``fsync``'ed, given ``mode`` and renamed over ``path``, then the directory is
+    ``fsync``'ed. A reader sees the old file or the new one, never part of one; on any failure
+    the temporary file is removed and ``path`` is as it was. Raises OSError."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - not every platform opens directories
+        return
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory",
+           "write_atomic"]
