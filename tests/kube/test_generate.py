@@ -176,3 +176,11 @@ def test_kubernetes_validate_cli_strict_on_a_written_file(tmp_path):
 def test_bad_targets(text, message):
     with pytest.raises(TargetError, match=message):
         Target.parse(text)
+
+
+def test_the_schema_check_is_live():
+    """The strict validation used above rejects a field Kubernetes does not know."""
+    dep = generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}))[0]
+    dep["spec"]["template"]["spec"]["containers"][0]["gpus"] = 1
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
