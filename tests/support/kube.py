@@ -89,3 +89,75 @@ def make_kube_env(tmp_path: Path, monkeypatch) -> KubeEnv:
     models = tmp_path / "models"
     models.mkdir()
     return KubeEnv(tmp_path, backends, ModelRegistry(tmp_path / "config" / "user_models.json"), models)
+
+
+# --- an engine image for podman kube play (fallback until `lemonpack build --base` is on main) ---
+
+ROOTFS_PACKAGES = ("libgomp1", "libstdc++6", "libssl3")
+
+
+def _rootfs_tar() -> Path:
+    """A Debian 12 rootfs tar (``mmdebstrap --variant=essential`` + what llama-server needs),
+    built once into the test cache (a lock serialises test processes; it lands by rename)."""
+    import fcntl
+    import subprocess
+    import tempfile
+
+    from support.llama_server import cache_dir
+
+    root = cache_dir() / "kube-rootfs"
+    root.mkdir(exist_ok=True)
+    final = root / f"bookworm-{'-'.join(sorted(ROOTFS_PACKAGES))}.tar"
+    if final.is_file():
+        return final
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if final.is_file():
+            return final
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".rootfs-", suffix=".tar")
+        os.close(fd)
+        try:
+            r = subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(ROOTFS_PACKAGES)}",
+                                "--format=tar", "--architectures=amd64", "bookworm", tmp],
+                               env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}, capture_output=True, text=True,
+                               timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(f"mmdebstrap failed ({r.returncode}): {r.stderr[-2000:]}")
+            os.replace(tmp, final)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return final
+
+
+def imported_engine_image(recipe_id: str, server_dir: Path, work: Path, env: dict) -> tuple[str, str]:
+    """``(name@sha256:digest, name:tag)`` of an image made by ``podman import`` from the Debian
+    rootfs plus ``server_dir`` (llama-server and its libraries) at ``/opt/lemonpack/<recipe_id>/``,
+    the path ``lemonpack build`` gives a variant_of artifact. The name is unique."""
+    import secrets
+    import shutil
+    import subprocess
+    import tarfile
+
+    tar = work / "engine-rootfs.tar"
+    shutil.copyfile(_rootfs_tar(), tar)
+    with tarfile.open(tar, "a", format=tarfile.PAX_FORMAT) as tf:
+        prefix = f"opt/lemonpack/{recipe_id}"
+        for d in ("opt/lemonpack", prefix):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            tf.addfile(ti)
+        for p in sorted(server_dir.iterdir()):
+            if p.name.startswith(".") or p.name.endswith(".json"):
+                continue
+            tf.add(p, arcname=f"{prefix}/{p.name}", recursive=False)
+    name = f"localhost/kube-test-{secrets.token_hex(4)}/llama"
+    tagged = f"{name}:engine"
+    r = subprocess.run(["podman", "import", "--quiet", str(tar), tagged], env=env, capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"podman import failed: {r.stderr}")
+    tar.unlink()
+    digest = subprocess.run(["podman", "image", "inspect", "--format", "{{.Digest}}", tagged], env=env,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    return f"{name}@{digest}", tagged

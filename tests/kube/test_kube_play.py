@@ -1,0 +1,71 @@
+"""One host, the same files: ``podman kube play`` runs what ``lemonpack kube generate`` wrote,
+with the real llama-server in an image on a Debian base, and answers a chat completion on
+the published 127.0.0.1 port; ``podman kube down`` removes it."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+
+import httpx
+import pytest
+
+from lemonpack.cli import main
+from support.containers import podman_conf  # noqa: F401 (fixture)
+from support.helpers import free_port, wait_for
+from support.kube import imported_engine_image, recipe
+from support.tools import need
+
+pytestmark = pytest.mark.slow
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_podman_kube_play_serves_the_generated_engine(kube_env, podman_conf, tmp_path):  # noqa: F811
+    from support.llama_server import llama_server_dir, write_tiny_gguf
+
+    for tool in ("podman", "mmdebstrap"):
+        need(tool)
+    env = podman_conf["env"]
+    server = llama_server_dir(build=True)
+    rid = "llamacpp-kube"
+    kube_env.descriptor(recipe(rid, {"cpu": {"binary": "llama-server"}}, variant_of="llamacpp",
+                               source="https://example.invalid/llama.tar.gz", sha256="sha256:" + "0" * 64,
+                               health_probe={"type": "http", "endpoint": "/health", "timeout_seconds": 120,
+                                             "poll_interval_ms": 200}))
+    model = f"user.kube-test-{secrets.token_hex(4)}"  # its objects' name is unique: podman is shared
+    write_tiny_gguf(kube_env.models / "tiny.gguf")
+    kube_env.registry.add(model, rid, {"main": str(kube_env.models / "tiny.gguf")}, {"ctx_size": 256})
+    ref, tagged = imported_engine_image(rid, server, tmp_path, env)
+    port = free_port()
+    out = tmp_path / "engines.yaml"
+    try:
+        assert main(["kube", "generate", model, "--image", f"{rid}={ref}", "--publish", f"127.0.0.1:{port}",
+                     "--out", str(out)]) == 0
+        play = subprocess.run([need("podman"), "kube", "play", str(out)], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert play.returncode == 0, play.stderr
+        url = f"http://127.0.0.1:{port}"
+        name = model.removeprefix("user.")
+
+        def logs() -> str:
+            r = subprocess.run(["podman", "logs", f"{name}-pod-0-engine"], env=env, capture_output=True, text=True)
+            return r.stdout + r.stderr
+
+        assert wait_for(lambda: _ready(url), timeout=120), logs()
+        r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                       json={"model": model, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["role"] == "assistant"
+    finally:
+        down = subprocess.run(["podman", "kube", "down", str(out)], env=env, capture_output=True, text=True,
+                              timeout=120) if out.exists() else None
+        subprocess.run(["podman", "rmi", "-f", tagged], env=env, capture_output=True, timeout=120)
+    assert down is not None and down.returncode == 0, down.stderr if down else "nothing generated"
+    assert not _ready(url)
