@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, err_console, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, print_json
 from lemonpack.errors import LemonpackError
 
 kube_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
@@ -114,15 +114,17 @@ def generate_cmd(
         print_json({"written": written, "objects": summary,
                     "systemd": {"instance": units.instance, "quadlet": units.quadlet} if units else None})
         return 0
-    for g in generated:
-        err_console.print(f"{g.model.name}: Deployment and Service {g.name} ({g.model.recipe.recipe}, "
-                          f"{g.container.image})", markup=False)
+    # Plain writes: one line per model, and a thousand models should not wait on rich's renderer.
+    lines = [f"{g.model.name}: Deployment and Service {g.name} ({g.model.recipe.recipe}, {g.container.image})"
+             for g in generated]
     if out != "-":
-        err_console.print(f"wrote {out}", markup=False)
+        lines.append(f"wrote {out}")
     if units is not None:
-        err_console.print(f"wrote {systemd}: enable with `systemctl daemon-reload && systemctl enable --now "
-                          f"'{units.instance}'` (podman 4.3), or copy {units.quadlet} to /etc/containers/systemd/ "
-                          "(podman 4.4+)", markup=False)
+        lines.append(f"wrote {systemd}: enable with `systemctl daemon-reload && systemctl enable --now "
+                     f"'{units.instance}'` (podman 4.3), or copy {units.quadlet} to /etc/containers/systemd/ "
+                     "(podman 4.4+)")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
     return 0
 
 
