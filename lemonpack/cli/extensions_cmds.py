@@ -1,4 +1,4 @@
-"""``lemonpack extensions list|check|generate|api-lock|schema-lock`` and ``lemonpack
+"""``lemonpack extensions list|check|generate|build|api-lock|schema-lock`` and ``lemonpack
 diagnose --section extensions`` (issue 7; seed 002 sections 6 and 8). Printing only: every
 decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 
@@ -179,6 +179,32 @@ def generate_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Dir
                     "api_version": sel.api_version, "features": sorted(sel.features)})
     else:
         for p in written:
+            console.print(one_line(str(p)), markup=False)
+    return 0
+
+
+@extensions_app.command("build")
+def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR",
+                                       help="Directory to build into (replaced as a whole when it exists)."),
+              tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
+              select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
+              cxx: str = typer.Option(None, "--cxx", metavar="PROGRAM", help="C++17 compiler (default: $CXX or g++)."),
+              jobs: int = typer.Option(2, "--jobs", "-j", min=1, metavar="N", help="Compilers run at once."),
+              json_out: bool = JSON_OPTION) -> int:
+    """Compile the selection: the generated registry, the constants header, the public API
+    headers and the selected extensions' sources into OUT/bin/gufo-registry (prints what
+    registered; --json for JSON), OUT/include and OUT/lib/libgufo-ext.a. Same flags as
+    'generate'. Deterministic; OUT is replaced atomically."""
+    from lemonpack.extensions.compile import compile_gufo
+
+    sel = _run(tree, extension_dir, lock, select, feature)
+    built = compile_gufo(sel, out, cxx=cxx, jobs=jobs)
+    for m, reasons in sel.rejected:
+        err_console.print(one_line(f"warning: {m} rejected: {'; '.join(reasons)}"), markup=False)
+    if json_out:
+        print_json(dict(built.to_json(), api_version=sel.api_version, features=sorted(sel.features)))
+    else:
+        for p in (built.bin, built.include, built.lib):
             console.print(one_line(str(p)), markup=False)
     return 0
 

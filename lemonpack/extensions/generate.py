@@ -58,16 +58,26 @@ def extensions_json(selection: "Selection") -> bytes:
 
 def registry_cpp(selection: "Selection") -> bytes:
     """``gufo_ext_registry.cpp``: declarations of every extension entry then every
-    available provider entry, then ``gufo_ext_register_all`` calling every extension entry
-    in order, then per provider (in order) its entry or ``registry.unavailable(id, reason)``."""
+    available provider entry, then ``gufo_ext_register_all``: per extension (in order)
+    ``registry.set_extension(name)`` and its entry; then per extension that has providers
+    ``registry.set_extension(name)`` and per provider (in order) its entry or
+    ``registry.unavailable(extension, id, capability, {keys}, reason)``."""
     out = [T.REGISTRY_HEAD.format(api_version=selection.api_version, features=" ".join(sorted(selection.features)))]
     out += [T.REGISTRY_DECL.format(entry=e.entry) for e in selection.extensions]
     out += [T.REGISTRY_DECL.format(entry=s.provider.entry) for s in selection.providers if s.available]
     out.append(T.REGISTRY_FUNC_OPEN)
-    out += [T.REGISTRY_CALL.format(entry=e.entry) for e in selection.extensions]
+    for e in selection.extensions:
+        out.append(T.REGISTRY_SET_EXTENSION.format(name=e.name))
+        out.append(T.REGISTRY_CALL.format(entry=e.entry))
+    current = None
     for s in selection.providers:
-        out.append(T.REGISTRY_CALL.format(entry=s.provider.entry) if s.available
-                   else T.REGISTRY_UNAVAILABLE.format(id=s.provider.id, reason=s.reason))
+        if s.extension.name != current:
+            current = s.extension.name
+            out.append(T.REGISTRY_SET_EXTENSION.format(name=current))
+        p = s.provider
+        out.append(T.REGISTRY_CALL.format(entry=p.entry) if s.available
+                   else T.REGISTRY_UNAVAILABLE.format(extension=current, id=p.id, capability=p.capability,
+                                                      keys=_strings(p.keys), reason=s.reason))
     out.append(T.REGISTRY_FUNC_CLOSE)
     return "".join(out).encode("ascii")
 

@@ -8,7 +8,11 @@ import pytest
 
 from lemonpack.errors import LemonpackError
 from lemonpack.extensions.apilock import check_api_lock, refresh_api_lock
+from lemonpack.extensions.apilock import records
 from support.extensions import REPO
+
+#: The next change record's number in the repository.
+NEXT = len(records(REPO)) + 1
 
 
 def test_repository_interface_matches_its_change_records():
@@ -24,13 +28,13 @@ def test_interface_change_without_a_record_fails(tree, path, edit):
     f = tree / path
     f.write_text(edit(f.read_text()))
     (problem,) = check_api_lock(tree)
-    assert f"{path} changed" in problem and "add a change record api/changes/0002-<slug>.md" in problem
+    assert f"{path} changed" in problem and f"add a change record api/changes/{NEXT:04d}-<slug>.md" in problem
     with pytest.raises(LemonpackError, match="no change record was added"):
         refresh_api_lock(tree)
-    (tree / "api/changes/0002-rename-add-option.md").write_text("# 0002: renamed\n")
-    assert any("0002-rename-add-option.md is not in api/changes.lock.json" in p for p in check_api_lock(tree))
+    (tree / f"api/changes/{NEXT:04d}-rename-add-option.md").write_text("# renamed\n")
+    assert any(f"{NEXT:04d}-rename-add-option.md is not in api/changes.lock.json" in p for p in check_api_lock(tree))
     doc = refresh_api_lock(tree)
-    assert doc["revision"] == 2 and check_api_lock(tree) == []
+    assert doc["revision"] == NEXT and check_api_lock(tree) == []
 
 
 def test_new_public_header_needs_a_record(tree):
@@ -57,5 +61,5 @@ def test_edited_or_removed_record_fails(tree):
 
 
 def test_records_are_numbered_without_gaps(tree):
-    (tree / "api/changes/0003-skipped.md").write_text("x\n")
-    assert any("expected 0002" in p for p in check_api_lock(tree))
+    (tree / f"api/changes/{NEXT + 1:04d}-skipped.md").write_text("x\n")
+    assert any(f"expected {NEXT:04d}" in p for p in check_api_lock(tree))

@@ -1,85 +1,143 @@
-"""The generated registry is real C++: compile it with the system g++ against include/ (the
-stub core), the official stub sources of the built targets and a tiny main, run it, and
-check the provider order and the unavailable reasons it prints."""
+"""The generated registry is compiled (seed 002 section 5): ``compile_gufo`` / ``lemonpack
+extensions build`` compile the shipped API headers, the generated registry and constants
+header and the official stub sources with the real g++, and ``bin/gufo-registry`` prints
+what registered, in registry order, with availability and reasons; the probes are code."""
 
 from __future__ import annotations
 
-import shutil
+import fnmatch
+import json
 import subprocess
+import tomllib
 
 import pytest
 
-from lemonpack.extensions.generate import generate
+from lemonpack.extensions.compile import CXX_DIR, CompileError, compile_gufo
+from lemonpack.extensions.generate import facts
 from lemonpack.extensions.pipeline import run_pipeline
-from support.extensions import manifest, write_extension
+from support.extensions import REPO, manifest, write_extension
+from lemonpack.cli import main
 
-MAIN = r'''#include <cstdio>
-#include "gufo/ext/registry.hpp"
-int main() {
-  gufo::ext::Registry registry;
-  gufo_ext_register_all(registry);
-  for (const auto &e : registry.events()) {
-    std::printf("%s %s %s", e.kind.c_str(), e.id.c_str(), e.detail.c_str());
-    for (const auto &k : e.keys) std::printf(" %s", k.c_str());
-    std::printf("\n");
-  }
-}
-'''
+CPU = frozenset({"linux"})
+HIP = frozenset({"linux", "hip"})
 
 
-def _build_and_run(tree, tmp_path, sel) -> list[str]:
-    gpp = shutil.which("g++")
-    assert gpp, "g++ is required for the extension compile tests"
-    out = tmp_path / "gen"
+def run_cli(capsys, *args):
+    """``(exit code, stdout, stderr)`` of the lemonpack CLI."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def registry_json(built) -> list[dict]:
+    return json.loads(subprocess.run([str(built.bin), "--json"], check=True, capture_output=True, text=True).stdout)
+
+
+def expected(sel) -> list[dict]:
+    """What gufo-registry --json must print: the generated extensions.json's providers."""
+    return [{"extension": e["name"], "provider": p["id"], "capability": p["capability"], "keys": p["keys"],
+             "available": p["available"], "reason": p["reason"]}
+            for e in facts(sel)["extensions"] for p in e["providers"]]
+
+
+def test_shipped_cxx_is_package_data():
+    """An installed lemonpack has the headers and gufo-registry's source: pyproject's
+    package-data patterns cover every file under lemonpack/extensions/cxx."""
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "lemonpack.extensions"]
+    base = REPO / "lemonpack" / "extensions"
+    shipped = [p.relative_to(base).as_posix() for p in CXX_DIR.rglob("*") if p.is_file()]
+    assert {"cxx/include/gufo/ext/registry.hpp", "cxx/gufo-registry/main.cpp"} <= set(shipped)
+    assert [f for f in shipped if not any(fnmatch.fnmatch(f, pat) for pat in patterns)] == []
+    assert (REPO / "include" / "gufo" / "ext" / "registry.hpp").read_bytes() == (
+        CXX_DIR / "include" / "gufo" / "ext" / "registry.hpp").read_bytes()
+
+
+@pytest.mark.slow
+def test_cli_build_of_the_release_lock_lists_every_official_provider(tree, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--feature", "linux",
+                                "--out", str(out), "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["bin"] == str(out / "bin" / "gufo-registry") and doc["lib"] == str(out / "lib" / "libgufo-ext.a")
+    assert (out / "include" / "gufo" / "ext" / "registry.hpp").is_file()
+    assert (out / "include" / "gufo_ext_constants.hpp").is_file()
+    sel = run_pipeline(tree, features=CPU, environ={})
+    got = registry_json(type("B", (), {"bin": out / "bin" / "gufo-registry"}))
+    assert got == expected(sel)
+    assert [(p["provider"], p["available"]) for p in got] == [
+        ("deepseek4", False), ("gemma2-embed-hip", False), ("gemma2-embed-cpu", True), ("minimax-h3", False),
+        ("qwen27-q4", False), ("qwen27-cpu", True), ("qwen-guard", True), ("qwen3-asr", False), ("qwen3-tts", False),
+        ("qwen3-tts-cpu", True), ("flash-next-q4", False), ("qwen-image-21", False)]
+    assert got[0]["reason"] == "target gufo_deepseek_v4_flash_hip not built: needs hip"
+    text = subprocess.run([str(out / "bin" / "gufo-registry")], check=True, capture_output=True, text=True).stdout
+    assert text.splitlines()[0] == f"extension API {sel.api_version}"
+    assert "extension qwen38_flash_next 1.0.0\n  option --mtp-model\n  option --mtp-draft-tokens\n" in text
+    # ar D: no timestamps, uids or modes in the archive members
+    members = subprocess.run(["ar", "tv", str(out / "lib" / "libgufo-ext.a")], check=True, capture_output=True,
+                             text=True).stdout.splitlines()
+    assert members[0].split()[-1] == "gufo_ext_registry.o" and all(" 0/0 " in m for m in members)
+    assert all("1970" in m for m in members)
+
+
+@pytest.mark.slow
+def test_probes_are_code_and_the_first_yes_wins(tree, tmp_path):
+    """A HIP build with a community GSQ provider after the official ones: its compiled probe
+    serves GSQ files, the official Q4 probe keeps Q4_K_M files, nothing else says yes."""
+    gsq = manifest("flash_next_gsq", keys=["gguf:qwen4exp.gsq2"], requires=("hip",), arch="qwen4exp")
+    probe = ('namespace { bool gsq_probe(const gufo::ext::ArtifactIdentity &a) {\n'
+             '  return a.architecture == "qwen4exp" && a.has("gsq.group_size", "32"); } }\n')
+    d = write_extension(tmp_path / "c" / "gsq", gsq, extra_source=probe)
+    src = (d / "extension.cpp").read_text()
+    (d / "extension.cpp").write_text(src.replace("_keys);", "_keys, gsq_probe);"))
+    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=HIP, environ={})
+    built = compile_gufo(sel, tmp_path / "out")
+    got = registry_json(built)
+    assert got == expected(sel) and all(p["available"] for p in got)
+    assert got[-1] == {"extension": "flash_next_gsq", "provider": "flash-next-gsq-p", "capability": "text_generation",
+                       "keys": ["gguf:qwen4exp.gsq2"], "available": True, "reason": None}
+
+    def pick(*args):
+        return subprocess.run([str(built.bin), "--pick", "text_generation", "--architecture", *args],
+                              capture_output=True, text=True)
+    q4 = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=15")
+    assert (q4.returncode, q4.stdout) == (0, "qwen38_flash_next flash-next-q4\n")
+    g = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=2",
+             "--meta", "gsq.group_size=32")
+    assert (g.returncode, g.stdout) == (0, "flash_next_gsq flash-next-gsq-p\n")
+    none = pick("llama")
+    assert (none.returncode, none.stdout) == (1, "No text provider found for model architecture 'llama'\n")
+
+
+@pytest.mark.slow
+def test_same_inputs_give_the_same_bytes_and_generated_dirs_compile_too(tree, tmp_path, capsys):
+    sel = run_pipeline(tree, select=["qwen"], features=CPU, environ={})
+    a = compile_gufo(sel, tmp_path / "a" / "out", jobs=2)
+    gen = tmp_path / "gen"
+    code, _, err = run_cli(capsys, "extensions", "generate", "--tree", str(tree), "--select", "qwen",
+                           "--feature", "linux", "--out", str(gen))
+    assert code == 0, err
+    b = compile_gufo(gen, tmp_path / "elsewhere" / "b", jobs=1, extension_dirs=[tree / "catalogue/extensions/qwen"])
+    for rel in ("bin/gufo-registry", "lib/libgufo-ext.a", "include/gufo_ext_constants.hpp",
+                "include/gufo/ext/registry.hpp", "share/gufo/gufo_ext_registry.cpp"):
+        assert (a.root / rel).read_bytes() == (b.root / rel).read_bytes(), rel
+    assert str(tmp_path).encode() not in a.bin.read_bytes() and str(tmp_path).encode() not in a.lib.read_bytes()
+    with pytest.raises(CompileError, match="selects qwen, but no extension directory given holds it"):
+        compile_gufo(gen, tmp_path / "c", extension_dirs=[])
+
+
+@pytest.mark.slow
+def test_a_source_that_does_not_compile_is_named_and_out_is_kept(tree, tmp_path, capsys):
+    d = write_extension(tmp_path / "c" / "broken", manifest("broken"), extra_source="int broken = ;\n")
+    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["broken"], features=CPU, environ={})
+    out = tmp_path / "out"
     out.mkdir()
-    for name, data in generate(sel).items():
-        (out / name).write_bytes(data)
-    (out / "main.cpp").write_text(MAIN)
-    sources = [str(out / "main.cpp"), str(out / "gufo_ext_registry.cpp")]
-    for ext in sel.extensions:  # what a build compiles: the extension entry + sources of built targets
-        sources.append(str(ext.path / "extension.cpp"))
-        for f in ext.files:
-            if f.startswith("provider_") and any(s.available and s.provider.target.endswith(f[len("provider_"):-4])
-                                                 for s in sel.providers if s.extension is ext):
-                sources.append(str(ext.path / f))
-    exe = tmp_path / "registry"
-    subprocess.run([gpp, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{tree / 'include'}", f"-I{out}",
-                    "-o", str(exe), *sources], check=True, capture_output=True, text=True)
-    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
-
-
-@pytest.mark.slow
-def test_cpu_only_build_lists_gpu_providers_as_unavailable(tree, tmp_path):
-    sel = run_pipeline(tree, features=frozenset({"linux"}), environ={})
-    lines = _build_and_run(tree, tmp_path, sel)
-    assert [l.split()[1] for l in lines if l.startswith("extension ")] == [e.name for e in sel.extensions]
-    provider_lines = [l for l in lines if l.startswith(("provider ", "unavailable "))]
-    assert provider_lines == [
-        "unavailable deepseek4 target gufo_deepseek_v4_flash_hip not built: needs hip",
-        "unavailable gemma2-embed-hip target gufo_embedding_gemma2_hip not built: needs hip",
-        "provider gemma2-embed-cpu embeddings gguf:gemma-embedding",
-        "unavailable minimax-h3 target gufo_minimax_h3_hip not built: needs hip",
-        "unavailable qwen27-q4 target gufo_qwen_hip not built: needs hip",
-        "provider qwen27-cpu text_generation gguf:qwen27",
-        "provider qwen-guard decisions gguf:qwen27guard",
-        "unavailable qwen3-asr target gufo_qwen3_asr_hip not built: needs hip",
-        "unavailable qwen3-tts target gufo_qwen3_tts_hip not built: needs hip",
-        "provider qwen3-tts-cpu speech_synthesis gguf:qwen3tts",
-        "unavailable flash-next-q4 target gufo_qwen38_flash_next_hip not built: needs hip",
-        "unavailable qwen-image-21 target gufo_qwen_image_21_hip not built: needs hip",
-    ]
-    assert "option --speculative " in lines  # the stub reads the option from the generated constants
-
-
-@pytest.mark.slow
-def test_hip_build_with_a_community_extension(tree, tmp_path):
-    write_extension(tmp_path / "c" / "gsq", manifest("flash_next_gsq", keys=["gguf:qwen4exp-gsq"],
-                                                    requires=("hip",)))
-    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=frozenset({"linux", "hip"}),
-                       environ={})
-    lines = _build_and_run(tree, tmp_path, sel)
-    assert not any(l.startswith("unavailable") for l in lines)
-    assert [l.split()[1] for l in lines if l.startswith("provider ")] == [
-        "deepseek4", "gemma2-embed-hip", "gemma2-embed-cpu", "minimax-h3", "qwen27-q4", "qwen27-cpu", "qwen-guard",
-        "qwen3-asr", "qwen3-tts", "qwen3-tts-cpu", "flash-next-q4", "qwen-image-21", "flash-next-gsq-p"]
-    assert lines[-1] == "provider flash-next-gsq-p text_generation gguf:qwen4exp-gsq"
+    (out / "keep").write_text("old build\n")
+    with pytest.raises(CompileError, match=rf"^{d / 'extension.cpp'}: does not compile \(g\+\+ exit 1\): .*error"):
+        compile_gufo(sel, out)
+    assert [p.name for p in out.iterdir()] == ["keep"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--extension-dir", str(tmp_path / "c"),
+                           "--select", "broken", "--feature", "linux", "--out", str(out), "--cxx", "no-such-c++")
+    assert code == 1 and "'no-such-c++' not found on PATH" in err

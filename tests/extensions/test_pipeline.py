@@ -7,13 +7,16 @@ import json
 
 import pytest
 
-from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
-from support.extensions import manifest, write_extension
+from lemonpack.extensions.pipeline import ExtensionError, host_api, run_pipeline
+from support.extensions import REPO, manifest, write_extension
 
 LOCK = ["deepseek_v4_flash", "embedding_gemma2", "minimax_h3", "qwen", "qwen3_asr", "qwen3_tts",
         "qwen38_flash_next", "qwen_image_21"]
 CPU = frozenset({"linux"})
 HIP = frozenset({"linux", "hip"})
+#: The repository's extension API revision (the number of change records).
+REV = host_api(REPO)[1]
+API = f"0.1.{REV}"
 
 
 def names(sel):
@@ -23,7 +26,7 @@ def names(sel):
 def test_lock_selection_in_lock_order_with_availability(tree):
     sel = run_pipeline(tree, features=CPU, environ={})
     assert names(sel) == LOCK and all(e.official for e in sel.extensions)
-    assert sel.api_version == "0.1.1" and sel.rejected == ()
+    assert sel.api_version == API and sel.rejected == ()
     status = {s.provider.id: (s.available, s.reason) for s in sel.providers}
     assert status["flash-next-q4"] == (False, "target gufo_qwen38_flash_next_hip not built: needs hip")
     assert status["qwen27-cpu"] == (True, None)
@@ -164,23 +167,24 @@ def test_community_extensions_may_share_keys(tree, tmp_path):
 
 
 @pytest.mark.parametrize("constraint,message", [
-    (">= 0.2.0", "needs extension API >= 0.2.0 but the host API is 0.1.1: the minor numbers differ"),
-    (">= 0.1.7", "needs extension API >= 0.1.7 but the host API is 0.1.1: revision 7 is newer than the host's 1"),
+    (">= 0.2.0", f"needs extension API >= 0.2.0 but the host API is {API}: the minor numbers differ"),
+    (f">= 0.1.{REV + 5}", f"needs extension API >= 0.1.{REV + 5} but the host API is {API}: revision {REV + 5} "
+                          f"is newer than the host's {REV}"),
 ])
 def test_api_version_mismatch_names_both_versions(tree, tmp_path, constraint, message):
     d = write_extension(tmp_path / "c" / "newer", manifest("newer", api_version=constraint))
     sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=CPU, environ={})
     assert any(message in r for r in sel.rejected[0][1])
-    with pytest.raises(ExtensionError, match="the host API is 0.1.1"):
+    with pytest.raises(ExtensionError, match=f"the host API is {API}"):
         run_pipeline(tree, select=[str(d)], features=CPU, environ={})
 
 
 def test_api_revision_counts_change_records(tree, tmp_path):
-    for i in range(2, 8):
+    for i in range(REV + 1, REV + 7):
         (tree / "api/changes" / f"{i:04d}-more.md").write_text(f"record {i}\n")
-    write_extension(tmp_path / "c" / "newer", manifest("newer", api_version=">= 0.1.7"))
+    write_extension(tmp_path / "c" / "newer", manifest("newer", api_version=f">= 0.1.{REV + 6}"))
     sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=CPU, environ={})
-    assert sel.api_version == "0.1.7" and "newer" in names(sel)
+    assert sel.api_version == f"0.1.{REV + 6}" and "newer" in names(sel)
 
 
 def test_include_allowlist_names_file_and_line(tree, tmp_path):

@@ -94,9 +94,12 @@ def test_build_gufo_from_lock(tmp_path):
     assert doc["extensions"][1]["options"][0]["help"] == 'say "hi" \\ there'
     registry = (share / "gufo_ext_registry.cpp").read_text()
     assert registry.endswith(
-        "void gufo_ext_register_all(gufo::ext::Registry &registry) {\n  beta_register(registry);\n"
-        "  alpha_register(registry);\n"
-        '  registry.unavailable("alpha-q4", "target gufo_alpha_hip not built: needs hip");\n'
+        "void gufo_ext_register_all(gufo::ext::Registry &registry) {\n"
+        '  registry.set_extension("beta");\n  beta_register(registry);\n'
+        '  registry.set_extension("alpha");\n  alpha_register(registry);\n'
+        '  registry.set_extension("alpha");\n'
+        '  registry.unavailable("alpha", "alpha-q4", "text_generation", {"gguf:alpha"}, '
+        '"target gufo_alpha_hip not built: needs hip");\n'
         "  alpha_alpha_cpu_register(registry);\n}\n")
     header = (share / "gufo_ext_constants.hpp").read_text()
     assert 'inline constexpr const char *provider_alpha_cpu_keys[] = {"gguf:alpha", "gguf:alpha2"};\n' in header
