@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver)
+APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver mmdebstrap)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
