@@ -4,6 +4,7 @@ schemas (kubernetes-validate, strict), golden files for an NVIDIA and an AMD blo
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -184,3 +185,33 @@ def test_the_schema_check_is_live():
     dep["spec"]["template"]["spec"]["containers"][0]["gpus"] = 1
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+
+
+def _boxed(*options: str, tail=("srv", "--port", "{port}")) -> dict:
+    from support.kube import recipe
+
+    return recipe("boxed", {"cpu": {"command": "podman", "args": [
+        "run", "--rm", *options, "registry.example.test/x@sha256:" + "1" * 64, *tail]}})
+
+
+def test_container_run_options_map_to_the_pod():
+    doc = _boxed("--entrypoint", "/bin/srv", "-w", "/work", "--mount", "type=bind,source={model_dir},target=/weights",
+                 "-p", "127.0.0.1:{port}:80", "--env=MODE=fast", tail=("--port", "80", "-m", "/weights/{model_relative_path}"))
+    c = _pod(generate([_model(recipe_doc=doc)], GenerateOptions()))["containers"][0]
+    assert c["command"] == ["/bin/srv"] and c["workingDir"] == "/work"
+    assert c["args"] == ["--port", "80", "-m", "/weights/qwen-0.5b-q4.gguf"]
+    assert c["ports"][0]["containerPort"] == 80  # -p {port}:80: the engine listens on 80 in the container
+    assert c["volumeMounts"][0]["mountPath"] == "/weights"
+    assert c["env"] == [{"name": "MODE", "value": "fast"}]
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--user", "1000"), "--user 1000 has no pod equivalent"),
+    (("-v", "/etc/secrets:/s:ro"), "mounts something other than the model directory"),
+    (("--env", "HOME"), "takes HOME from the host's environment"),
+])
+def test_container_run_options_without_a_pod_equivalent_are_refused(options, message):
+    from lemonpack.kube import KubeError
+
+    with pytest.raises(KubeError, match=f"model user.qwen-0.5b: .*platforms.linux.cpu.args: .*{re.escape(message)}"):
+        generate([_model(recipe_doc=_boxed(*options))], GenerateOptions())
