@@ -13,7 +13,7 @@ import pytest
 from lemonpack.cli import main
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.helpers import free_port, wait_for
-from support.kube import imported_engine_image, recipe
+from support.kube import built_engine_image, imported_engine_image, llama_artifact, llama_recipe
 from support.tools import need
 
 pytestmark = pytest.mark.slow
@@ -34,14 +34,19 @@ def test_podman_kube_play_serves_the_generated_engine(kube_env, podman_conf, tmp
     env = podman_conf["env"]
     server = llama_server_dir(build=True)
     rid = "llamacpp-kube"
-    kube_env.descriptor(recipe(rid, {"cpu": {"binary": "llama-server"}}, variant_of="llamacpp",
-                               source="https://example.invalid/llama.tar.gz", sha256="sha256:" + "0" * 64,
-                               health_probe={"type": "http", "endpoint": "/health", "timeout_seconds": 120,
-                                             "poll_interval_ms": 200}))
+    artifact = llama_artifact(server)
+    recipe_file = kube_env.descriptor(llama_recipe(rid, artifact))
     model = f"user.kube-test-{secrets.token_hex(4)}"  # its objects' name is unique: podman is shared
     write_tiny_gguf(kube_env.models / "tiny.gguf")
     kube_env.registry.add(model, rid, {"main": str(kube_env.models / "tiny.gguf")}, {"ctx_size": 256})
-    ref, tagged = imported_engine_image(rid, server, tmp_path, env)
+    try:
+        from support.debian_base import debian_base
+    except ImportError:  # until build --base and its base fixture are on main: podman import of a rootfs
+        ref, tagged = imported_engine_image(rid, server, tmp_path, env)
+    else:
+        need("umoci")
+        layout, tag = debian_base()
+        ref, tagged = built_engine_image(recipe_file, artifact, f"oci:{layout}:{tag}", tmp_path, env)
     port = free_port()
     out = tmp_path / "engines.yaml"
     try:

@@ -161,3 +161,65 @@ def imported_engine_image(recipe_id: str, server_dir: Path, work: Path, env: dic
     digest = subprocess.run(["podman", "image", "inspect", "--format", "{{.Digest}}", tagged], env=env,
                             capture_output=True, text=True, check=True).stdout.strip()
     return f"{name}@{digest}", tagged
+
+
+# --- an engine image built by `lemonpack build --base` on the Debian base ---------------------
+
+LLAMA_URL = "https://example.invalid/llama/llama-server.tar.gz"
+
+
+def llama_artifact(server_dir: Path) -> bytes:
+    """``llama-server`` and its libraries (symlinks kept) as a tar.gz: a variant_of artifact."""
+    import gzip
+    import io
+    import tarfile
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for p in sorted(server_dir.iterdir()):
+            if p.name.startswith(".") or p.name.endswith(".json"):
+                continue
+            tf.add(p, arcname=p.name, recursive=False)
+    return gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
+
+
+def llama_recipe(rid: str, artifact: bytes) -> dict:
+    """A variant_of llama.cpp recipe (linux/cpu) whose artifact is ``artifact`` at :data:`LLAMA_URL`."""
+    import hashlib
+
+    return recipe(rid, {"cpu": {"binary": "llama-server"}}, variant_of="llamacpp", source=LLAMA_URL,
+                  sha256=f"sha256:{hashlib.sha256(artifact).hexdigest()}",
+                  health_probe={"type": "http", "endpoint": "/health", "timeout_seconds": 120,
+                                "poll_interval_ms": 200})
+
+
+def built_engine_image(recipe_file: Path, artifact: bytes, base: str, work: Path, env: dict) -> tuple[str, str]:
+    """``(name@sha256:digest, name:tag)``: ``lemonpack build RECIPE --base BASE`` (the artifact
+    served from a 127.0.0.1 mirror), loaded into podman's storage with ``skopeo copy`` under a
+    unique name; the digest is the one ``lemonpack build`` wrote (skopeo keeps it)."""
+    import json
+    import secrets
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    from support.helpers import serve_directory
+
+    u = urlsplit(LLAMA_URL)
+    mirror = work / "mirror"
+    (mirror / u.hostname / u.path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    (mirror / u.hostname / u.path.lstrip("/")).write_bytes(artifact)
+    layout = work / "layout"
+    with serve_directory(mirror) as url:
+        r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "build", str(recipe_file),
+                            "--out", str(layout), "--mirror", url, "--base", base, "--no-progress", "--json"],
+                           env={**env, "LEMONPACK_CACHE_DIR": str(work / "cache")}, capture_output=True, text=True,
+                           timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"lemonpack build --base failed ({r.returncode}): {r.stderr}{r.stdout}")
+    target = next(t for t in json.loads(r.stdout)["targets"] if t["kind"] == "image")
+    name = f"localhost/kube-test-{secrets.token_hex(4)}/llama"
+    tagged = f"{name}:{target['tag'].replace('.', '-')}"
+    subprocess.run(["skopeo", "copy", "-q", f"oci:{layout}:{target['tag']}", f"containers-storage:{tagged}"],
+                   env=env, check=True, capture_output=True, timeout=600)
+    return f"{name}@{target['digest']}", tagged
