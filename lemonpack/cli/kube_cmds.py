@@ -117,6 +117,9 @@ def generate_cmd(
     # Plain writes: one line per model, and a thousand models should not wait on rich's renderer.
     lines = [f"{g.model.name}: Deployment and Service {g.name} ({g.model.recipe.recipe}, {g.container.image})"
              for g in generated]
+    if pub is not None and replicas > 1:
+        lines.append(f"warning: --publish with --replicas {replicas}: a node holds one pod per host port, so one "
+                     "node (podman kube play, a single-node cluster) runs one replica of each model")
     if out != "-":
         lines.append(f"wrote {out}")
     if units is not None:
