@@ -1,27 +1,44 @@
-"""Publish benchmark: lemonpack publish vs skopeo copy oci:... docker://..., one run.
+"""Publish and pull benchmark: lemonpack against skopeo on the same bytes, one run, side by side.
 
-Builds an OCI layout with one layer of SIZE MiB of random bytes (default 1024), starts a real
-docker-registry on 127.0.0.1 (tests/support/registry.py), then times:
-  1. skopeo copy oci:LAYOUT:bench docker://HOST/skopeo/bench:v1 (baseline, same registry);
-  2. lemonpack publish LAYOUT:bench --to HOST/lemonpack/bench:v1 (a child process; its peak RSS
-     from wait4's rusage);
-  3. the same lemonpack publish again (every blob there: time and bytes sent).
-Prints the figures and the ratio. Targets: <= 1.2x skopeo, peak RSS < 200 MiB, re-publish < 1 s
-with 0 layer bytes. Usage: python bench/publish.py [--size-mib N]
+Builds an OCI layout with one gzip-compressed layer (``application/vnd.oci.image.layer.v1.tar+gzip``:
+a tar holding SIZE MiB of random bytes, deflate level 0, so the blob is about SIZE MiB), then
+times, each as a child process (peak RSS from wait4's rusage), against real docker-registry
+instances on 127.0.0.1 (tests/support/registry.py):
+
+  - push, each into a new, empty registry, in the order skopeo, lemonpack, lemonpack, skopeo:
+    ``skopeo copy --preserve-digests oci:LAYOUT:bench docker://HOST/bench/app:v1`` (the
+    compressed blob goes as it is, nothing is recompressed; skopeo hashes it as it sends) and
+    ``lemonpack publish LAYOUT:bench --to HOST/bench/app:v1`` (same bytes sent: printed), then
+    the same publish again (every blob there: time and bytes sent);
+  - pull, from one registry, into a new directory each, in the order lemonpack, skopeo, skopeo,
+    lemonpack: ``lemonpack pull HOST/bench/app:v1 --out DIR`` (every blob hashed once as it
+    arrives) and ``skopeo copy --preserve-digests docker://HOST/bench/app:v1 oci:DIR:v1``.
+
+The ratios are of the means of the two runs of each; the ABBA order spreads a machine getting
+busier or quieter over both tools.
+
+Both tools write to and read from the same registry, same layout, same compressed blob, so the
+ratios compare like with like (an uncompressed layer would make skopeo gzip it on the way, and a
+comparison would count that). Targets: publish <= 0.9x skopeo, pull <= 1.0x skopeo, peak RSS
+< 200 MiB, re-publish < 1 s with 0 blob bytes. Usage: python bench/publish.py [--size-mib N]
 
 The lemonpack children run without PYTHONDONTWRITEBYTECODE (set in some dev shells and CI
 images): an installed package has its bytecode compiled (pip does it at install), so the first
-run writes it and the re-publish measures what a user waits for, not the compilation of ~60
-modules (~0.2-0.4 s here). The CLI's start-up alone (``lemonpack --help``) is printed too.
+run writes it and the later runs measure what a user waits for, not the compilation of ~60
+modules (~0.2-0.4 s here). The CLI's start-up alone (``lemonpack --help``) is printed too. The
+machine may be shared: the figures are one run, printed with the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import os
-import subprocess
+import shutil
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -31,19 +48,40 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.registry import LocalRegistry  # noqa: E402
 
+from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP  # noqa: E402
 from lemonpack.oci.layout import LayoutWriter  # noqa: E402
 
 
-def make_layout(path: Path, size_mib: int) -> None:
-    blob = path.parent / "layer.bin"
-    with open(blob, "wb") as f:
-        for _ in range(size_mib):
-            f.write(os.urandom(1 << 20))
+class _Random(io.RawIOBase):
+    """``size`` random bytes, read in whatever pieces tarfile asks for."""
+
+    def __init__(self, size: int):
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.left, 4 << 20)
+        b[:n] = os.urandom(n)
+        self.left -= n
+        return n
+
+
+def make_layout(path: Path, size_mib: int) -> int:
+    """The layout at ``path`` (tag ``bench``); returns the compressed layer's size in bytes."""
+    blob = path.parent / "layer.tar.gz"
+    with open(blob, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=0, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("random.bin")
+        info.size = size_mib << 20
+        tf.addfile(info, io.BufferedReader(_Random(info.size), 4 << 20))
     with LayoutWriter(path) as lw:
-        layer = lw.add_blob_file("application/vnd.oci.image.layer.v1.tar", blob)
+        layer = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, blob)
         image = lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [layer], created=0)
         lw.set_tags({"bench": image})
     blob.unlink()
+    return layer.size
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
@@ -65,7 +103,7 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int,
     _, status, usage = os.wait4(pid, 0)
     elapsed = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
+        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}: {' '.join(argv)}")
     return elapsed, usage.ru_maxrss, b"".join(chunks).decode()
 
 
@@ -73,27 +111,80 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     args = ap.parse_args()
+    load_before = os.getloadavg()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    lp = [sys.executable, "-m", "lemonpack.cli"]
+    times: dict[str, list[float]] = {"skopeo push": [], "publish": [], "skopeo pull": [], "pull": []}
+    rss: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="lemonpack-bench-publish-") as tmp:
         tmp = Path(tmp)
         layout = tmp / "layout"
-        make_layout(layout, args.size_mib)
-        with LocalRegistry(tmp / "registry") as reg:
-            sk, sk_rss, _ = run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false",
-                                 f"oci:{layout}:bench", f"docker://{reg.host}/skopeo/bench:v1"])
-            lp_cmd = [sys.executable, "-m", "lemonpack.cli", "publish", f"{layout}:bench", "--to",
-                      f"{reg.host}/lemonpack/bench:v1", "--json", "--no-progress"]
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            lp, lp_rss, _ = run(lp_cmd, env)
-            again, _, out = run(lp_cmd, env)
-            second = json.loads(out)
-            start_up, _, _ = run([sys.executable, "-m", "lemonpack.cli", "--help"], env)
-    print(f"layout: one {args.size_mib} MiB layer")
-    print(f"skopeo copy:        {sk:8.2f} s   peak RSS {sk_rss / 1024:7.1f} MiB")
-    print(f"lemonpack publish:  {lp:8.2f} s   peak RSS {lp_rss / 1024:7.1f} MiB")
-    print(f"ratio lemonpack/skopeo: {lp / sk:.2f}x (target <= 1.2x)")
-    print(f"re-publish: {again:.2f} s, {second['bytes_sent']} blob bytes sent, "
+        size = make_layout(layout, args.size_mib)
+
+        def push(who: str, n: int) -> dict | None:
+            # every push goes to a registry of its own, empty: no tool finds the blob there
+            # already (skopeo would mount it from a repository where it saw it before)
+            with LocalRegistry(tmp / f"registry-{who}-{n}") as reg:
+                if who == "skopeo push":
+                    t, peak, _ = run(["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                                      f"oci:{layout}:bench", f"docker://{reg.host}/bench/app:v1"])
+                    out = None
+                else:
+                    argv = [*lp, "publish", f"{layout}:bench", "--to", f"{reg.host}/bench/app:v1", "--json",
+                            "--no-progress"]
+                    t, peak, text = run(argv, env)
+                    out = {"first": json.loads(text)}
+                    again, _, text = run(argv, env)
+                    out.update(again=again, second=json.loads(text))
+            shutil.rmtree(tmp / f"registry-{who}-{n}")
+            times[who].append(t)
+            rss[who] = max(rss.get(who, 0), peak)
+            return out
+
+        # ABBA order, so that a machine getting busier or quieter during the run weighs on both
+        push("skopeo push", 1)
+        published = push("publish", 1)
+        push("publish", 2)
+        push("skopeo push", 2)
+        with LocalRegistry(tmp / "registry-pull") as reg:
+            run(["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                 f"oci:{layout}:bench", f"docker://{reg.host}/bench/app:v1"])
+            for n, who in enumerate(("pull", "skopeo pull", "skopeo pull", "pull")):
+                out = tmp / f"pulled-{n}"
+                if who == "pull":
+                    argv, e = [*lp, "pull", f"{reg.host}/bench/app:v1", "--out", str(out), "--no-progress"], env
+                else:
+                    argv, e = ["skopeo", "copy", "--quiet", "--preserve-digests", "--src-tls-verify=false",
+                               f"docker://{reg.host}/bench/app:v1", f"oci:{out}:v1"], None
+                t, peak, _ = run(argv, e)
+                shutil.rmtree(out)
+                times[who].append(t)
+                rss[who] = max(rss.get(who, 0), peak)
+        start_up, _, _ = run([*lp, "--help"], env)
+    load_after = os.getloadavg()
+
+    def mean(who: str) -> float:
+        return sum(times[who]) / len(times[who])
+
+    def line(label: str, who: str) -> str:
+        runs = " / ".join(f"{t:.2f}" for t in times[who])
+        return f"{label:<40} {mean(who):7.2f} s (runs {runs})   peak RSS {rss[who] / 1024:6.1f} MiB"
+
+    sent = published["first"]["bytes_sent"]
+    print(f"layout: one {MEDIA_TYPE_LAYER_TAR_GZIP} layer of {size / (1 << 20):.1f} MiB "
+          f"({args.size_mib} MiB of random bytes); lemonpack publish sent {sent} blob bytes (layer + config)")
+    print(line("skopeo copy --preserve-digests (push)", "skopeo push"))
+    print(line("lemonpack publish", "publish"))
+    print(f"  ratio publish/skopeo: {mean('publish') / mean('skopeo push'):.2f}x (target <= 0.9x)")
+    print(line("lemonpack pull", "pull"))
+    print(line("skopeo copy --preserve-digests (pull)", "skopeo pull"))
+    print(f"  ratio pull/skopeo: {mean('pull') / mean('skopeo pull'):.2f}x (target <= 1.0x)")
+    second = published["second"]
+    print(f"re-publish: {published['again']:.2f} s, {second['bytes_sent']} blob bytes sent, "
           f"{second['blobs_skipped']} blobs already there (target < 1 s, 0 bytes); "
           f"CLI start-up alone (lemonpack --help) {start_up:.2f} s")
+    print(f"load average (1/5/15 min) before {' '.join(f'{x:.1f}' for x in load_before)}, "
+          f"after {' '.join(f'{x:.1f}' for x in load_after)} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own), 3 integ
 (digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
 failed (nix, podman), 7 runtime (engine failed to start or probe). A disk that refuses
 a write (:class:`StorageError`: no space, quota, read-only) is 1: not the input's fault,
-and not an external tool's.
+and not an external tool's. 130: interrupted by the user (:class:`Interrupted`).
 """
 
 from __future__ import annotations
@@ -150,7 +150,15 @@ class RuntimeFailure(LemonpackError):
     kind = "runtime"
 
 
+class Interrupted(LemonpackError):
+    """The user stopped a command (Ctrl-C, SIGINT) part way; the message says what was under
+    way and what was, and was not, changed (exit 130, the shell's code for SIGINT)."""
+
+    exit_code = 130
+    kind = "interrupted"
+
+
 __all__ = [
-    "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
+    "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
 ]

@@ -162,33 +162,28 @@ def replace_directory(new: Path, target: Path) -> None:
     remove_tree(old)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` in one step: a temporary sibling (``.NAME.tmp-<random>``)
-    written, ``fsync``'ed, given ``mode`` and renamed over ``path``, then the directory is
-    ``fsync``'ed. A reader sees the old file or the new one, never part of one; on any failure
-    the temporary file is removed and ``path`` is as it was. Raises OSError."""
+def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file beside it (written, ``fsync``-ed),
+    renamed over ``path``, so a reader sees the old content or the new, never part of either.
+    ``mode``: the new file's permissions (default: those of the file replaced, else 0o644).
+    Raises OSError; on failure ``path`` is as it was and no temporary file is left."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - not every platform opens directories
-        return
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
-__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory",
-           "write_atomic"]
+__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory", "replace_file"]

@@ -80,29 +80,65 @@ def main(argv: list[str] | None = None) -> int:
     handler = StderrLogHandler(logging.WARNING)
     logger = logging.getLogger("lemonpack")
     logger.addHandler(handler)
+    ctrl_c = _CtrlC()
     try:
-        return _main(args, want_json, argv is None)
+        with ctrl_c:
+            return _main(args, want_json, argv is None, ctrl_c)
     finally:
         logger.removeHandler(handler)
 
 
-def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
+class _CtrlC:
+    """Notes that SIGINT came (then raises KeyboardInterrupt, as Python's default handler does)
+    while a command runs: typer (0.29) turns a KeyboardInterrupt into a plain exit code 130,
+    which :func:`_main` can then tell from a command returning 130 and report. Installed only
+    in the main thread over Python's default handler; a command that handles SIGINT itself
+    (``run``, ``serve``: :class:`~lemonpack.cli.stop_signals.StopSignals`) replaces it for its
+    own time."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._old = None
+
+    def __enter__(self) -> "_CtrlC":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self._old)
+
+    def _handle(self, signum, frame) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC") -> int:
     try:
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
+        if code == 130 and ctrl_c.seen:  # typer (0.29) turned Ctrl-C into Exit(130), silently
+            code = _report_interrupt(args, want_json)
     except (LemonpackError, OSError) as e:
         if isinstance(e, OSError):  # a refusal of the disk or system no command named: still one line
             e = StorageError(f"{e.filename}: {e.strerror or e}" if e.filename else str(e.strerror or e))
         if want_json:
             print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:
-            err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
+            label = "aborted:" if e.exit_code == 130 else "[bold red]error:[/]"
+            err_console.print(f"{label} {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
     except typer.Exit as e:
         code = e.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted")
-        code = 130
+        code = _report_interrupt(args, want_json)
     except Exception as e:
         # Usage errors of typer's (vendored) click: they know how to print themselves.
         if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
@@ -112,6 +148,20 @@ def _main(args: list[str], want_json: bool, exit_process: bool) -> int:
     if exit_process:
         sys.exit(code)
     return code
+
+
+def _report_interrupt(args: list[str], want_json: bool) -> int:
+    """Say that Ctrl-C stopped the command (a command that knows what it left behind raises
+    :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
+    from lemonpack.errors import Interrupted
+
+    word = next((a for a in args if not a.startswith("-")), "")
+    e = Interrupted(f"lemonpack {word} interrupted (Ctrl-C)".replace("  ", " "))
+    if want_json:
+        print(json.dumps(e.to_json()), flush=True)
+    else:
+        err_console.print(f"aborted: {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
+    return e.exit_code
 
 
 __all__ = ["app", "console", "main"]

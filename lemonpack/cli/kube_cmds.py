@@ -69,7 +69,7 @@ def generate_cmd(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
-    from lemonpack.files import write_atomic
+    from lemonpack.files import replace_file
     from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
                                 parse_publish, render_yaml, resolve_models, systemd_units)
     from lemonpack.kube.names import valid_namespace
@@ -100,13 +100,13 @@ def generate_cmd(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        write_atomic(out, data)
+        replace_file(out, data)
     written = [] if out == "-" else [os.path.abspath(out)]
     if units is not None:
         for rel, text in units.files:
             path = systemd / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, text.encode("utf-8"))
+            replace_file(path, text.encode("utf-8"))
             written.append(str(path))
     summary = [{"model": g.model.name, "name": g.name, "recipe": g.model.recipe.recipe, "image": g.container.image,
                 "port": g.container.port} for g in generated]

@@ -49,8 +49,11 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     Children go before the index that names them; blobs the repository already has are
     skipped (HEAD), blobs of --mount-from repositories are mounted, the rest are streamed from
-    disk in chunks; transient failures are retried with backoff. Every digest the registry
-    answers is checked against the local one. With --sign, each pushed manifest is then signed
+    disk in chunks and hashed as they go: a blob file that is not what its name says is refused
+    (exit 3) before the registry commits it. Transient failures are retried with backoff. Every
+    digest the registry answers is checked against the local one. A layout tag that is no
+    registry tag (a full name such as docker.io/x/a:1) is refused before anything is sent:
+    publish it as DIR:TAG --to HOST/REPO:NEWTAG. With --sign, each pushed manifest is then signed
     as `lemonpack sign HOST/REPO@DIGEST --key` does (the key is opened before anything is sent).
     Examples:
     lemonpack publish out/layout --to 127.0.0.1:5000/engines ;
@@ -84,8 +87,16 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
                 from lemonpack.signing.remote import sign_image
 
                 for digest in dict.fromkeys(p.digest for p in result.pushed):
-                    signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
-                                             client=client))
+                    try:
+                        signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
+                                                 client=client))
+                    except KeyboardInterrupt:
+                        from lemonpack.errors import Interrupted
+
+                        tags = ", ".join(f"{p.tag}@{p.digest}" for p in result.pushed)
+                        raise Interrupted(f"publish to {result.reference}: every tag was pushed ({tags}); "
+                                          f"interrupted while signing {digest} ({len(signed)} of "
+                                          f"{len(set(p.digest for p in result.pushed))} signed)") from None
     if json_out:
         doc = result.to_json()
         if private is not None:
@@ -135,8 +146,11 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
          json_out: bool = JSON_OPTION) -> int:
     """Fetch a published image, index or recipe artifact into an OCI image layout.
 
-    Every manifest and blob is checked against the digest and size that names it; the layout
-    appears at OUT only when everything arrived and verified (an existing layout is replaced).
+    Every manifest and blob is checked against the digest and size that names it, into a
+    temporary directory first: OUT changes only when everything arrived and verified. A new OUT
+    is created; an existing layout at OUT gets the tag added (its other tags and files are
+    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; a
+    non-empty directory that is not a layout is refused.
     """
     from lemonpack.registry.reference import parse_reference
     from lemonpack.registry.transfer import pull_layout
@@ -147,7 +161,14 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     if json_out:
         print_json(result.to_json())
     else:
-        console.print(f"{r} -> {out} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
+        if not result.merged:
+            where = f"new layout {out}"
+        elif result.replaced:
+            where = (f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; "
+                     f"{result.kept} other tags kept)")
+        else:
+            where = f"existing layout {out} ({result.kept} other tags kept)"
+        console.print(f"{r} -> {where} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
     return 0
 
 
@@ -159,8 +180,8 @@ def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe f
         json_out: bool = JSON_OPTION) -> int:
     """Resolve every container image tag of a recipe to its digest and rewrite the file.
 
-    Each image is looked up with a manifest HEAD (its Docker-Content-Digest checked against
-    the manifest body) and written as name:tag@sha256:...; everything else in the file stays
+    Each image's manifest is fetched by tag and hashed (a Docker-Content-Digest header, when
+    the registry sends one, must agree) and written as name:tag@sha256:...; everything else in the file stays
     byte for byte (key order, indentation, spacing). An image containing {arch_alias} is
     resolved once per arch alias of the recipe, or the command fails saying why. The file is
     replaced atomically. --check only reports (exit 1 when anything is unpinned).

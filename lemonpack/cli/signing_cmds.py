@@ -150,7 +150,8 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
                                       "`podman system service` started for this command; docker default: "
                                       "$DOCKER_HOST."),
          name: str = typer.Option(None, "--name", metavar="REPOSITORY",
-                                  help="Tag the image as REPOSITORY:TAG (default localhost/lemonpack/<DIR name>)."),
+                                  help="Tag the image as REPOSITORY:TAG (default: the name a full layout tag "
+                                       "such as docker.io/x/a:1 carries, else localhost/lemonpack/<DIR name>)."),
          json_out: bool = JSON_OPTION) -> int:
     """Load an image of a built OCI layout into podman or Docker, keeping its digest.
 
@@ -169,7 +170,7 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
     if json_out:
         print_json(done)
     else:
-        console.print(f"loaded {directory}:{tag} into {engine}: {done['name']}:{tag} "
+        console.print(f"loaded {directory}:{tag} into {engine}: {done['name']}:{done['tag']} "
                       f"(image {done['image_id'][:19]}...)", markup=False)
         console.print(f"run it by digest: {done['reference']}", markup=False)
     return 0

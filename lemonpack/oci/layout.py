@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from lemonpack.errors import IntegrityError, LemonpackError
-from lemonpack.files import hash_file, replace_directory
+from lemonpack.files import hash_file, replace_directory, replace_file
 from lemonpack.oci.canonical import (
     ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY,
     MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
@@ -158,14 +158,29 @@ class LayoutWriter:
     changes nothing) if ``path`` exists and is a non-empty directory that is not an OCI
     layout, or is not a directory.
 
-    Spec: OCI image-spec v1.1 ``image-layout.md``.
+    ``merge=True``: an existing layout at ``path`` is added to instead of replaced, as
+    ``skopeo copy ... oci:DIR:TAG`` does: the new blobs are moved into its ``blobs/sha256/``
+    (each verified one renamed over a same-named file), then its ``index.json`` is rewritten
+    atomically with every entry kept except those whose ``ref.name`` is one of the new tags
+    (a tag names one manifest: the new one replaces it), followed by the new tags; other
+    files (``nix/``, the user's) are not touched. ``replaced`` then maps each new tag that
+    was already there to the digest it named before.
+
+    Spec: OCI image-spec v1.1 ``image-layout.md``, ``annotations.md`` (``ref.name``).
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, merge: bool = False):
         self.path = Path(path)
+        self.merge = merge
         self._tmp: Path | None = None
         self._tags: dict[str, Descriptor] = {}
         self._diff_ids: dict[str, str] = {}
+        #: After a merge: ``{tag: previous digest}`` for each new tag the layout had already.
+        self.replaced: dict[str, str] = {}
+        #: After a merge: how many tags the layout kept besides the new ones.
+        self.kept = 0
+        #: True once the content went into an existing layout (``merge``) rather than a new one.
+        self.merged = False
 
     # -- lifecycle ----------------------------------------------------------------
     def __enter__(self) -> "LayoutWriter":
@@ -197,20 +212,52 @@ class LayoutWriter:
         if p.is_dir() and not _is_layout(p) and any(p.iterdir()):
             raise LemonpackError(f"{p}: exists, is not empty and is not an OCI image layout; "
                                  "refusing to replace it")
+        if self.merge and _is_layout(p):
+            read_layout(p)  # one we can add to (version, index.json), or refused before any work
 
     def _install(self, tmp: Path) -> None:
         self._check_target()
         p = self.path
+        if self.merge and p.is_dir() and _is_layout(p):
+            self._merge_into(tmp, p)
+            return
         if p.is_dir() and not _is_layout(p):
             p.rmdir()  # empty (checked above)
         replace_directory(tmp, p)
 
-    def _write_index(self, root: Path) -> None:
+    def _merge_into(self, tmp: Path, p: Path) -> None:
+        """Add the staged blobs and tags of ``tmp`` to the existing layout ``p`` (see the class
+        doc), then remove ``tmp``. The index is written last: until then the layout's tags are
+        the old ones and the new blobs are merely unreferenced."""
+        read_layout(p)  # a layout we understand, or LemonpackError before anything moves
+        index = _load_json(p / "index.json")
+        names = set(self._tags)
+        kept = []
+        for entry in index["manifests"]:
+            ref = (entry.get("annotations") or {}).get(ANNOTATION_REF_NAME) if isinstance(entry, dict) else None
+            if ref in names:
+                self.replaced[ref] = entry.get("digest")
+            else:
+                kept.append(entry)
+                self.kept += ref is not None
+        blobs = p / "blobs" / "sha256"
+        blobs.mkdir(parents=True, exist_ok=True)
+        for blob in (tmp / "blobs" / "sha256").iterdir():
+            os.replace(blob, blobs / blob.name)
+        new = json.loads(self._index_bytes())["manifests"]
+        index["manifests"] = kept + new
+        replace_file(p / "index.json", canonical_json(index))
+        self.merged = True
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def _index_bytes(self) -> bytes:
         manifests = [d.with_annotations({**(d.annotations or {}), ANNOTATION_REF_NAME: tag}).to_json()
                      for tag, d in sorted(self._tags.items())]
-        index = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX, "manifests": manifests}
+        return canonical_json({"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX, "manifests": manifests})
+
+    def _write_index(self, root: Path) -> None:
         (root / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": OCI_LAYOUT_VERSION}))
-        (root / "index.json").write_bytes(canonical_json(index))
+        (root / "index.json").write_bytes(self._index_bytes())
 
     @property
     def staging_dir(self) -> Path:
@@ -314,6 +361,24 @@ class LayoutWriter:
             raise
         if diff_id is not None:
             self._diff_ids[descriptor.digest] = diff_id
+        return descriptor
+
+    def receive_blob(self, descriptor: Descriptor, fill: Callable[[BinaryIO], Any]) -> Descriptor:
+        """Store a blob that ``fill(f)`` writes *and verifies*: ``fill`` must write exactly
+        ``descriptor``'s bytes to the binary file ``f`` and raise unless they hash to
+        ``descriptor.digest`` with ``descriptor.size`` bytes (e.g.
+        :meth:`lemonpack.registry.client.RegistryClient.read_blob`, which hashes as it
+        downloads). The bytes are not hashed a second time here; the file is renamed to its
+        digest name only when ``fill`` returned. On any exception nothing is left. Returns
+        ``descriptor``."""
+        tmp = self._tmp_blob()
+        try:
+            with open(tmp, "wb") as f:
+                fill(f)
+            os.replace(tmp, self._blob_path(descriptor.digest))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return descriptor
 
     # -- manifests ----------------------------------------------------------------
@@ -492,6 +557,37 @@ def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     return tags
 
 
+def split_layout_arg(arg: str) -> tuple[str, str | None]:
+    """Split ``DIR[:TAG]`` into the layout directory and the tag (``None`` when absent), the way
+    the containers tools read ``oci:DIR:TAG``: a tag may itself hold ``:`` and ``/``, since
+    ``org.opencontainers.image.ref.name`` may be a full reference (skopeo and podman write
+    ``docker.io/x/a:1``; annotations.md).
+
+    The split is at the first ``:`` whose left side is an existing OCI layout and whose right
+    side is one of its tags; else ``arg`` itself when it is a layout (no tag); else at the first
+    ``:`` after an existing layout (an unknown tag, for the caller to report with the layout's
+    tags); else, for a directory that is no layout, at the last ``:`` when what follows holds
+    no ``/`` (so the caller can say that ``DIR`` is not a layout).
+    """
+    colons = [i for i, ch in enumerate(arg) if ch == ":"]
+    heads = [(arg[:i], arg[i + 1:]) for i in colons if i and arg[i + 1:]]
+    layouts = [(head, tail) for head, tail in heads if _is_layout(Path(head))]
+    for head, tail in layouts:
+        try:
+            if tail in read_layout(head):
+                return head, tail
+        except LemonpackError:
+            continue
+    if _is_layout(Path(arg)):
+        return arg, None
+    if layouts:
+        return layouts[0]
+    head, sep, tail = arg.rpartition(":")
+    if sep and head and tail and "/" not in tail:
+        return head, tail
+    return arg, None
+
+
 def verify_layout(path: str | os.PathLike[str]) -> int:
     """Re-hash every blob of the layout at ``path`` and check every reference.
 
@@ -537,4 +633,4 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
     return count
 
 
-__all__ = ["Descriptor", "LayoutWriter", "read_layout", "verify_layout", "rfc3339"]
+__all__ = ["Descriptor", "LayoutWriter", "read_layout", "split_layout_arg", "verify_layout", "rfc3339"]

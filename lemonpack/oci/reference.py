@@ -180,6 +180,29 @@ def check_pinned(image: str) -> str | None:
     return None
 
 
+def is_tag(s: str) -> bool:
+    """True when ``s`` is a tag of the distribution grammar (``[\\w][\\w.-]{0,127}``): what a
+    registry accepts as ``<reference>`` in ``/v2/<name>/manifests/<reference>``."""
+    return isinstance(s, str) and bool(_TAG_RE.match(s)) and s.isascii()
+
+
+def split_ref_name(ref_name: str) -> tuple[str | None, str]:
+    """An OCI layout tag (``org.opencontainers.image.ref.name``) as ``(image name, tag)``.
+
+    annotations.md lets the annotation be a tag (``v1``: ``(None, "v1")``) or a full reference
+    (skopeo and podman write ``docker.io/x/a:1``: ``("docker.io/x/a", "1")``; a name without a
+    tag gets ``latest``). Raises :class:`InvalidReferenceError` when it is neither (or names a
+    digest, which says nothing of a name to give the image).
+    """
+    if is_tag(ref_name):
+        return None, ref_name
+    ref = parse_reference(ref_name)
+    if ref.digest is not None:
+        raise InvalidReferenceError(ref_name, "a layout tag naming a digest cannot name an image")
+    return ref.name, ref.tag or "latest"
+
+
 __all__ = [
+    "is_tag", "split_ref_name",
     "ImageReference", "InvalidReferenceError", "parse_reference", "check_pinned",
 ]

@@ -64,6 +64,9 @@ from lemonpack.errors import FetchError, IntegrityError, LemonpackError, Storage
 from lemonpack.fetch.download import is_loopback_host
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry.auth import Credentials, load_credentials
+from lemonpack.registry.answers import error_body, error_detail
+from lemonpack.registry.download import HashingSink
+from lemonpack.registry.upload import BlobHasher, FileSlice
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +78,12 @@ MANIFEST_MEDIA_TYPES = (
 )
 #: Largest manifest read (distribution's own limit for a manifest PUT is 4 MiB).
 MAX_MANIFEST_BYTES = 4 << 20
-#: Bytes per read/write when streaming blobs.
-READ_CHUNK = 1 << 20
-#: Blobs larger than this are uploaded in PATCH chunks of this size (distribution-spec
-#: "pushing a blob in chunks"); smaller ones with a single PUT.
+#: Bytes per read when downloading blobs (large: Python's per-piece cost stays small next to
+#: the hashing and writing done outside the GIL).
+READ_CHUNK = 4 << 20
+#: Blob files are uploaded in PATCH chunks of at most this size (distribution-spec "pushing a
+#: blob in chunks"), then committed by an empty closing PUT once their hash is checked; blobs
+#: given as bytes (hashed before sending) up to this size go in a single PUT.
 DEFAULT_CHUNK_SIZE = 64 << 20
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -168,33 +173,23 @@ class TransferStats:
     requests: int = 0
 
 
+@dataclass(frozen=True)
+class MountAnswer:
+    """The answer to a cross-repository mount: ``mounted`` (true: nothing to upload), else the
+    upload ``session`` URL the registry opened instead (202 + ``Location``), or ``None``.
+    Its truth value is ``mounted``."""
+
+    mounted: bool
+    session: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.mounted
+
+
 def _check_digest(digest: str) -> str:
     if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
         raise LemonpackError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
     return digest
-
-
-class _FileSlice:
-    """An iterable request body: ``length`` bytes of ``path`` from ``offset``, read in
-    :data:`READ_CHUNK` pieces (flat memory); ``len()`` gives requests the Content-Length."""
-
-    def __init__(self, path: Path, offset: int, length: int, on_bytes: Callable[[int], None]):
-        self.path, self.offset, self.length, self.on_bytes = path, offset, length, on_bytes
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        left = self.length
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            while left > 0:
-                chunk = f.read(min(READ_CHUNK, left))
-                if not chunk:
-                    raise StorageError(f"{self.path}: file shrank while it was being uploaded")
-                left -= len(chunk)
-                self.on_bytes(len(chunk))
-                yield chunk
 
 
 class RegistryClient:
@@ -335,17 +330,7 @@ class RegistryClient:
         return delay
 
     def _http_error(self, method: str, url: str, resp) -> str:
-        detail = ""
-        try:
-            body = resp.raw.read(64 << 10, decode_content=True) if resp.raw is not None else b""
-            import json
-
-            errors = json.loads(body).get("errors") or []
-            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
-        except Exception:  # noqa: BLE001 - the status alone is the message
-            pass
-        finally:
-            resp.close()
+        detail = error_detail(error_body(resp))
         where = urllib.parse.urlsplit(url)._replace(query="").geturl()
         msg = f"{method} {where}: HTTP {resp.status_code} {resp.reason or ''}".rstrip()
         if resp.status_code in (401, 403):
@@ -473,33 +458,45 @@ class RegistryClient:
     def head_manifest(self, repo: str, ref: str) -> tuple[str, str, int] | None:
         """``HEAD /v2/<repo>/manifests/<ref>``: ``(digest, media_type, size)`` or ``None`` (404).
 
-        ``digest`` is the ``Docker-Content-Digest`` header (required: a registry that does not
-        send it raises FetchError); when ``ref`` is a digest it must be that digest, else
-        :class:`IntegrityError`. Spec: distribution-spec "checking if content exists".
+        ``digest`` is the ``Docker-Content-Digest`` header; when ``ref`` is a digest it must be
+        that digest, else :class:`IntegrityError`. The header is not guaranteed
+        (distribution-spec "checking if content exists": registries and caches may leave it
+        out): without it a digest ``ref`` is its own answer, and for a tag the manifest is
+        fetched and hashed (:meth:`get_manifest`), as containerd and skopeo do.
         """
         resp = self._request("HEAD", f"{repo}/manifests/{ref}", missing_ok=True,
                              headers={"Accept": ", ".join(MANIFEST_MEDIA_TYPES)})
         if resp is None:
             return None
         resp.close()
+        media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        size = int(resp.headers.get("Content-Length") or -1)
         digest = resp.headers.get("Docker-Content-Digest", "")
         if not _DIGEST_RE.match(digest):
-            raise FetchError(f"registry {self.host} sent no valid Docker-Content-Digest for {repo}:{ref}")
+            if _DIGEST_RE.match(ref):
+                return ref, media_type, size
+            fetched = self.get_manifest(repo, ref, missing_ok=True)
+            if fetched is None:
+                return None
+            data, media_type, digest = fetched
+            return digest, media_type, len(data)
         if ref.startswith("sha256:") and digest != ref:
             raise IntegrityError(f"{self.host}/{repo}@{ref} (HEAD)", ref, digest)
-        size = int(resp.headers.get("Content-Length") or -1)
-        return digest, resp.headers.get("Content-Type", "").split(";")[0].strip(), size
+        return digest, media_type, size
 
-    def get_manifest(self, repo: str, ref: str) -> tuple[bytes, str, str]:
+    def get_manifest(self, repo: str, ref: str, *, missing_ok: bool = False) -> tuple[bytes, str, str] | None:
         """``GET /v2/<repo>/manifests/<ref>``: ``(bytes, media_type, digest)``, verified.
 
-        The body is read up to :data:`MAX_MANIFEST_BYTES` (more is refused); its sha256 must
-        equal ``ref`` when ``ref`` is a digest, and the ``Docker-Content-Digest`` header when
-        one is sent (:class:`IntegrityError` otherwise). ``media_type`` is the body's
-        ``mediaType`` (else the Content-Type). FetchError when it is missing (404).
+        The body is read up to :data:`MAX_MANIFEST_BYTES` (more is refused); ``digest`` is its
+        sha256, which must equal ``ref`` when ``ref`` is a digest, and the
+        ``Docker-Content-Digest`` header when one is sent (:class:`IntegrityError` otherwise).
+        ``media_type`` is the body's ``mediaType`` (else the Content-Type). A missing manifest
+        (404) is FetchError, or ``None`` with ``missing_ok``.
         """
-        resp = self._request("GET", f"{repo}/manifests/{ref}", stream=True,
+        resp = self._request("GET", f"{repo}/manifests/{ref}", stream=True, missing_ok=missing_ok,
                              headers={"Accept": ", ".join(MANIFEST_MEDIA_TYPES)})
+        if resp is None:
+            return None
         try:
             data = self._read_limited(resp, MAX_MANIFEST_BYTES, f"manifest {repo}:{ref}")
         finally:
@@ -553,47 +550,61 @@ class RegistryClient:
             return int(resp.headers["Content-Length"]) == size
         return True
 
-    def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
-        """Cross-repository mount (``POST .../blobs/uploads/?mount=<digest>&from=<repo>``);
-        True when the registry mounted it (201), False when it did not (the upload session it
-        opened instead is cancelled) or refused the request (no access to ``from_repo``): the
-        caller then uploads."""
+    def mount_blob(self, repo: str, digest: str, from_repo: str) -> "MountAnswer":
+        """Cross-repository mount (``POST .../blobs/uploads/?mount=<digest>&from=<repo>``).
+
+        Returns a :class:`MountAnswer`, true when the registry mounted the blob (201). When it
+        did not and opened an upload session instead (202 + ``Location``), the answer holds that
+        session: distribution-spec "mounting a blob from another repository" lets the client
+        upload through it, and :meth:`push_blob` takes it as ``session`` (no second ``POST``;
+        :meth:`cancel_upload` it when unused). A refused request (no access to ``from_repo``)
+        is a false answer without a session: a mount is only a shortcut, the caller uploads.
+        """
         q = urllib.parse.urlencode({"mount": _check_digest(digest), "from": from_repo})
         try:
             resp = self._request("POST", f"{repo}/blobs/uploads/?{q}", ok=(201, 202),
                                  headers={"Content-Length": "0"})
         except FetchError as e:  # e.g. no pull access to ``from_repo``: a mount is only a shortcut
             log.info("mount of %s from %s into %s refused (%s); uploading instead", digest, from_repo, repo, e)
-            return False
+            return MountAnswer(False)
         resp.close()
         if resp.status_code == 201:
             answered = resp.headers.get("Docker-Content-Digest")
             if answered and answered != digest:
                 raise IntegrityError(f"blob {self.host}/{repo} mounted from {from_repo}", digest, answered)
             self.stats.blobs_mounted += 1
-            return True
+            return MountAnswer(True)
         location = resp.headers.get("Location")
-        if location:
-            try:
-                self._request("DELETE", urllib.parse.urljoin(self._url(""), location), ok=(204, 200, 404),
-                              retry=False).close()
-            except FetchError:
-                pass
-        return False
+        if not location:
+            return MountAnswer(False)
+        return MountAnswer(False, self._check_url(urllib.parse.urljoin(self._url(""), location)))
+
+    def cancel_upload(self, session: str) -> None:
+        """``DELETE`` an upload session that will not be used (best effort: a registry that
+        refuses or forgets it purges the session itself)."""
+        try:
+            self._request("DELETE", session, ok=(204, 200, 202, 404), retry=False).close()
+        except (FetchError, _Transient):
+            pass
 
     def push_blob(self, repo: str, source: str | os.PathLike[str] | bytes, digest: str, size: int,
-                  *, on_bytes: Callable[[int], None] | None = None) -> str:
+                  *, on_bytes: Callable[[int], None] | None = None, session: str | None = None) -> str:
         """Upload a blob (a file path or bytes) to ``repo``; returns ``digest``.
 
-        A file is streamed from disk (flat memory): one ``PUT`` up to ``chunk_size`` bytes,
-        ``PATCH`` chunks of ``chunk_size`` beyond, then the closing ``PUT ?digest=``. The data
-        must hash to ``digest`` and have ``size`` bytes (checked while sending: the registry
-        refuses a wrong digest, and the answered ``Docker-Content-Digest`` must be ours).
-        A transient failure mid-upload resumes where the registry's session says it stands, or
-        restarts the upload. ``on_bytes(n)`` is called as bytes go out (progress bars).
+        A file is streamed from disk (flat memory) in ``PATCH`` chunks of up to ``chunk_size``
+        bytes, hashed as it goes (:class:`~lemonpack.registry.upload.BlobHasher`); the closing
+        ``PUT ?digest=`` that commits the blob is sent only when the bytes sent hash to
+        ``digest``, else :class:`IntegrityError` naming the file (the session is cancelled and
+        the registry stores nothing, whether or not it re-hashes). Bytes are hashed first and
+        sent with one ``PUT`` up to ``chunk_size``. The answered ``Docker-Content-Digest`` must
+        be ours. ``session``: an upload session the registry already opened (a 202 mount
+        answer) to use instead of a new ``POST``. A transient failure mid-upload resumes where
+        the registry's session says it stands, or restarts the upload. ``on_bytes(n)`` is
+        called as bytes go out (progress bars).
         """
         _check_digest(digest)
         on_bytes = on_bytes or (lambda n: None)
+        hasher = None
         if isinstance(source, (bytes, bytearray)):
             data = bytes(source)
             actual = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -604,7 +615,7 @@ class RegistryClient:
             path = Path(source)
             if path.stat().st_size != size:
                 raise LemonpackError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
-        session: str | None = None
+            hasher = BlobHasher(path, size)
         offset = 0
         last: Exception | None = None
         for attempt in range(self.retries + 1):
@@ -615,7 +626,7 @@ class RegistryClient:
                 if session is None:
                     session, offset = self._start_upload(repo), 0
                 session = self._upload_from(session, offset, path, data if path is None else None, size,
-                                            digest, on_bytes)
+                                            digest, on_bytes, hasher)
                 self.stats.blobs_uploaded += 1
                 return digest
             except _Transient as exc:
@@ -655,7 +666,7 @@ class RegistryClient:
         return session, (int(m.group(1)) + 1 if m else 0)
 
     def _upload_from(self, session: str, offset: int, path: Path | None, data: bytes | None, size: int,
-                     digest: str, on_bytes: Callable[[int], None]) -> str:
+                     digest: str, on_bytes: Callable[[int], None], hasher: BlobHasher | None) -> str:
         def sent(n: int) -> None:
             self.stats.bytes_sent += n
             on_bytes(n)
@@ -666,10 +677,10 @@ class RegistryClient:
                     sent(length)
                     return data[start:start + length]
                 return chunk
-            return lambda: _FileSlice(path, start, length, sent)
+            return lambda: FileSlice(path, start, length, sent, hasher)
 
         octet = {"Content-Type": "application/octet-stream"}
-        if offset == 0 and size <= self.chunk_size:
+        if data is not None and offset == 0 and size <= self.chunk_size:
             final = body(0, size)
         else:
             while offset < size:
@@ -684,6 +695,12 @@ class RegistryClient:
                     session = self._check_url(urllib.parse.urljoin(session, location))
                 offset += length
             final = b""
+        if hasher is not None:
+            actual = hasher.digest()
+            if actual != digest:
+                self.cancel_upload(session)
+                raise IntegrityError(f"{path} (read while uploading it to {self.host}; the upload was not "
+                                     "committed: the layout blob is corrupt)", digest, actual)
         sep = "&" if urllib.parse.urlsplit(session).query else "?"
         url = f"{session}{sep}{urllib.parse.urlencode({'digest': digest})}"
         length = size if final != b"" else 0
@@ -722,8 +739,9 @@ class RegistryClient:
         _check_digest(digest)
         resp = self._request("GET", f"{repo}/blobs/{digest}", stream=True, follow=True,
                              headers={"Accept-Encoding": "identity"})
-        sha, got = hashlib.sha256(), 0
+        got = 0
         what = f"blob {self.host}/{repo}@{digest}"
+        sink = HashingSink(out)  # hashes and writes while the next bytes are read
         try:
             declared = resp.headers.get("Content-Length")
             if size is not None and declared and declared.isdigit() and int(declared) != size:
@@ -733,11 +751,11 @@ class RegistryClient:
                 got += len(chunk)
                 if limit is not None and got > limit:
                     raise IntegrityError(what + " (size)", f"{limit} bytes", f"more than {limit} bytes")
-                sha.update(chunk)
-                out.write(chunk)
+                sink.write(chunk)
                 self.stats.bytes_received += len(chunk)
                 if on_bytes:
                     on_bytes(len(chunk))
+            actual = sink.finish()
         except OSError as exc:
             import requests
 
@@ -745,10 +763,10 @@ class RegistryClient:
                 raise FetchError(f"GET {what}: {type(exc).__name__}: {_short(exc)}") from None
             raise StorageError(f"writing {what}: {exc.strerror or exc}") from None
         finally:
+            sink.close()
             resp.close()
         if size is not None and got != size:
             raise IntegrityError(what + " (size)", f"{size} bytes", f"{got} bytes")
-        actual = "sha256:" + sha.hexdigest()
         if actual != digest:
             raise IntegrityError(what, digest, actual)
         return got
@@ -809,4 +827,4 @@ def _short(exc: BaseException | str, limit: int = 300) -> str:
     return text[:cut if cut > limit // 2 else limit].rstrip() + " …"
 
 
-__all__ = ["RegistryClient", "TransferStats", "MANIFEST_MEDIA_TYPES", "MAX_MANIFEST_BYTES"]
+__all__ = ["RegistryClient", "TransferStats", "MountAnswer", "MANIFEST_MEDIA_TYPES", "MAX_MANIFEST_BYTES"]

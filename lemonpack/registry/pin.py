@@ -3,9 +3,10 @@
 Images are found where lint's digest-pinning rule looks for them
 (:mod:`lemonpack.oci.policy`: every container ``run``/``create``/``pull`` argv of a platform
 block or arch override, read by :func:`lemonpack.oci.cmdline.read_container_argv`). Each
-unpinned ``host/repo[:tag]`` is resolved with a manifest ``HEAD`` (``Docker-Content-Digest``),
-then the manifest body is fetched by that digest and hashed (it must be that digest), and the
-image is written ``host/repo:tag@sha256:<hex>``.
+unpinned ``host/repo[:tag]`` is resolved with one manifest ``GET`` of the tag: the digest is the
+sha256 of the body (a ``Docker-Content-Digest`` header, when sent, must be that digest; it is not
+required: distribution-spec, "pulling manifests"), and the image is written
+``host/repo:tag@sha256:<hex>``.
 
 The file is edited as text: only the JSON string literals that hold an image are replaced
 (spans found by :func:`string_spans`, a small scanner of RFC 8259 JSON), so key order,
@@ -21,14 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
-from lemonpack.files import read_user_file
+from lemonpack.files import read_user_file, replace_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import platform_argvs
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
@@ -204,11 +204,13 @@ class _Resolver:
             client = self.clients[ref.domain] = RegistryClient(ref.domain, insecure=self.insecure,
                                                                registry_config=self.registry_config)
         tag = ref.tag or "latest"
-        head = client.head_manifest(ref.path, tag)
-        if head is None:
+        # One GET: the digest is the sha256 of the body; a Docker-Content-Digest the registry
+        # sends must agree with it, and one it leaves out (distribution-spec: not guaranteed)
+        # is not needed.
+        fetched = client.get_manifest(ref.path, tag, missing_ok=True)
+        if fetched is None:
             raise LemonpackError(f"{file}: {where}: {ref.domain}/{ref.path}:{tag} not found in the registry")
-        digest = head[0]
-        client.get_manifest(ref.path, digest)  # the body must hash to the HEAD's Docker-Content-Digest
+        digest = fetched[2]
         pinned = f"{ref.name}:{tag}@{digest}"
         self.cache[image] = pinned
         return pinned
@@ -255,7 +257,7 @@ def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
     out = text
     for jpath, (start, end) in sorted(((p, spans[p]) for p in edits), key=lambda x: -x[1][0]):
         out = out[:start] + json.dumps(edits[jpath], ensure_ascii=False) + out[end:]
-    _write_atomic(file, out.encode("utf-8"))
+    replace_file(file, out.encode("utf-8"))
     return changes
 
 
@@ -282,21 +284,6 @@ def _alias_message(file: Path, doc: dict, sites: list[ImageSite], resolver: _Res
                 pinned = f"cannot resolve: {exc}"
             lines.append(f"  {site.where}: arch {pattern} (alias {alias}): {pinned}")
     return "\n".join(lines)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.parent / f".{path.name}.pin-{secrets.token_hex(4)}"
-    try:
-        mode = path.stat().st_mode & 0o7777
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 __all__ = ["ImageSite", "Pinned", "check_recipe", "image_sites", "pin_recipe", "string_spans"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lemonpack.oci.layout import split_layout_arg  # noqa: F401  (re-exported: DIR[:TAG] arguments)
 from lemonpack.oci.reference import InvalidReferenceError
 from lemonpack.oci.reference import parse_reference as _parse_image_reference
 
@@ -63,18 +64,6 @@ def parse_reference(s: str) -> Reference:
     if img.digest is not None and not img.digest.startswith("sha256:"):
         raise InvalidReferenceError(s, "only sha256 digests are supported")
     return Reference(img.domain, img.path, img.tag, img.digest)
-
-
-def split_layout_arg(arg: str) -> tuple[str, str | None]:
-    """Split ``DIR[:TAG]`` into the directory and the tag (``None`` when absent).
-
-    The tag is what follows the last ``:`` when that part contains no ``/`` (so a
-    directory name containing ``:`` still needs a tag to be unambiguous).
-    """
-    head, sep, tail = arg.rpartition(":")
-    if sep and head and tail and "/" not in tail:
-        return head, tail
-    return arg, None
 
 
 __all__ = ["Reference", "parse_reference", "split_layout_arg"]

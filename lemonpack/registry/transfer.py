@@ -6,14 +6,20 @@ so the registry's digest is the local one (checked on every answer). Order is de
 children before parents: blobs (config, layers) before their manifest, child manifests (and a
 ``subject``) before the index that names them, and the tag last. A blob already in the target
 repository (``HEAD``) is skipped; one that is in another repository of ``mount_from`` is mounted
-(no bytes sent); the rest are streamed from disk (:meth:`RegistryClient.push_blob`). A manifest
-already present by digest is not sent again.
+(no bytes sent; a mount answered with an upload session continues in it); the rest are streamed
+from disk and hashed as they go, committed only when they are what their name says
+(:meth:`RegistryClient.push_blob`). A manifest already present by digest is not sent again.
+Destination tags are checked before anything is sent (a layout tag that is a full name, such as
+``docker.io/x/a:1``, is no registry tag).
 
-:func:`pull_layout` reads a reference (tag or digest) and writes everything it reaches into a
-new layout through :class:`~lemonpack.oci.layout.LayoutWriter` (temp directory, renamed into
-place only when complete): every manifest is checked against the digest and size its parent
-descriptor names, every blob streamed with its size bounded and its sha256 checked. On any
-failure nothing is written at ``out``.
+:func:`pull_layout` reads a reference (tag or digest) and writes everything it reaches through
+:class:`~lemonpack.oci.layout.LayoutWriter` (a temp directory first; a new layout renamed into
+place, an existing one added to): every manifest is checked against the digest and size its
+parent descriptor names, every blob streamed with its size bounded and its sha256 computed once
+as it arrives. On any failure nothing is written at ``out``.
+
+Ctrl-C in either raises :class:`~lemonpack.errors.Interrupted` saying what was under way and
+what was (not) tagged or written.
 
 Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layout.md``,
 ``descriptor.md``, ``manifest.md`` (``subject``), ``image-index.md``.
@@ -29,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.errors import IntegrityError, Interrupted, LemonpackError
 from lemonpack.files import open_regular
 from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
+from lemonpack.oci.reference import is_tag
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.reference import Reference
 
@@ -144,23 +151,80 @@ def select_tags(layout: Path, tag: str | None, dest_tag: str | None) -> list[tup
     return [(t, d, t) for t, d in sorted(tags.items())]
 
 
+def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, str]], dest: Reference) -> None:
+    """Refuse, before anything is sent, a destination tag the registry cannot take: a layout
+    tag written as a full name (``docker.io/x/a:1``, as skopeo and podman write
+    ``ref.name``) is a valid layout tag but no registry tag (distribution answers the
+    manifest PUT with 404 or ``TAG_INVALID`` only after every blob was uploaded). Raises
+    :class:`LemonpackError` naming the tags and how to publish them (``DIR:TAG --to
+    HOST/REPO:NEWTAG``)."""
+    bad = [src for src, _desc, dst in selected if not is_tag(dst)]
+    if not bad:
+        return
+    names = ", ".join(repr(b) for b in bad)
+    raise LemonpackError(f"{layout}: layout tag{'s' if len(bad) > 1 else ''} {names} cannot be a tag of "
+                         f"{dest.host}/{dest.repository} (a registry tag is [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}, with no '/' or ':'); "
+                         f"nothing was sent. Publish each under a tag of its own: "
+                         f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
+
+
 def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: RegistryClient, *,
                    tag: str | None = None, mount_from: Sequence[str] = (),
                    progress: bool = False) -> PublishResult:
     """Push tags of the OCI layout at ``layout`` to ``dest.host/dest.repository``.
 
     ``tag``: the layout tag to push (default every tag); ``dest.tag``: the tag to push it as
-    (default its own name); ``dest.digest`` must not be set. ``mount_from``: repositories of
-    the same registry to mount missing blobs from. ``progress``: a rich progress bar of the
-    blob bytes to send, on stderr. Returns :class:`PublishResult`.
+    (default its own name, which must then be a registry tag: checked before anything is sent);
+    ``dest.digest`` must not be set. ``mount_from``: repositories of the same registry to mount
+    missing blobs from (a mount the registry answers with an upload session continues in that
+    session). ``progress``: a rich progress bar of the blob bytes to send, on stderr. Every blob
+    file is hashed as it is uploaded and committed only when it is what its name says. Returns
+    :class:`PublishResult`.
 
-    Raises :class:`LemonpackError` (not a layout, unknown tag, a manifest of the layout that
-    is not what its name says), :class:`IntegrityError`, ``FetchError`` (from the client).
+    Raises :class:`LemonpackError` (not a layout, unknown tag, a tag the registry cannot take,
+    a manifest of the layout that is not what its name says), :class:`IntegrityError` (a blob
+    file that does not hash to its name: nothing is tagged), ``FetchError`` (from the client),
+    :class:`Interrupted` on Ctrl-C (the message says what was under way and which tags, if any,
+    were set).
     """
     root = Path(layout)
     if dest.digest is not None:
         raise LemonpackError(f"publish destination {dest} names a digest; give HOST/REPO[:TAG]")
     selected = select_tags(root, tag, dest.tag)
+    check_destination_tags(root, selected, dest)
+    state = _PublishState(f"{dest.host}/{dest.repository}", [dst for _s, _d, dst in selected])
+    try:
+        return _publish(root, dest, client, selected, mount_from, progress, state)
+    except KeyboardInterrupt:
+        raise Interrupted(state.interrupted()) from None
+
+
+@dataclass
+class _PublishState:
+    """Where a publish stands, for the message of an interrupted one."""
+
+    target: str
+    tags: list[str]
+    stage: str = "reading the layout"
+    tagged: list[str] = field(default_factory=list)
+    tagging: str | None = None
+
+    def interrupted(self) -> str:
+        msg = f"publish to {self.target} interrupted while {self.stage}; "
+        if not self.tagged and self.tagging is None:
+            msg += "nothing was tagged"
+        else:
+            msg += f"tagged: {', '.join(self.tagged) or 'none'}"
+            if self.tagging is not None:
+                msg += f"; the PUT of tag {self.tagging} was under way (it may or may not be set)"
+            rest = [t for t in self.tags if t not in self.tagged and t != self.tagging]
+            if rest:
+                msg += f"; not tagged: {', '.join(rest)}"
+        return msg + " (blobs sent so far stay in the registry untagged; publishing again skips them)"
+
+
+def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list[tuple[str, Descriptor, str]],
+             mount_from: Sequence[str], progress: bool, state: _PublishState) -> PublishResult:
     repo = dest.repository
     blobs_dir = root / "blobs" / "sha256"
     result = PublishResult(reference=f"{dest.host}/{repo}")
@@ -211,32 +275,40 @@ def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: Regi
     for _src, desc, _dst in selected:
         visit(desc)
 
-    # Blobs: skip what is there, mount what another repository has, upload the rest.
-    missing: list[Descriptor] = []
+    # Blobs: skip what is there, mount what another repository has, upload the rest (through
+    # the session a refused mount opened, when it opened one).
+    state.stage = "checking which blobs the registry has"
+    missing: list[tuple[Descriptor, str | None]] = []
     for blob in todo_blobs:
         if client.has_blob(repo, blob.digest, blob.size):
             result.blobs_skipped += 1
             continue
-        if any(client.mount_blob(repo, blob.digest, other) for other in mount_from if other != repo):
-            continue
-        missing.append(blob)
-    with byte_progress(sum(b.size for b in missing), f"publish {dest.host}/{repo}", progress and bool(missing)) \
+        mounted, session = _mount(client, repo, blob.digest, mount_from)
+        if not mounted:
+            missing.append((blob, session))
+    with byte_progress(sum(b.size for b, _ in missing), f"publish {dest.host}/{repo}", progress and bool(missing)) \
             as on_bytes:
-        for blob in missing:
-            client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes)
+        for n, (blob, session) in enumerate(missing, 1):
+            state.stage = f"uploading blob {n} of {len(missing)} ({blob.digest})"
+            client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes, session=session)
 
     # Manifests, children first; then the tags.
+    state.stage = "sending manifests by digest"
     for desc, data, media_type in manifests:
         if client.head_manifest(repo, desc.digest) is None:
             client.put_manifest(repo, desc.digest, data, media_type)
             result.manifests_sent += 1
     by_digest = {d.digest: (data, mt) for d, data, mt in manifests}
+    state.stage = "setting tags"
     for src, desc, dst in selected:
         data, media_type = by_digest[desc.digest]
         head = client.head_manifest(repo, dst)
         if head is None or head[0] != desc.digest:
+            state.tagging = dst
             client.put_manifest(repo, dst, data, media_type)
             result.manifests_sent += 1
+        state.tagging = None
+        state.tagged.append(dst)
         result.pushed.append(Pushed(dst, desc.digest, media_type, desc.size, src))
     result.bytes_sent = client.stats.bytes_sent - start[0]
     result.blobs_uploaded = client.stats.blobs_uploaded - start[1]
@@ -244,10 +316,34 @@ def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: Regi
     return result
 
 
+def _mount(client: RegistryClient, repo: str, digest: str, mount_from: Sequence[str]) -> tuple[bool, str | None]:
+    """Try to mount ``digest`` into ``repo`` from each of ``mount_from`` in turn: ``(True,
+    None)`` once one mounts; else ``(False, session)`` with the first upload session a 202
+    answer opened (later ones, and the kept one when a later mount succeeds, are cancelled),
+    or ``None`` when none opened one."""
+    kept: str | None = None
+    for other in mount_from:
+        if other == repo:
+            continue
+        answer = client.mount_blob(repo, digest, other)
+        if answer.mounted:
+            if kept is not None:
+                client.cancel_upload(kept)
+            return True, None
+        if answer.session is not None:
+            if kept is None:
+                kept = answer.session
+            else:
+                client.cancel_upload(answer.session)
+    return False, kept
+
+
 @dataclass(frozen=True)
 class Pulled:
     """What :func:`pull_layout` wrote: ``out``, ``tag`` (in the layout), ``digest``,
-    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded)."""
+    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded). ``merged``: ``out``
+    was an existing layout the tag was added to (its other tags and files kept: ``kept`` other
+    tags; ``replaced``: the digest the tag named before, when it existed)."""
 
     out: Path
     tag: str
@@ -255,40 +351,56 @@ class Pulled:
     media_type: str
     blobs: int
     bytes: int
+    merged: bool = False
+    kept: int = 0
+    replaced: str | None = None
 
     def to_json(self) -> dict:
         """JSON form for ``lemonpack pull --json``."""
         return {"out": str(self.out), "tag": self.tag, "digest": self.digest, "mediaType": self.media_type,
-                "blobs": self.blobs, "bytes": self.bytes}
+                "blobs": self.blobs, "bytes": self.bytes, "merged": self.merged, "kept_tags": self.kept,
+                "replaced": self.replaced}
 
 
 def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryClient, *,
                 tag: str | None = None, progress: bool = False) -> Pulled:
-    """Fetch ``ref`` (by tag or digest) and all it reaches into a new OCI layout at ``out``.
+    """Fetch ``ref`` (by tag or digest) and all it reaches into the OCI layout at ``out``.
 
     The layout's tag is ``tag``, else the reference's tag, else ``latest``. Manifests are
     checked against their parents' descriptors (digest and size), then the blobs they name are
-    streamed and verified (:meth:`RegistryClient.read_blob`), under a progress bar of their
-    total size on stderr when ``progress``. ``out`` is replaced atomically, and left untouched on
-    any failure (:class:`IntegrityError`, ``FetchError``, :class:`LemonpackError`).
-    A ``subject`` is not followed (it is the artifact's referent, not part of it).
+    streamed, hashed once as they arrive and verified (:meth:`RegistryClient.read_blob`), under
+    a progress bar of their total size on stderr when ``progress``. A new ``out`` appears
+    atomically; an existing layout at ``out`` is added to, as ``skopeo copy ... oci:DIR:TAG``
+    does (:class:`~lemonpack.oci.layout.LayoutWriter` ``merge``: its other tags, blobs and
+    files kept, a same-named tag replaced); a non-empty directory that is no layout is refused.
+    Everything is downloaded and verified into a temporary sibling first, so ``out`` is
+    untouched on any failure (:class:`IntegrityError`, ``FetchError``, :class:`LemonpackError`,
+    :class:`Interrupted` on Ctrl-C). A ``subject`` is not followed (it is the artifact's
+    referent, not part of it).
     """
     if ref.ref is None:
         raise LemonpackError(f"{ref}: give a tag or a digest to pull")
     name = tag or ref.tag or "latest"
+    stage = ["fetching manifests"]
+    try:
+        return _pull(ref, Path(out), client, name, progress, stage)
+    except KeyboardInterrupt:
+        raise Interrupted(f"pull of {ref} interrupted while {stage[0]}; nothing was written at {out} "
+                          "(what was downloaded so far is removed)") from None
+
+
+def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress: bool,
+          stage: list[str]) -> Pulled:
     repo = ref.repository
     counters = {"blobs": 0, "bytes": 0}
     seen: set[str] = set()
-
     blobs_todo: list[Descriptor] = []
 
-    with LayoutWriter(out) as lw:
+    with LayoutWriter(out, merge=True) as lw:
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
-            got = lw.add_blob_file(desc.media_type,
-                                   lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
-                                                              on_bytes=on_bytes))
-            if got.digest != desc.digest:  # read_blob verified it already; the layout agrees
-                raise IntegrityError(f"blob {desc.digest}", desc.digest, got.digest)
+            # read_blob hashes the bytes as they arrive and raises unless they are desc's
+            lw.receive_blob(desc, lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
+                                                             on_bytes=on_bytes))
             counters["blobs"] += 1
             counters["bytes"] += desc.size
 
@@ -319,10 +431,13 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
             raise IntegrityError(str(ref), ref.digest, root.digest)
         with byte_progress(sum(b.size for b in blobs_todo), f"pull {ref.host}/{repo}",
                            progress and bool(blobs_todo)) as on_bytes:
-            for blob in blobs_todo:
+            for n, blob in enumerate(blobs_todo, 1):
+                stage[0] = f"downloading blob {n} of {len(blobs_todo)} ({blob.digest})"
                 fetch_blob(blob, on_bytes)
         lw.set_tags({name: root})
-    return Pulled(Path(out), name, root.digest, root.media_type, counters["blobs"], counters["bytes"])
+        stage[0] = f"writing the layout at {out}"
+    return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
+                  merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name))
 
 
 __all__ = ["publish_layout", "pull_layout", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

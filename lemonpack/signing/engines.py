@@ -34,6 +34,7 @@ from lemonpack.files import hash_file, open_regular
 from lemonpack.oci.canonical import (ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
                                      canonical_json)
 from lemonpack.oci.layout import read_layout
+from lemonpack.oci.reference import split_ref_name
 
 ENGINES = ("podman", "docker")
 _DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -209,24 +210,30 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     """Load image ``tag`` of the OCI layout ``layout`` into ``engine`` (see the module doc).
 
     ``url``: the engine's API socket (``unix:///...`` or ``tcp://``); podman default: a
-    service started for the call; docker default: ``$DOCKER_HOST``. ``name``: the
-    repository to tag it as (default ``localhost/lemonpack/<layout dir name>``).
+    service started for the call; docker default: ``$DOCKER_HOST``. ``tag``: the layout tag
+    (``ref.name``), a plain tag (``v1``) or a full name as skopeo and podman write it
+    (``docker.io/x/a:1``: the image is named ``docker.io/x/a:1``;
+    :func:`lemonpack.oci.reference.split_ref_name`). ``name``: the repository to tag it as
+    (default: the full name's, else ``localhost/lemonpack/<layout dir name>``).
     Returns ``{"engine", "name", "tag", "image_id", "config_digest", "manifest_digest",
-    "reference"}`` where ``reference`` is ``NAME@<manifest digest>``. Raises
+    "reference"}`` where ``tag`` is the image's tag and ``reference`` is
+    ``NAME@<manifest digest>``. Raises
     IntegrityError when a blob or the engine's image ID does not match the layout,
     ToolError when the engine fails, LemonpackError for a bad layout / tag / engine.
     """
     if engine not in ENGINES:
         raise LemonpackError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
     root = Path(layout)
-    repo = name or f"localhost/lemonpack/{root.resolve().name.lower()}"
+    layout_tag = tag
+    full_name, tag = split_ref_name(layout_tag)
+    repo = name or full_name or f"localhost/lemonpack/{root.resolve().name.lower()}"
     if engine == "docker" and not url:
         url = os.environ.get("DOCKER_HOST")
         if not url:
             raise LemonpackError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
     with tempfile.TemporaryDirectory(prefix="lemonpack-load-") as tmp:
         archive = Path(tmp) / "image.tar"
-        manifest_digest, config_digest = write_oci_archive(root, tag, archive, f"{repo}:{tag}")
+        manifest_digest, config_digest = write_oci_archive(root, layout_tag, archive, f"{repo}:{tag}")
         try:
             if engine == "podman" and not url:
                 with podman_service() as service_url:
@@ -241,9 +248,9 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
         except (LemonpackError, OSError):
             raise
         except Exception as exc:  # noqa: BLE001  (the SDKs' own API / connection errors)
-            raise ToolError(f"{engine}: loading {root}:{tag} failed: {exc}") from None
+            raise ToolError(f"{engine}: loading {root}:{layout_tag} failed: {exc}") from None
     if _bare(image_id) != _bare(config_digest):
-        raise IntegrityError(f"image ID {engine} reports for {root}:{tag}", config_digest, f"sha256:{_bare(image_id)}")
+        raise IntegrityError(f"image ID {engine} reports for {root}:{layout_tag}", config_digest, f"sha256:{_bare(image_id)}")
     return {"engine": engine, "name": repo, "tag": tag, "image_id": f"sha256:{_bare(image_id)}",
             "config_digest": config_digest, "manifest_digest": manifest_digest,
             "reference": f"{repo}@{manifest_digest}"}

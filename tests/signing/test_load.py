@@ -149,3 +149,28 @@ def test_a_corrupted_blob_loads_nothing(built, tmp_path):
     assert podman("image", "exists", f"{name}:{tag}").returncode == 1
     r = lemonpack("load", f"{bad}:no-such-tag")
     assert r.returncode == 1 and "no tag 'no-such-tag'" in r.stderr and tag in r.stderr
+
+
+def test_layout_tags_written_as_full_names_load_under_those_names(built, tmp_path):
+    """skopeo and podman write ref.name as a full name (docker.io/x/a:1): `load DIR:NAME:TAG`
+    finds it (the split is at the first ':' after the layout directory, even one with a ':' in
+    its name) and the image keeps that name (podman#25322)."""
+    from support.tools import need
+
+    need("skopeo")
+    layout, tag, image, names = built
+    made = tmp_path / "two"
+    wanted = [f"docker.io/lpdist{secrets.token_hex(3)}/a:1", f"ghcr.io/lpdist{secrets.token_hex(3)}/b:2"]
+    for n in wanted:
+        subprocess.run(["skopeo", "copy", "-q", f"oci:{layout}:{tag}", f"oci:{made}:{n}"], check=True,
+                       capture_output=True)
+    two = made.rename(tmp_path / "two:layouts")
+    for n in wanted:
+        r = lemonpack("load", f"{two}:{n}", "--json")
+        assert r.returncode == 0, r.stderr
+        names.append(n)
+        done = json.loads(r.stdout)
+        assert f"{done['name']}:{done['tag']}" == n
+        assert podman("image", "exists", n).returncode == 0
+    r = lemonpack("load", f"{two}:docker.io/x/absent:1")
+    assert r.returncode == 1 and "no tag 'docker.io/x/absent:1'" in r.stderr and wanted[0] in r.stderr

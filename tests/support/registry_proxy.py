@@ -1,0 +1,108 @@
+"""A recording HTTP proxy on 127.0.0.1 in front of a real registry (``LocalRegistry``), able to
+behave as registries the real one is not:
+
+- ``dcd``: ``"ok"`` (forward ``Docker-Content-Digest`` as sent), ``"none"`` (drop it from
+  manifest answers: the header is not guaranteed by the distribution-spec; containerd#3238),
+  ``"wrong"`` (replace it on manifest answers by a digest of nothing we have);
+- ``mount_202``: answer a cross-repository mount (``POST ...?mount=&from=``) as a registry that
+  did not mount: the request goes to the registry as a plain ``POST``, so the answer is a real
+  upload session (``202`` + ``Location``; harbor#22863);
+- ``hold``: a set of methods (``{"PATCH"}``) whose requests are held (``held`` is set) until
+  ``release`` is set: a command stays mid-transfer for as long as a test needs; ``hold_path``:
+  only requests whose path holds this string are held.
+
+Every request is appended to ``log`` as ``{"method", "path", "query", "status", "mount"}``
+once answered (``status`` None for one cut before its answer). The ``Host`` header is
+forwarded as is, so the registry's ``Location`` URLs point at the proxy.
+Use: ``with RegistryProxy(registry) as proxy: ... proxy.host``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+
+class RegistryProxy:
+    """See the module doc. ``host`` is ``127.0.0.1:PORT`` of the proxy."""
+
+    def __init__(self, registry, *, dcd: str = "ok", mount_202: bool = False, hold: set[str] | None = None,
+                 hold_path: str = ""):
+        self.upstream = registry.host
+        self.dcd, self.mount_202, self.hold, self.hold_path = dcd, mount_202, set(hold or ()), hold_path
+        self.log: list[dict] = []
+        self.held = threading.Event()
+        self.release = threading.Event()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _forward(self):
+                u = urllib.parse.urlsplit(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                entry = {"method": self.command, "path": u.path, "query": u.query, "status": None,
+                         "mount": "mount" in q}
+                proxy.log.append(entry)
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.command in proxy.hold and proxy.hold_path in u.path:
+                    proxy.held.set()
+                    proxy.release.wait(120)
+                path = self.path
+                if proxy.mount_202 and self.command == "POST" and "mount" in q:
+                    path = u.path  # a plain POST: the registry opens a session
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                try:
+                    conn.request(self.command, path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    out = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP | {"content-length"}]
+                finally:
+                    conn.close()
+                if "/manifests/" in u.path and proxy.dcd != "ok":
+                    out = [(k, v) for k, v in out if k.lower() != "docker-content-digest"]
+                    if proxy.dcd == "wrong":
+                        out.append(("Docker-Content-Digest", "sha256:" + "ab" * 32))
+                self.send_response(resp.status, resp.reason)
+                for k, v in out:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(resp.getheader("Content-Length") or len(data))
+                                 if self.command == "HEAD" else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD" and data:
+                    self.wfile.write(data)
+                entry["status"] = resp.status
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):  # a client cut off mid-answer (Ctrl-C)
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def requests(self, method: str | None = None, path_part: str = "") -> list[dict]:
+        """Logged requests with ``method`` (any when None) whose path holds ``path_part``."""
+        return [e for e in self.log if (method is None or e["method"] == method) and path_part in e["path"]]
+
+    def __enter__(self) -> "RegistryProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
