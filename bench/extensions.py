@@ -9,7 +9,11 @@ the repository's own tree (the 8 official extensions, its lock and API records).
 :func:`lemonpack.extensions.pipeline.run_pipeline` (discover, validate, select ``all``,
 collisions, API version) plus :func:`lemonpack.extensions.generate.generate` (registry,
 constants header, JSON). Baseline, measured in the same run: reading the same manifest files
-and ``json.loads`` of each. Target: the whole pipeline under 2 s.
+and ``json.loads`` of each. Target: the whole pipeline under 0.5 s (it was 1.06 s against a
+0.035 s baseline, ratio 30, before schema validation got a compiled fast acceptor, the include
+scan and discovery stopped resolving every path, and collisions built the official claims
+once; a shared machine's wall time varies, so compare the ratio, wall or CPU (this process's CPU time, which waiting for a
+core does not inflate): under 14 meets the target).
 
 Probing. ``--files`` (default 1,000) GGUF files written with the gguf package: header,
 metadata (about 25 key/values, no vocabulary) and the tensor infos of a 24-layer model
@@ -139,11 +143,12 @@ def bench_pipeline(count: int, repeat: int) -> None:
         t_pipe = best(pipeline, repeat)
         c_pipe = CPU[0]
         t_read = best(lambda: [json.loads(p.read_bytes()) for p in paths], repeat)
+        c_read = CPU[0]
         print(f"pipeline, {count} community + {len(paths) - count} official extensions ({len(selection.providers)} providers, "
               f"{sum(map(len, files.values())) // 1024} KiB generated): {t_pipe:.3f} s "
               f"({t_pipe / count * 1e6:.0f} us per extension; CPU {c_pipe:.3f} s); reading + json.loads of the same "
-              f"manifests: {t_read:.3f} s; ratio {t_pipe / t_read:.1f}; target < 2 s: "
-              f"{'met' if t_pipe < 2 else 'MISSED'}")
+              f"manifests: {t_read:.3f} s (CPU {c_read:.3f} s); ratio {t_pipe / t_read:.1f} (CPU {c_pipe / c_read:.1f}); "
+              f"target < 0.5 s (ratio < 14): {'met' if t_pipe < 0.5 or min(t_pipe / t_read, c_pipe / c_read) < 14 else 'MISSED'}")
 
 
 # --- probing --------------------------------------------------------------------------------------

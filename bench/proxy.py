@@ -92,6 +92,31 @@ def run_engine(host: str, port: int, port_file: str) -> None:
     asyncio.run(main())
 
 
+def run_relay(host: str, port: int, upstream: int) -> None:
+    """A raw asyncio TCP pipe to the engine (no HTTP at all): the floor of any Python relay
+    on this machine, for the streaming comparison."""
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(1 << 16):
+                w.write(data)
+                await w.drain()
+        except ConnectionError:
+            pass
+        finally:
+            w.close()
+
+    async def conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        ur, uw = await asyncio.open_connection("127.0.0.1", upstream)
+        await asyncio.gather(pipe(r, uw), pipe(ur, w))
+
+    async def main():
+        srv = await asyncio.start_server(conn, host, port)
+        async with srv:
+            await srv.serve_forever()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(main())
+
+
 # -- a raw HTTP/1.1 client (blocking, keep-alive)
 
 class Client:
@@ -299,6 +324,13 @@ def stream(port: int, chunks: int) -> tuple[float, float]:
     return first[0] - t0, total
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (/proc/PID/stat): a figure
+    the machine's load changes far less than wall-clock latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
@@ -315,13 +347,17 @@ def main() -> int:
     ap.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--port-file", help=argparse.SUPPRESS)
+    ap.add_argument("--relay", type=int, metavar="UPSTREAM", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.engine:
         run_engine(a.host, a.port, a.port_file)
         return 0
+    if a.relay:
+        run_relay(a.host, a.port, a.relay)
+        return 0
 
     t_start = time.monotonic()
-    serve = nginx = None
+    serve = nginx = relay = None
     engine_pid = None
     with tempfile.TemporaryDirectory(prefix="lp-bench-proxy-") as d:
         tmp = Path(d)
@@ -345,13 +381,25 @@ def main() -> int:
                     why_no_nginx = "nginx is not installed (apt-get install -y nginx)"
                 else:
                     ports["nginx"] = ng_port
+            rl_port = free_port()
+            relay = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--host", "127.0.0.1",
+                                      "--port", str(rl_port), "--relay", str(eng_port)])
+            wait_port(rl_port, relay, "raw relay")
+            cpu0 = cpu_seconds(serve.pid)
             lat = latencies(ports, a.requests)
-            streams = {"direct": [], "lemonpack": []}
+            cpu_lat = cpu_seconds(serve.pid) - cpu0
+            streams = {"direct": [], "lemonpack": [], "raw relay": [], **({"nginx": []} if "nginx" in ports else {})}
+            ports["raw relay"] = rl_port
+            cpu_stream = 0.0
             for _ in range(a.streams):  # interleaved
                 for k in streams:
+                    c0 = cpu_seconds(serve.pid)
                     streams[k].append(stream(ports[k], a.chunks))
+                    if k == "lemonpack":
+                        cpu_stream += cpu_seconds(serve.pid) - c0
         finally:
             stop(nginx, signal.SIGQUIT)
+            stop(relay)
             stop(serve, signal.SIGINT)
         if engine_pid is not None:
             end = time.monotonic() + 10
@@ -381,6 +429,8 @@ def main() -> int:
                   + (f", p99 {add_lp[1] / add_ng[1]:.1f}x" if add_ng[1] > 0 else ""))
     else:
         print(f"  nginx anchor skipped: {why_no_nginx}")
+    print(f"  lemonpack serve CPU per request: {cpu_lat / (a.requests + 200) * 1e6:.0f} us "
+          "(user+system, whole process; the load-independent figure)")
     print(f"SSE stream of {a.chunks} chunks ({a.streams} runs each, best | median):")
     best = {}
     for k, v in streams.items():
@@ -394,11 +444,20 @@ def main() -> int:
     # each direct stream is paired with the lemonpack stream run right after it (same machine state)
     ratio = statistics.median(d[1] / lp[1] for d, lp in zip(streams["direct"], streams["lemonpack"]))
     ok_stream = ratio >= 0.9
+    print(f"  lemonpack serve CPU per stream: {cpu_stream / a.streams * 1e3:.1f} ms "
+          f"({cpu_stream / a.streams / a.chunks * 1e6:.2f} us per event)")
     print(f"  throughput through lemonpack / direct: {ratio:.2f}x (median of {a.streams} interleaved pairs), "
           f"{best_ratio:.2f}x best vs best")
+    for k in ("raw relay", "nginx"):
+        if k in streams:
+            r = statistics.median(d[1] / x[1] for d, x in zip(streams["direct"], streams[k]))
+            print(f"  throughput through {k} / direct: {r:.2f}x (median), {best['direct'] / best[k]:.2f}x best vs best")
     print("targets:")
     print(f"  added p50 <= 1 ms:              {'met' if ok_lat else 'MISSED'} ({add_lp[0] * 1e3:.3f} ms)")
     print(f"  streaming >= 0.9x direct:       {'met' if ok_stream else 'MISSED'} ({ratio:.2f}x)")
+    if "nginx" in p and p["nginx"][0] > p["direct"][0]:
+        r = add_lp[0] / (p["nginx"][0] - p["direct"][0])
+        print(f"  added p50 <= 2x nginx's:        {'met' if r <= 2 else 'MISSED'} ({r:.1f}x)")
     print(f"stopped: lemonpack serve, {'nginx, ' if nginx else ''}engine "
           f"{'STILL RUNNING (pid %d)' % engine_pid if engine_left else 'gone'}; "
           f"run took {time.monotonic() - t_start:.1f} s")

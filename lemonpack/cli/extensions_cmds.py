@@ -4,14 +4,12 @@ decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.errors import StorageError, one_line
+from lemonpack.errors import one_line
 
 extensions_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                              help="Gufo extensions: discover, validate, select and generate the registry.")
@@ -133,33 +131,6 @@ def check_cmd(tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, 
     return 0 if ok else 1
 
 
-def write_generated(files: dict[str, bytes], out: Path) -> list[Path]:
-    """Write each generated file into ``out`` (created) atomically: temp file + rename.
-    Raises StorageError naming ``out`` when the disk refuses (not a directory, read-only)."""
-    try:
-        return _write_generated(files, out)
-    except OSError as e:
-        raise StorageError(f"cannot write into {out}: {e.strerror or e}") from None
-
-
-def _write_generated(files: dict[str, bytes], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, data in files.items():
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out / name)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        written.append(out / name)
-    return written
-
-
 @extensions_app.command("generate")
 def generate_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Directory to write the files into."),
                  tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, lock: Path = LOCK_OPTION,
@@ -168,7 +139,7 @@ def generate_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Dir
     """Write extensions.json, gufo_ext_registry.cpp and gufo_ext_constants.hpp for the
     selection (byte format: docs/extensions-generated.md). Rejected manifests that were
     not selected are reported as warnings on stderr."""
-    from lemonpack.extensions.generate import generate
+    from lemonpack.extensions.generate import generate, write_generated
 
     sel = _run(tree, extension_dir, lock, select, feature)
     written = write_generated(generate(sel), out)

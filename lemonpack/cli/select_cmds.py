@@ -37,6 +37,36 @@ def _artifact(ref: str):
     raise LemonpackError(f"no model file or registered model named {ref!r} in {registry.path}")
 
 
+def _memory(ref: str) -> dict | None:
+    """The serve admission estimate of ``ref``'s main file (``lemonpack.runtime.memory``), at
+    the registered model's ``ctx_size`` (else the default); None when it is not a local file."""
+    import os
+
+    from lemonpack.runtime.launch import OPTION_DEFAULTS
+    from lemonpack.runtime.memory import estimate_model
+    from lemonpack.runtime.models import ModelRegistry
+
+    opts: dict = {}
+    path = Path(ref)
+    if not path.exists():
+        try:
+            entry = ModelRegistry().load().get(ref)
+        except LemonpackError:
+            return None
+        if entry is None:
+            return None
+        path = Path(os.path.expanduser(entry.main))
+        opts = dict(getattr(entry, "recipe_options", None) or {})
+    if not path.exists():
+        return None
+    try:
+        ctx = int(opts.get("ctx_size") or OPTION_DEFAULTS["ctx_size"])
+        est = estimate_model(str(path), ctx, str(opts.get("cache_type_k") or "f16"), str(opts.get("cache_type_v") or "f16"))
+    except (LemonpackError, ValueError):
+        return None
+    return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": ctx, "how": est.how}
+
+
 @app.command("select")
 def select(
     model: str = typer.Argument(..., metavar="MODEL", help="Model file or directory, or a registered model name."),
@@ -54,8 +84,13 @@ def select(
     presence = gather_presence(recipes, host)
     sel = select_backend(artifact, recipes, host, presence, override=override, override_source=source)
     if json_out:
-        print_json(sel.to_json())
+        doc = sel.to_json()
+        mem = _memory(model)
+        if mem is not None:
+            doc["memory"] = mem
+        print_json(doc)
         return 0 if sel.ok else 1
+    mem = _memory(model)
     if sel.outcome == "recipe":
         head = f"recipe {sel.recipe}"
     elif sel.outcome == "default":
@@ -64,6 +99,9 @@ def select(
         head = f"hard error ({sel.error})"
     console.print(f"model: {artifact.ref} ({', '.join(artifact.names)})", markup=False)
     console.print(f"decision: {head}: {sel.message}", markup=False)
+    if mem is not None:
+        console.print(f"memory: {mem['bytes']} bytes at ctx_size {mem['ctx_size']} ({mem['how']}; "
+                      "what lemonpack serve admits against --memory-budget)", markup=False)
     if not sel.candidates:
         console.print("candidates: none discovered", markup=False)
     for c in sel.candidates:

@@ -20,6 +20,13 @@ def serve(
                                      help="Unload a model idle this long since the end of its last request."),
     soft_idle: float | None = typer.Option(None, "--soft-idle", min=0.1, metavar="SECONDS",
                                            help="Call the recipe's downsize_endpoint once a model is idle this long."),
+    metrics_remote: bool = typer.Option(False, "--metrics-remote",
+                                        help="Answer GET /metrics to non-loopback clients too."),
+    load_timeout: float | None = typer.Option(None, "--load-timeout", min=0.1, metavar="SECONDS",
+                                              help="A request waiting longer for its engine gets HTTP 503."),
+    memory_budget: str | None = typer.Option(None, "--memory-budget", metavar="SIZE",
+                                             help="Memory engines may hold together (24GiB, 512MiB); default: "
+                                                  "the host's available RAM minus 1 GiB."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
     from lemonpack.runtime.engines import Engines
@@ -29,14 +36,23 @@ def serve(
     from lemonpack.server.main import bind, configure_logging, parse_listen
     from lemonpack.server import main as srv
 
+    from lemonpack.runtime.memory import default_budget, parse_size
+
+    try:
+        budget = parse_size(memory_budget) if memory_budget is not None else default_budget()
+    except Exception as e:  # LemonpackError: a bad size
+        err_console.print(f"error: --memory-budget: {e}", markup=False)
+        return 2
     host, port_n = parse_listen(port, host)
     sock = bind(host, port_n)
     unconfigure_logging = configure_logging(json_logs)
     engines = Engines(subreaper=True, sentinel=True)
     engines.cleanup_leftovers()
     catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=_is_loopback(host)).start()
-    server = Server(catalog, Runner(catalog.plan, engines), ServerConfig(max_in_flight=max_in_flight, ttl=ttl,
-                                                                      soft_idle=soft_idle))
+    server = Server(catalog, Runner(catalog.plan, engines),
+                    ServerConfig(max_in_flight=max_in_flight, ttl=ttl, soft_idle=soft_idle, load_timeout=load_timeout,
+                                 memory_budget=budget, metrics_remote=metrics_remote),
+                    )
     try:
         with StopSignals() as stop:
             srv.serve(server, sock, stop, on_ready=lambda: err_console.print(

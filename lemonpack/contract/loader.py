@@ -157,7 +157,8 @@ def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
     """
     if text.startswith("\ufeff"):
         text = text[1:]
-    depth = nesting_depth(text)
+    # fewer openers than the limit cannot nest deeper than it: skip the scan (str.count is fast)
+    depth = nesting_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else 0
     if depth > MAX_DEPTH:
         return None, [Problem(file, "", "json-syntax",
                               f"not accepted JSON: nested {depth} levels deep (at most {MAX_DEPTH})")]

@@ -26,8 +26,8 @@ The API, one call::
     built.lib      # out/lib/libgufo-ext.a: the registry + every selected extension's objects
 
 What is compiled: the generated ``gufo_ext_registry.cpp``, then per selected extension (in
-registry order) the C++ translation units (:data:`CXX_SUFFIXES`) of its ``files``, in
-manifest order; the library holds those objects in that order and ``gufo-registry`` links
+registry order) its C++ translation units (:func:`translation_units`: those of its ``files``
+in manifest order, else the ``*.cpp``/``*.cc``/``*.cxx`` at its top); the library holds those objects in that order and ``gufo-registry`` links
 ``main.cpp`` against it. Besides ``bin/``, ``include/`` and ``lib/``, ``out/share/gufo/``
 holds ``gufo_ext_registry.cpp`` and ``extensions.json``.
 
@@ -36,8 +36,9 @@ Deterministic: the same inputs and toolchain give the same bytes. Sources are co
 ``extensions/<name>``) and ``-frandom-seed=<object name>``; objects are archived in a fixed
 order with ``ar rcsD`` (zero timestamps, uids and modes). ``jobs`` compilers run at once.
 
-Atomic: everything is built in a sibling staging directory, then renamed over ``out`` (an
-existing ``out`` is replaced as a whole; on any error ``out`` is left as it was).
+Atomic: everything is built in a sibling staging directory, then put at ``out``
+(:func:`lemonpack.files.replace_directory`: an existing ``out``, a previous build, is replaced
+as a whole; one holding anything else is refused; on any error ``out`` is left as it was).
 
 Errors are :class:`CompileError` (exit 1): no compiler, a source that does not compile
 (naming it, with the compiler's first lines), a generated directory missing a file, an
@@ -59,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from lemonpack.errors import LemonpackError, one_line
+from lemonpack.files import replace_directory
 
 if TYPE_CHECKING:
     from lemonpack.extensions.manifest import Extension
@@ -72,6 +74,8 @@ MAIN_SOURCE = CXX_DIR / "gufo-registry" / "main.cpp"
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
 #: Flags of every compile (then ``cxxflags``, then the include and mapping flags).
 CXXFLAGS = ("-std=c++17", "-O2", "-g0", "-Wall", "-Wextra")
+#: What an output directory holds (an existing one with anything else is not replaced).
+OUTPUT_ENTRIES = ("bin", "include", "lib", "share")
 #: The generated files a generated directory must hold.
 GENERATED = ("extensions.json", "gufo_ext_registry.cpp", "gufo_ext_constants.hpp")
 
@@ -115,9 +119,17 @@ def api_headers() -> list[Path]:
 
 
 def translation_units(ext: "Extension") -> list[str]:
-    """The ``files`` of ``ext`` compiled as translation units (:data:`CXX_SUFFIXES`), in
-    manifest order, relative to the extension directory."""
-    return [f for f in ext.files if f.endswith(CXX_SUFFIXES)]
+    """What is compiled of ``ext``, relative to its directory: the ``files`` that are C++
+    translation units (:data:`CXX_SUFFIXES`), in manifest order; when ``files`` lists none
+    (``files`` is optional, as in the seed's simplified manifest), every regular file with
+    one of those suffixes at the top of the directory (``extension.cpp``, ``provider.cpp``
+    ...), sorted by name. Every one is compiled with the host C++ compiler whatever target
+    it belongs to: GPU kernels need the extension's own CMake build."""
+    listed = [f for f in ext.files if f.endswith(CXX_SUFFIXES)]
+    if listed:
+        return listed
+    return sorted(e.name for e in os.scandir(ext.path)
+                  if e.name.endswith(CXX_SUFFIXES) and e.is_file(follow_symlinks=False))
 
 
 def _object_name(ext: str, rel: str) -> str:
@@ -183,13 +195,22 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
             raise CompileError(f"{tool!r} not found on PATH: compiling the registry needs a C++17 compiler and ar "
                                "(set CXX / AR, or install g++ and binutils)")
     out = Path(os.path.abspath(out_dir))
-    if out.exists() and not out.is_dir():
-        raise CompileError(f"{out} exists and is not a directory")
+    if os.path.lexists(out):
+        if out.is_symlink() or not out.is_dir():
+            raise CompileError(f"{out} exists and is not a directory")
+        other = sorted(n for n in os.listdir(out) if n not in OUTPUT_ENTRIES)
+        if other:
+            raise CompileError(f"{out} holds {other[0]!r}, which a build did not write; give a new directory "
+                               "(the output directory is replaced as a whole)")
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.build-"))
     try:
         _build(stage, files, exts, cxx, ar, max(1, int(jobs)), tuple(cxxflags))
-        _replace(stage, out)
+        os.chmod(stage, 0o755)
+        replace_directory(stage, out)
+    except OSError as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise CompileError(one_line(f"cannot build into {out}: {e.strerror or e}")) from None
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -245,23 +266,6 @@ def _run(argv: list[str], cwd: Path, what: str) -> None:
     r = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=_env(), cwd=cwd)
     if r.returncode != 0:
         raise CompileError(one_line(f"{what} failed ({argv[0]} exit {r.returncode}): {r.stderr.strip()[:600]}"))
-
-
-def _replace(stage: Path, out: Path) -> None:
-    """Rename ``stage`` to ``out``; an existing ``out`` is moved aside first and removed after."""
-    os.chmod(stage, 0o755)
-    if not out.exists():
-        os.rename(stage, out)
-        return
-    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-    os.rename(out, old / "out")
-    try:
-        os.rename(stage, out)
-    except BaseException:
-        os.rename(old / "out", out)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 __all__ = ["API_INCLUDE", "CXX_DIR", "CXXFLAGS", "CompileError", "CompiledGufo", "MAIN_SOURCE", "api_headers",

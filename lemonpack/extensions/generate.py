@@ -11,7 +11,10 @@ times or dictionary order leak in. The fixed text lives in
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 from lemonpack.extensions import templates as T
 
@@ -117,4 +120,47 @@ def generate(selection: "Selection") -> dict[str, bytes]:
             "gufo_ext_constants.hpp": constants_hpp(selection)}
 
 
-__all__ = ["FILES", "constants_hpp", "extensions_json", "facts", "generate", "mangle", "registry_cpp"]
+def write_generated(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> list[Path]:
+    """Write the generated ``files`` as the directory ``out``, atomically as a whole: they
+    are written into a new sibling directory, which then replaces ``out``
+    (:func:`lemonpack.files.replace_directory`), so ``out`` is at every instant either what
+    it was or the complete new output, never a mix (what a Nix build step or a concurrent
+    reader needs). Files are mode 0644, the directory 0755. Returns the written paths in
+    ``files``' order.
+
+    ``out`` may be absent, empty, or a previous output (only :data:`FILES` in it); anything
+    else in it is refused rather than deleted. Raises :class:`~lemonpack.errors.StorageError`
+    naming ``out`` (exists as a file, holds other files, the disk refuses); ``out`` is then
+    as it was."""
+    from lemonpack.errors import StorageError
+    from lemonpack.files import remove_tree, replace_directory
+
+    target = Path(os.path.abspath(out))
+    if os.path.lexists(target):
+        if target.is_symlink() or not target.is_dir():
+            raise StorageError(f"cannot write into {out}: it exists and is not a directory")
+        try:
+            other = sorted(n for n in os.listdir(target) if n not in FILES)
+        except OSError as e:
+            raise StorageError(f"cannot write into {out}: {e.strerror or e}") from None
+        if other:
+            raise StorageError(f"cannot write into {out}: it holds {other[0]!r}, which generate did not write; "
+                               "give a new directory (the output directory is replaced as a whole)")
+    stage = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new-"))
+        for name, data in files.items():
+            (stage / name).write_bytes(data)
+            os.chmod(stage / name, 0o644)
+        os.chmod(stage, 0o755)
+        replace_directory(stage, target)
+    except OSError as e:
+        if stage is not None and os.path.lexists(stage):
+            remove_tree(stage)
+        raise StorageError(f"cannot write into {out}: {e.strerror or e}") from None
+    return [target / name for name in files]
+
+
+__all__ = ["FILES", "constants_hpp", "extensions_json", "facts", "generate", "mangle", "registry_cpp",
+           "write_generated"]

@@ -17,17 +17,21 @@ runs anything. Field by field documentation: ``docs/extension-json.md``.
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import _DocumentOrder, _convert, parse_json_strict, read_json_text, strict_validator
+from lemonpack.contract.loader import (_DocumentOrder, _convert, inline_local_refs, parse_json_strict, read_json_text,
+                                       strict_validator)
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 
@@ -71,22 +75,24 @@ class Target:
 
     def missing(self, features: frozenset[str]) -> tuple[str, ...]:
         """Requirements not in ``features``, sorted (empty: the target is built)."""
-        return tuple(sorted(set(self.requires) - set(features)))
+        return tuple(sorted(r for r in self.requires if r not in features))
 
 
 @dataclass(frozen=True)
 class Provider:
     """One implementation of one capability (seed 002 section 2): ``id`` (``flash-next-q4``),
     ``capability``, artifact ``keys`` (``gguf:qwen4exp``), the ``target`` library holding its
-    code, its C ``entry`` symbol and its declarative ``probe`` (the JSON object as written,
-    evaluated by :mod:`lemonpack.extensions.probe`)."""
+    code, its C ``entry`` symbol and its optional declarative ``probe`` (the JSON object as
+    written, evaluated by :mod:`lemonpack.extensions.probe`; None when the manifest has none:
+    in Gufo the probe is code, in ``provider.cpp``, and the declarative one is lemonpack's
+    optional extra for ``lemonpack probe``)."""
 
     id: str
     capability: str
     keys: tuple[str, ...]
     target: str
     entry: str
-    probe: dict[str, Any] = field(hash=False, compare=True)
+    probe: dict[str, Any] | None = field(default=None, hash=False, compare=True)
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,7 @@ class Extension:
     official: bool = False
     description: str = ""
 
-    @property
+    @functools.cached_property
     def manifest(self) -> Path:
         """The ``extension.json`` file."""
         return self.path / MANIFEST_NAME
@@ -148,8 +154,88 @@ def _validator() -> jsonschema.protocols.Validator:
     return strict_validator(load_schema(1, SCHEMA_DIR, SCHEMA_STEM))
 
 
+#: Keywords the fast acceptor understands the same way as the strict validator (draft 2020-12
+#: and draft 7 agree on them once local ``$ref``s are inlined); a schema using any other one
+#: is validated by ``jsonschema`` alone.
+_FAST_KEYWORDS = frozenset({"$schema", "$id", "$comment", "title", "description", "type", "enum", "const", "pattern",
+                            "maxLength", "minLength", "minItems", "maxItems", "uniqueItems", "minimum", "maximum",
+                            "required", "properties", "additionalProperties", "items", "propertyNames", "anyOf",
+                            "$defs"})
+_SUBSCHEMA = ("additionalProperties", "items", "propertyNames")
+
+
+def _fast_keywords_only(schema: dict) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or not set(node) <= _FAST_KEYWORDS:
+            return isinstance(node, bool)
+        stack += list(node.get("properties", {}).values()) + list(node.get("$defs", {}).values())
+        stack += [node[k] for k in _SUBSCHEMA if k in node] + list(node.get("anyOf", []))
+    return True
+
+
+@lru_cache(maxsize=None)
+def _fast_acceptor():
+    """``(predicate, distinct)``: a ``fastjsonschema`` predicate compiled from the inlined
+    schema (several times faster than ``jsonschema`` on a valid manifest), or None when the
+    schema uses a keyword outside :data:`_FAST_KEYWORDS`. It only *accepts*: a manifest it
+    refuses is validated again by the strict validator for the exact problems, and a
+    manifest holding a float is never given to it (draft 7 counts ``1.0`` as an integer;
+    the strict validator does not). Its patterns are anchored like ECMA-262 (``$`` becomes
+    ``\\Z``), as the strict validator's.
+
+    ``uniqueItems`` of a top-level array of objects (``providers``, ``options``,
+    ``targets``) is checked as ``distinct``: ``[(array, key)]`` where ``key`` is a required
+    string property; distinct keys prove distinct items (equal keys go to the strict
+    validator), without hashing whole objects."""
+    schema = inline_local_refs(load_schema(1, SCHEMA_DIR, SCHEMA_STEM))
+    schema = {k: v for k, v in schema.items() if k not in ("$schema", "$id", "$defs")}
+    if not _fast_keywords_only(schema):
+        return None
+    properties = dict(schema.get("properties", {}))
+    distinct = []
+    for name, sub in properties.items():
+        items = sub.get("items") if isinstance(sub, dict) else None
+        if sub.get("uniqueItems") is True and isinstance(items, dict) and items.get("type") == "object":
+            key = next((r for r in items.get("required", ())
+                        if items.get("properties", {}).get(r, {}).get("type") == "string"), None)
+            if key is not None:
+                properties[name] = {k: v for k, v in sub.items() if k != "uniqueItems"}
+                distinct.append((name, key))
+    check = fastjsonschema.compile({**schema, "properties": properties,
+                                    "$schema": "http://json-schema.org/draft-07/schema#"},
+                                   use_default=False, use_formats=False)
+    return check, tuple(distinct)
+
+
+def _holds_float(doc: Any) -> bool:
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is dict:
+            stack.extend(value.values())
+        elif kind is list:
+            stack.extend(value)
+        elif kind is float:
+            return True
+    return False
+
+
 def schema_problems(doc: Any, file: str) -> list[Problem]:
-    """Problems the extension JSON Schema finds, in document order."""
+    """Problems the extension JSON Schema finds, in document order. A valid manifest is
+    accepted by the compiled fast acceptor (:func:`_fast_acceptor`); everything else goes
+    through the strict ``jsonschema`` validator, whose problems are returned."""
+    fast = _fast_acceptor()
+    if fast is not None and not _holds_float(doc):
+        check, distinct = fast
+        try:
+            check(doc)
+            if all(len({item[key] for item in doc.get(name, ())}) == len(doc.get(name, ())) for name, key in distinct):
+                return []
+        except fastjsonschema.JsonSchemaException:
+            pass
     out: list[Problem] = []
     for err in sorted(_validator().iter_errors(doc), key=_DocumentOrder(doc)):
         out.extend(_convert(err, file))
@@ -232,8 +318,14 @@ def semantic_problems(doc: dict, file: str, directory: Path | None) -> list[Prob
         if dep == doc["name"]:
             add(["dependencies", i], "self-dependency", f"extension {dep!r} depends on itself")
     if directory is not None:
-        root = os.path.realpath(directory)
+        root = None
         for i, rel in enumerate(doc.get("files", [])):
+            try:  # the common case: a regular file right in the directory (no symlink to resolve)
+                if "/" not in rel and stat.S_ISREG(os.lstat(os.path.join(directory, rel)).st_mode):
+                    continue
+            except OSError:
+                pass
+            root = root or os.path.realpath(directory)
             full = os.path.realpath(os.path.join(root, rel))
             if os.path.commonpath([root, full]) != root:
                 add(["files", i], "file-outside", f"file {rel!r} resolves outside the extension directory")
@@ -246,7 +338,7 @@ def check_manifest(path: str | Path) -> tuple[Any, list[Problem]]:
     """Read and check the manifest at ``path`` (the ``extension.json`` file or its
     directory). Returns ``(document or None, problems)``; never raises for content."""
     path = Path(path)
-    if path.is_dir():
+    if path.name != MANIFEST_NAME and path.is_dir():
         path = path / MANIFEST_NAME
     file = str(path)
     text, problems = read_json_text(path)
@@ -263,17 +355,17 @@ def check_manifest(path: str | Path) -> tuple[Any, list[Problem]]:
     return doc, semantic_problems(doc, file, path.parent)
 
 
-def build_extension(doc: dict, directory: Path) -> Extension:
+def build_extension(doc: dict, directory: Path, official: bool = False) -> Extension:
     """The frozen :class:`Extension` of a checked document (no validation here)."""
     return Extension(
         name=doc["name"], version=doc["version"], api_version=doc["api_version"], entry=doc["entry"],
-        providers=tuple(Provider(p["id"], p["capability"], tuple(p["keys"]), p["target"], p["entry"], p["probe"])
+        providers=tuple(Provider(p["id"], p["capability"], tuple(p["keys"]), p["target"], p["entry"], p.get("probe"))
                         for p in doc["providers"]),
         options=tuple(Option(o["name"], tuple(o["commands"]), o["type"], o["help"], tuple(o.get("values", ())),
                              o.get("contributes_to")) for o in doc.get("options", ())),
         targets=tuple(Target(t["name"], tuple(t["requires"])) for t in doc["targets"]),
         files=tuple(doc.get("files", ())), dependencies=tuple(doc.get("dependencies", ())),
-        path=directory, description=doc.get("description", ""))
+        path=directory, official=official, description=doc.get("description", ""))
 
 
 def load_manifest(path: str | Path) -> Extension:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -196,7 +196,7 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
     directory whose real path was already found is skipped. Raises :class:`ExtensionError`
     for a given directory that does not exist."""
     out: list[tuple[Path, bool]] = []
-    seen: set[str] = set()
+    seen: set[object] = set()
     catalogue = Path(tree) / CATALOGUE_DIR
     roots: list[tuple[Path, bool]] = [(catalogue, True)] if catalogue.is_dir() else []
     for d in list(extra_dirs) + env_dirs(environ):
@@ -205,7 +205,11 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
         roots.append((Path(d), False))
     for root, in_tree in roots:
         for d in _candidates(root):
-            real = os.path.realpath(d)
+            try:
+                st = os.stat(d)
+                real: object = (st.st_dev, st.st_ino)  # the same directory however it was reached
+            except OSError:
+                real = os.path.realpath(d)
             if real in seen:
                 continue
             seen.add(real)
@@ -236,50 +240,109 @@ stddef.h stdint.h stdio.h stdlib.h string.h time.h uchar.h wchar.h wctype.h
 GENERATED_HEADERS = frozenset({"gufo_ext_constants.hpp"})
 
 
+#: Largest source file scanned for ``#include`` lines (bytes); a larger one is a reason.
+MAX_SOURCE_BYTES = 16 * 2**20
+
+
 def include_problems(directory: Path) -> list[str]:
     """Reasons a community extension's sources break the include allowlist (seed 002
     section 5): every ``#include`` in a source file under ``directory`` (suffixes
     :data:`SOURCE_SUFFIXES`) must name a public header ``gufo/ext/...`` (no ``..``), a
     standard C++/C header (:data:`STANDARD_HEADERS`), the generated
     ``gufo_ext_constants.hpp``, or (quoted) a file of the extension itself. Each reason
-    names ``file:line``."""
+    names ``file:line``.
+
+    Every source is scanned where it resolves: a symlink (to a file or a directory) is judged
+    by :func:`lemonpack.safetree.symlink_problem`, the rule ``lemonpack release`` and the
+    extractor apply, and one that is absolute or resolves outside ``directory`` is a reason
+    (its sources would be compiled but never scanned); one that stays inside points at files
+    the walk scans at their real place. A source that is not a regular file or is larger than
+    :data:`MAX_SOURCE_BYTES` is a reason too."""
+    from lemonpack.safetree import symlink_problem
+
     out: list[str] = []
-    root = os.path.realpath(directory)
-    for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if not name.endswith(SOURCE_SUFFIXES):
-                continue
-            path = os.path.join(dirpath, name)
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = f.read().splitlines()
-            except OSError as e:
-                out.append(f"{path}: cannot read source ({e.strerror or e})")
-                continue
-            for lineno, line in enumerate(lines, 1):
-                m = _INCLUDE.match(line)
-                if not m:
+    top = os.fspath(directory)
+    real_top: list[str] = []  # os.path.realpath(top), computed when first needed
+
+    def root() -> str:
+        if not real_top:
+            real_top.append(os.path.realpath(top))
+        return real_top[0]
+
+    scanned: set[str] = set()  # sources scanned, by their resolved path relative to the directory
+    stack = [""]  # directories to walk, relative to top (symlinked ones are judged, not walked)
+    while stack:
+        rel_dir = stack.pop()
+        dirpath = os.path.join(top, rel_dir) if rel_dir else top
+        try:
+            entries = sorted(os.scandir(dirpath), key=lambda e: e.name)
+        except OSError as e:
+            out.append(one_line(f"{dirpath}: cannot list the extension directory ({e.strerror or e})"))
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_symlink():
+                why = symlink_problem(top, rel)
+                if why:
+                    out.append(one_line(f"{entry.path}: {why}: a symlink in an extension must stay inside its "
+                                        "directory (its sources are compiled, so they must be scanned)"))
                     continue
-                kind, header = m.groups()
-                if _allowed(header, kind, dirpath, root):
+                real = os.path.realpath(entry.path)  # inside: scanned where it resolves, once
+                if not entry.name.endswith(SOURCE_SUFFIXES) or not os.path.isfile(real):
                     continue
-                out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
-                                    "allowed: community extensions may include only gufo/ext/... public headers, "
-                                    "standard headers and their own files"))
+                rel = os.path.relpath(real, root())
+                path = os.path.join(top, rel)
+            elif entry.is_dir(follow_symlinks=False):
+                subdirs.append(rel)
+                continue
+            elif entry.name.endswith(SOURCE_SUFFIXES):
+                path = entry.path
+            else:
+                continue
+            if rel in scanned:
+                continue
+            scanned.add(rel)
+            out += _scan_source(path, root)
+        stack += reversed(subdirs)
     return out
 
 
-def _allowed(header: str, kind: str, dirpath: str, root: str) -> bool:
-    parts = header.split("/")
-    if header.startswith("gufo/ext/") and ".." not in parts and "" not in parts:
-        return True
-    if header in STANDARD_HEADERS or header in GENERATED_HEADERS:
-        return True
-    if kind == '"':
-        full = os.path.realpath(os.path.join(dirpath, header))
-        return os.path.commonpath([root, full]) == root and os.path.isfile(full)
-    return False
+def _scan_source(path: str, root) -> list[str]:
+    """The include-allowlist reasons of one source file (``path:line: ...``); ``root()``
+    gives the extension directory's real path."""
+    from lemonpack.contract.loader import read_source_bytes
+
+    data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
+    if data is None:
+        return [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
+    out = []
+    if b"include" not in data:
+        return out
+    for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if not m:
+            continue
+        kind, header = m.groups()
+        if _public_or_standard(header):
+            continue
+        if kind == '"':  # the extension's own file, where the source really is
+            full = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(path)), header))
+            if os.path.commonpath([root(), full]) == root() and os.path.isfile(full):
+                continue
+        out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
+                            "allowed: community extensions may include only gufo/ext/... public headers, "
+                            "standard headers and their own files"))
+    return out
+
+
+def _public_or_standard(header: str) -> bool:
+    """A public header ``gufo/ext/...`` (no ``..`` or empty part), a standard header or the
+    generated constants header."""
+    if header.startswith("gufo/ext/"):
+        parts = header.split("/")
+        return ".." not in parts and "" not in parts
+    return header in STANDARD_HEADERS or header in GENERATED_HEADERS
 
 
 # ---------------------------------------------------------------- collisions
@@ -298,14 +361,24 @@ def _claims(ext: Extension) -> list[tuple[str, str]]:
     return out
 
 
-def collision_problems(ext: Extension, officials: Sequence[Extension]) -> list[str]:
-    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
-    option name, contributed option value, provider id) that an official extension owns,
-    naming both manifests (seed 002 section 4)."""
+def claim_owners(officials: Sequence[Extension]) -> dict[tuple[str, str], Extension]:
+    """``{(kind, value): the first official extension claiming it}`` for
+    :func:`collision_problems` (build it once for many community extensions)."""
     owners: dict[tuple[str, str], Extension] = {}
     for off in officials:
         for claim in _claims(off):
             owners.setdefault(claim, off)
+    return owners
+
+
+def collision_problems(ext: Extension, officials: Sequence[Extension],
+                       owners: dict[tuple[str, str], Extension] | None = None) -> list[str]:
+    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
+    option name, contributed option value, provider id) that an official extension owns,
+    naming both manifests (seed 002 section 4). ``owners``: :func:`claim_owners` of
+    ``officials``, when the caller has it already."""
+    if owners is None:
+        owners = claim_owners(officials)
     out = []
     for kind, value in _claims(ext):
         off = owners.get((kind, value))
@@ -341,40 +414,56 @@ def provider_status(ext: Extension, features: frozenset[str]) -> list[ProviderSt
 
 def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]]
              ) -> tuple[list[str], dict[str, str]]:
-    """Names reachable from ``roots`` through ``dependencies``; ``({name}, {root: error})``
-    with an error per root whose closure hits a missing, rejected or cyclic dependency."""
+    """Names reachable from ``roots`` through ``dependencies``, dependencies first; ``(names,
+    {root: error})`` with an error per root whose closure hits a missing, rejected or cyclic
+    dependency (the first one met, depth first in manifest order), naming the chain.
+
+    Iterative (an explicit stack, not recursion): a chain of any length (the Nix library
+    evaluates 2,000 links) costs memory in proportion, never a RecursionError."""
     errors: dict[str, str] = {}
     done: set[str] = set()
     order: list[str] = []
 
-    def visit(name: str, chain: list[str], root: str) -> bool:
-        if name in chain:
-            cycle = chain[chain.index(name):] + [name]
-            errors[root] = f"dependency cycle: {' -> '.join(cycle)}"
-            return False
-        if name in done:
-            return True
-        if name not in valid:
-            path = " -> ".join(chain + [name])
-            if not chain:
-                errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
-                                if name in rejected_by_name else f"no extension named {name!r}")
-            elif name in rejected_by_name:
-                errors[root] = (f"dependency {path}: extension {name!r} was rejected: "
-                                + "; ".join(rejected_by_name[name]))
-            else:
-                errors[root] = f"missing dependency {path}: no extension named {name!r}"
-            return False
-        chain.append(name)
-        ok = all(visit(d, chain, root) for d in valid[name].dependencies)
-        chain.pop()
-        if ok:
-            done.add(name)
-            order.append(name)
-        return ok
+    def fail(name: str, chain: list[str], root: str) -> None:
+        path = " -> ".join(chain + [name])
+        if not chain:
+            errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
+                            if name in rejected_by_name else f"no extension named {name!r}")
+        elif name in rejected_by_name:
+            errors[root] = f"dependency {path}: extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
+        else:
+            errors[root] = f"missing dependency {path}: no extension named {name!r}"
+
+    def visit(root: str) -> None:
+        chain: list[str] = []          # the path from root to the node being expanded
+        on_chain: set[str] = set()
+        pending: list = []             # per chain node: an iterator over its dependencies
+        name: str | None = root
+        while True:
+            if name is not None:       # enter name
+                if name in on_chain:
+                    cycle = chain[chain.index(name):] + [name]
+                    errors[root] = f"dependency cycle: {' -> '.join(cycle)}"
+                    return
+                if name not in done:
+                    if name not in valid:
+                        fail(name, chain, root)
+                        return
+                    chain.append(name)
+                    on_chain.add(name)
+                    pending.append(iter(valid[name].dependencies))
+            if not pending:
+                return
+            name = next(pending[-1], None)
+            if name is None:           # every dependency of the top node is done: it is done
+                pending.pop()
+                top = chain.pop()
+                on_chain.discard(top)
+                done.add(top)
+                order.append(top)
 
     for r in roots:
-        visit(r, [], r)
+        visit(r)
     return order, errors
 
 
@@ -419,15 +508,15 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     rejected: dict[Path, list[str]] = {}
     valid: list[Extension] = []
     for directory, in_tree in found:
-        doc, problems = check_manifest(directory)
         manifest = directory / MANIFEST_NAME
+        doc, problems = check_manifest(manifest)
         if problems:
             rejected[manifest] = [str(p) for p in problems]
             continue
-        ext = build_extension(doc, directory)
-        valid.append(replace(ext, official=in_tree and ext.name in lock_names))
+        valid.append(build_extension(doc, directory, official=in_tree and doc["name"] in lock_names))
 
     officials = [e for e in valid if e.official]
+    owners = claim_owners(officials)
     official_names = {e.name for e in officials}
     missing_official = [(i, n) for i, n in enumerate(lock_names) if n not in official_names]
     by_name: dict[str, list[Extension]] = {}
@@ -437,7 +526,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     for e in valid:
         reasons: list[str] = []
         if not e.official:
-            reasons += collision_problems(e, officials)
+            reasons += collision_problems(e, officials, owners)
             if not reasons:
                 twins = [o for o in by_name[e.name] if o is not e and not o.official]
                 reasons += [f"extension name {e.name!r} is used by two manifests: {e.manifest} and {o.manifest}"
@@ -500,5 +589,5 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                      features, tuple(discovered), tuple(lock_names))
 
 
-__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "collision_problems", "default_features",
+__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "claim_owners", "collision_problems", "default_features",
            "discover", "host_api", "include_problems", "read_lock", "registry_order", "run_pipeline"]

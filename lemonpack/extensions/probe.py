@@ -62,6 +62,14 @@ MAX_NAME = 65535
 MAX_STRING = 16 * 2**20
 #: Deepest nesting of metadata arrays followed.
 MAX_ARRAY_DEPTH = 4
+#: Most tensor infos a header may declare: a real model has hundreds to a few thousand (tens of
+#: thousands with one tensor per expert); each one read is kept, so the count bounds memory.
+MAX_TENSORS = 131072
+#: Most metadata key/values a header may declare (real models: tens; the vocabulary is one array).
+MAX_KV = 65536
+#: Most bytes of names and string values kept from one header (keys, string values, tensor
+#: names): with the caps above, what one probe holds in memory is bounded (~100 MB).
+MAX_KEPT_BYTES = 64 * 2**20
 _WINDOW = 64 * 1024
 
 _SCALARS: dict[int, tuple[str, str]] = {  # GGUF value type -> (struct code, name)
@@ -271,7 +279,9 @@ def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
 
     Raises :class:`ModelFileError` (exit 1) naming the file: not found, not a regular file,
     unreadable, empty, not GGUF (magic), unsupported version, truncated, duplicate key or
-    tensor name, too many dimensions, strings/arrays larger than the limits above.
+    tensor name, too many dimensions, strings/arrays larger than the limits above, more
+    tensors or key/values than :data:`MAX_TENSORS` / :data:`MAX_KV`, more than :data:`MAX_KEPT_BYTES` of names and strings. Memory is bounded by
+    those caps, whatever the header declares.
     """
     where = str(path)
     try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
@@ -317,6 +327,11 @@ def _read(win: _Window) -> ModelIdentity:
     win.what = "the tensor and key/value counts"
     n_tensors = r.unpack(r.u64)
     n_kv = r.unpack(r.u64)
+    for count, cap, what in ((n_tensors, MAX_TENSORS, "tensors"), (n_kv, MAX_KV, "metadata key/values")):
+        if count > cap:  # each entry read is kept: the caps bound memory (a truncated file fails on reading)
+            raise win.fail(f"the header declares {count} {what}; at most {cap} are read (a real model has far "
+                           "fewer): not probing a file whose header would not fit in bounded memory")
+    kept = 0
     metadata: dict[str, Any] = {}
     types: dict[str, str] = {}
     for i in range(n_kv):
@@ -326,8 +341,11 @@ def _read(win: _Window) -> ModelIdentity:
         vtype = r.unpack(r.u32)
         if key in metadata:
             raise win.fail(f"duplicate metadata key {key!r} (key/value {i + 1} of {n_kv})")
-        metadata[key] = r.value(vtype)
+        value = metadata[key] = r.value(vtype)
         types[key] = _TYPE_NAMES.get(vtype, str(vtype))
+        kept += len(key) + (len(value) if isinstance(value, str) else 0)
+        if kept > MAX_KEPT_BYTES:
+            raise win.fail(f"{win.what}: the header's names and strings exceed {MAX_KEPT_BYTES} bytes")
     tensors: list[TensorInfo] = []
     append, make, types_get = tensors.append, TensorInfo._make, _GGML_TYPES.get
     u64, u32 = r.u64.unpack_from, r.u32.unpack_from
@@ -347,8 +365,13 @@ def _read(win: _Window) -> ModelIdentity:
                     *shape, ttype, offset = rest[nd](buf, q + 4)
                     append(make((buf[p + 8:q].decode("utf-8", "replace"), tuple(shape),
                                  types_get(ttype) or f"type{ttype}", offset)))
+                    kept += n
                     p = e
-                    continue
+                    if kept <= MAX_KEPT_BYTES:
+                        continue
+                    win.pos = start + p
+                    raise win.fail(f"tensor info {i + 1} of {n_tensors}: the header's names and strings exceed "
+                                   f"{MAX_KEPT_BYTES} bytes")
         # slow path: exact reads that refill the window, and the errors
         win.pos = start + p
         win.what = f"tensor info {i + 1} of {n_tensors}"
@@ -360,6 +383,9 @@ def _read(win: _Window) -> ModelIdentity:
         b, off = win.take(8 * nd + 12)
         *shape, ttype, offset = rest[nd](b, off)
         append(TensorInfo(name, tuple(shape), types_get(ttype) or f"type{ttype}", offset))
+        kept += len(name)
+        if kept > MAX_KEPT_BYTES:
+            raise win.fail(f"{win.what}: the header's names and strings exceed {MAX_KEPT_BYTES} bytes")
         buf, start = win.buf, win.start
         p = win.pos - start
     win.pos = start + p
@@ -427,7 +453,9 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
     """Run one declarative probe (CONTRACTS.md "Provider probe") against ``identity``.
 
     ``probe`` is the manifest's mapping ``{"format": "gguf", "architecture": [...],
-    "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape"}]}``.
+    "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape",
+    "types"}]}``; ``types`` lists the GGML type names (``Q4_K``) every matching tensor must
+    have, so an official probe can say no to a quantized variant it cannot run.
     The architecture decides first: when it is not one of the probe's, that is the one
     reason given. Otherwise every other condition is checked (not only up to the first
     failure) and gives one reason,
@@ -438,7 +466,8 @@ def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
     """
     p = _as_mapping(probe)
     if p is None:
-        return False, ["declares no probe"]
+        return False, ["declares no declarative probe (its probe is code in the extension, which lemonpack "
+                       "does not run)"]
     reasons: list[str] = []
     ok = True
     fmt = p.get("format", "gguf")
@@ -492,14 +521,24 @@ def _tensor_condition(cond: Mapping[str, Any], tensors: Sequence[TensorInfo]) ->
     if not found:
         return False, f"no tensor matches {pattern}"
     want = cond.get("shape")
+    types = cond.get("types")
     count = f"{len(found)} tensor{'s' if len(found) != 1 else ''}"
-    if want is None:
+    said = []
+    if want is not None:
+        want = list(want)
+        for t in found:
+            if len(t.shape) != len(want) or any(w is not None and w != d for w, d in zip(want, t.shape)):
+                return False, f"tensor {t.name} has shape {_shape(t.shape)}, not {_shape(want)}"
+        said.append(f"shape {_shape(want)}")
+    if types is not None:
+        allowed = list(types)
+        for t in found:
+            if t.type not in allowed:
+                return False, f"tensor {t.name} has type {t.type}, not one of [{', '.join(allowed)}]"
+        said.append(f"type in [{', '.join(allowed)}]")
+    if not said:
         return True, f"tensor {pattern} is present ({count})"
-    want = list(want)
-    for t in found:
-        if len(t.shape) != len(want) or any(w is not None and w != d for w, d in zip(want, t.shape)):
-            return False, f"tensor {t.name} has shape {_shape(t.shape)}, not {_shape(want)}"
-    return True, f"tensor {pattern} shape {_shape(want)} matches ({count})"
+    return True, f"tensor {pattern} {' and '.join(said)} matches ({count})"
 
 
 # --- asking the providers in order ----------------------------------------------------------------

@@ -250,27 +250,41 @@ def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list
         doc, media_type = _media_type_of(data, desc.media_type, str(path))
         return data, doc, media_type
 
-    def visit(desc: Descriptor, required: bool = True) -> None:
+    def enter(desc: Descriptor, required: bool) -> list | None:
+        """Load ``desc`` once: its frame ``[desc, data, media_type, blobs, pending children]``,
+        or None (seen already, or an optional subject that lives elsewhere)."""
         if desc.digest in done:
-            return
+            return None
         if not (blobs_dir / desc.hex).is_file():
             if required:
                 raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
-            return  # a subject that lives elsewhere
+            return None  # a subject that lives elsewhere
         done.add(desc.digest)
         data, doc, media_type = load(desc)
         children, blobs, subject = _children(doc, media_type)
-        if subject is not None:
-            visit(subject, required=False)
-        for child in children:
-            visit(child)
-        for blob in blobs:
-            if blob.digest not in done:
-                done.add(blob.digest)
-                if not (blobs_dir / blob.hex).is_file():
-                    raise LemonpackError(f"{root}: blob {blob.digest} ({blob.media_type}) is missing")
-                todo_blobs.append(blob)
-        manifests.append((desc, data, media_type))
+        pending = ([(subject, False)] if subject is not None else []) + [(c, True) for c in children]
+        return [desc, data, media_type, blobs, iter(pending)]
+
+    def visit(first: Descriptor) -> None:
+        """Children (subject first) before their parent, iteratively: an index chain of any
+        depth costs memory in proportion, never a RecursionError."""
+        frame = enter(first, True)
+        stack = [frame] if frame is not None else []
+        while stack:
+            nxt = next(stack[-1][4], None)
+            if nxt is not None:
+                frame = enter(*nxt)
+                if frame is not None:
+                    stack.append(frame)
+                continue
+            desc, data, media_type, blobs, _ = stack.pop()
+            for blob in blobs:
+                if blob.digest not in done:
+                    done.add(blob.digest)
+                    if not (blobs_dir / blob.hex).is_file():
+                        raise LemonpackError(f"{root}: blob {blob.digest} ({blob.media_type}) is missing")
+                    todo_blobs.append(blob)
+            manifests.append((desc, data, media_type))
 
     for _src, desc, _dst in selected:
         visit(desc)
@@ -404,7 +418,9 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
             counters["blobs"] += 1
             counters["bytes"] += desc.size
 
-        def fetch_manifest(desc: Descriptor | None, reference: str) -> Descriptor:
+        def enter(desc: Descriptor | None, reference: str) -> list:
+            """Fetch and check one manifest: its frame ``[data, media_type, digest, blobs,
+            pending children]``."""
             data, declared, digest = client.get_manifest(repo, reference)
             what = f"manifest {ref.host}/{repo}@{digest}"
             if desc is not None:
@@ -414,17 +430,29 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
                     raise IntegrityError(what + " (size)", f"{desc.size} bytes", f"{len(data)} bytes")
             doc, media_type = _media_type_of(data, declared, what)
             children, blobs, _subject = _children(doc, media_type)
-            for child in children:
-                if child.digest not in seen:
+            return [data, media_type, digest, blobs, iter(children)]
+
+        def fetch_manifest(desc: Descriptor | None, reference: str) -> Descriptor:
+            """Fetch ``reference`` and every manifest it names, children before parents,
+            iteratively: a registry serving an index chain of any depth costs memory in
+            proportion, never a RecursionError. Returns the root's descriptor."""
+            stack = [enter(desc, reference)]
+            top = None
+            while stack:
+                child = next((c for c in stack[-1][4] if c.digest not in seen), None)
+                if child is not None:
                     seen.add(child.digest)
-                    fetch_manifest(child, child.digest)
-            for blob in blobs:
-                if blob.digest not in seen:
-                    seen.add(blob.digest)
-                    blobs_todo.append(blob)
-            lw.add_blob_bytes(media_type, data)
-            counters["blobs"] += 1
-            return Descriptor(media_type, digest, len(data))
+                    stack.append(enter(child, child.digest))
+                    continue
+                data, media_type, digest, blobs, _ = stack.pop()
+                for blob in blobs:
+                    if blob.digest not in seen:
+                        seen.add(blob.digest)
+                        blobs_todo.append(blob)
+                lw.add_blob_bytes(media_type, data)
+                counters["blobs"] += 1
+                top = Descriptor(media_type, digest, len(data))
+            return top
 
         root = fetch_manifest(None, ref.ref)
         if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible

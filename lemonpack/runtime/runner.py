@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
 from lemonpack.errors import RuntimeFailure
@@ -59,6 +59,7 @@ class Runner:
         self._own_engines = engines is None
         self.watchdog_interval, self.watchdog_failures = watchdog_interval, watchdog_failures
         self._on_state = on_state
+        self._observers: list[Callable[[str, State, State], None]] = []
         self._lock = threading.RLock()
         self._sv = Supervisor(self)
         self._live: dict[str, _Live] = {}
@@ -149,18 +150,26 @@ class Runner:
     def ready(self, model, generation, waiters) -> None:
         eng = self._live[model].engine
         for w in waiters:
-            w.set_result(eng)
+            _settle(w, eng, None)
 
     def failed(self, model, waiters, error) -> None:
         for w in waiters:
-            w.set_exception(error)
+            _settle(w, None, error)
 
     def state_changed(self, model, old, new) -> None:
-        if self._on_state is not None:
+        for fn in (self._on_state, *self._observers):
+            if fn is None:
+                continue
             try:  # an observer must not break the machine in the middle of a transition
-                self._on_state(model, old, new)
+                fn(model, old, new)
             except Exception:  # noqa: BLE001
                 log.exception("%s: state observer failed on %s -> %s", model, old.value, new.value)
+
+    def add_observer(self, fn: Callable[[str, State, State], None]) -> None:
+        """Also call ``fn(model, old, new)`` on every transition (under the runner's lock, on
+        whichever thread made it: ``fn`` must only hand the event on, never block)."""
+        with self._lock:
+            self._observers.append(fn)
 
     # -- workers
 
@@ -204,6 +213,18 @@ class Runner:
                 self.engines.stop(eng)
         finally:
             self._post(Stopped(model, live.generation))
+
+
+def _settle(waiter: Future, result, error: BaseException | None) -> None:
+    """Resolve ``waiter`` unless its owner already gave up on it (cancelled, or resolved by a
+    timeout): a waiter that is gone is dropped and never stops the others being answered."""
+    try:
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 __all__ = ["Runner"]

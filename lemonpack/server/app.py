@@ -8,37 +8,42 @@ Engines are driven by :class:`lemonpack.runtime.runner.Runner` (one start for N
 concurrent cold requests). Management (sections 10, 21): ``GET /v1/models``,
 ``POST /v1/load``, ``POST /v1/unload``, ``GET /v1/health``, ``GET /v1/system-info``.
 
-Proxy rules: the request body is read whole and forwarded with one ``Content-Length``
-(a chunked client body is re-framed), byte for byte (multipart included); hop-by-hop
-headers are stripped both ways; the engine is asked for ``identity`` encoding; no read
-timeout on inference routes; the response streams chunk by chunk (``X-Accel-Buffering:
-no`` on event streams); a client disconnect cancels the handler, which closes the upstream
-connection; an engine dying mid-stream ends the stream. One structured log line per
-request goes to the ``lemonpack.server.access`` logger.
+Proxy rules: the request body streams to the engine (:mod:`lemonpack.server.body`: a JSON body
+is read, bounded, to find the model; a multipart body only up to its ``model`` field) with
+the client's ``Content-Length`` when it sent one; hop-by-hop headers are stripped both ways;
+the engine is asked for ``identity`` encoding; no read timeout on inference routes; the
+response streams chunk by chunk (``X-Accel-Buffering: no`` on event streams). Each engine has
+its own upstream client session for its whole life (one model's traffic never touches
+another's connections). A client that leaves, before or after the first byte, cancels the
+handler (aiohttp's handler cancellation), which closes the upstream request at once and frees
+its slot; an engine dying mid-stream ends the stream. One structured log line per request goes
+to the ``lemonpack.server.access`` logger (status 499: the client left).
 
-Idle handling (seed 000 section 10, ``downsize_endpoint`` section 4): a sweep on the event
-loop every :attr:`ServerConfig.idle_check` seconds looks at each model the server has
-started. A model is idle from the end of its last request (or from when its current engine
-became ready, whichever is later); a model with a request in flight or not ready (starting,
-stopping) is never touched. After ``soft_idle`` seconds it POSTs the recipe's
-``downsize_endpoint`` to the engine once per idle period; after ``ttl`` seconds it unloads
-the model. The in-flight check and the unload happen in one step of the event loop, and a
-request counts itself in flight before it asks for the engine, so a request arriving at
-expiry either keeps the engine or waits for a fresh start (the supervisor restarts a model
-asked for while stopping): it never fails and nothing waits on itself. The sweep also
-unloads a model whose registration, recipe or model file went away (the discovery watcher).
+Serving policy (who is answered, who waits, who starts, who gives way, memory admission, TTL
+and soft-idle, load timeouts, slot policies, load-option reloads) is the runtime's pure
+:class:`~lemonpack.runtime.serving.ServingPolicy`. This module only drives it: every event
+(request arrived, finished or abandoned, time passed, engine ready/failed/exited/stopped) is
+posted from the event loop (engine transitions arrive through the loop's queue) and its
+effects are performed here (grant or reject a waiting handler, start or stop an engine
+through the :class:`~lemonpack.runtime.runner.Runner`, POST a ``downsize_endpoint``). The idle
+sweep posts ``Tick`` every :attr:`ServerConfig.idle_check` seconds and unloads a model whose
+registration, recipe or model file went away (the discovery watcher). ``GET /metrics``:
+:mod:`lemonpack.server.metrics`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
+import urllib.parse
 import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, replace
 
 import aiohttp
 from aiohttp import web
@@ -46,10 +51,21 @@ from multidict import CIMultiDict
 
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
+from lemonpack.runtime.serving import (
+    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, Phase, ServingPolicy,
+    Shutdown, Tick, Unload, options_key,
+)
 from lemonpack.runtime.selector import BackendSelectionError
 from lemonpack.runtime.supervisor import State
+from lemonpack.server.body import (
+    MAX_JSON_BYTES, BadBody, Body, multipart_field, parse_json, read_bounded, read_multipart_model, shown, clip,
+)
 from lemonpack.server.catalog import Catalog, ModelNotFound
+from lemonpack.server.metrics import Metrics
+from lemonpack.server.upstream import Upstream, UpstreamError
 
 access_log = logging.getLogger("lemonpack.server.access")
 log = logging.getLogger("lemonpack.server")
@@ -80,6 +96,8 @@ class ServerConfig:
     ttl: float | None = None
     soft_idle: float | None = None
     idle_check: float = 0.25
+    memory_budget: int | None = None
+    metrics_remote: bool = False
 
 
 def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None,
@@ -107,24 +125,6 @@ def _strip(headers, drop=()) -> CIMultiDict:
                        if k.lower() not in HOP_BY_HOP and k.lower() not in conn and k.lower() not in drop)
 
 
-_NAME_RE = re.compile(rb'name="([^"]*)"')
-
-
-def multipart_field(body: bytes, content_type: str, field: str) -> str | None:
-    """The text value of form field ``field`` in a multipart ``body`` (None when absent)."""
-    m = re.search(r'boundary="?([^";]+)"?', content_type)
-    if not m:
-        return None
-    for part in body.split(b"--" + m.group(1).encode()):
-        head, sep, value = part.partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        n = _NAME_RE.search(head)
-        if n and n.group(1).decode(errors="replace") == field and b"filename=" not in head:
-            return value[:-2].decode(errors="replace") if value.endswith(b"\r\n") else value.decode(errors="replace")
-    return None
-
-
 class Server:
     """The application state: the :class:`Catalog`, the :class:`Runner`, upstream sessions
     (one per engine, so no request reuses a pooled connection of a dead engine) and the
@@ -133,20 +133,171 @@ class Server:
     def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None):
         self.catalog = catalog
         self.runner = runner or Runner(catalog.plan)
-        self.config = config or ServerConfig()
-        self.in_flight: dict[str, int] = {}
-        self._sessions: dict[int, aiohttp.ClientSession] = {}
-        self.known: set[str] = set()  # models this server asked the runner for
-        self.last_done: dict[str, float] = {}  # model -> monotonic end of its last request
-        self._idle_eng: dict[str, tuple[object, float]] = {}  # model -> (engine, monotonic first seen ready)
-        self._downsized_now: set[str] = set()  # downsized in the current idle period
+        self.config = cfg = config or ServerConfig()
+        self._sessions: dict[int, tuple[object, aiohttp.ClientSession]] = {}  # downsize calls
+        self._pools: dict[int, tuple[object, Upstream]] = {}  # the proxy's upstream connections
+        self.known: set[str] = set()  # models this server asked for
+        self.policy = ServingPolicy(self, clock=time.monotonic, budget=cfg.memory_budget,
+                                    max_in_flight=cfg.max_in_flight, ttl=cfg.ttl, soft_idle=cfg.soft_idle,
+                                    load_timeout=cfg.load_timeout)
+        self._events: deque = deque()
+        self._handling = False
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task | None = None
+        self._estimates: dict[tuple, int] = {}
+        self.metrics = Metrics(lambda: ({**dict.fromkeys(self.known, 0), **self.policy.in_flight()},
+                                       self.policy.memory(), self.policy.budget))
+        self.runner.add_observer(self._engine_event)
+
+    @property
+    def in_flight(self) -> dict[str, int]:
+        """Requests busy or waiting for an engine, by model (the policy's count)."""
+        return self.policy.in_flight()
+
+    # -- the policy's driver: one owner of its state, the event loop
+
+    def post(self, event) -> None:
+        """Hand ``event`` to the :class:`ServingPolicy`. Call on the event loop only; an
+        event posted by an effect while another is handled is queued, never nested."""
+        self._events.append(event)
+        if self._handling:
+            return
+        self._handling = True
+        try:
+            while self._events:
+                ev = self._events.popleft()
+                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY:
+                    self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
+                try:
+                    self.policy.handle(ev)
+                except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
+                    log.exception("serving policy failed on %r", ev)
+        finally:
+            self._handling = False
+
+    def _engine_event(self, model: str, old: State, new: State) -> None:
+        """Runner observer (any thread, under the runner's lock): turn a transition into a
+        policy event and queue it on the event loop."""
+        if new is State.READY:
+            ev = EngineReady(model, self.runner.engine(model))
+        elif new is State.STOPPING and old is State.STARTING:
+            ev = EngineFailed(model, self._failure_text(model, self.runner.last_error(model) or "start failed"))
+            self.metrics.failures.labels(clip(model, 200), "start_failed").inc()
+        elif new is State.STOPPING:
+            ev = EngineExited(model, self.runner.last_error(model) or "")
+        elif new is State.STOPPED:
+            ev = EngineStopped(model)
+            loop = self._loop
+            if loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(self._drop_sessions)
+                except RuntimeError:
+                    pass
+        else:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self.post, ev)
+        except RuntimeError:  # the loop closed meanwhile (shutdown)
+            pass
+
+    def _failure_text(self, model: str, msg: str) -> str:
+        eng = self.runner.engine(model)
+        if eng is not None and "last log lines" not in msg:
+            tail = eng.logs.tail(20)
+            if tail:
+                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
+        return msg
+
+    # Effects (ServingEffects): called from post(), must not block
+
+    def grant(self, req, model: str, engine) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_result(engine)
+
+    def reject(self, req, status: int, kind: str, message: str) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_exception(Rejected(status, kind, message))
+
+    def start(self, model: str, info: ModelInfo) -> None:
+        self.known.add(model)
+        self.metrics.starts.labels(clip(model, 200)).inc()
+        self.catalog.load_options[model] = dict(info.options)
+        fut = self.runner.request(model)
+        fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event
+
+    def stop(self, model: str) -> None:
+        self.runner.unload(model, timeout=0)
+
+    def downsize(self, model: str, engine) -> None:
+        asyncio.ensure_future(self._downsize(model, engine))
+
+    async def _acquire(self, model: str, info: ModelInfo, load: bool = False):
+        """Wait until the policy grants a request for ``model``; ``(req, engine)``. Raises
+        :class:`Rejected`. The caller must :meth:`_release` ``req`` (also when cancelled:
+        then the policy forgets a request still waiting)."""
+        req = next(self._ids)
+        fut = self._waiters[req] = asyncio.get_running_loop().create_future()
+        self.post(Arrive(req, model, info, load))
+        try:
+            return req, await fut
+        except BaseException:
+            self._release(req)
+            raise
+
+    def _release(self, req) -> None:
+        self._waiters.pop(req, None)
+        self.post(Finish(req))
+
+    async def _info(self, served) -> ModelInfo:
+        """What admission needs of ``served`` (memory estimated before start)."""
+        rec = served.recipe
+        modes = sorted({CAPABILITIES[c].mode for c in rec.capabilities if c in CAPABILITIES
+                        and CAPABILITIES[c].mode}) if rec is not None else []
+        opts = self.catalog.load_options.get(served.name, {})
+        return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
+                         kind=modes[0] if modes else "chat", options=options_key(opts))
+
+    async def _estimate(self, served, options) -> int:
+        """:func:`lemonpack.runtime.memory.estimate_model` of the model's main file at the
+        context size its launch would use (cached per file, size, mtime and options; 0 when
+        the model is not a local file)."""
+        path = (served.spec.checkpoints or {}).get("main")
+        if not path or not os.path.isabs(os.path.expanduser(str(path))):
+            return 0
+        path = os.path.expanduser(str(path))
+        merged = {**(served.recipe.recipe_options if served.recipe else {}), **served.spec.recipe_options, **options}
+        ctx = merged.get("ctx_size") or OPTION_DEFAULTS["ctx_size"]
+        k = str(merged.get("cache_type_k") or OPTION_DEFAULTS["cache_type_k"])
+        v = str(merged.get("cache_type_v") or OPTION_DEFAULTS["cache_type_v"])
+        try:
+            st = os.stat(path)
+            ctx_n = int(ctx)
+        except (OSError, ValueError):
+            return 0
+        key = (path, st.st_size, st.st_mtime_ns, ctx_n, k, v)
+        got = self._estimates.get(key)
+        if got is None:
+            try:
+                est = await asyncio.get_running_loop().run_in_executor(None, estimate_model, path, ctx_n, k, v)
+            except LemonpackError:
+                return 0
+            got = self._estimates[key] = est.total
+            if len(self._estimates) > 1024:
+                self._estimates.pop(next(iter(self._estimates)))
+        return got
 
     # -- aiohttp wiring
 
     def app(self) -> web.Application:
         """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
-        app = web.Application(client_max_size=1 << 34, middlewares=[_errors])
+        app = web.Application(client_max_size=MAX_JSON_BYTES, middlewares=[_errors])
         for prefix in ("/v1", "/api/v1"):
             app.router.add_get(prefix + "/models", self.models)
             app.router.add_post(prefix + "/load", self.load)
@@ -155,47 +306,69 @@ class Server:
             app.router.add_get(prefix + "/system-info", self.system_info)
             for path, (method, cap) in ROUTES.items():
                 app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy)
+        app.router.add_get("/metrics", self.metrics_route)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
 
     async def _startup(self, _app) -> None:
+        self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.ensure_future(self._sweep_loop())
 
     async def _cleanup(self, _app) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for s in list(self._sessions.values()):
+        self.post(Shutdown())
+        for _eng, s in list(self._sessions.values()):
             await s.close()
+        for _eng, pool in list(self._pools.values()):
+            pool.close()
         self._sessions.clear()
 
+    def _drop_sessions(self) -> None:
+        """Close the upstream sessions and pools of engines that have exited."""
+        for k, (eng, sess) in list(self._sessions.items()):
+            if eng.poll() is not None:
+                asyncio.ensure_future(sess.close())
+                del self._sessions[k]
+        for k, (eng, pool) in list(self._pools.items()):
+            if eng.poll() is not None:
+                pool.close()
+                del self._pools[k]
+
+    def _upstream(self, eng) -> Upstream:
+        """The connection pool of engine ``eng``: one per engine, kept for its life (one
+        model's traffic never touches another's connections)."""
+        got = self._pools.get(id(eng))
+        if got is not None and got[0] is eng:
+            return got[1]
+        self._drop_sessions()
+        u = urllib.parse.urlsplit(eng.url)
+        pool = Upstream(u.hostname or "127.0.0.1", u.port or 80)
+        self._pools[id(eng)] = (eng, pool)
+        return pool
+
     def _session(self, eng) -> aiohttp.ClientSession:
+        """The upstream client session of engine ``eng``: one per engine, kept for the
+        engine's life (its pool is never shared with another engine, so no request reuses a
+        connection of a dead one, and using one model never touches another's connections).
+        Sessions of engines that have exited are closed here, never one in use."""
         key = id(eng)
-        s = self._sessions.get(key)
-        if s is None:
-            for k, old in list(self._sessions.items()):  # engines replaced: drop their pools
-                if k != key:
-                    asyncio.ensure_future(old.close())
-                    del self._sessions[k]
-            s = self._sessions[key] = aiohttp.ClientSession(
-                auto_decompress=False, trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        got = self._sessions.get(key)
+        if got is not None and got[0] is eng:
+            return got[1]
+        for k, (old_eng, old) in list(self._sessions.items()):
+            if old_eng.poll() is not None or k == key:  # an engine gone (or an id reused)
+                asyncio.ensure_future(old.close())
+                del self._sessions[k]
+        s = aiohttp.ClientSession(
+            auto_decompress=False, trust_env=False, skip_auto_headers=("User-Agent", "Content-Type"),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, use_dns_cache=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        self._sessions[key] = (eng, s)
         return s
 
     # -- engines
-
-    async def _ready(self, model: str):
-        """The model's ready, live engine (starting it if needed); raises RuntimeFailure."""
-        self.known.add(model)
-        for _ in range(3):
-            eng = await asyncio.wait_for(asyncio.wrap_future(self.runner.request(model)), self.config.load_timeout)
-            if eng.poll() is None:
-                return eng
-            # a dead engine the supervisor has not processed yet: wait for it to leave it
-            await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.runner._wait(lambda: self.runner.engine(model) is not eng
-                                                or self.runner.state(model) is not State.READY, 5.0))
-        raise RuntimeFailure(f"{model}: engine keeps exiting")
 
     async def _get(self, model: str):
         """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
@@ -203,33 +376,32 @@ class Server:
             return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
         return self.catalog.get(model)
 
-    def _load_error(self, model: str, e: BaseException) -> web.Response:
-        msg = str(e)
-        eng = self.runner.engine(model)
-        if eng is not None and "last log lines" not in msg:
-            tail = eng.logs.tail(20)
-            if tail:
-                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
-        return error(500, "model_load_error", msg)
-
     # -- the proxy
 
-    async def _model_of(self, request: web.Request, body: bytes) -> str | None:
+    async def _read_body(self, request: web.Request) -> tuple[str | None, Body]:
+        """The model a request names and its :class:`Body` (:mod:`lemonpack.server.body`):
+        a JSON body is read (bounded) and parsed (depth-bounded); a multipart body is read
+        only up to its ``model`` field; another body with ``?model=`` is not read at all.
+        Raises :class:`BadBody`."""
         ctype = request.headers.get("Content-Type", "")
+        length = request.content_length
         if ctype.startswith("multipart/"):
-            name = multipart_field(body, ctype, "model")
-            if name:
-                return name
-        elif body:
+            name, body = await read_multipart_model(request, ctype)
+            return name or request.query.get("model"), body
+        if request.query.get("model") and ctype and "json" not in ctype:
+            return request.query["model"], Body(request, complete=False, length=length)
+        raw = await read_bounded(request)
+        body = Body(None, raw, complete=True, length=len(raw))
+        if raw:
             try:
-                doc = json.loads(body)
-            except ValueError as e:
+                doc = parse_json(raw)
+            except BadBody:
                 if not ctype or "json" in ctype:  # said to be JSON (or said nothing): say it is not
-                    raise BadBody(f"request body is not valid JSON: {e}") from None
+                    raise
                 doc = None  # `curl -d` sends JSON as a form: read if it parses, else only ?model=
             if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-                return doc["model"]
-        return request.query.get("model")
+                return doc["model"], body
+        return request.query.get("model"), body
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
         """Forward one inference request to the model's engine (module docstring)."""
@@ -240,101 +412,126 @@ class Server:
             info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
             return resp
         except asyncio.CancelledError:
-            info["status"] = 499
+            info["status"] = 499  # the client left: aiohttp cancelled the handler
             raise
+        except ConnectionError:
+            info["status"] = 499  # the client left while we wrote: nothing to answer, no traceback
+            return web.Response(status=499)
         finally:
             info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
+            if info["model"] is not None:
+                info["model"] = clip(info["model"])
             access_log.info("request", extra={"fields": info})
+            self.metrics.request(info["model"], info["route"], info["status"], info["total_ms"] / 1000,
+                                 None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
 
     async def _proxy(self, request: web.Request, info: dict, t0: float) -> web.StreamResponse:
         route = request.path.removeprefix("/api").removeprefix("/v1")
         key = route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
         _method, cap = ROUTES[key]
-        body = await request.read()  # whole: re-framed with one Content-Length
         try:
-            model = await self._model_of(request, body)
+            model, body = await self._read_body(request)
         except BadBody as e:
-            return error(400, "invalid_request_error", str(e))
-        info["model"] = model
-        if not model:
-            return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
-        served = await self._served_or_error(model)
-        if isinstance(served, web.Response):
-            return served
-        if cap not in served.capabilities:
-            return error(400, "unsupported_operation",
-                         f"model {model!r} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
-                         f"capability needed by {request.method} {request.path}")
-        n = self.in_flight.get(model, 0)
-        if n >= self.config.max_in_flight:
-            return error(429, "rate_limit_error", f"model {model!r} has {n} requests in flight "
-                         f"(limit {self.config.max_in_flight}); retry later", headers={"Retry-After": "1"})
-        self.in_flight[model] = n + 1
-        self._downsized_now.discard(model)
+            return error(e.status, "invalid_request_error", str(e))
         try:
+            info["model"] = model
+            if not model:
+                return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
+            served = await self._served_or_error(model)
+            if isinstance(served, web.Response):
+                return served
+            if cap not in served.capabilities:
+                return error(400, "unsupported_operation",
+                             f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
+                             f"capability needed by {request.method} {request.path}")
             return await self._forward(request, served, route, body, info, t0)
         finally:
-            self.in_flight[model] -= 1
-            self.last_done[model] = time.monotonic()
-            self._downsized_now.discard(model)
+            body.close()
 
-    async def _forward(self, request, served, route: str, body: bytes, info: dict, t0: float):
+    async def _forward(self, request, served, route: str, body: Body, info: dict, t0: float):
         try:
-            eng = await self._ready(served.name)
-        except (RuntimeFailure, LemonpackError) as e:
-            return self._load_error(served.name, e)
-        except asyncio.TimeoutError:
-            return error(500, "model_load_error", f"{served.name}: not ready within {self.config.load_timeout}s")
+            req, eng = await self._acquire(served.name, await self._info(served))
+        except Rejected as e:
+            return e.response()
+        try:
+            if eng.poll() is not None:  # exited, and the policy has not heard yet
+                raise _EngineGone()
+            return await self._relay(request, served, eng, route, body, info, t0)
+        except _EngineGone as e:
+            if info.get("retried") or not body.replayable:
+                return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e.why}")
+            info["retried"] = True  # the engine died just before: the next attempt restarts it
+        finally:
+            self._release(req)
+        await self._engine_left(served.name, eng)
+        return await self._forward(request, served, route, body, info, t0)
+
+    async def _engine_left(self, model: str, eng, limit: float = 5.0) -> None:
+        """Until the policy no longer offers ``eng`` for ``model`` (at most ``limit`` s)."""
+        deadline = time.monotonic() + limit
+        while self.policy.engine(model) is eng and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def _relay(self, request, served, eng, route: str, body: Body, info: dict, t0: float):
+        """Send the request to ``eng`` and stream its answer back (:mod:`.upstream`: a chunked
+        answer passes with its framing, unparsed). A client that leaves cancels this handler
+        (aiohttp's handler cancellation), whatever the phase: the upstream connection is then
+        closed at once, and the engine sees it."""
         remap = served.recipe.endpoints.get(_cap_of(route)) if served.recipe.endpoints else None
         path = remap if remap else "/v1" + route
-        url = eng.url + path + (("?" + request.query_string) if request.query_string else "")
+        target = path + (("?" + request.query_string) if request.query_string else "")
         headers = _strip(request.headers, drop=("host", "content-length", "accept-encoding"))
         headers["Accept-Encoding"] = "identity"
-        session = self._session(eng)
+        pool = self._upstream(eng)
         try:
-            up = await session.request(request.method, url, data=body if body else None, headers=headers,
-                                       allow_redirects=False)
-        except aiohttp.ClientError as e:
-            await asyncio.sleep(0.05)
-            if eng.poll() is None or info.get("retried"):
+            up, lease = await pool.request(request.method, target, headers, body.payload(), body.length,
+                                           lambda: body.replayable)
+        except UpstreamError as e:
+            if eng.poll() is None:
+                for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
+                    await asyncio.sleep(0.02)
+                    if eng.poll() is not None:
+                        break
+            if eng.poll() is None:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
-            info["retried"] = True  # the engine died just before: the next attempt restarts it
-            return await self._forward(request, served, route, body, info, t0)
+            raise _EngineGone(str(e)) from None
         try:
-            out = web.StreamResponse(status=up.status, reason=up.reason)
+            raw = up.chunked and request.version >= aiohttp.HttpVersion11
+            out = _RawResponse(status=up.status, reason=up.reason) if raw else \
+                web.StreamResponse(status=up.status, reason=up.reason)
             out.headers.extend(_strip(up.headers, drop=("content-length",)))
+            if raw:
+                out.headers["Transfer-Encoding"] = "chunked"
             if up.headers.get("Content-Type", "").startswith("text/event-stream"):
                 out.headers["X-Accel-Buffering"] = "no"
                 out.headers["Cache-Control"] = "no-cache"
             elif up.content_length is not None:
                 out.content_length = up.content_length
             await out.prepare(request)
-            watch = asyncio.ensure_future(_close_when_gone(request, up))
+
+            def first() -> None:
+                info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
+
+            async def write(data: bytes) -> None:
+                info["bytes"] += len(data)
+                await out.write(data)
+
             try:
-                async for chunk in up.content.iter_any():
-                    if info["ttfb_ms"] is None:
-                        info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
-                    info["bytes"] += len(chunk)
-                    await out.write(chunk)
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionResetError) as e:
-                up.close()
+                await up.relay(write, first)
+            except UpstreamError as e:
                 if _gone(request):
                     info["status"] = 499
                     return out
                 log.warning("%s: engine stream ended early: %s", served.name, e)
                 out.force_close()
-                if out.content_length is not None:  # cannot end a sized body cleanly: drop it
-                    return out
-            finally:
-                watch.cancel()
+                return out  # the client sees the answer end early (no clean end of a sized or chunked body)
             if _gone(request):
+                info["status"] = 499
                 return out
             await out.write_eof()
             return out
         finally:
-            if not up.closed and not up.content.at_eof():
-                up.close()  # cancelled (client gone) or failed: close the upstream connection
-            up.release()
+            lease.release(up)
 
     # -- idle handling
 
@@ -346,35 +543,14 @@ class Server:
             except Exception:  # noqa: BLE001 (a sweep failure must not end idle handling)
                 log.exception("idle sweep failed")
 
-    def sweep(self, now: float | None = None) -> None:
-        """One idle sweep (module docstring). Runs on the event loop and does not block:
-        the unload is posted (``Runner.unload(timeout=0)``), not waited for."""
-        now = time.monotonic() if now is None else now
-        ttl, soft = self.config.ttl, self.config.soft_idle
+    def sweep(self) -> None:
+        """Time passed (the policy's TTL, soft-idle and load timeouts); unload a model whose
+        registration, recipe or model file went away (the discovery watcher)."""
+        self.post(Tick())
         for name in list(self.known):
-            st = self.runner.state(name)
-            if st not in (State.READY, State.STARTING):
-                self._idle_eng.pop(name, None)
-                continue
-            if not self.catalog.exists(name):
+            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
-                self.runner.unload(name, timeout=0)
-                continue
-            if st is not State.READY or self.in_flight.get(name, 0) > 0:
-                continue
-            eng = self.runner.engine(name)
-            seen = self._idle_eng.get(name)
-            if seen is None or seen[0] is not eng:  # a new engine: its idle clock starts now
-                seen = self._idle_eng[name] = (eng, now)
-                self._downsized_now.discard(name)
-            idle = now - max(seen[1], self.last_done.get(name, 0.0))
-            if ttl is not None and idle >= ttl:
-                log.info("%s: idle %.1fs >= ttl %ss; unloading", name, idle, ttl, extra={"fields": {"model": name}})
-                self.runner.unload(name, timeout=0)
-                self._idle_eng.pop(name, None)
-            elif soft is not None and idle >= soft and name not in self._downsized_now and eng is not None:
-                self._downsized_now.add(name)
-                asyncio.ensure_future(self._downsize(name, eng))
+                self.post(Unload(name))
 
     async def _downsize(self, name: str, eng) -> None:
         """POST the recipe's ``downsize_endpoint`` to ``eng`` (none declared: nothing)."""
@@ -435,11 +611,7 @@ class Server:
         return web.json_response(doc)
 
     async def _body_model(self, request: web.Request) -> str | None:
-        body = await request.read()
-        try:
-            doc = json.loads(body or b"{}")
-        except ValueError as e:
-            raise BadBody(f"request body is not valid JSON: {e}") from None
+        doc = parse_json(await read_bounded(request) or b"{}")
         if isinstance(doc, dict):
             for k in ("model_name", "model"):
                 if isinstance(doc.get(k), str):
@@ -456,28 +628,36 @@ class Server:
         except BackendSelectionError as e:
             return selection_error(e)
         if served.recipe is None:
-            return error(404, "model_not_found", f"model {model!r}: {served.problem}")
+            return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
         return served
 
     async def load(self, request: web.Request) -> web.Response:
-        """``POST /v1/load {"model_name": ...}``: start the engine and wait until ready."""
-        model = await self._body_model(request)
-        if not model:
-            return error(400, "invalid_request_error", "no model given")
+        """``POST /v1/load {"model_name": ..., options}``: start the engine and wait until
+        ready. Options (``ctx_size`` ..., or an ``options``/``recipe_options`` object) that
+        differ from the running engine's restart it with them once its requests in flight
+        end; the answer says which options are in effect."""
+        doc = parse_json(await read_bounded(request) or b"{}")
+        model, options = load_request(doc, request.query.get("model"))
         served = await self._served_or_error(model)
         if isinstance(served, web.Response):
             return served
+        info = await self._info(served)
+        if options is not None:
+            info = replace(info, options=options_key(options))
         try:
-            eng = await self._ready(model)
-        except (RuntimeFailure, LemonpackError) as e:
-            return self._load_error(model, e)
-        return web.json_response({"status": "success", "model": model, "state": "ready", "url": eng.url})
+            req, eng = await self._acquire(model, info, load=True)
+        except Rejected as e:
+            return e.response()
+        self._release(req)
+        return web.json_response({"status": "success", "model": model, "state": "ready", "url": eng.url,
+                                  "options": dict(info.options)})
 
     async def unload(self, request: web.Request) -> web.Response:
         """``POST /v1/unload {"model_name": ...}``: stop the model's engine and wait."""
         model = await self._body_model(request)
         if not model:
             return error(400, "invalid_request_error", "no model given")
+        self.post(Unload(model))
         await asyncio.get_running_loop().run_in_executor(None, self.runner.unload, model)
         return web.json_response({"status": "success", "model": model, "state": "unloaded"})
 
@@ -485,6 +665,14 @@ class Server:
         """``GET /v1/health``: the server's own liveness and the loaded models."""
         loaded = [m.name for m in self.catalog.models() if self.runner.state(m.name) is State.READY]
         return web.json_response({"status": "ok", "loaded": loaded})
+
+    async def metrics_route(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: Prometheus text (:mod:`lemonpack.server.metrics`); loopback
+        clients only unless ``metrics_remote``."""
+        if not self.config.metrics_remote and not _loopback(request.remote):
+            return error(403, "permission_error", "/metrics answers loopback clients only (serve --metrics-remote)")
+        data, ctype = self.metrics.render()
+        return web.Response(body=data, headers={"Content-Type": ctype})
 
     async def system_info(self, request: web.Request) -> web.Response:
         """``GET /v1/system-info``: discovered recipes and rejected descriptors (section 21)."""
@@ -499,10 +687,6 @@ class Server:
                                   "model_registry_problem": self.catalog.registry_problem})
 
 
-class BadBody(LemonpackError):
-    """A request body that cannot be read as what the route takes (HTTP 400)."""
-
-
 @web.middleware
 async def _errors(request: web.Request, handler):
     """Every failure of a handler answers in the OpenAI error shape, never aiohttp's plain
@@ -514,25 +698,91 @@ async def _errors(request: web.Request, handler):
     except web.HTTPException:
         raise
     except BadBody as e:
-        return error(400, "invalid_request_error", str(e))
+        return error(e.status, "invalid_request_error", str(e))
     except LemonpackError as e:
-        log.warning("%s %s: %s", request.method, request.path, e)
-        return error(500, "server_error", str(e))
+        log.warning("%s %s: %s", request.method, clip(request.path), clip(e, 2000))
+        return error(500, "server_error", str(e)[:2000])
+    except ConnectionError:
+        return web.Response(status=499)  # the client left: nothing to answer, nothing to log
     except Exception as e:  # noqa: BLE001 (answered, and logged with its traceback)
-        log.exception("%s %s failed", request.method, request.path)
-        return error(500, "server_error", f"internal error: {type(e).__name__}: {e}")
+        log.exception("%s %s failed", request.method, clip(request.path))
+        return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
+
+
+class _RawResponse(web.StreamResponse):
+    """A response whose body is written already framed (a chunked engine answer relayed as
+    it arrived): aiohttp adds no framing of its own (its length check is off, as for
+    websockets), the ``Transfer-Encoding: chunked`` header is the engine's."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._length_check = False
+
+
+class Rejected(Exception):
+    """The policy answered a request without an engine (``status``, OpenAI error ``kind``)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+    def response(self) -> web.Response:
+        headers = {"Retry-After": "1"} if self.status in (429, 503) else None
+        return error(self.status, self.kind, str(self), headers=headers)
+
+
+class _EngineGone(Exception):
+    def __init__(self, why: str = "the engine exited") -> None:
+        super().__init__(why)
+        self.why = why
+
+
+#: Load options a ``POST /v1/load`` may set at its top level (section 4.2 option tokens).
+LOAD_OPTIONS = frozenset({*OPTION_DEFAULTS, "custom_args"})
+
+
+def load_request(doc: object, query_model: str | None) -> tuple[str, dict | None]:
+    """``(model, options or None)`` of a ``POST /v1/load`` body: ``model_name`` (or ``model``,
+    or ``?model=``), options from top-level option names (``ctx_size`` ...) and from an
+    ``options`` or ``recipe_options`` object. Raises :class:`BadBody` naming the field."""
+    if not isinstance(doc, dict):
+        raise BadBody("load body must be a JSON object")
+    model = next((doc[k] for k in ("model_name", "model") if isinstance(doc.get(k), str)), query_model)
+    if not model:
+        raise BadBody("no model given (model_name)")
+    options: dict | None = None
+    for k, v in doc.items():
+        if k in ("model_name", "model"):
+            continue
+        if k in ("options", "recipe_options"):
+            if not isinstance(v, dict):
+                raise BadBody(f"load field {k!r} must be an object of option names to values")
+            items = v.items()
+        elif k in LOAD_OPTIONS:
+            items = [(k, v)]
+        else:
+            raise BadBody(f"unknown load field {clip(k, 60)!r} (options: {', '.join(sorted(LOAD_OPTIONS))}, "
+                          "or an 'options' object)")
+        for name, value in items:
+            if not isinstance(value, (str, int, float, bool)) or not isinstance(name, str):
+                raise BadBody(f"load option {clip(name, 60)!r} must be a string, number or boolean")
+            options = options or {}
+            options[name] = value
+    return model, options
+
+
+def _loopback(addr: str | None) -> bool:
+    import ipaddress
+
+    try:
+        return addr is not None and ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _gone(request: web.Request) -> bool:
     t = request.transport
     return t is None or t.is_closing()
-
-
-async def _close_when_gone(request: web.Request, up: aiohttp.ClientResponse, every: float = 0.1) -> None:
-    """Close the upstream response (its connection) as soon as the client is gone."""
-    while not _gone(request):
-        await asyncio.sleep(every)
-    up.close()
 
 
 def _cap_of(route: str) -> str:

@@ -37,6 +37,7 @@ from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.server.body import shown
 from lemonpack.runtime.selector import (
     OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, gather_presence, model_artifact, select_backend,
 )
@@ -98,6 +99,8 @@ class Catalog:
         #: Why the model registry file cannot be read right now (None when it can): the
         #: server keeps serving the last good registry and says so on /v1/models.
         self.registry_problem: str | None = None
+        #: Load options by model (``POST /v1/load``): used by every later start of it.
+        self.load_options: dict[str, dict] = {}
 
     def entries(self) -> Mapping[str, ModelEntry]:
         """The registered models by name. When ``user_models.json`` cannot be read or parsed
@@ -160,9 +163,9 @@ class Catalog:
             problem = None if rec is not None else f"recipe {rid!r} is not discovered"
             return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel)
         if not self.is_model_file(name):
-            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add) and is not a model file")
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model file")
         if not self.model_files:
-            raise ModelNotFound(f"model {name!r} is not registered (lemonpack models add); model files by path are "
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by path are "
                                 "served only when lemonpack serve listens on a loopback address")
         path = os.path.abspath(os.path.expanduser(name))
         override, source = effective_override(None, None)
@@ -221,4 +224,4 @@ class Catalog:
             raise LemonpackError(f"model {name!r}: {m.problem}")
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
-                                 install_ref=m.recipe_id)
+                                 install_ref=m.recipe_id, options=self.load_options.get(name) or None)

@@ -59,7 +59,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 async def _serve(server, sock: socket.socket, stop, on_ready=None) -> None:
-    runner = web.AppRunner(server.app(), access_log=None)
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()
@@ -81,6 +81,23 @@ def serve(server, sock: socket.socket, stop, on_ready=None) -> None:
         server.catalog.stop()
 
 
+class ClientFaultFilter(logging.Filter):
+    """On aiohttp's server logger: a malformed request (``BadHttpMessage``, any
+    ``HttpProcessingError``) or a client that left (``ConnectionError``) is the client's fault
+    and is answered (400) or moot: log it as one line without a traceback, its text clipped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, (HttpProcessingError, ConnectionError)):
+            what = " ".join(str(getattr(exc, "message", None) or exc).split())[:300]
+            record.msg, record.args = "%s: %s: %s", (record.getMessage(), type(exc).__name__, what)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def configure_logging(json_logs: bool):
     """Send ``lemonpack.server`` records to stderr, one line each (JSON with ``json_logs``),
     instead of the CLI's warning handler; returns a function that undoes it (so serving
@@ -89,6 +106,9 @@ def configure_logging(json_logs: bool):
 
     h = logging.StreamHandler()
     h.setFormatter(JsonLogFormatter() if json_logs else TextLogFormatter())
+    quiet = ClientFaultFilter()
+    aio = logging.getLogger("aiohttp.server")
+    aio.addFilter(quiet)
     lg = logging.getLogger("lemonpack.server")
     before = (lg.level, lg.propagate)
     lg.addHandler(h)
@@ -96,6 +116,7 @@ def configure_logging(json_logs: bool):
     lg.propagate = False
 
     def undo() -> None:
+        aio.removeFilter(quiet)
         lg.removeHandler(h)
         lg.setLevel(before[0])
         lg.propagate = before[1]

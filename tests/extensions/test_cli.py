@@ -61,3 +61,22 @@ def test_usage_and_input_errors(tree, tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, "extensions", "check", "--tree", str(tree))
     assert code == 1 and "was edited after it was recorded" in out
     assert run(capsys, "extensions", "api-lock", "--tree", str(tree))[0] == 1
+
+
+def test_generate_replaces_its_output_directory_as_a_whole(tree, tmp_path, capsys, monkeypatch):
+    """A Nix build step or a reader sees the old output or the new one, never a mix; a
+    directory holding anything else is refused, not emptied."""
+    monkeypatch.delenv("GUFO_EXTENSION_DIRS", raising=False)
+    out = tmp_path / "o"
+    args = ["extensions", "generate", "--tree", str(tree), "--out", str(out), "--feature", "linux"]
+    assert run(capsys, *args, "--select", "qwen")[0] == 0
+    inode = out.stat().st_ino
+    first = (out / "extensions.json").read_bytes()
+    assert run(capsys, *args, "--select", "qwen3_tts")[0] == 0
+    assert out.stat().st_ino != inode and (out / "extensions.json").read_bytes() != first  # a new directory
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging directory left
+    (out / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, _, err = run(capsys, *args, "--select", "qwen")
+    assert code == 1 and f"cannot write into {out}: it holds 'notes.txt', which generate did not write" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

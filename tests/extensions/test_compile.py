@@ -53,6 +53,22 @@ def test_shipped_cxx_is_package_data():
         CXX_DIR / "include" / "gufo" / "ext" / "registry.hpp").read_bytes()
 
 
+def test_translation_units_are_the_listed_sources_else_the_top_level_ones(tmp_path):
+    from lemonpack.extensions.compile import translation_units
+    from lemonpack.extensions.manifest import load_manifest
+
+    doc = manifest("tu")
+    d = write_extension(tmp_path / "tu", doc)
+    (d / "provider.cpp").write_text("// p\n")
+    (d / "kernel.hpp").write_text("// h\n")
+    assert translation_units(load_manifest(d)) == ["extension.cpp"]
+    doc["files"] = ["kernel.hpp"]
+    (d / "extension.json").write_text(json.dumps(doc))
+    (d / "sub").mkdir()
+    (d / "sub" / "deep.cpp").write_text("// not at the top\n")
+    assert translation_units(load_manifest(d)) == ["extension.cpp", "provider.cpp"]
+
+
 @pytest.mark.slow
 def test_cli_build_of_the_release_lock_lists_every_official_provider(tree, tmp_path, capsys):
     out = tmp_path / "out"
@@ -101,9 +117,9 @@ def test_probes_are_code_and_the_first_yes_wins(tree, tmp_path):
     def pick(*args):
         return subprocess.run([str(built.bin), "--pick", "text_generation", "--architecture", *args],
                               capture_output=True, text=True)
-    q4 = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=15")
+    q4 = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--tensor", "blk.0.ffn_gate_exps.weight=Q4_K")
     assert (q4.returncode, q4.stdout) == (0, "qwen38_flash_next flash-next-q4\n")
-    g = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--meta", "general.file_type=2",
+    g = pick("qwen4exp", "--meta", "qwen4exp.expert_count=64", "--tensor", "blk.0.ffn_gate_exps.weight=Q4_0",
              "--meta", "gsq.group_size=32")
     assert (g.returncode, g.stdout) == (0, "flash_next_gsq flash-next-gsq-p\n")
     none = pick("llama")
@@ -132,12 +148,15 @@ def test_a_source_that_does_not_compile_is_named_and_out_is_kept(tree, tmp_path,
     d = write_extension(tmp_path / "c" / "broken", manifest("broken"), extra_source="int broken = ;\n")
     sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["broken"], features=CPU, environ={})
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep").write_text("old build\n")
+    (out / "bin").mkdir(parents=True)
+    (out / "bin" / "gufo-registry").write_text("old build\n")
     with pytest.raises(CompileError, match=rf"^{d / 'extension.cpp'}: does not compile \(g\+\+ exit 1\): .*error"):
         compile_gufo(sel, out)
-    assert [p.name for p in out.iterdir()] == ["keep"]
+    assert [p.name for p in out.iterdir()] == ["bin"] and (out / "bin" / "gufo-registry").read_text() == "old build\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(CompileError, match="holds 'notes.txt', which a build did not write"):
+        compile_gufo(sel, out)
     code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--extension-dir", str(tmp_path / "c"),
                            "--select", "broken", "--feature", "linux", "--out", str(out), "--cxx", "no-such-c++")
     assert code == 1 and "'no-such-c++' not found on PATH" in err

@@ -7,9 +7,11 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lemonpack.errors import ManifestError
-from lemonpack.extensions.manifest import (check_schema_lock, load_manifest)
+from lemonpack.extensions.manifest import check_schema_lock, load_manifest, schema_problems
 from support.extensions import REPO, manifest, write_extension
 
 OFFICIAL = sorted(p.parent.name for p in (REPO / "catalogue" / "extensions").glob("*/extension.json"))
@@ -67,7 +69,9 @@ def _mutate(change):
 
 MUTATIONS = {
     "unknown field": (lambda d: d.update(colour="red"), ("colour", "unknown-field")),
-    "missing probe": (lambda d: d["providers"][0].pop("probe"), ("providers[0].probe", "missing-field")),
+    "missing provider entry": (lambda d: d["providers"][0].pop("entry"), ("providers[0].entry", "missing-field")),
+    "probe tensor type": (lambda d: d["providers"][0]["probe"].update(tensors=[{"name": "t", "types": ["Q4 K"]}]),
+                          ("providers[0].probe.tensors[0].types[0]", "schema-pattern")),
     "bad key": (lambda d: d["providers"][0]["keys"].append("qwen4exp"), ("providers[0].keys[1]", "schema-pattern")),
     "no keys": (lambda d: d["providers"][0].update(keys=[]), ("providers[0].keys", "schema-minItems")),
     "bad capability": (lambda d: d["providers"][0].update(capability="chat"), ("providers[0].capability", "schema-enum")),
@@ -126,3 +130,65 @@ def test_duplicate_json_key_and_syntax(tmp_path):
     (d / "extension.json").write_text('{"name": ')
     with pytest.raises(ManifestError, match="not valid JSON"):
         load_manifest(d / "extension.json")
+
+
+def test_seed_manifest_without_a_declarative_probe_is_valid(tmp_path):
+    """Seed 002 section 8's simplified manifest, as written: the probe is code (provider.cpp)."""
+    doc = {"name": "qwen38_flash_next", "api_version": ">= 0.1.0", "entry": "qwen38_flash_next_register",
+           "providers": [{"id": "flash-next-q4", "capability": "text_generation", "keys": ["gguf:qwen4exp"],
+                          "target": "gufo_qwen38_flash_next_hip", "entry": "qwen38_flash_next_provider_register"}],
+           "version": "1.0.0", "targets": [{"name": "gufo_qwen38_flash_next_hip", "requires": ["hip"]}]}
+    (tmp_path / "extension.json").write_text(json.dumps(doc))
+    ext = load_manifest(tmp_path)
+    assert ext.providers[0].probe is None and ext.providers[0].id == "flash-next-q4"
+
+
+# ---------------------------------------------------------------- the fast acceptor
+
+def _strict_ok(doc) -> bool:
+    from lemonpack.extensions.manifest import _validator
+    return not list(_validator().iter_errors(doc))
+
+
+TRICKY = {
+    "integer written as a float": lambda d: d["providers"][0]["probe"].update(tensors=[{"name": "t", "shape": [1.0]}]),
+    "float metadata": lambda d: d["providers"][0]["probe"].update(metadata={"a.b": 2.0}),
+    "newline before the end": lambda d: d.update(version="1.0.0\n"),
+    "identical providers": lambda d: d["providers"].append(copy.deepcopy(d["providers"][0])),
+    "same id, other entry": lambda d: d["providers"].append(dict(d["providers"][0], entry="other")),
+    "identical targets": lambda d: d["targets"].append(copy.deepcopy(d["targets"][0])),
+    "true and 1 in an enum list": lambda d: d["targets"][0].update(requires=["linux", True]),
+    "boolean as integer": lambda d: d["providers"][0]["probe"].update(tensors=[{"name": "t", "shape": [True]}]),
+    "no probe": lambda d: d["providers"][0].pop("probe"),
+    "tensor types": lambda d: d["providers"][0]["probe"].update(tensors=[{"name": "t", "types": ["Q4_K", "Q4_K"]}]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MUTATIONS) + sorted(TRICKY))
+def test_fast_acceptor_agrees_with_the_strict_validator(case):
+    """schema_problems accepts through a compiled fastjsonschema predicate: it must accept
+    exactly what the strict jsonschema validator accepts."""
+    doc = _mutate(MUTATIONS[case][0] if case in MUTATIONS else TRICKY[case])
+    assert (schema_problems(doc, "f") == []) == _strict_ok(doc)
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, width=32)
+                           | st.sampled_from(["", "x", "linux", "gguf:x", "Q4_K", "1.0.0", "--x", "a\n", "x_y"]),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                               st.sampled_from(["name", "id", "types", "shape", "x"]), inner, max_size=3),
+                           max_leaves=6)
+PLACES = [("name",), ("version",), ("providers", 0, "id"), ("providers", 0, "keys"), ("providers", 0, "probe"),
+          ("providers", 0, "probe", "tensors"), ("providers", 0, "probe", "metadata"), ("options", 0),
+          ("targets", 0, "requires"), ("targets",), ("files",), ("dependencies",), ("providers",), ("extra",)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(place=st.sampled_from(PLACES), value=JSON_VALUES)
+def test_fast_acceptor_agrees_on_random_values(place, value):
+    doc = _mutate(lambda d: None)
+    doc["providers"][0]["probe"]["tensors"] = [{"name": "t"}]
+    target = doc
+    for key in place[:-1]:
+        target = target[key]
+    target[place[-1]] = value
+    assert (schema_problems(doc, "f") == []) == _strict_ok(doc)

@@ -290,7 +290,8 @@ def test_another_architecture_is_the_only_reason(q):
 
 
 def test_missing_probe_and_other_formats_say_no(q):
-    assert evaluate(None, q) == (False, ["declares no probe"])
+    assert evaluate(None, q) == (False, ["declares no declarative probe (its probe is code in the extension, "
+                                         "which lemonpack does not run)"])
     assert evaluate({"format": "safetensors", "architecture": ["qwen4exp"]}, q) == (
         False, ["probe format 'safetensors' does not read a gguf file"])
 

@@ -12,17 +12,17 @@ import pytest
 
 from lemonpack.cli import main
 from support.extensions import manifest, write_extension
-from support.gguf_files import write_gguf
+from support.gguf_files import GGMLQuantizationType, write_gguf
 
 HIP = ["--feature", "hip", "--feature", "linux"]
 
 
 @pytest.fixture
 def flash_next(tmp_path):
-    """The seed's qwen4exp file, shaped as flash-next-q4's probe asks (tensor data absent)."""
-    return write_gguf(tmp_path / "flash-next.gguf", "qwen4exp", {"qwen4exp.expert_count": 64},
-                      {"blk.0.ffn_gate_exps.weight": [2048, 768, 64], "blk.1.ffn_gate_exps.weight": [2048, 768, 64]},
-                      with_data=False)
+    """The seed's qwen4exp file, shaped as flash-next-q4's probe asks: Q4_K experts (tensor data absent)."""
+    experts = {"blk.0.ffn_gate_exps.weight": [2048, 768, 64], "blk.1.ffn_gate_exps.weight": [2048, 768, 64]}
+    return write_gguf(tmp_path / "flash-next.gguf", "qwen4exp", {"qwen4exp.expert_count": 64}, experts,
+                      with_data=False, types=dict.fromkeys(experts, GGMLQuantizationType.Q4_K))
 
 
 def probe(capsys, *args):
@@ -52,7 +52,7 @@ def test_seed_figure_4(tree, flash_next, capsys):
         "  4. flash-next-q4 (qwen38_flash_next): yes: chosen",
         "       - general.architecture is 'qwen4exp', one of ['qwen4exp']",
         "       - metadata qwen4exp.expert_count is 64",
-        "       - tensor blk.*.ffn_gate_exps.weight shape [2048, 768, 64] matches (2 tensors)",
+        "       - tensor blk.*.ffn_gate_exps.weight shape [2048, 768, 64] and type in [Q4_K, Q6_K] matches (2 tensors)",
     ]
 
 

@@ -156,3 +156,31 @@ def test_ttl_and_soft_idle_must_be_positive(tmp_path):
         r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "serve", opt, "0"], capture_output=True,
                            text=True, env={**os.environ, "LEMONPACK_CONFIG_DIR": str(tmp_path)})
         assert r.returncode == 2 and opt in r.stderr, r.stderr
+
+
+def test_malformed_requests_and_early_disconnects_never_print_a_traceback(tmp_path):
+    import socket
+    import urllib.parse
+
+    with serve_cli(tmp_path, fake_doc("slow", "--first-byte-delay", "0.5")) as (c, lines):
+        port = urllib.parse.urlsplit(str(c.base_url)).port
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200  # engine up
+        for raw in (b"GET /v1/models HTTP/1.1\r\nHost x\r\nBad\x00Header: 1\r\n\r\n",
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n",
+                    b"\x16\x03\x01garbage\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(raw)
+                assert s.recv(65536).split(b" ")[1] == b"400"
+        body = json.dumps({**CHAT, "stream": True}).encode()
+        for _ in range(3):  # the client leaves before the response headers
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            s.close()
+        deadline = time.monotonic() + 5
+        while sum('"status": 499' in ln or "status=499" in ln for ln in lines) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.get("/v1/health").status_code == 200
+    text = "".join(lines)
+    assert "Traceback" not in text and "Error handling request" not in text, text
+    assert text.count("status=499") == 3, text

@@ -170,12 +170,11 @@ def test_in_flight_bound_answers_429_with_retry_after(live):
     lv.start()
     with client(lv.url) as c, client(lv.url) as c2:
         with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
-            next(r.iter_raw())
+            chunks = r.iter_raw()  # kept: a dropped iterator closes the connection
+            next(chunks)
             r2 = c2.post("/v1/chat/completions", json=CHAT)
             assert r2.status_code == 429 and r2.headers["retry-after"] == "1"
-        deadline = time.monotonic() + 2  # the client left: its slot is freed within a moment
-        while lv.server.in_flight.get("user.fake") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # the client left: its slot is free at once (the handler is cancelled, no polling)
         assert c2.post("/v1/chat/completions", json=CHAT).status_code == 200
 
 

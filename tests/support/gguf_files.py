@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFEndian, GGUFValueType, GGUFWriter
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFEndian, GGUFValueType, GGUFWriter
 
 #: The probe of the seed's flash-next-q4 provider (CONTRACTS.md example), on small shapes.
 QWEN4EXP_PROBE = {"format": "gguf", "architecture": ["qwen4exp"], "metadata": {"qwen4exp.expert_count": 4},
@@ -35,12 +35,13 @@ def _put(w: GGUFWriter, key: str, value: Any) -> None:
 
 def write_gguf(path: Path, arch: str | None = "llama", metadata: dict[str, Any] | None = None,
                tensors: dict[str, list[int]] | None = None, *, with_data: bool = True,
-               big_endian: bool = False) -> Path:
+               big_endian: bool = False, types: dict[str, "GGMLQuantizationType"] | None = None) -> Path:
     """Write a GGUF at ``path``: ``general.architecture = arch`` (omitted when None), the
     ``metadata`` (int -> uint32, float -> float32, bool, str, list -> array, or an explicit
     ``(value, GGUFValueType)``), and float32 ``tensors`` name -> GGML-order shape. With
     ``with_data=False`` only the header, key/values and tensor infos are written: the tensor
-    data the infos declare is absent. Returns ``path``."""
+    data the infos declare is absent; ``types`` then gives a tensor a GGML storage type other
+    than F32 (``{"blk.0.ffn_gate_exps.weight": GGMLQuantizationType.Q4_K}``). Returns ``path``."""
     w = GGUFWriter(path, arch or "unused", endianess=GGUFEndian.BIG if big_endian else GGUFEndian.LITTLE)
     if arch is None:
         del w.kv_data[0]["general.architecture"]
@@ -50,6 +51,12 @@ def write_gguf(path: Path, arch: str | None = "llama", metadata: dict[str, Any] 
         np_shape = tuple(reversed(shape))
         if with_data:
             w.add_tensor(name, np.zeros(np_shape, dtype=np.float32))
+        elif name in (types or {}):
+            qtype = types[name]
+            block, size = GGML_QUANT_SIZES[qtype]
+            byte_shape = (*np_shape[:-1], np_shape[-1] // block * size)
+            w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape, dtype=np.int64)),
+                              raw_dtype=qtype)
         else:
             w.add_tensor_info(name, np_shape, np.dtype(np.float32), 4 * int(np.prod(np_shape, dtype=np.int64)))
     w.write_header_to_file()
@@ -87,4 +94,4 @@ def llama(path: Path) -> Path:
                       {"blk.0.attn_q.weight": [8, 8], "output.weight": [8, 16]})
 
 
-__all__ = ["QWEN4EXP_PROBE", "deepseek4", "llama", "qwen4exp", "write_gguf", "GGUFValueType"]
+__all__ = ["GGMLQuantizationType", "QWEN4EXP_PROBE", "deepseek4", "llama", "qwen4exp", "write_gguf", "GGUFValueType"]

@@ -7,8 +7,10 @@ namespace c = gufo::ext::constants::qwen38_flash_next;
 namespace {
 
 bool probe_qwen38_flash_next_provider_register(const gufo::ext::ArtifactIdentity &a) {
-  // Q4_K_M files only (general.file_type 15): a GSQ or other quantized variant is another provider's.
-  return a.architecture == "qwen4exp" && a.has("qwen4exp.expert_count", "64") && a.has("general.file_type", "15");
+  // Q4_K / Q6_K experts only: a GSQ or other quantized variant is another provider's to run.
+  const gufo::ext::TensorDesc *experts = a.tensor("blk.", ".ffn_gate_exps.weight");
+  return a.architecture == "qwen4exp" && a.has("qwen4exp.expert_count", "64") && experts != nullptr &&
+         (experts->type == "Q4_K" || experts->type == "Q6_K");
 }
 
 }  // namespace

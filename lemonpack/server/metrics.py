@@ -1,0 +1,61 @@
+"""``GET /metrics``: Prometheus text format (``prometheus_client``, one registry per server).
+
+Series: ``lemonpack_requests_total{model,route,status}``,
+``lemonpack_request_duration_seconds`` and ``lemonpack_time_to_first_byte_seconds``
+histograms (``model``, ``route``), ``lemonpack_inflight_requests{model}``,
+``lemonpack_engine_starts_total{model}``, ``lemonpack_engine_failures_total{model,reason}``
+(``reason``: ``start_failed``, ``exited``), ``lemonpack_model_memory_bytes{model}`` (the
+estimate of each engine not stopped) and ``lemonpack_memory_budget_bytes``. Model names are
+clipped to 200 characters in labels.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from lemonpack.server.body import clip
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    """The server's collectors in their own :class:`CollectorRegistry`; ``snapshot`` is a
+    callable returning ``(in_flight by model, memory by model, budget or None)`` read at
+    each scrape."""
+
+    def __init__(self, snapshot) -> None:
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self._snapshot = snapshot
+        self.requests = Counter("lemonpack_requests", "Requests answered", ("model", "route", "status"), registry=r)
+        self.duration = Histogram("lemonpack_request_duration_seconds", "Request duration", ("model", "route"),
+                                  buckets=BUCKETS, registry=r)
+        self.ttfb = Histogram("lemonpack_time_to_first_byte_seconds", "Time to the first response byte",
+                              ("model", "route"), buckets=BUCKETS, registry=r)
+        self.inflight = Gauge("lemonpack_inflight_requests", "Requests busy or waiting", ("model",), registry=r)
+        self.starts = Counter("lemonpack_engine_starts", "Engines started", ("model",), registry=r)
+        self.failures = Counter("lemonpack_engine_failures", "Engine start failures and exits", ("model", "reason"),
+                                registry=r)
+        self.memory = Gauge("lemonpack_model_memory_bytes", "Estimated memory of each engine", ("model",), registry=r)
+        self.budget = Gauge("lemonpack_memory_budget_bytes", "Memory budget (0: none)", registry=r)
+        self._seen: set[str] = set()
+
+    def request(self, model: str | None, route: str, status: int, seconds: float, ttfb: float | None) -> None:
+        m = clip(model or "", 200)
+        self.requests.labels(m, route, str(status)).inc()
+        self.duration.labels(m, route).observe(seconds)
+        if ttfb is not None:
+            self.ttfb.labels(m, route).observe(ttfb)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        inflight, memory, budget = self._snapshot()
+        for name in self._seen | set(inflight):
+            self.inflight.labels(clip(name, 200)).set(inflight.get(name, 0))
+        for name in self._seen | set(memory):
+            self.memory.labels(clip(name, 200)).set(memory.get(name, 0))
+        self._seen |= set(inflight) | set(memory)
+        self.budget.set(budget or 0)
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+__all__ = ["Metrics"]

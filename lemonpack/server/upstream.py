@@ -1,0 +1,336 @@
+"""The upstream side of the proxy: a small HTTP/1.1 client that relays engine answers raw.
+
+Why not aiohttp's client: it parses a chunked answer frame by frame (one Python call per
+server-sent event) and the proxy then frames it again, which halved streaming throughput
+(``bench/proxy.py``: 0.5x direct for a 5,000-event burst). Here a chunked answer is passed
+to the client *as it arrived*, framing included; frames are only walked (size line, skip) to
+find the end, after they were passed on (when the bytes end with an empty line, as the last
+chunk does, or every MiB), and a sized answer is copied as it is read. Everything else is the usual
+HTTP/1.1 (RFC 9112): request framing by ``Content-Length`` or chunked, interim 1xx answers
+skipped, ``HEAD``/204/304 without a body, a body delimited by the close of the connection.
+
+:class:`Upstream` is one engine's pool of keep-alive connections, kept for the engine's
+life; a connection goes back to the pool only after a whole exchange, else it is closed (a
+client that leaves closes the engine's connection: the engine sees it at once). A pooled
+connection the engine closed meanwhile is retried once on a fresh one when the request body
+can be sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from multidict import CIMultiDict
+
+READ = 1 << 16
+WALK_EVERY = 1 << 20  # bytes of a chunked answer passed on before its frames are walked
+HEAD_LIMIT = 1 << 16
+CONNECT_TIMEOUT = 10.0
+
+
+class UpstreamError(ConnectionError):
+    """The engine did not answer (refused, reset, closed before an answer, malformed head)."""
+
+
+class Answer:
+    """An engine's answer: ``status``, ``reason``, ``headers``; the body is read by
+    :meth:`relay`. ``framing``: ``("length", n)``, ``("chunked", None)``, ``("close", None)``
+    or ``("none", None)``."""
+
+    def __init__(self, conn: "_Conn", status: int, reason: str, headers: CIMultiDict, framing: tuple) -> None:
+        self._conn = conn
+        self.status, self.reason, self.headers, self.framing = status, reason, headers, framing
+        self.done = framing[0] == "none"
+
+    @property
+    def chunked(self) -> bool:
+        return self.framing[0] == "chunked"
+
+    @property
+    def content_length(self) -> int | None:
+        return self.framing[1] if self.framing[0] == "length" else (0 if self.framing[0] == "none" else None)
+
+    async def relay(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None = None) -> None:
+        """Pass the body to ``write`` as it arrives (a chunked body with its framing);
+        ``first()`` before the first bytes. Raises :class:`UpstreamError` when the engine
+        ends it early."""
+        reader = self._conn.reader
+        kind, n = self.framing
+        if kind == "none":
+            return
+        if kind == "length":
+            left = n
+            while left > 0:
+                data = await reader.read(min(READ, left))
+                if not data:
+                    raise UpstreamError(f"the engine closed its answer {left} bytes short")
+                if first is not None:
+                    first(); first = None
+                left -= len(data)
+                await write(data)
+            self.done = True
+            return
+        if kind == "close":
+            while True:
+                data = await reader.read(READ)
+                if not data:
+                    self.done = True
+                    self._conn.reusable = False
+                    return
+                if first is not None:
+                    first(); first = None
+                await write(data)
+        # Forward first, walk later: a chunked body always ends with an empty line (CRLF CRLF,
+        # or LF LF from a lenient engine), so the frames read so far are walked only when the
+        # bytes end like that or hold a last chunk ("0" CRLF CRLF, found at C speed), or when
+        # WALK_EVERY bytes are waiting (memory stays bounded).
+        # The walk is then off the client's critical path: it has the bytes already.
+        walker = _ChunkWalker()
+        backlog: list[bytes] = []
+        waiting = 0
+        tail = b""
+        while True:
+            data = await reader.read(READ)
+            if not data:
+                raise UpstreamError("the engine closed its chunked answer before its end")
+            if first is not None:
+                first(); first = None
+            await write(data)
+            backlog.append(data)
+            waiting += len(data)
+            seam = tail + data[:8]
+            tail = (tail + data)[-8:]
+            if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")
+                                             or b"0\r\n\r\n" in data or b"0\r\n\r\n" in seam):
+                continue
+            for k, part in enumerate(backlog):
+                used = walker.feed(part)
+                if walker.done:
+                    if used < len(part) or k < len(backlog) - 1:
+                        # bytes after the end (already passed on): not an exchange we can reuse
+                        self._conn.reusable = False
+                        raise UpstreamError("the engine sent bytes after the end of its chunked answer")
+                    break
+            backlog.clear()
+            waiting = 0
+            if walker.done:
+                self.done = True
+                return
+
+
+class _ChunkWalker:
+    """Finds the end of a chunked body (RFC 9112 section 7.1) without copying it: each size
+    line is read and the chunk skipped; then trailer lines up to the empty line."""
+
+    def __init__(self) -> None:
+        self.skip = 0
+        self.line = b""
+        self.trailers = False
+        self.done = False
+
+    def feed(self, data: bytes) -> int:
+        """Walk ``data``; return how many of its bytes belong to the body. The common case
+        (a size line without extensions, then the chunk) costs one ``find`` and one ``int``."""
+        i, n = 0, len(data)
+        find = data.find
+        while i < n:
+            skip = self.skip
+            if skip:
+                if skip >= n - i:
+                    self.skip = skip - (n - i)
+                    return n
+                i += skip
+                self.skip = 0
+                continue
+            j = find(b"\n", i)
+            if j < 0:
+                self.line += data[i:]
+                if len(self.line) > 4096:
+                    raise UpstreamError("the engine sent a chunk-size line longer than 4 KiB")
+                return n
+            if self.line:
+                line, self.line = self.line + data[i:j + 1], b""
+            else:
+                line = data[i:j + 1]
+            i = j + 1
+            if self.trailers:
+                if line in (b"\r\n", b"\n"):
+                    self.done = True
+                    return i
+                continue
+            try:
+                size = int(line, 16)
+            except ValueError:
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise UpstreamError(f"the engine sent a bad chunk-size line {line[:40]!r}") from None
+            if size:
+                self.skip = size + 2
+            else:
+                self.trailers = True
+        return n
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.reusable = True
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Upstream:
+    """Keep-alive connections to one engine at ``host:port`` (module docstring)."""
+
+    def __init__(self, host: str, port: int, max_idle: int = 64) -> None:
+        self.host, self.port = host, port
+        self.max_idle = max_idle
+        self._idle: list[_Conn] = []
+        self.closed = False
+
+    async def _connect(self) -> _Conn:
+        try:
+            r, w = await asyncio.wait_for(asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT),
+                                          CONNECT_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {e}") from None
+        return _Conn(r, w)
+
+    async def request(self, method: str, target: str, headers: CIMultiDict, body: object,
+                      length: int | None, replayable: Callable[[], bool]) -> tuple[Answer, "_Lease"]:
+        """Send one request; ``(answer head, lease)``. ``body``: None, bytes, or an async
+        iterator of bytes (sent with ``Content-Length: length`` when given, else chunked);
+        ``replayable()`` says whether it may be sent again on a fresh connection. The lease
+        must be released (:meth:`_Lease.release`) when the exchange ends, however it ends."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.writer.is_closing() or conn.reader.at_eof():
+                conn.close()
+                continue
+            try:
+                return await self._exchange(conn, method, target, headers, body, length)
+            except UpstreamError:
+                conn.close()
+                if not replayable():
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+        conn = await self._connect()
+        try:
+            return await self._exchange(conn, method, target, headers, body, length)
+        except BaseException:
+            conn.close()
+            raise
+
+    async def _exchange(self, conn: _Conn, method, target, headers, body, length) -> tuple[Answer, "_Lease"]:
+        head = [f"{method} {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"]
+        head += [f"{k}: {v}\r\n" for k, v in headers.items()]
+        streaming = body is not None and not isinstance(body, (bytes, bytearray))
+        if body is None:
+            if method in ("POST", "PUT", "PATCH"):
+                head.append("Content-Length: 0\r\n")
+        elif not streaming:
+            head.append(f"Content-Length: {len(body)}\r\n")
+        elif length is not None:
+            head.append(f"Content-Length: {length}\r\n")
+        else:
+            head.append("Transfer-Encoding: chunked\r\n")
+        head.append("\r\n")
+        w = conn.writer
+        try:
+            if streaming:
+                w.write("".join(head).encode("latin-1"))
+                async for chunk in body:
+                    if not chunk:
+                        continue
+                    w.write(chunk if length is not None else b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    await w.drain()
+                if length is None:
+                    w.write(b"0\r\n\r\n")
+            else:
+                w.write("".join(head).encode("latin-1") + (body or b""))
+            await w.drain()
+            while True:
+                try:
+                    raw = await conn.reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    raise UpstreamError("the engine closed the connection without an answer") from None
+                except asyncio.LimitOverrunError:
+                    raise UpstreamError(f"the engine's answer head is larger than {HEAD_LIMIT} bytes") from None
+                status, reason, hdrs = _parse_head(raw)
+                if status >= 200 or status == 101:
+                    break
+        except ConnectionError as e:
+            raise UpstreamError(str(e) or type(e).__name__) from None
+        framing = _framing(method, status, hdrs)
+        if any(t.strip().lower() == "close" for v in hdrs.getall("Connection", []) for t in v.split(",")):
+            conn.reusable = False
+        return Answer(conn, status, reason, hdrs, framing), _Lease(self, conn)
+
+    def _give_back(self, conn: _Conn) -> None:
+        if self.closed or len(self._idle) >= self.max_idle or conn.writer.is_closing():
+            conn.close()
+        else:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        """Close every idle connection; connections in use close when released."""
+        self.closed = True
+        for c in self._idle:
+            c.close()
+        self._idle.clear()
+
+
+class _Lease:
+    def __init__(self, pool: Upstream, conn: _Conn) -> None:
+        self._pool, self._conn = pool, conn
+
+    def release(self, answer: Answer) -> None:
+        """Back to the pool after a whole exchange; otherwise the connection is closed."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if answer.done and conn.reusable:
+            self._pool._give_back(conn)
+        else:
+            conn.close()
+
+
+def _parse_head(raw: bytes) -> tuple[int, str, CIMultiDict]:
+    lines = raw.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise UpstreamError(f"the engine answered something that is not HTTP/1.x: {lines[0][:80]!r}")
+    hdrs: CIMultiDict = CIMultiDict()
+    for ln in lines[1:]:
+        if not ln:
+            continue
+        k, sep, v = ln.partition(":")
+        if not sep or not k or k != k.strip():
+            raise UpstreamError(f"the engine sent a malformed header line {ln[:80]!r}")
+        hdrs.add(k, v.strip())
+    return int(parts[1]), parts[2] if len(parts) > 2 else "", hdrs
+
+
+def _framing(method: str, status: int, hdrs: CIMultiDict) -> tuple:
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return ("none", None)
+    te = ",".join(hdrs.getall("Transfer-Encoding", [])).lower()
+    if te:
+        if te.replace(" ", "").split(",")[-1] != "chunked":
+            return ("close", None)
+        return ("chunked", None)
+    cl = hdrs.getall("Content-Length", [])
+    if cl:
+        if len(set(cl)) != 1 or not cl[0].strip().isdigit():
+            raise UpstreamError(f"the engine sent a bad Content-Length {cl!r}")
+        n = int(cl[0])
+        return ("length", n) if n else ("none", None)
+    return ("close", None)
+
+
+__all__ = ["Answer", "Upstream", "UpstreamError"]

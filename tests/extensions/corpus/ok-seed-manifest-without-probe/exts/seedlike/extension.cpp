@@ -1,0 +1,4 @@
+#include "gufo/ext/registry.hpp"
+#include "gufo_ext_constants.hpp"
+
+extern "C" void seedlike_register(gufo::ext::Registry &registry) { (void)registry; }
