@@ -99,6 +99,16 @@ def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return sha.hexdigest(), size
 
 
+def stat_facts(path: str | os.PathLike[str]) -> list[int]:
+    """``[size, mtime_ns, ctime_ns, inode, device]`` of ``path`` (``lstat``): what a cache
+    hit is checked against instead of re-hashing, when recorded right after the bytes were
+    hashed. Any write, truncation, ``touch``, ``chmod``, rename over it or copy in its place
+    changes at least one of them (ctime cannot be set from user space); bit rot under an
+    unchanged inode does not. Raises ``OSError``."""
+    st = os.lstat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
 def remove_tree(path: str | os.PathLike[str]) -> None:
     """Remove a directory tree even where an archive made directories read-only. A
     symlink at ``path`` is removed itself, never followed (nothing outside is touched)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from support.containers import podman_conf, podman_env  # noqa: F401 (fixtures for every folder)
+from support.debian_base import debian_layout  # noqa: F401 (a real Debian base image, session-scoped)
 from support.fileserver import LocalServer
 from support.registry import auth_registry, registry, token_registry  # noqa: F401 (real docker-registry fixtures)
 from support.collection import uncollected_test_files

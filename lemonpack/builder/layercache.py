@@ -22,14 +22,17 @@ another recipe's blob: nothing short of rebuilding links a layer's bytes to the 
 ``~/.cache/pip`` or a container store; ``lemonpack cache clean`` or a fresh
 ``LEMONPACK_CACHE_DIR`` rebuilds every layer from verified artifacts.
 
-Trust on a hit: **re-hash every time, while copying into the layout**
-(:func:`read_layer`): the compressed bytes must hash to the record's digest and size, and
-the decompressed tar, hashed in the same pass, must give the record's ``diff_id`` (a wrong
-``diff_id`` makes an image unloadable). Not stat facts: the blob is copied into the layout
-in full anyway (never hard-linked, so nothing done to a layout reaches the cache), so
-hashing costs only CPU in a read that happens regardless, and it also catches bit rot,
-which leaves stat facts unchanged. A bad entry is dropped and the layer rebuilt from the
-(re-verified) artifact.
+Trust on a hit: **stat facts, recorded when the bytes were verified**. The record holds
+``stat``: the blob's ``[size, mtime_ns, ctime_ns, inode, device]`` (:func:`lemonpack.files.stat_facts`), taken
+right after the blob was written and hashed (or re-hashed). A hit whose blob still has exactly
+those facts is copied into the layout with the kernel's copy, without reading it in Python:
+any write, truncation, ``touch``, ``chmod``, replacement or restore changes the ctime at least
+(it cannot be set from user space), so what those catch is caught. A hit whose facts differ
+(or a record without them) is **re-hashed while it is copied** (:func:`read_layer`): the
+compressed bytes must hash to the record's digest and size and the decompressed tar to its
+``diff_id`` (a wrong one makes an image unloadable); then the new facts are recorded. What
+stat facts cannot see is bit rot under an unchanged inode: ``lemonpack cache verify`` re-hashes
+every entry. A bad entry is dropped and the layer rebuilt from the (verified) artifact.
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from lemonpack.files import stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
 
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the bytes of an artifact layer would change for the same inputs.
-LAYER_FORMAT = "1"
+LAYER_FORMAT = "2"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _READ = 1 << 20
@@ -67,11 +71,14 @@ class LayerFacts:
     size: int
 
 
-def read_layer(path: Path, out: BinaryIO | None = None) -> LayerFacts:
-    """Hash the gzip layer at ``path`` and its decompressed tar in one pass, copying the
-    bytes to ``out`` when given. Memory stays flat (1 MiB reads, bounded inflation).
-    Raises ``OSError`` when ``path`` cannot be read or is not a regular file itself
-    (:func:`lemonpack.fetch.staging.open_regular`); errors writing to ``out`` propagate."""
+def read_layer(path: Path, out: BinaryIO | None = None, zstd: bool = False) -> LayerFacts:
+    """Hash the gzip (or, with ``zstd``, zstd) layer at ``path`` and its decompressed tar in
+    one pass, copying the bytes to ``out`` when given. Memory stays flat (1 MiB reads,
+    bounded inflation). Raises ``OSError`` when ``path`` cannot be read or is not a regular
+    file itself (:func:`lemonpack.fetch.staging.open_regular`); errors writing to ``out``
+    propagate."""
+    if zstd:
+        return _read_zstd_layer(path, out)
     sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
     inflate = zlib.decompressobj(wbits=31)  # gzip container (RFC 1952)
     good = True
@@ -98,6 +105,27 @@ def read_layer(path: Path, out: BinaryIO | None = None) -> LayerFacts:
         except zlib.error:
             good = False
     good = good and inflate.eof
+    return LayerFacts("sha256:" + sha.hexdigest(), "sha256:" + diff.hexdigest() if good else None, size)
+
+
+def _read_zstd_layer(path: Path, out: BinaryIO | None) -> LayerFacts:
+    import zstandard
+
+    sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
+    dctx = zstandard.ZstdDecompressor().decompressobj()
+    good = True
+    with open_regular(path) as f:
+        while chunk := f.read(_READ):
+            sha.update(chunk)
+            size += len(chunk)
+            if out is not None:
+                out.write(chunk)
+            if good:
+                try:
+                    diff.update(dctx.decompress(chunk))
+                except zstandard.ZstdError:
+                    good = False
+    good = good and dctx.eof
     return LayerFacts("sha256:" + sha.hexdigest(), "sha256:" + diff.hexdigest() if good else None, size)
 
 
@@ -131,13 +159,14 @@ class LayerCache:
         return self.root / "blobs"
 
     @staticmethod
-    def inputs(artifact_sha: str, prefix: str, epoch: int, level: int) -> dict:
+    def inputs(artifact_sha: str, prefix: str, epoch: int, level: int, compression: str = "gzip") -> dict:
         """The inputs a layer is built from, as its record states them: ``{"format":
-        LAYER_FORMAT, "artifact": "sha256:<hex>", "prefix", "epoch", "level"}``.
-        ``artifact_sha``: the artifact's sha256, hex (with or without ``sha256:``)."""
+        LAYER_FORMAT (``+zstd`` for a zstd layer), "artifact": "sha256:<hex>", "prefix",
+        "epoch", "level"}``. ``artifact_sha``: the artifact's sha256, hex (with or without
+        ``sha256:``)."""
         hex_ = artifact_sha.split(":", 1)[1] if artifact_sha.startswith("sha256:") else artifact_sha
-        return {"format": LAYER_FORMAT, "artifact": "sha256:" + hex_, "prefix": prefix, "epoch": epoch,
-                "level": level}
+        fmt = LAYER_FORMAT if compression == "gzip" else f"{LAYER_FORMAT}+{compression}"
+        return {"format": fmt, "artifact": "sha256:" + hex_, "prefix": prefix, "epoch": epoch, "level": level}
 
     @staticmethod
     def key_of(inputs: dict) -> str:
@@ -232,13 +261,25 @@ class LayerCache:
         clear_non_regular(blob)
         os.replace(tmp, blob)
         fh.close()
+        self._write_record(key, {**inputs, "digest": digest, "diff_id": diff_id, "size": size,
+                                 "stat": stat_facts(blob)})
+        return blob
+
+    def _write_record(self, key: str, doc: dict) -> None:
         rfh, rtmp = locked_temp_file(self.root, ".rec-")
         with rfh:
-            rfh.write(json.dumps({**inputs, "digest": digest, "diff_id": diff_id, "size": size}).encode())
+            rfh.write(json.dumps(doc).encode())
             rfh.flush()
             clear_non_regular(self.root / f"{key}.json")
             os.replace(rtmp, self.root / f"{key}.json")
-        return blob
+
+    def verified_at(self, key: str, record: dict, blob: Path) -> None:
+        """Record ``blob``'s stat facts in ``key``'s record after it was re-hashed and found
+        to be what the record says (errors are logged: the facts are only a shortcut)."""
+        try:
+            self._write_record(key, {**record, "stat": stat_facts(blob)})
+        except OSError as exc:
+            log.warning("cannot record the stat facts of cached layer %s: %s", key, exc)
 
     @staticmethod
     def discard(fh: BinaryIO, tmp: Path) -> None:
@@ -285,7 +326,7 @@ class LayerCache:
         if entry.problem is not None or not entry.record:
             return entry.problem or "record is malformed or its blob is missing"
         try:
-            facts = read_layer(entry.blob)
+            facts = read_layer(entry.blob, zstd=str(entry.record.get("format", "")).endswith("+zstd"))
         except OSError as exc:
             return f"blob unreadable: {exc}"
         rec = entry.record
@@ -297,6 +338,45 @@ class LayerCache:
             return f"uncompressed tar hashes to {facts.diff_id}, record says {rec['diff_id']}"
         return None
 
+    # -- facts of base image layers ---------------------------------------------------
+    @property
+    def bases(self) -> Path:
+        """``<root>/bases``: what reading each base layer found, by the layer's digest."""
+        return self.root / "bases"
+
+    def base_facts(self, digest: str) -> dict | None:
+        """The facts recorded for the base layer ``digest`` (``sha256:<hex>``; a JSON object,
+        :class:`lemonpack.oci.base.LayerFacts` form), or None when absent or unreadable.
+
+        Trust: the facts are a function of the layer's bytes, which are hashed against
+        ``digest`` every time they are copied into a layout; the record itself is as
+        trusted as the rest of this cache (its user's)."""
+        hex_ = digest.split(":", 1)[-1]
+        if not _HEX64.fullmatch(hex_):
+            return None
+        try:
+            with open_regular(self.bases / f"{hex_}.json") as f:
+                doc = json.loads(f.read(1 << 22).decode())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def put_base_facts(self, digest: str, doc: dict) -> None:
+        """Record ``doc`` for the base layer ``digest`` (temp + rename; errors are logged,
+        never raised: the facts are only a shortcut)."""
+        hex_ = digest.split(":", 1)[-1]
+        try:
+            for bad in ensure_dir(self.bases, self.root.parent):
+                log.warning("%s was not a directory; removed", bad)
+            fh, tmp = locked_temp_file(self.bases, ".rec-")
+            with fh:
+                fh.write(json.dumps(doc).encode())
+                fh.flush()
+                clear_non_regular(self.bases / f"{hex_}.json")
+                os.replace(tmp, self.bases / f"{hex_}.json")
+        except OSError as exc:
+            log.warning("cannot record the facts of base layer %s: %s", digest, exc)
+
     def partials(self) -> list[Path]:
         """Temps of builds: blobs and records being written, scratch directories."""
         return partials(self.blobs, (".tmp-",)) + partials(self.root, (".rec-", ".scratch-"))
@@ -306,4 +386,4 @@ class LayerCache:
         return sweep(self.blobs, (".tmp-",)) + sweep(self.root, (".rec-", ".scratch-"))
 
 
-__all__ = ["LayerCache", "LayerEntry", "LayerFacts", "read_layer", "LAYER_FORMAT"]
+__all__ = ["LayerCache", "LayerEntry", "LayerFacts", "read_layer", "stat_facts", "LAYER_FORMAT"]

@@ -7,7 +7,12 @@ Output, in ``--out`` (an OCI image layout, image-spec v1.1 ``image-layout.md``):
   * a ``variant_of`` target with an artifact → an **image manifest**: layer 1 is the
     artifact, verified by sha256 while streaming and unpacked safely, under
     ``opt/lemonpack/<recipe>/``; layer 2 is the canonical recipe JSON at
-    ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary;
+    ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary. With a
+    base (``BuildOptions.base``, :mod:`lemonpack.oci.base`) the base's layers for the
+    target's platform come first, byte for byte (:class:`BaseLayers`), the config keeps the
+    base's ``Env``, and the manifest records ``org.opencontainers.image.base.*``; a
+    passthrough target whose command is not a container CLI then becomes an image too
+    (its Entrypoint: the command, found on the base's PATH);
   * any other target (passthrough, or a variant_of binary the user provides) → an
     **artifact manifest** (``artifactType`` :data:`RECIPE_ARTIFACT_TYPE`, empty config)
     whose one layer is the canonical recipe JSON and whose annotations record the
@@ -38,15 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
-from lemonpack.builder.layercache import LayerCache, read_layer
+from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import LemonpackError, StorageError, UnsafeContentError
+from lemonpack.errors import IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_sources_json
-from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayerInfo, LayoutWriter,
+from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
+from lemonpack.oci.base import BaseImage, BaseSource, LayerFacts, scan_layer
+from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 
 log = logging.getLogger(__name__)
@@ -76,7 +83,10 @@ class BuildOptions:
     URLs (hashes stay pinned); ``cache``: artifact cache (default under the XDG cache);
     ``epoch``: the timestamp of every file and of the image configs; ``cpu_arch``: the
     OCI ``architecture`` of images (the recipe's accelerator axis is not the CPU);
-    ``progress``: download progress bars (None: when stderr is a terminal)."""
+    ``progress``: download progress bars (None: when stderr is a terminal); ``base``: the
+    base image the engine images are built on (:func:`lemonpack.oci.base.open_base`; None:
+    artifact images holding the engine alone); ``compression``: ``gzip`` (``tar+gzip``
+    layers, default) or ``zstd`` (``tar+zstd``)."""
 
     out: Path
     os: str | None = None
@@ -88,6 +98,8 @@ class BuildOptions:
     cpu_arch: str = "amd64"
     progress: bool | None = None
     compresslevel: int = 1
+    base: BaseSource | None = None
+    compression: str = "gzip"
 
 
 @dataclass(frozen=True)
@@ -151,11 +163,15 @@ def target_images(t: EffectiveBlock) -> tuple[str, ...]:
     return container_images(t.command, t.args)
 
 
-def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int) -> Descriptor:
+def _media_type(compression: str) -> str:
+    return MEDIA_TYPE_LAYER_TAR_ZSTD if compression == "zstd" else MEDIA_TYPE_LAYER_TAR_GZIP
+
+
+def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int, compression: str = "gzip") -> Descriptor:
     path = f"etc/lemonpack/recipes/{recipe.recipe}.json"
-    return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
+    return lw.add_blob_file(_media_type(compression),
                             lambda f: write_files_layer([(path, recipe.canonical, 0o644)], f,
-                                                        mtime=epoch, compresslevel=level))
+                                                        mtime=epoch, compresslevel=level, compression=compression))
 
 
 class _Tee:
@@ -197,25 +213,39 @@ class _Out:
             raise _OutFailed(exc) from None
 
 
-def _cached_layer(lw: LayoutWriter, blob: Path, record: dict) -> Descriptor | None:
-    """Copy a cached layer into the layout, checking digest, size and diff_id in the same
-    read; None (and nothing in the layout) when the entry is bad."""
+def _cached_layer(lw: LayoutWriter, layers: LayerCache, key: str, blob: Path, record: dict) -> Descriptor | None:
+    """Copy a cached layer into the layout: by the kernel's copy when the blob's stat facts
+    are the ones recorded when it was verified, else checking digest, size and diff_id in
+    the same read (and recording the new facts); None (and nothing in the layout) when the
+    entry is bad."""
+    zstd = str(record.get("format", "")).endswith("+zstd")
+    media = MEDIA_TYPE_LAYER_TAR_ZSTD if zstd else MEDIA_TYPE_LAYER_TAR_GZIP
+    try:
+        same = record.get("stat") == stat_facts(blob)
+    except OSError:
+        same = False
+    if same:
+        desc = Descriptor(media, record["digest"], record["size"])
+        return lw.copy_blob(blob, desc, diff_id=record["diff_id"], verify=False)
+
     def copy(f):
         try:
-            facts = read_layer(blob, out=_Out(f))
+            facts = read_layer(blob, out=_Out(f), zstd=zstd)
         except OSError as exc:
             raise _BadEntry(exc.strerror or str(exc)) from None
         for name, got in (("digest", facts.digest), ("size", facts.size), ("diff_id", facts.diff_id)):
             if got != record[name]:
                 raise _BadEntry(f"{name} is {got}, record says {record[name]}")
-        return LayerInfo(facts.digest, facts.diff_id, facts.size)
+        return LayerInfo(facts.digest, facts.diff_id, facts.size, media)
     try:
-        return lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, copy)
+        desc = lw.add_blob_file(media, copy)
     except _OutFailed as exc:
         raise exc.args[0] from None
     except _BadEntry as exc:
         log.warning("cached layer %s is corrupt (%s); rebuilding it", blob, exc)
         return None
+    layers.verified_at(key, record, blob)
+    return desc
 
 
 def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Recipe, ...]:
@@ -238,11 +268,11 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
-    inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel)
+    inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel, opts.compression)
     key = LayerCache.key_of(inputs)
     hit = layers.get(key)
     if hit is not None:
-        desc = _cached_layer(lw, *hit)
+        desc = _cached_layer(lw, layers, key, *hit)
         if desc is not None:
             return desc
         layers.drop(key)
@@ -254,11 +284,11 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
 
         def write(f):
             built.append(write_dir_layer(unpacked, prefix, _Tee(f, fh), mtime=opts.epoch,
-                                         compresslevel=opts.compresslevel))
+                                         compresslevel=opts.compresslevel, compression=opts.compression))
             return built[0]
         try:
             try:
-                desc = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, write)
+                desc = lw.add_blob_file(_media_type(opts.compression), write)
             except UnsafeContentError as e:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"(sha256:{fetched.sha256}): unsafe member {e}") from None
@@ -274,6 +304,77 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
                            f"{layers.root}: {exc.strerror or exc}") from None
     finally:
         remove_tree(unpacked.parent)
+
+
+def base_layer_facts(layers: LayerCache) -> Callable[[Descriptor, Path], LayerFacts]:
+    """``facts_of(desc, path)`` for :meth:`lemonpack.oci.base.BaseImage.check`: the facts
+    recorded in the layer cache for ``desc.digest``, else one read of the blob (recorded
+    afterwards, once its bytes hash to ``desc.digest``)."""
+    def facts_of(desc: Descriptor, path: Path) -> LayerFacts:
+        doc = layers.base_facts(desc.digest)
+        if doc is not None:
+            try:
+                return LayerFacts.from_json(doc)
+            except ValueError:
+                pass
+        facts = scan_layer(path, desc.media_type)
+        if facts.digest == desc.digest:  # facts of other bytes are never recorded under this digest
+            layers.put_base_facts(desc.digest, facts.to_json())
+        return facts
+    return facts_of
+
+
+class BaseLayers:
+    """The base layers copied into one layout ``lw`` (each blob once, hashed against its
+    digest while copied; the layers' facts checked once, remembered in ``layers``)."""
+
+    def __init__(self, lw: LayoutWriter, layers: LayerCache):
+        self.lw, self.layers, self.copied, self.checked = lw, layers, set(), set()
+
+    def put(self, image: BaseImage, prefixes: tuple[str, ...]) -> list[Descriptor]:
+        """Check ``image`` against ``prefixes`` and copy its layers; their descriptors."""
+        key = (image.digest, prefixes)
+        if key not in self.checked:
+            image.check(prefixes, base_layer_facts(self.layers))
+            self.checked.add(key)
+        for desc, diff_id in zip(image.layers, image.diff_ids):
+            if desc.digest in self.copied:
+                continue
+            try:
+                self.lw.copy_blob(image.blob(desc), desc, diff_id=diff_id)
+            except IntegrityError as exc:
+                raise IntegrityError(f"base {image.name}: layer blob {image.blob(desc)}", exc.expected,
+                                     exc.actual) from None
+            except FileNotFoundError:
+                raise LemonpackError(f"base {image.name}: layer {desc.digest} is missing from "
+                                     f"{image.layout}") from None
+            except LemonpackError as exc:
+                raise LemonpackError(f"base {image.name}: {exc}") from None
+            self.copied.add(desc.digest)
+        return list(image.layers)
+
+
+def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:
+    try:
+        return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
+                                      f"({t.recipe.file})")
+    except LemonpackError as exc:
+        if type(exc) is LemonpackError and f"is {t.os}/" in str(exc):  # another platform: say how to narrow
+            raise LemonpackError(f"{exc} (choose the targets this base runs with --os/--accelerator/--cpu-arch)") \
+                from None
+        raise
+
+
+def _based_config(image: BaseImage, t: EffectiveBlock, opts: BuildOptions, prefix: str, entrypoint: list[str],
+                  labels: dict[str, str], added: int) -> dict:
+    config: dict = {"architecture": opts.cpu_arch, "os": t.os,
+                    "config": image.config_for(prefix, entrypoint, labels)}
+    if image.config.get("variant"):
+        config["variant"] = image.config["variant"]
+    history = image.history(added, rfc3339(opts.epoch), f"lemonpack build {t.recipe.recipe}.{t.target_name}")
+    if history is not None:
+        config["history"] = history
+    return config
 
 
 def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str]) -> dict:
@@ -333,8 +434,9 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     scratch = held.path
     try:
         with LayoutWriter(opts.out) as lw:
+            based = BaseLayers(lw, layers) if opts.base is not None else None
             for recipe, tgts, chain in plans:
-                recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel)
+                recipe_layer = _recipe_layer(lw, recipe, opts.epoch, opts.compresslevel, opts.compression)
                 recipe_blob = lw.add_blob_bytes(RECIPE_MEDIA_TYPE, recipe.canonical)
                 base_blobs = tuple(lw.add_blob_bytes(RECIPE_MEDIA_TYPE, b.canonical).with_annotations(
                     {ANNOTATION_TITLE: f"{b.recipe}.json", ANNOTATION_PREFIX + "extends-base": b.recipe})
@@ -344,7 +446,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                 nix_sources: list[NixSource] = []
                 for t in tgts:
                     result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob,
-                                                 base_blobs)
+                                                 base_blobs, based)
                     if result.source:
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
@@ -375,21 +477,42 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
 
 def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache: ArtifactCache,
                   layers: LayerCache, scratch: Path, recipe_layer: Descriptor,
-                  recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = ()) -> tuple[TargetResult, Descriptor]:
+                  recipe_blob: Descriptor, base_blobs: Sequence[Descriptor] = (),
+                  based: BaseLayers | None = None) -> tuple[TargetResult, Descriptor]:
     recipe = t.recipe
     tag = f"{recipe.recipe}.{t.target_name}"
     prov = t.provenance
+    prefix = f"opt/lemonpack/{recipe.recipe}"
     if recipe.variant_of and prov.source:
+        image = _base_for(t, opts) if based is not None else None
+        if image is not None:  # before the fetch: a wrong base fails fast
+            base_layers = based.put(image, (prefix,))
         fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)
         notes = {"source": prov.source, "sha256": f"sha256:{fetched.sha256}", "version-policy": prov.policy,
                  "variant-of": recipe.variant_of, "binary": t.binary}
         ann = _annotations(t, notes)
-        desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann, created=opts.epoch)
+        if image is None:
+            desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann,
+                                         created=opts.epoch)
+        else:
+            config = _based_config(image, t, opts, prefix, [f"/{prefix}/{t.binary}"], ann, 2)
+            desc = lw.add_image_manifest(config, [*base_layers, artifact, recipe_layer],
+                                         {**ann, **image.annotations()}, created=opts.epoch)
         desc = desc.with_annotations(ann)
         return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
                             t.gpu_arch, prov.source, fetched.sha256, prov.policy, (), fetched.from_cache), desc
     images = target_images(t)
+    if based is not None and not recipe.variant_of and t.command and not images:
+        # a passthrough engine found on the base's PATH (or at an absolute path in it)
+        image = _base_for(t, opts)
+        base_layers = based.put(image, (prefix,))
+        ann = _annotations(t, {})
+        config = _based_config(image, t, opts, prefix, [t.command], ann, 1)
+        desc = lw.add_image_manifest(config, [*base_layers, recipe_layer], {**ann, **image.annotations()},
+                                     created=opts.epoch).with_annotations(ann)
+        return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
+                            t.gpu_arch), desc
     ann = _annotations(t, {"images": ",".join(images) or None, "variant-of": recipe.variant_of,
                            "binary": t.binary})
     desc = lw.add_artifact_manifest(RECIPE_ARTIFACT_TYPE, [recipe_blob, *base_blobs], ann).with_annotations(ann)

@@ -24,6 +24,47 @@ EXAMPLE_HELP = ("Build only lemonpack's shipped example recipe (hello-engine), i
                 "the installed package on 127.0.0.1 (no network needed); takes no RECIPE.json or --mirror.")
 
 
+BASE_OPTION = typer.Option(
+    None, "--base", metavar="REF",
+    help="Build runnable images on this base: oci:DIR[:TAG] (a local OCI image layout) or "
+         "HOST/REPO@sha256:<hex> (pulled and verified; a tag is refused). Its layers come first, byte for byte; "
+         "Entrypoint is the engine. Without it an image holds the engine alone (not runnable by itself).")
+
+
+def open_base_arg(spec: str | None, stack, *, insecure: bool = False, registry_config: Path | None = None):
+    """The :class:`lemonpack.oci.base.BaseSource` named by ``--base`` (None when not given).
+    ``oci:DIR[:TAG]`` is read in place; ``HOST/REPO@sha256:<hex>`` is pulled (every blob
+    verified, :func:`lemonpack.registry.transfer.pull_layout`) into a temporary layout that
+    ``stack`` removes. Raises LemonpackError (exit 1) naming the base: a tag without a
+    digest, a malformed reference, not a layout; the registry client's errors (exit 3/4)."""
+    if spec is None:
+        return None
+    from lemonpack.errors import LemonpackError
+    from lemonpack.oci.base import open_base
+
+    if spec.startswith("oci:"):
+        return open_base(spec)
+    import tempfile
+
+    from lemonpack.oci.reference import InvalidReferenceError
+    from lemonpack.registry import RegistryClient
+    from lemonpack.registry.reference import parse_reference
+    from lemonpack.registry.transfer import pull_layout
+
+    try:
+        ref = parse_reference(spec)
+    except InvalidReferenceError as exc:
+        raise LemonpackError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or HOST/REPO@sha256:<hex> "
+                             f"(a registry image pinned by digest): {exc}") from None
+    if ref.digest is None:
+        raise LemonpackError(f"base {spec}: not pinned: a tag can move; give HOST/REPO@sha256:<hex> "
+                             "(lemonpack pin, skopeo inspect, or the digest `lemonpack publish` printed)")
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lemonpack-base-")))
+    with RegistryClient(ref.host, insecure=insecure, registry_config=registry_config) as client:
+        pull_layout(ref, tmp / "base", client, tag="base")
+    return open_base(spec, layout=tmp / "base", tag="base", reference=f"{ref.host}/{ref.repository}@{ref.digest}")
+
+
 #: OCI ``architecture`` values (Go's GOARCH names, image-spec config.md).
 OCI_ARCHITECTURES = ("amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le", "loong64")
 
@@ -94,6 +135,13 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
           progress: bool = typer.Option(None, "--progress/--no-progress",
                                         help="Download progress bars (default: when stderr is a terminal)."),
           example: bool = typer.Option(False, "--example", help=EXAMPLE_HELP),
+          base: str = BASE_OPTION,
+          compression: str = typer.Option("gzip", "--compression", metavar="gzip|zstd",
+                                          help="Layer compression: gzip (tar+gzip, default, every engine reads "
+                                               "it) or zstd (tar+zstd: podman, skopeo, containerd >= 1.5)."),
+          insecure: bool = typer.Option(False, "--insecure", help="With a registry --base: allow plain HTTP "
+                                        "to a registry that is not on a loopback address."),
+          registry_config: Path = REGISTRY_CONFIG_OPTION,
           json_out: bool = JSON_OPTION) -> int:
     """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
 
@@ -102,7 +150,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     <recipe>.<target> per target, e.g. llamacpp-per-platform.linux-rocm. Nix files land in
     OUT/nix/<recipe>/ for recipes with artifacts. OUT holds exactly the recipes of this run:
     an existing layout there is replaced atomically. Timestamps come from SOURCE_DATE_EPOCH
-    (default 0).
+    (default 0). With --base REF the images run: the base's layers, then the engine's, and
+    Entrypoint the engine (podman run IMAGE -m /models/x.gguf --port 8080).
     """
     from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.contract import load_recipe
@@ -124,6 +173,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     _check_choice(os_name, OS_NAMES, "--os")
     _check_choice(accelerator, ACCELERATORS, "--accelerator")
     _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
+    _check_choice(compression, ("gzip", "zstd"), "--compression")
     if not example:  # the example ignores LEMONPACK_MIRROR
         _check_mirror(mirror)
     loaded, problems = [], []
@@ -137,9 +187,10 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     if arch is not None:
         _check_arch_matches(loaded, arch, os_name, accelerator)
     stack = contextlib.ExitStack()
+    base_source = open_base_arg(base, stack, insecure=insecure, registry_config=registry_config)
     if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
         mirror = stack.enter_context(serve_mirror())
-    opts = BuildOptions(
+    opts = BuildOptions(base=base_source, compression=compression,
         out=out, os=os_name, accelerator=accelerator, arch=arch,
         mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
         epoch=source_date_epoch(),
@@ -163,6 +214,11 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                 console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
         for rel in result.nix:
             console.print(f"  nix: {out / rel}/default.nix", markup=False)
+        if base_source is not None:
+            for t in result.targets:
+                if t.kind == "image":
+                    console.print(f"  runnable: lemonpack load {out}:{t.tag}, then podman run IMAGE "
+                                  f"<engine flags>", markup=False)
     return 0
 
 

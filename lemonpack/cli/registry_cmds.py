@@ -41,6 +41,9 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
             registry_config: Path = REGISTRY_CONFIG,
             progress: bool = typer.Option(None, "--progress/--no-progress",
                                           help="Upload progress bar (default: when stderr is a terminal)."),
+            base: str = typer.Option(None, "--base", metavar="REF",
+                                     help="When building a recipe: build runnable images on this base "
+                                          "(oci:DIR[:TAG] or HOST/REPO@sha256:<hex>), as lemonpack build --base."),
             sign: str = typer.Option(None, "--sign", metavar="PREFIX.key",
                                      help="After the push, sign every pushed image/index with this cosign "
                                           "private key (password from $LEMONPACK_PASSWORD or a prompt)."),
@@ -71,9 +74,19 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
         private = load_private_key(sign)  # a wrong password fails before the push
     signed: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
-        if source.endswith(".json") and Path(source).is_file():
-            layout, tag = _build_for_publish(Path(source), Path(tmp) / "layout", mirror, show, json_out), None
+    import contextlib
+
+    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp, contextlib.ExitStack() as stack:
+        is_recipe = source.endswith(".json") and Path(source).is_file()
+        if base is not None and not is_recipe:
+            raise typer.BadParameter("--base applies when publishing a RECIPE.json (a layout is pushed as it is)",
+                                     param_hint="--base")
+        if is_recipe:
+            from lemonpack.cli.build_cmds import open_base_arg
+
+            base_source = open_base_arg(base, stack, insecure=insecure, registry_config=registry_config)
+            layout, tag = _build_for_publish(Path(source), Path(tmp) / "layout", mirror, show, json_out,
+                                             base_source), None
         else:
             layout_s, tag = split_layout_arg(source)
             layout = Path(layout_s)
@@ -114,7 +127,8 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     return 0
 
 
-def _build_for_publish(recipe: Path, out: Path, mirror: str | None, progress: bool, json_out: bool) -> Path:
+def _build_for_publish(recipe: Path, out: Path, mirror: str | None, progress: bool, json_out: bool,
+                       base=None) -> Path:
     """Build ``recipe`` as ``lemonpack build`` does (same pipeline and defaults) into ``out``."""
     from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
     from lemonpack.cli.build_cmds import _check_mirror, _discovered_bases
@@ -123,7 +137,7 @@ def _build_for_publish(recipe: Path, out: Path, mirror: str | None, progress: bo
 
     _check_mirror(mirror)
     loaded = [load_recipe(recipe)]
-    opts = BuildOptions(out=out, mirror=Mirror.from_env(mirror, allow_insecure=False),
+    opts = BuildOptions(out=out, mirror=Mirror.from_env(mirror, allow_insecure=False), base=base,
                         epoch=source_date_epoch(),
                         cpu_arch={"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
                         progress=progress)

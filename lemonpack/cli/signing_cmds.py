@@ -173,6 +173,14 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
         console.print(f"loaded {directory}:{tag} into {engine}: {done['name']}:{done['tag']} "
                       f"(image {done['image_id'][:19]}...)", markup=False)
         console.print(f"run it by digest: {done['reference']}", markup=False)
+        from lemonpack.oci.base import built_without_base
+
+        if built_without_base(Path(directory), tag):
+            from lemonpack.cli._app import err_console
+
+            err_console.print("note: built without --base, this image holds the engine's files only (no libc, no "
+                              "interpreter): a dynamically linked or scripted engine does not start in it; rebuild "
+                              "with --base REF to run it", markup=False)
     return 0
 
 

@@ -12,16 +12,20 @@ writer, and only then ``os.replace``-d to their digest's name. A crash leaves at
 (:mod:`lemonpack.fetch.staging`); temps whose lock can be taken are stale and are removed
 by the next :meth:`ArtifactCache.staging` and by ``lemonpack cache clean``.
 
-Trust on a hit: **re-hash every time** (:meth:`ArtifactCache.verified`). A file can stop
-being what its name says after it was written: bit rot, a copy cut short, a restore, a
-user's edit. Stat facts (size, mtime, ctime, inode) catch the edits but not bit rot, and
-every user of an artifact reads all of it right after the hit anyway (extraction, the
-layer writer), so one more sequential read is the price of certainty. A bad entry is
-removed and the caller downloads it again.
+Trust on a hit: **stat facts recorded when the bytes were hashed**
+(:meth:`ArtifactCache.verified`). When an entry is committed (its bytes hashed by the writer)
+or re-hashed, its ``[size, mtime_ns, ctime_ns, inode, device]`` (:func:`lemonpack.files.stat_facts`)
+is recorded in ``<root>/stat/<hex>``. A hit whose file still has exactly those facts is used
+without reading it again; any other hit is re-hashed (and its facts recorded when good). A
+user's edit, a copy or restore in its place, a truncation, a ``touch`` or ``chmod`` all
+change the ctime at least (it cannot be set from user space), so they are caught; bit rot
+under an unchanged inode is not: ``lemonpack cache verify`` re-hashes every entry. A bad
+entry is removed and the caller downloads it again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.files import hash_file
+from lemonpack.files import hash_file, open_regular, stat_facts
 from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
 from lemonpack.paths import require_cache_root
@@ -114,16 +118,50 @@ class ArtifactCache:
         if path is None:
             return None
         try:
+            if self._recorded(hex_digest) == stat_facts(path):
+                return path
+        except OSError:
+            pass
+        try:
             actual, _ = hash_file(path)
         except OSError as exc:
             log.warning("cache entry %s cannot be read (%s); dropped", path, exc.strerror or exc)
             self.drop(hex_digest)
             return None
         if actual == hex_digest:
+            self._record(hex_digest, path)
             return path
         log.warning("cache entry %s does not hash to its name (sha256:%s); dropped", path, actual)
         self.drop(hex_digest)
         return None
+
+    @property
+    def stats(self) -> Path:
+        """``<root>/stat``: per entry, its stat facts when it was last hashed."""
+        return self.root / "stat"
+
+    def _recorded(self, hex_digest: str) -> list | None:
+        try:
+            with open_regular(self.stats / hex_digest) as f:
+                doc = json.loads(f.read(4096))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, list) else None
+
+    def _record(self, hex_digest: str, path: Path) -> None:
+        """Record ``path``'s stat facts for ``hex_digest`` right after its bytes were hashed
+        (temp + rename; errors are logged: the facts are only a shortcut)."""
+        try:
+            for bad in ensure_dir(self.stats, self.root.parent):
+                log.warning("%s was not a directory; removed", bad)
+            fh, tmp = locked_temp_file(self.stats, ".tmp-")
+            with fh:
+                fh.write(json.dumps(stat_facts(path)).encode())
+                fh.flush()
+                clear_non_regular(self.stats / hex_digest)
+                os.replace(tmp, self.stats / hex_digest)
+        except OSError as exc:
+            log.warning("cannot record the stat facts of cache entry %s: %s", path, exc)
 
     def drop(self, hex_digest: str) -> None:
         """Remove the entry for ``hex_digest``, whatever it is (a directory tree, a
@@ -202,6 +240,7 @@ class ArtifactCache:
             self.discard(fh, tmp)
             raise
         _fsync_dir(self.directory)
+        self._record(hex_digest, final)
         return final
 
     @staticmethod

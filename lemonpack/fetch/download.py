@@ -24,12 +24,14 @@ import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from lemonpack.errors import FetchError, IntegrityError
 from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.mirror import Mirror
+
+if TYPE_CHECKING:  # httpx is imported when a download happens: a cache hit never loads it
+    import httpx
 
 CHUNK_SIZE = 1 << 20
 """Bytes per read while streaming (1 MiB)."""
@@ -140,6 +142,8 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
 
     if progress is None:
         progress = sys.stderr.isatty()
+    import httpx
+
     own_client = client is None
     if client is None:
         client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
@@ -153,6 +157,8 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
 def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
               client: httpx.Client, progress: bool, insecure_ok: bool) -> Fetched:
     """Stream ``source`` into a cache temp file, following checked redirects."""
+    import httpx
+
     headers = {"Accept-Encoding": "identity"}
     current, previous = source, None
     try:

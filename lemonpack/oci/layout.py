@@ -330,7 +330,7 @@ class LayoutWriter:
         return Descriptor(media_type, digest, hf.size, annotations)
 
     def copy_blob(self, path: str | os.PathLike[str], descriptor: Descriptor, *,
-                  diff_id: str | None = None) -> Descriptor:
+                  diff_id: str | None = None, verify: bool = True) -> Descriptor:
         """Copy the prebuilt blob at ``path`` (e.g. from a cache) into the layout, checking it.
 
         The bytes are hashed while they are copied (one read); the copy must match
@@ -340,11 +340,26 @@ class LayoutWriter:
         layout is the user's output (edited, pushed, deleted), and a hard link would let a
         write or a ``chmod`` there change the cache entry it shares an inode with.
         ``diff_id`` (for layers) is remembered for :meth:`add_image_manifest`. Returns
-        ``descriptor``.
+        ``descriptor``. ``verify=False`` is for a caller that verified the bytes itself (a
+        cache entry whose stat facts are the ones recorded when it was hashed): the kernel
+        copies the file (``copy_file_range``/``sendfile``) and only the size is checked.
         """
         src = Path(path)
         dest = self._blob_path(descriptor.digest)
         tmp = self._tmp_blob()
+        if not verify:
+            try:
+                shutil.copyfile(src, tmp, follow_symlinks=False)
+                size = tmp.stat().st_size
+                if size != descriptor.size:
+                    raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
+                os.replace(tmp, dest)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            if diff_id is not None:
+                self._diff_ids[descriptor.digest] = diff_id
+            return descriptor
         try:
             with open(src, "rb") as f, open(tmp, "wb") as raw:
                 hf = HashingWriter(raw)

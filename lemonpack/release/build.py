@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.layercache import LayerCache
+from lemonpack.builder.pipeline import BaseLayers
 from lemonpack.contract import load_recipe, targets
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.files import open_regular
 from lemonpack.files import remove_tree, replace_directory
 from lemonpack.oci import LayoutWriter
+from lemonpack.oci.base import BaseSource, open_base
 from lemonpack.oci.canonical import canonical_json
 from lemonpack.oci.policy import require_pinned
 from lemonpack.release.definition import ImageDefinition, RecipeRef, load_definitions
@@ -59,7 +62,11 @@ class ReleaseOptions:
     directory (default ``<tree>/containers``); ``only``: image names to build (default
     all); ``mirror``: artifact mirror (hashes stay pinned); ``cache``: artifact cache
     (default the XDG one); ``epoch``: timestamp of every file and config;
-    ``progress``: download progress bars (None: when stderr is a terminal)."""
+    ``progress``: download progress bars (None: when stderr is a terminal); ``base``: the
+    base of every image, overriding the definitions' ``base`` (``oci:DIR[:TAG]`` or
+    ``HOST/REPO@sha256:<hex>``; None: each definition's own); ``open_base``: how a base
+    name is opened (default :func:`lemonpack.oci.base.open_base`, local layouts only; the
+    CLI passes one that also pulls registry bases)."""
 
     out: Path
     lock: Path
@@ -71,6 +78,8 @@ class ReleaseOptions:
     epoch: int = 0
     progress: bool | None = None
     compresslevel: int = 1
+    base: str | None = None
+    open_base: Callable[[str], BaseSource] | None = None
 
     @property
     def root(self) -> Path:
@@ -226,13 +235,30 @@ class _Recipes:
         return payload
 
 
+def _host_arch() -> str:
+    import platform
+
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
 def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, lock_names: list[str],
-                  recipes: _Recipes) -> ImageInputs:
+                  recipes: _Recipes, base: BaseSource | None = None) -> ImageInputs:
     """The :class:`ImageInputs` of definition ``d``: pipeline selection, generated files,
-    lock and fetched recipe payloads. Raises the pipeline's, the fetch's and the recipe
-    loader's errors, and LemonpackError naming ``d.file`` and the field."""
+    lock and fetched recipe payloads; on a ``base``, gufo compiled
+    (:func:`lemonpack.extensions.compile.compile_gufo`, this machine's C++ compiler: every
+    architecture of ``d`` must be this machine's). Raises the pipeline's, the compiler's,
+    the fetch's and the recipe loader's errors, and LemonpackError naming ``d.file`` and
+    the field."""
     from lemonpack.extensions.generate import generate
 
+    if base is not None:
+        host = _host_arch()
+        other = [a for a in d.architectures if a != host]
+        if other:
+            raise LemonpackError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
+                                 f"compiled here by this {host} machine's C++ compiler; it cannot build "
+                                 f"{', '.join(other)} (release those on a machine of that architecture, or drop "
+                                 f"them from the definition)")
     selection = _select(d, opts.root, Path(opts.lock), lock_names)
     generated = generate(selection)
     exts = tuple(ExtensionTree(e.name, e.version, _extension_dir(e)) for e in selection.extensions)
@@ -242,7 +268,12 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
     if dupes:
         raise LemonpackError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
                              "(two files or two blocks of one recipe); an image holds one artifact per recipe")
-    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads)
+    compiled = None
+    if base is not None:
+        from lemonpack.extensions.compile import compile_gufo
+
+        compiled = compile_gufo(selection, recipes.scratch / f"gufo-{d.name}").root
+    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads, base, compiled)
 
 
 # --- the output directory --------------------------------------------------------------------
@@ -299,11 +330,20 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
             scratch = tmp / ".scratch"
             scratch.mkdir()
             recipes = _Recipes(opts, scratch, stack, on_fetch)
+            layer_cache = LayerCache(Path(recipes.cache.root).parent / "layers")
+            bases: dict[str, BaseSource] = {}
             images = []
             for d in defs:
-                inputs = gather_inputs(d, opts, lock_bytes, lock_names, recipes)
+                spec = opts.base or d.base
+                base = None
+                if spec != "scratch":
+                    if spec not in bases:
+                        bases[spec] = (opts.open_base or open_base)(spec)
+                    base = bases[spec]
+                inputs = gather_inputs(d, opts, lock_bytes, lock_names, recipes, base)
                 with LayoutWriter(tmp / d.name) as lw:
-                    written = write_image(lw, inputs, epoch=opts.epoch, compresslevel=opts.compresslevel)
+                    written = write_image(lw, inputs, epoch=opts.epoch, compresslevel=opts.compresslevel,
+                                          based=BaseLayers(lw, layer_cache) if base is not None else None)
                 summary = _summary(out, inputs, written)
                 images.append(summary)
                 if on_image:

@@ -1,7 +1,7 @@
 """Release image definitions: ``containers/<name>.json``, read and validated.
 
 A definition names one release image: its ``name``, the OCI ``architectures`` it is
-built for, the extension pipeline's ``features``, its ``base`` (``scratch``), which
+built for, the extension pipeline's ``features``, its ``base`` (``scratch`` or a base image), which
 ``extensions`` of the release lock it ships (default: all of them) and which ``recipes``
 shipped in the repository contribute their artifacts. The format is the JSON Schema
 ``schema/release-image-v1.schema.json`` (Draft 2020-12) plus the rules below; the page
@@ -15,7 +15,8 @@ file and the JSON path of the field):
 - every ``recipes[i].file`` is a regular file inside the repository tree, reached without
   leaving it through a symlink (``recipe-file``), and ``accelerator`` is one of the
   contract's accelerators (``accelerator``);
-- two entries of ``recipes`` never name the same file (``duplicate-recipe``).
+- two entries of ``recipes`` never name the same file (``duplicate-recipe``);
+- ``base`` is ``scratch``, ``oci:DIR[:TAG]`` or ``HOST/REPO@sha256:<hex>`` (``base``).
 
 Spec: seed 002 section 6 (the release lock and the images it drives), issue 7
 ("Reproducible release images").
@@ -59,7 +60,8 @@ class ImageDefinition:
 
     ``file``: the definition's path as given; ``name``; ``description`` (``""`` when
     absent); ``architectures``: OCI architectures in file order; ``features``: a frozenset
-    of feature names (always holds ``linux``); ``base``: ``"scratch"``; ``extensions``:
+    of feature names (always holds ``linux``); ``base``: ``"scratch"``, ``oci:DIR[:TAG]``
+    (DIR made absolute against the repository tree) or ``HOST/REPO@sha256:<hex>``; ``extensions``:
     ``"lock"`` or a tuple of names; ``recipes``: :class:`RecipeRef` tuple in file order.
     """
 
@@ -137,7 +139,10 @@ def check_definition(doc: Any, file: str, tree: Path) -> list[Problem]:
     """Every problem of the parsed definition ``doc`` read from ``file`` (schema, then the
     rules of the module docstring); ``tree`` is the repository top recipe paths are
     relative to. Returns ``[]`` for a valid definition."""
-    problems = _schema_problems(doc, file)
+    problems = [Problem(file, "base", "base", f"{_short(doc['base'])} is not scratch, oci:DIR[:TAG] (a local OCI "
+                                              "image layout) or HOST/REPO@sha256:<hex> (a registry image pinned by "
+                                              "digest; a tag can move)")
+                if p.path == "base" and p.rule == "pattern" else p for p in _schema_problems(doc, file)]
     if problems or not isinstance(doc, dict):
         return problems
     stem = Path(file).name.removesuffix(".json")
@@ -162,6 +167,13 @@ def check_definition(doc: Any, file: str, tree: Path) -> list[Problem]:
             problems.append(Problem(file, f"recipes[{i}].accelerator", "accelerator",
                                     f"{_short(entry['accelerator'])} is not one of: {', '.join(ACCELERATORS)}"))
     return problems
+
+
+def _base(base: str, tree: Path) -> str:
+    """``oci:DIR[:TAG]`` with a relative DIR made absolute against ``tree``; else ``base``."""
+    if base.startswith("oci:") and not base[4:].startswith("/"):
+        return f"oci:{tree / base[4:]}"
+    return base
 
 
 def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
@@ -191,7 +203,7 @@ def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     ext = doc.get("extensions", "lock")
     return ImageDefinition(file=file, name=doc["name"], description=doc.get("description", ""),
                            architectures=tuple(doc["architectures"]), features=frozenset(doc["features"]),
-                           base=doc["base"], extensions=ext if ext == "lock" else tuple(ext), recipes=refs)
+                           base=_base(doc["base"], tree), extensions=ext if ext == "lock" else tuple(ext), recipes=refs)
 
 
 def load_definitions(directory: str | Path, tree: str | Path,

@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lemonpack.errors import UnsafeContentError
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
@@ -34,6 +35,10 @@ from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descript
 from lemonpack.oci.canonical import ANNOTATION_CREATED
 from lemonpack.oci.layout import rfc3339
 from lemonpack.release.definition import ImageDefinition
+
+if TYPE_CHECKING:
+    from lemonpack.builder.pipeline import BaseLayers
+    from lemonpack.oci.base import BaseSource
 
 PREFIX = "opt/gufo"
 GENERATED = ("extensions.json", "gufo_ext_registry.cpp", "gufo_ext_constants.hpp")
@@ -67,7 +72,10 @@ class RecipePayload:
 class ImageInputs:
     """Everything one image holds. ``generated``: the three files of
     :data:`GENERATED` (name -> bytes, as ``lemonpack.extensions.generate.generate``
-    returns them); ``lock``: the release lock's bytes; ``api_version``: ``0.M.R``."""
+    returns them); ``lock``: the release lock's bytes; ``api_version``: ``0.M.R``;
+    ``base``: the base image (None: ``scratch``); ``compiled``: the directory
+    :func:`lemonpack.extensions.compile.compile_gufo` wrote (``bin/gufo-registry``,
+    ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` on a base."""
 
     definition: ImageDefinition
     extensions: tuple[ExtensionTree, ...]
@@ -75,6 +83,8 @@ class ImageInputs:
     lock: bytes
     api_version: str
     recipes: tuple[RecipePayload, ...] = ()
+    base: "BaseSource | None" = None
+    compiled: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -134,17 +144,31 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     return layers
 
 
-def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compresslevel: int = 1) -> ImageResult:
+def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compresslevel: int = 1,
+                based: "BaseLayers | None" = None) -> ImageResult:
     """Write the image of ``inputs`` into the open layout ``lw`` and tag it; see the
     module docstring. ``epoch``: seconds since 1970 for every file mtime, the configs'
     ``created`` and the ``org.opencontainers.image.created`` annotations.
 
+    With ``inputs.base`` (and ``based``, the layout's :class:`~lemonpack.builder.pipeline.BaseLayers`)
+    each architecture's image starts with the base's layers for that platform, byte for
+    byte, and ends with the compiled gufo (``inputs.compiled``) under ``/opt/gufo/``;
+    ``Entrypoint`` is ``/opt/gufo/bin/gufo-registry``, the config keeps the base's ``Env``.
+
     Returns :class:`ImageResult`. Raises :class:`~lemonpack.errors.UnsafeContentError`
     (a device, fifo, escaping symlink ... in an extension directory or an artifact,
-    naming the path inside it), ``ValueError`` (a generated file missing), ``OSError``.
+    naming the path inside it; a base shadowing ``/opt/gufo`` or a recipe's directory),
+    ``ValueError`` (a generated file missing), the base's errors
+    (:mod:`lemonpack.oci.base`), ``OSError``.
     """
     d = inputs.definition
     layers = _layers(lw, inputs, epoch, compresslevel)
+    if inputs.base is not None:
+        if inputs.compiled is None or based is None:
+            raise ValueError("an image on a base needs the compiled gufo and the layout's BaseLayers")
+        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f: write_dir_layer(
+            inputs.compiled, PREFIX, f, mtime=epoch, compresslevel=compresslevel), {ANNOTATION_TITLE: f"{PREFIX}/bin"}))
+        prefixes = (PREFIX, *(f"opt/lemonpack/{r.recipe}" for r in inputs.recipes if r.tree is not None))
     labels = _labels(inputs)
     annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
     if d.description:
@@ -152,10 +176,27 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     manifests: dict[str, Descriptor] = {}
     tags: dict[str, Descriptor] = {}
     for arch in d.architectures:
+        gufo_env = f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"
+        if inputs.base is not None:
+            image = inputs.base.for_platform("linux", arch, f"release image {d.name} ({d.file}, architectures)")
+            base_layers = based.put(image, prefixes)
+            config = {"architecture": arch, "os": "linux",
+                      "config": image.config_for(PREFIX, [f"/{PREFIX}/bin/gufo-registry"], labels,
+                                                 path_dir=f"{PREFIX}/bin", extra_env=(gufo_env,))}
+            if image.config.get("variant"):
+                config["variant"] = image.config["variant"]
+            history = image.history(len(layers), rfc3339(epoch), f"lemonpack release {d.name}")
+            if history is not None:
+                config["history"] = history
+            desc = lw.add_image_manifest(config, [*base_layers, *layers], {**annotations, **image.annotations()},
+                                         created=epoch)
+            manifests[arch] = desc
+            tags[f"{d.name}.{arch}"] = desc
+            continue
         config = {"architecture": arch, "os": "linux",
                   "config": {"Labels": labels, "WorkingDir": f"/{PREFIX}",
                              "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                     f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"]}}
+                                     gufo_env]}}
         desc = lw.add_image_manifest(config, layers, annotations, created=epoch)
         manifests[arch] = desc
         tags[f"{d.name}.{arch}"] = desc

@@ -8,6 +8,8 @@ import hashlib
 import http.server
 import io
 import json
+
+from lemonpack.files import stat_facts
 import os
 import signal
 import stat
@@ -235,7 +237,9 @@ def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build
     verify_layout(tmp_path / "b")
     # the rebuilt layout is the same image, byte for byte, and the cache is whole again
     assert tags(tmp_path / "b") == tags(tmp_path / "a")
-    assert json.loads(rec.read_text()) == info
+    again = json.loads(rec.read_text())
+    assert {k: v for k, v in again.items() if k != "stat"} == {k: v for k, v in info.items() if k != "stat"}
+    assert again["stat"] == stat_facts(cached)  # the facts of the rebuilt, hashed blob
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == info["digest"][7:]
 
 
@@ -304,7 +308,8 @@ def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, build_
     assert "inputs of another layer" in res.err  # said, as a warning
     assert _layout_files(tmp_path / "warm") == cold  # byte for byte the cold build
     assert b"OTHERRECIPE" not in _layout_bytes(tmp_path / "warm")
-    assert json.loads((layers / rec_a).read_text()) == a_info  # the cache is whole again
+    whole = json.loads((layers / rec_a).read_text())  # the cache is whole again (new stat facts)
+    assert {k: v for k, v in whole.items() if k != "stat"} == {k: v for k, v in a_info.items() if k != "stat"}
     assert lp("build", other, "--out", tmp_path / "o2", "--mirror", site.base).code == 0
     assert _layout_files(tmp_path / "o2") == _layout_files(tmp_path / "o")  # B's entry untouched
 
@@ -566,3 +571,28 @@ def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_serv
         live.wait(10)
     assert lp("cache", "clean", "--partial").code == 0
     assert list(store.glob(".tmp-*")) == []
+
+
+def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, build_env):
+    """Hits are trusted by the stat facts recorded when the bytes were hashed; an edit that
+    keeps the size and puts the mtime back still changes the ctime, so the entry is re-hashed."""
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    r = recipe(tmp_path, h)
+    assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
+    layers = build_env / "layers"
+    (rec,) = layers.glob("*.json")
+    info = json.loads(rec.read_text())
+    assert info["stat"] == stat_facts(layers / "blobs" / info["digest"][7:])
+    for victim in (layers / "blobs" / info["digest"][7:], build_env / "artifacts" / "sha256" / h):
+        st = victim.stat()
+        victim.chmod(0o644)
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        victim.write_bytes(bytes(data))
+        os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+        victim.chmod(st.st_mode & 0o777)
+    res = lp("build", r, "--out", tmp_path / "b", "--mirror", site.base)
+    assert res.code == 0, res
+    verify_layout(tmp_path / "b")
+    assert tags(tmp_path / "b") == tags(tmp_path / "a")
+    assert hashlib.sha256((build_env / "artifacts" / "sha256" / h).read_bytes()).hexdigest() == h

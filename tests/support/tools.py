@@ -14,7 +14,8 @@ import pytest
 
 #: tool -> Debian package that provides it (scripts/test.sh installs them).
 APT = {"nix-build": "nix-bin", "nix-store": "nix-bin", "nix-hash": "nix-bin", "nix": "nix-bin",
-       "skopeo": "skopeo", "umoci": "umoci", "podman": "podman", "runc": "runc", "busybox": "busybox-static"}
+       "skopeo": "skopeo", "umoci": "umoci", "podman": "podman", "runc": "runc", "busybox": "busybox-static",
+       "mmdebstrap": "mmdebstrap"}
 
 CONTAINERS_CONF = (Path(__file__).resolve().parents[1] / "containers.conf").read_text()
 
