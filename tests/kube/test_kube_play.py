@@ -1,6 +1,8 @@
 """One host, the same files: ``podman kube play`` runs what ``lemonpack kube generate`` wrote,
-with the real llama-server in an image on a Debian base, and answers a chat completion on
-the published 127.0.0.1 port; ``podman kube down`` removes it."""
+with the real llama-server in an image ``lemonpack build --base`` made on a Debian base
+(mmdebstrap, :mod:`support.debian_base`), and answers a chat completion on the published
+127.0.0.1 port; ``podman kube down`` removes it. The image goes into podman's storage with
+``skopeo copy`` under the name the file uses, keeping the digest the build wrote."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from lemonpack.cli import main
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.helpers import free_port, wait_for
-from support.kube import built_engine_image, imported_engine_image, llama_artifact, llama_recipe
+from support.kube import built_engine_image, llama_artifact, llama_recipe
 from support.tools import need
 
 pytestmark = pytest.mark.slow
@@ -26,11 +28,11 @@ def _ready(url: str) -> bool:
         return False
 
 
-def test_podman_kube_play_serves_the_generated_engine(kube_env, podman_conf, tmp_path):  # noqa: F811
+def test_podman_kube_play_serves_the_generated_engine(kube_env, podman_conf, debian_layout, tmp_path):  # noqa: F811
     from support.llama_server import llama_server_dir, write_tiny_gguf
 
-    for tool in ("podman", "mmdebstrap"):
-        need(tool)
+    need("podman")
+    need("skopeo")
     env = podman_conf["env"]
     server = llama_server_dir(build=True)
     rid = "llamacpp-kube"
@@ -39,14 +41,7 @@ def test_podman_kube_play_serves_the_generated_engine(kube_env, podman_conf, tmp
     model = f"user.kube-test-{secrets.token_hex(4)}"  # its objects' name is unique: podman is shared
     write_tiny_gguf(kube_env.models / "tiny.gguf")
     kube_env.registry.add(model, rid, {"main": str(kube_env.models / "tiny.gguf")}, {"ctx_size": 256})
-    try:
-        from support.debian_base import debian_base
-    except ImportError:  # until build --base and its base fixture are on main: podman import of a rootfs
-        ref, tagged = imported_engine_image(rid, server, tmp_path, env)
-    else:
-        need("umoci")
-        layout, tag = debian_base()
-        ref, tagged = built_engine_image(recipe_file, artifact, f"oci:{layout}:{tag}", tmp_path, env)
+    ref, tagged = built_engine_image(recipe_file, artifact, debian_layout, tmp_path, env)
     port = free_port()
     out = tmp_path / "engines.yaml"
     try:
