@@ -121,12 +121,10 @@ def llama_recipe(rid: str, artifact: bytes) -> dict:
                                 "poll_interval_ms": 200})
 
 
-def built_engine_image(recipe_file: Path, artifact: bytes, base: str, work: Path, env: dict) -> tuple[str, str]:
-    """``(name@sha256:digest, name:tag)``: ``lemonpack build RECIPE --base BASE`` (the artifact
-    served from a 127.0.0.1 mirror), loaded into podman's storage with ``skopeo copy`` under a
-    unique name; the digest is the one ``lemonpack build`` wrote (skopeo keeps it)."""
+def build_engine_layout(recipe_file: Path, artifact: bytes, base: str, work: Path, env: dict) -> tuple[Path, str, str]:
+    """``(layout, tag, digest)``: ``lemonpack build RECIPE --base BASE`` into ``work/layout``,
+    the artifact served from a 127.0.0.1 mirror; ``tag``/``digest`` of the image it built."""
     import json
-    import secrets
     import subprocess
     import sys
     from urllib.parse import urlsplit
@@ -146,8 +144,19 @@ def built_engine_image(recipe_file: Path, artifact: bytes, base: str, work: Path
     if r.returncode != 0:
         raise RuntimeError(f"lemonpack build --base failed ({r.returncode}): {r.stderr}{r.stdout}")
     target = next(t for t in json.loads(r.stdout)["targets"] if t["kind"] == "image")
+    return layout, target["tag"], target["digest"]
+
+
+def built_engine_image(recipe_file: Path, artifact: bytes, base: str, work: Path, env: dict) -> tuple[str, str]:
+    """``(name@sha256:digest, name:tag)``: :func:`build_engine_layout`, loaded into podman's
+    storage with ``skopeo copy`` under a unique name; the digest is the one ``lemonpack build``
+    wrote (skopeo keeps it)."""
+    import secrets
+    import subprocess
+
+    layout, tag, digest = build_engine_layout(recipe_file, artifact, base, work, env)
     name = f"localhost/kube-test-{secrets.token_hex(4)}/llama"
-    tagged = f"{name}:{target['tag'].replace('.', '-')}"
-    subprocess.run(["skopeo", "copy", "-q", f"oci:{layout}:{target['tag']}", f"containers-storage:{tagged}"],
+    tagged = f"{name}:{tag.replace('.', '-')}"
+    subprocess.run(["skopeo", "copy", "-q", f"oci:{layout}:{tag}", f"containers-storage:{tagged}"],
                    env=env, check=True, capture_output=True, timeout=600)
-    return f"{name}@{target['digest']}", tagged
+    return f"{name}@{digest}", tagged
