@@ -19,7 +19,6 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, print_json
-from lemonpack.errors import LemonpackError
 
 kube_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                        help="Serve models from Kubernetes (or podman kube play): objects generated from recipes.")

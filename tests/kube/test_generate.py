@@ -14,7 +14,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from lemonpack.cli import main
 from lemonpack.contract import load_recipe_text
 from lemonpack.kube import GenerateOptions, KubeModel, ModelSource, Target, generate, render_yaml
 from lemonpack.kube.accelerators import AMD_FAMILY_LABEL, NVIDIA_MAJOR_LABEL, NVIDIA_MINOR_LABEL, TargetError

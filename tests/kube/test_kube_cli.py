@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import kubernetes_validate
-import pytest
 import yaml
 
 from lemonpack.cli import main

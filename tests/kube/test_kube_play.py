@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from lemonpack.cli import main
-from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.helpers import free_port, wait_for
 from support.kube import build_engine_layout, built_engine_image, llama_artifact, llama_recipe
 from support.tools import need
@@ -35,7 +34,7 @@ def _ready(url: str) -> bool:
 
 
 @pytest.mark.parametrize("source", ["storage", "registry"])
-def test_podman_kube_play_serves_the_generated_engine(source, kube_env, podman_conf, debian_layout, tmp_path,  # noqa: F811
+def test_podman_kube_play_serves_the_generated_engine(source, kube_env, podman_conf, debian_layout, tmp_path,
                                                       request, capsys):
     from support.llama_server import llama_server_dir, write_tiny_gguf
 
