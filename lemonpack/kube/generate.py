@@ -37,7 +37,9 @@ Names: :func:`lemonpack.kube.names.object_name`; two models with the same object
 refused. Labels on both objects and the pods: ``app.kubernetes.io/name`` (the object name),
 ``app.kubernetes.io/managed-by: lemonpack``, ``dev.lemonpack.recipe``, ``dev.lemonpack.model``
 (the model name when it is a valid label value, else its slug); the exact model name is also
-the annotation ``dev.lemonpack.model``.
+the annotation ``dev.lemonpack.model``, and ``dev.lemonpack.recipe-digest`` is the sha256 of the
+recipe's canonical JSON (the bytes ``lemonpack build`` packages into the image), so an object
+names the exact recipe it was generated from.
 
 Deterministic: models are emitted in object-name order, mappings are serialised with sorted
 keys in block style (:mod:`lemonpack.kube.yamlout`), nothing depends on the clock, the caller's environment or the
@@ -47,6 +49,7 @@ order of the inputs. Errors: :class:`KubeError`, one line naming the model and t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import posixpath
@@ -71,6 +74,8 @@ LABEL_NAME = "app.kubernetes.io/name"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_RECIPE = "dev.lemonpack.recipe"
 LABEL_MODEL = "dev.lemonpack.model"
+#: Annotation: the sha256 of the recipe's canonical JSON (the bytes ``lemonpack build`` packages).
+ANNOTATION_RECIPE_DIGEST = "dev.lemonpack.recipe-digest"
 #: Where an image built by ``lemonpack build`` holds a variant_of recipe's artifact.
 IMAGE_PREFIX = "/opt/lemonpack"
 CONTAINER_NAME = "engine"
@@ -268,7 +273,8 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
 
     labels = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY, LABEL_RECIPE: recipe_label, LABEL_MODEL: model_label}
     selector = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY}
-    annotations = {LABEL_MODEL: model.name}
+    annotations = {LABEL_MODEL: model.name,
+                   ANNOTATION_RECIPE_DIGEST: f"sha256:{hashlib.sha256(recipe.canonical).hexdigest()}"}
     port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP")
     if opts.publish is not None and host_port is not None:
         port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP",

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*")  # whole string (fullmatch: "$" would allow a final newline)
 _WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 _NOT_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]")
 
@@ -52,7 +52,7 @@ def scalar(value: Any) -> str:
 @lru_cache(maxsize=65536)
 def _string(value: str) -> str:
     """A string scalar (keys and values repeat across documents: cached)."""
-    if _PLAIN.match(value) and value.lower() not in _WORDS:
+    if _PLAIN.fullmatch(value) and value.lower() not in _WORDS:
         return value
     text = json.dumps(value, ensure_ascii=False)
     return _NOT_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -151,7 +151,11 @@ def test_labels_and_names():
     labels = dep["metadata"]["labels"]
     assert labels == {"app.kubernetes.io/name": "qwen3-q4-k-m-gguf", "app.kubernetes.io/managed-by": "lemonpack",
                       "dev.lemonpack.recipe": "llamacpp-gpu", "dev.lemonpack.model": "user-qwen3-q4-k-m-gguf"}
-    assert dep["metadata"]["annotations"] == {"dev.lemonpack.model": "user.Qwen3:Q4_K_M.gguf"}
+    import hashlib
+
+    digest = "sha256:" + hashlib.sha256(_model().recipe.canonical).hexdigest()
+    assert dep["metadata"]["annotations"] == {"dev.lemonpack.model": "user.Qwen3:Q4_K_M.gguf",
+                                              "dev.lemonpack.recipe-digest": digest}
     assert dep["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
     assert dep["spec"]["template"]["metadata"]["labels"] == labels
     _validate(docs)
