@@ -17,9 +17,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-#: Characters that would split or hide a line of text output: C0/C1 controls, DEL, the
-#: Unicode line/paragraph separators, and lone surrogates (not encodable as UTF-8).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: Characters that would split, hide or reorder a line of text output: C0/C1 controls, DEL,
+#: the Unicode line/paragraph separators, the bidirectional embedding, override and isolate
+#: controls (U+202A-U+202E, U+2066-U+2069: "Trojan Source", CVE-2021-42574), and lone
+#: surrogates (not encodable as UTF-8).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+#: The bidirectional controls alone (:func:`visible_bidi`).
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -30,6 +34,12 @@ def one_line(text: str) -> str:
         ch = m.group()
         return _SHORT.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
     return _UNSAFE.sub(esc, text)
+
+
+def visible_bidi(text: str) -> str:
+    """``text`` with each bidirectional control character (:data:`BIDI_CONTROLS`) written as
+    ``\\u202e``: untrusted text cannot reorder what follows it. Line breaks are kept."""
+    return BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class LemonpackError(Exception):
@@ -56,6 +66,15 @@ class Problem:
     path: str
     rule: str
     message: str
+
+    #: Characters a path or message keeps (a bounded line whatever the input quoted).
+    MAX_CHARS = 400
+
+    def __post_init__(self) -> None:
+        for name in ("path", "message"):
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value) > self.MAX_CHARS:
+                object.__setattr__(self, name, value[: self.MAX_CHARS - 4] + " ...")
 
     def __str__(self) -> str:
         """``FILE: PATH: MESSAGE [RULE]`` on one line (controls escaped, :func:`one_line`)."""

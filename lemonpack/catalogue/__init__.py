@@ -5,5 +5,10 @@ a signed, byte-reproducible index, searched from the CLI and browsed as a static
 - :mod:`.build`: ``catalogue build``: fetch, verify, describe, write, sign.
 - :mod:`.search`: the search semantics shared with the site; :mod:`.fits`: "runs on this host".
 - :mod:`.index`: reading, verifying and updating a built index (local or cached).
-- :mod:`.site`: the static site (``render_site(index, out)``).
+- :mod:`.site`: the static site (``render_site(index, out)``); :mod:`.feed`: ``feed.atom``.
+- :mod:`.fetching`: an entry's source fetched and checked (``catalogue fetch`` too);
+  :mod:`.bounded`: the limits on community input; :mod:`.signatures`: signature status;
+  :mod:`.commands`: the commands shown; :mod:`.signing`: ``catalogue sign``.
+- :mod:`.official`: the shipped index of official entries; :mod:`.dates`: the build date;
+  :mod:`.memo`: what a warm build reuses.
 """

@@ -15,9 +15,12 @@ claim on an official recipe id / extension name, key, option or provider id. Rec
 rejected: signature status, pinning status and reproducibility.
 
 The output appears atomically: it is written into a temporary sibling directory and swapped
-in with one rename (the previous output is kept until then). Dates come from
-``SOURCE_DATE_EPOCH`` (default 0), file order is sorted, JSON canonical: the same inputs give
-the same bytes.
+in with one rename (the previous output is kept until then). Dates come from ``epoch``
+(the CLI: :func:`lemonpack.catalogue.dates.source_epoch`), file order is sorted, JSON
+canonical: the same inputs give the same bytes. Focused parts live beside this module:
+fetching and bounds (:mod:`.fetching`, :mod:`.bounded`), signature status
+(:mod:`.signatures`), the commands shown (:mod:`.commands`), the feed (:mod:`.feed`) and the
+memo of a warm build (:mod:`.memo`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,12 +37,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lemonpack.catalogue import archs
+from lemonpack.catalogue import archs, bounded, signatures
+from lemonpack.catalogue.commands import extension_commands, recipe_commands
+from lemonpack.catalogue.feed import atom_feed
+from lemonpack.catalogue.fetching import fetch_source, tree_digest
+from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import read_user_file, replace_directory
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
-from lemonpack.fetch import ArtifactCache, Mirror, extract, fetch
+from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.oci.canonical import canonical_json
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
@@ -51,6 +57,8 @@ OFFICIAL_PUBLISHER = "lemonpack"
 #: Extension requirement -> (accelerator, or os) used for an extension's platforms.
 _REQ_ACCEL = {"hip": "rocm", "cuda": "cuda", "vulkan": "vulkan"}
 _REQ_OS = {"linux": "linux", "windows": "windows", "macos": "darwin"}
+#: The OSes an accelerator exists on (ROCm/HIP and CUDA have no macOS builds); others: every OS.
+_ACCEL_OSES = {"rocm": ("linux", "windows"), "cuda": ("linux", "windows")}
 
 
 @dataclass
@@ -70,8 +78,10 @@ class BuildConfig:
     epoch: int = 0
     insecure_registry: bool = False
     registry_config: Path | None = None  # auth file read first for OCI sources (--registry-config)
+    memo: Path | None = None  # what earlier builds verified (:mod:`.memo`); None: verify everything
     timings: dict[str, float] = field(default_factory=dict)
     client: Any = None  # one httpx.Client for every fetch of a build (connections reused)
+    memo_state: Any = None  # the opened memo (:class:`.memo.Memo`), set by build_index
 
 
 class Rejected(Exception):
@@ -79,32 +89,12 @@ class Rejected(Exception):
 
     def __init__(self, *reasons: str):
         super().__init__("; ".join(reasons))
-        self.reasons = [one_line(r) for r in reasons]
+        self.reasons = bounded.reasons(list(reasons))
 
 
 def rfc3339(epoch: int) -> str:
     """``epoch`` (seconds) as RFC 3339 UTC: ``1970-01-01T00:00:00Z``."""
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def tree_digest(root: Path) -> tuple[str, bytes]:
-    """The digest of a directory: ``sha256`` of its listing, one line per regular file,
-    ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
-    returns ``("sha256:<hex>", listing)``. Symlinks and other non-regular files raise
-    :class:`LemonpackError` (an entry's tree must be plain files)."""
-    lines = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            if p.is_symlink():
-                raise LemonpackError(f"{p}: symlinks are not allowed in a catalogue entry")
-        for name in filenames:
-            p = Path(dirpath, name)
-            rel = p.relative_to(root).as_posix()
-            lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
-    listing = b"".join(sorted(lines, key=lambda l: l.split(b"  ", 1)[1]))
-    return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
 
 
 # ---------------------------------------------------------------- signatures
@@ -136,106 +126,6 @@ def public_pem_of(private) -> str:
 # ---------------------------------------------------------------- fetching
 
 
-@dataclass
-class Fetched:
-    """What an entry's source gave: ``digest`` (``sha256:<hex>``), the signed ``subject``
-    bytes (the file, the archive, or a tree listing), and ``path`` (a recipe file or an
-    extension directory) inside ``workdir``; ``recipe_text`` for recipes."""
-
-    digest: str
-    subject: bytes
-    path: Path
-    recipe_text: str | None = None
-    oci_ref: str | None = None
-
-
-def _git(*args: str, cwd: Path | None = None) -> bytes:
-    git = shutil.which("git")
-    if git is None:
-        raise FetchError("git is not installed: git entries cannot be fetched")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/"),
-           "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
-    proc = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=300)
-    if proc.returncode != 0:
-        raise FetchError(f"git {args[0]} failed: {one_line(proc.stderr.decode('utf-8', 'replace').strip())[:300]}")
-    return proc.stdout
-
-
-def fetch_source(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
-    """Fetch ``ent``'s source into ``work`` and check its digest. Raises IntegrityError,
-    FetchError, UnsafeContentError, LemonpackError."""
-    src = ent.source
-    cache = cfg.cache or ArtifactCache()
-    if not (src["type"] == "https" and ent.kind == "recipe"):
-        work.mkdir(parents=True, exist_ok=True)
-    if src["type"] == "https":
-        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=cfg.mirror, progress=False,
-                    client=cfg.client)
-        data = got.path.read_bytes()
-        if ent.kind == "recipe":
-            return Fetched("sha256:" + got.sha256, data, got.path, recipe_text=data.decode("utf-8", "replace"))
-        dest = work / "tree"
-        extract(got.path, dest, name_hint=src["url"].rsplit("/", 1)[-1], label=src["url"])
-        return Fetched("sha256:" + got.sha256, data, _extension_root(dest))
-    if src["type"] == "git":
-        repo = work / "repo.git"
-        _git("clone", "--quiet", "--bare", "--no-hardlinks", "--", src["url"], str(repo))
-        tar = work / "tree.tar"
-        tar.write_bytes(_git("archive", "--format=tar", src["commit"], "--", src["path"], cwd=repo))
-        dest = work / "tree"
-        extract(tar, dest, name_hint="tree.tar", label=f"{src['url']}@{src['commit']}")
-        target = dest / src["path"]
-        if ent.kind == "recipe":
-            if not target.is_file():
-                raise FetchError(f"{src['path']} is not a file at commit {src['commit']}")
-            data = target.read_bytes()
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            subject, text = data, data.decode("utf-8", "replace")
-        else:
-            if not target.is_dir():
-                raise FetchError(f"{src['path']} is not a directory at commit {src['commit']}")
-            digest, subject = tree_digest(target)
-            text = None
-        if digest != src["sha256"]:
-            raise IntegrityError(f"{src['url']}@{src['commit']}:{src['path']}", src["sha256"], digest)
-        return Fetched(digest, subject, target, recipe_text=text)
-    if src["type"] == "oci":
-        return _fetch_oci(ent, cfg, work)
-    raise LemonpackError(f"unknown source type {src['type']!r}")
-
-
-def _extension_root(dest: Path) -> Path:
-    if (dest / "extension.json").is_file():
-        return dest
-    subs = [p for p in dest.iterdir() if p.is_dir()]
-    if len(subs) == 1 and (subs[0] / "extension.json").is_file():
-        return subs[0]
-    raise LemonpackError("the archive holds no extension.json at its top or in its one top directory")
-
-
-def _fetch_oci(ent: EntrySource, cfg: BuildConfig, work: Path) -> Fetched:
-    """Pull ``HOST/REPO@sha256:..`` into an OCI layout (every digest verified by the registry
-    client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
-    from lemonpack.registry import RegistryClient, parse_reference
-    from lemonpack.registry.transfer import pull_layout
-    from lemonpack.signing.ociinstall import _image_manifests, _recipe_from_image
-
-    if ent.kind != "recipe":
-        raise LemonpackError("OCI sources are supported for recipes only")
-    ref = parse_reference(ent.source["ref"])
-    layout = work / "layout"
-    client = RegistryClient(ref.host, insecure=cfg.insecure_registry, registry_config=cfg.registry_config)
-    pull_layout(ref, layout, client)
-    index = json.loads((layout / "index.json").read_bytes())
-    root = index["manifests"][0]
-    manifests = _image_manifests(layout, root["digest"], root.get("mediaType", ""))
-    if not manifests:
-        raise LemonpackError("the image has no image manifest")
-    recipe = _recipe_from_image(layout, manifests[0][1], ent.source["ref"])
-    text = recipe.canonical.decode()
-    return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=ent.source["ref"])
-
-
 # ---------------------------------------------------------------- entry facts
 
 
@@ -259,8 +149,8 @@ def recipe_platforms(recipe) -> list[dict]:
 
 def extension_platforms(ext) -> list[dict]:
     """Platforms of an extension from its targets' requirements (``hip`` -> rocm, ``cuda``,
-    ``vulkan``, else cpu; ``linux``/``windows``/``macos`` or every OS); ``testing``
-    targets are left out. Sorted, deduplicated."""
+    ``vulkan``, else cpu; ``linux``/``windows``/``macos`` or every OS the accelerator exists
+    on: rocm and cuda never on darwin); ``testing`` targets are left out. Sorted, deduplicated."""
     seen = set()
     for t in ext.targets:
         req = set(t.requires)
@@ -270,7 +160,8 @@ def extension_platforms(ext) -> list[dict]:
         accels = [_REQ_ACCEL[r] for r in sorted(req) if r in _REQ_ACCEL] or ["cpu"]
         for o in oses:
             for a in accels:
-                seen.add((o, a))
+                if o in _ACCEL_OSES.get(a, (o,)):
+                    seen.add((o, a))
     return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": []} for o, a in sorted(seen)]
 
 
@@ -309,35 +200,6 @@ def thaw(value: Any) -> Any:
     return _thaw(value)
 
 
-def recipe_commands(name: str, recipe, source: dict, official: bool) -> dict:
-    """The exact commands shown for a recipe entry (``install``, ``run``, ``nix``; ``fetch``
-    for a community file)."""
-    if source["type"] == "oci":
-        install = f"lemonpack install oci://{source['ref']}"
-        arg = name
-    elif official:
-        install, arg = f"lemonpack install {name}", name
-    else:
-        install, arg = f"lemonpack install {name}.json", f"{name}.json"
-    cmds = {"install": install, "run": f"lemonpack run {arg} -m MODEL.gguf"}
-    first = next((f"{o}-{a}" for o, bs in recipe.platforms.items() for a in bs), "")
-    cmds["nix"] = f"nix build .#{name}-{first}" if official else f"lemonpack build {arg} --out {name}-oci"
-    if source["type"] == "https" and recipe is not None:
-        cmds["fetch"] = f"curl -fLo {name}.json {source['url']}"
-    elif source["type"] == "git":
-        cmds["fetch"] = f"git clone {source['url']} && git -C {source['url'].rstrip('/').rsplit('/', 1)[-1].removesuffix('.git')} checkout {source['commit']}"
-    return cmds
-
-
-def extension_commands(name: str, official: bool) -> dict:
-    """The exact commands shown for an extension entry."""
-    sel = f"--select {name}" if official else f"--extension-dir ./{name} --select {name}"
-    return {"install": f"lemonpack extensions generate {sel} --out gufo-generated",
-            "run": "lemonpack extensions check",
-            "nix": "nix build .#gufo" if official else
-            f"nix build --impure --expr '(builtins.getFlake \"path:.\").packages.x86_64-linux.gufo.override {{ extensions = [ ./{name} ]; }}'"}
-
-
 # ---------------------------------------------------------------- the build
 
 
@@ -346,7 +208,9 @@ class _Context:
         self.cfg = cfg
         self.source = cfg.source
         self.private = load_private_key(cfg.key, cfg.password) if cfg.key else None
-        self.sources = load_sources(cfg.source / "catalogue")
+        self.memo = Memo(cfg.memo)
+        self.sources = load_sources(cfg.source / "catalogue", self.memo if cfg.memo else None)
+        self.source_resolved = os.path.abspath(cfg.source)
         self.official_recipes: dict[str, Any] = {}
         self.official_exts: list = []
         self.tree_api = None
@@ -356,10 +220,8 @@ class _Context:
 
 
 def _rel(ctx: _Context, path: str | Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(ctx.source.resolve()).as_posix()
-    except ValueError:
-        return Path(path).name
+    rel = os.path.relpath(os.path.abspath(path), ctx.source_resolved)
+    return Path(path).name if rel.startswith("..") else Path(rel).as_posix()
 
 
 def _official_recipe_files(source: Path) -> list[tuple[str, Path]]:
@@ -385,19 +247,6 @@ def _base_entry(**kw) -> dict:
 
 def _not_checked(published: str | None = None, rebuilt: str | None = None) -> dict:
     return {"status": "not-checked", "published": published, "rebuilt": rebuilt}
-
-
-def _official_signature(ctx: _Context) -> dict:
-    """Official entries are covered by the index signature: verified when the index key is
-    one of the ``lemonpack`` publisher's keys, unknown-key for another key, else unsigned."""
-    if ctx.private is None:
-        return {"status": "unsigned", "fingerprint": None}
-    from lemonpack.catalogue.sources import key_fingerprint
-
-    fp = key_fingerprint(public_pem_of(ctx.private))
-    pub = ctx.sources.publishers.get(OFFICIAL_PUBLISHER)
-    known = pub is not None and any(k.fingerprint == fp for k in pub.keys)
-    return {"status": "verified" if known else "unknown-key", "fingerprint": fp}
 
 
 def _reproduce(ctx: _Context, recipe, published: str | None, work: Path) -> dict:
@@ -426,7 +275,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
     from lemonpack.contract import load_recipe
 
     entries, rejected = [], []
-    sig = _official_signature(ctx)
+    sig = signatures.official_status(ctx.private, ctx.sources.publishers)
     for shown, path in _official_recipe_files(ctx.source):
         data = path.read_bytes()
         try:
@@ -446,7 +295,8 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
             platforms=recipe_platforms(recipe), source=source,
             digest="sha256:" + hashlib.sha256(data).hexdigest(), signature=sig, pinning=pinning(recipe),
             reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"),
-            commands=recipe_commands(recipe.recipe, recipe, source, True)))
+            commands=recipe_commands(recipe.recipe, recipe, source, True,
+                                     shipped_example=shown.startswith("lemonpack/examples/"))))
     lock = ctx.source / "extensions.lock"
     if lock.exists():
         from lemonpack.extensions.pipeline import run_pipeline
@@ -470,48 +320,23 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
     return entries, rejected
 
 
-def _signature_status(ctx: _Context, ent: EntrySource, fetched: Fetched, work: Path) -> dict:
-    """Verify ``ent``'s signature over the fetched subject bytes (or, for OCI, the cosign
-    signature in the registry): verified with a key of the entry's publisher; unknown-key
-    when it verifies only with the key the entry names; raises :class:`Rejected` when it
-    verifies with neither."""
-    pub = ctx.sources.publishers[ent.publisher]
+def _signature(ctx: _Context, ent: EntrySource, fetched) -> dict:
+    """:mod:`.signatures`' status of ``ent``; raises :class:`Rejected` for an invalid signature."""
+    keys = ctx.sources.publishers[ent.publisher].keys
     if fetched.oci_ref is not None and ent.signature is None:
-        from lemonpack.signing.keys import decode_public_key
-        from lemonpack.signing.remote import verify_image
+        return signatures.oci_status(fetched.oci_ref, keys, insecure=ctx.cfg.insecure_registry,
+                                     registry_config=ctx.cfg.registry_config)
 
-        for k in pub.keys:
-            try:
-                verify_image(fetched.oci_ref, decode_public_key(k.pem.encode()), insecure=ctx.cfg.insecure_registry,
-                             registry_config=ctx.cfg.registry_config)
-                return {"status": "verified", "fingerprint": k.fingerprint}
-            except LemonpackError:
-                continue
-        return {"status": "unsigned", "fingerprint": None}
-    if ent.signature is None:
-        return {"status": "unsigned", "fingerprint": None}
-    if "value" in ent.signature:
-        sig = ent.signature["value"]
-    else:
-        got = fetch(ent.signature["url"], sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror,
-                    progress=False, client=ctx.cfg.client)
-        sig = got.path.read_bytes()[:4096].decode("ascii", "replace")
-    for k in pub.keys:
-        if verify_bytes(k.pem, fetched.subject, sig):
-            return {"status": "verified", "fingerprint": k.fingerprint}
-    other = ent.signature.get("key")
-    if other:
-        from lemonpack.catalogue.sources import key_fingerprint
+    def read(url: str) -> bytes:
+        got = fetch(url, sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror, progress=False,
+                    client=ctx.cfg.client)
+        with open(got.path, "rb") as f:
+            return f.read(4096)
 
-        try:
-            ok = verify_bytes(other, fetched.subject, sig)
-            fp = key_fingerprint(other)
-        except (LemonpackError, ValueError):
-            ok = False
-        if ok:
-            return {"status": "unknown-key", "fingerprint": fp}
-    raise Rejected("invalid signature: it verifies with no key of publisher "
-                   f"{ent.publisher!r}" + (" nor with the key the entry names" if other else ""))
+    try:
+        return signatures.file_status(ent.signature, fetched.subject, keys, read)
+    except signatures.InvalidSignature as e:
+        raise Rejected(f"{e} (publisher {ent.publisher!r})") from None
 
 
 def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
@@ -523,7 +348,9 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
     if ent.kind == "extension" and any(e.name == ent.name for e in ctx.official_exts):
         raise Rejected(f"claims the official extension name {ent.name!r}")
     try:
-        fetched = fetch_source(ent, ctx.cfg, work)
+        fetched = fetch_source(ent.kind, ent.source, work, cache=ctx.cfg.cache, mirror=ctx.cfg.mirror,
+                               client=ctx.cfg.client, insecure_registry=ctx.cfg.insecure_registry,
+                               registry_config=ctx.cfg.registry_config)
     except IntegrityError as e:
         raise Rejected(f"digest mismatch: expected {e.expected}, got {e.actual}") from None
     except LemonpackError as e:
@@ -546,14 +373,14 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
             raise Rejected(f"claims the official recipe id {recipe.recipe!r}")
         if recipe.recipe != ent.name:
             raise Rejected(f"the recipe's id {recipe.recipe!r} differs from the entry name {ent.name!r}")
-        sig = _signature_status(ctx, ent, fetched, work)
+        sig = _signature(ctx, ent, fetched)
         published = ent.published_digest or (fetched.digest if fetched.oci_ref else None)
         d = recipe.document
         return _base_entry(id=ent.id, kind="recipe", name=ent.name, display_name=recipe.display_name,
                            capabilities=sorted(recipe.capabilities), version=str(d.get("version", "")),
                            platforms=recipe_platforms(recipe), signature=sig, pinning=pinning(recipe),
                            reproducible=_reproduce(ctx, recipe, published, work),
-                           commands=recipe_commands(ent.name, recipe, ent.source, False), **common)
+                           commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
     from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api, include_problems
 
@@ -572,12 +399,12 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
         reasons.append(f"the extension's name {ext.name!r} differs from the entry name {ent.name!r}")
     if reasons:
         raise Rejected(*reasons)
-    sig = _signature_status(ctx, ent, fetched, work)
+    sig = _signature(ctx, ent, fetched)
     return _base_entry(id=ent.id, kind="extension", name=ent.name, display_name=ext.name,
                        capabilities=sorted({p.capability for p in ext.providers}), version=ext.version,
                        platforms=extension_platforms(ext), signature=sig,
                        pinning={"status": "all", "images": [], "artifacts": []}, reproducible=_not_checked(),
-                       commands=extension_commands(ent.name, False), **common)
+                       commands=extension_commands(ent.name, False, ent.source, fetched.digest), **common)
 
 
 def _unpath(ctx: _Context, wdir: Path, text: str) -> str:
@@ -626,12 +453,22 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                              "reasons": [one_line(f"schema: {q.path or '(root)'}: {q.message} [{q.rule}]")
                                          for q in problems]})
         seen: dict[str, str] = {}
+        official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
             try:
                 if ent.id in seen:
                     raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
-                entries.append(community_entry(ctx, ent, wdir))
+                key = None
+                if cfg.memo is not None and memoizable(ent, cfg.rebuild) and ent.publisher in ctx.sources.publishers:
+                    pub = ctx.sources.publishers[ent.publisher]
+                    key = entry_key(ent.data, pub.to_json(), [k.pem for k in pub.keys], official_ids)
+                entry = ctx.memo.entry(key) if key else None
+                if entry is None:
+                    entry = community_entry(ctx, ent, wdir)
+                    if key:
+                        ctx.memo.remember(key, entry)
+                entries.append(entry)
                 seen[ent.id] = _rel(ctx, ent.file)
             except Rejected as r:
                 rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
@@ -639,6 +476,7 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
             if wdir.exists():
                 shutil.rmtree(wdir, ignore_errors=True)
         cfg.timings["entries"] = time.perf_counter() - t0
+    cfg.memo_state = ctx.memo
     if own_client:
         cfg.client = None
     entries.sort(key=lambda e: (not e["official"], e["id"]))
@@ -649,48 +487,15 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
             "rejected": rejected}, ctx.private
 
 
-def atom_feed(index: dict) -> bytes:
-    """An Atom 1.0 feed (RFC 4287) of the index: one ``<entry>`` per catalogue entry in index
-    order, its ``<id>`` a URN of the entry id and digest (a changed entry is a new feed
-    entry), ``<updated>`` the index date. Built with ``xml.etree``; deterministic bytes."""
-    import xml.etree.ElementTree as ET
-
-    ns = "http://www.w3.org/2005/Atom"
-    ET.register_namespace("", ns)
-    q = lambda t: f"{{{ns}}}{t}"  # noqa: E731
-    feed = ET.Element(q("feed"))
-    ET.SubElement(feed, q("title")).text = "lemonpack catalogue"
-    ET.SubElement(feed, q("id")).text = "urn:lemonpack:catalogue"
-    ET.SubElement(feed, q("updated")).text = index["generated"]
-    ET.SubElement(ET.SubElement(feed, q("author")), q("name")).text = "lemonpack catalogue build"
-    for e in index["entries"]:
-        item = ET.SubElement(feed, q("entry"))
-        ET.SubElement(item, q("title")).text = f"{e['id']} {e.get('version') or ''}".strip()
-        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:{e['id']}:{e['digest']}"
-        ET.SubElement(item, q("updated")).text = index["generated"]
-        ET.SubElement(ET.SubElement(item, q("author")), q("name")).text = e["publisher"]
-        ET.SubElement(item, q("link"), {"rel": "alternate", "href": f"entries/{entry_filename(e['id'])}"})
-        ET.SubElement(item, q("category"), {"term": e["kind"]})
-        ET.SubElement(item, q("summary")).text = (
-            f"{e['display_name']} — signature {e['signature']['status']}, pinning {e['pinning']['status']}, "
-            f"reproducible {e['reproducible']['status']}, digest {e['digest']}")
-    for r in index["rejected"]:
-        item = ET.SubElement(feed, q("entry"))
-        ET.SubElement(item, q("title")).text = f"rejected: {r['id']}"
-        ET.SubElement(item, q("id")).text = f"urn:lemonpack:catalogue:rejected:{r['file']}"
-        ET.SubElement(item, q("updated")).text = index["generated"]
-        ET.SubElement(item, q("summary")).text = "; ".join(r["reasons"])
-    ET.indent(feed)
-    return ET.tostring(feed, encoding="utf-8", xml_declaration=True) + b"\n"
-
-
-def write_outputs(index: dict, tmp: Path, private=None) -> None:
-    """Write every output file of ``index`` into the (empty) directory ``tmp``."""
-    data = canonical_json(index)
+def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
+    """Write every output file of ``index`` into the (empty) directory ``tmp`` (``cache``:
+    rendered site fragments, :func:`lemonpack.catalogue.site.site_files`)."""
+    data = canonical_json(index)  # refuses floats anywhere in the index, so each entry below too
     (tmp / INDEX_NAME).write_bytes(data)
     (tmp / "entries").mkdir()
     for e in index["entries"]:
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(
+            json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
     if private is not None:
         (tmp / SIG_NAME).write_text(sign_bytes(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))
@@ -698,7 +503,7 @@ def write_outputs(index: dict, tmp: Path, private=None) -> None:
         from lemonpack.catalogue.site import render_site
     except ImportError:  # pragma: no cover
         return
-    render_site(json.loads(data), tmp)
+    render_site(json.loads(data), tmp, signatures.index_digest(data), cache=cache, atomic=False)
 
 
 def _normalise_mtimes(root: Path, epoch: int) -> None:
@@ -730,12 +535,15 @@ def build(cfg: BuildConfig) -> dict:
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        write_outputs(index, tmp, private)
+        memo = cfg.memo_state
+        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None)
         _normalise_mtimes(tmp, cfg.epoch)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if cfg.memo_state is not None:
+        cfg.memo_state.save()
     cfg.timings["write"] = time.perf_counter() - t0
     return index

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +47,25 @@ def trusted_key_path(explicit: str | os.PathLike[str] | None) -> Path:
     return p
 
 
+def shipped_index() -> Path:
+    """The index of the official entries shipped in the package (:mod:`.official`)."""
+    return Path(str(resources.files("lemonpack.catalogue"))) / "shipped" / INDEX_NAME
+
+
 def locate(index: str | os.PathLike[str] | None) -> Path:
-    """The ``catalogue.json`` to read: ``index`` (a file or a directory holding it) or the
-    cached copy. Raises LemonpackError naming what is missing."""
+    """The ``catalogue.json`` to read: ``index`` (a file or a directory holding it), else the
+    cached copy (``catalogue update``), else the index of the official entries shipped in the
+    package (so a search works right after install). Raises LemonpackError naming what is
+    missing."""
     if index is None:
         p = cached_dir() / INDEX_NAME
-        if not p.is_file():
+        if p.is_file():
+            return p
+        shipped = shipped_index()
+        if not shipped.is_file():
             raise LemonpackError(f"no catalogue index: {p} does not exist "
                                  "(run lemonpack catalogue update --from URL|DIR, or pass --index)")
-        return p
+        return shipped
     p = Path(index)
     if p.is_dir():
         p = p / INDEX_NAME
@@ -124,20 +135,24 @@ def _canonical(obj) -> bytes:
     return canonical_json(obj)
 
 
-def refetch_problems(index: dict, *, mirror=None, cache=None) -> list[str]:
-    """Re-fetch every community https entry and compare its sha256 with the entry's digest
-    (through the verified fetch path: a mismatch is reported, not stored)."""
+def refetch_problems(index: dict, *, mirror=None) -> list[str]:
+    """Re-fetch every community https entry from its source (or ``mirror``), never from the
+    local cache: the downloads go into a fresh temporary cache that is removed afterwards,
+    so a file swapped at the URL since it was cached is seen. Compares each sha256 with the
+    entry's digest; a mismatch is reported, not stored."""
     from lemonpack.fetch import ArtifactCache, fetch
 
     out = []
-    for e in index.get("entries", []):
-        src = e.get("source", {})
-        if src.get("type") != "https":
-            continue
-        try:
-            fetch(src["url"], sha256=e["digest"], cache=cache or ArtifactCache(), mirror=mirror, progress=False)
-        except LemonpackError as exc:
-            out.append(f"{e['id']}: {exc}")
+    with tempfile.TemporaryDirectory(prefix="lemonpack-refetch-") as tmp:
+        cache = ArtifactCache(Path(tmp))
+        for e in index.get("entries", []):
+            src = e.get("source", {})
+            if src.get("type") != "https":
+                continue
+            try:
+                fetch(src["url"], sha256=e["digest"], cache=cache, mirror=mirror, progress=False)
+            except LemonpackError as exc:
+                out.append(f"{e['id']}: {exc}")
     return out
 
 

@@ -10,7 +10,9 @@ the shared table both are tested against. Pure functions over the index dict
   ``accelerator``, ``gpu_arch`` (a concrete arch in some platform's ``archs``), ``official``
   (bool), ``signature``, ``pinning``, ``reproducible`` (status strings), ``publisher``. Each
   filter is tested on its own against the set of values over all of an entry's platforms.
-- order: index order.
+- order: ranked, then index order within a rank (a stable sort): rank 0 when every term is a
+  substring of the id or the name, 1 when some term is, 2 otherwise (a match in the display
+  name, publisher, tags, capabilities or description only). Without terms: index order.
 """
 
 from __future__ import annotations
@@ -78,10 +80,20 @@ def matches(entry: Mapping[str, Any], terms: Iterable[str], filters: Mapping[str
 
 def search(index: Mapping[str, Any], query: str = "", filters: Mapping[str, Any] | None = None) -> list[dict]:
     """The entries of ``index`` (``catalogue.json`` as a dict) matching ``query`` and
-    ``filters``, in index order. Raises :class:`LemonpackError` for an unknown filter name."""
+    ``filters``, ranked (:func:`rank`; index order within a rank). Raises :class:`LemonpackError` for an unknown filter name."""
     filters = dict(filters or {})
     unknown = sorted(set(filters) - set(FILTERS))
     if unknown:
         raise LemonpackError(f"unknown search filter {unknown[0]!r} (known: {', '.join(FILTERS)})")
     terms = [t.lower() for t in query.split()]
-    return [e for e in index.get("entries", []) if matches(e, terms, filters)]
+    found = [e for e in index.get("entries", []) if matches(e, terms, filters)]
+    if terms:
+        found.sort(key=lambda e: rank(e, terms))  # stable: index order within a rank
+    return found
+
+
+def rank(entry: Mapping[str, Any], terms: list[str]) -> int:
+    """0 when every (lower-case) term is in the entry's id or name, 1 when some term is, else 2."""
+    names = f"{entry.get('id') or ''}\n{entry.get('name') or ''}".lower()
+    hits = sum(1 for t in terms if t in names)
+    return 0 if hits == len(terms) else (1 if hits else 2)

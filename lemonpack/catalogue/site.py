@@ -9,7 +9,7 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
   readable with JavaScript off; JavaScript only hides what a filter excludes.
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
-  install/run/nix commands, signature status with the key fingerprint. No script at all.
+  download/install/run/nix commands (download first), signature status with the key fingerprint. No script at all.
 - ``assets/catalogue-data.js``: ``window.CATALOGUE = <page data>;`` (pages opened from
   ``file://`` cannot fetch JSON, but may load a local script): only what the front page's
   search, facets and host fit read, one array per entry (:func:`page_data`); the full index
@@ -39,9 +39,9 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -52,7 +52,9 @@ import nh3
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from lemonpack.errors import StorageError
+from lemonpack.catalogue.commands import ORDER as COMMAND_ORDER
+from lemonpack.errors import BIDI_CONTROLS, StorageError, visible_bidi
+from lemonpack.files import replace_file
 from lemonpack.oci.canonical import canonical_json
 
 #: Facets in display order: (filter key as in CONTRACTS.md and the URL fragment, label).
@@ -225,7 +227,8 @@ def _safe_href(url: Any) -> str | None:
     return None
 
 
-_SIGNATURE_LABELS = {"verified": "signature verified", "unknown-key": "signed by an unknown key"}
+_SIGNATURE_LABELS = {"verified": "signature verified", "unknown-key": "signed by an unknown key",
+                     "in-tree": "official, in-tree", "unavailable": "signature unavailable"}
 _PINNING_LABELS = {"all": "all pinned", "partly": "partly pinned"}
 _REPRO_LABELS = {"reproduced": "rebuild reproduced", "differs": "rebuild differs"}
 
@@ -243,8 +246,20 @@ def _badge(kind: str, value: Any, label: Any = None) -> Markup:
     return Markup(f'<span class="badge {escape(kind)}-{escape(value)}">{escape(text)}</span>')
 
 
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}``: bidirectional controls written visibly (:func:`visible_bidi`), so an
+    unterminated U+202E from a publisher cannot reverse the text after it; names are also
+    isolated with ``<bdi>`` in the templates."""
+    if isinstance(value, Markup):
+        return Markup(visible_bidi(str(value))) if BIDI_CONTROLS.search(value) else value
+    if isinstance(value, str) and BIDI_CONTROLS.search(value):
+        return visible_bidi(value)
+    return value
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
+        finalize=_finalize,
         loader=jinja2.PackageLoader("lemonpack.catalogue", "templates"),
         autoescape=True,
         undefined=jinja2.ChainableUndefined,
@@ -254,7 +269,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["slug"] = entry_slug
     env.filters["safe_href"] = _safe_href
-    env.globals.update(badge=_badge, signature_label=_label(_SIGNATURE_LABELS, "unsigned"),
+    env.filters["nobidi"] = visible_bidi
+    env.globals.update(badge=_badge, command_order=COMMAND_ORDER, signature_label=_label(_SIGNATURE_LABELS, "unsigned"),
                        pinning_label=_label(_PINNING_LABELS, "not pinned"),
                        repro_label=_label(_REPRO_LABELS, "reproducibility not checked"))
     return env
@@ -295,63 +311,80 @@ def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-def site_files(index: dict[str, Any]) -> dict[str, bytes]:
-    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring).
-    Pure: same index, same bytes. Raises ``TypeError`` when the index holds floats (the
-    canonical JSON encoder refuses them)."""
+def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
+    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring);
+    ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
+    entries); ``cache``: a mapping (``get``, item assignment) of earlier renderings, keyed by
+    the sha256 of everything a fragment is made of (:func:`_fragment_key`), so an unchanged
+    entry's page and list item are not rendered again (a warm ``catalogue build``). Pure: same
+    index, same bytes, with or without a cache. Raises ``TypeError`` when the index holds
+    floats (the canonical JSON encoder refuses them)."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
     env = _environment()
     common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
-              "publishers": publishers}
-    slugs = [entry_slug(str(e.get("id", ""))) for e in entries]
-    descriptions = [_description(e.get("description"), 160) for e in entries]
+              "publishers": publishers, "index_digest": index_digest}
+    item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
     files: dict[str, bytes] = {}
+    items = []
+    for entry in entries:
+        slug = entry_slug(str(entry.get("id", "")))
+        publisher = publishers.get(entry.get("publisher"))
+        in_tree = (entry.get("signature") or {}).get("status") == "in-tree"
+        key = _fragment_key(entry, publisher, common["generated"], common["schema"], index_digest if in_tree else None)
+        item = _cached(cache, "item:" + key)
+        html = _cached(cache, "page:" + key)
+        if item is None or html is None:
+            description, summary = _description(entry.get("description"), 160)
+            item = item_tpl.render(e=entry, slug=slug, summary=summary)
+            html = page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
+                               facets=entry_facets(entry), publisher=publisher)
+            if cache is not None:
+                cache["item:" + key], cache["page:" + key] = item, html
+        items.append(Markup(item))
+        files[f"entry/{slug}.html"] = html.encode("utf-8")
     files["index.html"] = env.get_template("index.html").render(
-        **common, csp=_CSP_INDEX, root="", entries=[(e, s, d[1]) for e, s, d in zip(entries, slugs, descriptions)],
-        facets=_facet_options(entries), rejected=index.get("rejected") or [],
+        **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
+        rejected=index.get("rejected") or [],
     ).encode("utf-8")
-    page = env.get_template("entry.html")
-    for entry, slug, (description, _) in zip(entries, slugs, descriptions):
-        files[f"entry/{slug}.html"] = page.render(
-            **common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
-            facets=entry_facets(entry), publisher=publishers.get(entry.get("publisher")),
-        ).encode("utf-8")
     files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
     return files
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, index_digest: str | None) -> str:
+    """sha256 of what an entry's page and list item are rendered from (the templates are the
+    cache owner's concern: :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
+    data = json.dumps([entry, publisher, generated, schema, index_digest], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
-def render_site(index: dict[str, Any], out: Path) -> None:
+def _cached(cache: Any, key: str) -> str | None:
+    return None if cache is None else cache.get(key)
+
+
+def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None, cache: Any = None,
+                atomic: bool = True) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
     Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
-    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically;
+    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically
+    (``atomic=False``: plain writes, for a fresh directory the caller swaps in as a whole;
+    ``cache``: see :func:`site_files`);
     removes ``entry/*.html`` files left from an earlier index. Leaves every other file in
     ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
     written (naming it)."""
     out = Path(out)
-    files = site_files(index)
+    files = site_files(index, index_digest, cache)
     try:
         for rel in sorted(files):
-            _write_atomic(out / rel, files[rel])
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            if atomic:
+                replace_file(out / rel, files[rel], mode=0o644)
+            else:  # a fresh directory swapped in as a whole (catalogue build): plain writes
+                with os.fdopen(os.open(out / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
+                    f.write(files[rel])
         entry_dir = out / "entry"
         keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
         for old in sorted(entry_dir.glob("*.html")):

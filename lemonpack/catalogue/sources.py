@@ -87,6 +87,7 @@ class EntrySource:
     signature: dict | None = None
     published_digest: str | None = None
     raw: dict = field(default_factory=dict, compare=False)
+    data: bytes = field(default=b"", compare=False, repr=False)  # the file's bytes
 
     @property
     def id(self) -> str:
@@ -105,16 +106,42 @@ def key_fingerprint(pem: str | bytes) -> str:
     return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
-def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem]]:
+def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem], bytes]:
     data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
     if data is None:
-        return None, problems
+        return None, problems, b""
     try:
-        return tomllib.loads(data.decode("utf-8")), []
+        return tomllib.loads(data.decode("utf-8")), [], data
     except UnicodeDecodeError as e:
-        return None, [Problem(file, "", "encoding", f"not UTF-8: {e.reason} at byte {e.start}")]
+        return None, [Problem(file, "", "encoding", f"not UTF-8: {e.reason} at byte {e.start}")], data
     except tomllib.TOMLDecodeError as e:
-        return None, [Problem(file, "", "toml", f"not valid TOML: {e}")]
+        return None, [Problem(file, "", "toml", f"not valid TOML: {e}")], data
+
+
+def _read_checked(path: Path, file: str, name: str, memo) -> tuple[dict | None, list[Problem], bytes]:
+    """:func:`_read_toml` and :func:`_schema_problems` of the ``name`` schema. With ``memo``
+    (:class:`lemonpack.catalogue.memo.Memo`): a file whose exact bytes passed in an earlier
+    build (same code and schemas) is neither parsed nor checked again (the memo keeps its
+    parsed document); one that passes now is remembered."""
+    if memo is None:
+        doc, problems, data = _read_toml(path, file)
+        return doc, (problems or _schema_problems(doc, name, file)) if doc is not None else problems, data
+    from lemonpack.catalogue.memo import file_key
+
+    data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
+    if data is None:
+        return None, problems, b""
+    key = file_key(data, name)
+    doc = memo.valid_doc(key)
+    if doc is not None:
+        return doc, [], data
+    doc, problems, data = _read_toml(path, file)
+    if doc is None:
+        return None, problems, data
+    problems = _schema_problems(doc, name, file)
+    if not problems:
+        memo.mark_valid(key, doc)
+    return doc, problems, data
 
 
 def _schema_problems(doc: dict, name: str, file: str) -> list[Problem]:
@@ -133,14 +160,14 @@ def _schema_problems(doc: dict, name: str, file: str) -> list[Problem]:
     return out
 
 
-def check_publisher(path: str | Path) -> tuple[Publisher | None, list[Problem]]:
-    """Load the publisher file at ``path``: the publisher (None when any problem) and every problem."""
+def check_publisher(path: str | Path, memo=None) -> tuple[Publisher | None, list[Problem]]:
+    """Load the publisher file at ``path``: the publisher (None when any problem) and every
+    problem (``memo``: see :func:`_checked_schema`)."""
     path = Path(path)
     file = str(path)
-    doc, problems = _read_toml(path, file)
+    doc, problems, data = _read_checked(path, file, "publisher", memo)
     if doc is None:
         return None, problems
-    problems += _schema_problems(doc, "publisher", file)
     pid = path.stem
     if not PUBLISHER_ID.match(pid):
         problems.append(Problem(file, "", "publisher-id", f"file name {pid!r} is not a publisher id "
@@ -163,17 +190,16 @@ def check_publisher(path: str | Path) -> tuple[Publisher | None, list[Problem]]:
     return Publisher(pid, doc["display_name"], doc["homepage"], doc["contact"], tuple(keys), file), []
 
 
-def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | None = None
+def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | None = None, memo=None
                 ) -> tuple[EntrySource | None, list[Problem]]:
     """Load the community entry file at ``path`` (``.../entries/<publisher>/<name>.toml``):
     the entry (None when any problem) and every problem. ``publishers``: known publisher
-    ids (None: not checked)."""
+    ids (None: not checked); ``memo``: see :func:`_checked_schema`."""
     path = Path(path)
     file = str(path)
-    doc, problems = _read_toml(path, file)
+    doc, problems, data = _read_checked(path, file, "entry", memo)
     if doc is None:
         return None, problems
-    problems += _schema_problems(doc, "entry", file)
     publisher = path.parent.name
     if publishers is not None and publisher not in publishers:
         problems.append(Problem(file, "", "unknown-publisher",
@@ -185,7 +211,8 @@ def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | N
     return EntrySource(publisher=publisher, kind=doc["kind"], name=doc["name"], description=doc["description"],
                        license=doc["license"], source=dict(doc["source"]), file=file,
                        homepage=doc.get("homepage", ""), tags=tuple(doc.get("tags", ())),
-                       signature=doc.get("signature"), published_digest=doc.get("published_digest"), raw=doc), []
+                       signature=doc.get("signature"), published_digest=doc.get("published_digest"), raw=doc,
+                       data=data), []
 
 
 @dataclass
@@ -198,15 +225,15 @@ class Sources:
     rejected: dict[str, list[Problem]]
 
 
-def load_sources(catalogue_dir: str | Path) -> Sources:
+def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     """Load ``catalogue_dir/publishers/*.toml`` and ``catalogue_dir/entries/*/*.toml`` (sorted
     by path). Invalid files land in ``rejected`` with every problem; nothing raises for
-    bad content."""
+    bad content. ``memo``: files whose bytes passed the schema in an earlier build skip it."""
     root = Path(catalogue_dir)
     pubs: dict[str, Publisher] = {}
     rejected: dict[str, list[Problem]] = {}
     for p in sorted((root / "publishers").glob("*.toml")):
-        pub, probs = check_publisher(p)
+        pub, probs = check_publisher(p, memo)
         if pub is None:
             rejected[str(p)] = probs
         else:
@@ -214,7 +241,7 @@ def load_sources(catalogue_dir: str | Path) -> Sources:
     entries = []
     files = {p.stem: None for p in (root / "publishers").glob("*.toml")}
     for p in sorted((root / "entries").glob("*/*.toml")):
-        ent, probs = check_entry(p, files)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
+        ent, probs = check_entry(p, files, memo)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
         if ent is None:
             rejected[str(p)] = probs
         else:
@@ -251,3 +278,26 @@ def require_valid(problems: list[Problem]) -> None:
     """Raise :class:`ManifestError` carrying ``problems`` when there are any."""
     if problems:
         raise ManifestError(problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lemonpack.catalogue.sources KEY.pub...``: print each key's fingerprint
+    (as ``lemonpack catalogue fingerprint`` does). Exit 1 when a file is not a PEM public key."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m lemonpack.catalogue.sources KEY.pub...", file=sys.stderr)
+        return 2
+    rc = 0
+    for a in args:
+        try:
+            print(key_fingerprint(Path(a).read_bytes()))
+        except (OSError, ValueError) as e:
+            print(f"{a}: not a PEM public key: {e}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -55,19 +55,24 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
               key: Path = typer.Option(None, "--key", metavar="KEY",
                                        help="cosign private key signing the index (password: $LEMONPACK_PASSWORD)."),
               rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild recipes to check reproducibility."),
+              fresh: bool = typer.Option(False, "--fresh",
+                                         help="Verify every entry again (ignore what earlier builds verified "
+                                              "for unchanged entry files)."),
               insecure_registry: bool = typer.Option(False, "--insecure-registry",
                                                      help="Plain http to OCI registries (loopback tests)."),
               registry_config: Path = REGISTRY_CONFIG_OPTION,
               json_out: bool = JSON_OPTION) -> int:
     """Fetch, verify and index every entry; write catalogue.json, entries/, the signature,
     feed.atom and the static site into DIR (byte-reproducible; SOURCE_DATE_EPOCH dates)."""
-    from lemonpack.builder.pipeline import source_date_epoch
     from lemonpack.catalogue.build import BuildConfig, build
+    from lemonpack.catalogue.dates import source_epoch
+    from lemonpack.paths import cache_root
     from lemonpack.fetch import Mirror
 
     cfg = BuildConfig(out=out, source=source, mirror=Mirror.from_env(mirror), key=key,
-                      password=_password() if key else b"", rebuild=rebuild, epoch=source_date_epoch(),
-                      insecure_registry=insecure_registry, registry_config=registry_config)
+                      password=_password() if key else b"", rebuild=rebuild, epoch=source_epoch(source),
+                      insecure_registry=insecure_registry, registry_config=registry_config,
+                      memo=None if fresh else cache_root() / "catalogue-build" / "memo.json")
     index = build(cfg)
     if json_out:
         print_json({"out": str(out), "entries": [e["id"] for e in index["entries"]], "rejected": index["rejected"],
@@ -155,18 +160,21 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
 def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, extension:NAME or NAME."),
              index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Show one entry: source, digests, platforms, signature, pinning, commands."""
-    from lemonpack.catalogue.index import find_entry, load_index
+    from lemonpack.catalogue.commands import ORDER
+    from lemonpack.catalogue.index import find_entry, load_index, locate
+    from lemonpack.catalogue.signatures import describe, index_digest
 
     e = find_entry(load_index(index), ident)
     if json_out:
         print_json(e)
         return 0
+    digest = index_digest(locate(index).read_bytes()) if e["signature"]["status"] == "in-tree" else None
+    order = [k for k, _ in ORDER] + sorted(k for k in e["commands"] if k not in dict(ORDER))
     lines = [f"{e['id']}  {e['display_name']}  ({'official' if e['official'] else 'community: ' + e['publisher']})",
              f"version: {e['version']}   license: {e['license']}   homepage: {e['homepage'] or '-'}",
              f"source: {json.dumps(e['source'], sort_keys=True)}", f"digest: {e['digest']}",
              f"capabilities: {', '.join(e['capabilities']) or '-'}   tags: {', '.join(e['tags']) or '-'}",
-             f"signature: {e['signature']['status']}" + (f" ({e['signature']['fingerprint']})"
-                                                         if e['signature']['fingerprint'] else ""),
+             f"signature: {describe(e['signature'], digest)}",
              f"pinning: {e['pinning']['status']}",
              *[f"  image {i['ref']}: {'pinned' if i['pinned'] else 'NOT pinned'}" for i in e["pinning"]["images"]],
              *[f"  artifact {a['url']}: {a['sha256'] or 'NOT pinned'}" for a in e["pinning"]["artifacts"]],
@@ -176,9 +184,80 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
              "platforms:",
              *[f"  {p['os']}/{p['accelerator']}" + (f" {', '.join(p['archs'])}" if p["archs"] else "")
                for p in e["platforms"]],
-             "commands:", *[f"  {k}: {v}" for k, v in sorted(e["commands"].items()) if v],
-             "", e["description"]]
-    typer.echo("\n".join(one_line(x) for x in lines))
+             "commands:", *[f"  {k}: {e['commands'][k]}" for k in order if e["commands"].get(k)]]
+    # the description keeps its line breaks; every other control and bidi override is escaped
+    description = "\n".join(one_line(line) for line in str(e["description"]).split("\n"))
+    typer.echo("\n".join(one_line(x) for x in lines) + "\n\n" + description)
+    return 0
+
+
+@catalogue_app.command("fetch")
+def fetch_cmd(url: str = typer.Argument(..., metavar="URL", help="The entry's source URL (https, or git with --commit)."),
+              sha256: str = typer.Option(..., "--sha256", metavar="sha256:HEX",
+                                         help="The digest the catalogue verified (a tree listing's for git)."),
+              out: Path = typer.Option(..., "--out", metavar="PATH", help="Where to put the recipe file or extension directory."),
+              commit: str = typer.Option(None, "--commit", help="A git source: the commit."),
+              path: str = typer.Option(None, "--path", help="A git source: the path in the commit."),
+              extension: bool = typer.Option(None, "--extension/--recipe",
+                                             help="What the source holds (default: an extension for archives and "
+                                                  "git directories, else a recipe)."),
+              mirror: str = typer.Option(None, "--mirror", metavar="URL", help="Mirror (default: $LEMONPACK_MIRROR)."),
+              json_out: bool = JSON_OPTION) -> int:
+    """Download an entry's source by digest, as the catalogue build verified it: OUT is
+    written only when the digest matches (exit 3 otherwise, nothing written). The download
+    step shown on entry pages and by catalogue show."""
+    from lemonpack.catalogue.fetching import fetch_to
+    from lemonpack.fetch import Mirror
+
+    if (commit is None) != (path is None):
+        raise typer.BadParameter("a git source needs both --commit and --path", param_hint="--commit")
+    if commit is not None:
+        src = {"type": "git", "url": url, "commit": commit, "path": path, "sha256": sha256}
+        kind = "extension" if extension is None and not path.endswith(".json") else "recipe"
+    else:
+        src = {"type": "https", "url": url, "sha256": sha256}
+        kind = "recipe" if extension is None and url.split("?", 1)[0].endswith(".json") else "extension"
+    if extension is not None:
+        kind = "extension" if extension else "recipe"
+    digest = fetch_to(kind, src, out, mirror=Mirror.from_env(mirror))
+    if json_out:
+        print_json({"out": str(out), "kind": kind, "digest": digest})
+    else:
+        typer.echo(one_line(f"{out}: {kind}, {digest} verified"))
+    return 0
+
+
+@catalogue_app.command("sign")
+def sign_cmd(entry: Path = typer.Argument(..., metavar="ENTRY", help="A community entry file (entries/PUBLISHER/NAME.toml)."),
+             key: Path = typer.Option(..., "--key", metavar="KEY",
+                                      help="cosign private key file (lemonpack keygen; password: $LEMONPACK_PASSWORD)."),
+             mirror: str = typer.Option(None, "--mirror", metavar="URL", help="Mirror (default: $LEMONPACK_MIRROR)."),
+             json_out: bool = JSON_OPTION) -> int:
+    """Sign an entry (sign-blob): fetch its source by digest, sign the file, archive or tree
+    listing, and write the [signature] value into ENTRY."""
+    from lemonpack.catalogue.signing import sign_entry
+    from lemonpack.fetch import Mirror
+
+    info = sign_entry(entry, key, _password(), mirror=Mirror.from_env(mirror))
+    if json_out:
+        print_json(info)
+    else:
+        typer.echo(one_line(f"{entry}: signed {info['digest']} with {info['fingerprint']}"
+                            + ("" if info["publisher_key"] else " (not one of the publisher's keys: the entry "
+                               "names it and shows as 'unknown key' until the publisher file lists it)")))
+    return 0
+
+
+@catalogue_app.command("fingerprint")
+def fingerprint_cmd(key: Path = typer.Argument(..., metavar="KEY.pub", help="A PEM public key (lemonpack keygen's .pub).")) -> int:
+    """Print a public key's fingerprint (sha256: of the DER key), as publisher files list it."""
+    from lemonpack.catalogue.sources import key_fingerprint
+    from lemonpack.files import read_user_file
+
+    try:
+        typer.echo(key_fingerprint(read_user_file(key, "public key file")))
+    except ValueError as e:
+        raise LemonpackError(f"{key}: not a PEM public key: {e}") from None
     return 0
 
 

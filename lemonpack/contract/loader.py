@@ -291,6 +291,25 @@ def _unique_items_keyword(validator, unique, instance, schema):
             first[key] = i
 
 
+def _additional_properties_keyword(validator, aP, instance, schema):
+    """``additionalProperties`` as ``jsonschema``'s, but visiting the extra members in the
+    document's order (``jsonschema`` collects them in a ``set``, whose order changes with
+    ``PYTHONHASHSEED``): errors then come in the same order in every run, which the bounded
+    report (:func:`bounded_schema_problems`) needs to be deterministic."""
+    if not validator.is_type(instance, "object"):
+        return
+    props = schema.get("properties", {})
+    patterns = "|".join(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in props and not (patterns and re.search(patterns, k))]
+    if validator.is_type(aP, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], aP, path=extra)
+    elif not aP and extras:
+        shown = ", ".join(repr(e) for e in sorted(extras[:20], key=str)) + (", ..." if len(extras) > 20 else "")
+        verb = "was" if len(extras) == 1 else "were"
+        yield jsonschema.ValidationError(f"Additional properties are not allowed ({shown} {verb} unexpected)")
+
+
 def _written_integer(checker, instance: Any) -> bool:
     """JSON Schema ``integer``, narrowed to numbers *written* as integers: ``1.0`` and ``1e0``
     parse as floats in most JSON parsers (Python, Go), so tools would read such a recipe
@@ -317,7 +336,8 @@ def strict_validator(schema: dict) -> jsonschema.protocols.Validator:
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     checker = base.TYPE_CHECKER.redefine("integer", _written_integer)
-    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword},
+    cls = jsonschema.validators.extend(base, {"pattern": _pattern_keyword, "uniqueItems": _unique_items_keyword,
+                                              "additionalProperties": _additional_properties_keyword},
                                        type_checker=checker)
     return cls(inline_local_refs(schema))
 
@@ -374,13 +394,72 @@ class _DocumentOrder:
         return tuple(key)
 
 
-def schema_problems(doc: Any, file: str) -> list[Problem]:
-    """Problems the JSON Schema finds, one per offending field, in document order.
-    Linear in the size of ``doc`` (``jsonschema``'s per-value cost is high but constant)."""
-    out: list[Problem] = []
-    for err in sorted(_validator().iter_errors(doc), key=_DocumentOrder(doc)):
-        out.extend(_convert(err, file))
-    return out
+#: Problems reported per file; the rest are counted in one last problem ("and N more").
+MAX_PROBLEMS = 200
+#: Schema errors examined per file: ``jsonschema`` finds them lazily (``iter_errors``), and
+#: past this many the check stops (the report then says "at least"), so time and memory stay
+#: bounded whatever the input (a 4 MiB array of wrong items is two million errors).
+MAX_SCHEMA_ERRORS = 2000
+
+
+def schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> list[Problem]:
+    """Problems the JSON Schema finds, one per offending field, in document order, at most
+    ``limit`` of them followed, when more were found, by one ``more-problems`` problem
+    saying how many (:func:`bounded_schema_problems`)."""
+    out, more, stopped = bounded_schema_problems(doc, file, limit)
+    return out + ([more_problems(file, more, stopped)] if more or stopped else [])
+
+
+def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> tuple[list[Problem], int, bool]:
+    """``(problems, more, stopped)``: the schema's problems, streamed and bounded.
+
+    Errors come one at a time from ``jsonschema``'s lazy ``iter_errors`` and each is turned
+    into its problems at once (the error object, ~3.6 KB with its context, is dropped); at
+    most :data:`MAX_SCHEMA_ERRORS` errors are examined (``stopped``: the check stopped there)
+    and at most ``limit`` problems kept: the first in document order, ties by path, rule and
+    message, so the report is deterministic. ``more``: problems found but not kept."""
+    import heapq
+
+    order = _DocumentOrder(doc)
+    kept: list[tuple] = []  # the `limit` smallest keys; heap top = the largest kept (_Reverse)
+    seen = errors = 0
+    stopped = False
+    for err in _validator().iter_errors(doc):
+        errors += 1
+        if errors > MAX_SCHEMA_ERRORS:
+            stopped = True
+            break
+        base = order(err)
+        for p in _convert(err, file):
+            seen += 1
+            key = (base, p.path, p.rule, p.message)
+            if len(kept) < limit:
+                heapq.heappush(kept, (_Reverse(key), p))
+            elif key < kept[0][0].key:
+                heapq.heapreplace(kept, (_Reverse(key), p))
+        del err
+    out = [p for _, p in sorted(kept, key=lambda t: t[0].key)]
+    return out, seen - len(out), stopped
+
+
+class _Reverse:
+    """Inverts the order of ``key`` (heapq is a min-heap; the kept set needs its largest first)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def __lt__(self, other: "_Reverse") -> bool:
+        return other.key < self.key
+
+
+def more_problems(file: str, more: int, stopped: bool = False) -> Problem:
+    """The last problem of a capped list: ``and N more problems`` (``at least`` when the check
+    stopped before the end of the file)."""
+    what = f"at least {more} more problems (the check stopped after {MAX_SCHEMA_ERRORS} schema errors)" \
+        if stopped else f"{more} more problems"
+    return Problem(file, "", "more-problems", f"and {what}: fix these and run lint again")
 
 
 def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
@@ -466,15 +545,18 @@ def check_document(doc: Any, file: str) -> list[Problem]:
     if not isinstance(doc, dict):
         kind = "null" if doc is None else type(doc).__name__.replace("dict", "object").replace("list", "array")
         return [Problem(file, "", "document-type", f"the document must be a JSON object, not {kind}")]
-    problems = schema_problems(doc, file)
-    problems.extend(semantic_problems(doc, file))
+    problems, more, stopped = bounded_schema_problems(doc, file)
+    problems += semantic_problems(doc, file)
     seen: set[tuple[str, str, str]] = set()
     unique = []
     for p in problems:
         if (p.path, p.rule, p.message) not in seen:
             seen.add((p.path, p.rule, p.message))
             unique.append(p)
-    return unique
+    if len(unique) > MAX_PROBLEMS:  # the semantic rules' problems come after the schema's
+        more += len(unique) - MAX_PROBLEMS
+        unique = unique[:MAX_PROBLEMS]
+    return unique + ([more_problems(file, more, stopped)] if more or stopped else [])
 
 
 def check_text(text: str, file: str) -> tuple[Any, list[Problem]]:

@@ -42,7 +42,8 @@ _PARAM_NAME = {
     "checkpoint": re.compile(r"^[A-Za-z0-9_.-]+$"),
     "checkpoint_relative": re.compile(r"^[A-Za-z0-9_.-]+$"),
     "custom": re.compile(r"^[A-Za-z0-9_]+$"),
-    "env": re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$"),
+    # the reference implementation reads {env:NAME} for NAME in [A-Za-z0-9_-] (the RFC gives no grammar)
+    "env": re.compile(r"^[A-Za-z0-9_-]+$"),
 }
 
 _NEGATIVE_NUMBER = re.compile(r"^-(?:\d+(?:\.\d+)?|\.\d+)$")
@@ -80,7 +81,7 @@ def parse_template(template: str) -> tuple[Part, ...]:
     while i < n:
         ch = template[i]
         if ch == "}":
-            raise TokenSyntaxError(f"unmatched '}}' at offset {i} in {template!r}")
+            raise TokenSyntaxError(f"unmatched '}}' at offset {i} in {_clip(template)!r}")
         if ch != "{":
             i += 1
             continue
@@ -90,9 +91,9 @@ def parse_template(template: str) -> tuple[Part, ...]:
         while j < n and template[j] not in "{}":
             j += 1
         if j >= n:
-            raise TokenSyntaxError(f"unterminated token at offset {i} in {template!r}")
+            raise TokenSyntaxError(f"unterminated token at offset {i} in {_clip(template)!r}")
         if template[j] == "{":
-            raise TokenSyntaxError(f"nested token at offset {j} in {template!r}")
+            raise TokenSyntaxError(f"nested token at offset {j} in {_clip(template)!r}")
         parts.append(_parse_token(template[i + 1:j], template[i:j + 1]))
         i = j + 1
         literal_start = i
@@ -101,7 +102,15 @@ def parse_template(template: str) -> tuple[Part, ...]:
     return tuple(parts)
 
 
+def _clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (``...`` marks the cut): messages quote a bounded
+    prefix of a template, never a whole megabyte."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _did_you_mean(name: str) -> str:
+    if len(name) > 64:
+        return ""
     close = difflib.get_close_matches(name, [*SIMPLE_TOKENS, *PARAM_TOKENS], n=1, cutoff=0.7)
     if not close:
         return ""
@@ -117,21 +126,21 @@ def _parse_token(body: str, text: str) -> Token:
         if body in SIMPLE_TOKENS:
             return Token(body, None, None, text)
         if body in PARAM_TOKENS:
-            raise TokenSyntaxError(f"token {text} needs a name: {{{body}:NAME}}")
-        raise TokenSyntaxError(f"unknown token {text}{_did_you_mean(body)}")
+            raise TokenSyntaxError(f"token {_clip(text)} needs a name: {{{body}:NAME}}")
+        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(body)}")
     if head in SIMPLE_TOKENS:
         if rest.startswith("-"):
-            raise TokenSyntaxError(f"token {{{head}}} takes no default (in {text})")
-        raise TokenSyntaxError(f"token {{{head}}} takes no parameter (in {text})")
+            raise TokenSyntaxError(f"token {{{head}}} takes no default (in {_clip(text)})")
+        raise TokenSyntaxError(f"token {{{head}}} takes no parameter (in {_clip(text)})")
     if head not in PARAM_TOKENS:
-        raise TokenSyntaxError(f"unknown token {text}{_did_you_mean(head)}")
+        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(head)}")
     name, dsep, default = rest.partition(":-")
     if not dsep and ":" in rest:
-        raise TokenSyntaxError(f"malformed token {text}: a default is written {{{head}:NAME:-DEFAULT}}")
+        raise TokenSyntaxError(f"malformed token {_clip(text)}: a default is written {{{head}:NAME:-DEFAULT}}")
     if not _PARAM_NAME[head].match(name):
-        raise TokenSyntaxError(f"token {text} has an invalid name {name!r}")
+        raise TokenSyntaxError(f"token {_clip(text)} has an invalid name {_clip(name)!r}")
     if dsep and not PARAM_TOKENS[head]:
-        raise TokenSyntaxError(f"token {{{head}:NAME}} takes no default (in {text})")
+        raise TokenSyntaxError(f"token {{{head}:NAME}} takes no default (in {_clip(text)})")
     return Token(head, name, default if dsep else None, text)
 
 

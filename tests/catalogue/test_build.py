@@ -120,7 +120,7 @@ def test_facts_platforms_pinning_commands(built):
     hello = e["recipe:hello-engine"]
     assert hello["pinning"]["artifacts"] == [{"url": "https://example.invalid/lemonpack/hello-engine-linux-cpu.tar.gz",
                                               "sha256": "sha256:363a3d0e7264c23e3b2ab49ad4a3b8df5e31ac737fdff31af85d9c946c1a0a65"}]
-    assert hello["commands"]["install"] == "lemonpack install hello-engine"
+    assert hello["commands"]["install"] == "lemonpack install --example"  # the shipped example (case 29)
     assert hello["commands"]["nix"] == "nix build .#hello-engine-linux-cpu"
     assert e["extension:acme_moe"]["platforms"] == [
         {"os": o, "accelerator": "vulkan", "archs": [], "arch_patterns": []} for o in ("darwin", "linux", "windows")]
@@ -267,3 +267,25 @@ def test_bad_output_leaves_previous(world, built, tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert tree_bytes(out) == before
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".out.tmp-")]
+
+
+def test_warm_build_from_the_memo_is_the_same_as_a_fresh_one(world, built):
+    """The memo of a build (entries verified, files checked, fragments rendered) gives the
+    same bytes as --fresh; an entry file that changed is described anew."""
+    out, _ = built
+    memo = world.tmp / "cache" / "catalogue-build" / "memo.json"
+    assert memo.is_file()
+    warm, fresh = world.tmp / "out-warm", world.tmp / "out-fresh"
+    build(world, warm)
+    build(world, fresh, "--fresh")
+    assert tree_bytes(warm) == tree_bytes(out) == tree_bytes(fresh)
+    entry = world.source / "catalogue" / "entries" / "beta-labs" / "beta-box.toml"
+    text = entry.read_text()
+    try:
+        entry.write_text(text.replace("A **community** recipe", "A **changed** recipe"))
+        changed = by_id(build(world, world.tmp / "out-changed"))["recipe:beta-box"]
+        assert changed["description"].startswith("A **changed** recipe")
+        page = (world.tmp / "out-changed" / "entry" / "recipe-beta-box.html").read_text()
+        assert "<strong>changed</strong>" in page
+    finally:
+        entry.write_text(text)

@@ -40,7 +40,6 @@ def with_value(doc: dict, where: tuple, value) -> dict:
 PATTERNED = [
     (BASE, ("recipe",), "my-engine", "recipe"),
     (BASE, ("extends",), "base-engine", "extends"),
-    (BASE, ("arch_aliases", "gfx1151"), "strix", "arch_aliases.gfx1151"),
     (VARIANT, ("variant_of",), "llamacpp", "variant_of"),
     (VARIANT, ("sha256",), "sha256:" + "ab" * 32, "sha256"),
     (VARIANT, ("source",), "https://example.invalid/a.tar.gz", "source"),
@@ -151,3 +150,11 @@ def test_arch_override_names_only_its_deltas():
     del block["stop_command"], block["stop_command_args"]
     assert answer(with_value(BASE, ("platforms", "linux", "cpu"), block)) == [
         ("platforms.linux.cpu.arch.gfx1151.stop_command_args", "stop-command-args")]
+
+
+@pytest.mark.parametrize("value", ["amd/strix-halo", "strix halo", "gfx1151\n"])
+def test_arch_alias_values_are_any_non_empty_string(value):
+    """The normative schema: arch_aliases values are strings of minLength 1 (RFC 4.6: "a name,
+    tag, or path that varies by arch is written once"); an empty one is refused."""
+    assert "arch_aliases.gfx1151" not in paths(with_value(BASE, ("arch_aliases", "gfx1151"), value))
+    assert "arch_aliases.gfx1151" in paths(with_value(BASE, ("arch_aliases", "gfx1151"), ""))

@@ -19,8 +19,6 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 CHROMIUM = os.environ.get("LEMONPACK_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("LEMONPACK_CHROMEDRIVER", "/usr/bin/chromedriver")
 
@@ -33,6 +31,16 @@ ARGS = (
     "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
     "--host-resolver-rules=MAP * ~NOTFOUND",
 )
+
+
+def _fail(message: str) -> None:
+    """Fail the test (``pytest.fail``), or raise RuntimeError where pytest is not installed:
+    ``bench/catalogue_site.py`` uses this module from a plain install (no test extras)."""
+    try:
+        import pytest
+    except ImportError:
+        raise RuntimeError(message) from None
+    pytest.fail(message)
 
 
 def artifacts_dir(name: str, fallback: Path) -> Path:
@@ -52,7 +60,7 @@ def chromium(*, offline: bool = True, javascript: bool = True,
     Fails (never skips) when Chromium, chromedriver or selenium is missing: CI must run these."""
     for exe, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
         if not shutil.which(exe):
-            pytest.fail(f"{exe} is missing: apt-get install -y {pkg} (or run scripts/test.sh)")
+            _fail(f"{exe} is missing: apt-get install -y {pkg} (or run scripts/test.sh)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

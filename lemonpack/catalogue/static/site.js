@@ -10,7 +10,9 @@
  *   Filters (ANDed; several values of one facet = any of): kind, capability, os, accelerator,
  *   gpu_arch (a concrete arch in a platform's `archs`), official ("true"/"false"), signature,
  *   pinning, reproducible (statuses), publisher. Platform facets are tested each on its own
- *   against the set of values over all platforms. Result order = index order.
+ *   against the set of values over all platforms. Result order: ranked, index order within a rank
+ *   (rank 0: every term in the id or name; 1: some term there; 2: none), as search.py's rank();
+ *   without terms, index order. The list's elements are moved into that order.
  *
  * Filter state lives in the URL fragment: #q=strix&kind=recipe&os=linux&os=windows&fits=1
  * (URLSearchParams encoding), so a filtered view can be shared; loading such a URL restores it.
@@ -134,13 +136,26 @@
 
   var PREPARED = null; // built on the first search that has a term or a filter
 
-  /** The ids matching `query` and `filters` ({facet: value | [values]}), in index order. */
+  /** 0 when every term is in the entry's id or name, 1 when some term is, else 2 (search.py rank()). */
+  function rank(e, ts) {
+    var names = (str(e.id) + '\n' + str(e.name)).toLowerCase(), hits = 0;
+    ts.forEach(function (t) { if (names.indexOf(t) >= 0) { hits++; } });
+    return hits === ts.length ? 0 : (hits ? 1 : 2);
+  }
+
+  /** The ids matching `query` and `filters` ({facet: value | [values]}), ranked (index order
+   *  within a rank). */
   function search(query, filters) {
     var ts = terms(query), fs = normaliseFilters(filters);
     if (!ts.length && !Object.keys(fs).length) { return entries.map(function (e) { return e.id; }); }
     PREPARED = PREPARED || entries.map(prepared);
-    return PREPARED.filter(function (p) { return matches(p, ts, fs); })
-      .map(function (p) { return p.entry.id; });
+    var found = PREPARED.filter(function (p) { return matches(p, ts, fs); });
+    if (ts.length) {
+      var ranked = [[], [], []];
+      found.forEach(function (p) { ranked[rank(p.entry, ts)].push(p); });
+      found = ranked[0].concat(ranked[1], ranked[2]);
+    }
+    return found.map(function (p) { return p.entry.id; });
   }
 
   // ---- host fit (pure) -------------------------------------------------------------------
@@ -294,11 +309,26 @@
     onlyFits.checked = state.fits;
   }
 
+  var order = entries.map(function (e) { return e.id; }); // the list's current element order
+
+  /** Move the list's elements into `ids` order (the rest after, in index order), only when
+   *  that differs from the current order. */
+  function reorder(ids, shown) {
+    var want = ids.concat(entries.map(function (e) { return e.id; }).filter(function (id) { return !shown[id]; }));
+    var same = want.length === order.length && want.every(function (id, i) { return order[i] === id; });
+    if (same) { return; }
+    var frag = document.createDocumentFragment();
+    want.forEach(function (id) { if (items[id]) { frag.appendChild(items[id]); } });
+    list_.appendChild(frag);
+    order = want;
+  }
+
   function render() {
     var state = currentState();
     var ids = search(state.q, state.filters);
     var shown = {};
     ids.forEach(function (id) { shown[id] = true; });
+    reorder(ids, shown);
     var count = 0;
     Object.keys(items).forEach(function (id) {
       var visible = shown[id] === true;

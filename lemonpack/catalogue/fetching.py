@@ -1,0 +1,187 @@
+"""Fetching an entry's source and checking its digest: what ``catalogue build`` verifies and
+what ``catalogue fetch`` (the download step the catalogue shows) hands a user.
+
+Sources (:class:`lemonpack.catalogue.sources.EntrySource`): ``https`` (a recipe file or an
+extension archive, through the verified fetch path: cache, mirror, streaming sha256), ``git``
+(a bare ``git clone`` and ``git archive`` of one commit's path; the digest of a directory is
+:func:`tree_digest`), ``oci`` (a recipe pulled by digest through the registry client). Every
+input is bounded (:mod:`.bounded`): a recipe by lint's size limit, an archive by members,
+extracted size and expansion ratio before extraction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lemonpack.catalogue import bounded
+from lemonpack.errors import FetchError, IntegrityError, LemonpackError, one_line
+from lemonpack.fetch import ArtifactCache, Mirror, detect_format, extract, fetch
+
+
+@dataclass
+class Fetched:
+    """What an entry's source gave: ``digest`` (``sha256:<hex>``), the signed ``subject``
+    bytes (the file, the archive, or a tree listing), and ``path`` (a recipe file or an
+    extension directory) inside the work directory; ``recipe_text`` for recipes."""
+
+    digest: str
+    subject: bytes
+    path: Path
+    recipe_text: str | None = None
+    oci_ref: str | None = None
+
+
+def tree_digest(root: Path) -> tuple[str, bytes]:
+    """The digest of a directory: ``sha256`` of its listing, one line per regular file,
+    ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
+    returns ``("sha256:<hex>", listing)``. Symlinks and other non-regular files raise
+    :class:`LemonpackError` (an entry's tree must be plain files)."""
+    lines = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink():
+                raise LemonpackError(f"{p}: symlinks are not allowed in a catalogue entry")
+        for name in filenames:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
+    listing = b"".join(sorted(lines, key=lambda l: l.split(b"  ", 1)[1]))
+    return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
+
+
+def _git(*args: str, cwd: Path | None = None) -> bytes:
+    git = shutil.which("git")
+    if git is None:
+        raise FetchError("git is not installed: git entries cannot be fetched")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/"),
+           "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+    proc = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=300)
+    if proc.returncode != 0:
+        raise FetchError(f"git {args[0]} failed: {one_line(proc.stderr.decode('utf-8', 'replace').strip())[:300]}")
+    return proc.stdout
+
+
+def _bounded_extract(archive: Path, dest: Path, name_hint: str, label: str) -> None:
+    """:func:`lemonpack.fetch.extract` after :func:`bounded.check_archive` (UnsafeContentError)."""
+    bounded.check_archive(archive, detect_format(archive, name_hint), label)
+    extract(archive, dest, name_hint=name_hint, label=label)
+
+
+def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | None = None,
+                 mirror: Mirror | None = None, client: Any = None, insecure_registry: bool = False,
+                 registry_config: Path | None = None) -> Fetched:
+    """Fetch the source ``src`` (an entry's ``[source]`` table) of an entry of ``kind``
+    (``recipe`` / ``extension``) into ``work`` and check its digest. Raises IntegrityError
+    (digest mismatch), FetchError, UnsafeContentError (too large, an archive bomb, a hostile
+    member), LemonpackError."""
+    cache = cache or ArtifactCache()
+    if not (src["type"] == "https" and kind == "recipe"):  # a recipe file needs no room
+        work.mkdir(parents=True, exist_ok=True)
+    if src["type"] == "https":
+        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=mirror, progress=False, client=client)
+        if kind == "recipe":
+            bounded.check_recipe_size(got.path, bounded.short(src["url"], 120))
+            data = got.path.read_bytes()
+            return Fetched("sha256:" + got.sha256, data, got.path, recipe_text=data.decode("utf-8", "replace"))
+        dest = work / "tree"
+        label = bounded.short(src["url"], 200)
+        _bounded_extract(got.path, dest, src["url"].rsplit("/", 1)[-1].split("?", 1)[0] or "archive", label)
+        return Fetched("sha256:" + got.sha256, got.path.read_bytes(), _extension_root(dest))
+    if src["type"] == "git":
+        label = bounded.short(f"{src['url']}@{src['commit']}", 200)
+        repo = work / "repo.git"
+        _git("clone", "--quiet", "--bare", "--no-hardlinks", "--", src["url"], str(repo))
+        tar = work / "tree.tar"
+        with open(tar, "wb") as f:
+            git = shutil.which("git") or "git"
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
+                   "HOME": str(repo)}
+            proc = subprocess.run([git, "archive", "--format=tar", src["commit"], "--", src["path"]], cwd=repo,
+                                  env=env, stdout=f, stderr=subprocess.PIPE, timeout=300)
+        if proc.returncode != 0:
+            raise FetchError(f"git archive failed: {one_line(proc.stderr.decode('utf-8', 'replace').strip())[:300]}")
+        dest = work / "tree"
+        _bounded_extract(tar, dest, "tree.tar", label)
+        target = dest / src["path"]
+        if kind == "recipe":
+            if not target.is_file():
+                raise FetchError(f"{src['path']} is not a file at commit {src['commit']}")
+            bounded.check_recipe_size(target, label)
+            data = target.read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            subject, text = data, data.decode("utf-8", "replace")
+        else:
+            if not target.is_dir():
+                raise FetchError(f"{src['path']} is not a directory at commit {src['commit']}")
+            digest, subject = tree_digest(target)
+            text = None
+        if digest != src["sha256"]:
+            raise IntegrityError(f"{src['url']}@{src['commit']}:{src['path']}", src["sha256"], digest)
+        return Fetched(digest, subject, target, recipe_text=text)
+    if src["type"] == "oci":
+        return _fetch_oci(kind, src, work, insecure_registry, registry_config)
+    raise LemonpackError(f"unknown source type {src['type']!r}")
+
+
+def _extension_root(dest: Path) -> Path:
+    if (dest / "extension.json").is_file():
+        return dest
+    subs = [p for p in dest.iterdir() if p.is_dir()]
+    if len(subs) == 1 and (subs[0] / "extension.json").is_file():
+        return subs[0]
+    raise LemonpackError("the archive holds no extension.json at its top or in its one top directory")
+
+
+def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config: Path | None) -> Fetched:
+    """Pull ``HOST/REPO@sha256:..`` into an OCI layout (every digest verified by the registry
+    client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
+    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.registry.transfer import pull_layout
+    from lemonpack.signing.ociinstall import _image_manifests, _recipe_from_image
+
+    if kind != "recipe":
+        raise LemonpackError("OCI sources are supported for recipes only")
+    ref = parse_reference(src["ref"])
+    layout = work / "layout"
+    client = RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
+    pull_layout(ref, layout, client)
+    index = json.loads((layout / "index.json").read_bytes())
+    root = index["manifests"][0]
+    manifests = _image_manifests(layout, root["digest"], root.get("mediaType", ""))
+    if not manifests:
+        raise LemonpackError("the image has no image manifest")
+    recipe = _recipe_from_image(layout, manifests[0][1], src["ref"])
+    text = recipe.canonical.decode()
+    return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=src["ref"])
+
+
+def fetch_to(kind: str, src: dict, out: Path, *, mirror: Mirror | None = None,
+             cache: ArtifactCache | None = None) -> str:
+    """``catalogue fetch``: fetch ``src`` as the build does, check its digest, and only then
+    put the recipe file (``kind`` recipe) or the extension directory (``kind`` extension) at
+    ``out`` (a file is replaced atomically; a directory must not exist yet). Returns the
+    digest. Raises IntegrityError (exit 3: nothing is written), FetchError,
+    UnsafeContentError, LemonpackError (``out`` exists)."""
+    out = Path(out).absolute()
+    if kind == "extension" and (out.exists() or out.is_symlink()):
+        raise LemonpackError(f"{out} exists: choose another --out, or remove it first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.fetch-", dir=out.parent) as tmp:
+        got = fetch_source(kind, src, Path(tmp) / "w", cache=cache, mirror=mirror)
+        if kind == "recipe":
+            from lemonpack.files import replace_file
+
+            replace_file(out, got.subject)
+        else:
+            os.replace(got.path, out)
+    return got.digest

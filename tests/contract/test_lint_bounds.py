@@ -1,0 +1,94 @@
+"""Case 46: the validator's memory and output are bounded by its input, and lemonpack is
+stricter than the normative schema only where the README's policy list says so.
+
+Real ``lemonpack lint`` processes under an address-space limit (as the case runs them), the
+inputs generated here with the case's shapes (a 524 KB and a 4 MiB array of wrong items, a
+1 MB unknown token)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contract.conftest import BASE
+from lemonpack.contract.loader import MAX_PROBLEMS, check_text
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def lint_process(path: Path, hashseed: str = "0") -> tuple[int, str, int]:
+    """(exit code, output, peak RSS in KB) of ``lemonpack lint PATH`` under a 4 GiB address-space limit."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    env = dict(os.environ, PYTHONHASHSEED=hashseed)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "lint", str(path)],
+                          capture_output=True, text=True, timeout=60, preexec_fn=limit, env=env)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return proc.returncode, proc.stdout + proc.stderr, max(peak, before)
+
+
+def zeros(n: int) -> str:
+    head = {"recipe": "my-engine", "display_name": "My engine", "api_contract_version": "1"}
+    return json.dumps(head)[:-1] + ', "capabilities": [' + ",".join(["0"] * n) + "]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("items", [262_000, 2_090_000], ids=["524KB", "4MiB"])
+def test_many_schema_errors_bounded_memory_and_report(tmp_path, items):
+    path = tmp_path / "zeros.json"
+    path.write_text(zeros(items))
+    assert path.stat().st_size < 4 * 1024 * 1024
+    code, out, peak_kb = lint_process(path)
+    lines = out.splitlines()
+    assert code == 1 and "Traceback" not in out
+    assert peak_kb < 600_000, f"peak RSS {peak_kb} kB"
+    assert len(lines) == MAX_PROBLEMS + 1 and lines[-1].endswith("[more-problems]") and "at least" in lines[-1]
+    assert all(len(line) < 1000 for line in lines)
+    # the same report whatever the hash seed (the kept problems are the first in document order)
+    assert lint_process(path, hashseed="12345")[1] == out
+    assert "capabilities[1]: 0 repeats item" in lines[1]
+
+
+def test_unknown_megabyte_token_is_quoted_by_a_prefix(tmp_path):
+    doc = json.loads(json.dumps(BASE))
+    doc["platforms"]["linux"]["cpu"]["args"] = ["--port", "{port}", "{" + "a" * 1_000_000 + "}"]
+    path = tmp_path / "token.json"
+    path.write_text(json.dumps(doc))
+    code, out, _ = lint_process(path)
+    assert code == 1 and "unknown token {aaa" in out and "[token]" in out
+    assert all(len(line) < 1000 for line in out.splitlines())
+    _, problems = check_text(json.dumps(dict(doc, display_name="x" * 100_000, recipe="y" * 50_000)), "t.json")
+    assert problems and all(len(p.message) <= 400 and len(str(p)) < 1000 for p in problems)
+
+
+def _block_with(**extra) -> dict:
+    doc = json.loads(json.dumps(BASE))
+    doc["platforms"]["linux"]["cpu"].update(extra)
+    return doc
+
+
+@pytest.mark.parametrize("doc", [
+    dict(json.loads(json.dumps(BASE)), arch_aliases={"gfx1151": "amd/strix-halo"}),
+    _block_with(arch={}),
+    _block_with(arch={"gfx1151": {}}),
+    _block_with(env={"X": "{env:MY-VAR:-0}"}),
+], ids=["alias-value-path", "empty-arch-map", "empty-arch-override", "env-token-dash"])
+def test_minor_strict_rules_the_normative_schema_does_not_have_are_accepted(doc):
+    assert check_text(json.dumps(doc), "r.json")[1] == []
+
+
+def test_arch_key_with_a_space_is_refused_and_the_policy_list_says_why():
+    doc = _block_with(arch={"gfx 1151": {"args": ["--port", "{port}", "--fa"]}})
+    problems = check_text(json.dumps(doc), "r.json")[1]
+    assert [(p.rule, p.path) for p in problems] == [("invalid-key", 'platforms.linux.cpu.arch["gfx 1151"]')]
+    policy = README.read_text(encoding="utf-8")
+    assert "a key with a space or another character no GPU arch has never matches a detected arch" in \
+        " ".join(policy.split())
