@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.files import replace_file
 from lemonpack.errors import LemonpackError
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
@@ -112,8 +111,5 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
         if history:
             majors[str(major)]["history"] = history
     data = json.dumps(lock, indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=lock_file.parent, prefix=".lock-")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, lock_file)
+    replace_file(lock_file, data.encode())
     return lock

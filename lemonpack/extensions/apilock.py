@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from lemonpack.files import replace_file
 from lemonpack.contract.schemalock import canonical_sha256
 from lemonpack.errors import LemonpackError
 
@@ -134,10 +133,7 @@ def refresh_api_lock(tree: Path) -> dict[str, Any]:
                              f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
     doc = {"revision": len(actual), "records": actual, "interface": current}
     path = tree / LOCK_PATH
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".changes-lock-")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    replace_file(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return doc
 
 
