@@ -72,9 +72,9 @@ def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None, ste
         entry = majors.get(str(major))
         actual = canonical_sha256(schema_path(major, schema_dir, stem))
         if entry is None:
-            problems.append(f"major {major}: schema file is not in the lock; run 'lemonpack schema lock'")
+            problems.append(f"major {major}: schema file is not in the lock; run 'python3 scripts/locks.py recipe-schema'")
         elif entry.get("sha256") != actual:
-            verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'lemonpack schema lock' after review"
+            verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'python3 scripts/locks.py recipe-schema' after review"
             problems.append(f"major {major}: schema sha256 {actual} != locked {entry.get('sha256')}: the schema {verb}")
     for major in majors:
         if not schema_path(int(major), schema_dir, stem).exists():

@@ -255,6 +255,7 @@ def write_recipe_json(out_dir: Path | str, canonical: bytes) -> Path:
     on write failure.
     """
     path = Path(out_dir) / "recipe.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, canonical, mode=0o644)
     return path
 

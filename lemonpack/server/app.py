@@ -51,7 +51,7 @@ from multidict import CIMultiDict
 
 from lemonpack.hosts import is_loopback
 from lemonpack.contract.capabilities import CAPABILITIES
-from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.errors import LemonpackError
 from lemonpack.runtime.launch import OPTION_DEFAULTS
 from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
