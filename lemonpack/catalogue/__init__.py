@@ -1,4 +1,4 @@
-"""The catalogue (issue 10): official and community recipes and extensions, verified into
+"""The catalogue: official and community recipes and extensions, verified into
 a signed, byte-reproducible index, searched from the CLI and browsed as a static site.
 
 - :mod:`.sources`: publisher / entry TOML files, their JSON Schemas (``schema/``), ``lint``.

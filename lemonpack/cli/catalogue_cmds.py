@@ -1,4 +1,4 @@
-"""``lemonpack catalogue lint|build|search|show|update|verify`` (issue 10). Printing only:
+"""``lemonpack catalogue lint|build|search|show|update|verify``. Printing only:
 the work is :mod:`lemonpack.catalogue`'s."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``lemonpack extensions list|check|generate|build`` and ``lemonpack
-diagnose --section extensions`` (issue 7; seed 002 sections 6 and 8). Printing only: every
+diagnose --section extensions`` (seed 002 sections 6 and 8). Printing only: every
 decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 
 from __future__ import annotations

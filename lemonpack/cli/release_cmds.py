@@ -1,5 +1,5 @@
 """``lemonpack release``: the release lock and ``containers/*.json`` into one reproducible
-OCI image layout per release image (issue 7, seed 002 section 6)."""
+OCI image layout per release image (seed 002 section 6)."""
 
 from __future__ import annotations
 

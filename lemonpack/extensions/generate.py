@@ -1,7 +1,7 @@
 """Generate the registry, the constants header and the same facts as JSON from a
 :class:`~lemonpack.extensions.pipeline.Selection` (seed 002 sections 3 and 8, step 6).
 
-Byte format (fixed in CONTRACTS.md, documented in ``docs/extensions-generated.md``; the
+Byte format (fixed and documented in ``docs/extensions-generated.md``; the
 Nix library reproduces it byte for byte): the output is a pure function of the selection
 (extensions in registry order, provider availability, API version, features): no paths,
 times or dictionary order leak in. The fixed text lives in

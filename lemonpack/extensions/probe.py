@@ -3,7 +3,7 @@
 The core reads the artifact identity of a model file without loading weights: for a GGUF,
 ``general.architecture``, the other metadata key/values, and the tensor names and shapes.
 It hands that identity to the probe of every registered provider of the capability asked
-for, in the registry's fixed order (CONTRACTS.md "Selection and registry order"); each
+for, in the registry's fixed order (docs/extension-json.md, "Official and community; collisions"); each
 probe answers yes or no from metadata alone, and the first yes wins. No yes at all is an
 error: "No text provider found for model architecture '<arch>'".
 
@@ -19,7 +19,7 @@ Three functions:
   reader, which skips arrays without materialising them). Reads are windowed
   (64 KiB, grown on demand), never past the tensor-info section, never a memory map (a file
   truncated while mapped would kill the process with SIGBUS).
-- :func:`evaluate` runs one declarative probe (CONTRACTS.md "Provider probe") against an
+- :func:`evaluate` runs one declarative probe (docs/extension-json.md, "A probe") against an
   identity and says why, one human sentence per condition.
 - :func:`decide` / :func:`pick_provider` ask the probes in order.
 """
@@ -450,7 +450,7 @@ def _as_mapping(probe: Any) -> Mapping[str, Any] | None:
 
 
 def evaluate(probe: Any, identity: ModelIdentity) -> tuple[bool, list[str]]:
-    """Run one declarative probe (CONTRACTS.md "Provider probe") against ``identity``.
+    """Run one declarative probe (docs/extension-json.md, "A probe") against ``identity``.
 
     ``probe`` is the manifest's mapping ``{"format": "gguf", "architecture": [...],
     "metadata": {key: str | int | bool}, "tensors": [{"name", "present", "shape",

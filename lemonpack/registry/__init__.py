@@ -1,5 +1,5 @@
 """Distribution through OCI registries: references, a verifying registry client, publish and
-pull of OCI layouts, tag-to-digest pinning of recipes (issue 9; seed 000 sections 8, 13.2).
+pull of OCI layouts, tag-to-digest pinning of recipes (seed 000 sections 8, 13.2).
 
 Modules: :mod:`.reference` (``HOST[:PORT]/REPO[:TAG][@DIGEST]``), :mod:`.auth` (credentials
 from container auth files), :mod:`.client` (:class:`RegistryClient`, on oras' HTTP layer),

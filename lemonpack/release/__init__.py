@@ -1,4 +1,4 @@
-"""Reproducible release images (issue 7): ``containers/*.json`` definitions and the release
+"""Reproducible release images: ``containers/*.json`` definitions and the release
 lock into one byte-reproducible OCI image layout per image (``lemonpack release``).
 
 Imports the rooms below it: ``contract``, ``oci``, ``fetch``, ``builder`` (the verified

@@ -18,7 +18,7 @@ file and the JSON path of the field):
 - two entries of ``recipes`` never name the same file (``duplicate-recipe``);
 - ``base`` is ``scratch``, ``oci:DIR[:TAG]`` or ``HOST/REPO@sha256:<hex>`` (``base``).
 
-Spec: seed 002 section 6 (the release lock and the images it drives), issue 7
+Spec: seed 002 section 6 (the release lock and the images it drives)
 ("Reproducible release images").
 """
 

@@ -18,7 +18,7 @@ Tags: ``<name>`` (the index) and ``<name>.<arch>`` (each manifest). Every file's
 the epoch, owners 0, modes normalised, JSON canonical: same inputs, same digests.
 
 Spec: OCI image-spec v1.1 ``image-index.md``, ``manifest.md``, ``config.md``,
-``annotations.md``; issue 7 ("Reproducible release images").
+``annotations.md``.
 """
 
 from __future__ import annotations

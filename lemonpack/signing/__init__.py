@@ -1,5 +1,5 @@
 """Signatures in cosign's key-based format, loading images into container engines, and
-installs from a registry (issue 9).
+installs from a registry.
 
 - :mod:`lemonpack.signing.keys`: key files (``cosign.key`` / ``cosign.pub``), pure.
 - :mod:`lemonpack.signing.simplesigning`: payload, signature, signature manifest, pure.

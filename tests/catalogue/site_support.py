@@ -83,7 +83,7 @@ def parse(html: str | bytes) -> Elements:
 
 
 def reference_search(index: dict, query: str, filters: dict) -> list[str]:
-    """CONTRACTS.md's search semantics written out plainly in Python, the oracle the facet
+    """The catalogue's search semantics (README) written out plainly in Python, the oracle the facet
     tests compare the page with (the shared query table checks it against cat-core's CLI)."""
     from lemonpack.catalogue.site import entry_facets
 

@@ -1,4 +1,4 @@
-"""The generated files: exact bytes (CONTRACTS.md), determinism across runs and directories."""
+"""The generated files: exact bytes (docs/extensions-generated.md), determinism across runs and directories."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFEndian, GGUFValueType, GGUFWriter
 
-#: The probe of the seed's flash-next-q4 provider (CONTRACTS.md example), on small shapes.
+#: The probe of the seed's flash-next-q4 provider (the seed's example), on small shapes.
 QWEN4EXP_PROBE = {"format": "gguf", "architecture": ["qwen4exp"], "metadata": {"qwen4exp.expert_count": 4},
                   "tensors": [{"name": "blk.*.ffn_gate_exps.weight", "present": True, "shape": [8, 6, 4]}]}
 
