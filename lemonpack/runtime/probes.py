@@ -48,21 +48,23 @@ def probe_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-def _url(host: str, port: int, endpoint: str) -> str:
+def _url(host: str, port: int, endpoint: str, scheme: str = "http") -> str:
     h = probe_host(host)
     h = f"[{h}]" if ":" in h else h
-    return f"http://{h}:{port}{endpoint if endpoint.startswith('/') else '/' + endpoint}"
+    return f"{scheme}://{h}:{port}{endpoint if endpoint.startswith('/') else '/' + endpoint}"
 
 
 def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | None = None,
-               timeout: float = 2.0) -> tuple[bool, str]:
+               timeout: float = 2.0, scheme: str = "http") -> tuple[bool, str]:
     """One probe attempt: ``(passed, what was seen)``; ``what`` is e.g. ``"HTTP 503"``,
-    ``"connection refused"``. Never raises for network errors. ``process`` always passes."""
+    ``"connection refused"``. Never raises for network errors. ``process`` always passes.
+    ``scheme``: ``https`` for a remote endpoint served over TLS (then ``client`` should
+    verify certificates: the one made here does only for https)."""
     if probe.type == "http":
         own = client is None
-        c = client or httpx.Client(trust_env=False, verify=False)
+        c = client or httpx.Client(trust_env=False, verify=scheme == "https")
         try:
-            r = c.get(_url(host, port, probe.endpoint), timeout=timeout)
+            r = c.get(_url(host, port, probe.endpoint, scheme), timeout=timeout)
             return r.status_code == probe.expected_status, f"HTTP {r.status_code}"
         except httpx.HTTPError as e:
             return False, _describe(e)
