@@ -227,7 +227,8 @@ def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
             ["endpoints", i - (1 if "endpoint" in value else 0)]
         why = endpoint_problem(url)
         if why:
-            add(rel, "endpoint-url", f"endpoint {str(url)[:200]!r} {why}")
+            shown_url = re.sub(r"//[^/@]*@", "//***@", str(url)[:200])  # never echo a password
+            add(rel, "endpoint-url", f"endpoint {shown_url!r} {why}")
         elif normalize_endpoint(url) in seen:
             add(rel, "endpoint-url", f"endpoint {url!r} is given twice")
         else:
