@@ -234,3 +234,18 @@ def test_load_of_a_down_endpoint_model_times_out_with_503(live):
         r = c.post("/v1/load", json={"model_name": "user.gw"})
         assert r.status_code == 503 and r.json()["error"]["type"] in ("model_unavailable", "model_load_timeout")
         assert str(port) in r.json()["error"]["message"] or "not ready" in r.json()["error"]["message"]
+
+
+@pytest.mark.slow
+def test_gateway_bench_runs_without_pytest(tmp_path):
+    """bench/gateway.py from a plain install: prints its figures and stops what it started."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys, runpy; sys.modules['pytest'] = None; sys.modules['support'] = None; "
+            "sys.argv = ['gateway.py', '--requests', '100', '--streams', '2', '--chunks', '500']; "
+            f"runpy.run_path({str(root / 'bench' / 'gateway.py')!r}, run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "added by the gateway (endpoint model):" in r.stdout and "gateway added / local proxy added" in r.stdout
+    assert "STILL RUNNING" not in r.stdout
