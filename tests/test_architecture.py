@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lemonpack"
 DOC = ROOT / "docs" / "architecture.md"
-PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree"}
+PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical"}
 
 
 def room_table(text: str) -> dict[str, set[str] | None]:
@@ -86,7 +86,6 @@ def test_every_cross_room_import_is_allowed_by_the_table():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="four private names still cross rooms; renamed once the open branches land")
 def test_no_room_imports_another_rooms_private_names():
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -109,3 +108,28 @@ def test_no_room_imports_another_rooms_private_names():
 ])
 def test_room_table_rows(row, expected):
     assert list(room_table(row).values()) == [expected]
+
+
+def _python_sources():
+    return [p for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_sha256_digests_are_recognised_in_one_place():
+    """A hex-64 pattern outside ``lemonpack/digest.py`` is a second answer to "what is a
+    digest": use ``Digest``, ``is_sha256_digest`` or ``is_sha256_hex``."""
+    wrong = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+             for p in _python_sources() if p.name != "digest.py" or p.parent != PACKAGE
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\{64\}", line)]
+    assert not wrong, "digest patterns outside lemonpack/digest.py:\n" + "\n".join(wrong)
+
+
+def test_canonical_json_is_encoded_in_one_place():
+    """Hashed JSON bytes come from ``lemonpack.canonical.canonical_json`` only: a
+    ``sort_keys=True`` compact ``json.dumps`` elsewhere is a second canonical form."""
+    pattern = re.compile(r"json\.dumps\([^\n]*sort_keys=True[^\n]*separators=\(\",\", \":\"\)")
+    allowed = {PACKAGE / "canonical.py",
+               PACKAGE / "extensions" / "generate.py"}  # Nix builtins.toJSON's ASCII form
+    wrong = [f"{p.relative_to(ROOT)}:{n}" for p in _python_sources() if p not in allowed
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not wrong, "canonical JSON encoded outside lemonpack/canonical.py:\n" + "\n".join(wrong)

@@ -41,12 +41,12 @@ import hashlib
 import json
 import logging
 import os
-import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from lemonpack.digest import is_sha256_hex
 from lemonpack.files import stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 #: Bumped whenever the bytes of an artifact layer would change for the same inputs.
 LAYER_FORMAT = "2"
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _READ = 1 << 20
 PARTIAL_PREFIXES = (".tmp-", ".rec-", ".scratch-")
 
@@ -195,7 +194,7 @@ class LayerCache:
                 info = json.loads(f.read(1 << 16).decode())
             digest, size = info["digest"], info["size"]
             hex_ = digest.split(":", 1)[1]
-            if not (digest.startswith("sha256:") and _HEX64.fullmatch(hex_) and type(size) is int
+            if not (digest.startswith("sha256:") and is_sha256_hex(hex_) and type(size) is int
                     and isinstance(info["diff_id"], str)):
                 return None, {}, "record is malformed"
         except FileNotFoundError:
@@ -303,7 +302,7 @@ class LayerCache:
             return
         for rec in sorted(self.root.glob("*.json")):
             key = rec.stem
-            if not _HEX64.fullmatch(key):
+            if not is_sha256_hex(key):
                 continue
             blob, info, problem = self._load(key)
             if problem is None:
@@ -319,7 +318,7 @@ class LayerCache:
             names = os.listdir(self.blobs)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(self.blobs / n for n in names if _HEX64.fullmatch(n) and n not in named)
+        return sorted(self.blobs / n for n in names if is_sha256_hex(n) and n not in named)
 
     def check(self, entry: LayerEntry) -> str | None:
         """Why ``entry`` is not what its record says (re-reads the blob), or None."""
@@ -352,7 +351,7 @@ class LayerCache:
         ``digest`` every time they are copied into a layout; the record itself is as
         trusted as the rest of this cache (its user's)."""
         hex_ = digest.split(":", 1)[-1]
-        if not _HEX64.fullmatch(hex_):
+        if not is_sha256_hex(hex_):
             return None
         try:
             with open_regular(self.bases / f"{hex_}.json") as f:

@@ -47,7 +47,7 @@ from lemonpack.contract.loader import check_text
 from lemonpack.files import read_user_file, replace_directory
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
-from lemonpack.oci.canonical import canonical_json
+from lemonpack.canonical import canonical_json
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
 
@@ -494,8 +494,7 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
     (tmp / INDEX_NAME).write_bytes(data)
     (tmp / "entries").mkdir()
     for e in index["entries"]:
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(
-            json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
     if private is not None:
         (tmp / SIG_NAME).write_text(sign_bytes(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))

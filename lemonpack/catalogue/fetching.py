@@ -147,7 +147,7 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
     client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
     from lemonpack.registry import RegistryClient, parse_reference
     from lemonpack.registry.transfer import pull_layout
-    from lemonpack.signing.ociinstall import _image_manifests, _recipe_from_image
+    from lemonpack.signing.ociinstall import image_manifests, recipe_from_image
 
     if kind != "recipe":
         raise LemonpackError("OCI sources are supported for recipes only")
@@ -157,10 +157,10 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
     pull_layout(ref, layout, client)
     index = json.loads((layout / "index.json").read_bytes())
     root = index["manifests"][0]
-    manifests = _image_manifests(layout, root["digest"], root.get("mediaType", ""))
+    manifests = image_manifests(layout, root["digest"], root.get("mediaType", ""))
     if not manifests:
         raise LemonpackError("the image has no image manifest")
-    recipe = _recipe_from_image(layout, manifests[0][1], src["ref"])
+    recipe = recipe_from_image(layout, manifests[0][1], src["ref"])
     text = recipe.canonical.decode()
     return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=src["ref"])
 

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.canonical import canonical_json
 from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError
 from lemonpack.paths import cache_root, config_root
@@ -124,15 +125,9 @@ def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
         f = directory / "entries" / entry_filename(e["id"])
         if not f.is_file():
             problems.append(f"{f}: missing")
-        elif f.read_bytes() != _canonical(e):
+        elif f.read_bytes() != canonical_json(e):
             problems.append(f"{f}: differs from the index's entry {e['id']}")
     return problems
-
-
-def _canonical(obj) -> bytes:
-    from lemonpack.oci.canonical import canonical_json
-
-    return canonical_json(obj)
 
 
 def refetch_problems(index: dict, *, mirror=None) -> list[str]:
@@ -177,12 +172,12 @@ def update(source: str, public_pem: bytes) -> dict:
         if source.startswith(("http://", "https://")):
             import httpx
 
-            from lemonpack.fetch.download import _check_hop
+            from lemonpack.fetch.download import check_redirect_hop
 
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
-            _check_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
+            check_redirect_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
             with httpx.Client(timeout=60.0, follow_redirects=False) as client:
                 data = _read_url(f"{base}/{INDEX_NAME}", client)
                 (tmp / INDEX_NAME).write_bytes(data)

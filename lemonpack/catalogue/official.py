@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from lemonpack.catalogue.dates import source_epoch
-    from lemonpack.oci.canonical import canonical_json
+    from lemonpack.canonical import canonical_json
 
     ap = argparse.ArgumentParser(prog="python -m lemonpack.catalogue.official",
                                  description="Write (or --check) the shipped index of official entries.")

@@ -55,7 +55,7 @@ from markupsafe import Markup, escape
 from lemonpack.catalogue.commands import ORDER as COMMAND_ORDER
 from lemonpack.errors import BIDI_CONTROLS, StorageError, visible_bidi
 from lemonpack.files import replace_file
-from lemonpack.oci.canonical import canonical_json
+from lemonpack.canonical import canonical_json
 
 #: Facets in display order: (filter key as in CONTRACTS.md and the URL fragment, label).
 FACETS: tuple[tuple[str, str], ...] = (

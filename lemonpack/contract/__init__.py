@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lemonpack.contract.host import HostFacts, detect_host
-from lemonpack.contract.loader import canonical_json, check_text, load_recipe, load_recipe_text
+from lemonpack.contract.loader import check_text, load_recipe, load_recipe_text
 from lemonpack.contract.model import ArchOverride, HealthProbe, PlatformBlock, Provenance, Recipe
 from lemonpack.contract.select import EffectiveBlock, arch_alias, select_accelerator, select_block, targets
 from lemonpack.errors import Problem
@@ -33,6 +33,6 @@ def lint_file(path: str | Path) -> list[Problem]:
 
 __all__ = [
     "ArchOverride", "EffectiveBlock", "HealthProbe", "HostFacts", "PlatformBlock", "Problem", "Provenance",
-    "Recipe", "arch_alias", "canonical_json", "check_text", "detect_host", "lint_file", "load_recipe",
+    "Recipe", "arch_alias", "check_text", "detect_host", "lint_file", "load_recipe",
     "load_recipe_text", "select_accelerator", "select_block", "targets",
 ]

@@ -30,15 +30,11 @@ from lemonpack import jsonpath
 from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
+from lemonpack.canonical import canonical_json
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.files import open_regular
 
 _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
-
-
-def canonical_json(doc: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, compact separators, UTF-8 (no ASCII escaping)."""
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 #: Largest recipe file read (bytes). Real recipes are a few KB; the bound keeps memory
@@ -369,7 +365,7 @@ def inline_local_refs(schema: dict) -> dict:
     return walk(schema, ())
 
 
-class _DocumentOrder:
+class DocumentOrder:
     """Sort key putting schema errors in document order: object members in the order the
     file gives them, array items by index (each object's key positions computed once)."""
 
@@ -420,7 +416,7 @@ def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> t
     message, so the report is deterministic. ``more``: problems found but not kept."""
     import heapq
 
-    order = _DocumentOrder(doc)
+    order = DocumentOrder(doc)
     kept: list[tuple] = []  # the `limit` smallest keys; heap top = the largest kept (_Reverse)
     seen = errors = 0
     stopped = False
@@ -430,7 +426,7 @@ def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> t
             stopped = True
             break
         base = order(err)
-        for p in _convert(err, file):
+        for p in schema_error_problems(err, file):
             seen += 1
             key = (base, p.path, p.rule, p.message)
             if len(kept) < limit:
@@ -462,7 +458,11 @@ def more_problems(file: str, more: int, stopped: bool = False) -> Problem:
     return Problem(file, "", "more-problems", f"and {what}: fix these and run lint again")
 
 
-def _convert(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+def schema_error_problems(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+    """The :class:`Problem` lines (file, JSON path, rule, message) one jsonschema error stands
+    for: one per unknown field of an ``additionalProperties`` error, the missing field's own
+    path for ``required``, else the error's path. The one rule vocabulary of every strict
+    document kind (recipes, extension.json, catalogue sources)."""
     path = list(err.absolute_path)
     where = jsonpath.join(path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
@@ -629,7 +629,7 @@ def build_model(doc: dict, file: str) -> Recipe:
         capabilities=tuple(doc["capabilities"]),
         platforms=freeze({k: v for k, v in platforms.items()}),
         document=freeze(doc),
-        canonical=canonical_json(doc),
+        canonical=canonical_json(doc, floats="shortest"),
         extends=doc.get("extends"),
         variant_of=doc.get("variant_of"),
         capability_enable_args=freeze(doc.get("capability_enable_args", {})),

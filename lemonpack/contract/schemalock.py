@@ -43,9 +43,10 @@ def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR, stem: str = "reci
 
 def canonical_sha256(path: Path) -> str:
     """Hex sha256 of the canonical JSON (sorted keys, compact, UTF-8) of a schema file."""
+    from lemonpack.canonical import canonical_json
+
     doc = json.loads(path.read_text(encoding="utf-8"))
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(canonical_json(doc, floats="shortest")).hexdigest()
 
 
 def read_lock(lock_file: Path = LOCK_FILE) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import fastjsonschema
 import jsonschema
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import (_DocumentOrder, _convert, inline_local_refs, parse_json_strict, read_json_text,
+from lemonpack.contract.loader import (DocumentOrder, schema_error_problems, inline_local_refs, parse_json_strict, read_json_text,
                                        strict_validator)
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, ManifestError, Problem
@@ -237,8 +237,8 @@ def schema_problems(doc: Any, file: str) -> list[Problem]:
         except fastjsonschema.JsonSchemaException:
             pass
     out: list[Problem] = []
-    for err in sorted(_validator().iter_errors(doc), key=_DocumentOrder(doc)):
-        out.extend(_convert(err, file))
+    for err in sorted(_validator().iter_errors(doc), key=DocumentOrder(doc)):
+        out.extend(schema_error_problems(err, file))
     return out
 
 

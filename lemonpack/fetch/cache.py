@@ -28,11 +28,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from lemonpack.digest import is_sha256_hex
 from lemonpack.files import hash_file, open_regular, stat_facts
 from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
@@ -45,7 +45,6 @@ PARTIAL_PREFIXES = (".tmp-",)
 
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def default_cache_root() -> Path:
@@ -56,7 +55,7 @@ def default_cache_root() -> Path:
 
 
 def _check_hex(hex_digest: str) -> str:
-    if not isinstance(hex_digest, str) or not _HEX64.fullmatch(hex_digest):
+    if not isinstance(hex_digest, str) or not is_sha256_hex(hex_digest):
         raise ValueError(f"not a sha256 hex digest (64 lowercase hex characters): {hex_digest!r}")
     return hex_digest
 
@@ -183,9 +182,9 @@ class ArtifactCache:
             kind = kind_of(p)
             if kind == "missing":
                 continue
-            digest = "sha256:" + name if _HEX64.fullmatch(name) else name
+            digest = "sha256:" + name if is_sha256_hex(name) else name
             size = tree_size(p) if kind in ("file", "directory") else 0
-            if not _HEX64.fullmatch(name):
+            if not is_sha256_hex(name):
                 yield Entry(p, digest, size, "name is not a sha256 digest")
             elif kind != "file":
                 what = f"symlink to {os.readlink(p)}" if kind == "symlink" else kind

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import re
 import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lemonpack.digest import Digest
 from lemonpack.errors import FetchError, IntegrityError
 from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.mirror import Mirror
@@ -38,7 +38,6 @@ CHUNK_SIZE = 1 << 20
 
 MAX_REDIRECTS = 10
 
-_EXPECTED = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def _check_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: str) -> None:
+def check_redirect_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: str) -> None:
     """Apply the transport policy to one request URL; raises ``FetchError``."""
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
@@ -90,13 +89,13 @@ def _check_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: 
 def _parse_expected(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
-    m = _EXPECTED.fullmatch(sha256)
-    if not m:
-        raise ValueError(f"expected digest must be 'sha256:<64 lowercase hex>', got {sha256!r}")
-    return m.group(1)
+    try:
+        return Digest.parse(sha256).hex
+    except ValueError:
+        raise ValueError(f"expected digest must be 'sha256:<64 lowercase hex>', got {sha256!r}") from None
 
 
-def _progress_bar(total: int | None, label: str):
+def progress_bar(total: int | None, label: str):
     """A rich Progress on stderr with bytes, speed and ETA columns (rich.progress docs)."""
     from rich.console import Console
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
@@ -138,7 +137,7 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
         raise FetchError(f"refusing to fetch {url}: only http and https URLs")
     source = mirror.rewrite(url) if mirror is not None else url
     insecure_ok = mirror is not None and mirror.allow_insecure
-    _check_hop(source, insecure_ok=insecure_ok, previous=None, requested=url)
+    check_redirect_hop(source, insecure_ok=insecure_ok, previous=None, requested=url)
 
     if progress is None:
         progress = sys.stderr.isatty()
@@ -163,7 +162,7 @@ def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
     current, previous = source, None
     try:
         for _ in range(MAX_REDIRECTS + 1):
-            _check_hop(current, insecure_ok=insecure_ok, previous=previous, requested=url)
+            check_redirect_hop(current, insecure_ok=insecure_ok, previous=previous, requested=url)
             request = client.build_request("GET", current, headers=headers)
             response = client.send(request, stream=True, follow_redirects=False)
             try:
@@ -191,7 +190,7 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
         total = response.headers.get("Content-Length")
         bar = task = None
         if progress:
-            bar, task = _progress_bar(int(total) if total and total.isdigit() else None,
+            bar, task = progress_bar(int(total) if total and total.isdigit() else None,
                                       url.rsplit("/", 1)[-1] or url)
             bar.start()
         try:

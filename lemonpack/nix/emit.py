@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lemonpack.digest import is_sha256_hex
 from lemonpack.nix.hashes import sri_from_hex
 
 _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
@@ -45,7 +46,6 @@ _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
 _STORE_BAD = re.compile(r"[^A-Za-z0-9+\-._?=]")
 """Characters not allowed in a store path name (Nix: ``checkName`` in ``path.cc``)."""
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _STORE_NAME_MAX = 211
 
 
@@ -103,7 +103,7 @@ class NixSource:
     def __post_init__(self) -> None:
         if not _ATTR.fullmatch(self.name):
             raise ValueError(f"not a Nix attribute name: {self.name!r}")
-        if not _HEX64.fullmatch(self.sha256_hex):
+        if not is_sha256_hex(self.sha256_hex):
             raise ValueError(f"{self.name}: not a sha256 hex digest: {self.sha256_hex!r}")
         if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
             raise ValueError(f"{self.name}: not an http(s) URL: {self.url!r}")

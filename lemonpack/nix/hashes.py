@@ -12,17 +12,17 @@ following ``printHash32`` in Nix's ``src/libutil/hash.cc``.
 from __future__ import annotations
 
 import base64
-import re
+
+from lemonpack.digest import is_sha256_hex
 
 NIX32_ALPHABET = "0123456789abcdfghijklmnpqrsvwxyz"
 """Nix's base-32 digits (``src/libutil/hash.cc``: ``base32Chars``)."""
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _digest(hex_digest: str) -> bytes:
     """Bytes of a sha256 hex digest (64 lowercase hex characters); ValueError otherwise."""
-    if not isinstance(hex_digest, str) or not _HEX64.fullmatch(hex_digest):
+    if not isinstance(hex_digest, str) or not is_sha256_hex(hex_digest):
         raise ValueError(f"not a sha256 hex digest (64 lowercase hex characters): {hex_digest!r}")
     return bytes.fromhex(hex_digest)
 

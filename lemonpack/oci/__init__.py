@@ -3,7 +3,7 @@
 Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descriptor.md,
 layer.md, config.md, annotations.md) and the distribution/reference grammar.
 
-- :mod:`~lemonpack.oci.canonical`: ``canonical_json`` and media-type constants.
+- :mod:`~lemonpack.oci.canonical`: media types, annotation keys and constants (canonical JSON is :mod:`lemonpack.canonical`).
 - :mod:`~lemonpack.oci.reference`: ``parse_reference``, ``check_pinned``.
 - :mod:`~lemonpack.oci.cmdline`: ``read_container_argv`` -> ``ContainerInvocation`` (one reader of container CLIs).
 - :mod:`~lemonpack.oci.policy`: digest pinning and shell strings in recipe argvs.

@@ -1,16 +1,12 @@
-"""Canonical JSON and the OCI media types lemonpack writes.
+"""The OCI media types, annotation keys and constants lemonpack writes.
 
 Every JSON document lemonpack puts into an OCI layout (manifests, indexes, configs,
-``index.json``, ``oci-layout``) goes through :func:`canonical_json`, so the same
-document always has the same bytes and therefore the same digest. The encoding is the
-one OCI image-spec v1.1 recommends for reproducible content (``considerations.md``,
-"Canonicalization"): sorted keys, no insignificant whitespace, UTF-8.
+``index.json``, ``oci-layout``) goes through :func:`lemonpack.canonical.canonical_json`
+(floats refused), so the same document always has the same bytes and therefore the same
+digest.
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 # OCI image-spec v1.1, media-types.md
 MEDIA_TYPE_IMAGE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -38,34 +34,8 @@ ANNOTATION_VERSION = "org.opencontainers.image.version"
 OCI_LAYOUT_VERSION = "1.0.0"
 
 
-def canonical_json(obj: Any) -> bytes:
-    """Encode ``obj`` (JSON-serialisable: dict, list, str, int, bool, None) as canonical JSON.
-
-    Returns UTF-8 bytes with keys sorted, separators ``(",", ":")``, non-ASCII characters
-    kept as UTF-8 (``ensure_ascii=False``) and no trailing newline. Floats are refused
-    (``TypeError``) because their text form is not stable across producers; NaN and
-    infinities likewise. Raises ``TypeError`` for non-serialisable values.
-
-    Spec: OCI image-spec v1.1 ``considerations.md`` (canonicalization).
-    """
-    _refuse_floats(obj)
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-def _refuse_floats(obj: Any) -> None:
-    if isinstance(obj, float):
-        raise TypeError(f"floats are not allowed in canonical JSON: {obj!r}")
-    if isinstance(obj, dict):
-        for value in obj.values():
-            _refuse_floats(value)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
-            _refuse_floats(value)
-
-
 __all__ = [
-    "canonical_json", "MEDIA_TYPE_IMAGE_MANIFEST", "MEDIA_TYPE_IMAGE_INDEX",
+    "MEDIA_TYPE_IMAGE_MANIFEST", "MEDIA_TYPE_IMAGE_INDEX",
     "MEDIA_TYPE_IMAGE_CONFIG", "MEDIA_TYPE_LAYER_TAR", "MEDIA_TYPE_LAYER_TAR_GZIP",
     "MEDIA_TYPE_LAYER_TAR_ZSTD", "MEDIA_TYPE_EMPTY", "MEDIA_TYPE_LAYOUT_HEADER", "EMPTY_JSON",
     "EMPTY_DIGEST", "EMPTY_SIZE", "ANNOTATION_REF_NAME", "ANNOTATION_CREATED", "ANNOTATION_TITLE",

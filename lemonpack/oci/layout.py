@@ -30,16 +30,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
+from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import IntegrityError, LemonpackError
 from lemonpack.files import hash_file, replace_directory, replace_file
-from lemonpack.oci.canonical import (
-    ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY,
-    MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
-    MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION, canonical_json,
-)
+from lemonpack.oci.canonical import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
+from lemonpack.canonical import canonical_json
 from lemonpack.oci.layer import CHUNK, HashingWriter, LayerInfo
 
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # annotations.md: org.opencontainers.image.ref.name
 _REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
 _REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*$")
@@ -72,7 +69,7 @@ class Descriptor:
     artifact_type: str | None = None
 
     def __post_init__(self) -> None:
-        if not _DIGEST_RE.match(self.digest):
+        if not is_sha256_digest(self.digest):
             raise ValueError(f"descriptor digest must be sha256:<64 lowercase hex>, got {self.digest!r}")
         if self.size < 0:
             raise ValueError(f"descriptor size must be >= 0, got {self.size}")

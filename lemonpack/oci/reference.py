@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import LemonpackError
 
 _ALNUM = r"[a-z0-9]+"
@@ -139,9 +140,6 @@ def _digest_length_reason(algo: str, hexpart: str) -> str:
     return f"{algo} digest must be lowercase hex"
 
 
-_PINNED_RE = re.compile(r"@sha256:([0-9a-f]{64})$")
-
-
 def check_pinned(image: str) -> str | None:
     """Say why ``image`` is not pinned by digest, or ``None`` when it is.
 
@@ -175,7 +173,7 @@ def check_pinned(image: str) -> str | None:
         parse_reference(image)
     except InvalidReferenceError as exc:
         return f"image reference {image!r} is malformed: {exc.reason}"
-    if not _PINNED_RE.search(image):  # pragma: no cover - covered by the checks above
+    if not is_sha256_digest(digest):  # pragma: no cover - covered by the checks above
         return f"image reference {image!r} is not pinned by sha256 digest"
     return None
 

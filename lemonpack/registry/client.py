@@ -58,8 +58,9 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
+from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch.download import is_loopback_host
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
@@ -86,7 +87,6 @@ READ_CHUNK = 4 << 20
 #: given as bytes (hashed before sending) up to this size go in a single PUT.
 DEFAULT_CHUNK_SIZE = 64 << 20
 
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REPO_PATH_RE = re.compile(r"^/v2/(.+?)/(?:manifests|blobs|tags)/")
 #: Largest token-service answer read.
 MAX_TOKEN_RESPONSE = 1 << 20
@@ -187,7 +187,7 @@ class MountAnswer:
 
 
 def _check_digest(digest: str) -> str:
-    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+    if not isinstance(digest, str) or not is_sha256_digest(digest):
         raise LemonpackError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
     return digest
 
@@ -472,8 +472,8 @@ class RegistryClient:
         media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
         size = int(resp.headers.get("Content-Length") or -1)
         digest = resp.headers.get("Docker-Content-Digest", "")
-        if not _DIGEST_RE.match(digest):
-            if _DIGEST_RE.match(ref):
+        if not is_sha256_digest(digest):
+            if is_sha256_digest(ref):
                 return ref, media_type, size
             fetched = self.get_manifest(repo, ref, missing_ok=True)
             if fetched is None:

@@ -95,9 +95,9 @@ def byte_progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[i
     if not enabled:
         yield None
         return
-    from lemonpack.fetch.download import _progress_bar
+    from lemonpack.fetch.download import progress_bar
 
-    bar, task = _progress_bar(total, label)
+    bar, task = progress_bar(total, label)
     bar.start()
     try:
         yield lambda n: bar.update(task, advance=n)

@@ -45,7 +45,7 @@ from lemonpack.files import open_regular
 from lemonpack.files import remove_tree, replace_directory
 from lemonpack.oci import LayoutWriter
 from lemonpack.oci.base import BaseSource, open_base
-from lemonpack.oci.canonical import canonical_json
+from lemonpack.canonical import canonical_json
 from lemonpack.oci.policy import require_pinned
 from lemonpack.release.definition import ImageDefinition, RecipeRef, load_definitions
 from lemonpack.release.image import ExtensionTree, ImageInputs, ImageResult, RecipePayload, write_image

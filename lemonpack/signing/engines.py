@@ -31,8 +31,8 @@ from typing import Iterator
 
 from lemonpack.errors import IntegrityError, LemonpackError, ToolError
 from lemonpack.files import hash_file, open_regular
-from lemonpack.oci.canonical import (ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST,
-                                     canonical_json)
+from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.canonical import canonical_json
 from lemonpack.oci.layout import read_layout
 from lemonpack.oci.reference import split_ref_name
 

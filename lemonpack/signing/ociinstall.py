@@ -52,7 +52,7 @@ def _json(path: Path) -> dict:
         raise LemonpackError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
+def image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
     """``[(digest, manifest)]`` of the image manifests the pulled root reaches (itself, or an
     index's children)."""
     doc = _json(_blob(layout, root_digest))
@@ -65,7 +65,10 @@ def _image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tup
     return [(root_digest, doc)]
 
 
-def _recipe_from_image(layout: Path, manifest: dict, where: str):
+def recipe_from_image(layout: Path, manifest: dict, where: str):
+    """The recipe a lemonpack image carries (its second layer, ``recipe.json``), loaded and
+    validated like a file; ``where`` names the image in errors. Raises LemonpackError for an
+    image that is not lemonpack's (no recipe layer) or a recipe that does not validate."""
     from lemonpack.contract.loader import load_recipe_text
 
     layers = manifest.get("layers", [])
@@ -123,10 +126,10 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
         with tempfile.TemporaryDirectory(dir=cache, prefix=".oci-install-") as tmp:
             layout = Path(tmp) / "layout"
             pulled = pull_layout(ref, layout, c, tag="install")
-            images = _image_manifests(layout, pulled.digest, pulled.media_type)
+            images = image_manifests(layout, pulled.digest, pulled.media_type)
             if not images:
                 raise LemonpackError(f"{ref}: holds no image manifest")
-            recipe = _recipe_from_image(layout, images[0][1], str(ref))
+            recipe = recipe_from_image(layout, images[0][1], str(ref))
             plan = plan_install(recipe, host or detect_host(), accelerator=accelerator, arch=arch)
             target = plan.block.target_name
             chosen = [(d, m) for d, m in images

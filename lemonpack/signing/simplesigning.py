@@ -29,7 +29,6 @@ import base64
 import binascii
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -37,12 +36,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST, canonical_json
+from lemonpack.digest import is_sha256_digest
+from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.canonical import canonical_json
 
 SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 PAYLOAD_TYPE = "cosign container image signature"
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 #: Go's json.Marshal escapes these inside strings (HTMLEscape); structural JSON never holds them.
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -55,7 +55,7 @@ def sha256_digest(data: bytes) -> str:
 def signature_tag(image_digest: str) -> str:
     """The tag holding the signatures of ``image_digest``: ``sha256-<hex>.sig``.
     Raises ValueError for anything but a ``sha256:<64 hex>`` digest."""
-    if not _DIGEST.match(image_digest):
+    if not is_sha256_digest(image_digest):
         raise ValueError(f"not a sha256 digest: {image_digest!r}")
     return image_digest.replace(":", "-") + ".sig"
 
@@ -72,7 +72,7 @@ def make_payload(docker_reference: str, image_digest: str, optional: Mapping[str
     ``docker_reference`` (``HOST[:PORT]/REPO``, no tag), with ``optional`` annotations
     (``None`` → ``"optional":null``, as cosign writes it without ``-a``). Keys of
     ``optional`` are sorted, as Go marshals a map."""
-    if not _DIGEST.match(image_digest):
+    if not is_sha256_digest(image_digest):
         raise ValueError(f"not a sha256 digest: {image_digest!r}")
     doc = {"critical": {"identity": {"docker-reference": docker_reference},
                         "image": {"docker-manifest-digest": image_digest},
@@ -111,7 +111,7 @@ def parse_payload(payload: bytes) -> Claims:
     image, ident = crit.get("image"), crit.get("identity")
     digest = image.get("docker-manifest-digest") if isinstance(image, dict) else None
     ref = ident.get("docker-reference") if isinstance(ident, dict) else None
-    if not isinstance(digest, str) or not _DIGEST.match(digest):
+    if not isinstance(digest, str) or not is_sha256_digest(digest):
         raise PayloadError("critical.image.docker-manifest-digest: missing or not a sha256 digest")
     if not isinstance(ref, str):
         raise PayloadError("critical.identity.docker-reference: missing")
@@ -162,7 +162,7 @@ def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
         if not isinstance(layer, dict) or layer.get("mediaType") != SIMPLESIGNING_MEDIA_TYPE:
             continue
         digest, size = layer.get("digest"), layer.get("size")
-        if not isinstance(digest, str) or not _DIGEST.match(digest) or not isinstance(size, int):
+        if not isinstance(digest, str) or not is_sha256_digest(digest) or not isinstance(size, int):
             raise PayloadError(f"signature manifest: layers[{i}]: digest/size missing or malformed")
         ann = layer.get("annotations") if isinstance(layer.get("annotations"), dict) else {}
         sig = ann.get(SIGNATURE_ANNOTATION)

@@ -14,7 +14,7 @@ from site_support import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
 
 from lemonpack.catalogue.site import PAGE_FIELDS, entry_slug, render_markdown, render_site
 from lemonpack.errors import StorageError
-from lemonpack.oci.canonical import canonical_json
+from lemonpack.canonical import canonical_json
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -1,6 +1,7 @@
 import pytest
 
-from lemonpack.oci.canonical import EMPTY_DIGEST, EMPTY_JSON, canonical_json
+from lemonpack.oci.canonical import EMPTY_DIGEST, EMPTY_JSON
+from lemonpack.canonical import canonical_json
 
 
 def test_canonical_json_sorted_compact_utf8():

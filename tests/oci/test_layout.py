@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from lemonpack.canonical import canonical_json
 from lemonpack.errors import IntegrityError, LemonpackError
 from lemonpack.oci import (
     ANNOTATION_REF_NAME, EMPTY_DIGEST, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_INDEX,
     MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
-    canonical_json, read_layout, verify_layout, write_dir_layer, write_files_layer,
+    read_layout, verify_layout, write_dir_layer, write_files_layer,
 )
 
 ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, canonical_json
+from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR
+from lemonpack.canonical import canonical_json
 from lemonpack.registry import RegistryClient
-from lemonpack.signing import keys, simplesigning as ss
+from lemonpack.signing import simplesigning as ss
 from lemonpack.signing.remote import SignatureError, sign_image, verify_image
 
 PASSWORD = "correct horse"
