@@ -53,6 +53,7 @@ import urllib.parse
 import logging
 import re
 import ssl
+import threading
 import time
 from collections.abc import Mapping
 from collections import deque
@@ -168,6 +169,7 @@ class Server:
         self._remote_engines: dict[str, RemoteEngine] = {}
         self._probe_task: asyncio.Task | None = None
         self._probe_client = None
+        self._probe_lock = threading.Lock()
         self.metrics = Metrics(lambda: ({**dict.fromkeys(self.known, 0), **self.policy.in_flight()},
                                        self.policy.memory(), self.policy.budget),
                                endpoints=self._endpoint_rows)
@@ -190,7 +192,8 @@ class Server:
         try:
             while self._events:
                 ev = self._events.popleft()
-                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY:
+                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
+                        and not self.gateway.has(ev.model):  # an endpoint model counts endpoints_down
                     self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
                 try:
                     self.policy.handle(ev)
@@ -359,6 +362,8 @@ class Server:
         for pool in self._remote_pools.values():
             pool.close()
         self._remote_pools.clear()
+        if self._probe_client is not None:
+            self._probe_client.close()
         self.post(Shutdown())
         for _eng, s in list(self._sessions.values()):
             await s.close()
@@ -615,13 +620,9 @@ class Server:
         else:
             if probe.type == "process":  # nothing of ours to watch: a connection is the best sign
                 probe = replace(probe, type="tcp")
-            if self._probe_client is None:
-                import httpx
-
-                self._probe_client = httpx.Client(trust_env=False)
             try:
                 ok, what = await loop.run_in_executor(None, lambda: check_once(
-                    probe, u.hostname or "", u.port or 80, self._probe_client,
+                    probe, u.hostname or "", u.port or 80, self._probe_http(),
                     timeout=min(2.0, max(0.5, float(probe.timeout_seconds))), scheme=u.scheme))
             except Exception as e:  # noqa: BLE001 (a probe that breaks counts as failed)
                 ok, what = False, f"probe failed: {type(e).__name__}"
@@ -632,6 +633,16 @@ class Server:
         change = self.gateway.observe(model, url, ok, what)
         if change is not None:
             self._remote_changed(model, change)
+
+    def _probe_http(self):
+        """The probes' shared httpx client (made on first use, off the event loop: loading
+        the CA bundle takes ~100 ms; it verifies certificates of https endpoints)."""
+        with self._probe_lock:
+            if self._probe_client is None:
+                import httpx
+
+                self._probe_client = httpx.Client(trust_env=False)
+            return self._probe_client
 
     def _endpoint_rows(self) -> list[tuple[str, str, bool, int]]:
         """``(model, url, up, in flight)`` of every endpoint (for /metrics)."""

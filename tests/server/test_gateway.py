@@ -84,11 +84,17 @@ def endpoint_states(c) -> dict[str, str]:
     return {e["url"]: e["state"] for e in m["endpoints"]}
 
 
+def all_up(c, *engines) -> None:
+    """Wait until every endpoint passed its first probe (the model is ready with the first)."""
+    assert wait_for(lambda: endpoint_states(c) == {e.url: "up" for e in engines}, 10)
+
+
 def test_one_model_two_engines_least_in_flight(live, engines):
     a = engines("eng-a", "--chunks", "40", "--chunk-delay", "0.05")
     b = engines("eng-b", "--chunks", "40", "--chunk-delay", "0.05")
     lv = gateway(live, a.url, b.url)
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        all_up(c, a, b)
         # idle: ties go round the endpoints, in a fixed order
         assert [who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(4)] == ["eng-a", "eng-b"] * 2
         # a long stream holds eng-a: everything else goes to the endpoint with fewer in flight
@@ -124,6 +130,7 @@ def test_killed_engine_fails_over_and_none_is_lost(live, engines):
     b = engines("eng-b")
     lv = gateway(live, a.url, b.url)
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        all_up(c, a, b)
         assert sorted(who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(2)) == ["eng-a", "eng-b"]
         a.kill()  # its pooled connection is dead, its port refuses
         answers = [who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(10)]
@@ -147,6 +154,7 @@ def test_refused_connection_is_retried_once_on_another_endpoint_before_any_probe
     b = engines("eng-b")
     lv = gateway(live, a.url, b.url, poll_ms=5000)
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        all_up(c, a, b)  # the first probe of each runs at once (the next only in 5 s)
         assert [who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(2)] == ["eng-a", "eng-b"]
         a.kill()
         assert who(c.post("/v1/chat/completions", json=CHAT)) == "eng-b"  # picked eng-a, refused, retried
