@@ -69,3 +69,11 @@ def test_registry_file_endpoint_problems_name_the_file_and_field(tmp_path):
     path.write_text(json.dumps({"user.r": {"recipe": "llamacpp", "endpoints": []}}))
     with pytest.raises(ManifestError, match="non-empty list"):
         ModelRegistry(path).load()
+
+
+def test_run_refuses_an_endpoint_model(env, capsys):  # noqa: F811
+    assert main(["models", "add", "user.remote", "--recipe", "llamacpp-vulkan-custom", "-e", "http://127.0.0.1:9"]) == 0
+    capsys.readouterr()
+    assert main(["run", "llamacpp-vulkan-custom", "-m", "user.remote"]) == 1
+    err = capsys.readouterr().err
+    assert "served by its endpoints" in err and "lemonpack serve is its gateway" in err, err
