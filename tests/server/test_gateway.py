@@ -169,6 +169,38 @@ def test_refused_connection_is_retried_once_on_another_endpoint_before_any_probe
         assert r.status_code == 503 and r.json()["error"]["type"] == "model_unavailable"
 
 
+def test_a_stream_that_started_is_never_retried(live, engines):
+    a = engines("eng-a", "--die-mid-stream", "--chunks", "5")
+    b = engines("eng-b", "--chunks", "5")
+    lv = gateway(live, a.url, b.url, poll_ms=5000)
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        all_up(c, a, b)
+        got, lines = [], []
+        # the fake engine's stream is delimited by the close of its connection: it just ends
+        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                lines.append(line)
+                if line.startswith("data: {"):
+                    got.append(json.loads(line[6:])["model"])
+        assert got == ["eng-a", "eng-a"] and "data: [DONE]" not in lines  # two chunks, then eng-a died
+        assert b.posts() == 0  # never sent again elsewhere
+
+
+def test_in_flight_limit_applies_to_an_endpoint_model(live, engines):
+    a = engines("eng-a", "--chunks", "20", "--chunk-delay", "0.05")
+    lv = gateway(live, a.url, max_in_flight=1)
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        all_up(c, a)
+        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+            chunks = r.iter_raw()  # kept: a dropped iterator closes the connection
+            next(chunks)
+            r2 = httpx.post(lv.url + "/v1/chat/completions", json=CHAT, trust_env=False, timeout=30)
+            assert r2.status_code == 429 and r2.json()["error"]["type"] == "rate_limit_error"
+            assert b"data: [DONE]" in b"".join(chunks)  # the stream ran to its end
+        assert who(c.post("/v1/chat/completions", json=CHAT)) == "eng-a"
+
+
 def test_probe_marks_down_within_one_interval_without_traffic(live, engines):
     a = engines("eng-a")
     b = engines("eng-b")
