@@ -285,8 +285,8 @@ class ServingPolicy:
             case Unload():
                 m = self._model(ev.model)
                 self._reject_model(ev.model, 503, "model_unloaded", f"{ev.model}: unloaded")
-                if m.remote:  # nothing of ours runs: forget the verdict
-                    m.phase, m.engine, m.info, m.down = Phase.STOPPED, None, None, None
+                if m.remote:  # nothing of ours runs: forget the verdict (and that it was remote)
+                    m.phase, m.engine, m.info, m.down, m.remote = Phase.STOPPED, None, None, None, False
                 elif m.phase in (Phase.STARTING, Phase.READY):
                     self._stop(ev.model, m)
             case Shutdown():
@@ -312,8 +312,8 @@ class ServingPolicy:
             self._fx.reject(ev.req, 503, "server_shutting_down", "the server is shutting down")
             return
         m = self._model(ev.model)
-        if ev.info.remote:
-            m.remote = True
+        if ev.info.remote or m.phase is Phase.STOPPED:  # a model re-registered local or remote
+            m.remote = ev.info.remote
         if m.remote and m.down is not None and not ev.load:
             self._fx.reject(ev.req, 503, "model_unavailable", f"model {ev.model!r} is down: {m.down}")
             return

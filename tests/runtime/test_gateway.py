@@ -159,3 +159,18 @@ def test_remote_in_flight_limit_and_slot_policy_do_not_apply_to_others():
     assert ("start", "local", ()) in fx.log and fx.stops == 0
     p.handle(Unload("r"))  # forgets the verdict, stops nothing
     assert fx.stops == 0 and p.phase("r") is Phase.STOPPED
+
+
+def test_a_model_re_registered_local_is_local_again():
+    p, fx, clock = make(ttl=10.0)
+    p.handle(Arrive(1, "r", REMOTE))
+    p.handle(EngineReady("r", "remote-r"))
+    p.handle(Finish(1))
+    p.handle(Unload("r"))  # the driver: no longer an endpoint model
+    p.handle(Arrive(2, "r", ModelInfo(memory=1)))
+    assert fx.log[-1] == ("start", "r", ())
+    p.handle(EngineReady("r", "eng-r"))
+    p.handle(Finish(2))
+    clock.t = 20.0
+    p.handle(Tick())
+    assert fx.stops == 1  # TTL applies again
