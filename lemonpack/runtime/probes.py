@@ -84,6 +84,9 @@ def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | 
 
 def _describe(e: Exception) -> str:
     if isinstance(e, httpx.ConnectError):
+        text = str(e)
+        if "CERTIFICATE" in text.upper() or "SSL" in text.upper():  # an https endpoint's TLS failed
+            return "TLS: " + text[:200]
         return "connection refused"
     if isinstance(e, httpx.TimeoutException):
         return "timed out"

@@ -641,7 +641,8 @@ class Server:
             if self._probe_client is None:
                 import httpx
 
-                self._probe_client = httpx.Client(trust_env=False)
+                # the system trust store (SSL_CERT_FILE / SSL_CERT_DIR honoured), as the relay's
+                self._probe_client = httpx.Client(trust_env=False, verify=ssl.create_default_context())
             return self._probe_client
 
     def _endpoint_rows(self) -> list[tuple[str, str, bool, int]]:

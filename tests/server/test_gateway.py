@@ -289,3 +289,95 @@ def test_gateway_bench_runs_without_pytest(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "added by the gateway (endpoint model):" in r.stdout and "gateway added / local proxy added" in r.stdout
     assert "STILL RUNNING" not in r.stdout
+
+
+
+class _TlsEngine:
+    """A tiny https engine in a thread with a fresh self-signed certificate for 127.0.0.1
+    (``cert``: its PEM file, trusted by nobody unless a test says so)."""
+
+    def __init__(self, tmp_path):
+        import datetime
+        import http.server
+        import ipaddress
+        import ssl
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway-test")])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(hours=1))
+                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                               False)
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+                .sign(key, hashes.SHA256()))
+        self.cert = tmp_path / "cert.pem"
+        self.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                             serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, doc):
+                data = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._send(200 if self.path == "/health" else 404, {"status": "ok"})
+
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._send(200, {"model": "eng-tls", "choices": []})
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, tmp_path / "key.pem")
+        self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"https://127.0.0.1:{self.srv.server_address[1]}"
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_https_endpoint_verified_against_the_trust_store(live, tmp_path, monkeypatch):
+    """An https endpoint is probed and relayed over TLS, its certificate checked against the
+    system trust store (here a CA given by SSL_CERT_FILE)."""
+    eng = _TlsEngine(tmp_path)
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(eng.cert))
+        lv = gateway(live, eng.url)
+        with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+            assert wait_for(lambda: endpoint_states(c) == {eng.url: "up"}, 10)
+            assert who(c.post("/v1/chat/completions", json=CHAT)) == "eng-tls"
+    finally:
+        eng.close()
+
+
+def test_https_endpoint_with_an_untrusted_certificate_is_down(live, tmp_path):
+    eng = _TlsEngine(tmp_path)  # SSL_CERT_FILE not set: nobody trusts it
+    try:
+        lv = gateway(live, eng.url)
+        with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+            assert wait_for(lambda: endpoint_states(c) == {eng.url: "down"}, 10)
+            r = c.post("/v1/chat/completions", json=CHAT)
+            assert r.status_code == 503 and r.json()["error"]["type"] == "model_unavailable"
+            assert "certificate" in r.json()["error"]["message"].lower(), r.json()
+    finally:
+        eng.close()
