@@ -11,9 +11,11 @@ the load at once with its exit code and last log lines (:class:`RuntimeFailure`)
 of waiting out the timeout. A passing http/tcp probe only counts while the child is
 still alive and, when the caller gives an ``owns_port`` check, while the listening socket
 belongs to the child (another process answering on the same port is not the engine; see
-:meth:`lemonpack.runtime.engines.Engines.wait_ready`). Probes talk to loopback only and ignore proxy variables
-(``trust_env=False``). They speak plain http, so the client is made with ``verify=False``:
-loading the CA bundle would cost ~100 ms on every start for nothing.
+:meth:`lemonpack.runtime.engines.Engines.wait_ready`). Probes ignore proxy variables
+(``trust_env=False``). Local engines speak plain http on loopback, so their client is made with
+``verify=False``: loading the CA bundle would cost ~100 ms on every start for nothing. An
+endpoint model's engine (``serve`` as a gateway) may be ``https``: :func:`check_once` takes the
+``scheme`` and the caller's client verifies certificates.
 """
 
 from __future__ import annotations
