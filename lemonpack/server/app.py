@@ -795,7 +795,7 @@ class Server:
             rec = found.get(eng.plan.recipe)
             data.append({"id": name, "object": "model", "owned_by": "lemonpack", "recipe": eng.plan.recipe,
                          "capabilities": list(rec.recipe.capabilities) if rec else [], "state": state,
-                         "reason": reason})
+                         "reason": reason, "remote": False})
         doc = {"object": "list", "data": data}
         if self.catalog.registry_problem:
             doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
