@@ -503,6 +503,7 @@ def looks_like_path(text: str) -> bool:
 
 __all__ = [
     "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
-    "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry", "ModelRegistry", "default_path", "entry_problems",
+    "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry",
+    "ModelRegistry", "default_path", "entry_endpoints", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry",
 ]
