@@ -25,6 +25,9 @@ Rules
     each one's last observation), *unknown* while none is up and one was never probed.
     :meth:`observe` and :meth:`connect_failed` return the model's new state when it changed,
     so the driver tells the serving policy (``EngineReady`` / ``EngineExited``).
+  - :meth:`EndpointPool.retry`: a request that could not connect (not one byte sent) goes
+    once to another live endpoint; nothing else is retried (a stream that started, a request
+    the engine may have received).
 """
 
 from __future__ import annotations
@@ -166,6 +169,15 @@ class EndpointPool:
         e.last_pick = self._seq
         e.in_flight += 1
         return e.url
+
+    def retry(self, model: str, tried: Iterable[str], unsent: bool) -> bool:
+        """Whether a request whose attempts on ``tried`` endpoints failed goes once more:
+        only when nothing reached the engine (``unsent``: the connection could not be made),
+        after a single attempt, and while another live endpoint is left. An answer that
+        started, or a connection lost after the request was sent, is never retried."""
+        tried = list(tried)
+        return unsent and len(tried) == 1 and any(
+            e.state == UP and e.url not in tried for e in self.endpoints(model))
 
     def done(self, model: str, url: str) -> None:
         """A request picked on ``url`` ended (however it ended)."""

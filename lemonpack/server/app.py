@@ -542,7 +542,10 @@ class Server:
             except _EndpointFailed as e:
                 self._endpoint_failed(served.name, url, e.why)
                 tried.append(url)
-                if not e.unsent or len(tried) > 1 or not body.replayable:
+                if not (body.replayable and self.gateway.retry(served.name, tried, e.unsent)):
+                    if e.unsent and self.gateway.state(served.name) == DOWN:  # it was the last one
+                        return error(503, "model_unavailable", f"model {shown(served.name)} is down: "
+                                     f"{self.gateway.reason(served.name)}", headers={"Retry-After": "1"})
                     return error(502, "upstream_error", f"{served.name}: endpoint {url} did not answer: {e.why}")
             finally:
                 self.gateway.done(served.name, url)

@@ -174,3 +174,16 @@ def test_a_model_re_registered_local_is_local_again():
     clock.t = 20.0
     p.handle(Tick())
     assert fx.stops == 1  # TTL applies again
+
+
+def test_retry_only_unsent_once_and_only_with_another_live_endpoint():
+    p, _ = pool(A, B)
+    for u in (A, B):
+        p.due()
+        p.observe("m", u, True, "HTTP 200")
+    p.connect_failed("m", A, "connection refused")
+    assert p.retry("m", [A], unsent=True)
+    assert not p.retry("m", [A], unsent=False)  # the engine may have received it
+    assert not p.retry("m", [A, B], unsent=True)  # once only
+    p.connect_failed("m", B, "connection refused")
+    assert not p.retry("m", [A], unsent=True)  # nowhere left to go
