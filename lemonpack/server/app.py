@@ -169,6 +169,7 @@ class Server:
         self._remote_engines: dict[str, RemoteEngine] = {}
         self._probe_task: asyncio.Task | None = None
         self._probe_client = None
+        self._ssl_ctx: ssl.SSLContext | None = None
         self._probe_lock = threading.Lock()
         self.metrics = Metrics(lambda: ({**dict.fromkeys(self.known, 0), **self.policy.in_flight()},
                                        self.policy.memory(), self.policy.budget),
@@ -390,7 +391,9 @@ class Server:
             pool = self._remote_pools.get(eng.url)
             if pool is None:
                 u = urllib.parse.urlsplit(eng.url)
-                ctx = ssl.create_default_context() if u.scheme == "https" else None
+                ctx = None
+                if u.scheme == "https":  # one context (the trust store is read once), shared
+                    ctx = self._ssl_ctx = self._ssl_ctx or ssl.create_default_context()
                 pool = self._remote_pools[eng.url] = Upstream(u.hostname or "", u.port or 80, ssl=ctx)
             return pool
         got = self._pools.get(id(eng))
