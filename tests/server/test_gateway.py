@@ -381,3 +381,19 @@ def test_https_endpoint_with_an_untrusted_certificate_is_down(live, tmp_path):
             assert "certificate" in r.json()["error"]["message"].lower(), r.json()
     finally:
         eng.close()
+
+
+def test_endpoints_added_or_removed_in_the_registry_are_picked_up(live, engines):
+    a = engines("eng-a")
+    b = engines("eng-b")
+    lv = gateway(live, a.url)
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        assert who(c.post("/v1/chat/completions", json=CHAT)) == "eng-a"
+        lv.registry.add("user.gw", "gw-engine", {}, endpoints=[a.url, b.url], replace=True)
+        all_up(c, a, b)
+        assert sorted(who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(2)) == ["eng-a", "eng-b"]
+        lv.registry.add("user.gw", "gw-engine", {}, endpoints=[b.url], replace=True)
+        assert wait_for(lambda: endpoint_states(c) == {b.url: "up"}, 10)
+        assert [who(c.post("/v1/chat/completions", json=CHAT)) for _ in range(3)] == ["eng-b"] * 3
+        lv.registry.remove("user.gw")
+        assert wait_for(lambda: c.post("/v1/chat/completions", json=CHAT).status_code == 404, 10)
