@@ -1,65 +1,99 @@
 {
-  # Gufo extensions for Nix (issue 7; seed 002 sections 3, 6, 7, 8).
+  # lemonpack as Nix packages (README "Nix"):
   #
-  #   nix build .#gufo                       # the release: extensions.lock, features [ "linux" ]
+  #   nix build .#gufo               # the release lock's extensions compiled: bin/gufo-registry, lib/, include/
+  #   nix build .#hello-engine       # a recipe as a package: result/bin/hello-engine
+  #   nix run .#lemonpack -- --help  # the CLI
   #   gufo.override { extensions = [ "qwen" ./my-extension ]; features = [ "linux" "hip" ]; }
   #
-  # No inputs: everything evaluates and builds with Nix builtins (Nix >= 2.8, no nixpkgs).
-  # A consumer that has nixpkgs may pass it through the overlay (overlays.default) or
-  # `lib.mkGufo { pkgs = ...; }`; recipe fetches then use pkgs.fetchurl.
-  # The library lives in nix/lib.nix (documented there function by function).
-  description = "lemonpack: Gufo extensions (extension.json -> generated registry) and recipe fetches";
+  # Offline (no nixpkgs, no binary cache; what the tests do) the input is replaced by the
+  # stand-in this repository carries:
+  #   nix build .#gufo --override-input nixpkgs path:./nix/offline-nixpkgs
+  description = "lemonpack: recipes as packages, Gufo with its extensions compiled in, the lemonpack CLI";
 
-  outputs = { self, ... }:
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  outputs = { self, nixpkgs }:
     let
-      root = ./.;
-      gufoLib = import ./nix/lib.nix;
-      systems = [ "x86_64-linux" "aarch64-linux" "x86_64-darwin" "aarch64-darwin" ];
-      forAllSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) systems);
+      inherit (nixpkgs) lib;
+      systems = [ "x86_64-linux" "aarch64-linux" ];
 
-      recipePackages = args: import ./nix/recipes.nix ({ inherit root; } // args);
-      # { "<recipe>-<os>-<accelerator>" = drv; } for the flake's flat `packages` set
-      flatRecipes = args:
-        let r = recipePackages args; in
+      # What the gufo package reads: the official extensions, the API records and the lock
+      # (a change elsewhere does not rebuild it; the C++ API comes with the lemonpack package).
+      gufoTree = lib.cleanSourceWith {
+        src = ./.;
+        name = "gufo-tree";
+        filter = path: type:
+          let rel = lib.removePrefix (toString ./. + "/") (toString path); in
+          builtins.elem rel [ "catalogue" "catalogue/extensions" "api" "extensions.lock" ]
+          || builtins.any (top: lib.hasPrefix top rel) [ "catalogue/extensions/" "api/" ];
+      };
+
+      # The recipes shipped in nix/recipes/<recipe>/ (what `lemonpack build` writes into
+      # OUT/nix/<recipe>/): { <recipe> = { <os>-<accelerator>[-<arch>] = package; }; }
+      recipesFor = pkgs: import ./nix/recipes.nix { inherit pkgs; };
+
+      # Applied to nixpkgs the overlay builds with `final`. Applied to a package set that is
+      # not nixpkgs (no callPackage: e.g. a fixpoint holding only stdenv.hostPlatform and
+      # fetchurl), what such a set lacks comes from this flake's nixpkgs input.
+      complete = final:
+        if final ? callPackage then final
+        else
+          let
+            base = import nixpkgs { system = final.stdenv.hostPlatform.system; };
+            merged = base // removeAttrs final [ "stdenv" ] // { callPackage = base.lib.callPackageWith merged; };
+          in
+          merged;
+
+      overlay = final: prev:
+        let pkgs = complete final; in
+        {
+          lemonpack = pkgs.callPackage ./nix/lemonpack.nix { src = ./.; };
+          # a gufo an earlier overlay defined is kept (and one that customises a gufo not yet
+          # defined fails there, instead of being silently replaced)
+          gufo = prev.gufo or (pkgs.callPackage ./nix/gufo.nix { tree = gufoTree; });
+          lemonpackRecipes = recipesFor pkgs;
+        };
+
+      pkgsFor = system: import nixpkgs { inherit system; overlays = [ overlay ]; };
+
+      # packages.<system>: <recipe> (its Linux CPU build, else its first Linux one) and
+      # <recipe>-<os>-<accelerator>[-<arch>]
+      recipePackages = pkgs:
+        let r = pkgs.lemonpackRecipes; in
         builtins.listToAttrs (builtins.concatLists (map
-          (recipe: map (attr: { name = "${recipe}-${attr}"; value = r.${recipe}.${attr}; })
-            (builtins.attrNames r.${recipe}))
+          (recipe:
+            let
+              attrs = builtins.attrNames r.${recipe};
+              linux = builtins.filter (a: lib.hasPrefix "linux-" a) attrs;
+              main = if r.${recipe} ? linux-cpu then "linux-cpu" else builtins.head (linux ++ attrs);
+            in
+            [ { name = recipe; value = r.${recipe}.${main}; } ]
+            ++ map (attr: { name = "${recipe}-${attr}"; value = r.${recipe}.${attr}; }) attrs)
           (builtins.attrNames r)));
-
-      gufoFor = system: gufoLib.mkGufo { inherit root system; };
     in
     {
-      # The library (nix/lib.nix) plus two helpers bound to this tree:
-      #   lib.mkGufo { system; root ? <this repo>; extensions ? null; features ? [ "linux" ]; ... }
-      #   lib.recipes { pkgs ? null; mirror ? null; }
-      lib = gufoLib // {
-        inherit root;
-        mkGufo = args: gufoLib.mkGufo ({ inherit root; } // args);
-        recipes = recipePackages;
-      };
+      overlays.default = overlay;
 
-      packages = forAllSystems (system:
-        let gufo = gufoFor system; in
-        flatRecipes { } // { inherit gufo; default = gufo; });
+      packages = lib.genAttrs systems (system:
+        let pkgs = pkgsFor system; in
+        recipePackages pkgs // {
+          inherit (pkgs) gufo lemonpack;
+          default = pkgs.gufo;
+        });
 
-      overlays.default = final: prev: {
-        gufo = gufoLib.mkGufo { inherit root; pkgs = final; };
-        lemonpackRecipes = recipePackages { pkgs = final; };
-      };
+      apps = lib.genAttrs systems (system:
+        let app = { type = "app"; program = "${self.packages.${system}.lemonpack}/bin/lemonpack"; }; in
+        { lemonpack = app; default = app; });
 
-      # `nix flake check`: the lock evaluates (stale names, collisions, API versions,
-      # dependencies) and the release package builds.
-      checks = forAllSystems (system: {
-        gufo = gufoFor system;
-        lock = gufoLib.mkTree {
-          name = "extensions-lock-check";
-          inherit system;
-          files = [{
-            rel = "lock-ok";
-            text = builtins.concatStringsSep "\n"
-              (map (m: "${m.name} ${m.version}") (gufoFor system).selection.extensions) + "\n";
-          }];
-        };
-      });
+      # `nix flake check`: the CLI imports, the release lock builds, and its registry runs
+      checks = lib.genAttrs systems (system:
+        let pkgs = pkgsFor system; in
+        {
+          inherit (pkgs) gufo lemonpack;
+          gufo-registry = pkgs.runCommand "gufo-registry-runs" { } ''
+            ${pkgs.gufo}/bin/gufo-registry --json > $out
+          '';
+        });
     };
 }

@@ -287,7 +287,7 @@ def main() -> int:
               f"({zstd_s / base_s:.2f} x baseline)   (cpu {cpu['out-zstd']:.2f} s)")
         print(f"warm build:            {warm_s:7.2f} s   peak RSS {warm_rss:6.1f} MiB   "
               f"[{mark['warm']}: <= {TARGETS['warm_s']} s]; same index digest: {same}   (cpu {cpu['out-warm']:.2f} s)")
-        print(f"cpu of the reference pipelines: "
+        print("cpu of the reference pipelines: "
               + ", ".join(f"{k.split('|', 1)[-1].split('>')[0].strip()} {v:.2f} s" for k, v in CPU.items()
                           if "|" in k))
         return 0 if all(ok.values()) and same else 2

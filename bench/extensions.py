@@ -23,11 +23,22 @@ providers of seed 002's figure 4. Baseline: ``open`` + ``read`` of the same head
 Target: under 1 ms per file. For reference, one header with a 150,000-token vocabulary is
 timed too, against ``gguf.GGUFReader`` on the same file (which also maps the tensor data).
 
+Nix (section "nix" below, its own function). ``--nix-extensions`` (default 2,000) generated
+extensions whose ``extension.cpp`` defines their entry points (no includes: the figure is
+Nix's and the build's overhead, not the compiler's on headers), compiled by ``nix build`` of
+``gufo.override { extensions = "all"; extensionDirs = [ DIR ]; }`` from this checkout
+(``git+file``, tracked files) with nixpkgs replaced by ``nix/offline-nixpkgs`` (run
+``nix/offline-nixpkgs/host-python.sh pyproject.toml`` once). Timed once each (a build is
+cached after it): the evaluation (the selection, computed by a build: import from
+derivation) plus the build, and, as the baseline in the same run, ``lemonpack extensions
+build`` of the same selection outside Nix (same compiler and jobs).
+
 Every figure is the best of ``--repeat`` runs, wall time, with this process's CPU time
 beside the main ones (a shared machine's wall time includes waiting for a core). Runs from a plain install (gguf is a runtime
 dependency; no pytest, no tests/support).
 
-Usage: ``python bench/extensions.py [--extensions N] [--files N] [--repeat N] [--only pipeline|probe]``.
+Usage: ``python bench/extensions.py [--extensions N] [--files N] [--nix-extensions N] [--repeat N]
+[--only pipeline|probe|nix]``.
 """
 
 from __future__ import annotations
@@ -246,17 +257,79 @@ def bench_probe(count: int, repeat: int) -> None:
               f"gguf.GGUFReader on it: {ref}")
 
 
+# --- nix ------------------------------------------------------------------------------------------
+
+NIX = ["nix", "--extra-experimental-features", "nix-command flakes", "--option", "substituters", ""]
+CPP = ('''namespace gufo::ext {{ class Registry; }}
+extern "C" void {name}_register(gufo::ext::Registry &) {{}}
+extern "C" void {name}_provider_cpu(gufo::ext::Registry &) {{}}
+extern "C" void {name}_provider_hip(gufo::ext::Registry &) {{}}
+''')
+
+
+def bench_nix(count: int) -> None:
+    """``nix build`` of gufo with ``count`` community extensions against ``lemonpack extensions
+    build`` of the same selection (module docstring, "Nix")."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("nix") is None:
+        print("nix: skipped (nix is not installed)")
+        return
+    system = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}[os.uname().machine]
+    with tempfile.TemporaryDirectory(prefix="lemonpack-bench-nix-") as tmp:
+        exts = Path(tmp) / "community"
+        for i in range(count):
+            d = exts / f"bench_{i:05d}"
+            d.mkdir(parents=True)
+            (d / "extension.json").write_text(json.dumps(manifest(i), indent=2))
+            (d / "extension.cpp").write_text(CPP.format(name=f"bench_{i:05d}"))
+        wrap = Path(tmp) / "wrap"
+        wrap.mkdir()
+        (wrap / "flake.nix").write_text(
+            f'{{ inputs.lemonpack.url = "git+file://{ROOT}";\n'
+            f'  inputs.lemonpack.inputs.nixpkgs.url = "path:{ROOT}/nix/offline-nixpkgs";\n'
+            "  outputs = { self, lemonpack }: lemonpack; }\n")
+        subprocess.run([*NIX, "flake", "lock", f"path:{wrap}"], check=True, capture_output=True)
+        expr = (f'(builtins.getFlake "path:{wrap}").packages.{system}.gufo.override '
+                f'{{ extensions = "all"; extensionDirs = [ {exts} ]; }}')
+        # the lemonpack package first, so that neither figure includes building it
+        subprocess.run([*NIX, "build", "--no-link", f"path:{wrap}#lemonpack"], check=True, capture_output=True)
+        start = time.perf_counter()
+        out = subprocess.run([*NIX, "build", "--impure", "-o", str(Path(tmp) / "result"), "--expr", expr],
+                             capture_output=True, text=True)
+        t_nix = time.perf_counter() - start
+        if out.returncode != 0:
+            print(f"nix: build failed: {out.stderr[-2000:]}")
+            return
+        registered = json.loads(subprocess.run([str(Path(tmp) / "result/bin/gufo-registry"), "--json"],
+                                               capture_output=True, text=True, check=True).stdout)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "build", "--out", str(Path(tmp) / "cli"),
+                        "--tree", str(ROOT), "--extension-dir", str(exts), "--select", "all", "--feature", "linux",
+                        "--jobs", str(os.cpu_count() or 1)], check=True, capture_output=True)
+        t_cli = time.perf_counter() - start
+        print(f"nix build of gufo with {count} community extensions ({len(registered)} entries printed by its "
+              f"gufo-registry --json): {t_nix:.1f} s (evaluation with the selection, then the build); lemonpack extensions "
+              f"build of the same selection outside Nix: {t_cli:.1f} s; ratio {t_nix / t_cli:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--extensions", type=int, default=2000)
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=("pipeline", "probe"))
+    ap.add_argument("--nix-extensions", type=int, default=2000)
+    ap.add_argument("--only", choices=("pipeline", "probe", "nix"))
     opts = ap.parse_args()
-    if opts.only != "probe":
+    if opts.only in (None, "pipeline"):
         bench_pipeline(opts.extensions, opts.repeat)
-    if opts.only != "pipeline":
+    if opts.only in (None, "probe"):
         bench_probe(opts.files, opts.repeat)
+    if opts.only in (None, "nix"):
+        bench_nix(opts.nix_extensions)
     return 0
 
 

@@ -172,11 +172,52 @@ def replace_directory(new: Path, target: Path) -> None:
     remove_tree(old)
 
 
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """``fsync`` the directory ``path`` so that a rename into it survives a crash (POSIX leaves
+    a rename's durability to the directory's own sync). Errors from file systems that cannot
+    sync a directory (``EINVAL``, ``ENOTSUP``, ``EBADF``) are ignored; others raise OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def commit(tmp: str | os.PathLike[str], dest: str | os.PathLike[str], *, durable: bool) -> None:
+    """Put the fully written temporary file or directory ``tmp`` at ``dest`` in one ``rename``
+    (same file system; an existing file at ``dest`` is replaced, a directory only if empty):
+    readers see the old ``dest`` or the new, never part of it. The one place lemonpack renames
+    a finished write into place; the durability is the caller's explicit choice:
+
+    - ``durable=True``: ``tmp``'s data is ``fsync``-ed before the rename and the directory
+      after it, so after a crash ``dest`` is the old or the new content, complete. For what a
+      user keeps (keys, registries, lock files, fetched files).
+    - ``durable=False``: no ``fsync``. For content that is checked on every read or rebuilt on
+      demand (content-addressed blobs, cache records): a crash can leave a short file, which
+      its reader refuses by digest or size, never a wrong one under a right name.
+
+    Raises OSError; ``tmp`` is left in place on failure (the caller removes it)."""
+    if durable and os.path.isfile(tmp) and not os.path.islink(tmp):
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.replace(tmp, dest)
+    if durable:
+        fsync_dir(os.path.dirname(os.path.abspath(dest)))
+
+
 def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file beside it (written, ``fsync``-ed),
-    renamed over ``path``, so a reader sees the old content or the new, never part of either.
-    ``mode``: the new file's permissions (default: those of the file replaced, else 0o644).
-    Raises OSError; on failure ``path`` is as it was and no temporary file is left."""
+    """Write ``data`` to ``path`` atomically and durably: a temporary file beside it (created
+    with mode 0600, so a secret is never readable by others, written, given ``mode``), then
+    :func:`commit` with ``durable=True``. A reader sees the old content or the new, never
+    part of either. ``mode``: the new file's permissions (default: those of the file
+    replaced, else 0o644). Raises OSError; on failure ``path`` is as it was and no temporary
+    file is left."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     if mode is None:
@@ -185,15 +226,18 @@ def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         except FileNotFoundError:
             mode = 0o644
     try:
-        with open(tmp, "wb") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-__all__ = ["exchange", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree", "replace_directory", "replace_file"]
+__all__ = ["commit", "exchange", "fsync_dir", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree",
+           "replace_directory", "replace_file"]

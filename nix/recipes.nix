@@ -1,19 +1,19 @@
-# Per-recipe packages: the fixed-output fetches `lemonpack build` emits, for the recipes
-# shipped in this repository. Each nix/recipes/<recipe>/ holds the sources.json and
-# default.nix that `lemonpack build` writes into <out>/nix/<recipe>/ (a test regenerates them
-# with `lemonpack build --example` and compares the bytes; after changing a shipped recipe,
-# copy the new pair here).
+# The recipes shipped in this repository as packages: each nix/recipes/<recipe>/ holds the
+# sources.json, recipe.json and default.nix that `lemonpack build` writes into
+# <out>/nix/<recipe>/ (a test regenerates them with `lemonpack build --example` and compares
+# the bytes; after changing a shipped recipe, copy the new files here).
 #
-#   { root; pkgs ? null; mirror ? null; } -> { <recipe> = { <os>-<accelerator>[-<gpu arch>] = drv; }; }
+#   { pkgs; lemonpack ? pkgs.lemonpack; mirror ? null; }
+#     -> { <recipe> = { <os>-<accelerator>[-<gpu arch>] = package; }; }
 #
-# pkgs   : nixpkgs; when given pkgs.fetchurl fetches, else Nix's builtin <nix/fetchurl.nix>.
+# pkgs   : nixpkgs (with lemonpack's overlay, or pass lemonpack)
 # mirror : a base URL replacing every origin (lemonpack mirror layout "<host>/<path>").
-{ root, pkgs ? null, mirror ? null }:
+{ pkgs, lemonpack ? pkgs.lemonpack, mirror ? null }:
 let
-  dir = root + "/nix/recipes";
+  dir = ./recipes;
   entries = builtins.readDir dir;
   recipes = builtins.filter (n: entries.${n} == "directory") (builtins.attrNames entries);
 in
 builtins.listToAttrs (map
-  (n: { name = n; value = import (dir + "/${n}") { inherit pkgs mirror; }; })
+  (n: { name = n; value = import (dir + "/${n}") { inherit pkgs lemonpack mirror; }; })
   recipes)

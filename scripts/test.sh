@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver mmdebstrap)
+APT_PACKAGES=(nix-bin skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver mmdebstrap
+              python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -28,6 +29,19 @@ if ! pip_out=$("$PYTHON" -m pip install -q -e '.[test]' 2>&1); then
   exit 1
 fi
 echo "$pip_out" | grep -v -e '^WARNING: Running pip as' -e 'is ignored: it is neither' -e '^$' >&2 || :
+
+# The Nix tests build with nix/offline-nixpkgs (no nixpkgs here): its python3 is a virtual
+# environment of Debian's python3 holding lemonpack's dependencies, which Nix's build users
+# can read (they cannot enter /root, where pyenv lives).
+if ! venv_out=$(nix/offline-nixpkgs/host-python.sh pyproject.toml 2>&1); then
+  echo "$venv_out" >&2
+  echo "scripts/test.sh: preparing the Python of nix/offline-nixpkgs failed" >&2
+  exit 1
+fi
+
+# Lint first (rules in pyproject.toml [tool.ruff.lint]): an undefined name fails in seconds, not
+# after the suite.
+"$PYTHON" -m ruff check --no-cache --quiet lemonpack tests bench scripts
 
 export CONTAINERS_CONF="$PWD/tests/containers.conf"
 # Screenshots of the browser tests (the catalogue site) are kept here as the run's artifacts.

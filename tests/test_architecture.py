@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lemonpack"
 DOC = ROOT / "docs" / "architecture.md"
-PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical"}
+PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical", "hosts"}
 
 
 def room_table(text: str) -> dict[str, set[str] | None]:
@@ -133,3 +133,12 @@ def test_canonical_json_is_encoded_in_one_place():
     wrong = [f"{p.relative_to(ROOT)}:{n}" for p in _python_sources() if p not in allowed
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not wrong, "canonical JSON encoded outside lemonpack/canonical.py:\n" + "\n".join(wrong)
+
+
+def test_finished_writes_are_renamed_into_place_in_one_place():
+    """``os.replace`` appears only in ``lemonpack/files.py`` (:func:`lemonpack.files.commit`,
+    :func:`lemonpack.files.replace_file`), where each caller states its durability."""
+    wrong = [f"{p.relative_to(ROOT)}:{n}" for p in _python_sources() if p != PACKAGE / "files.py"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if "os.replace(" in line and not line.lstrip().startswith("#")]
+    assert not wrong, "os.replace outside lemonpack/files.py (use files.commit or replace_file):\n" + "\n".join(wrong)

@@ -73,3 +73,33 @@ def test_read_user_file_follows_a_symlink_and_refuses_what_is_no_file_without_bl
             files.read_user_file(tmp_path / name, "key file")
         assert str(e.value).startswith(f"cannot read key file {tmp_path / name}: {reason}")
         assert "\n" not in str(e.value)
+
+
+def test_replace_file_never_exposes_a_secret_under_a_wide_umask(tmp_path):
+    """The temporary file is created 0600 and only then given the final mode, so a key
+    written with mode 0600 is never readable by others, whatever the umask."""
+    import os
+    import stat
+
+    from lemonpack.files import replace_file
+
+    old = os.umask(0)
+    try:
+        replace_file(tmp_path / "k.key", b"secret", mode=0o600)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "k.key").stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["k.key"]
+
+
+def test_commit_renames_a_finished_file_and_a_directory(tmp_path):
+    from lemonpack.files import commit
+
+    (tmp_path / "f.tmp").write_bytes(b"new")
+    (tmp_path / "f").write_bytes(b"old")
+    commit(tmp_path / "f.tmp", tmp_path / "f", durable=True)
+    assert (tmp_path / "f").read_bytes() == b"new" and not (tmp_path / "f.tmp").exists()
+    (tmp_path / "d.tmp").mkdir()
+    (tmp_path / "d.tmp" / "x").write_text("x")
+    commit(tmp_path / "d.tmp", tmp_path / "d", durable=False)
+    assert (tmp_path / "d" / "x").read_text() == "x"

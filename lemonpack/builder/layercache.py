@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from lemonpack.digest import is_sha256_hex
-from lemonpack.files import stat_facts
+from lemonpack.files import commit, stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
 
@@ -258,7 +258,7 @@ class LayerCache:
         os.chmod(tmp, 0o444)
         blob = self.blobs / digest.split(":", 1)[1]
         clear_non_regular(blob)
-        os.replace(tmp, blob)
+        commit(tmp, blob, durable=False)  # content-addressed: checked by stat facts and digest
         fh.close()
         self._write_record(key, {**inputs, "digest": digest, "diff_id": diff_id, "size": size,
                                  "stat": stat_facts(blob)})
@@ -270,7 +270,7 @@ class LayerCache:
             rfh.write(json.dumps(doc).encode())
             rfh.flush()
             clear_non_regular(self.root / f"{key}.json")
-            os.replace(rtmp, self.root / f"{key}.json")
+            commit(rtmp, self.root / f"{key}.json", durable=False)
 
     def verified_at(self, key: str, record: dict, blob: Path) -> None:
         """Record ``blob``'s stat facts in ``key``'s record after it was re-hashed and found
@@ -372,7 +372,7 @@ class LayerCache:
                 fh.write(json.dumps(doc).encode())
                 fh.flush()
                 clear_non_regular(self.bases / f"{hex_}.json")
-                os.replace(tmp, self.bases / f"{hex_}.json")
+                commit(tmp, self.bases / f"{hex_}.json", durable=False)
         except OSError as exc:
             log.warning("cannot record the facts of base layer %s: %s", digest, exc)
 

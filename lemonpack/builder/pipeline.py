@@ -49,7 +49,7 @@ from lemonpack.contract.extends import resolve_extends
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
-from lemonpack.nix import NixSource, write_package_nix, write_sources_json
+from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource, LayerFacts, scan_layer
@@ -467,6 +467,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                     nix_dir = lw.staging_dir / rel
                     nix_dir.mkdir(parents=True, exist_ok=True)
                     write_sources_json(nix_dir, recipe.recipe, nix_sources)
+                    write_recipe_json(nix_dir, recipe.canonical)
                     write_package_nix(nix_dir, recipe.recipe)
                     nix_dirs.append(rel)
     finally:

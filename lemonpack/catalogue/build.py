@@ -25,7 +25,6 @@ memo of a warm build (:mod:`.memo`).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -37,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.signing.simplesigning import sign_payload
 from lemonpack.catalogue import archs, bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.feed import atom_feed
@@ -98,15 +98,6 @@ def rfc3339(epoch: int) -> str:
 
 
 # ---------------------------------------------------------------- signatures
-
-
-def sign_bytes(private, data: bytes) -> str:
-    """Base64 ECDSA-P256/SHA-256 (DER) signature of ``data`` with deterministic nonces
-    (RFC 6979): the same key and bytes give the same signature (cosign ``sign-blob`` format)."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    return base64.b64encode(private.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))).decode()
 
 
 def load_private_key(path: Path, password: bytes):
@@ -496,7 +487,7 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
     for e in index["entries"]:
         (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
     if private is not None:
-        (tmp / SIG_NAME).write_text(sign_bytes(private, data) + "\n", encoding="ascii")
+        (tmp / SIG_NAME).write_text(sign_payload(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))
     try:
         from lemonpack.catalogue.site import render_site

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lemonpack.files import commit, replace_file
 from lemonpack.catalogue import bounded
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, detect_format, extract, fetch
@@ -179,9 +180,7 @@ def fetch_to(kind: str, src: dict, out: Path, *, mirror: Mirror | None = None,
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.fetch-", dir=out.parent) as tmp:
         got = fetch_source(kind, src, Path(tmp) / "w", cache=cache, mirror=mirror)
         if kind == "recipe":
-            from lemonpack.files import replace_file
-
             replace_file(out, got.subject)
         else:
-            os.replace(got.path, out)
+            commit(got.path, out, durable=True)
     return got.digest

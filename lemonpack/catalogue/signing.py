@@ -45,7 +45,8 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
     (``publisher_key``: the key is one of the publisher's). Raises ManifestError (the entry
     is invalid), IntegrityError (the source no longer matches its digest), FetchError,
     KeyFileError, LemonpackError."""
-    from lemonpack.catalogue.build import load_private_key, public_pem_of, sign_bytes
+    from lemonpack.catalogue.build import load_private_key, public_pem_of
+    from lemonpack.signing.simplesigning import sign_payload
     from lemonpack.catalogue.fetching import fetch_source
     from lemonpack.catalogue.sources import check_entry, check_publisher, key_fingerprint
     from lemonpack.files import read_user_file, replace_file
@@ -62,7 +63,7 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
     fp = key_fingerprint(pem)
     with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-sign-") as tmp:
         got = fetch_source(ent.kind, ent.source, Path(tmp), mirror=mirror, cache=cache)
-    signature = sign_bytes(private, got.subject)
+    signature = sign_payload(private, got.subject)
     pub_file = entry.absolute().parent.parent.parent / "publishers" / f"{ent.publisher}.toml"
     listed = False
     if pub_file.is_file():

@@ -28,7 +28,7 @@ COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds",
 #: quick command's time). tests/cli/test_command_index.py checks it against what the
 #: modules really register; a command missing here still works (everything is imported).
 COMMAND_INDEX = {
-    "build": "build_cmds", "install": "build_cmds", "cache": "cache_cmds", "lint": "contract_cmds",
+    "build": "build_cmds", "install": "build_cmds", "unpack": "build_cmds", "cache": "cache_cmds", "lint": "contract_cmds",
     "host": "contract_cmds", "schema": "contract_cmds", "backends": "backends_cmds", "models": "models_cmds",
     "run": "run_cmds", "select": "select_cmds", "serve": "serve_cmds", "extensions": "extensions_cmds",
     "diagnose": "extensions_cmds", "probe": "probe_cmds", "release": "release_cmds", "publish": "registry_cmds",

@@ -299,3 +299,42 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
         if example:
             console.print("next: lemonpack run --example", markup=False)
     return 0
+
+
+@app.command()
+def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The artifact file (already verified)."),
+           out: Path = typer.Option(..., "--out", metavar="DIR", help="Directory to create (must not exist, "
+                                    "or be empty)."),
+           name: str = typer.Option(None, "--name", metavar="NAME", help="The artifact's file name (its URL's "
+                                    "last segment): format hint, and the file name of a non-archive. "
+                                    "Default: ARCHIVE's name."),
+           label: str = typer.Option(None, "--label", metavar="TEXT", help="How errors name the artifact "
+                                     "(e.g. its URL). Default: ARCHIVE."),
+           binary: str = typer.Option(None, "--binary", metavar="PATH", help="Fail unless this relative path "
+                                      "is an executable regular file inside the unpacked tree.")) -> int:
+    """Unpack an artifact with install's safety rules (what the Nix recipe packages run).
+
+    tar (plain, gzip, bzip2, xz), zip, or one file: no absolute or '..' member names, no
+    link escaping DIR, no device files; setuid bits dropped; atomic (nothing left at DIR
+    on failure). Exit 5 on an unsafe member, naming it.
+    """
+    import stat
+
+    from lemonpack.errors import UnsafeContentError
+    from lemonpack.fetch.archive import extract
+    from lemonpack.files import remove_tree
+    from lemonpack.safetree import name_problem
+
+    if binary is not None and (not binary or binary.startswith("/") or name_problem(binary)
+                               or any(part in ("", ".", "..") for part in binary.split("/"))):
+        raise typer.BadParameter(f"not a relative path inside the artifact: {binary!r}", param_hint="--binary")
+    extract(archive, out, name_hint=name or archive.name, label=label or str(archive))
+    if binary is not None:
+        target = out / binary
+        info = os.lstat(target) if os.path.lexists(target) else None
+        if info is None or not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
+            remove_tree(out)  # nothing left at DIR on failure
+            raise UnsafeContentError(f"{label or archive}: the recipe's binary {binary!r} is not an executable "
+                                     f"regular file in the artifact")
+    console.print(str(out), markup=False)
+    return 0

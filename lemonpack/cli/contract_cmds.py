@@ -9,7 +9,7 @@ import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.contract import detect_host
-from lemonpack.contract.schemalock import check_lock, refresh_lock
+from lemonpack.contract.schemalock import check_lock
 from lemonpack.errors import LemonpackError, Problem, one_line
 
 
@@ -95,19 +95,3 @@ def schema_check(json_out: bool = JSON_OPTION) -> int:
         if not problems:
             console.print("schema lock: ok")
     return 1 if problems else 0
-
-
-@schema_app.command("lock")
-def schema_lock(reason: str = typer.Option(None, "--reason", metavar="TEXT",
-                                           help="Why the schema changed (recorded in the lock's history)."),
-                json_out: bool = JSON_OPTION) -> int:
-    """Re-pin unreleased schema majors after review (a released major is refused; a
-    changed schema needs --reason)."""
-    lock = refresh_lock(reason=reason)
-    if json_out:
-        print_json(lock)
-    else:
-        for major, entry in sorted(lock["majors"].items()):
-            state = "released" if entry["released"] else "unreleased"
-            console.print(f"major {major}: {entry['sha256']} ({state})")
-    return 0

@@ -1,4 +1,4 @@
-"""``lemonpack extensions list|check|generate|build|api-lock|schema-lock`` and ``lemonpack
+"""``lemonpack extensions list|check|generate|build`` and ``lemonpack
 diagnose --section extensions`` (issue 7; seed 002 sections 6 and 8). Printing only: every
 decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 
@@ -177,37 +177,6 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR",
     else:
         for p in (built.bin, built.include, built.lib):
             console.print(one_line(str(p)), markup=False)
-    return 0
-
-
-@extensions_app.command("api-lock")
-def api_lock_cmd(tree: Path = TREE_OPTION, json_out: bool = JSON_OPTION) -> int:
-    """Maintainers: re-pin api/changes.lock.json after adding a change record (refused when a
-    record was edited or removed, or the interface changed without a new record)."""
-    from lemonpack.extensions.apilock import refresh_api_lock
-
-    doc = refresh_api_lock(tree or find_tree())
-    if json_out:
-        print_json(doc)
-    else:
-        console.print(f"extension API revision {doc['revision']}: {len(doc['interface'])} interface files locked",
-                      markup=False)
-    return 0
-
-
-@extensions_app.command("schema-lock")
-def schema_lock_cmd(reason: str = typer.Option(None, "--reason", metavar="TEXT",
-                                               help="Why the schema changed (recorded in the lock's history)."),
-                    json_out: bool = JSON_OPTION) -> int:
-    """Maintainers: re-pin the extension.json schema in its lock (a changed schema needs --reason)."""
-    from lemonpack.extensions.manifest import refresh_schema_lock
-
-    lock = refresh_schema_lock(reason)
-    if json_out:
-        print_json(lock)
-    else:
-        for major, entry in sorted(lock["majors"].items()):
-            console.print(f"extension schema {major}: {entry['sha256']}", markup=False)
     return 0
 
 

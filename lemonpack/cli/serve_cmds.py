@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from lemonpack.hosts import is_loopback
 from lemonpack.cli._app import app, err_console
 from lemonpack.cli.stop_signals import StopSignals
 
@@ -48,7 +49,7 @@ def serve(
     unconfigure_logging = configure_logging(json_logs)
     engines = Engines(subreaper=True, sentinel=True)
     engines.cleanup_leftovers()
-    catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=_is_loopback(host)).start()
+    catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=is_loopback(host)).start()
     server = Server(catalog, Runner(catalog.plan, engines),
                     ServerConfig(max_in_flight=max_in_flight, ttl=ttl, soft_idle=soft_idle, load_timeout=load_timeout,
                                  memory_budget=budget, metrics_remote=metrics_remote),
@@ -65,15 +66,3 @@ def serve(
 
 
 __all__ = ["serve"]
-
-
-def _is_loopback(host: str) -> bool:
-    """True for a loopback listen address (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.files import replace_file
 from lemonpack.errors import LemonpackError
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
@@ -73,9 +72,9 @@ def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None, ste
         entry = majors.get(str(major))
         actual = canonical_sha256(schema_path(major, schema_dir, stem))
         if entry is None:
-            problems.append(f"major {major}: schema file is not in the lock; run 'lemonpack schema lock'")
+            problems.append(f"major {major}: schema file is not in the lock; run 'python3 scripts/locks.py recipe-schema'")
         elif entry.get("sha256") != actual:
-            verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'lemonpack schema lock' after review"
+            verb = "is released and frozen: restore it" if entry.get("released") else "changed; run 'python3 scripts/locks.py recipe-schema' after review"
             problems.append(f"major {major}: schema sha256 {actual} != locked {entry.get('sha256')}: the schema {verb}")
     for major in majors:
         if not schema_path(int(major), schema_dir, stem).exists():
@@ -112,8 +111,5 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
         if history:
             majors[str(major)]["history"] = history
     data = json.dumps(lock, indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=lock_file.parent, prefix=".lock-")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, lock_file)
+    replace_file(lock_file, data.encode())
     return lock

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from lemonpack.files import replace_file
 from lemonpack.examples import ENGINE_SOURCE, EXAMPLE_ARCHIVE, EXAMPLE_RECIPE, engine_archive
 
 
 def _write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    replace_file(path, data, mode=0o644)
 
 
 def main() -> None:

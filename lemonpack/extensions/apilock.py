@@ -14,7 +14,7 @@ The interface is :data:`INTERFACE_GLOBS` (paths relative to the tree): the manif
 ``include/gufo/ext/`` and the generator's fixed text :mod:`lemonpack.extensions.templates`.
 :func:`check_api_lock` reports an edited, removed, misnumbered or unlocked record, and an
 interface that changed since the lock without a new record. :func:`refresh_api_lock`
-(``lemonpack extensions api-lock``) re-pins, refusing when a record was edited or removed,
+(``python3 scripts/locks.py extension-api``, a maintainer's script) re-pins, refusing when a record was edited or removed,
 or when the interface changed and no record was added since the last lock.
 """
 
@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from lemonpack.files import replace_file
 from lemonpack.contract.schemalock import canonical_sha256
 from lemonpack.errors import LemonpackError
 
@@ -107,13 +106,13 @@ def check_api_lock(tree: Path) -> list[str]:
     actual = records(tree)
     problems, new = _record_problems(tree, lock.get("records", {}), actual)
     for name in new:
-        problems.append(f"{CHANGES_DIR / name} is not in {LOCK_PATH}: run 'lemonpack extensions api-lock'")
+        problems.append(f"{CHANGES_DIR / name} is not in {LOCK_PATH}: run 'python3 scripts/locks.py extension-api'")
     changes = _interface_changes(lock.get("interface", {}), interface(tree))
     if changes:
         rev = lock.get("revision", 0)
         problems.append(f"the public extension interface changed since API revision {rev} was recorded "
                         f"({'; '.join(changes)}): add a change record {CHANGES_DIR}/{len(actual) + (0 if new else 1):04d}-<slug>.md "
-                        "saying what changed, then run 'lemonpack extensions api-lock'")
+                        "saying what changed, then run 'python3 scripts/locks.py extension-api'")
     return problems
 
 
@@ -134,10 +133,7 @@ def refresh_api_lock(tree: Path) -> dict[str, Any]:
                              f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
     doc = {"revision": len(actual), "records": actual, "interface": current}
     path = tree / LOCK_PATH
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".changes-lock-")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    replace_file(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return doc
 
 

@@ -386,7 +386,7 @@ def load_manifest(path: str | Path) -> Extension:
 
 def check_schema_lock() -> list[str]:
     """Drift between the shipped extension schema and ``schema/lock.json`` (empty: OK)."""
-    return [p.replace("lemonpack schema lock", "lemonpack extensions schema-lock")
+    return [p.replace("scripts/locks.py recipe-schema", "scripts/locks.py extension-schema")
             for p in check_lock(SCHEMA_DIR, SCHEMA_LOCK, SCHEMA_STEM)]
 
 

@@ -49,6 +49,7 @@ import zipfile
 from pathlib import Path
 
 from lemonpack.errors import StorageError, UnsafeContentError
+from lemonpack.files import commit
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.safetree import name_problem, symlink_problem, target_problem
 
@@ -134,7 +135,7 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
             _single_file(archive, tmp, name_hint, shown)
         ex.current = None
         os.chmod(tmp, 0o755)
-        os.replace(tmp, dest)
+        commit(tmp, dest, durable=False)  # a tree extracted from a verified archive, re-made on demand
     except OSError as exc:
         remove_tree(tmp)
         if exc.errno is None:  # e.g. gzip.BadGzipFile: a corrupt archive, for the caller

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from lemonpack.digest import is_sha256_hex
-from lemonpack.files import hash_file, open_regular, stat_facts
+from lemonpack.files import commit, hash_file, open_regular, stat_facts
 from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
 from lemonpack.paths import require_cache_root
@@ -158,7 +158,7 @@ class ArtifactCache:
                 fh.write(json.dumps(stat_facts(path)).encode())
                 fh.flush()
                 clear_non_regular(self.stats / hex_digest)
-                os.replace(tmp, self.stats / hex_digest)
+                commit(tmp, self.stats / hex_digest, durable=False)  # a hint: a bad one means a re-hash
         except OSError as exc:
             log.warning("cannot record the stat facts of cache entry %s: %s", path, exc)
 
@@ -230,15 +230,14 @@ class ArtifactCache:
             os.fsync(fh.fileno())
             os.chmod(tmp, 0o444)
             final = self.directory / hex_digest
-            kind = clear_non_regular(final)  # os.replace cannot replace a directory
+            kind = clear_non_regular(final)  # a rename cannot replace a directory
             if kind:
                 log.warning("cache entry %s was a %s; replaced", final, kind)
-            os.replace(tmp, final)
+            commit(tmp, final, durable=True)
             fh.close()  # releases the temp's lock only once it has its final name
         except BaseException:
             self.discard(fh, tmp)
             raise
-        _fsync_dir(self.directory)
         self._record(hex_digest, final)
         return final
 
@@ -250,20 +249,6 @@ class ArtifactCache:
         except FileNotFoundError:
             pass
         fh.close()
-
-
-def _fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename in it survives a crash (best effort)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 __all__ = ["ArtifactCache", "Entry", "default_cache_root", "hash_file", "PARTIAL_PREFIXES"]

@@ -18,13 +18,13 @@ the server stored (as curl and Nix's fetcher see it).
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lemonpack.hosts import is_loopback
 from lemonpack.digest import Digest
 from lemonpack.errors import FetchError, IntegrityError
 from lemonpack.fetch.cache import ArtifactCache
@@ -58,19 +58,6 @@ class Fetched:
     size: int
 
 
-def is_loopback_host(host: str | None) -> bool:
-    """True for ``localhost`` and any address in 127.0.0.0/8 or ``::1`` (RFC 6890, RFC 6761)."""
-    if not host:
-        return False
-    host = host.strip("[]").rstrip(".").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_redirect_hop(url: str, *, insecure_ok: bool, previous: str | None, requested: str) -> None:
     """Apply the transport policy to one request URL; raises ``FetchError``."""
     parts = urllib.parse.urlsplit(url)
@@ -80,7 +67,7 @@ def check_redirect_hop(url: str, *, insecure_ok: bool, previous: str | None, req
     if scheme == "http":
         if previous is not None and urllib.parse.urlsplit(previous).scheme.lower() == "https":
             raise FetchError(f"refusing to fetch {requested}: redirect from {previous} down to plain http {url}")
-        if not (insecure_ok or is_loopback_host(parts.hostname)):
+        if not (insecure_ok or is_loopback(parts.hostname)):
             raise FetchError(
                 f"refusing to fetch {requested}: plain http to non-loopback host {parts.hostname!r}"
                 " (use https, or a mirror with --allow-insecure-mirror)")
@@ -213,4 +200,4 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
     return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=size)
 
 
-__all__ = ["Fetched", "fetch", "is_loopback_host", "CHUNK_SIZE"]
+__all__ = ["Fetched", "fetch", "CHUNK_SIZE"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lemonpack.errors import IntegrityError, LemonpackError, UnsafeContentError
-from lemonpack.oci.canonical import (MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR,
+from lemonpack.oci.canonical import (MEDIA_TYPE_LAYER_TAR,
                                      MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD)
 from lemonpack.oci.layout import _INDEX_TYPES, _MANIFEST_TYPES, Descriptor, read_layout
 

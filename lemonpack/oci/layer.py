@@ -42,7 +42,6 @@ source root, both judged by :mod:`lemonpack.safetree`, the same rule the extract
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import stat

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import IntegrityError, LemonpackError
-from lemonpack.files import hash_file, replace_directory, replace_file
+from lemonpack.files import commit, hash_file, replace_directory, replace_file
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
 from lemonpack.oci.layer import CHUNK, HashingWriter, LayerInfo
@@ -240,7 +240,7 @@ class LayoutWriter:
         blobs = p / "blobs" / "sha256"
         blobs.mkdir(parents=True, exist_ok=True)
         for blob in (tmp / "blobs" / "sha256").iterdir():
-            os.replace(blob, blobs / blob.name)
+            commit(blob, blobs / blob.name, durable=False)
         new = json.loads(self._index_bytes())["manifests"]
         index["manifests"] = kept + new
         replace_file(p / "index.json", canonical_json(index))
@@ -286,7 +286,7 @@ class LayoutWriter:
         if not dest.exists():
             tmp = self._tmp_blob()
             tmp.write_bytes(data)
-            os.replace(tmp, dest)
+            commit(tmp, dest, durable=False)
         return Descriptor(media_type, digest, len(data), annotations)
 
     def add_blob_file(self, media_type: str,
@@ -320,7 +320,7 @@ class LayoutWriter:
                 if result.size != hf.size:
                     raise LemonpackError(f"layer size mismatch: callback said {result.size}, wrote {hf.size}")
                 self._diff_ids[digest] = result.diff_id
-            os.replace(tmp, self._blob_path(digest))
+            commit(tmp, self._blob_path(digest), durable=False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -350,7 +350,7 @@ class LayoutWriter:
                 size = tmp.stat().st_size
                 if size != descriptor.size:
                     raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
-                os.replace(tmp, dest)
+                commit(tmp, dest, durable=False)
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
@@ -367,7 +367,7 @@ class LayoutWriter:
                 raise IntegrityError(str(src), descriptor.digest, actual)
             if hf.size != descriptor.size:
                 raise LemonpackError(f"{src}: size {hf.size} does not match descriptor size {descriptor.size}")
-            os.replace(tmp, dest)
+            commit(tmp, dest, durable=False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -387,7 +387,7 @@ class LayoutWriter:
         try:
             with open(tmp, "wb") as f:
                 fill(f)
-            os.replace(tmp, self._blob_path(descriptor.digest))
+            commit(tmp, self._blob_path(descriptor.digest), durable=False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

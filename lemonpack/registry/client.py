@@ -60,9 +60,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lemonpack.files import commit
 from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, one_line
-from lemonpack.fetch.download import is_loopback_host
+from lemonpack.hosts import is_loopback
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry.auth import Credentials, load_credentials
 from lemonpack.registry.answers import error_body, error_detail
@@ -213,7 +214,7 @@ class RegistryClient:
 
         self.host = host
         hostname = urllib.parse.urlsplit(f"//{host}").hostname
-        self.plain_http = insecure or is_loopback_host(hostname)
+        self.plain_http = insecure or is_loopback(hostname)
         self.scheme = "http" if self.plain_http else "https"
         self.base = f"{self.scheme}://{host}"
         self.registry_config = registry_config
@@ -245,7 +246,7 @@ class RegistryClient:
     def _check_url(self, url: str) -> str:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme == "http" and not (self.plain_http and parts.netloc == self.host) \
-                and not is_loopback_host(parts.hostname):
+                and not is_loopback(parts.hostname):
             raise FetchError(f"registry {self.host} sent us to plain http {parts.scheme}://{parts.netloc}; "
                              "refusing (use https, or --insecure for this registry)")
         if parts.scheme not in ("http", "https"):
@@ -726,7 +727,7 @@ class RegistryClient:
         try:
             with open(tmp, "wb") as f:
                 self.read_blob(repo, digest, f, size=size, on_bytes=on_bytes)
-            os.replace(tmp, dest)
+            commit(tmp, dest, durable=False)  # a layout blob: verified by digest when read
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -57,13 +57,13 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
 from lemonpack.contract.loader import parse_json_strict
@@ -419,35 +419,10 @@ class ModelRegistry:
         """Atomically replace the file with ``entries`` (sorted, indented, mode 0600)."""
         doc = {name: entries[name].to_json() for name in sorted(entries)}
         data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-        directory = self.path.parent
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), 0o600)
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            tmp = None
-            _fsync_dir(directory)
+            replace_file(self.path, data, mode=0o600)
         except OSError as e:
             raise LemonpackError(f"cannot write {self.path}: {e.strerror or e}") from None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover (not possible on every platform)
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse_option(text: str) -> tuple[str, Scalar]:

@@ -63,8 +63,9 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from lemonpack.hosts import is_loopback
 from lemonpack.contract.capabilities import CAPABILITIES
-from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.errors import LemonpackError
 from lemonpack.runtime.gateway import DOWN, UP, EndpointPool
 from lemonpack.runtime.launch import OPTION_DEFAULTS
 from lemonpack.runtime.probes import check_once
@@ -894,7 +895,7 @@ class Server:
     async def metrics_route(self, request: web.Request) -> web.Response:
         """``GET /metrics``: Prometheus text (:mod:`lemonpack.server.metrics`); loopback
         clients only unless ``metrics_remote``."""
-        if not self.config.metrics_remote and not _loopback(request.remote):
+        if not self.config.metrics_remote and not is_loopback(request.remote):
             return error(403, "permission_error", "/metrics answers loopback clients only (serve --metrics-remote)")
         data, ctype = self.metrics.render()
         return web.Response(body=data, headers={"Content-Type": ctype})
@@ -1027,15 +1028,6 @@ def load_request(doc: object, query_model: str | None) -> tuple[str, dict | None
             options = options or {}
             options[name] = value
     return model, options
-
-
-def _loopback(addr: str | None) -> bool:
-    import ipaddress
-
-    try:
-        return addr is not None and ipaddress.ip_address(addr.split("%")[0]).is_loopback
-    except ValueError:
-        return False
 
 
 def _gone(request: web.Request) -> bool:

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from lemonpack.files import replace_file
 from lemonpack.errors import LemonpackError, StorageError
 
 SIGSTORE_PEM_TYPE = "ENCRYPTED SIGSTORE PRIVATE KEY"
@@ -238,19 +239,7 @@ def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force:
         refuse_existing(base)
     try:
         for path, data, mode in ((key_path, pair.private_pem, 0o600), (pub_path, pair.public_pem, 0o644)):
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, mode)  # the umask may have narrowed it
-                os.replace(tmp, path)
-            except BaseException:
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                raise
+            replace_file(path, data, mode=mode)  # created 0600, then given mode: never readable early
     except OSError as exc:
         raise StorageError(f"cannot write {base}.key / {base}.pub: {exc.strerror or exc}") from None
     return key_path, pub_path

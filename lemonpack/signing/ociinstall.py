@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lemonpack.files import replace_file
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
@@ -169,19 +170,6 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             c.close()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
     """Put ``tree`` at ``dest`` (see the module doc), then write the receipt."""
     name = dest.name
@@ -192,7 +180,7 @@ def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
         staged = held.path / "tree"
         os.rename(tree, staged)
         replace_directory(staged, dest)  # one renameat2 exchange: dest is the old tree or the new one
-        _write_atomic(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
+        replace_file(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
         return record
     finally:
         remove_tree(held.path)

@@ -121,8 +121,11 @@ def parse_payload(payload: bytes) -> Claims:
 
 def sign_payload(private: ec.EllipticCurvePrivateKey, payload: bytes) -> str:
     """ECDSA P-256 / SHA-256 signature of ``payload``: ASN.1 DER, standard base64 (the
-    annotation value cosign writes)."""
-    return base64.b64encode(private.sign(payload, ec.ECDSA(hashes.SHA256()))).decode("ascii")
+    annotation value cosign writes, and cosign ``sign-blob``'s output). Nonces are
+    deterministic (RFC 6979), so the same key and bytes give the same signature: image
+    signatures and catalogue index and entry signatures alike are reproducible. The one
+    ECDSA signing function of lemonpack; :func:`verify_payload` checks it."""
+    return base64.b64encode(private.sign(payload, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))).decode("ascii")
 
 
 def verify_payload(public: ec.EllipticCurvePublicKey, payload: bytes, signature_b64: str) -> bool:

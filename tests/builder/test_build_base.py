@@ -8,12 +8,9 @@ it writes. The runnable images on a real Debian base are in ``test_build_base_ru
 from __future__ import annotations
 
 import gzip
-import hashlib
-import io
 import json
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import secrets

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shlex
-import stat
 import subprocess
 import sys
 import tarfile

@@ -232,7 +232,7 @@ def test_readme_nix_lines_build_offline(clone_like):
 def test_readme_skopeo_line_reads_the_layout(clone_like):
     need("skopeo")
     cwd, env = clone_like
-    line = one(commands(section("Try the example")), "skopeo ")
+    line = one(commands(section("Try the example")), "skopeo inspect ")
     text = section("Try the example")
     assert text.index("apt-get install -y skopeo") < text.index(line)  # how to get it, before using it
     r = subprocess.run(shlex.split(line), cwd=cwd, capture_output=True, text=True, timeout=120)

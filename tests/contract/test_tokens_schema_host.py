@@ -59,7 +59,7 @@ def test_schema_change_without_lock_refresh_fails(tmp_path):
     doc["properties"]["new_field"] = {"type": "string"}
     p.write_text(json.dumps(doc))
     [problem] = check_lock(d)
-    assert "major 1" in problem and "lemonpack schema lock" in problem
+    assert "major 1" in problem and "scripts/locks.py recipe-schema" in problem
     before = json.loads((d / "lock.json").read_text())["majors"]["1"]
     with pytest.raises(LemonpackError, match="--reason"):
         refresh_lock(d)  # a correction is never silent

@@ -1,12 +1,14 @@
-"""lemonpack extensions list|check|generate|api-lock and diagnose --section extensions:
+"""lemonpack extensions list|check|generate (and scripts/locks.py extension-api) and diagnose --section extensions:
 output and exit codes (0 ok, 1 invalid input, 2 usage)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from lemonpack.cli import main
-from support.extensions import manifest, write_extension
+from support.extensions import REPO, manifest, write_extension
 
 
 def run(capsys, *args):
@@ -60,7 +62,12 @@ def test_usage_and_input_errors(tree, tmp_path, capsys, monkeypatch):
     (tree / "api/changes/0001-initial-extension-api.md").write_text("edited\n")
     code, out, _ = run(capsys, "extensions", "check", "--tree", str(tree))
     assert code == 1 and "was edited after it was recorded" in out
-    assert run(capsys, "extensions", "api-lock", "--tree", str(tree))[0] == 1
+    locks = subprocess.run([sys.executable, str(REPO / "scripts" / "locks.py"), "extension-api", "--tree", str(tree)],
+                           capture_output=True, text=True)
+    assert locks.returncode == 1 and "was edited after it was recorded" in locks.stderr, locks.stderr
+    # maintainer commands are scripts of the clone, not commands of the installed package
+    assert run(capsys, "extensions", "api-lock", "--tree", str(tree))[0] == 2
+    assert run(capsys, "schema", "lock")[0] == 2
 
 
 def test_generate_replaces_its_output_directory_as_a_whole(tree, tmp_path, capsys, monkeypatch):

@@ -120,11 +120,13 @@ def _declared(path, n_tensors, write=None):
 
 
 def _max_rss_kb(path) -> tuple[int, str]:
-    """Peak RSS (KiB) of a fresh interpreter reading ``path``, and what it printed."""
-    code = ("import resource, sys\nfrom lemonpack.extensions.probe import read_identity, ModelFileError\n"
+    """Peak RSS (KiB) of a fresh interpreter reading ``path``, and what it printed. The peak
+    is the new process image's own (``VmHWM``): ``ru_maxrss`` survives ``execve`` on Linux and
+    would report the forking pytest's size."""
+    code = ("import sys\nfrom lemonpack.extensions.probe import read_identity, ModelFileError\n"
             "try:\n    print(len(read_identity(sys.argv[1]).tensors))\n"
             "except ModelFileError as e:\n    print(e)\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n")
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     said, rss = r.stdout.strip().splitlines()

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from lemonpack.fetch.mirror import mirror_path
-from lemonpack.nix import NixSource, attr_name, store_name, write_package_nix, write_sources_json
+from lemonpack.nix import NixSource, attr_name, store_name, write_package_nix, write_recipe_json, write_sources_json
 from lemonpack.nix.emit import nix_string, sources_document
 from lemonpack.nix.hashes import sri_from_hex
 
 needs_nix = pytest.mark.usefixtures("nix_installed")
+REPO = Path(__file__).resolve().parents[2]
 NIX_FLAGS = ["--option", "substituters", "", "--option", "connect-timeout", "1"]
 
 
@@ -85,7 +86,8 @@ def test_duplicate_names_refused():
 def test_package_nix_deterministic(tmp_path):
     p = write_package_nix(tmp_path, "r")
     assert p.read_bytes() == write_package_nix(tmp_path / "again", "r").read_bytes()
-    assert p.read_text().splitlines()[6] == "{ pkgs ? null, mirror ? null }:"
+    assert "{ pkgs ? null, lemonpack ? (if pkgs == null then null else pkgs.lemonpack or null), mirror ? null }:" in (
+        p.read_text().splitlines())
 
 
 @needs_nix
@@ -98,18 +100,23 @@ def test_nix_string_escaping_round_trips():
 
 @needs_nix
 def test_pkgs_path_calls_pkgs_fetchurl(tmp_path):
-    """With pkgs given, default.nix calls pkgs.fetchurl { url; hash; name; } (a stand-in pkgs
-    that returns its arguments: there is no nixpkgs on this machine)."""
+    """With pkgs given, each attribute is a package whose artifact is pkgs.fetchurl { url;
+    hash; name; } (the offline nixpkgs stand-in with a fetchurl that returns its arguments)."""
     s = _src("linux-cpu", "https://github.com/o/r/a%20b.tar.gz?x", b"z", os="linux", accelerator="cpu")
     write_sources_json(tmp_path, 'odd"id${x}', [s])
+    write_recipe_json(tmp_path, b"{}\n")
     write_package_nix(tmp_path, 'odd"id${x}')
+    pkgs = f"(import {REPO}/nix/offline-nixpkgs {{ system = \"x86_64-linux\"; }}) // {{ fetchurl = args: args; }}"
     for extra, url in [([], s.url),
                        (["--argstr", "mirror", "http://m.example/base/"],
                         "http://m.example/base/github.com/o/r/a%20b.tar.gz")]:
         out = _nix("nix-instantiate", "--eval", "--strict", "--json", str(tmp_path / "default.nix"),
-                   "--arg", "pkgs", "{ fetchurl = args: args; }", *extra, "-A", "linux-cpu")
+                   "--arg", "pkgs", pkgs, "--arg", "lemonpack", "{ }", *extra, "-A", "linux-cpu.artifact")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == {"url": url, "hash": sri_from_hex(s.sha256_hex), "name": "a_b.tar.gz"}
+    out = _nix("nix-instantiate", "--eval", str(tmp_path / "default.nix"), "--arg", "pkgs", pkgs,
+               "-A", "linux-cpu.name")
+    assert out.returncode != 0 and "pass lemonpack" in out.stderr
 
 
 @needs_nix

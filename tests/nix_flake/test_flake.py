@@ -1,21 +1,28 @@
-"""flake.nix and nix/lib.nix with the real nix (Nix 2.8, no nixpkgs): `nix build .#gufo`, an
-override from a consumer flake, evaluation failures (collision, stale lock, API version,
-dependencies), `nix flake check`, per-recipe fixed-output fetches."""
+"""flake.nix with the real nix (Nix 2.8) and the offline nixpkgs stand-in (nix/offline-nixpkgs):
+`nix build .#gufo` compiles the selection (lemonpack extensions build) and its gufo-registry
+runs; overrides and overrideAttrs compose; Nix refuses what the CLI refuses, with the CLI's
+message naming the user's manifest; overlays in both orders; recipes as packages whose
+result/bin/<binary> serves HTTP; lemonpack as an app; `nix flake check`."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
-from support.nixflake import (REPO, SYSTEM, consumer_flake, copy_flake, nix, write_api, write_extension,
-                              write_lock)
+from support.extensions import manifest, write_extension
+from support.helpers import free_port, wait_for
+from support.nixflake import (OFFLINE_NIXPKGS, REPO, SYSTEM, consumer_flake, copy_flake, lock_offline, nix,
+                              write_api, write_lock)
 from support.tools import need
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
@@ -23,380 +30,389 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
 GEN = ("extensions.json", "gufo_ext_registry.cpp", "gufo_ext_constants.hpp")
 
 
-def cli_generate(tree: Path, out: Path, select=None, features=("linux",), extra_dirs=()) -> subprocess.CompletedProcess:
-    """`lemonpack extensions generate` (this tree's CLI) into ``out``."""
-    argv = [sys.executable, "-m", "lemonpack.cli", "extensions", "generate", "--tree", str(tree), "--out", str(out)]
-    argv += [a for f in features for a in ("--feature", f)]
-    argv += [a for d in extra_dirs for a in ("--extension-dir", str(d))]
-    if select is not None:
-        argv += [a for i in ([select] if isinstance(select, str) else select) for a in ("--select", str(i))]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "1000"})
+def cli(*args: str | Path) -> subprocess.CompletedProcess:
+    """This tree's ``lemonpack ARGS``."""
+    return subprocess.run([sys.executable, "-m", "lemonpack.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "1000"})
 
 
-def fixture_tree(root: Path) -> Path:
-    """This repo's flake over a small tree: official ``beta`` and ``alpha`` (alpha depends on
-    beta; one provider needing hip, one always built), lock ``[beta, alpha]``, API 0.1.3."""
+def small_tree(root: Path) -> Path:
+    """This repo's flake over a small tree: official ``beta`` (its provider needs hip) and
+    ``alpha`` (depends on beta), lock ``[beta, alpha]``, API 0.1.2. The same content in every
+    test, so the store paths (and builds) are shared."""
     copy_flake(root)
-    write_api(root, minor=1, revision=3)
+    write_api(root, minor=1, revision=2)
     ext = root / "catalogue" / "extensions"
-    write_extension(ext / "alpha", "alpha", api=">= 0.1.2", dependencies=["beta"],
-                    providers=[{"id": "alpha-q4", "keys": ["gguf:alpha"], "target": "gufo_alpha_hip"},
-                               {"id": "alpha.cpu", "keys": ["gguf:alpha", "gguf:alpha2"], "target": "gufo_alpha"}],
-                    options=[{"name": "--alpha-mode", "commands": ["serve", "chat"], "type": "choice",
-                              "help": 'say "hi" \\ there', "values": ["fast", "slow"]}],
-                    targets=[{"name": "gufo_alpha_hip", "requires": ["linux", "hip"]},
-                             {"name": "gufo_alpha", "requires": []}],
-                    sources={"extension.cpp": "void alpha_register() {}\n", "src/provider.cpp": "// p\n"})
-    write_extension(ext / "beta", "beta")
+    write_extension(ext / "beta", manifest("beta", requires=("linux", "hip")))
+    write_extension(ext / "alpha", manifest("alpha", dependencies=["beta"],
+                                            options=[{"name": "--alpha-mode", "commands": ["serve"],
+                                                      "type": "choice", "help": "mode", "values": ["fast"]}]))
     write_lock(root, ["beta", "alpha"])
     return root
 
 
-def community(directory: Path, name: str = "gamma", key: str = "gguf:gamma", api: str = ">= 0.1.3", **kw) -> Path:
-    return write_extension(directory, name, api=api,
-                           providers=[{"id": f"{name}-tts", "keys": [key], "target": f"gufo_{name}",
-                                       "capability": "speech_synthesis"}],
-                           targets=[{"name": f"gufo_{name}", "requires": ["linux"]}], **kw)
+def gamma(directory: Path, **kw) -> Path:
+    """A community extension ``gamma`` that compiles (support.extensions' stub sources)."""
+    return write_extension(directory, manifest("gamma", **kw))
 
 
-def built(cwd: Path) -> Path:
-    """The ``share/gufo`` directory of the ``result`` link nix build left in ``cwd``."""
-    return Path(os.readlink(cwd / "result")) / "share" / "gufo"
+def result(cwd: Path) -> Path:
+    return Path(os.readlink(cwd / "result"))
 
 
-def eval_error(tree: Path, expr: str) -> str:
-    """Evaluate ``EXPR`` (with ``flake`` bound to the flake at ``tree``); the evaluation must
-    fail: returns stderr."""
-    out = nix("eval", "--impure", "--raw", "--expr",
-              f'let flake = builtins.getFlake "path:{tree}"; in {expr}')
-    assert out.returncode != 0, out.stdout
-    return out.stderr
+def registry(out: Path) -> list[tuple]:
+    """What ``out/bin/gufo-registry --json`` registered: (extension, provider, available, reason)."""
+    run = subprocess.run([str(out / "bin" / "gufo-registry"), "--json"], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    return [(p["extension"], p["provider"], p["available"], p["reason"]) for p in json.loads(run.stdout)]
 
 
-def test_build_gufo_from_lock(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    out = nix("build", f"path:{tree}#gufo", cwd=tree)
+def gufo_expr(tree: Path, override: str = "", attr: str = "") -> str:
+    base = f'(builtins.getFlake "path:{tree}").packages.{SYSTEM}.gufo'
+    return f"({base}{'.override ' + override if override else ''}){attr}"
+
+
+def nix_error(text: str) -> str:
+    """Nix's stderr with the 7-space indent of a multi-line error's later lines removed."""
+    return text.replace("\n       ", "\n")
+
+
+def test_gufo_compiles_the_release_lock_and_its_registry_runs(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    out = nix("build", f"path:{tree}#gufo", cwd=tree, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.seconds < 30
-    share = built(tree)
-    assert sorted(p.relative_to(share).as_posix() for p in share.rglob("*") if p.is_file()) == [
-        "extensions.json", "extensions.lock", "extensions/alpha/extension.cpp", "extensions/alpha/extension.json",
-        "extensions/alpha/src/provider.cpp", "extensions/beta/extension.cpp", "extensions/beta/extension.json",
-        "gufo_ext_constants.hpp", "gufo_ext_registry.cpp"]
-    for rel in ("alpha/extension.json", "alpha/src/provider.cpp", "beta/extension.cpp"):
-        assert (share / "extensions" / rel).read_bytes() == (tree / "catalogue/extensions" / rel).read_bytes()
-    assert (share / "extensions.lock").read_bytes() == (tree / "extensions.lock").read_bytes()
-    doc = json.loads((share / "extensions.json").read_bytes())
-    assert doc["api_version"] == "0.1.3" and doc["features"] == ["linux"]
-    assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("beta", True), ("alpha", True)]
-    assert [(p["id"], p["available"], p["reason"]) for p in doc["extensions"][1]["providers"]] == [
-        ("alpha-q4", False, "target gufo_alpha_hip not built: needs hip"), ("alpha.cpu", True, None)]
-    assert doc["extensions"][1]["options"][0]["help"] == 'say "hi" \\ there'
-    registry = (share / "gufo_ext_registry.cpp").read_text()
-    assert registry.endswith(
-        "void gufo_ext_register_all(gufo::ext::Registry &registry) {\n"
-        '  registry.set_extension("beta");\n  beta_register(registry);\n'
-        '  registry.set_extension("alpha");\n  alpha_register(registry);\n'
-        '  registry.set_extension("alpha");\n'
-        '  registry.unavailable("alpha", "alpha-q4", "text_generation", {"gguf:alpha"}, '
-        '"target gufo_alpha_hip not built: needs hip");\n'
-        "  alpha_alpha_cpu_register(registry);\n}\n")
-    header = (share / "gufo_ext_constants.hpp").read_text()
-    assert 'inline constexpr const char *provider_alpha_cpu_keys[] = {"gguf:alpha", "gguf:alpha2"};\n' in header
-    assert 'inline constexpr const char *option_alpha_mode_values[] = {"fast", "slow"};\n' in header
+    pkg = result(tree)
+    assert registry(pkg) == [("beta", "beta-p", False, "target beta_lib not built: needs hip"),
+                             ("alpha", "alpha-p", True, None)]
+    assert (pkg / "lib" / "libgufo-ext.a").read_bytes().startswith(b"!<arch>\n")
+    assert (pkg / "include" / "gufo" / "ext" / "registry.hpp").is_file()
+    assert (pkg / "include" / "gufo_ext_constants.hpp").is_file()
+    # share/gufo: exactly what the CLI generates, the lock, and the selected extensions' files
+    gen = cli("extensions", "generate", "--tree", tree, "--out", tmp_path / "gen", "--feature", "linux")
+    assert gen.returncode == 0, gen.stderr
+    for name in GEN:
+        assert (pkg / "share/gufo" / name).read_bytes() == (tmp_path / "gen" / name).read_bytes(), name
+    assert (pkg / "share/gufo/extensions.lock").read_bytes() == (tree / "extensions.lock").read_bytes()
+    for rel in ("alpha/extension.json", "beta/extension.cpp"):
+        assert (pkg / "share/gufo/extensions" / rel).read_bytes() == (
+            tree / "catalogue/extensions" / rel).read_bytes()
 
 
-def test_consumer_flake_overrides_with_community_extension(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
+def test_consumer_flake_override_compiles_a_community_extension(tmp_path):
+    tree = small_tree(tmp_path / "repo")
     app = tmp_path / "app"
-    community(app / "community" / "gamma")
+    gamma(app / "community" / "gamma")
     consumer_flake(app, tree, '{ extensions = [ "alpha" ./community/gamma ]; features = [ "linux" "hip" ]; }')
-    out = nix("build", f"path:{app}", cwd=app)
+    out = nix("build", f"path:{app}", cwd=app, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.seconds < 30
-    share = built(app)
-    doc = json.loads((share / "extensions.json").read_bytes())
-    # dependencies close the selection (beta); lock order first, then community by name
-    assert [(e["name"], e["official"]) for e in doc["extensions"]] == [
-        ("beta", True), ("alpha", True), ("gamma", False)]
-    assert doc["features"] == ["hip", "linux"]
-    assert all(p["available"] for e in doc["extensions"] for p in e["providers"])
-    assert (share / "extensions/gamma/extension.json").read_bytes() == (
-        app / "community/gamma/extension.json").read_bytes()
-    assert "// Extension API 0.1.3; features: hip linux\n" in (share / "gufo_ext_registry.cpp").read_text()
+    # dependencies close the selection (beta, now built with hip); lock order, then community
+    assert registry(result(app)) == [("beta", "beta-p", True, None), ("alpha", "alpha-p", True, None),
+                                     ("gamma", "gamma-p", True, None)]
 
 
-def test_community_collision_fails_evaluation(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    app = tmp_path / "app"
-    community(app / "community" / "gamma", key="gguf:alpha2")
-    consumer_flake(app, tree, '{ extensions = [ ./community/gamma ]; }')
-    out = nix("build", f"path:{app}", cwd=app)
-    assert out.returncode == 1
-    assert re.search(r"error: selected extension /nix/store/[a-z0-9]{32}-source/community/gamma/extension.json was "
-                     r"rejected:\n {9}community extension gamma \(/nix/store/\S+/community/gamma/extension.json\) "
-                     r"claims key 'gguf:alpha2', which official extension alpha "
-                     r"\(/nix/store/\S+/catalogue/extensions/alpha/extension.json\) owns\n", out.stderr), out.stderr
-    assert not (app / "result").exists()
-
-
-def test_two_community_extensions_may_share_a_key(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    a, b = community(tmp_path / "c" / "gamma"), community(tmp_path / "c" / "delta", name="delta")
-    out = nix("eval", "--impure", "--json", "--expr",
-              f'let flake = builtins.getFlake "path:{tree}"; in '
-              f'map (m: m.name) (flake.packages.{SYSTEM}.gufo.override {{ extensions = [ {a} {b} ]; }}).selection.extensions')
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == ["delta", "gamma"]
-
-
-def _nix_list(items) -> str:
-    return "[ " + " ".join(str(i) if isinstance(i, Path) else json.dumps(i) for i in items) + " ]"
-
-
-def same_failure(tree: Path, select, features=("linux",), extra_dirs=()) -> str:
-    """Evaluate the gufo package of ``tree`` (read in place, not copied to the store, so paths
-    in messages are the same) and run the Python pipeline on it: both must fail, Nix's error
-    being the CLI's message. Returns the message."""
-    with pytest.raises(ExtensionError) as e:
-        run_pipeline(tree, extra_dirs=[Path(d) for d in extra_dirs],
-                     select="lock" if select is None else [str(i) for i in select], features=frozenset(features))
-    message = str(e.value)
-    args = (f"root = {tree}; system = \"{SYSTEM}\"; features = {_nix_list(features)}; "
-            f"extensionDirs = {_nix_list(extra_dirs)}; "
-            + ("" if select is None else f"extensions = {_nix_list(select)};"))
-    out = nix("eval", "--impure", "--raw", "--expr",
-              f'(builtins.getFlake "path:{tree}").lib.mkGufo {{ {args} }}')
-    assert out.returncode == 1, out.stdout
-    shown = out.stderr.replace("\n       ", "\n")  # nix indents the lines of a multi-line error by 7
-    assert f"error: {message}\n" in shown, f"python: {message}\nnix: {out.stderr}"
-    return message
-
-
-def test_collision_messages_equal_the_cli(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    gamma = community(tmp_path / "c" / "gamma", key="gguf:alpha2",
-                      options=[{"name": "--alpha-mode", "commands": ["serve"], "type": "string", "help": "h"}])
-    msg = same_failure(tree, [gamma])
-    assert "claims key 'gguf:alpha2', which official extension alpha" in msg
-    assert "claims option '--alpha-mode'" in msg
-    named = community(tmp_path / "d" / "alpha", name="alpha", key="gguf:other")
-    msg = same_failure(tree, [named])
-    assert "claims extension name 'alpha'" in msg
-
-
-def test_stale_lock_name_fails_evaluation(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    write_lock(tree, ["beta", "alpha", "gone"])
-    msg = same_failure(tree, None)
-    assert msg.endswith("extensions.lock: extensions[2]: 'gone' names no extension in "
-                        f"{tree}/catalogue/extensions")
-    cli = cli_generate(tree, tmp_path / "gen")
-    assert cli.returncode == 1 and cli.stderr == f"error: {msg}\n"
-    same_failure(tree, ["beta"])  # the lock is validated in every mode
-    err = eval_error(tree, f"flake.packages.{SYSTEM}.gufo.drvPath")  # the flake's own package, from the store
-    assert "extensions.lock: extensions[2]: 'gone' names no extension in /nix/store/" in err
-
-
-def test_api_version_mismatch_fails_evaluation(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    newer = community(tmp_path / "c" / "gamma", api=">= 0.1.4")
-    assert "needs extension API >= 0.1.4 but the host API is 0.1.3: revision 4 is newer" in same_failure(tree, [newer])
-    other = community(tmp_path / "d" / "gamma", api=">= 0.2.0")
-    assert "the minor numbers differ (2 != 1)" in same_failure(tree, [other])
-    (tree / "api" / "changes" / "0003-change-3.md").unlink()  # official alpha needs 0.1.2: fine; then 0.1.1
-    (tree / "api" / "changes" / "0002-change-2.md").unlink()
-    assert "cannot select alpha: extension 'alpha' was rejected" in same_failure(tree, None)
-
-
-def test_missing_and_cyclic_dependencies_name_the_chain(tmp_path):
-    tree = fixture_tree(tmp_path / "repo")
-    a = community(tmp_path / "c" / "gamma", dependencies=["alpha", "nowhere"])
-    assert "cannot select gamma: missing dependency gamma -> nowhere: no extension named 'nowhere'" in (
-        same_failure(tree, [a]))
-    x = community(tmp_path / "d" / "xx", name="xx", key="gguf:xx", dependencies=["yy"])
-    y = community(tmp_path / "d" / "yy", name="yy", key="gguf:yy", dependencies=["xx"])
-    assert "dependency cycle: xx -> yy -> xx" in same_failure(tree, [x, y])
-    assert same_failure(tree, ["nothing"]) == "cannot select nothing: no extension named 'nothing'"
-
-
-def test_flake_check(tmp_path):
-    """`nix flake check` on this repository's flake (lock, api/, catalogue/ copied) passes;
-    with a stale lock name it fails naming it."""
-    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
-    out = nix("flake", "check", f"path:{tree}", cwd=tree)
-    assert out.returncode == 0, out.stderr
-    assert out.seconds < 30
-    names = json.loads((tree / "extensions.lock").read_text())["extensions"]
-    write_lock(tree, names + ["gone"])
-    bad = nix("flake", "check", f"path:{tree}", cwd=tree)
-    assert bad.returncode == 1 and f"extensions[{len(names)}]: 'gone' names no extension in" in bad.stderr
-
-
-def test_recipe_packages_are_what_lemonpack_build_emits(tmp_path):
-    """nix/recipes/hello-engine is byte for byte what `lemonpack build --example` writes, and
-    the flake's fixed-output fetch realises to the example artifact (added to the store first:
-    its origin, example.invalid, does not resolve)."""
-    need("nix-store")
-    out = subprocess.run([sys.executable, "-m", "lemonpack.cli", "build", "--example", "--out", str(tmp_path / "oci")],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    for name in ("sources.json", "default.nix"):
-        assert (tmp_path / "oci/nix/hello-engine" / name).read_bytes() == (
-            REPO / "nix/recipes/hello-engine" / name).read_bytes(), f"nix/recipes/hello-engine/{name} is stale"
-    from lemonpack.examples import EXAMPLE_ARCHIVE
-    add = subprocess.run([need("nix-store"), "--add-fixed", "sha256", str(EXAMPLE_ARCHIVE)],
-                         capture_output=True, text=True, timeout=60)
-    assert add.returncode == 0, add.stderr
-    tree = fixture_tree(tmp_path / "repo")
-    res = nix("build", f"path:{tree}#hello-engine-linux-cpu", cwd=tree)
-    assert res.returncode == 0, res.stderr
-    assert Path(os.readlink(tree / "result")) == Path(add.stdout.strip())
-    assert Path(os.readlink(tree / "result")).read_bytes() == EXAMPLE_ARCHIVE.read_bytes()
-
-
-def test_release_package_is_byte_identical_to_the_python_generator(tmp_path):
-    """`nix build .#gufo` of this repository (flake, lock, api/, catalogue/ copied) holds the
-    three files `lemonpack extensions generate` writes for the lock and features [linux]."""
-    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
-    out = nix("build", f"path:{tree}#gufo", cwd=tree)
-    assert out.returncode == 0, out.stderr
-    assert out.seconds < 30
-    share = built(tree)
-    gen = cli_generate(tree, tmp_path / "gen")
-    assert gen.returncode == 0, gen.stderr
-    assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(GEN)
-    for name in GEN:
-        assert (share / name).read_bytes() == (tmp_path / "gen" / name).read_bytes(), name
-    lock = json.loads((tree / "extensions.lock").read_text())["extensions"]
-    assert sorted(p.name for p in (share / "extensions").iterdir()) == sorted(lock)
-    for name in lock:
-        for f in (tree / "catalogue/extensions" / name).rglob("*"):
-            if f.is_file():
-                rel = f.relative_to(tree / "catalogue/extensions")
-                assert (share / "extensions" / rel).read_bytes() == f.read_bytes(), rel
-
-
-@pytest.mark.parametrize("select, features", [
-    (["qwen", "COMMUNITY"], ("linux", "hip")),
-    (["COMMUNITY", "deepseek_v4_flash", "qwen38_flash_next"], ("linux", "testing")),
-    ("all", ("linux", "hip", "testing")),
-    (None, ("windows",)),
-])
-def test_overrides_are_byte_identical_to_the_python_generator(tmp_path, select, features):
-    """Overrides (names, a community directory, `all`, other features) generate what the
-    Python generator writes for the same selection and features."""
-    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
-    comm = community(tmp_path / "community" / "gamma", api=">= 0.1.0",
-                     options=[{"name": "--gamma-voice", "commands": ["serve", "chat"], "type": "choice",
-                               "help": "voice \"name\"", "values": ["a-b", "c.d"]}])
-    items = None if select is None else select if isinstance(select, str) else [
-        comm if s == "COMMUNITY" else s for s in select]
-    extra = [tmp_path / "community"] if select == "all" else []
-    gen = cli_generate(tree, tmp_path / "gen", items, features, extra)
-    assert gen.returncode == 0, gen.stderr
-    expected = {name: (tmp_path / "gen" / name).read_bytes() for name in GEN}
-    nix_ext = "" if items is None else (
-        f'extensions = "{items}";' if isinstance(items, str) else f"extensions = {_nix_list(items)};")
-    args = f'system = "{SYSTEM}"; features = {_nix_list(features)}; extensionDirs = {_nix_list(extra)}; {nix_ext}'
-    app = tmp_path / "app"
-    app.mkdir()
-    out = nix("build", "--impure", "--expr",
-              f'(builtins.getFlake "path:{tree}").packages.{SYSTEM}.gufo.override {{ {args} }}', cwd=app)
-    assert out.returncode == 0, out.stderr
-    share = built(app)
-    for name in GEN:
-        assert (share / name).read_bytes() == expected[name], name
-    doc = json.loads(expected["extensions.json"])
-    if select is not None and select != "all":
-        assert ("gamma" in [e["name"] for e in doc["extensions"]]) == ("COMMUNITY" in select)
+def test_override_and_override_attrs_compose_in_either_order(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    g = tmp_path / "c" / "gamma"
+    gamma(g)
+    attrs = '(o: { postInstall = "touch $out/marker"; })'
+    first = "(" + gufo_expr(tree, attr=f".overrideAttrs {attrs}") + f").override {{ extensions = [ {g} ]; }}"
+    second = gufo_expr(tree, f"{{ extensions = [ {g} ]; }}", f".overrideAttrs {attrs}")
+    paths = []
+    for expr in (first, second, gufo_expr(tree, f"{{ extensions = [ {g} ]; }}")):
+        out = nix("eval", "--impure", "--raw", "--expr", f"({expr}).drvPath")
+        assert out.returncode == 0, out.stderr
+        paths.append(out.stdout)
+    assert paths[0] == paths[1] != paths[2]
+    built = nix("build", "--impure", "--expr", first, cwd=tmp_path, timeout=600)
+    assert built.returncode == 0, built.stderr
+    assert (result(tmp_path) / "marker").is_file()
+    assert registry(result(tmp_path)) == [("gamma", "gamma-p", True, None)]
 
 
 def test_readme_override_snippet_builds(tmp_path):
-    """The README's Nix section: its `gufo.override` lines, pasted into a consumer flake
-    with a community extension at ./path/to/community-extension, build that selection."""
+    """The README's Nix section: its `gufo.override` lines, pasted into a consumer flake with a
+    community extension at ./path/to/community-extension, build that selection."""
     readme = (REPO / "README.md").read_text()
     section = re.search(r"^## Nix\n(.*?)(?=^## )", readme, re.S | re.M).group(1)
     snippet = re.search(r"^```nix\n(.*?)^```", section, re.S | re.M).group(1).replace("x86_64-linux", SYSTEM)
     tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
     app = tmp_path / "app"
-    community(app / "path/to/community-extension", name="fish_drama3", key="gguf:fishdrama3", api=">= 0.1.0")
+    write_extension(app / "path/to/community-extension", manifest("fish_drama3", keys=["gguf:fishdrama3"]))
     app.joinpath("flake.nix").write_text(
         f'{{\n  inputs.lemonpack.url = "path:{tree}";\n  outputs = {{ self, lemonpack }}: {{\n{snippet}  }};\n}}\n')
-    out = nix("build", f"path:{app}", cwd=app)
+    lock_offline(app)
+    out = nix("build", f"path:{app}", cwd=app, timeout=900)
     assert out.returncode == 0, out.stderr
-    doc = json.loads((built(app) / "extensions.json").read_bytes())
+    pkg = result(app)
+    doc = json.loads((pkg / "share/gufo/extensions.json").read_bytes())
     assert [(e["name"], e["official"]) for e in doc["extensions"]] == [("qwen", True), ("fish_drama3", False)]
     assert doc["features"] == ["hip", "linux"]
+    assert {p[0] for p in registry(pkg)} == {"qwen", "fish_drama3"}
+    # the generated registry compiles against the package's include/ alone
+    compiled = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{pkg / 'include'}",
+                               str(pkg / "share/gufo/gufo_ext_registry.cpp")],
+                              capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stderr
 
 
-def test_include_allowlist_rejects_like_the_cli(tmp_path):
-    """A community extension including a private or outside header is rejected at evaluation
-    with the CLI's reasons (file:line); allowed includes pass; the Nix header lists equal
-    the Python ones."""
-    tree = fixture_tree(tmp_path / "repo")
-    good = {"extension.cpp": '#include "gufo/ext/registry.hpp"\n#include <vector>\n#include "own.hpp"\n'
-                             '  #  include <gufo_ext_constants.hpp>\n',
-            "own.hpp": "#pragma once\n#include <cstdint>\n", "sub/deep.cpp": '#include "../own.hpp"\n'}
-    ok = community(tmp_path / "c" / "gamma", sources=good)
+def test_large_and_many_files_build(tmp_path):
+    """A 3 MB file and 300 small ones in an extension: no size limit in the Nix package."""
+    tree = small_tree(tmp_path / "repo")
+    doc = manifest("bigk")
+    doc["files"] = ["extension.cpp", "kernels/table.hip"] + [f"kernels/t{i:03}.hip" for i in range(300)]
+    d = write_extension(tmp_path / "c" / "bigk", doc)
+    (d / "kernels").mkdir()
+    big = b"// tuned gemm tile table 0123456789abcdef0123456789abcdef0123456789abcdef\n" * 42000
+    (d / "kernels" / "table.hip").write_bytes(big)
+    for i in range(300):
+        (d / "kernels" / f"t{i:03}.hip").write_text(f"// {i}\n")
+    gen = cli("extensions", "generate", "--tree", tree, "--out", tmp_path / "gen", "--select", d)
+    assert gen.returncode == 0, gen.stderr
+    out = nix("build", "--impure", "--expr", gufo_expr(tree, f"{{ extensions = [ {d} ]; }}"), cwd=tmp_path,
+              timeout=600)
+    assert out.returncode == 0, out.stderr
+    share = result(tmp_path) / "share/gufo/extensions/bigk"
+    assert (share / "kernels/table.hip").read_bytes() == big
+    assert len(list((share / "kernels").iterdir())) == 301
+
+
+BAD = {
+    # what: (manifest changes, extra files) -> the CLI rejects it
+    "unknown field, bad name, escaping file": (
+        {"licence": "MIT", "name": "my-ext", "files": ["../../../../etc/passwd"]}, {}),
+    "wrong type": ({"version": 1}, {}),
+    "absolute file": ({"files": ["/etc/passwd"]}, {}),
+    "collision with an official key": ({"providers": [dict(manifest("gamma")["providers"][0], keys=["gguf:alpha"])]},
+                                       {}),
+    "newer api": ({"api_version": ">= 0.1.9"}, {}),
+    "missing dependency": ({"dependencies": ["nowhere"]}, {}),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD))
+def test_nix_refuses_what_the_cli_refuses_with_its_message(tmp_path, what):
+    """Nix's evaluation error is the CLI's message (`lemonpack extensions generate --select DIR`)
+    word for word, naming the user's manifest (not its store copy)."""
+    tree = small_tree(tmp_path / "repo")
+    changes, _ = BAD[what]
+    d = tmp_path / "c" / "gamma"
+    gamma(d)
+    doc = json.loads((d / "extension.json").read_text())
+    (d / "extension.json").write_text(json.dumps({**doc, **changes}))
+    gen = cli("extensions", "generate", "--json", "--tree", tree, "--out", tmp_path / "gen", "--select", d)
+    assert gen.returncode == 1, gen.stdout
+    message = json.loads(gen.stdout)["message"]
+    out = nix("eval", "--impure", "--raw", "--expr", gufo_expr(tree, f"{{ extensions = [ {d} ]; }}", ".drvPath"))
+    assert out.returncode == 1, out.stdout
+    # the official tree is the flake's, in the store; the user's directory is named as given
+    shown = re.sub(r"/nix/store/[0-9a-z]{32}-gufo-tree", str(tree), nix_error(out.stderr))
+    assert f"error: {message}\n" in shown, f"cli: {message}\nnix: {out.stderr}"
+    assert "gufo-input" not in out.stderr
+
+
+def test_non_utf8_manifest_is_named(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    d = tmp_path / "c" / "badutf"
+    d.mkdir(parents=True)
+    (d / "extension.json").write_bytes(b'{"name": "badutf", "description": "caf\xe9"}\n')
+    out = nix("eval", "--impure", "--raw", "--expr", gufo_expr(tree, f"{{ extensions = [ {d} ]; }}", ".drvPath"))
+    assert out.returncode == 1
+    assert re.search(rf"{re.escape(str(d))}/extension.json: not UTF-8 text: byte 0xe9 at offset \d+", out.stderr), (
+        out.stderr)
+
+
+def test_symlinked_extension_directory_counts_once(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    gamma(tmp_path / "exts" / "real")
+    (tmp_path / "exts" / "zz_alias").symlink_to("real")
+    override = f'{{ extensionDirs = [ {tmp_path / "exts"} ]; extensions = [ "gamma" ]; }}'
     out = nix("eval", "--impure", "--json", "--expr",
-              f'map (m: m.name) ((builtins.getFlake "path:{tree}").lib.mkGufo {{ root = {tree}; '
-              f'system = "{SYSTEM}"; extensions = [ {ok} ]; }}).selection.extensions')
+              f"map (e: e.name) {gufo_expr(tree, override, '.selection.extensions')}")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == ["gamma"]
-    bad = {"extension.cpp": '#include <vector>\n\n#include "core/runner.hpp"\n',
-           "src/a.cpp": '#include "../../escape.hpp"\n#include <gufo/ext/../../core.hpp>\n',
-           "b.cu": "#include <cuda_runtime.h>\n", "notes.txt": '#include "ignored.hpp"\n'}
-    rejected = community(tmp_path / "d" / "gamma", sources=bad)
-    (tmp_path / "escape.hpp").write_text("\n")
-    msg = same_failure(tree, [rejected])
-    assert f"{rejected}/extension.cpp:3: #include \"core/runner.hpp\" is not allowed" in msg
-    assert f"{rejected}/b.cu:1: #include <cuda_runtime.h> is not allowed" in msg
-    assert msg.count("is not allowed") == 4
-    lists = nix("eval", "--impure", "--json", "--expr",
-                f"let l = import {REPO}/nix/lib.nix; in {{ inherit (l) sourceSuffixes standardHeaders generatedHeaders; }}")
-    assert lists.returncode == 0, lists.stderr
-    from lemonpack.extensions import pipeline
-    got = json.loads(lists.stdout)
-    assert tuple(got["sourceSuffixes"]) == pipeline.SOURCE_SUFFIXES
-    assert set(got["standardHeaders"]) == pipeline.STANDARD_HEADERS
-    assert set(got["generatedHeaders"]) == pipeline.GENERATED_HEADERS
+    listed = cli("extensions", "list", "--json", "--tree", tree, "--extension-dir", tmp_path / "exts",
+                 "--select", "gamma")
+    assert [e["name"] for e in json.loads(listed.stdout)["extensions"] if e["selected"]] == ["gamma"]
 
 
-def test_overlay_uses_the_given_pkgs(tmp_path):
-    """overlays.default: `gufo` is the flake's package (same derivation) for the overlay's
-    system, and recipe fetches go through the overlay's pkgs.fetchurl."""
-    tree = fixture_tree(tmp_path / "repo")
-    expr = (f'let flake = builtins.getFlake "path:{tree}"; '
-            f'final = {{ stdenv.hostPlatform.system = "{SYSTEM}"; fetchurl = args: {{ fetched = args; }}; }}; '
-            f'o = flake.overlays.default final {{ }}; in '
-            f'{{ same = o.gufo.drvPath == flake.packages.{SYSTEM}.gufo.drvPath; '
-            f'fetch = o.lemonpackRecipes.hello-engine.linux-cpu.fetched; }}')
-    out = nix("eval", "--impure", "--json", "--expr", expr)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout)
-    sources = json.loads((REPO / "nix/recipes/hello-engine/sources.json").read_text())["sources"]["linux-cpu"]
-    assert got == {"same": True, "fetch": {"url": sources["url"], "hash": sources["hash"],
-                                           "name": sources["storeName"]}}
-
-
-def test_unknown_feature_fails_evaluation_with_the_cli_message(tmp_path):
+def test_unknown_feature_and_stale_lock_fail_evaluation_with_the_cli_message(tmp_path):
     from lemonpack.extensions.manifest import REQUIREMENTS
 
-    schema = json.loads((REPO / "lemonpack" / "extensions" / "schema" / "extension-v1.schema.json").read_text())
-    assert tuple(schema["$defs"]["requirement"]["enum"]) == REQUIREMENTS  # the vocabulary nix reads
-    tree = fixture_tree(tmp_path / "repo")
-    cli = cli_generate(tree, tmp_path / "gen", features=("linux", "gpu"))
-    assert cli.returncode == 2
-    message = re.search(r"unknown feature 'gpu' \(one of [a-z, ]+\)", cli.stderr).group()
-    assert message == f"unknown feature 'gpu' (one of {', '.join(REQUIREMENTS)})"
-    for expr in (f"(flake.lib.mkGufo {{ root = {tree}; system = \"{SYSTEM}\"; features = [ \"linux\" \"gpu\" ]; }})"
-                 ".drvPath",
-                 f"(flake.packages.{SYSTEM}.gufo.override {{ features = [ \"gpu\" ]; }}).drvPath",
-                 f"(flake.packages.{SYSTEM}.gufo.override {{ extensions = \"all\"; features = [ \"gpu\" ]; }})"
-                 ".selection.providers"):
-        err = eval_error(tree, expr)
-        assert f"error: {message}\n" in err, err
-    assert nix("eval", "--impure", "--raw", "--expr",  # a known feature still evaluates
-               f'(builtins.getFlake "path:{tree}").packages.{SYSTEM}.gufo.override {{ features = [ "linux" "hip" ]; }}'
-               ).returncode == 0
+    tree = small_tree(tmp_path / "repo")
+    out = nix("eval", "--impure", "--raw", "--expr", gufo_expr(tree, '{ features = [ "linux" "gpu" ]; }', ".drvPath"))
+    assert out.returncode == 1
+    assert f"error: unknown feature 'gpu' (one of {', '.join(REQUIREMENTS)})\n" in out.stderr, out.stderr
+    write_lock(tree, ["beta", "alpha", "gone"])
+    out = nix("eval", "--raw", f"path:{tree}#gufo.drvPath")
+    assert out.returncode == 1
+    assert "extensions.lock: extensions[2]: 'gone' names no extension in /nix/store/" in out.stderr, out.stderr
+
+
+def overlay_expr(tree: Path, order: str, result_attr: str) -> str:
+    """``import nixpkgs { overlays = ...; }`` with lemonpack's overlay and a user overlay
+    (customising gufo and fetchurl) in ``order``: "lp-first" or "user-first"."""
+    return (f'let lp = builtins.getFlake "path:{tree}"; nixpkgs = import {OFFLINE_NIXPKGS}; '
+            'user = final: prev: { gufo = prev.gufo.override { extensions = [ "alpha" ]; features = [ "linux" "hip" ]; }; }; '
+            'fetches = final: prev: { fetchurl = args: prev.fetchurl args // { viaUserOverlay = true; }; }; '
+            f'pkgs = nixpkgs {{ system = "{SYSTEM}"; overlays = '
+            + ("[ lp.overlays.default fetches user ]" if order == "lp-first" else "[ fetches user lp.overlays.default ]")
+            + f'; }}; in {result_attr}')
+
+
+def test_overlays_in_both_orders(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    names = "map (e: e.name) pkgs.gufo.selection.extensions"
+    after = nix("eval", "--impure", "--json", "--expr", overlay_expr(tree, "lp-first", names))
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout) == ["beta", "alpha"]
+    # the user's overlay customising a gufo not yet defined fails there: never silently dropped
+    before = nix("eval", "--impure", "--json", "--expr", overlay_expr(tree, "user-first", names))
+    assert before.returncode == 1 and "attribute 'gufo' missing" in before.stderr, before.stderr
+    # a gufo an earlier overlay defines is kept
+    defined = (f'let lp = builtins.getFlake "path:{tree}"; pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; '
+               'overlays = [ (final: prev: { gufo = { mine = true; }; }) lp.overlays.default ]; }; in pkgs.gufo.mine')
+    kept = nix("eval", "--impure", "--json", "--expr", defined)
+    assert kept.returncode == 0 and json.loads(kept.stdout) is True, kept.stderr
+    # an overlay changing fetchurl is what the recipe packages fetch with, in either order
+    for order in ("lp-first", "user-first"):
+        expr = overlay_expr(tree, order, 'pkgs.lemonpackRecipes.hello-engine.linux-cpu.artifact.viaUserOverlay or false')
+        out = nix("eval", "--impure", "--json", "--expr", expr.replace("gufo = prev.gufo.override", "x = prev.gufo.override"))
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) is True, order
+    # a package set that is not nixpkgs (the overlay takes what it lacks from the flake's input)
+    minimal = (f'let lp = builtins.getFlake "path:{tree}"; '
+               f'final = {{ stdenv.hostPlatform.system = "{SYSTEM}"; fetchurl = args: {{ fetched = args; }}; }} // o; '
+               'o = lp.overlays.default final { }; in '
+               '{ names = map (e: e.name) o.gufo.selection.extensions; '
+               'fetched = o.lemonpackRecipes.hello-engine.linux-cpu.artifact.fetched.url; }')
+    out = nix("eval", "--impure", "--json", "--expr", minimal)
+    assert out.returncode == 0, out.stderr
+    source = json.loads((REPO / "nix/recipes/hello-engine/sources.json").read_text())["sources"]["linux-cpu"]
+    assert json.loads(out.stdout) == {"names": ["beta", "alpha"], "fetched": source["url"]}
+
+
+def test_recipe_files_are_what_lemonpack_build_emits(tmp_path):
+    out = cli("build", "--example", "--out", tmp_path / "oci")
+    assert out.returncode == 0, out.stderr
+    emitted = sorted(p.name for p in (tmp_path / "oci/nix/hello-engine").iterdir())
+    assert emitted == ["default.nix", "recipe.json", "sources.json"]
+    for name in emitted:
+        assert (tmp_path / "oci/nix/hello-engine" / name).read_bytes() == (
+            REPO / "nix/recipes/hello-engine" / name).read_bytes(), f"nix/recipes/hello-engine/{name} is stale"
+
+
+def test_recipe_package_runs_and_answers_health(tmp_path):
+    """`nix build .#hello-engine`: the artifact (added to the store first: its origin
+    example.invalid does not resolve) unpacked, result/bin/hello-engine serves /health."""
+    from lemonpack.examples import EXAMPLE_ARCHIVE, EXAMPLE_RECIPE
+
+    add = subprocess.run([need("nix-store"), "--add-fixed", "sha256", str(EXAMPLE_ARCHIVE)],
+                         capture_output=True, text=True, timeout=60)
+    assert add.returncode == 0, add.stderr
+    tree = small_tree(tmp_path / "repo")
+    out = nix("build", f"path:{tree}#hello-engine", cwd=tree, timeout=600)
+    assert out.returncode == 0, out.stderr
+    pkg = result(tree)
+    assert os.readlink(pkg / "bin" / "hello-engine") == "../libexec/hello-engine/hello-engine"
+    assert (pkg / "share/lemonpack/hello-engine.json").read_bytes() == (
+        REPO / "nix/recipes/hello-engine/recipe.json").read_bytes()
+    assert json.loads((pkg / "share/lemonpack/hello-engine.json").read_text())["recipe"] == (
+        json.loads(Path(EXAMPLE_RECIPE).read_text())["recipe"])
+    assert (pkg / "nix-support" / "auto-patchelf").is_file()  # the hook ran (no ELF in this engine)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    port = free_port()
+    proc = subprocess.Popen([str(tree / "result/bin/hello-engine"), "--host", "127.0.0.1", "--port", str(port),
+                             "-m", str(model)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    return r.status == 200 and json.loads(r.read()) == {"status": "ok"}
+            except OSError:
+                return False
+        assert wait_for(healthy, timeout=20), proc.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_generated_package_unpacks_with_install_rules(tmp_path, server):
+    """A `lemonpack build`-style default.nix given nixpkgs (the stand-in) and the flake's
+    lemonpack: a served tar.gz becomes bin/<binary>; a member escaping the tree fails the
+    build with lemonpack unpack's message."""
+    from lemonpack.fetch.mirror import mirror_path
+    from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
+
+    tree = small_tree(tmp_path / "repo")
+
+    def package(name: str, members: dict[str, bytes]) -> Path:
+        art = tmp_path / f"{name}.tar.gz"
+        with tarfile.open(art, "w:gz") as tf:
+            for rel, data in members.items():
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode = len(data), 0o755
+                tf.addfile(info, io.BytesIO(data))
+        url = f"{server.base}/{name}-{os.urandom(4).hex()}.tar.gz"
+        server.put(url.rsplit("/", 1)[1], art.read_bytes())
+        src = NixSource(name="linux-cpu", url=url, mirror_path=mirror_path(url),
+                        sha256_hex=hashlib.sha256(art.read_bytes()).hexdigest(),
+                        os="linux", accelerator="cpu", binary="bin/engine")
+        out = tmp_path / name
+        write_sources_json(out, f"org.example.{name}", [src])
+        write_recipe_json(out, b'{"recipe": "org.example.%s"}\n' % name.encode())
+        write_package_nix(out, f"org.example.{name}")
+        return out
+
+    def build(pkg: Path) -> subprocess.CompletedProcess:
+        return nix("build", "--impure", "--no-link", "--expr",
+                   f'let lp = (builtins.getFlake "path:{tree}").packages.{SYSTEM}; in '
+                   f'(import {pkg} {{ pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; }}; '
+                   f'lemonpack = lp.lemonpack; }}).linux-cpu', timeout=600)
+
+    good = package("good", {"bin/engine": b"#!/bin/sh\necho engine-ran\n", "lib/tool": Path("/bin/true").read_bytes()})
+    out = build(good)
+    assert out.returncode == 0, out.stderr
+    linked = nix("build", "--impure", "-o", str(tmp_path / "res"), "--expr",
+                 f'let lp = (builtins.getFlake "path:{tree}").packages.{SYSTEM}; in '
+                 f'(import {good} {{ pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; }}; '
+                 f'lemonpack = lp.lemonpack; }}).linux-cpu')
+    assert linked.returncode == 0, linked.stderr
+    ran = subprocess.run([str(tmp_path / "res/bin/engine")], capture_output=True, text=True, timeout=10)
+    assert ran.stdout == "engine-ran\n"
+    assert (tmp_path / "res/share/lemonpack/org.example.good.json").is_file()
+    # autoPatchelfHook ran over the prebuilt ELF file (the stand-in lists what it found)
+    assert (tmp_path / "res/nix-support/auto-patchelf").read_text() == "libexec/org.example.good/lib/tool\n"
+    bad = build(package("bad", {"bin/engine": b"#!/bin/sh\n", "../escape": b"x"}))
+    assert bad.returncode == 1
+    assert "unsafe member '../escape'" in bad.stderr, bad.stderr
+
+
+def test_lemonpack_app_runs(tmp_path):
+    tree = small_tree(tmp_path / "repo")
+    out = nix("run", f"path:{tree}#lemonpack", "--", "unpack", "--help", cwd=tree, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "install's safety rules" in out.stdout
+
+
+def test_flake_show_lists_the_outputs_without_building(tmp_path):
+    """`nix flake show` needs no build for any system (package names do not depend on the
+    selection)."""
+    tree = small_tree(tmp_path / "repo")
+    out = nix("flake", "show", "--json", f"path:{tree}", cwd=tree)
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    for system in ("x86_64-linux", "aarch64-linux"):
+        assert sorted(shown["packages"][system]) == [
+            "default", "gufo", "hello-engine", "hello-engine-linux-cpu", "lemonpack"]
+        assert sorted(shown["apps"][system]) == ["default", "lemonpack"]
+    assert shown["overlays"] == {"default": {"type": "nixpkgs-overlay"}}
+
+
+def test_checks_build(tmp_path):
+    """The flake's checks for this system (`nix flake check` evaluates every system's, and the
+    gufo selection is computed by a build: it needs a builder for each system)."""
+    tree = small_tree(tmp_path / "repo")
+    for check in ("gufo-registry", "lemonpack"):
+        out = nix("build", "--no-link", f"path:{tree}#checks.{SYSTEM}.{check}", cwd=tree, timeout=600)
+        assert out.returncode == 0, out.stderr

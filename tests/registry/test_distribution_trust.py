@@ -7,7 +7,6 @@ existing layout, and Ctrl-C says what it interrupted."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.errors import FetchError, IntegrityError
+from lemonpack.errors import FetchError
 from lemonpack.oci.layout import read_layout, verify_layout
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from lemonpack.runtime.serving import (
-    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, Phase, ServingPolicy,
+    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, ServingPolicy,
     Shutdown, Tick, Unload,
 )
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import threading
 import time
 
 import httpx
 import openai
-import pytest
 
 from tests.server.conftest import fake_doc
 

@@ -111,10 +111,6 @@ def test_model_file_nothing_serves_is_a_400_without_a_start(sel, tmp_path):
 def test_model_files_by_path_only_on_a_loopback_listener(sel):
     """A remote client must not point an engine at any file of the server's machine: off
     loopback (``lemonpack serve --host 0.0.0.0``) only registered models are served."""
-    from lemonpack.cli.serve_cmds import _is_loopback
-
-    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("[::1]") and _is_loopback("localhost")
-    assert not _is_loopback("0.0.0.0") and not _is_loopback("192.168.1.5") and not _is_loopback("example.org")
     lv, c = sel
     lv.server.catalog.model_files = False
     r = c.post("/v1/chat/completions", json={"model": str(lv.model_file), **CHAT})

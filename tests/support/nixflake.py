@@ -2,7 +2,10 @@
 extension trees, consumer flakes taking it as a ``path:`` input (issue 7, "Nix").
 
 Flakes need a git or ``path:`` source: the tests copy what the flake reads (flake.nix, nix/,
-and a tree of extensions) into a temp dir instead of depending on the git state.
+the lemonpack package, and a tree of extensions) into a temp dir instead of depending on the
+git state. There is no nixpkgs here: each copy is locked with its ``nixpkgs`` input replaced
+by the stand-in ``nix/offline-nixpkgs`` (``nix flake lock --override-input``, offline), so
+``path:COPY`` and ``builtins.getFlake "path:COPY"`` then work with no extra flag.
 """
 
 from __future__ import annotations
@@ -32,19 +35,35 @@ def nix(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess
     return out
 
 
+OFFLINE_NIXPKGS = REPO / "nix" / "offline-nixpkgs"
+#: ``nix build``/``nix flake lock`` arguments replacing the flake's nixpkgs by the stand-in
+OVERRIDE = ["--override-input", "nixpkgs", f"path:{OFFLINE_NIXPKGS}"]
+
+
+def lock_offline(flake: Path) -> None:
+    """Write ``flake/flake.lock`` with nixpkgs (of the flake, or of its ``lemonpack`` input
+    when it has one) replaced by the stand-in; raises AssertionError with nix's stderr."""
+    text = (flake / "flake.nix").read_text()
+    which = "lemonpack/nixpkgs" if "inputs.lemonpack" in text else "nixpkgs"
+    out = nix("flake", "lock", f"path:{flake}", "--override-input", which, f"path:{OFFLINE_NIXPKGS}")
+    assert out.returncode == 0, out.stderr
+
+
 def copy_flake(dest: Path, *, with_repo_tree: bool = False) -> Path:
-    """Copy flake.nix, nix/ and the extension schema (and, with ``with_repo_tree``, extensions.lock, api/ and
-    catalogue/ of the repo) into ``dest``; returns ``dest``."""
+    """Copy flake.nix, nix/, pyproject.toml, README.md and the lemonpack package (and, with
+    ``with_repo_tree``, extensions.lock, api/, catalogue/extensions and include/ of the repo)
+    into ``dest``, locked offline (:func:`lock_offline`); returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(REPO / "flake.nix", dest / "flake.nix")
+    for name in ("flake.nix", "pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "nix", dest / "nix")
-    schema = Path("lemonpack") / "extensions" / "schema" / "extension-v1.schema.json"  # lib.nix's feature vocabulary
-    (dest / schema).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(REPO / schema, dest / schema)
+    shutil.copytree(REPO / "lemonpack", dest / "lemonpack", ignore=shutil.ignore_patterns("__pycache__"))
     if with_repo_tree:
         shutil.copy2(REPO / "extensions.lock", dest / "extensions.lock")
         shutil.copytree(REPO / "api", dest / "api")
-        shutil.copytree(REPO / "catalogue", dest / "catalogue")
+        shutil.copytree(REPO / "catalogue" / "extensions", dest / "catalogue" / "extensions")
+        shutil.copytree(REPO / "include", dest / "include", symlinks=True)
+    lock_offline(dest)
     return dest
 
 
@@ -96,4 +115,5 @@ def consumer_flake(dest: Path, repo: Path, override: str) -> Path:
         f"    packages.{SYSTEM}.default = lemonpack.packages.{SYSTEM}.gufo.override {override};\n"
         "  };\n"
         "}\n")
+    lock_offline(dest)
     return dest

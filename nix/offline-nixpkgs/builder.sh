@@ -1,0 +1,3 @@
+# pkgs/stdenv/generic/default-builder.sh
+source "$stdenvSetup"
+genericBuild

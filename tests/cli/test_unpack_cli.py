@@ -1,0 +1,51 @@
+"""``lemonpack unpack ARCHIVE --out DIR [--binary PATH]``: install's extraction rules as a
+command (what the Nix recipe packages run), on real tar files."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+
+def _tar(path: Path, members: dict[str, bytes], mode: int = 0o755) -> Path:
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _unpack(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lemonpack.cli", "unpack", *map(str, args)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_unpacks_and_checks_the_binary(tmp_path):
+    art = _tar(tmp_path / "a.tar.gz", {"bin/engine": b"#!/bin/sh\n", "lib/x.so": b"\x7fELF"})
+    out = _unpack(art, "--out", tmp_path / "o", "--binary", "bin/engine", "--label", "https://h/a.tar.gz")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "o/bin/engine").read_bytes() == b"#!/bin/sh\n"
+    assert (tmp_path / "o/lib/x.so").is_file()
+
+
+def test_missing_or_non_executable_binary_leaves_nothing(tmp_path):
+    art = _tar(tmp_path / "a.tar.gz", {"bin/engine": b"x"}, mode=0o644)
+    for binary in ("bin/engine", "bin/nope"):
+        out = _unpack(art, "--out", tmp_path / "o", "--binary", binary, "--label", "https://h/a.tar.gz")
+        assert out.returncode == 5
+        assert f"https://h/a.tar.gz: the recipe's binary '{binary}' is not an executable regular file" in out.stderr
+        assert not (tmp_path / "o").exists()
+    out = _unpack(art, "--out", tmp_path / "o", "--binary", "../x")
+    assert out.returncode == 2 and not (tmp_path / "o").exists()
+
+
+def test_unsafe_member_is_refused_naming_it(tmp_path):
+    art = _tar(tmp_path / "a.tar.gz", {"ok": b"1", "../escape": b"2"})
+    out = _unpack(art, "--out", tmp_path / "o", "--label", "https://h/a.tar.gz")
+    assert out.returncode == 5
+    assert "https://h/a.tar.gz: unsafe member '../escape'" in out.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "escape").exists()
