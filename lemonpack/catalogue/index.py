@@ -151,13 +151,17 @@ def refetch_problems(index: dict, *, mirror=None) -> list[str]:
     return out
 
 
-def _read_url(url: str, client) -> bytes:
-    r = client.get(url)
-    if r.status_code >= 400:
-        raise FetchError(f"{url}: HTTP {r.status_code}")
-    if len(r.content) > MAX_INDEX_BYTES:
-        raise FetchError(f"{url}: larger than {MAX_INDEX_BYTES} bytes")
-    return r.content
+def _parse_index(data: bytes, where: str) -> dict:
+    """The index document ``data`` fetched from ``where``; a FetchError naming it when it is
+    not a JSON object with an ``entries`` list (an HTML error page, a truncated file ...)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FetchError(f"{where}: not a catalogue index (not JSON: {e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list) or not all(
+            isinstance(e, dict) and isinstance(e.get("id"), str) for e in doc["entries"]):
+        raise FetchError(f"{where}: not a catalogue index (no list of entries with ids)")
+    return doc
 
 
 def update(source: str, public_pem: bytes) -> dict:
@@ -172,24 +176,24 @@ def update(source: str, public_pem: bytes) -> dict:
         if source.startswith(("http://", "https://")):
             import httpx
 
-            from lemonpack.fetch.download import check_redirect_hop
+            from lemonpack.fetch.download import get_bytes
 
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
-            check_redirect_hop(f"{base}/{INDEX_NAME}", insecure_ok=False, previous=None, requested=f"{base}/{INDEX_NAME}")
-            with httpx.Client(timeout=60.0, follow_redirects=False) as client:
-                data = _read_url(f"{base}/{INDEX_NAME}", client)
+            with httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0)) as client:
+                data = get_bytes(f"{base}/{INDEX_NAME}", max_bytes=MAX_INDEX_BYTES, client=client)
                 (tmp / INDEX_NAME).write_bytes(data)
                 try:
-                    (tmp / SIG_NAME).write_bytes(_read_url(f"{base}/{SIG_NAME}", client))
+                    (tmp / SIG_NAME).write_bytes(get_bytes(f"{base}/{SIG_NAME}", max_bytes=MAX_INDEX_BYTES, client=client))
                 except FetchError:
-                    pass
-                index = json.loads(data)
+                    pass  # an unsigned index: verify_dir decides whether that is acceptable
+                index = _parse_index(data, f"{base}/{INDEX_NAME}")
                 (tmp / "entries").mkdir()
                 for e in index.get("entries", []):
                     name = entry_filename(e["id"])
-                    (tmp / "entries" / name).write_bytes(_read_url(f"{base}/entries/{name}", client))
+                    (tmp / "entries" / name).write_bytes(
+                        get_bytes(f"{base}/entries/{name}", max_bytes=MAX_INDEX_BYTES, client=client))
         else:
             src = Path(source)
             if src.is_file():

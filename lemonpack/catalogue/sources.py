@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import jsonschema
 
+from lemonpack.contract.loader import schema_problems
 from lemonpack.contract.loader import read_source_bytes
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.jsonpath import join
@@ -144,20 +145,14 @@ def _read_checked(path: Path, file: str, name: str, memo) -> tuple[dict | None, 
     return doc, problems, data
 
 
+def _explain(err, path: list, file: str) -> list[Problem] | None:
+    """Catalogue sources drop the wrapper errors of conditional schemas (``if``/``allOf``:
+    their inner errors are reported at the offending field)."""
+    return [] if err.validator in ("if", "allOf") else None
+
+
 def _schema_problems(doc: dict, name: str, file: str) -> list[Problem]:
-    out = []
-    for err in sorted(_validator(name).iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
-        if err.validator in ("if", "allOf") :
-            continue
-        path = join(list(err.absolute_path))
-        if err.validator == "additionalProperties":
-            rule = "unknown-field"
-        elif err.validator == "required":
-            rule = "missing-field"
-        else:
-            rule = "schema"
-        out.append(Problem(file, path, rule, err.message))
-    return out
+    return schema_problems(doc, file, validator=_validator(name), explain=_explain)
 
 
 def check_publisher(path: str | Path, memo=None) -> tuple[Publisher | None, list[Problem]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -398,16 +398,30 @@ MAX_PROBLEMS = 200
 MAX_SCHEMA_ERRORS = 2000
 
 
-def schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> list[Problem]:
+#: A document kind's own wording for some schema errors: ``explain(err, path, file)`` returns the
+#: problems ``err`` stands for, ``[]`` to drop it (an ``if``/``allOf`` wrapper whose inner errors
+#: are reported), or ``None`` for the shared wording (:func:`schema_error_problems`).
+Explain = Callable[[jsonschema.ValidationError, list, str], "Iterable[Problem] | None"]
+
+
+def schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS, *,
+                    validator: jsonschema.protocols.Validator | None = None,
+                    explain: Explain | None = None) -> list[Problem]:
     """Problems the JSON Schema finds, one per offending field, in document order, at most
     ``limit`` of them followed, when more were found, by one ``more-problems`` problem
-    saying how many (:func:`bounded_schema_problems`)."""
-    out, more, stopped = bounded_schema_problems(doc, file, limit)
+    saying how many (:func:`bounded_schema_problems`). ``validator`` and ``explain``: the
+    document kind's (default: the recipe schema and its wording)."""
+    out, more, stopped = bounded_schema_problems(doc, file, limit, validator=validator, explain=explain)
     return out + ([more_problems(file, more, stopped)] if more or stopped else [])
 
 
-def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> tuple[list[Problem], int, bool]:
-    """``(problems, more, stopped)``: the schema's problems, streamed and bounded.
+def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS, *,
+                            validator: jsonschema.protocols.Validator | None = None,
+                            explain: Explain | None = None) -> tuple[list[Problem], int, bool]:
+    """``(problems, more, stopped)``: the schema's problems, streamed and bounded. The one
+    schema checker of every strict document kind (recipes, extension.json, release image
+    definitions, catalogue sources): ``validator`` is the kind's (default: the recipe
+    schema), ``explain`` its own wording (default: the recipe's, :func:`recipe_explain`).
 
     Errors come one at a time from ``jsonschema``'s lazy ``iter_errors`` and each is turned
     into its problems at once (the error object, ~3.6 KB with its context, is dropped); at
@@ -420,13 +434,15 @@ def bounded_schema_problems(doc: Any, file: str, limit: int = MAX_PROBLEMS) -> t
     kept: list[tuple] = []  # the `limit` smallest keys; heap top = the largest kept (_Reverse)
     seen = errors = 0
     stopped = False
-    for err in _validator().iter_errors(doc):
+    if validator is None:
+        validator, explain = _validator(), recipe_explain if explain is None else explain
+    for err in validator.iter_errors(doc):
         errors += 1
         if errors > MAX_SCHEMA_ERRORS:
             stopped = True
             break
         base = order(err)
-        for p in schema_error_problems(err, file):
+        for p in schema_error_problems(err, file, explain):
             seen += 1
             key = (base, p.path, p.rule, p.message)
             if len(kept) < limit:
@@ -458,12 +474,21 @@ def more_problems(file: str, more: int, stopped: bool = False) -> Problem:
     return Problem(file, "", "more-problems", f"and {what}: fix these and run lint again")
 
 
-def schema_error_problems(err: jsonschema.ValidationError, file: str) -> Iterable[Problem]:
+def schema_error_problems(err: jsonschema.ValidationError, file: str,
+                          explain: Explain | None = None) -> Iterable[Problem]:
     """The :class:`Problem` lines (file, JSON path, rule, message) one jsonschema error stands
-    for: one per unknown field of an ``additionalProperties`` error, the missing field's own
-    path for ``required``, else the error's path. The one rule vocabulary of every strict
-    document kind (recipes, extension.json, catalogue sources)."""
+    for, in the one rule vocabulary of every strict document kind: ``unknown-field`` (one per
+    unknown member of an ``additionalProperties`` error), ``missing-field`` (at the missing
+    field's own path), ``invalid-key`` (``propertyNames``), ``integer`` (a whole number written
+    as a float), ``duplicate-item``, ``schema-enum`` (with the allowed values), and
+    ``schema-<keyword>`` with jsonschema's message for the rest. ``explain`` (the document
+    kind's own wording, see :data:`Explain`) is asked first."""
     path = list(err.absolute_path)
+    if explain is not None:
+        own = explain(err, path, file)
+        if own is not None:
+            yield from own
+            return
     where = jsonpath.join(path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
@@ -479,44 +504,70 @@ def schema_error_problems(err: jsonschema.ValidationError, file: str) -> Iterabl
     if err.validator == "propertyNames" or "propertyNames" in err.schema_path:
         key = err.instance
         target = path + [key] if isinstance(key, str) else path
-        yield Problem(file, jsonpath.join(target), _name_rule(path), _name_message(path, key))
+        yield Problem(file, jsonpath.join(target), "invalid-key", f"invalid key {_short(key)}")
         return
     if (err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float)
             and math.isfinite(err.instance) and err.instance.is_integer()):
         yield Problem(file, where, "integer",
                       f"{_short(err.instance)} is written with a fraction or an exponent; this field is an "
                       f"integer: write {int(err.instance)} (a JSON number written {_short(err.instance)} is a "
-                      "float to most parsers)" + (" (RFC 4.3: requested_ports is the integer 1)"
-                                                  if path == ["requested_ports"] and err.instance == 1 else ""))
-        return
-    if err.validator == "enum" and path and path[0] == "capabilities":
-        yield Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}")
+                      "float to most parsers)")
         return
     if err.validator == "uniqueItems":
         yield Problem(file, where, "duplicate-item", err.message)
         return
-    if path == ["requested_ports"] and err.validator in ("minimum", "maximum"):
-        yield Problem(file, where, "requested-ports",
-                      f"requested_ports is {_short(err.instance)}; contract v1 supports exactly 1 (RFC 4.3: the {{port}} token)")
+    if err.validator == "enum" and isinstance(err.validator_value, list):
+        allowed = ", ".join(str(v) for v in err.validator_value)
+        yield Problem(file, where, "schema-enum", f"{_short(err.instance)} is not one of: {_short_text(allowed)}")
         return
-    if err.validator == "pattern" and path and path[-1] == "binary":
-        yield Problem(file, where, "binary-name",
-                      f"binary {_short(err.instance)} must be a bare file name: a letter or digit, then letters, "
-                      "digits, '.', '_' or '-' (no path separator, no leading '-' or '.')")
-        return
-    if err.validator == "pattern" and path == ["recipe"]:
-        yield Problem(file, where, "recipe-id",
-                      f"recipe id {_short(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$")
-        return
-    if err.validator == "pattern" and path and path[-1] == "source":
-        yield Problem(file, where, "source-https",
-                      f"source {_short(err.instance)} must be an https:// URL (plain http is only for mirrors: --mirror)")
-        return
-    if err.validator == "pattern" and path and path[-1] == "sha256":
-        yield Problem(file, where, "sha256-format", f"sha256 {_short(err.instance)} must be 'sha256:' and 64 lowercase hex digits")
-        return
-    message = err.message if len(err.message) <= 300 else err.message[:290] + " ..."
-    yield Problem(file, where, f"schema-{err.validator}", message)
+    yield Problem(file, where, f"schema-{err.validator}", _short_text(err.message))
+
+
+def _short_text(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 10] + " ..."
+
+
+def recipe_explain(err: jsonschema.ValidationError, path: list, file: str) -> list[Problem] | None:
+    """The recipe contract's own wording for schema errors (see :data:`Explain`): unknown
+    capabilities, host OSes and accelerators, ``requested_ports``, binary names, recipe ids,
+    https sources, sha256 forms (seed 000 sections 4 and 9)."""
+    where = jsonpath.join(path)
+    out: list[Problem] = []
+    if err.validator == "propertyNames" or "propertyNames" in err.schema_path:
+        rule = _name_rule(path)
+        if rule == "invalid-key":
+            return None
+        key = err.instance
+        out.append(Problem(file, jsonpath.join(path + [key] if isinstance(key, str) else path), rule,
+                           _name_message(path, key)))
+    elif (err.validator == "type" and path == ["requested_ports"] and err.instance == 1
+          and isinstance(err.instance, float)):
+        out.append(Problem(file, where, "integer",
+                           f"{_short(err.instance)} is written with a fraction or an exponent; this field is an "
+                           f"integer: write 1 (a JSON number written {_short(err.instance)} is a float to most "
+                           "parsers) (RFC 4.3: requested_ports is the integer 1)"))
+    elif err.validator == "enum" and path and path[0] == "capabilities":
+        out.append(Problem(file, where, "unknown-capability", f"unknown capability {_short(err.instance)}"))
+    elif path == ["requested_ports"] and err.validator in ("minimum", "maximum"):
+        out.append(Problem(file, where, "requested-ports",
+                           f"requested_ports is {_short(err.instance)}; contract v1 supports exactly 1 (RFC 4.3: "
+                           "the {port} token)"))
+    elif err.validator == "pattern" and path and path[-1] == "binary":
+        out.append(Problem(file, where, "binary-name",
+                           f"binary {_short(err.instance)} must be a bare file name: a letter or digit, then "
+                           "letters, digits, '.', '_' or '-' (no path separator, no leading '-' or '.')"))
+    elif err.validator == "pattern" and path == ["recipe"]:
+        out.append(Problem(file, where, "recipe-id",
+                           f"recipe id {_short(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$"))
+    elif err.validator == "pattern" and path and path[-1] == "source":
+        out.append(Problem(file, where, "source-https", f"source {_short(err.instance)} must be an https:// URL "
+                           "(plain http is only for mirrors: --mirror)"))
+    elif err.validator == "pattern" and path and path[-1] == "sha256":
+        out.append(Problem(file, where, "sha256-format",
+                           f"sha256 {_short(err.instance)} must be 'sha256:' and 64 lowercase hex digits"))
+    else:
+        return None
+    return out
 
 
 def _name_rule(path: list) -> str:

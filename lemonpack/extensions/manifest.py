@@ -30,7 +30,8 @@ import fastjsonschema
 import jsonschema
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import (DocumentOrder, schema_error_problems, inline_local_refs, parse_json_strict, read_json_text,
+from lemonpack.contract.loader import schema_problems as checked_schema_problems
+from lemonpack.contract.loader import (inline_local_refs, parse_json_strict, read_json_text,
                                        strict_validator)
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, ManifestError, Problem
@@ -226,7 +227,8 @@ def _holds_float(doc: Any) -> bool:
 def schema_problems(doc: Any, file: str) -> list[Problem]:
     """Problems the extension JSON Schema finds, in document order. A valid manifest is
     accepted by the compiled fast acceptor (:func:`_fast_acceptor`); everything else goes
-    through the strict ``jsonschema`` validator, whose problems are returned."""
+    through the strict ``jsonschema`` validator, whose problems are returned, streamed and
+    bounded like a recipe's (:func:`lemonpack.contract.loader.schema_problems`)."""
     fast = _fast_acceptor()
     if fast is not None and not _holds_float(doc):
         check, distinct = fast
@@ -236,10 +238,7 @@ def schema_problems(doc: Any, file: str) -> list[Problem]:
                 return []
         except fastjsonschema.JsonSchemaException:
             pass
-    out: list[Problem] = []
-    for err in sorted(_validator().iter_errors(doc), key=DocumentOrder(doc)):
-        out.extend(schema_error_problems(err, file))
-    return out
+    return checked_schema_problems(doc, file, validator=_validator())
 
 
 def semantic_problems(doc: dict, file: str, directory: Path | None) -> list[Problem]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,9 +141,13 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
             client.close()
 
 
-def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
-              client: httpx.Client, progress: bool, insecure_ok: bool) -> Fetched:
-    """Stream ``source`` into a cache temp file, following checked redirects."""
+@contextmanager
+def _follow(url: str, source: str, client: httpx.Client, insecure_ok: bool):
+    """The final response of ``GET source`` (a context manager; streamed, closed on exit),
+    following at most :data:`MAX_REDIRECTS` redirects one hop at a time, each hop checked by
+    :func:`check_redirect_hop` before it is requested; a redirect's body is never read.
+    Raises ``FetchError`` for HTTP status >= 400, too many redirects, a refused hop or a
+    network failure (naming the URL; ``url`` is the one the caller asked for)."""
     import httpx
 
     headers = {"Accept-Encoding": "identity"}
@@ -156,15 +161,57 @@ def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
                 if response.has_redirect_location:
                     previous, current = current, str(response.next_request.url)
                     continue
-                if response.status_code >= 400:
+                if response.status_code >= 300:
                     raise FetchError(f"GET {current} failed: HTTP {response.status_code} "
                                      f"{response.reason_phrase}" + (f" (for {url})" if current != url else ""))
-                return _store(url, current, expected, cache, response, progress)
+                yield current, response
+                return
             finally:
                 response.close()
         raise FetchError(f"GET {source} failed: more than {MAX_REDIRECTS} redirects (for {url})")
     except httpx.HTTPError as exc:
         raise FetchError(f"GET {current} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _download(url: str, source: str, expected: str | None, cache: ArtifactCache,
+              client: httpx.Client, progress: bool, insecure_ok: bool) -> Fetched:
+    """Stream ``source`` into a cache temp file, following checked redirects."""
+    with _follow(url, source, client, insecure_ok) as (current, response):
+        return _store(url, current, expected, cache, response, progress)
+
+
+def get_bytes(url: str, *, max_bytes: int, client: httpx.Client | None = None) -> bytes:
+    """The body of ``GET url`` (http or https), read whole but never more than ``max_bytes``:
+    for small documents that are verified by their reader, not by a pinned digest (a
+    catalogue index, its signature and entries). The same transport policy and redirect
+    handling as :func:`fetch` (:func:`check_redirect_hop` on every hop; a redirect's body is
+    never taken for the document). ``client``: an ``httpx.Client`` to use (not closed).
+    Raises ``FetchError`` naming the URL for status >= 300 after redirects, a body over
+    ``max_bytes``, a refused hop or a network failure."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError(f"refusing to fetch {url}: only http and https URLs")
+    check_redirect_hop(url, insecure_ok=False, previous=None, requested=url)
+    import httpx
+
+    own = client is None
+    if client is None:
+        client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+    try:
+        with _follow(url, url, client, False) as (current, response):
+            chunks, size = [], 0
+            try:
+                for chunk in response.iter_raw(CHUNK_SIZE):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise FetchError(f"GET {current} failed: larger than {max_bytes} bytes")
+                    chunks.append(chunk)
+            except httpx.HTTPError as exc:
+                raise FetchError(f"GET {current} failed: {type(exc).__name__}: {exc}") from exc
+            return b"".join(chunks)
+    finally:
+        if own:
+            client.close()
 
 
 def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
@@ -200,4 +247,4 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
     return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=size)
 
 
-__all__ = ["Fetched", "fetch", "CHUNK_SIZE"]
+__all__ = ["Fetched", "fetch", "get_bytes", "CHUNK_SIZE"]

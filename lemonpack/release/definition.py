@@ -33,9 +33,10 @@ from typing import Any
 
 import jsonschema
 
+from lemonpack.contract.loader import schema_problems
 from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
-from lemonpack.errors import LemonpackError, ManifestError, Problem, one_line
+from lemonpack.errors import LemonpackError, ManifestError, Problem
 from lemonpack.files import open_regular
 
 SCHEMA_FILE = "release-image-v1.schema.json"
@@ -95,35 +96,27 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _explain(err: Any, path: list, file: str) -> list[Problem] | None:
+    """A release image definition's own wording for some schema errors (see
+    :data:`lemonpack.contract.loader.Explain`)."""
+    where = jsonpath.join(path)
+    if err.validator == "oneOf" and path == ["extensions"]:
+        return [Problem(file, where, "extensions", f"{_short(err.instance)} is neither \"lock\" nor a non-empty "
+                        "list of unique extension names (^[a-z][a-z0-9_]*$)")]
+    if err.validator == "pattern" and path == ["name"]:
+        return [Problem(file, where, "name", f"{_short(err.instance)} must be lower-case letters, digits, "
+                        "'_' or '-', starting with a letter or digit (it becomes a tag and a directory)")]
+    if err.validator == "pattern" and path[-1:] == ["file"]:
+        return [Problem(file, where, "recipe-file", f"{_short(err.instance)} must be a relative path to a "
+                        ".json file inside the repository, '/'-separated, without '.' or '..' segments")]
+    if err.validator == "pattern" and path == ["base"]:
+        return [Problem(file, "base", "base", f"{_short(err.instance)} is not scratch, oci:DIR[:TAG] (a local OCI "
+                        "image layout) or HOST/REPO@sha256:<hex> (a registry image pinned by digest; a tag can move)")]
+    return None
+
+
 def _schema_problems(doc: Any, file: str) -> list[Problem]:
-    out: list[Problem] = []
-    for err in sorted(_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path]):
-        path = list(err.absolute_path)
-        where = jsonpath.join(path)
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            allowed = set(err.schema.get("properties", {}))
-            out.extend(Problem(file, jsonpath.join(path + [k]), "unknown-field", f"unknown field {_short(k)}")
-                       for k in err.instance if k not in allowed)
-        elif err.validator == "required":
-            missing = err.message.split("'")[1] if "'" in err.message else err.message
-            out.append(Problem(file, jsonpath.join(path + [missing]), "missing-field",
-                               f"required field {missing!r} is missing"))
-        elif err.validator == "enum":
-            allowed = ", ".join(str(v) for v in err.validator_value)
-            out.append(Problem(file, where, "enum", f"{_short(err.instance)} is not one of: {allowed}"))
-        elif err.validator == "oneOf" and path == ["extensions"]:
-            out.append(Problem(file, where, "extensions",
-                               f"{_short(err.instance)} is neither \"lock\" nor a non-empty list of unique "
-                               "extension names (^[a-z][a-z0-9_]*$)"))
-        elif err.validator == "pattern" and path == ["name"]:
-            out.append(Problem(file, where, "name", f"{_short(err.instance)} must be lower-case letters, digits, "
-                               "'_' or '-', starting with a letter or digit (it becomes a tag and a directory)"))
-        elif err.validator == "pattern" and path[-1:] == ["file"]:
-            out.append(Problem(file, where, "recipe-file", f"{_short(err.instance)} must be a relative path to a "
-                               ".json file inside the repository, '/'-separated, without '.' or '..' segments"))
-        else:
-            out.append(Problem(file, where, str(err.validator), one_line(err.message)))
-    return out
+    return schema_problems(doc, file, validator=_validator(), explain=_explain)
 
 
 def _inside(tree: Path, rel: str) -> Path | None:
@@ -139,10 +132,7 @@ def check_definition(doc: Any, file: str, tree: Path) -> list[Problem]:
     """Every problem of the parsed definition ``doc`` read from ``file`` (schema, then the
     rules of the module docstring); ``tree`` is the repository top recipe paths are
     relative to. Returns ``[]`` for a valid definition."""
-    problems = [Problem(file, "base", "base", f"{_short(doc['base'])} is not scratch, oci:DIR[:TAG] (a local OCI "
-                                              "image layout) or HOST/REPO@sha256:<hex> (a registry image pinned by "
-                                              "digest; a tag can move)")
-                if p.path == "base" and p.rule == "pattern" else p for p in _schema_problems(doc, file)]
+    problems = _schema_problems(doc, file)
     if problems or not isinstance(doc, dict):
         return problems
     stem = Path(file).name.removesuffix(".json")

@@ -289,3 +289,30 @@ def test_warm_build_from_the_memo_is_the_same_as_a_fresh_one(world, built):
         assert "<strong>changed</strong>" in page
     finally:
         entry.write_text(text)
+
+
+def test_update_over_http_goes_through_fetch(world, built):
+    """``catalogue update`` from a URL uses the one download path: a redirected index is
+    followed hop by hop, and a body that is not an index (an HTML error page behind a 200)
+    is a one-line error naming the URL, with the cached copy untouched, never a traceback."""
+    import shutil
+
+    out, _ = built
+    env = {"LEMONPACK_CACHE_DIR": str(world.tmp / "upd-http-cache")}
+    served = world.mirror_root / "idx-http"
+    shutil.copytree(out, served)
+    for p in sorted(served.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(served).as_posix()
+            world.server.httpd.redirects[f"/moved/{rel}"] = f"/idx-http/{rel}"
+    r = run(world, "catalogue", "update", "--from", f"{world.mirror}/moved/", "--key", str(world.index_pub), env=env)
+    assert r.returncode == 0, r.stderr
+    cached = world.tmp / "upd-http-cache" / "catalogue" / "catalogue.json"
+    assert cached.read_bytes() == (out / "catalogue.json").read_bytes()
+    page = world.mirror_root / "html"
+    page.mkdir()
+    (page / "catalogue.json").write_text("<html>maintenance</html>")
+    r = run(world, "catalogue", "update", "--from", f"{world.mirror}/html/", "--key", str(world.index_pub), env=env)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"{world.mirror}/html/catalogue.json: not a catalogue index" in r.stderr
+    assert cached.read_bytes() == (out / "catalogue.json").read_bytes()

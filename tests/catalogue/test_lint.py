@@ -63,15 +63,15 @@ def test_every_problem_at_once_with_paths(tmp_path):
     r = cli("catalogue", "lint", "catalogue", "--json", cwd=tmp_path)
     assert r.returncode == 1
     probs = {(Path(p["file"]).name, p["path"], p["rule"]) for p in json.loads(r.stdout)["problems"]}
-    assert ("acme.toml", "homepage", "schema") in probs
+    assert ("acme.toml", "homepage", "schema-pattern") in probs
     assert ("acme.toml", "keys[0].fingerprint", "fingerprint") in probs
     assert ("Bad_Name.toml", "", "publisher-id") in probs
     assert ("one.toml", "name", "file-name") in probs
-    assert ("one.toml", "tags[0]", "schema") in probs
-    assert ("one.toml", "source.commit", "schema") in probs
-    assert ("one.toml", "source.path", "schema") in probs
+    assert ("one.toml", "tags[0]", "schema-pattern") in probs
+    assert ("one.toml", "source.commit", "schema-pattern") in probs
+    assert ("one.toml", "source.path", "schema-pattern") in probs
     assert ("x.toml", "", "unknown-publisher") in probs
-    assert ("x.toml", "source.ref", "schema") in probs  # a tag, not a digest
+    assert ("x.toml", "source.ref", "schema-pattern") in probs  # a tag, not a digest
     assert ("broken.toml", "", "toml") in probs
     # plain output: one line per problem, FILE: PATH: MESSAGE [RULE]
     r = cli("catalogue", "lint", "catalogue", cwd=tmp_path)
@@ -90,5 +90,5 @@ def test_single_files_and_missing(tmp_path):
               '[signature]\nurl = "https://x/ok.sig"\nvalue = "AAAA"\n')
     _, problems = check_entry(e, {"acme": pub})
     rules = {(q.path, q.rule) for q in problems}
-    assert ("", "unknown-field") in rules and ("signature", "schema") in rules
+    assert ("colour", "unknown-field") in rules and ("signature", "schema-oneOf") in rules
     assert [q.rule for q in lint_paths([tmp_path / "nope.toml"])] == ["missing"]

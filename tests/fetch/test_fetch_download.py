@@ -267,3 +267,24 @@ def test_partial_of_a_live_writer_is_never_swept(cache, tmp_path):
         cache.sweep()
         time.sleep(0.05)
     assert not os.path.exists(live)
+
+
+def test_get_bytes_follows_checked_redirects_and_bounds_the_body(server):
+    """Small documents verified by their reader (a catalogue index) are fetched through the
+    same transport policy as artifacts: redirects one checked hop at a time, a redirect's
+    body never taken for the document, a size bound, errors naming the URL."""
+    from lemonpack.errors import FetchError
+    from lemonpack.fetch.download import get_bytes
+
+    url = server.put("doc.json", b'{"entries": []}')
+    server.httpd.redirects["/moved.json"] = "/doc.json"
+    assert get_bytes(f"{server.base}/moved.json", max_bytes=100) == b'{"entries": []}'
+    with pytest.raises(FetchError, match=r"larger than 10 bytes"):
+        get_bytes(url, max_bytes=10)
+    with pytest.raises(FetchError, match=r"GET .*/missing.json failed: HTTP 404"):
+        get_bytes(f"{server.base}/missing.json", max_bytes=100)
+    server.httpd.redirects["/to-file"] = "file:///etc/passwd"
+    with pytest.raises(FetchError, match="refusing"):
+        get_bytes(f"{server.base}/to-file", max_bytes=100)
+    with pytest.raises(FetchError, match="only http and https"):
+        get_bytes("file:///etc/passwd", max_bytes=100)

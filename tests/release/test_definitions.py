@@ -57,13 +57,13 @@ def test_schema_is_draft_2020_12_and_documented():
 
 @pytest.mark.parametrize("change, expected", [
     ({"colour": "red"}, [("colour", "unknown-field")]),
-    ({"architectures": ["amd64", "s390x"]}, [("architectures[1]", "enum")]),
-    ({"architectures": []}, [("architectures", "minItems")]),
+    ({"architectures": ["amd64", "s390x"]}, [("architectures[1]", "schema-enum")]),
+    ({"architectures": []}, [("architectures", "schema-minItems")]),
     ({"features": ["hip"]}, [("features", "linux-feature")]),
-    ({"features": ["linux", "windows"]}, [("features[1]", "enum")]),
+    ({"features": ["linux", "windows"]}, [("features[1]", "schema-enum")]),
     ({"base": "ubuntu:24.04"}, [("base", "base")]),
     ({"base": "127.0.0.1:5000/debian:12"}, [("base", "base")]),
-    ({"base": 7}, [("base", "type")]),
+    ({"base": 7}, [("base", "schema-type")]),
     ({"name": "Img"}, [("name", "name")]),
     ({"name": "other"}, [("name", "name-file")]),
     ({"extensions": "all"}, [("extensions", "extensions")]),
