@@ -13,6 +13,12 @@ text), else it is local (:func:`lemonpack.runtime.models.checkpoint_kind`). A lo
 stored absolute (relative to the current directory) and must exist unless ``--force``.
 Problems with the arguments name the argument (``NAME``, ``--checkpoint`` ...), not the
 registry file.
+
+``--endpoint URL`` (repeatable) registers a model served by engines lemonpack does not spawn
+(``lemonpack serve`` is then their gateway); ``--checkpoint`` is then optional. Each URL
+must be ``http(s)://HOST:PORT`` without credentials, path or query
+(:func:`lemonpack.runtime.models.endpoint_problem`); a bad one is an error naming the model
+and ``--endpoint`` (exit 1, nothing written).
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ def _argument_of(problem: Problem) -> str:
         return "--checkpoint"
     if ".recipe_options" in problem.path:
         return "--option"
+    if ".endpoint" in problem.path:
+        return "--endpoint"
     if problem.path.endswith(".recipe"):
         return "--recipe"
     return "NAME"
@@ -85,7 +93,7 @@ def _pairs(texts: list[str], parse, what: str, hint: str) -> dict:
 def models_add(
     name: str = typer.Argument(..., help="Model name, 'user.' followed by letters, digits, '.', '_' or '-'."),
     recipe: str = typer.Option(..., "--recipe", "-r", help="Recipe id the model runs with."),
-    checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", metavar="NAME=PATH",
+    checkpoint: list[str] = typer.Option([], "--checkpoint", "-c", metavar="NAME=PATH",
                                          help="A checkpoint NAME=PATH: main=PATH is required; also mmproj=..., "
                                               "draft=... PATH is a local file (stored as an absolute path; it must "
                                               "exist unless --force) or an ORG/REPO:FILE hub reference (kept as "
@@ -93,6 +101,9 @@ def models_add(
     option: list[str] = typer.Option([], "--option", "-o", metavar="KEY=VALUE",
                                      help="A recipe option; VALUE is a JSON scalar when it parses as one "
                                           "(4096, true, null, \"0\"), else text."),
+    endpoint: list[str] = typer.Option([], "--endpoint", "-e", metavar="URL",
+                                       help="An engine lemonpack does not spawn, http(s)://HOST:PORT (repeat for "
+                                            "several: requests are balanced); --checkpoint is then optional."),
     backend: str | None = typer.Option(None, "--backend", help="Hard backend override for `lemonpack select` "
                                        "(a recipe id or llama.cpp); LEMONPACK_BACKEND wins over it."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
@@ -104,8 +115,19 @@ def models_add(
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
-    problems = entry_problems(name, {"recipe": recipe, "checkpoints": checkpoints, "recipe_options": options}, "")
+    if not checkpoint and not endpoint:
+        raise typer.BadParameter("give --checkpoint main=PATH, or --endpoint URL for an engine lemonpack does not "
+                                 "spawn", param_hint="'--checkpoint' / '-c'")
+    value: dict = {"recipe": recipe, "recipe_options": options}
+    if checkpoint or not endpoint:
+        value["checkpoints"] = checkpoints
+    if endpoint:
+        value["endpoints"] = list(endpoint)
+    problems = entry_problems(name, value, "")
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
+        bad = [p for p in problems if ".endpoint" in p.path]
+        if bad:  # one line: the model, the field, the URL and why
+            raise LemonpackError(f"model {name!r}: --endpoint: " + "; ".join(p.message for p in bad))
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
     for key, value in list(checkpoints.items()):
         if checkpoint_kind(value) == "hub":
@@ -118,7 +140,7 @@ def models_add(
                 raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
     _check_recipe(recipe, force)
-    entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend)
+    entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend, endpoints=endpoint)
     if json_out:
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})
     else:
@@ -141,7 +163,8 @@ def models_list(json_out: bool = JSON_OPTION) -> int:
     for col in ("name", "recipe", "checkpoints", "options"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        table.add_row(Text(e.name), Text(e.recipe), Text("\n".join(f"{k}={v}" for k, v in e.checkpoints.items())),
+        where = [f"{k}={v}" for k, v in e.checkpoints.items()] + [f"endpoint={u}" for u in e.endpoints]
+        table.add_row(Text(e.name), Text(e.recipe), Text("\n".join(where)),
                       Text("\n".join(f"{k}={json.dumps(v)}" for k, v in e.recipe_options.items())))
     console.print(table)
     return 0

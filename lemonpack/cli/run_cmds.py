@@ -59,13 +59,22 @@ def _model(ref: str):
     if looks_like_path(ref):
         registry = ModelRegistry()
         if "/" not in ref and ref in registry.load():  # e.g. a model registered as user.x.gguf
-            entry = registry.get(ref)
+            entry = _local(registry.get(ref))
             return ModelSpec.from_entry(entry), entry.recipe
         if path.exists():
             raise LemonpackError(f"model path is not a file: {ref}")
         raise LemonpackError(f"model file not found: {ref}")
-    entry = ModelRegistry().get(ref)
+    entry = _local(ModelRegistry().get(ref))
     return ModelSpec.from_entry(entry), entry.recipe
+
+
+def _local(entry):
+    """``entry``, unless it is an endpoint model (served by engines lemonpack does not spawn:
+    ``lemonpack serve`` is its gateway, ``run`` has nothing to start)."""
+    if entry.endpoints:
+        raise LemonpackError(f"model {entry.name!r} is served by its endpoints ({', '.join(entry.endpoints)}); "
+                             "lemonpack run does not start it (lemonpack serve is its gateway)")
+    return entry
 
 
 def _check_device(rec, host, device: str | None) -> None:

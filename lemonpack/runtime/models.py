@@ -23,6 +23,12 @@ entry, as a :class:`~lemonpack.errors.ManifestError`):
   file path, or a hub reference ``org/repo:file`` kept as text (nothing is downloaded);
 - ``recipe_options`` keys match ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` and values are JSON
   scalars (string, finite number, boolean, null);
+- ``endpoints`` (optional): a non-empty list of engine URLs (``"endpoint"``: one URL, the
+  same as a list of one) for a model served by engines lemonpack does not spawn (a
+  Kubernetes Service ...; ``lemonpack serve`` is then its gateway). Each is
+  ``http://HOST:PORT`` or ``https://HOST:PORT`` (:func:`endpoint_problem`: an explicit
+  port, no user or password, no query or fragment, no path but ``/``), given at most
+  once. ``checkpoints`` may then be left out (the engine has its model already);
 - ``backend`` (optional) is the model's hard backend override for the selector
   (:mod:`lemonpack.runtime.selector`; ``LEMONPACK_BACKEND`` wins over it): a recipe id or a
   name of the built-in default (``llama.cpp``), matching ``[A-Za-z0-9][A-Za-z0-9._-]*``.
@@ -74,7 +80,7 @@ CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 RECIPE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options", "backend")
+ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options", "backend", "endpoint", "endpoints")
 
 Scalar = str | int | float | bool | None
 
@@ -94,15 +100,20 @@ class ModelEntry:
     checkpoints: Mapping[str, str]
     recipe_options: Mapping[str, Scalar]
     backend: str | None = None
+    endpoints: tuple[str, ...] = ()
 
     @property
     def main(self) -> str:
-        """The ``main`` checkpoint."""
-        return self.checkpoints["main"]
+        """The ``main`` checkpoint (``""`` for an endpoint model registered without one)."""
+        return self.checkpoints.get("main", "")
 
     def to_json(self) -> dict[str, Any]:
         """The entry's value as stored in ``user_models.json`` (without the name)."""
-        out: dict[str, Any] = {"recipe": self.recipe, "checkpoints": dict(self.checkpoints)}
+        out: dict[str, Any] = {"recipe": self.recipe}
+        if self.checkpoints or not self.endpoints:
+            out["checkpoints"] = dict(self.checkpoints)
+        if self.endpoints:
+            out["endpoints"] = list(self.endpoints)
         if self.recipe_options:
             out["recipe_options"] = dict(self.recipe_options)
         if self.backend is not None:
@@ -127,6 +138,59 @@ def _text_problem(value: Any) -> str | None:
     if any(c in value for c in "\x00\r\n"):
         return "must not contain NUL or line breaks"
     return None
+
+
+def endpoint_problem(url: Any) -> str | None:
+    """Why ``url`` is not a valid engine endpoint (None: valid): it must be a string
+    ``http://HOST:PORT`` or ``https://HOST:PORT`` (RFC 3986 authority, parsed by
+    :func:`urllib.parse.urlsplit`) with a host and an explicit port 1-65535, no user or
+    password (credentials do not belong in a registry file), no query, fragment or path
+    other than ``/``, no whitespace or control characters."""
+    import urllib.parse
+
+    if not isinstance(url, str) or not url:
+        return "must be a non-empty URL string"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "must not contain whitespace or control characters"
+    try:
+        u = urllib.parse.urlsplit(url)
+        port = u.port
+    except ValueError as e:
+        return f"is not a valid URL ({e})"
+    if u.scheme not in ("http", "https"):
+        return f"must use http or https, not {u.scheme or 'no scheme'!r}"
+    if "@" in u.netloc:
+        return "must not carry a user or password (credentials do not belong in the model registry)"
+    if not u.hostname:
+        return "has no host"
+    if port is None:
+        return "must give the port explicitly (http://HOST:PORT)"
+    if port == 0:
+        return "port must be 1-65535"
+    if u.path not in ("", "/") or u.query or u.fragment or url.endswith("?") or url.endswith("#"):
+        return "must be scheme://HOST:PORT only (no path, query or fragment: routes come from the recipe)"
+    return None
+
+
+def normalize_endpoint(url: str) -> str:
+    """A valid endpoint without its trailing ``/`` and with a lower-case scheme and host."""
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{u.scheme.lower()}://{host.lower()}:{u.port}"
+
+
+def entry_endpoints(value: Mapping[str, Any]) -> list:
+    """The endpoint URLs of a raw entry (``endpoint`` and ``endpoints`` together), unchecked."""
+    out: list = []
+    if "endpoint" in value:
+        out.append(value["endpoint"])
+    eps = value.get("endpoints")
+    if isinstance(eps, list):
+        out.extend(eps)
+    return out
 
 
 def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
@@ -155,13 +219,30 @@ def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
         add(["recipe"], "missing-field", "required field 'recipe' is missing")
     elif not isinstance(recipe, str) or not RECIPE_ID_RE.match(recipe):
         add(["recipe"], "recipe-id", f"recipe {recipe!r} must be a recipe id matching ^[a-z0-9][a-z0-9_-]{{1,63}}$")
+    if "endpoints" in value and (not isinstance(value["endpoints"], list) or not value["endpoints"]):
+        add(["endpoints"], "schema-type", "'endpoints' must be a non-empty list of http(s)://HOST:PORT URLs")
+    seen: set[str] = set()
+    for i, url in enumerate(entry_endpoints(value)):
+        rel = ["endpoint"] if ("endpoint" in value and i == 0) else \
+            ["endpoints", i - (1 if "endpoint" in value else 0)]
+        why = endpoint_problem(url)
+        if why:
+            shown_url = re.sub(r"//[^/@]*@", "//***@", str(url)[:200])  # never echo a password
+            add(rel, "endpoint-url", f"endpoint {shown_url!r} {why}")
+        elif normalize_endpoint(url) in seen:
+            add(rel, "endpoint-url", f"endpoint {url!r} is given twice")
+        else:
+            seen.add(normalize_endpoint(url))
+    remote = bool(entry_endpoints(value))
     checkpoints = value.get("checkpoints")
-    if checkpoints is None:
+    if checkpoints is None and remote:
+        pass  # an endpoint model needs no checkpoint
+    elif checkpoints is None:
         add(["checkpoints"], "missing-field", "required field 'checkpoints' is missing")
     elif not isinstance(checkpoints, dict):
         add(["checkpoints"], "schema-type", "'checkpoints' must be an object of name -> path or hub reference")
     else:
-        if "main" not in checkpoints:
+        if "main" not in checkpoints and not remote:
             add(["checkpoints", "main"], "missing-field", "the 'main' checkpoint is required")
         for ck, cv in checkpoints.items():
             if not CHECKPOINT_NAME_RE.match(ck):
@@ -190,9 +271,10 @@ def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
 
 def _build(name: str, value: dict) -> ModelEntry:
     return ModelEntry(name=name, recipe=value["recipe"],
-                      checkpoints=MappingProxyType(dict(value["checkpoints"])),
+                      checkpoints=MappingProxyType(dict(value.get("checkpoints") or {})),
                       recipe_options=MappingProxyType(dict(value.get("recipe_options") or {})),
-                      backend=value.get("backend"))
+                      backend=value.get("backend"),
+                      endpoints=tuple(normalize_endpoint(u) for u in entry_endpoints(value)))
 
 
 def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
@@ -272,13 +354,18 @@ class ModelRegistry:
 
     def add(self, name: str, recipe: str, checkpoints: Mapping[str, str],
             recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False,
-            backend: str | None = None) -> ModelEntry:
-        """Register ``name`` and return its entry (``backend``: the selector override, optional).
+            backend: str | None = None, endpoints: list[str] | tuple[str, ...] = ()) -> ModelEntry:
+        """Register ``name`` and return its entry (``backend``: the selector override,
+        ``endpoints``: engine URLs lemonpack does not spawn; both optional).
 
         Validates everything first (a :class:`ManifestError` leaves the file untouched);
         an existing ``name`` is an error unless ``replace`` is true.
         """
-        value: dict[str, Any] = {"recipe": recipe, "checkpoints": dict(checkpoints)}
+        value: dict[str, Any] = {"recipe": recipe}
+        if checkpoints or not endpoints:
+            value["checkpoints"] = dict(checkpoints)
+        if endpoints:
+            value["endpoints"] = list(endpoints)
         if recipe_options:
             value["recipe_options"] = dict(recipe_options)
         if backend is not None:
@@ -391,6 +478,7 @@ def looks_like_path(text: str) -> bool:
 
 __all__ = [
     "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
-    "normalize_checkpoint", "MODEL_NAME_RE", "ModelEntry", "ModelRegistry", "default_path", "entry_problems",
+    "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry",
+    "ModelRegistry", "default_path", "entry_endpoints", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry",
 ]

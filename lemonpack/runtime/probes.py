@@ -11,9 +11,11 @@ the load at once with its exit code and last log lines (:class:`RuntimeFailure`)
 of waiting out the timeout. A passing http/tcp probe only counts while the child is
 still alive and, when the caller gives an ``owns_port`` check, while the listening socket
 belongs to the child (another process answering on the same port is not the engine; see
-:meth:`lemonpack.runtime.engines.Engines.wait_ready`). Probes talk to loopback only and ignore proxy variables
-(``trust_env=False``). They speak plain http, so the client is made with ``verify=False``:
-loading the CA bundle would cost ~100 ms on every start for nothing.
+:meth:`lemonpack.runtime.engines.Engines.wait_ready`). Probes ignore proxy variables
+(``trust_env=False``). Local engines speak plain http on loopback, so their client is made with
+``verify=False``: loading the CA bundle would cost ~100 ms on every start for nothing. An
+endpoint model's engine (``serve`` as a gateway) may be ``https``: :func:`check_once` takes the
+``scheme`` and the caller's client verifies certificates.
 """
 
 from __future__ import annotations
@@ -48,21 +50,23 @@ def probe_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-def _url(host: str, port: int, endpoint: str) -> str:
+def _url(host: str, port: int, endpoint: str, scheme: str = "http") -> str:
     h = probe_host(host)
     h = f"[{h}]" if ":" in h else h
-    return f"http://{h}:{port}{endpoint if endpoint.startswith('/') else '/' + endpoint}"
+    return f"{scheme}://{h}:{port}{endpoint if endpoint.startswith('/') else '/' + endpoint}"
 
 
 def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | None = None,
-               timeout: float = 2.0) -> tuple[bool, str]:
+               timeout: float = 2.0, scheme: str = "http") -> tuple[bool, str]:
     """One probe attempt: ``(passed, what was seen)``; ``what`` is e.g. ``"HTTP 503"``,
-    ``"connection refused"``. Never raises for network errors. ``process`` always passes."""
+    ``"connection refused"``. Never raises for network errors. ``process`` always passes.
+    ``scheme``: ``https`` for a remote endpoint served over TLS (then ``client`` should
+    verify certificates: the one made here does only for https)."""
     if probe.type == "http":
         own = client is None
-        c = client or httpx.Client(trust_env=False, verify=False)
+        c = client or httpx.Client(trust_env=False, verify=scheme == "https")
         try:
-            r = c.get(_url(host, port, probe.endpoint), timeout=timeout)
+            r = c.get(_url(host, port, probe.endpoint, scheme), timeout=timeout)
             return r.status_code == probe.expected_status, f"HTTP {r.status_code}"
         except httpx.HTTPError as e:
             return False, _describe(e)
@@ -82,6 +86,9 @@ def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | 
 
 def _describe(e: Exception) -> str:
     if isinstance(e, httpx.ConnectError):
+        text = str(e)
+        if "CERTIFICATE" in text.upper() or "SSL" in text.upper():  # an https endpoint's TLS failed
+            return "TLS: " + text[:200]
         return "connection refused"
     if isinstance(e, httpx.TimeoutException):
         return "timed out"

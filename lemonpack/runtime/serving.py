@@ -44,6 +44,14 @@ Decisions
     ``downsize`` once per idle period. A model starting, stopping or busy is never touched.
   - A start failure answers every request waiting for it (500 ``model_load_error``); an
     engine exit or stop lets waiting requests start it again.
+  - **Remote models** (``info.remote``: served by endpoints lemonpack does not spawn,
+    :mod:`lemonpack.runtime.gateway`): admission, slot policies, TTL, soft-idle and reload
+    never apply and nothing is ever stopped. ``start`` asks the driver for the endpoints'
+    verdict: ``EngineReady`` (one endpoint up) grants, ``EngineFailed`` (all down) answers
+    the waiting requests 503 ``model_unavailable`` with the reason (a ``load`` keeps waiting
+    for a passing probe, up to ``load_timeout``), and ``EngineExited`` (all went down) makes
+    the model *down*: a request then gets 503 at once, until ``EngineReady`` (a probe passed
+    again) makes it ready, asked or not. ``Unload`` forgets the verdict, stops nothing.
 """
 
 from __future__ import annotations
@@ -77,11 +85,12 @@ class ModelInfo:
     slot_policy: str = "standard"
     kind: str = "chat"
     options: tuple[tuple[str, Any], ...] = ()
+    remote: bool = False
 
     @property
     def metered(self) -> int:
-        """Bytes counted against the budget."""
-        return 0 if self.slot_policy == "unmetered" else self.memory
+        """Bytes counted against the budget (a remote model holds none here)."""
+        return 0 if self.slot_policy == "unmetered" or self.remote else self.memory
 
 
 # ---------------------------------------------------------------- events
@@ -158,6 +167,8 @@ class _Model:
     since: float = 0.0  # ready, or the end of its last request
     draining: str | None = None
     downsized: bool = False
+    remote: bool = False
+    down: str | None = None  # a remote model's reason while every endpoint is down
 
 
 @dataclass
@@ -221,13 +232,14 @@ class ServingPolicy:
 
     def memory(self) -> dict[str, int]:
         """Estimated bytes of each model whose engine is not stopped."""
-        return {n: m.info.memory for n, m in self._models.items() if m.phase is not Phase.STOPPED and m.info}
+        return {n: m.info.memory for n, m in self._models.items()
+                if m.phase is not Phase.STOPPED and m.info and not m.remote}
 
     @property
     def idle(self) -> bool:
         """Nothing waits, nothing is busy, every engine is stopped."""
         return not self._waiting and not self._granted and all(
-            m.phase is Phase.STOPPED for m in self._models.values())
+            m.phase is Phase.STOPPED or m.remote for m in self._models.values())
 
     # -- the one entry point
 
@@ -243,18 +255,28 @@ class ServingPolicy:
                 self._tick(now)
             case EngineReady():
                 m = self._model(ev.model)
-                if m.phase is Phase.STARTING:
+                if m.remote:
+                    if m.phase in (Phase.STOPPED, Phase.STARTING) and not self._closing:
+                        m.phase, m.engine, m.since, m.down = Phase.READY, ev.engine, now, None
+                        m.info = m.info or m.want or ModelInfo(remote=True)
+                elif m.phase is Phase.STARTING:
                     m.phase, m.engine, m.since, m.downsized = Phase.READY, ev.engine, now, False
                     if m.draining and not m.busy and not self._wants(ev.model):
                         self._stop(ev.model, m)
             case EngineFailed():
                 m = self._model(ev.model)
-                if m.phase is Phase.STARTING:
+                if m.remote:
+                    if m.phase is Phase.STARTING:
+                        self._remote_down(ev.model, m, ev.error)
+                elif m.phase is Phase.STARTING:
                     m.phase, m.engine = Phase.STOPPING, None
                     self._reject_model(ev.model, 500, "model_load_error", ev.error)
             case EngineExited():
                 m = self._model(ev.model)
-                if m.phase is Phase.READY:
+                if m.remote:
+                    if m.phase is Phase.READY:
+                        self._remote_down(ev.model, m, ev.reason or "every endpoint is down")
+                elif m.phase is Phase.READY:
                     m.phase, m.engine = Phase.STOPPING, None
             case EngineStopped():
                 m = self._model(ev.model)
@@ -263,14 +285,18 @@ class ServingPolicy:
             case Unload():
                 m = self._model(ev.model)
                 self._reject_model(ev.model, 503, "model_unloaded", f"{ev.model}: unloaded")
-                if m.phase in (Phase.STARTING, Phase.READY):
+                if m.remote:  # nothing of ours runs: forget the verdict (and that it was remote)
+                    m.phase, m.engine, m.info, m.down, m.remote = Phase.STOPPED, None, None, None, False
+                elif m.phase in (Phase.STARTING, Phase.READY):
                     self._stop(ev.model, m)
             case Shutdown():
                 self._closing = True
                 for req in list(self._waiting):
                     self._reject(req, 503, "server_shutting_down", "the server is shutting down")
                 for name, m in self._models.items():
-                    if m.phase in (Phase.STARTING, Phase.READY):
+                    if m.remote:
+                        m.phase, m.engine = Phase.STOPPED, None
+                    elif m.phase in (Phase.STARTING, Phase.READY):
                         self._stop(name, m)
             case _:
                 raise TypeError(f"not a serving event: {ev!r}")
@@ -286,6 +312,11 @@ class ServingPolicy:
             self._fx.reject(ev.req, 503, "server_shutting_down", "the server is shutting down")
             return
         m = self._model(ev.model)
+        if ev.info.remote or m.phase is Phase.STOPPED:  # a model re-registered local or remote
+            m.remote = ev.info.remote
+        if m.remote and m.down is not None and not ev.load:
+            self._fx.reject(ev.req, 503, "model_unavailable", f"model {ev.model!r} is down: {m.down}")
+            return
         n = self.in_flight().get(ev.model, 0)
         if not ev.load and n >= self.max_in_flight:
             self._fx.reject(ev.req, 429, "rate_limit_error", f"model {ev.model!r} has {n} requests in flight "
@@ -293,7 +324,7 @@ class ServingPolicy:
             return
         if ev.load:
             running = m.info if m.phase in (Phase.STARTING, Phase.READY) else None
-            if running is not None and running.options != ev.info.options:
+            if running is not None and running.options != ev.info.options and not m.remote:
                 m.draining = "reload"  # new options: restart after the requests in flight
             m.want = ev.info
         elif m.want is None:
@@ -321,7 +352,7 @@ class ServingPolicy:
                     self._reject(req, 503, "model_load_timeout",
                                  f"model {p.model!r} was not ready within {self.load_timeout:g}s (it is {phase})")
         for name, m in self._models.items():
-            if m.phase is not Phase.READY or m.busy or m.draining or self._wants(name):
+            if m.phase is not Phase.READY or m.busy or m.draining or m.remote or self._wants(name):
                 continue
             idle = now - m.since
             if self.ttl is not None and idle >= self.ttl:
@@ -354,13 +385,18 @@ class ServingPolicy:
 
     def _admit(self, name: str, m: _Model, seq: int) -> None:
         info = m.want or ModelInfo()
+        if m.remote:  # nothing to admit: ask the driver for the endpoints' verdict
+            m.phase, m.info, m.engine, m.draining = Phase.STARTING, info, None, None
+            self._fx.start(name, info)
+            return
         need = info.metered
         if self.budget is not None and need > self.budget:
             self._reject_model(name, 503, "insufficient_memory",
                                f"model {name!r} needs {size(need)}, more than the whole memory budget "
                                f"of {size(self.budget)}")
             return
-        others = [(n, o) for n, o in self._models.items() if o is not m and o.phase is not Phase.STOPPED]
+        others = [(n, o) for n, o in self._models.items()
+                  if o is not m and o.phase is not Phase.STOPPED and not o.remote]
         conflicts = [(n, o) for n, o in others if o.info is not None and _conflict(info, o.info)]
         if conflicts:
             if any(p.model == n and p.seq < seq for n, _ in conflicts for p in self._waiting.values()):
@@ -392,6 +428,17 @@ class ServingPolicy:
             o.draining = "evict"
             releasing += o.info.metered
             self._stop(n, o)
+
+    def _remote_down(self, name: str, m: _Model, reason: str) -> None:
+        """Every endpoint of remote ``name`` is down: answer who waits (a ``load`` keeps
+        waiting for a passing probe), then the model is down until ``EngineReady``."""
+        m.down = reason
+        for req, p in list(self._waiting.items()):
+            if p.model == name and not p.load:
+                self._reject(req, 503, "model_unavailable", f"model {name!r} is down: {reason}")
+        if m.phase is Phase.STARTING and self._wants(name):
+            return  # a load waits for a passing probe (or its timeout)
+        m.phase, m.engine, m.info = Phase.STOPPED, None, None
 
     def _stop(self, name: str, m: _Model) -> None:
         m.phase = Phase.STOPPING

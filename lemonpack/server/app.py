@@ -29,6 +29,18 @@ through the :class:`~lemonpack.runtime.runner.Runner`, POST a ``downsize_endpoin
 sweep posts ``Tick`` every :attr:`ServerConfig.idle_check` seconds and unloads a model whose
 registration, recipe or model file went away (the discovery watcher). ``GET /metrics``:
 :mod:`lemonpack.server.metrics`.
+
+Gateway: a registered model with ``endpoints`` is served by engines lemonpack does not spawn.
+Their health and the choice of endpoint per request are the runtime's pure
+:class:`~lemonpack.runtime.gateway.EndpointPool`; here a probe task runs the recipe's
+``health_probe`` against each endpoint when the pool says it is due and reports the model up
+(``EngineReady``) or down (``EngineFailed``/``EngineExited``) to the policy. A request is
+granted like any other (same in-flight limits and metrics), then relayed to the endpoint the
+pool picks through the same :class:`~lemonpack.server.upstream.Upstream` relay (one pool of
+connections per endpoint URL). A connection that cannot be made takes the endpoint out and
+the request goes once to another live endpoint (nothing reached the first engine); an answer
+that started is never retried. ``POST /v1/load`` waits for a passing probe,
+``POST /v1/unload`` stops nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +52,8 @@ import os
 import urllib.parse
 import logging
 import re
+import ssl
+import threading
 import time
 from collections.abc import Mapping
 from collections import deque
@@ -52,7 +66,9 @@ from multidict import CIMultiDict
 from lemonpack.hosts import is_loopback
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
+from lemonpack.runtime.gateway import DOWN, UP, EndpointPool
 from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.probes import check_once
 from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
 from lemonpack.runtime.serving import (
@@ -66,7 +82,7 @@ from lemonpack.server.body import (
 )
 from lemonpack.server.catalog import Catalog, ModelNotFound
 from lemonpack.server.metrics import Metrics
-from lemonpack.server.upstream import Upstream, UpstreamError
+from lemonpack.server.upstream import ConnectFailed, Upstream, UpstreamError
 
 access_log = logging.getLogger("lemonpack.server.access")
 log = logging.getLogger("lemonpack.server")
@@ -148,8 +164,17 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task | None = None
         self._estimates: dict[tuple, int] = {}
+        #: Endpoint models (served by engines lemonpack does not spawn): health and choice.
+        self.gateway = EndpointPool(time.monotonic)
+        self._remote_pools: dict[str, Upstream] = {}
+        self._remote_engines: dict[str, RemoteEngine] = {}
+        self._probe_task: asyncio.Task | None = None
+        self._probe_client = None
+        self._ssl_ctx: ssl.SSLContext | None = None
+        self._probe_lock = threading.Lock()
         self.metrics = Metrics(lambda: ({**dict.fromkeys(self.known, 0), **self.policy.in_flight()},
-                                       self.policy.memory(), self.policy.budget))
+                                       self.policy.memory(), self.policy.budget),
+                               endpoints=self._endpoint_rows)
         self.runner.add_observer(self._engine_event)
 
     @property
@@ -169,7 +194,8 @@ class Server:
         try:
             while self._events:
                 ev = self._events.popleft()
-                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY:
+                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
+                        and not self.gateway.has(ev.model):  # an endpoint model counts endpoints_down
                     self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
                 try:
                     self.policy.handle(ev)
@@ -228,6 +254,16 @@ class Server:
 
     def start(self, model: str, info: ModelInfo) -> None:
         self.known.add(model)
+        if info.remote:  # nothing to start: the endpoints' verdict, now or after their first probe
+            self._sync_remote()
+            state = self.gateway.state(model)
+            if state == UP:
+                self.post(EngineReady(model, self._remote_engine(model)))
+            elif state == DOWN:
+                self.post(EngineFailed(model, self.gateway.reason(model)))
+            elif not self.gateway.has(model):
+                self.post(EngineFailed(model, "it has no endpoint any more"))
+            return
         self.metrics.starts.labels(clip(model, 200)).inc()
         self.catalog.load_options[model] = dict(info.options)
         fut = self.runner.request(model)
@@ -257,10 +293,13 @@ class Server:
         self.post(Finish(req))
 
     async def _info(self, served) -> ModelInfo:
-        """What admission needs of ``served`` (memory estimated before start)."""
+        """What admission needs of ``served`` (memory estimated before start; an endpoint
+        model is ``remote`` and holds nothing here)."""
         rec = served.recipe
         modes = sorted({CAPABILITIES[c].mode for c in rec.capabilities if c in CAPABILITIES
                         and CAPABILITIES[c].mode}) if rec is not None else []
+        if served.remote:
+            return ModelInfo(kind=modes[0] if modes else "chat", remote=True)
         opts = self.catalog.load_options.get(served.name, {})
         return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
                          kind=modes[0] if modes else "chat", options=options_key(opts))
@@ -315,10 +354,18 @@ class Server:
     async def _startup(self, _app) -> None:
         self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.ensure_future(self._sweep_loop())
+        self._probe_task = asyncio.ensure_future(self._probe_loop())
 
     async def _cleanup(self, _app) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+        for pool in self._remote_pools.values():
+            pool.close()
+        self._remote_pools.clear()
+        if self._probe_client is not None:
+            self._probe_client.close()
         self.post(Shutdown())
         for _eng, s in list(self._sessions.values()):
             await s.close()
@@ -339,7 +386,17 @@ class Server:
 
     def _upstream(self, eng) -> Upstream:
         """The connection pool of engine ``eng``: one per engine, kept for its life (one
-        model's traffic never touches another's connections)."""
+        model's traffic never touches another's connections); one per endpoint URL for an
+        endpoint model (dropped when the endpoint goes down)."""
+        if isinstance(eng, _Target):
+            pool = self._remote_pools.get(eng.url)
+            if pool is None:
+                u = urllib.parse.urlsplit(eng.url)
+                ctx = None
+                if u.scheme == "https":  # one context (the trust store is read once), shared
+                    ctx = self._ssl_ctx = self._ssl_ctx or ssl.create_default_context()
+                pool = self._remote_pools[eng.url] = Upstream(u.hostname or "", u.port or 80, ssl=ctx)
+            return pool
         got = self._pools.get(id(eng))
         if got is not None and got[0] is eng:
             return got[1]
@@ -454,6 +511,11 @@ class Server:
             req, eng = await self._acquire(served.name, await self._info(served))
         except Rejected as e:
             return e.response()
+        if isinstance(eng, RemoteEngine):
+            try:
+                return await self._forward_remote(request, served, route, body, info, t0)
+            finally:
+                self._release(req)
         try:
             if eng.poll() is not None:  # exited, and the policy has not heard yet
                 raise _EngineGone()
@@ -466,6 +528,134 @@ class Server:
             self._release(req)
         await self._engine_left(served.name, eng)
         return await self._forward(request, served, route, body, info, t0)
+
+    async def _forward_remote(self, request, served, route: str, body: Body, info: dict, t0: float):
+        """Relay to the endpoint the :class:`EndpointPool` picks; a connection that cannot be
+        made takes that endpoint out and the request goes once to another live endpoint
+        (nothing reached the first); an answer that started is never retried."""
+        tried: list[str] = []
+        while True:
+            url = self.gateway.pick(served.name, exclude=tried)
+            if url is None:
+                return error(503, "model_unavailable",
+                             f"model {shown(served.name)} is down: {self.gateway.reason(served.name)}",
+                             headers={"Retry-After": "1"})
+            info["endpoint"] = url
+            try:
+                return await self._relay(request, served, _Target(url), route, body, info, t0)
+            except _EndpointFailed as e:
+                self._endpoint_failed(served.name, url, e.why)
+                tried.append(url)
+                if not (body.replayable and self.gateway.retry(served.name, tried, e.unsent)):
+                    if e.unsent and self.gateway.state(served.name) == DOWN:  # it was the last one
+                        return error(503, "model_unavailable", f"model {shown(served.name)} is down: "
+                                     f"{self.gateway.reason(served.name)}", headers={"Retry-After": "1"})
+                    return error(502, "upstream_error", f"{served.name}: endpoint {url} did not answer: {e.why}")
+            finally:
+                self.gateway.done(served.name, url)
+
+    def _endpoint_failed(self, model: str, url: str, why: str) -> None:
+        """A request could not reach ``url``: out until its probe passes."""
+        pool = self._remote_pools.pop(url, None)
+        if pool is not None:
+            pool.close()
+        log.warning("%s: endpoint %s taken out: %s", model, url, why, extra={"fields": {"model": model}})
+        change = self.gateway.connect_failed(model, url, why)
+        if change is not None:
+            self._remote_changed(model, change)
+
+    # -- endpoint models (the gateway)
+
+    def _remote_engine(self, model: str) -> "RemoteEngine":
+        eng = self._remote_engines.get(model)
+        if eng is None:
+            eng = self._remote_engines[model] = RemoteEngine(model, self.gateway)
+        return eng
+
+    def _remote_changed(self, model: str, state: str) -> None:
+        """The pool says ``model`` went up or down: tell the policy (and the metrics)."""
+        if state == UP:
+            log.info("%s: endpoint model up", model, extra={"fields": {"model": model}})
+            self.post(EngineReady(model, self._remote_engine(model)))
+        elif state == DOWN:
+            reason = self.gateway.reason(model)
+            log.warning("%s: every endpoint is down: %s", model, reason, extra={"fields": {"model": model}})
+            self.metrics.failures.labels(clip(model, 200), "endpoints_down").inc()
+            if self.policy.phase(model) is Phase.READY:
+                self.post(EngineExited(model, reason))
+            else:
+                self.post(EngineFailed(model, reason))
+
+    def _sync_remote(self) -> None:
+        """Declare every registered endpoint model to the pool (its endpoints and its
+        recipe's probe interval); forget those no longer registered with endpoints."""
+        seen = set()
+        for m in self.catalog.models():
+            if not m.remote:
+                continue
+            seen.add(m.name)
+            probe = m.recipe.health_probe if m.recipe is not None else None
+            interval = probe.poll_interval_ms / 1000 if probe is not None else 1.0
+            self.gateway.set_model(m.name, m.endpoints, interval)
+        for name in self.gateway.models():
+            if name not in seen:
+                self.gateway.drop_model(name)
+                self._remote_engines.pop(name, None)
+                self.post(Unload(name))
+
+    async def _probe_loop(self) -> None:
+        """Run every probe the pool says is due (off the event loop) and apply the results."""
+        loop = asyncio.get_running_loop()
+        synced = 0.0
+        while True:
+            try:
+                if time.monotonic() - synced >= self.config.idle_check:
+                    synced = time.monotonic()
+                    self._sync_remote()
+                for model, url in self.gateway.due():
+                    asyncio.ensure_future(self._probe(loop, model, url))
+            except Exception:  # noqa: BLE001 (a failure must not end endpoint probing)
+                log.exception("endpoint probing failed")
+            await asyncio.sleep(0.02)
+
+    async def _probe(self, loop, model: str, url: str) -> None:
+        served = next((m for m in self.catalog.models() if m.name == model), None)
+        probe = served.recipe.health_probe if served is not None and served.recipe is not None else None
+        u = urllib.parse.urlsplit(url)
+        if probe is None:
+            ok, what = False, "its recipe is not discovered"
+        else:
+            if probe.type == "process":  # nothing of ours to watch: a connection is the best sign
+                probe = replace(probe, type="tcp")
+            try:
+                ok, what = await loop.run_in_executor(None, lambda: check_once(
+                    probe, u.hostname or "", u.port or 80, self._probe_http(),
+                    timeout=min(2.0, max(0.5, float(probe.timeout_seconds))), scheme=u.scheme))
+            except Exception as e:  # noqa: BLE001 (a probe that breaks counts as failed)
+                ok, what = False, f"probe failed: {type(e).__name__}"
+        if ok is False:
+            pool = self._remote_pools.pop(url, None)
+            if pool is not None:
+                pool.close()
+        change = self.gateway.observe(model, url, ok, what)
+        if change is not None:
+            self._remote_changed(model, change)
+
+    def _probe_http(self):
+        """The probes' shared httpx client (made on first use, off the event loop: loading
+        the CA bundle takes ~100 ms; it verifies certificates of https endpoints)."""
+        with self._probe_lock:
+            if self._probe_client is None:
+                import httpx
+
+                # the system trust store (SSL_CERT_FILE / SSL_CERT_DIR honoured), as the relay's
+                self._probe_client = httpx.Client(trust_env=False, verify=ssl.create_default_context())
+            return self._probe_client
+
+    def _endpoint_rows(self) -> list[tuple[str, str, bool, int]]:
+        """``(model, url, up, in flight)`` of every endpoint (for /metrics)."""
+        return [(name, e.url, e.state == UP, e.in_flight) for name in self.gateway.models()
+                for e in self.gateway.endpoints(name)]
 
     async def _engine_left(self, model: str, eng, limit: float = 5.0) -> None:
         """Until the policy no longer offers ``eng`` for ``model`` (at most ``limit`` s)."""
@@ -488,6 +678,8 @@ class Server:
             up, lease = await pool.request(request.method, target, headers, body.payload(), body.length,
                                            lambda: body.replayable)
         except UpstreamError as e:
+            if isinstance(eng, _Target):  # an endpoint: out until its probe passes
+                raise _EndpointFailed(str(e), isinstance(e, ConnectFailed)) from None
             if eng.poll() is None:
                 for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
                     await asyncio.sleep(0.02)
@@ -589,10 +781,15 @@ class Server:
         data = []
         for m in self.catalog.models():
             state, reason = self._state(m.name)
+            extra: dict = {"remote": m.remote}
+            if m.remote:
+                state, reason = self._remote_state(m.name)
+                extra["endpoints"] = [{"url": e.url, "state": e.state, "reason": e.reason,
+                                       "in_flight": e.in_flight} for e in self.gateway.endpoints(m.name)]
             if m.recipe is None:
                 state, reason = "failed", m.problem
             data.append({"id": m.name, "object": "model", "owned_by": "lemonpack", "recipe": m.recipe_id,
-                         "capabilities": list(m.capabilities), "state": state, "reason": reason})
+                         "capabilities": list(m.capabilities), "state": state, "reason": reason, **extra})
         listed = {d["id"] for d in data}
         found = self.catalog.discovery()
         for name in sorted(set(self.runner.models()) - listed):
@@ -605,11 +802,20 @@ class Server:
             rec = found.get(eng.plan.recipe)
             data.append({"id": name, "object": "model", "owned_by": "lemonpack", "recipe": eng.plan.recipe,
                          "capabilities": list(rec.recipe.capabilities) if rec else [], "state": state,
-                         "reason": reason})
+                         "reason": reason, "remote": False})
         doc = {"object": "list", "data": data}
         if self.catalog.registry_problem:
             doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
         return web.json_response(doc)
+
+    def _remote_state(self, name: str) -> tuple[str, str | None]:
+        """``("ready"|"down"|"unknown", reason)`` of an endpoint model."""
+        state = self.gateway.state(name)
+        if state == UP:
+            return "ready", None
+        if state == DOWN:
+            return "down", self.gateway.reason(name)
+        return "unknown", "not probed yet"
 
     async def _body_model(self, request: web.Request) -> str | None:
         doc = parse_json(await read_bounded(request) or b"{}")
@@ -643,6 +849,19 @@ class Server:
         if isinstance(served, web.Response):
             return served
         info = await self._info(served)
+        if served.remote:  # wait for a passing probe; nothing is started
+            limit = self.config.load_timeout or served.recipe.health_probe.timeout_seconds
+            try:
+                req, eng = await asyncio.wait_for(self._acquire(model, info, load=True), limit)
+            except Rejected as e:
+                return e.response()
+            except asyncio.TimeoutError:
+                return error(503, "model_unavailable", f"model {shown(model)} is down after {limit:g}s: "
+                             f"{self.gateway.reason(model)}", headers={"Retry-After": "1"})
+            self._release(req)
+            return web.json_response({"status": "success", "model": model, "state": "ready", "remote": True,
+                                      "endpoints": [e.url for e in self.gateway.endpoints(model) if e.state == UP],
+                                      "message": "served by its endpoints; lemonpack does not start them"})
         if options is not None:
             info = replace(info, options=options_key(options))
         try:
@@ -658,13 +877,19 @@ class Server:
         model = await self._body_model(request)
         if not model:
             return error(400, "invalid_request_error", "no model given")
+        entry = self.catalog.entries().get(model)
+        if entry is not None and entry.endpoints:
+            return web.json_response({"status": "success", "model": model, "state": "remote", "remote": True,
+                                      "message": f"{model} is served by its endpoints "
+                                                 f"({', '.join(entry.endpoints)}); lemonpack does not stop them"})
         self.post(Unload(model))
         await asyncio.get_running_loop().run_in_executor(None, self.runner.unload, model)
         return web.json_response({"status": "success", "model": model, "state": "unloaded"})
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /v1/health``: the server's own liveness and the loaded models."""
-        loaded = [m.name for m in self.catalog.models() if self.runner.state(m.name) is State.READY]
+        loaded = [m.name for m in self.catalog.models() if self.runner.state(m.name) is State.READY
+                  or (m.remote and self.gateway.state(m.name) == UP)]
         return web.json_response({"status": "ok", "loaded": loaded})
 
     async def metrics_route(self, request: web.Request) -> web.Response:
@@ -730,6 +955,39 @@ class Rejected(Exception):
     def response(self) -> web.Response:
         headers = {"Retry-After": "1"} if self.status in (429, 503) else None
         return error(self.status, self.kind, str(self), headers=headers)
+
+
+class RemoteEngine:
+    """What the policy grants for an endpoint model: the model's endpoints as a whole (the
+    endpoint of each request is picked when it is relayed). Never exits (``poll`` is None)."""
+
+    remote = True
+
+    def __init__(self, model: str, pool: EndpointPool) -> None:
+        self.model, self._pool = model, pool
+
+    @property
+    def url(self) -> str:
+        return ", ".join(e.url for e in self._pool.endpoints(self.model))
+
+    def poll(self) -> None:
+        return None
+
+
+class _Target:
+    """One endpoint URL a request is relayed to."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def poll(self) -> None:
+        return None
+
+
+class _EndpointFailed(Exception):
+    def __init__(self, why: str, unsent: bool) -> None:
+        super().__init__(why)
+        self.why, self.unsent = why, unsent
 
 
 class _EngineGone(Exception):

@@ -63,6 +63,12 @@ class ServedModel:
     spec: ModelSpec
     problem: str | None = None
     selection: Selection | None = None
+    endpoints: tuple[str, ...] = ()
+
+    @property
+    def remote(self) -> bool:
+        """Served by engines lemonpack does not spawn (the registry's ``endpoints``)."""
+        return bool(self.endpoints)
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -141,7 +147,7 @@ class Catalog:
             rec = found.get(entry.recipe)
             problem = None if rec is not None else f"recipe {entry.recipe!r} is not discovered"
             out.append(ServedModel(name, entry.recipe, rec.recipe if rec else None,
-                                   ModelSpec.from_entry(entry), problem))
+                                   ModelSpec.from_entry(entry), problem, endpoints=entry.endpoints))
         return out
 
     def get(self, name: str) -> ServedModel:
@@ -155,13 +161,13 @@ class Catalog:
             spec = ModelSpec.from_entry(entry)
             override, source = effective_override(entry.backend, f'{self.registry.path} ["{name}"].backend')
             rid, sel = entry.recipe, None
-            if override:
+            if override and not entry.endpoints:  # an endpoint model runs what its engine runs
                 sel = self._select(model_artifact(name, entry.main), found, override, source).require()
                 if sel.outcome == "recipe":
                     rid = sel.recipe
             rec = found.get(rid)
             problem = None if rec is not None else f"recipe {rid!r} is not discovered"
-            return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel)
+            return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel, entry.endpoints)
         if not self.is_model_file(name):
             raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model file")
         if not self.model_files:
@@ -220,6 +226,9 @@ class Catalog:
         """A fresh launch plan for ``name`` on a free port (called at each engine start).
         Raises :class:`ModelNotFound` or the launch errors of ``build_launch_plan``."""
         m = self.get(name)
+        if m.remote:
+            raise LemonpackError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
+                                 "lemonpack does not start it")
         if m.recipe is None:
             raise LemonpackError(f"model {name!r}: {m.problem}")
         port = free_port(self.engine_host, self.avoid_ports)

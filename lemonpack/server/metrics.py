@@ -5,7 +5,11 @@ Series: ``lemonpack_requests_total{model,route,status}``,
 histograms (``model``, ``route``), ``lemonpack_inflight_requests{model}``,
 ``lemonpack_engine_starts_total{model}``, ``lemonpack_engine_failures_total{model,reason}``
 (``reason``: ``start_failed``, ``exited``), ``lemonpack_model_memory_bytes{model}`` (the
-estimate of each engine not stopped) and ``lemonpack_memory_budget_bytes``. Model names are
+estimate of each engine not stopped) and ``lemonpack_memory_budget_bytes``. Endpoint models
+(served by engines lemonpack does not spawn) have the same request series, plus
+``lemonpack_endpoint_up{model,endpoint}`` (1 up, 0 down or not probed yet) and
+``lemonpack_endpoint_inflight_requests{model,endpoint}``; ``reason="endpoints_down"`` counts
+the times every endpoint of a model went down. Model names are
 clipped to 200 characters in labels.
 """
 
@@ -23,7 +27,8 @@ class Metrics:
     callable returning ``(in_flight by model, memory by model, budget or None)`` read at
     each scrape."""
 
-    def __init__(self, snapshot) -> None:
+    def __init__(self, snapshot, endpoints=None) -> None:
+        """``endpoints``: a callable returning ``(model, url, up, in flight)`` rows."""
         self.registry = r = CollectorRegistry(auto_describe=True)
         self._snapshot = snapshot
         self.requests = Counter("lemonpack_requests", "Requests answered", ("model", "route", "status"), registry=r)
@@ -38,6 +43,11 @@ class Metrics:
         self.memory = Gauge("lemonpack_model_memory_bytes", "Estimated memory of each engine", ("model",), registry=r)
         self.budget = Gauge("lemonpack_memory_budget_bytes", "Memory budget (0: none)", registry=r)
         self._seen: set[str] = set()
+        self._endpoints = endpoints
+        self.endpoint_up = Gauge("lemonpack_endpoint_up", "Endpoint of an endpoint model up (1) or not (0)",
+                                 ("model", "endpoint"), registry=r)
+        self.endpoint_inflight = Gauge("lemonpack_endpoint_inflight_requests", "Requests in flight per endpoint",
+                                       ("model", "endpoint"), registry=r)
 
     def request(self, model: str | None, route: str, status: int, seconds: float, ttfb: float | None) -> None:
         m = clip(model or "", 200)
@@ -55,6 +65,12 @@ class Metrics:
             self.memory.labels(clip(name, 200)).set(memory.get(name, 0))
         self._seen |= set(inflight) | set(memory)
         self.budget.set(budget or 0)
+        if self._endpoints is not None:
+            self.endpoint_up.clear()
+            self.endpoint_inflight.clear()
+            for model, url, up, n in self._endpoints():
+                self.endpoint_up.labels(clip(model, 200), url).set(1 if up else 0)
+                self.endpoint_inflight.labels(clip(model, 200), url).set(n)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

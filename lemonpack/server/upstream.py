@@ -33,6 +33,11 @@ class UpstreamError(ConnectionError):
     """The engine did not answer (refused, reset, closed before an answer, malformed head)."""
 
 
+class ConnectFailed(UpstreamError):
+    """No connection could be made: not one byte of the request reached the engine (safe to
+    send elsewhere)."""
+
+
 class Answer:
     """An engine's answer: ``status``, ``reason``, ``headers``; the body is read by
     :meth:`relay`. ``framing``: ``("length", n)``, ``("chunked", None)``, ``("close", None)``
@@ -185,18 +190,19 @@ class _Conn:
 class Upstream:
     """Keep-alive connections to one engine at ``host:port`` (module docstring)."""
 
-    def __init__(self, host: str, port: int, max_idle: int = 64) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, max_idle: int = 64, ssl=None) -> None:
+        """``ssl``: an :class:`ssl.SSLContext` for an https endpoint (None: plain http)."""
+        self.host, self.port, self.ssl = host, port, ssl
         self.max_idle = max_idle
         self._idle: list[_Conn] = []
         self.closed = False
 
     async def _connect(self) -> _Conn:
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT),
-                                          CONNECT_TIMEOUT)
+            r, w = await asyncio.wait_for(asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT,
+                                                                  ssl=self.ssl), CONNECT_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as e:
-            raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {e}") from None
+            raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {e}") from None
         return _Conn(r, w)
 
     async def request(self, method: str, target: str, headers: CIMultiDict, body: object,
@@ -227,7 +233,8 @@ class Upstream:
             raise
 
     async def _exchange(self, conn: _Conn, method, target, headers, body, length) -> tuple[Answer, "_Lease"]:
-        head = [f"{method} {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        head = [f"{method} {target} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
         head += [f"{k}: {v}\r\n" for k, v in headers.items()]
         streaming = body is not None and not isinstance(body, (bytes, bytearray))
         if body is None:

@@ -23,7 +23,7 @@ def test_models_load_unload_health_system_info(live):
         assert c.get("/v1/health").json()["status"] == "ok"
         m = c.get("/v1/models").json()["data"]
         assert m == [{"id": "user.fake", "object": "model", "owned_by": "lemonpack", "recipe": "fake-engine",
-                      "capabilities": ["chat_completion"], "state": "unloaded", "reason": None}]
+                      "capabilities": ["chat_completion"], "state": "unloaded", "reason": None, "remote": False}]
         assert c.post("/v1/load", json={"model_name": "user.fake"}).json()["state"] == "ready"
         assert c.get("/api/v1/models").json()["data"][0]["state"] == "ready"
         eng = lv.server.runner.engine("user.fake")
