@@ -466,6 +466,28 @@ def _option(merged: Mapping[str, Any], name: str) -> str:
     return text
 
 
+#: Integer options that cannot be negative (llama.cpp reads a negative ``threads`` as "all
+#: cores", a negative size as nothing meaningful).
+NON_NEGATIVE_OPTIONS = frozenset({"ctx_size", "batch_size", "ubatch_size"})
+
+
+def check_load_options(options: Mapping[str, Any]) -> None:
+    """Check the options of a load request (``POST /v1/load``) before anything is stopped or
+    started: each known option by the rule the launch plan applies (integers for
+    :data:`INTEGER_OPTIONS`, not negative for :data:`NON_NEGATIVE_OPTIONS`), ``custom_args``
+    split as the plan splits it. Raises :class:`TokenError` naming the option."""
+    for name, value in options.items():
+        if name == "custom_args":
+            split_custom_args(value)
+            continue
+        if name in OPTION_DEFAULTS:
+            text = _option({name: value}, name)
+            if name in NON_NEGATIVE_OPTIONS and text.startswith("-"):
+                raise TokenError(f"option {name!r} must not be negative, got {text!r}")
+        else:
+            _option_text(name, value)
+
+
 def _abs_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, path in model.checkpoints.items():

@@ -65,9 +65,9 @@ from multidict import CIMultiDict
 
 from lemonpack.hosts import is_loopback
 from lemonpack.contract.capabilities import CAPABILITIES
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LemonpackError, one_line
 from lemonpack.runtime.gateway import DOWN, UP, EndpointPool
-from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.launch import OPTION_DEFAULTS, check_load_options
 from lemonpack.runtime.probes import check_once
 from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
@@ -480,8 +480,12 @@ class Server:
             if info["model"] is not None:
                 info["model"] = clip(info["model"])
             access_log.info("request", extra={"fields": info})
-            self.metrics.request(info["model"], info["route"], info["status"], info["total_ms"] / 1000,
-                                 None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
+            # labels stay bounded whatever clients send: a model name only once it resolved to a
+            # served model, a route as the router's pattern (``/v1/slots/{id}``), never the path
+            label = info["model"] if info.get("known") else ("<unknown>" if info["model"] else "")
+            resource = request.match_info.route.resource
+            self.metrics.request(label, resource.canonical if resource is not None else "<other>", info["status"],
+                                 info["total_ms"] / 1000, None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
 
     async def _proxy(self, request: web.Request, info: dict, t0: float) -> web.StreamResponse:
         route = request.path.removeprefix("/api").removeprefix("/v1")
@@ -498,6 +502,7 @@ class Server:
             served = await self._served_or_error(model)
             if isinstance(served, web.Response):
                 return served
+            info["known"] = True
             if cap not in served.capabilities:
                 return error(400, "unsupported_operation",
                              f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
@@ -863,6 +868,10 @@ class Server:
                                       "endpoints": [e.url for e in self.gateway.endpoints(model) if e.state == UP],
                                       "message": "served by its endpoints; lemonpack does not start them"})
         if options is not None:
+            try:  # a bad value is the client's mistake, found before the running engine is touched
+                check_load_options(options)
+            except LemonpackError as e:
+                return error(400, "invalid_request_error", one_line(str(e)))
             info = replace(info, options=options_key(options))
         try:
             req, eng = await self._acquire(model, info, load=True)
@@ -878,6 +887,8 @@ class Server:
         if not model:
             return error(400, "invalid_request_error", "no model given")
         entry = self.catalog.entries().get(model)
+        if entry is None and model not in self.known:
+            return error(404, "model_not_found", f"model {shown(model)} is not registered (lemonpack models list)")
         if entry is not None and entry.endpoints:
             return web.json_response({"status": "success", "model": model, "state": "remote", "remote": True,
                                       "message": f"{model} is served by its endpoints "

@@ -84,3 +84,33 @@ def test_a_client_leaving_a_stream_logs_no_traceback(live, caplog):
     assert bad == [], [r.getMessage() for r in bad]
     statuses = [getattr(r, "fields", {}).get("status") for r in caplog.records if r.getMessage() == "request"]
     assert statuses.count(499) == 3, statuses
+
+
+def test_trial_mistakes_bad_load_options_unknown_unload_and_unbounded_metric_labels(live):
+    """From a new user's trial: a load with a bad option value is 400 before the running engine
+    is touched; unloading a model that does not exist is 404, not success; client-chosen
+    model names and paths never become metric labels (one ``<unknown>`` series)."""
+    from lemonpack.runtime.supervisor import State
+
+    lv = live()
+    lv.add("user.fake", fake_doc())
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        c.post("/v1/load", json={"model_name": "user.fake"}).raise_for_status()
+        starts = lv.server.runner.starts
+        for bad, words in (({"threads": "x"}, "must be an integer"), ({"ctx_size": -5}, "must not be negative"),
+                           ({"ctx_size": "abc"}, "must be an integer")):
+            r = c.post("/v1/load", json={"model_name": "user.fake", **bad})
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["type"] == "invalid_request_error" and words in err["message"], err
+        assert lv.server.runner.state("user.fake") is State.READY and lv.server.runner.starts == starts
+        r = c.post("/v1/unload", json={"model_name": "user.nope"})
+        assert r.status_code == 404 and r.json()["error"]["type"] == "model_not_found"
+        for i in range(50):
+            c.post("/v1/chat/completions", json={"model": f"user.x{i:03d}-" + "B" * 100, **CHAT})
+        c.post("/v1/chat/completions", json={"model": "user.fake", **CHAT}).raise_for_status()
+        text = c.get("/metrics").text
+    assert 'lemonpack_requests_total{model="<unknown>",route="/v1/chat/completions",status="404"} 50.0' in text
+    assert 'model="user.fake",route="/v1/chat/completions",status="200"' in text
+    assert "user.x0" not in text
