@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import Problem
+from lemonpack.errors import LemonpackError, Problem
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -360,6 +360,44 @@ class Discovery:
                 del self._cache[stale]
             self._log_new(result.rejected)
         return result
+
+    def resolve(self, ref: str) -> Recipe:
+        """The recipe a command argument names: a path to a recipe JSON file, or the id of
+        a recipe this discovery finds (``lemonpack backends list``). The one file-or-id rule
+        of every command taking a RECIPE (``run``, ``install``, ``serve``'s models).
+
+        ``ref`` is a file when it names an existing file (loaded with
+        :func:`lemonpack.contract.load_recipe`: a :class:`~lemonpack.errors.ManifestError`
+        when invalid). When it does not and looks like a path (ends with ``.json`` or holds a
+        path separator) the error is "recipe file not found: REF" ("... is not a regular
+        file" for a directory). Otherwise it is a recipe id, looked up with a fresh
+        :meth:`scan`; an id that only rejected descriptors carry (their recipe id or, for
+        descriptors never parsed such as untrusted ones, their file name
+        ``ID.json``/``ID_WITH_UNDERSCORES.json``) is an error saying where it was found and
+        why it was rejected; an unknown id lists what was discovered and where it looked.
+        Raises :class:`~lemonpack.errors.LemonpackError` (exit 1); never returns None.
+        """
+        from lemonpack.contract import load_recipe
+
+        path = Path(ref)
+        if path.is_file():
+            return load_recipe(path)
+        if ref.endswith(".json") or "/" in ref or os.sep in ref:
+            if path.exists():
+                raise LemonpackError(f"recipe file {ref} is not a regular file")
+            raise LemonpackError(f"recipe file not found: {ref}")
+        result = self.scan()
+        found = result.recipes.get(ref)
+        if found is not None:
+            return found.recipe
+        for r in result.errors:
+            if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
+                raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
+                                     f"— see lemonpack backends list --all")
+        known = ", ".join(result.recipes) or "none"
+        dirs = ", ".join(str(d.path) for d in self.directories) or "no directories"
+        raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
+                             f"searched: {dirs})")
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:
         rejected: list[Rejected] = []
