@@ -308,6 +308,33 @@ def _summary(kind: str, problems: Sequence[Problem]) -> str:
 # --- the scanner ----------------------------------------------------------------------
 
 
+def recipe_file_ref(ref: str) -> Path | None:
+    """The file half of the file-or-id rule of a RECIPE argument (:meth:`Discovery.resolve`):
+    ``ref`` as a :class:`Path` when it names an existing file; None when it is a recipe id
+    (no such file, no ``.json`` suffix, no path separator). Raises
+    :class:`~lemonpack.errors.LemonpackError` "recipe file not found: REF" (or "... is not a
+    regular file") when it looks like a path but is no file."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if ref.endswith(".json") or "/" in ref or os.sep in ref:
+        if path.exists():
+            raise LemonpackError(f"recipe file {ref} is not a regular file")
+        raise LemonpackError(f"recipe file not found: {ref}")
+    return None
+
+
+def recipe_id(ref: str) -> str:
+    """The recipe id a RECIPE argument names without consulting discovery (``uninstall``:
+    an installed recipe need not be discovered any more): a file's ``recipe`` field (loaded
+    and validated), else ``ref`` itself. Same file-or-id rule and errors as
+    :meth:`Discovery.resolve`."""
+    from lemonpack.contract import load_recipe
+
+    path = recipe_file_ref(ref)
+    return load_recipe(path).recipe if path is not None else ref
+
+
 class Discovery:
     """The recipe registry's scanner (RFC section 8). Thread-safe; cheap to re-scan.
 
@@ -379,13 +406,9 @@ class Discovery:
         """
         from lemonpack.contract import load_recipe
 
-        path = Path(ref)
-        if path.is_file():
+        path = recipe_file_ref(ref)
+        if path is not None:
             return load_recipe(path)
-        if ref.endswith(".json") or "/" in ref or os.sep in ref:
-            if path.exists():
-                raise LemonpackError(f"recipe file {ref} is not a regular file")
-            raise LemonpackError(f"recipe file not found: {ref}")
         result = self.scan()
         found = result.recipes.get(ref)
         if found is not None:
@@ -475,6 +498,13 @@ class Discovery:
             # ``run ID``), so their log handler skips these records; a server logs them.
             log.log(level, "descriptor %s %s: %s", r.file, "shadowed" if r.kind == "shadowed" else "rejected",
                     r.reason, extra={"listed": True})
+
+
+def discovered_recipes() -> dict[str, Recipe]:
+    """The recipes discovery finds now on the default search path (id -> resolved recipe):
+    what a build looks ``extends`` bases up in when they are not given
+    (:func:`lemonpack.builder.plan.plan_build`'s ``known``)."""
+    return {rid: d.recipe for rid, d in Discovery().scan().recipes.items()}
 
 
 def discover(directories: Iterable[SearchDir] | None = None) -> DiscoveryResult:
