@@ -79,19 +79,9 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
         with _client(dest.host, insecure, registry_config) as client:
             result = publish_layout(layout, dest, client, tag=tag, mount_from=mount_from, progress=show)
             if private is not None:
-                from lemonpack.signing.remote import sign_image
+                from lemonpack.signing.remote import sign_published
 
-                for digest in dict.fromkeys(p.digest for p in result.pushed):
-                    try:
-                        signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
-                                                 client=client))
-                    except KeyboardInterrupt:
-                        from lemonpack.errors import Interrupted
-
-                        tags = ", ".join(f"{p.tag}@{p.digest}" for p in result.pushed)
-                        raise Interrupted(f"publish to {result.reference}: every tag was pushed ({tags}); "
-                                          f"interrupted while signing {digest} ({len(signed)} of "
-                                          f"{len(set(p.digest for p in result.pushed))} signed)") from None
+                signed = sign_published(result, private, insecure=insecure, client=client)
     if json_out:
         doc = result.to_json()
         if private is not None:
