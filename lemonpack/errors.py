@@ -4,7 +4,7 @@ Every error a user can cause is a :class:`LemonpackError`; the CLI catches this 
 once, prints ``str(error)`` (or ``error.to_json()`` with ``--json``) and exits with
 ``error.exit_code``. Anything else escaping is a bug and keeps its traceback.
 
-Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own), 3 integrity
+Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own and :class:`UsageError`), 3 integrity
 (digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
 failed (nix, podman), 7 runtime (engine failed to start or probe). A disk that refuses
 a write (:class:`StorageError`: no space, quota, read-only) is 1: not the input's fault,
@@ -131,11 +131,36 @@ class IntegrityError(LemonpackError):
                 "expected": self.expected, "actual": self.actual}
 
 
+class UsageError(LemonpackError):
+    """The command was asked for something it cannot mean: an option value outside its
+    choices, two options that exclude each other, a setting (``--mirror`` /
+    ``$LEMONPACK_MIRROR``) that is not the kind of value it must be. Exit 2, as typer's own
+    usage errors. ``param`` names the option or argument (``--mirror / LEMONPACK_MIRROR``),
+    or is None; ``str(error)`` is the sentence without it."""
+
+    exit_code = 2
+    kind = "usage"
+
+    def __init__(self, message: str, param: str | None = None):
+        self.param = param
+        super().__init__(f"{param}: {message}" if param else message)
+
+
 class FetchError(LemonpackError):
     """A download failed or was refused (HTTP status, plain http to a non-loopback host)."""
 
     exit_code = 4
     kind = "fetch"
+
+
+class MirrorSettingError(UsageError, FetchError):
+    """A mirror base URL (``--mirror``, ``$LEMONPACK_MIRROR``, a catalogue's ``mirror``) that
+    is not an http(s) URL with a host, or has a query or fragment. A :class:`UsageError`
+    (exit 2) wherever it is raised, so the CLI and :class:`lemonpack.fetch.Mirror` agree;
+    also a :class:`FetchError` for callers that catch fetch problems as a whole."""
+
+    exit_code = 2
+    kind = "usage"
 
 
 class UnsafeContentError(LemonpackError):
@@ -180,4 +205,5 @@ class Interrupted(LemonpackError):
 __all__ = [
     "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
+    "UsageError", "MirrorSettingError",
 ]

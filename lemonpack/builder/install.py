@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
@@ -33,10 +33,16 @@ DISCLOSURE = ("WARNING: this backend runs as an external subprocess. No process\
 
 @dataclass(frozen=True)
 class InstallPlan:
-    """What :func:`install_recipe` will do: the ``recipe``, the chosen effective ``block``."""
+    """What :func:`install_recipe` will do: the ``recipe``, the chosen effective ``block``;
+    the ``mirror`` to fetch from (None: the origin); ``example``: the shipped example, whose
+    artifact is served from the installed package; ``warnings``: for the user (a block for
+    an accelerator the host lacks)."""
 
     recipe: Recipe
     block: EffectiveBlock
+    mirror: Mirror | None = None
+    example: bool = False
+    warnings: tuple[str, ...] = ()
 
     def disclosure(self) -> list[str]:
         """Provenance lines and the no-sandbox warning printed before installing (section 10)."""
@@ -85,9 +91,36 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     return InstallPlan(recipe, eff)
 
 
+def prepare_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = None, arch: str | None = None,
+                    mirror: str | Mirror | None = None, allow_insecure_mirror: bool = False,
+                    example: bool = False) -> InstallPlan:
+    """``lemonpack install``'s plan: :func:`plan_install` plus the mirror (``mirror`` else
+    ``$LEMONPACK_MIRROR``; none for the ``example``, whose mirror is served when installing)
+    and the lacking-accelerator warning. Raises :class:`~lemonpack.errors.UsageError`
+    (exit 2) for an ``accelerator`` that is no accelerator name, a mirror that is no http(s)
+    URL, or ``example`` with a ``mirror``; what :func:`plan_install` raises."""
+    from lemonpack.contract.builtins import ACCELERATORS
+    from lemonpack.contract.select import lacking_accelerator_warning
+    from lemonpack.errors import UsageError
+
+    if example and mirror:
+        raise UsageError("--example installs the shipped example alone, from its own loopback mirror",
+                         param="--example")
+    if accelerator is not None and accelerator not in ACCELERATORS:
+        raise UsageError(f"{accelerator!r} is not one of {', '.join(ACCELERATORS)}", param="--accelerator")
+    resolved = None if example else (
+        mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
+    plan = plan_install(recipe, host, accelerator=accelerator, arch=arch)
+    lacking = lacking_accelerator_warning(recipe, host, plan.block.accelerator, requested=accelerator,
+                                          requested_by="--accelerator")
+    return replace(plan, mirror=resolved, example=example, warnings=(lacking,) if lacking else ())
+
+
 def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: ArtifactCache | None = None,
                    progress: bool | None = None) -> dict:
-    """Fetch, verify and unpack ``plan``'s artifact into ``<cache>/external/<recipe>/``.
+    """Fetch, verify and unpack ``plan``'s artifact into ``<cache>/external/<recipe>/``,
+    from ``mirror`` (default ``plan.mirror``; for an example plan, the example's mirror
+    served from the installed package on 127.0.0.1 for the time of the download).
 
     Returns ``{"recipe", "path", "binary", "source", "sha256", "policy"}``. Raises
     IntegrityError / FetchError / UnsafeContentError / StorageError (the disk failed) with
@@ -100,7 +133,13 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     if prov.source is None:
         raise LemonpackError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
                              f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
-    fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=mirror, progress=progress)
+    if plan.example and mirror is None:
+        from lemonpack.examples import serve_mirror
+
+        with serve_mirror() as url:
+            fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=Mirror(url), progress=progress)
+    else:
+        fetched = fetch_target(eff, cache=cache or ArtifactCache(), mirror=mirror or plan.mirror, progress=progress)
     dest = external_dir(recipe.recipe)
     try:
         return _install_into(dest, fetched, plan)

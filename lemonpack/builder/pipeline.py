@@ -62,7 +62,7 @@ RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 ANNOTATION_PREFIX = "dev.lemonpack."
 
-GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+from lemonpack.oci.platform import GOARCH  # noqa: E402,F401  (the one host -> GOARCH mapping)
 
 
 def source_date_epoch() -> int:

@@ -241,17 +241,18 @@ def _not_checked(published: str | None = None, rebuilt: str | None = None) -> di
 
 
 def _reproduce(ctx: _Context, recipe, published: str | None, work: Path) -> dict:
-    """Rebuild ``recipe`` with the builder (same epoch, mirror, cache) and compare the
-    image index digest with ``published``."""
+    """Rebuild ``recipe`` with the builder (same epoch, mirror, cache; otherwise the defaults
+    of ``lemonpack build``, :func:`lemonpack.builder.plan.plan_build`) and compare the image
+    index digest with ``published``."""
     if not (ctx.cfg.rebuild or published):
         return _not_checked(published)
-    from lemonpack.builder.pipeline import BuildOptions, build_recipes
+    from lemonpack.builder.plan import plan_build, write_build
 
     work.mkdir(parents=True, exist_ok=True)
-    opts = BuildOptions(out=work / "rebuild", mirror=ctx.cfg.mirror, cache=ctx.cfg.cache, epoch=ctx.cfg.epoch,
-                        progress=False)
-    try:
-        result = build_recipes([recipe], opts)
+    try:  # the plan `lemonpack build RECIPE.json` makes (same defaults: host cpu arch, gzip ...)
+        plan = plan_build([recipe], out=work / "rebuild", mirror=ctx.cfg.mirror, cache=ctx.cfg.cache,
+                          epoch=ctx.cfg.epoch)
+        result = write_build(plan, progress=False)
     except LemonpackError as e:
         return {"status": "differs" if published else "not-checked", "published": published, "rebuilt": None,
                 "error": one_line(str(e))}

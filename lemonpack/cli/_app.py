@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.console import Console
-
-if TYPE_CHECKING:
-    from lemonpack.contract import Recipe
 
 #: Help pages are click's plain ones (``rich_markup_mode=None`` on every Typer of the CLI):
 #: typer's rich panels (typer 0.29) print a type column for flags too (``--json <bool>``),
@@ -82,45 +79,3 @@ def confirm_install(yes: bool) -> None:
                              "pass --yes")
     if not typer.confirm("Install?", default=False, err=True):
         raise LemonpackError("not confirmed; nothing installed")
-
-
-def resolve_recipe(ref: str) -> "Recipe":
-    """The recipe a command argument names: a path to a recipe JSON file, or the id of a
-    recipe discovery loads (``lemonpack backends list``).
-
-    ``ref`` is a file when it names an existing file; when it does not and looks like a
-    path (ends with ``.json`` or contains a path separator) the error is "recipe file not
-    found: REF". Otherwise it is a recipe id, looked up with a fresh discovery scan; an id
-    that only rejected descriptors carry (their recipe id, or for descriptors that were
-    never parsed, e.g. untrusted ones, their file name ``ID.json``/``ID_WITH_UNDERSCORES.json``)
-    is an error saying where it was found and why it was rejected. Raises
-    :class:`~lemonpack.errors.LemonpackError` (a :class:`~lemonpack.errors.ManifestError`
-    for an invalid file); never returns None.
-    """
-    import os
-    from pathlib import Path
-
-    from lemonpack.contract import load_recipe
-    from lemonpack.errors import LemonpackError
-
-    path = Path(ref)
-    if path.is_file():
-        return load_recipe(path)
-    if ref.endswith(".json") or "/" in ref or os.sep in ref:
-        if path.exists():
-            raise LemonpackError(f"recipe file {ref} is not a regular file")
-        raise LemonpackError(f"recipe file not found: {ref}")
-    from lemonpack.runtime.discovery import Discovery, search_path
-
-    result = Discovery().scan()
-    found = result.recipes.get(ref)
-    if found is not None:
-        return found.recipe
-    for r in result.errors:
-        if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
-            raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
-                                 f"— see lemonpack backends list --all")
-    known = ", ".join(result.recipes) or "none"
-    dirs = ", ".join(str(d.path) for d in search_path()) or "no directories"
-    raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
-                         f"searched: {dirs})")

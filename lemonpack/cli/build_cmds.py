@@ -4,15 +4,12 @@ Nix expressions, or into the runtime's install directory."""
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 
 import typer
 
 from lemonpack.cli._app import (REGISTRY_CONFIG_OPTION, confirm_install, JSON_OPTION, app, console, err_console,
                                 print_json)
-from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
-from lemonpack.contract.select import lacking_accelerator_warning
 
 MIRROR_OPTION = typer.Option(
     None, "--mirror", metavar="URL",
@@ -29,96 +26,6 @@ BASE_OPTION = typer.Option(
     help="Build runnable images on this base: oci:DIR[:TAG] (a local OCI image layout) or "
          "HOST/REPO@sha256:<hex> (pulled and verified; a tag is refused). Its layers come first, byte for byte; "
          "Entrypoint is the engine. Without it an image holds the engine alone (not runnable by itself).")
-
-
-def open_base_arg(spec: str | None, stack, *, insecure: bool = False, registry_config: Path | None = None):
-    """The :class:`lemonpack.oci.base.BaseSource` named by ``--base`` (None when not given).
-    ``oci:DIR[:TAG]`` is read in place; ``HOST/REPO@sha256:<hex>`` is pulled (every blob
-    verified, :func:`lemonpack.registry.transfer.pull_layout`) into a temporary layout that
-    ``stack`` removes. Raises LemonpackError (exit 1) naming the base: a tag without a
-    digest, a malformed reference, not a layout; the registry client's errors (exit 3/4)."""
-    if spec is None:
-        return None
-    from lemonpack.errors import LemonpackError
-    from lemonpack.oci.base import open_base
-
-    if spec.startswith("oci:"):
-        return open_base(spec)
-    import tempfile
-
-    from lemonpack.oci.reference import InvalidReferenceError
-    from lemonpack.registry import RegistryClient
-    from lemonpack.registry.reference import parse_reference
-    from lemonpack.registry.transfer import pull_layout
-
-    try:
-        ref = parse_reference(spec)
-    except InvalidReferenceError as exc:
-        raise LemonpackError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or HOST/REPO@sha256:<hex> "
-                             f"(a registry image pinned by digest): {exc}") from None
-    if ref.digest is None:
-        raise LemonpackError(f"base {spec}: not pinned: a tag can move; give HOST/REPO@sha256:<hex> "
-                             "(lemonpack pin, skopeo inspect, or the digest `lemonpack publish` printed)")
-    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lemonpack-base-")))
-    with RegistryClient(ref.host, insecure=insecure, registry_config=registry_config) as client:
-        pull_layout(ref, tmp / "base", client, tag="base")
-    return open_base(spec, layout=tmp / "base", tag="base", reference=f"{ref.host}/{ref.repository}@{ref.digest}")
-
-
-#: OCI ``architecture`` values (Go's GOARCH names, image-spec config.md).
-OCI_ARCHITECTURES = ("amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le", "loong64")
-
-
-def _check_choice(value: str | None, choices: tuple[str, ...], hint: str) -> None:
-    if value is not None and value not in choices:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}", param_hint=hint)
-
-
-def _check_mirror(value: str | None) -> None:
-    from urllib.parse import urlsplit
-
-    value = value if value is not None else os.environ.get("LEMONPACK_MIRROR") or None
-    if value is None:
-        return
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise typer.BadParameter(f"{value!r} is not an http(s) base URL such as http://127.0.0.1:8080",
-                                 param_hint="--mirror / LEMONPACK_MIRROR")
-
-
-def _check_arch_matches(recipes, arch: str, os_name: str | None, accelerator: str | None) -> None:
-    """``--arch X`` must pick an arch override of at least one chosen block; otherwise the
-    build would silently be the base blocks. Raises typer.BadParameter (exit 2) naming the
-    arch and the overrides the chosen blocks declare."""
-    from lemonpack.contract import targets
-    from lemonpack.errors import SelectionError
-
-    chosen, overrides = False, []
-    for r in recipes:
-        try:
-            picked = targets(r, os=os_name, accelerator=accelerator, arch=arch)
-            every = targets(r, os=os_name, accelerator=accelerator)
-        except SelectionError:
-            continue  # build_recipes reports a narrowing that leaves nothing
-        chosen = chosen or any(t.arch_pattern for t in picked)
-        overrides += [f"{r.recipe}:{t.os}/{t.accelerator}:{t.arch_pattern}" for t in every if t.arch_pattern]
-    if not chosen:
-        have = ("the overrides are: " + ", ".join(overrides)) if overrides else \
-            "the chosen blocks declare no arch overrides"
-        raise typer.BadParameter(f"{arch!r} matches no arch override of the chosen targets, so the build would "
-                                 f"be the base blocks; {have} (omit --arch to build every block and override)",
-                                 param_hint="--arch")
-
-
-def _discovered_bases(recipes) -> dict:
-    """The recipes discovery finds (id -> resolved recipe), for ``extends`` bases not given
-    on the command line; empty when every base is given or nothing extends."""
-    given = {r.recipe for r in recipes}
-    if all(r.extends is None or r.extends in given for r in recipes):
-        return {}
-    from lemonpack.runtime.discovery import Discovery
-
-    return {rid: d.recipe for rid, d in Discovery().scan().recipes.items() if rid not in given}
 
 
 @app.command()
@@ -142,6 +49,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
           insecure: bool = typer.Option(False, "--insecure", help="With a registry --base: allow plain HTTP "
                                         "to a registry that is not on a loopback address."),
           registry_config: Path = REGISTRY_CONFIG_OPTION,
+          dry_run: bool = typer.Option(False, "--dry-run", help="Print the build plan (the resolved recipes, "
+                                       "targets and defaults) and build nothing."),
           json_out: bool = JSON_OPTION) -> int:
     """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
 
@@ -153,57 +62,19 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     (default 0). With --base REF the images run: the base's layers, then the engine's, and
     Entrypoint the engine (podman run IMAGE -m /models/x.gguf --port 8080).
     """
-    from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
-    from lemonpack.contract import load_recipe
-    from lemonpack.errors import ManifestError
-    from lemonpack.fetch import Mirror
+    from functools import partial
 
-    import contextlib
+    from lemonpack.builder.plan import plan_build, write_build
+    from lemonpack.registry.base import open_base_ref
+    from lemonpack.runtime.discovery import discovered_recipes
 
-    from lemonpack.examples import example_recipes, serve_mirror
-
-    recipes = list(recipes or [])
-    if example and (recipes or mirror):
-        raise typer.BadParameter("--example builds the shipped example alone, from its own loopback mirror; "
-                                 "build your recipes in another run", param_hint="--example")
-    if example:
-        recipes = example_recipes()
-    if not recipes:
-        raise typer.BadParameter("give at least one RECIPE.json (or --example)", param_hint="RECIPE.json")
-    _check_choice(os_name, OS_NAMES, "--os")
-    _check_choice(accelerator, ACCELERATORS, "--accelerator")
-    _check_choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
-    _check_choice(compression, ("gzip", "zstd"), "--compression")
-    if not example:  # the example ignores LEMONPACK_MIRROR
-        _check_mirror(mirror)
-    loaded, problems = [], []
-    for path in recipes:
-        try:
-            loaded.append(load_recipe(path))
-        except ManifestError as e:
-            problems.extend(e.problems)
-    if problems:
-        raise ManifestError(problems)
-    if arch is not None:
-        _check_arch_matches(loaded, arch, os_name, accelerator)
-    stack = contextlib.ExitStack()
-    base_source = open_base_arg(base, stack, insecure=insecure, registry_config=registry_config)
-    if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
-        mirror = stack.enter_context(serve_mirror())
-    opts = BuildOptions(base=base_source, compression=compression,
-        out=out, os=os_name, accelerator=accelerator, arch=arch,
-        mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
-        epoch=source_date_epoch(),
-        cpu_arch=cpu_arch or {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
-        progress=progress)
-
-    def report(t):
-        if not json_out:
-            what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
-            err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
-
-    with stack:
-        result = build_recipes(loaded, opts, on_target=report, bases=_discovered_bases(loaded))
+    plan = plan_build(recipes or [], out=out, os=os_name, accelerator=accelerator, arch=arch, cpu_arch=cpu_arch,
+                      compression=compression, mirror=mirror, allow_insecure_mirror=allow_insecure_mirror,
+                      base=base, example=example, known=discovered_recipes)
+    if dry_run:
+        return _print_plan(plan, json_out)
+    result = write_build(plan, progress=progress, on_target=None if json_out else _print_target,
+                         open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
     if json_out:
         print_json(result.to_json())
     else:
@@ -214,11 +85,35 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                 console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
         for rel in result.nix:
             console.print(f"  nix: {out / rel}/default.nix", markup=False)
-        if base_source is not None:
+        if base is not None:
             for t in result.targets:
                 if t.kind == "image":
                     console.print(f"  runnable: lemonpack load {out}:{t.tag}, then podman run IMAGE "
                                   f"<engine flags>", markup=False)
+    return 0
+
+
+def _print_target(t) -> None:
+    """One progress line per target written (stderr)."""
+    what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
+    err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
+
+
+def _print_plan(plan, json_out: bool) -> int:
+    """Print a build plan (``--dry-run``): JSON with ``--json``, else one line per input and target."""
+    doc = plan.to_json()
+    if json_out:
+        print_json(doc)
+        return 0
+    for key in ("out", "os", "accelerator", "arch", "cpu_arch", "compression", "mirror", "base", "epoch"):
+        console.print(f"{key}: {'-' if doc[key] is None else doc[key]}", markup=False)
+    if doc["extends_bases"]:
+        console.print(f"extends bases (discovered): {', '.join(doc['extends_bases'])}", markup=False)
+    for r in doc["recipes"]:
+        console.print(f"{r['recipe']} ({r['file'] or '-'})", markup=False)
+        for t in r["targets"]:
+            console.print(f"  {t['tag']}: {t['os']}/{t['accelerator']}" + (f" arch {t['arch']}" if t["arch"] else ""),
+                          markup=False)
     return 0
 
 
@@ -251,13 +146,10 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     asks for consent; --yes skips the question, and a non-interactive run without --yes
     refuses. --example installs the shipped example engine: then `lemonpack run --example`.
     """
-    import contextlib
-
-    from lemonpack.builder.install import install_recipe, plan_install
-    from lemonpack.cli._app import resolve_recipe
+    from lemonpack.builder.install import install_recipe, prepare_install
     from lemonpack.contract import detect_host, load_recipe
-    from lemonpack.examples import EXAMPLE_RECIPE, serve_mirror
-    from lemonpack.fetch import Mirror
+    from lemonpack.examples import EXAMPLE_RECIPE
+    from lemonpack.runtime.discovery import Discovery
 
     if recipe_ref and recipe_ref.startswith("oci://"):
         from lemonpack.cli.signing_cmds import install_oci
@@ -267,33 +159,23 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     if key or insecure or registry_config:
         raise typer.BadParameter("--key, --insecure and --registry-config apply to oci:// installs",
                                  param_hint="--key")
-    if example and (recipe_ref or mirror):
+    if example and recipe_ref:
         raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
                                  param_hint="--example")
     if not example and not recipe_ref:
         raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
-    _check_choice(accelerator, ACCELERATORS, "--accelerator")
-    if not example:  # the example ignores LEMONPACK_MIRROR
-        _check_mirror(mirror)
-    recipe = load_recipe(EXAMPLE_RECIPE) if example else resolve_recipe(recipe_ref)
-    facts = detect_host()
-    plan = plan_install(recipe, facts, accelerator=accelerator, arch=arch)
-    lacking = lacking_accelerator_warning(recipe, facts, plan.block.accelerator, requested=accelerator,
-                                          requested_by="--accelerator")
-    warnings = [lacking] if lacking else []
-    for w in warnings:
+    recipe = load_recipe(EXAMPLE_RECIPE) if example else Discovery().resolve(recipe_ref)
+    plan = prepare_install(recipe, detect_host(), accelerator=accelerator, arch=arch, mirror=mirror,
+                           allow_insecure_mirror=allow_insecure_mirror, example=example)
+    for w in plan.warnings:
         err_console.print(f"warning: {w}", markup=False)
     if not json_out:
         for line in plan.disclosure():
             err_console.print(line, markup=False)
     confirm_install(yes)
-    with contextlib.ExitStack() as stack:
-        if example:  # the example's artifact is served from the package, whatever LEMONPACK_MIRROR says
-            mirror = stack.enter_context(serve_mirror())
-        done = install_recipe(plan, mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
-                              progress=progress)
+    done = install_recipe(plan, progress=progress)
     if json_out:
-        print_json({**done, "warnings": warnings})
+        print_json({**done, "warnings": list(plan.warnings)})
     else:
         console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
         if example:

@@ -3,7 +3,6 @@ image tags to digests (room :mod:`lemonpack.registry`)."""
 
 from __future__ import annotations
 
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -63,7 +62,7 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     lemonpack publish out/layout:hello-engine --to 127.0.0.1:5000/engines/hello:v1 ;
     lemonpack publish recipe.json --to registry.example/engines/x
     """
-    from lemonpack.registry.reference import parse_reference, split_layout_arg
+    from lemonpack.registry.reference import parse_reference
     from lemonpack.registry.transfer import publish_layout
 
     dest = parse_reference(to)
@@ -74,42 +73,15 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
         private = load_private_key(sign)  # a wrong password fails before the push
     signed: list[dict] = []
-    import contextlib
-
-    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp, contextlib.ExitStack() as stack:
-        is_recipe = source.endswith(".json") and Path(source).is_file()
-        if base is not None and not is_recipe:
-            raise typer.BadParameter("--base applies when publishing a RECIPE.json (a layout is pushed as it is)",
-                                     param_hint="--base")
-        if is_recipe:
-            from lemonpack.cli.build_cmds import open_base_arg
-
-            base_source = open_base_arg(base, stack, insecure=insecure, registry_config=registry_config)
-            layout, tag = _build_for_publish(Path(source), Path(tmp) / "layout", mirror, show, json_out,
-                                             base_source), None
-        else:
-            layout_s, tag = split_layout_arg(source)
-            layout = Path(layout_s)
-            if not (layout / "oci-layout").is_file():
-                from lemonpack.errors import LemonpackError
-
-                raise LemonpackError(f"{layout}: not an OCI image layout (no oci-layout file) and not a recipe file")
+    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
+        layout, tag = _publish_source(source, Path(tmp), base=base, mirror=mirror, insecure=insecure,
+                                      registry_config=registry_config, progress=show, json_out=json_out)
         with _client(dest.host, insecure, registry_config) as client:
             result = publish_layout(layout, dest, client, tag=tag, mount_from=mount_from, progress=show)
             if private is not None:
-                from lemonpack.signing.remote import sign_image
+                from lemonpack.signing.remote import sign_published
 
-                for digest in dict.fromkeys(p.digest for p in result.pushed):
-                    try:
-                        signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure,
-                                                 client=client))
-                    except KeyboardInterrupt:
-                        from lemonpack.errors import Interrupted
-
-                        tags = ", ".join(f"{p.tag}@{p.digest}" for p in result.pushed)
-                        raise Interrupted(f"publish to {result.reference}: every tag was pushed ({tags}); "
-                                          f"interrupted while signing {digest} ({len(signed)} of "
-                                          f"{len(set(p.digest for p in result.pushed))} signed)") from None
+                signed = sign_published(result, private, insecure=insecure, client=client)
     if json_out:
         doc = result.to_json()
         if private is not None:
@@ -127,25 +99,34 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     return 0
 
 
-def _build_for_publish(recipe: Path, out: Path, mirror: str | None, progress: bool, json_out: bool,
-                       base=None) -> Path:
-    """Build ``recipe`` as ``lemonpack build`` does (same pipeline and defaults) into ``out``."""
-    from lemonpack.builder.pipeline import BuildOptions, build_recipes, source_date_epoch
-    from lemonpack.cli.build_cmds import _check_mirror, _discovered_bases
-    from lemonpack.contract import load_recipe
-    from lemonpack.fetch import Mirror
+def _publish_source(source: str, tmp: Path, *, base, mirror, insecure, registry_config, progress: bool,
+                    json_out: bool) -> tuple[Path, str | None]:
+    """``(layout, tag)`` to push: a RECIPE.json is built first into ``tmp`` by the build plan
+    ``lemonpack build`` uses (:func:`lemonpack.builder.plan.plan_build`: same defaults), its
+    index digests printed; else ``DIR[:TAG]``, which must be an OCI image layout."""
+    from functools import partial
 
-    _check_mirror(mirror)
-    loaded = [load_recipe(recipe)]
-    opts = BuildOptions(out=out, mirror=Mirror.from_env(mirror, allow_insecure=False), base=base,
-                        epoch=source_date_epoch(),
-                        cpu_arch={"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
-                        progress=progress)
-    result = build_recipes(loaded, opts, bases=_discovered_bases(loaded))
-    if not json_out:
-        for rid, digest in result.indexes.items():
-            err_console.print(f"built {rid}: {digest}", markup=False)
-    return out
+    from lemonpack.builder.plan import plan_build, write_build
+    from lemonpack.errors import LemonpackError
+    from lemonpack.registry.base import open_base_ref
+    from lemonpack.registry.reference import split_layout_arg
+    from lemonpack.runtime.discovery import discovered_recipes
+
+    if source.endswith(".json") and Path(source).is_file():
+        plan = plan_build([Path(source)], out=tmp / "layout", mirror=mirror, base=base, known=discovered_recipes)
+        result = write_build(plan, progress=progress,
+                             open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
+        if not json_out:
+            for rid, digest in result.indexes.items():
+                err_console.print(f"built {rid}: {digest}", markup=False)
+        return plan.out, None
+    if base is not None:
+        raise typer.BadParameter("--base applies when publishing a RECIPE.json (a layout is pushed as it is)",
+                                 param_hint="--base")
+    layout_s, tag = split_layout_arg(source)
+    if not (Path(layout_s) / "oci-layout").is_file():
+        raise LemonpackError(f"{layout_s}: not an OCI image layout (no oci-layout file) and not a recipe file")
+    return Path(layout_s), tag
 
 
 @app.command("pull")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console, err_console, print_json
-from lemonpack.cli.build_cmds import INSECURE_OPTION, MIRROR_OPTION, _check_mirror
+from lemonpack.cli.build_cmds import INSECURE_OPTION, MIRROR_OPTION
 
 
 @app.command()
@@ -51,14 +51,13 @@ def release(lock: Path = typer.Option(..., "--lock", help="The release lock (ext
 
     import contextlib
 
-    from lemonpack.cli.build_cmds import open_base_arg
+    from lemonpack.registry.base import open_base_ref
 
-    _check_mirror(mirror)
     stack = contextlib.ExitStack()
     opts = ReleaseOptions(out=out, lock=lock, tree=tree, containers=containers, only=tuple(only or ()),
                           mirror=Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror),
                           epoch=source_date_epoch(), progress=progress, base=base,
-                          open_base=lambda spec: open_base_arg(spec, stack, insecure=insecure,
+                          open_base=lambda spec: open_base_ref(spec, stack, insecure=insecure,
                                                                registry_config=registry_config))
 
     def fetching(recipe: str, url: str, done: bool) -> None:

@@ -11,60 +11,9 @@ override naming an unknown, unavailable or unable recipe) or bad input.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
-from lemonpack.errors import LemonpackError
-
-
-def _artifact(ref: str):
-    """``(ModelArtifact, backend override of the registered model or None, its source)``."""
-    from lemonpack.runtime.models import ModelRegistry, looks_like_path
-    from lemonpack.runtime.selector import model_artifact
-
-    path = Path(ref)
-    if path.exists():
-        return model_artifact(ref, str(path.resolve())), None, None
-    registry = ModelRegistry()
-    entries = registry.load()
-    if ref in entries:
-        entry = entries[ref]
-        return model_artifact(ref, entry.main), entry.backend, f'{registry.path} ["{ref}"].backend'
-    if looks_like_path(ref):
-        raise LemonpackError(f"model file not found: {ref}")
-    raise LemonpackError(f"no model file or registered model named {ref!r} in {registry.path}")
-
-
-def _memory(ref: str) -> dict | None:
-    """The serve admission estimate of ``ref``'s main file (``lemonpack.runtime.memory``), at
-    the registered model's ``ctx_size`` (else the default); None when it is not a local file."""
-    import os
-
-    from lemonpack.runtime.launch import OPTION_DEFAULTS
-    from lemonpack.runtime.memory import estimate_model
-    from lemonpack.runtime.models import ModelRegistry
-
-    opts: dict = {}
-    path = Path(ref)
-    if not path.exists():
-        try:
-            entry = ModelRegistry().load().get(ref)
-        except LemonpackError:
-            return None
-        if entry is None:
-            return None
-        path = Path(os.path.expanduser(entry.main))
-        opts = dict(getattr(entry, "recipe_options", None) or {})
-    if not path.exists():
-        return None
-    try:
-        ctx = int(opts.get("ctx_size") or OPTION_DEFAULTS["ctx_size"])
-        est = estimate_model(str(path), ctx, str(opts.get("cache_type_k") or "f16"), str(opts.get("cache_type_v") or "f16"))
-    except (LemonpackError, ValueError):
-        return None
-    return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": ctx, "how": est.how}
 
 
 @app.command("select")
@@ -75,22 +24,24 @@ def select(
     """Show which recipe would serve MODEL, and why each candidate was taken or not."""
     from lemonpack.contract import detect_host
     from lemonpack.runtime.discovery import Discovery
+    from lemonpack.runtime.modelref import resolve_model
     from lemonpack.runtime.selector import discovery_order, effective_override, gather_presence, select_backend
 
-    artifact, model_backend, model_source = _artifact(model)
-    override, source = effective_override(model_backend, model_source)
+    resolved = resolve_model(model, directories=True)  # a file, a bundle directory or a registered name
+    artifact = resolved.artifact()
+    override, source = effective_override(resolved.backend, resolved.backend_source)
     host = detect_host()
     recipes = [d.recipe for d in discovery_order(Discovery().scan().recipes.values())]
     presence = gather_presence(recipes, host)
     sel = select_backend(artifact, recipes, host, presence, override=override, override_source=source)
     if json_out:
         doc = sel.to_json()
-        mem = _memory(model)
+        mem = resolved.memory()
         if mem is not None:
             doc["memory"] = mem
         print_json(doc)
         return 0 if sel.ok else 1
-    mem = _memory(model)
+    mem = resolved.memory()
     if sel.outcome == "recipe":
         head = f"recipe {sel.recipe}"
     elif sel.outcome == "default":

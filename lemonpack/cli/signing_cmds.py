@@ -225,11 +225,9 @@ def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     """
     from lemonpack.signing.ociinstall import refuse_system_descriptor, uninstall
 
-    recipe_id = recipe_ref
-    if recipe_ref.endswith(".json") or os.sep in recipe_ref:
-        from lemonpack.contract import load_recipe
+    from lemonpack.runtime.discovery import recipe_id as named_recipe
 
-        recipe_id = load_recipe(recipe_ref).recipe
+    recipe_id = named_recipe(recipe_ref)  # the file-or-id rule, without discovery
     refuse_system_descriptor(recipe_id)
     done = uninstall(recipe_id)
     if json_out:

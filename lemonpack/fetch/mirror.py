@@ -23,7 +23,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 
-from lemonpack.errors import FetchError, UnsafeContentError
+from lemonpack.errors import FetchError, MirrorSettingError, UnsafeContentError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -65,8 +65,10 @@ class Mirror:
     """A mirror at ``base_url`` (http or https; trailing ``/`` ignored).
 
     ``allow_insecure``: allow a plain ``http://`` base on a non-loopback host (the
-    downloader otherwise refuses plain http except to loopback). Raises ``FetchError``
-    if ``base_url`` is not an http(s) URL with a host.
+    downloader otherwise refuses plain http except to loopback). Raises
+    :class:`~lemonpack.errors.MirrorSettingError` (a usage error, exit 2, and a
+    ``FetchError``) if ``base_url`` is not an http(s) URL with a host, or has a query or
+    fragment: the one mirror check, used by the CLI as by every room.
     """
 
     base_url: str
@@ -75,9 +77,10 @@ class Mirror:
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
-            raise FetchError(f"mirror must be an http(s) URL with a host: {self.base_url!r}")
+            raise MirrorSettingError(f"mirror must be an http(s) URL with a host, such as http://127.0.0.1:8080: "
+                                     f"{self.base_url!r}")
         if parts.query or parts.fragment:
-            raise FetchError(f"mirror URL must not have a query or fragment: {self.base_url!r}")
+            raise MirrorSettingError(f"mirror URL must not have a query or fragment: {self.base_url!r}")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
     def rewrite(self, url: str) -> str:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache
+from lemonpack.oci.platform import host_arch
 from lemonpack.builder.pipeline import BaseLayers
 from lemonpack.contract import load_recipe, targets
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError, StorageError
@@ -235,12 +236,6 @@ class _Recipes:
         return payload
 
 
-def _host_arch() -> str:
-    import platform
-
-    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-
-
 def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, lock_names: list[str],
                   recipes: _Recipes, base: BaseSource | None = None) -> ImageInputs:
     """The :class:`ImageInputs` of definition ``d``: pipeline selection, generated files,
@@ -252,7 +247,7 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
     from lemonpack.extensions.generate import generate
 
     if base is not None:
-        host = _host_arch()
+        host = host_arch()
         other = [a for a in d.architectures if a != host]
         if other:
             raise LemonpackError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "

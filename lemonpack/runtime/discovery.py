@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import Problem
+from lemonpack.errors import LemonpackError, Problem
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -308,6 +308,33 @@ def _summary(kind: str, problems: Sequence[Problem]) -> str:
 # --- the scanner ----------------------------------------------------------------------
 
 
+def recipe_file_ref(ref: str) -> Path | None:
+    """The file half of the file-or-id rule of a RECIPE argument (:meth:`Discovery.resolve`):
+    ``ref`` as a :class:`Path` when it names an existing file; None when it is a recipe id
+    (no such file, no ``.json`` suffix, no path separator). Raises
+    :class:`~lemonpack.errors.LemonpackError` "recipe file not found: REF" (or "... is not a
+    regular file") when it looks like a path but is no file."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if ref.endswith(".json") or "/" in ref or os.sep in ref:
+        if path.exists():
+            raise LemonpackError(f"recipe file {ref} is not a regular file")
+        raise LemonpackError(f"recipe file not found: {ref}")
+    return None
+
+
+def recipe_id(ref: str) -> str:
+    """The recipe id a RECIPE argument names without consulting discovery (``uninstall``:
+    an installed recipe need not be discovered any more): a file's ``recipe`` field (loaded
+    and validated), else ``ref`` itself. Same file-or-id rule and errors as
+    :meth:`Discovery.resolve`."""
+    from lemonpack.contract import load_recipe
+
+    path = recipe_file_ref(ref)
+    return load_recipe(path).recipe if path is not None else ref
+
+
 class Discovery:
     """The recipe registry's scanner (RFC section 8). Thread-safe; cheap to re-scan.
 
@@ -360,6 +387,40 @@ class Discovery:
                 del self._cache[stale]
             self._log_new(result.rejected)
         return result
+
+    def resolve(self, ref: str) -> Recipe:
+        """The recipe a command argument names: a path to a recipe JSON file, or the id of
+        a recipe this discovery finds (``lemonpack backends list``). The one file-or-id rule
+        of every command taking a RECIPE (``run``, ``install``, ``serve``'s models).
+
+        ``ref`` is a file when it names an existing file (loaded with
+        :func:`lemonpack.contract.load_recipe`: a :class:`~lemonpack.errors.ManifestError`
+        when invalid). When it does not and looks like a path (ends with ``.json`` or holds a
+        path separator) the error is "recipe file not found: REF" ("... is not a regular
+        file" for a directory). Otherwise it is a recipe id, looked up with a fresh
+        :meth:`scan`; an id that only rejected descriptors carry (their recipe id or, for
+        descriptors never parsed such as untrusted ones, their file name
+        ``ID.json``/``ID_WITH_UNDERSCORES.json``) is an error saying where it was found and
+        why it was rejected; an unknown id lists what was discovered and where it looked.
+        Raises :class:`~lemonpack.errors.LemonpackError` (exit 1); never returns None.
+        """
+        from lemonpack.contract import load_recipe
+
+        path = recipe_file_ref(ref)
+        if path is not None:
+            return load_recipe(path)
+        result = self.scan()
+        found = result.recipes.get(ref)
+        if found is not None:
+            return found.recipe
+        for r in result.errors:
+            if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
+                raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
+                                     f"— see lemonpack backends list --all")
+        known = ", ".join(result.recipes) or "none"
+        dirs = ", ".join(str(d.path) for d in self.directories) or "no directories"
+        raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
+                             f"searched: {dirs})")
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:
         rejected: list[Rejected] = []
@@ -437,6 +498,13 @@ class Discovery:
             # ``run ID``), so their log handler skips these records; a server logs them.
             log.log(level, "descriptor %s %s: %s", r.file, "shadowed" if r.kind == "shadowed" else "rejected",
                     r.reason, extra={"listed": True})
+
+
+def discovered_recipes() -> dict[str, Recipe]:
+    """The recipes discovery finds now on the default search path (id -> resolved recipe):
+    what a build looks ``extends`` bases up in when they are not given
+    (:func:`lemonpack.builder.plan.plan_build`'s ``known``)."""
+    return {rid: d.recipe for rid, d in Discovery().scan().recipes.items()}
 
 
 def discover(directories: Iterable[SearchDir] | None = None) -> DiscoveryResult:

@@ -110,6 +110,27 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
             "signatures": len(layers), "signature_manifest": manifest_digest, "payload_digest": layer.digest}
 
 
+def sign_published(result, private: ec.EllipticCurvePrivateKey, *, insecure: bool = False,
+                   client: RegistryClient | None = None) -> list[dict[str, Any]]:
+    """Sign every manifest a publish pushed (``result``: a
+    :class:`lemonpack.registry.transfer.PublishResult`; each distinct digest once, in push
+    order) as :func:`sign_image` does; returns their results. Ctrl-C part way raises
+    :class:`~lemonpack.errors.Interrupted` saying that every tag was pushed and how many
+    digests were signed (``lemonpack publish --sign``)."""
+    from lemonpack.errors import Interrupted
+
+    digests = list(dict.fromkeys(p.digest for p in result.pushed))
+    signed: list[dict[str, Any]] = []
+    for digest in digests:
+        try:
+            signed.append(sign_image(f"{result.reference}@{digest}", private, insecure=insecure, client=client))
+        except KeyboardInterrupt:
+            tags = ", ".join(f"{p.tag}@{p.digest}" for p in result.pushed)
+            raise Interrupted(f"publish to {result.reference}: every tag was pushed ({tags}); "
+                              f"interrupted while signing {digest} ({len(signed)} of {len(digests)} signed)") from None
+    return signed
+
+
 def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure: bool = False,
                  client: RegistryClient | None = None, registry_config: str | os.PathLike[str] | None = None) -> dict:
     """Verify the image ``reference`` against ``public`` (``registry_config``: as for :func:`sign_image`).

@@ -1,0 +1,144 @@
+"""The model argument of a command: a model file (or bundle directory) or a registered name.
+
+One rule, :func:`resolve_model`, for every command that takes a model on the command line
+(``lemonpack run --model``, ``lemonpack select MODEL``, and ``serve`` for models given by
+file): it decides what the text names and returns a :class:`ResolvedModel` that can give
+the launch's :class:`~lemonpack.runtime.launch.ModelSpec`, the selector's
+:class:`~lemonpack.runtime.selector.ModelArtifact` and the serve admission estimate of its
+main file. Nothing here starts a process or touches the network.
+
+The rule, in order:
+
+1. ``ref`` names an existing regular file: that file (its resolved path).
+2. ``ref`` holds no path separator and is a name in the model registry
+   (:class:`~lemonpack.runtime.models.ModelRegistry`, ``user_models.json``): that entry.
+   A file name such as ``user.x.gguf`` can be registered too; an existing file of that
+   name wins (rule 1).
+3. ``ref`` names an existing directory: a model bundle (``x.mlpackage``) when the caller
+   accepts directories (``select``), else "model path is not a file: REF" (``run``: an
+   engine is handed one checkpoint file).
+4. Otherwise an error (exit 1): "model file not found: REF" when ``ref`` looks like a path
+   (:func:`~lemonpack.runtime.models.looks_like_path`: a separator or a model file suffix;
+   the registry is not named, it was not what the user meant), else "no model named REF: no
+   model file or registered model named REF in REGISTRY".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lemonpack.errors import LemonpackError
+
+if TYPE_CHECKING:
+    from lemonpack.runtime.launch import ModelSpec
+    from lemonpack.runtime.models import ModelEntry, ModelRegistry
+    from lemonpack.runtime.selector import ModelArtifact
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a model argument named: ``ref`` as given; ``path`` the resolved local file or
+    bundle directory (None for a registered model); ``entry`` the registry entry (None for
+    a file); ``registry_path`` the registry file consulted (None when it was not read)."""
+
+    ref: str
+    path: Path | None = None
+    entry: ModelEntry | None = None
+    registry_path: Path | None = None
+
+    @property
+    def recipe(self) -> str | None:
+        """The recipe a registered model is registered for (None for a file)."""
+        return getattr(self.entry, "recipe", None)
+
+    @property
+    def backend(self) -> str | None:
+        """A registered model's backend override for the selector (None for a file)."""
+        return getattr(self.entry, "backend", None)
+
+    @property
+    def backend_source(self) -> str | None:
+        """Where :attr:`backend` comes from (``REGISTRY ["NAME"].backend``), for messages."""
+        return f'{self.registry_path} ["{self.ref}"].backend' if self.entry is not None else None
+
+    @property
+    def main(self) -> str:
+        """The main checkpoint: the file's path, or the entry's ``main`` (a path or hub ref)."""
+        return str(self.path) if self.path is not None else self.entry.main
+
+    def spec(self) -> ModelSpec:
+        """The launch's :class:`~lemonpack.runtime.launch.ModelSpec`: a file is checkpoint
+        ``main`` named after its stem, in its own directory; an entry is taken as it is.
+        Raises LemonpackError for an endpoint model: engines lemonpack does not spawn serve it
+        (``lemonpack serve`` is its gateway), so there is nothing to launch."""
+        from lemonpack.runtime.launch import ModelSpec
+
+        if self.entry is not None and getattr(self.entry, "endpoints", None):
+            raise LemonpackError(f"model {self.entry.name!r} is served by its endpoints "
+                                 f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
+                                 "(lemonpack serve is its gateway)")
+        if self.entry is not None:
+            return ModelSpec.from_entry(self.entry)
+        return ModelSpec(name=self.path.stem, checkpoints={"main": str(self.path)}, model_dir=str(self.path.parent))
+
+    def artifact(self) -> ModelArtifact:
+        """The selector's :class:`~lemonpack.runtime.selector.ModelArtifact` (file names the
+        selector matches recipes' artifact patterns against)."""
+        from lemonpack.runtime.selector import model_artifact
+
+        return model_artifact(self.ref, self.main)
+
+    def memory(self) -> dict[str, Any] | None:
+        """The serve admission estimate of the main file (:mod:`lemonpack.runtime.memory`)
+        at the entry's ``ctx_size`` (else the default) and KV cache types: ``{"bytes",
+        "weights", "kv", "ctx_size", "how"}``; None when the main file is not local or
+        cannot be estimated."""
+        from lemonpack.runtime.launch import OPTION_DEFAULTS
+        from lemonpack.runtime.memory import estimate_model
+
+        opts = dict(getattr(self.entry, "recipe_options", None) or {})
+        path = self.path if self.path is not None else Path(os.path.expanduser(self.entry.main))
+        if not path.exists():
+            return None
+        try:
+            ctx = int(opts.get("ctx_size") or OPTION_DEFAULTS["ctx_size"])
+            est = estimate_model(str(path), ctx, str(opts.get("cache_type_k") or "f16"),
+                                 str(opts.get("cache_type_v") or "f16"))
+        except (LemonpackError, ValueError):
+            return None
+        return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": ctx, "how": est.how}
+
+
+def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistry | None = None) -> ResolvedModel:
+    """What the model argument ``ref`` names, by the rule of the module docstring.
+
+    ``directories``: accept an existing directory as a model bundle (``select``); ``run``
+    leaves it False (one checkpoint file). ``registry``: the model registry to consult
+    (default :class:`~lemonpack.runtime.models.ModelRegistry` at its default path; it is
+    read only when ``ref`` is not an existing file and holds no path separator). Raises
+    :class:`~lemonpack.errors.LemonpackError` (exit 1) as described there, and what
+    reading a broken registry raises."""
+    from lemonpack.runtime.models import ModelRegistry, looks_like_path
+
+    path = Path(ref)
+    if path.is_file():
+        return ResolvedModel(ref, path=path.resolve())
+    reg = None
+    if "/" not in ref and os.sep not in ref and ref:
+        reg = registry if registry is not None else ModelRegistry()
+        entry = reg.load().get(ref)
+        if entry is not None:
+            return ResolvedModel(ref, entry=entry, registry_path=reg.path)
+    if path.exists():
+        if directories:
+            return ResolvedModel(ref, path=path.resolve())
+        raise LemonpackError(f"model path is not a file: {ref}")
+    if looks_like_path(ref) or reg is None:
+        raise LemonpackError(f"model file not found: {ref}")
+    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
+
+
+__all__ = ["ResolvedModel", "resolve_model"]
