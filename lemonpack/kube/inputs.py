@@ -21,12 +21,15 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from lemonpack.errors import LemonpackError
+from lemonpack.hosts import is_loopback
 from lemonpack.kube.accelerators import Target
 from lemonpack.kube.generate import KubeError, KubeModel, ModelSource
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import check_pinned
 from lemonpack.runtime.launch import ModelSpec
-from lemonpack.runtime.models import ModelRegistry, looks_like_path
+from lemonpack.runtime.modelref import resolve_model
+from lemonpack.runtime.models import ModelRegistry
 from lemonpack.runtime.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
                                         select_backend)
 
@@ -66,7 +69,7 @@ def parse_publish(text: str | None, *, any_address: bool = False) -> tuple[str, 
         addr = ipaddress.ip_address(bare)
     except ValueError:
         raise KubeError(f"--publish {text}: {host!r} is not an IP address") from None
-    if not addr.is_loopback and not any_address:
+    if not is_loopback(str(addr)) and not any_address:
         raise KubeError(f"--publish {text}: {bare} is not a loopback address; publishing the engines on other "
                         "hosts' reach needs --publish-any")
     return str(addr), port
@@ -106,21 +109,17 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
     registry = registry or ModelRegistry()
     sources = sources or {}
     default_source = default_source or ModelSource()
-    entries = None
     out: list[KubeModel] = []
     for ref in refs:
         source = sources.get(ref, default_source)
-        path = Path(ref)
-        if path.is_file():
-            out.append(_file_model(ref, path, target, images, discovered, source))
+        try:  # the one model-argument rule of run and select (runtime.modelref)
+            named = resolve_model(ref, registry=registry)
+        except LemonpackError as e:
+            raise KubeError(f"model {ref}: {e}") from None
+        if named.entry is None:
+            out.append(_file_model(ref, named.path, target, images, discovered, source))
             continue
-        if entries is None:
-            entries = registry.load()
-        entry = entries.get(ref)
-        if entry is None:
-            if looks_like_path(ref):
-                raise KubeError(f"model {ref}: model file not found")
-            raise KubeError(f"model {ref}: no model file or registered model of that name (in {registry.path})")
+        entry = named.entry
         found = discovered.recipes.get(entry.recipe)
         if found is None:
             why = _rejection(discovered, entry.recipe) or f"recipe {entry.recipe!r} is not discovered (lemonpack " \
