@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "47-serve-two-models-cut"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "_common"))
 from harness import Serve, fake_recipe, pids_tagged  # noqa: E402
 
 CLIENTS = 64

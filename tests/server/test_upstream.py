@@ -58,7 +58,7 @@ def _hwm(pid: int) -> int:
 
 @pytest.mark.slow
 def test_a_large_upload_streams_through_with_flat_memory(tmp_path):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "47-serve-two-models-cut"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "_common"))
     from harness import Serve, fake_recipe
 
     bodies = tmp_path / "bodies"
