@@ -131,6 +131,27 @@ class IntegrityError(LemonpackError):
                 "expected": self.expected, "actual": self.actual}
 
 
+class SignatureError(IntegrityError):
+    """Signatures do not hold (exit 3, like a digest mismatch): an image's cosign signatures
+    or a catalogue index's signature. ``reason``: ``no-signature`` (none to check),
+    ``bad-signature`` (none verifies with the key: another key, or the signed bytes changed),
+    ``digest-mismatch`` (a signature verifies but its payload names another image),
+    ``bad-payload`` (a verified payload is not simple-signing JSON). ``details``: one line per
+    signature examined. ``what``: the signed thing, for the integrity fields."""
+
+    kind = "signature"
+
+    def __init__(self, message: str, reason: str = "bad-signature", details: list[str] | None = None,
+                 what: str = "signature"):
+        self.reason, self.details = reason, list(details or [])
+        self.what, self.expected, self.actual = what, "a valid signature", reason
+        LemonpackError.__init__(self, message + "".join(f"\n  {d}" for d in self.details))
+
+    def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``reason`` and ``details``."""
+        return {"error": self.kind, "message": str(self), "reason": self.reason, "details": self.details}
+
+
 class UsageError(LemonpackError):
     """The command was asked for something it cannot mean: an option value outside its
     choices, two options that exclude each other, a setting (``--mirror`` /

@@ -20,18 +20,12 @@ from typing import Any
 
 from lemonpack.canonical import canonical_json
 from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError
+from lemonpack.errors import FetchError, LemonpackError, SignatureError
 from lemonpack.paths import cache_root, config_root
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 
-class SignatureError(IntegrityError):
-    """The index signature is missing or does not verify with the trusted key (exit 3)."""
-
-    def __init__(self, message: str):
-        LemonpackError.__init__(self, message)
-        self.what, self.expected, self.actual = INDEX_NAME, "a valid signature", "none"
 
 
 def cached_dir() -> Path:
@@ -209,7 +203,8 @@ def update(source: str, public_pem: bytes) -> dict:
                 (tmp / "entries").mkdir()
         problems = verify_dir(tmp, public_pem)
         if problems:
-            raise SignatureError("refusing the new index, the cached copy is unchanged:\n  " + "\n  ".join(problems))
+            raise SignatureError("refusing the new index, the cached copy is unchanged:\n  " + "\n  ".join(problems),
+                                 what=INDEX_NAME)
         index = json.loads((tmp / INDEX_NAME).read_bytes())
         os.chmod(tmp, 0o755)
         from lemonpack.catalogue.build import replace_dir

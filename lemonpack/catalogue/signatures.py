@@ -61,7 +61,8 @@ def oci_status(ref: str, keys, *, insecure: bool, registry_config) -> dict:
     """Status of the image ``ref`` (``HOST/REPO@sha256:..``) against the publisher ``keys``
     (cosign signatures in the registry, tag fallback)."""
     from lemonpack.signing.keys import decode_public_key
-    from lemonpack.signing.remote import SignatureError, verify_image
+    from lemonpack.errors import SignatureError
+    from lemonpack.signing.remote import verify_image
 
     failure: Exception | None = None
     for k in keys:

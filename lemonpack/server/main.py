@@ -15,13 +15,7 @@ import socket
 
 from aiohttp import web
 
-from lemonpack.errors import LemonpackError
-
-
-class UsageError(LemonpackError):
-    """A bad ``--host``/``--port`` or a taken port (exit 2)."""
-
-    exit_code = 2
+from lemonpack.errors import UsageError  # a bad --host/--port or a taken port: exit 2
 
 
 def parse_listen(port: str, host: str) -> tuple[str, int]:

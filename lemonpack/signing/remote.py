@@ -19,35 +19,13 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LemonpackError, SignatureError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.signing import simplesigning as ss
 
 #: A simple-signing payload is a few hundred bytes; anything much larger is refused unread.
 MAX_PAYLOAD_BYTES = 1 << 20
-
-
-class SignatureError(LemonpackError):
-    """An image's signatures do not hold (exit 3, like a digest mismatch).
-
-    ``reason``: ``no-signature`` (no ``.sig`` tag or no signature layer in it),
-    ``bad-signature`` (no signature verifies with the key: another key, or the payload or
-    the annotation was changed), ``digest-mismatch`` (a signature verifies but its payload
-    names another image), ``bad-payload`` (a verified payload is not simple-signing JSON).
-    ``details``: one line per signature layer examined.
-    """
-
-    exit_code = 3
-    kind = "signature"
-
-    def __init__(self, message: str, reason: str, details: list[str] | None = None):
-        self.reason, self.details = reason, list(details or [])
-        super().__init__(message + "".join(f"\n  {d}" for d in self.details))
-
-    def to_json(self) -> dict[str, Any]:
-        """The base shape plus ``reason`` and ``details``."""
-        return {"error": self.kind, "message": str(self), "reason": self.reason, "details": self.details}
 
 
 def _client(host: str, insecure: bool, client: RegistryClient | None, registry_config=None) -> RegistryClient:

@@ -18,7 +18,8 @@ from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MA
 from lemonpack.canonical import canonical_json
 from lemonpack.registry import RegistryClient
 from lemonpack.signing import simplesigning as ss
-from lemonpack.signing.remote import SignatureError, sign_image, verify_image
+from lemonpack.errors import SignatureError
+from lemonpack.signing.remote import sign_image, verify_image
 
 PASSWORD = "correct horse"
 

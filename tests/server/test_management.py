@@ -9,7 +9,8 @@ import sys
 import httpx
 import pytest
 
-from lemonpack.server.main import UsageError, parse_listen
+from lemonpack.errors import UsageError
+from lemonpack.server.main import parse_listen
 from tests.server.conftest import fake_doc
 from tests.support.helpers import write_descriptor
 
