@@ -121,7 +121,9 @@ def connection_failure(method: str, url: str, exc: BaseException) -> Exception:
             return FetchError(one_line(f"{where}: name resolution failed ({e.strerror or e})"))
     for e in chain:
         if isinstance(e, ssl.SSLError):
-            return FetchError(one_line(f"{method} {url}: TLS failed: {short(getattr(e, 'verify_message', None) or e)}"))
+            where_tls = urllib.parse.urlsplit(url)._replace(query="").geturl()
+            return FetchError(one_line(f"{method} {where_tls}: TLS failed: "
+                                       f"{short(getattr(e, 'verify_message', None) or e)}"))
     for e in chain:
         if isinstance(e, ConnectionRefusedError):
             t = Transient(f"{where}: connection refused (nothing listening on port {port})")
@@ -139,12 +141,11 @@ def failure(method: str, url: str, exc: httpx.HTTPError) -> Exception:
         url = str(exc.request.url)
     except RuntimeError:  # no request attached
         pass
+    shown = urllib.parse.urlsplit(url)._replace(query="").geturl()
     if isinstance(exc, httpx.ConnectTimeout):
-        return Transient(f"{method} {_where(method, url)[0].split(': ', 1)[0].split(' ', 1)[1]}: "
-                         f"connect timed out ({type(exc).__name__})")
+        return Transient(f"{method} {shown}: connect timed out ({type(exc).__name__})")
     if isinstance(exc, httpx.ConnectError):
         return connection_failure(method, url, exc)
-    shown = urllib.parse.urlsplit(url)._replace(query="").geturl()
     if isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)):
         return Transient(f"{method} {shown}: {type(exc).__name__}: {short(exc) or 'connection dropped'}")
     return FetchError(f"{method} {shown}: {type(exc).__name__}: {short(exc)}")
