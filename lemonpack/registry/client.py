@@ -495,12 +495,13 @@ class RegistryClient:
 
 
 def _pieces(resp: httpx.Response, size: int):
-    """The raw body of ``resp`` (sent with ``Accept-Encoding: identity``) in pieces of about
-    ``size`` bytes: httpcore reads the socket 64 KiB at a time; joining them keeps the hashing
-    thread's per-piece cost (a queue hand-over) small."""
+    """The body of ``resp`` (asked with ``Accept-Encoding: identity``; a ``Content-Encoding``
+    the server applies anyway is decoded) in pieces of about ``size`` bytes: httpcore reads the
+    socket 64 KiB at a time; joining them keeps the hashing thread's per-piece cost (a queue
+    hand-over) small."""
     parts: list[bytes] = []
     held = 0
-    for chunk in resp.iter_raw():
+    for chunk in resp.iter_bytes():
         parts.append(chunk)
         held += len(chunk)
         if held >= size:
