@@ -16,9 +16,11 @@ message or a log line.
 
 Retries (:mod:`.transport`): a dropped connection, a timeout, HTTP 429/500/502/503/504 are
 retried ``retries`` times with exponential backoff (``backoff * 2**attempt`` seconds,
-``Retry-After`` honoured up to 30 s); a body is re-created for every attempt. A blob upload that fails half way resumes
-from the offset the registry reports for the session (``GET`` on the upload URL, ``Range``),
-or starts a new session when the old one is gone. A host name that does not resolve is not
+``Retry-After`` honoured up to 30 s); a body is re-created for every attempt. A blob upload
+that fails half way (a dropped connection, a timeout, 429/5xx on a ``PATCH`` or the closing
+``PUT``) resumes from the offset the registry reports for the session (``GET`` on the upload
+URL, ``Range``), or starts a new session when the old one is gone (distribution 2.8 forgets a
+session whose ``_state`` is behind what it received: then the blob goes again in a new one). A host name that does not resolve is not
 retried (the message names the host, port and resolver's reason); a refused connection (nothing
 listening on the port) is retried once, then reported the same way.
 
