@@ -75,6 +75,24 @@ def test_read_user_file_follows_a_symlink_and_refuses_what_is_no_file_without_bl
         assert "\n" not in str(e.value)
 
 
+def test_replace_file_replaces_in_one_step_and_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.yaml"
+    files.replace_file(target, b"one\n")
+    assert target.read_bytes() == b"one\n" and (target.stat().st_mode & 0o777) == 0o644
+    files.replace_file(target, b"two\n", mode=0o600)
+    assert target.read_bytes() == b"two\n" and (target.stat().st_mode & 0o777) == 0o600
+    files.replace_file(target, b"three\n")
+    assert (target.stat().st_mode & 0o777) == 0o600  # the replaced file's mode is kept
+    with pytest.raises(OSError):
+        files.replace_file(tmp_path / "missing-dir" / "x", b"four\n")
+    (tmp_path / "blocker").mkdir()
+    (tmp_path / "blocker" / "inner").write_text("x")
+    with pytest.raises(OSError):  # a non-empty directory cannot be replaced by a file
+        files.replace_file(tmp_path / "blocker", b"five\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "out.yaml"]  # no temporary left
+    assert target.read_bytes() == b"three\n"
+
+
 def test_replace_file_never_exposes_a_secret_under_a_wide_umask(tmp_path):
     """The temporary file is created 0600 and only then given the final mode, so a key
     written with mode 0600 is never readable by others, whatever the umask."""

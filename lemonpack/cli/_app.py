@@ -28,8 +28,17 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from lemonpack import __version__
+
+        typer.echo(f"lemonpack {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print lemonpack's version and exit.")) -> None:
     """Reproducible, verifiable, runnable out-of-tree inference engines: lint recipes, build
     them into OCI layouts and Nix expressions, run them."""
     # A callback keeps ``lemonpack`` a group of commands even when only one command module

@@ -87,6 +87,9 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
 
 def _filters(kind, capability, accelerator, os_name, gpu_arch, official, community) -> dict:
     f: dict = {}
+    bad = sorted(set(kind) - {"recipe", "extension"})
+    if bad:
+        raise typer.BadParameter(f"unknown kind {bad[0]!r} (recipe or extension)", param_hint="--kind")
     for name, value in (("kind", kind), ("capability", capability), ("accelerator", accelerator),
                         ("os", os_name), ("gpu_arch", gpu_arch)):
         if value:
@@ -209,6 +212,11 @@ def fetch_cmd(url: str = typer.Argument(..., metavar="URL", help="The entry's so
     from lemonpack.catalogue.fetching import fetch_to
     from lemonpack.fetch import Mirror
 
+    from lemonpack.digest import is_sha256_digest
+
+    if not is_sha256_digest(sha256):
+        raise typer.BadParameter(f"{sha256!r} is not a digest: write sha256:<64 lowercase hex digits>",
+                                 param_hint="--sha256")
     if (commit is None) != (path is None):
         raise typer.BadParameter("a git source needs both --commit and --path", param_hint="--commit")
     if commit is not None:

@@ -346,6 +346,7 @@ class ContainerInvocation:
     name_index: int | None = None
     globals_end: int | None = None
     images: tuple[tuple[int, str], ...] = ()
+    options: tuple[tuple[str, str | None], ...] = ()
 
     def cli_prefix(self, argv: Sequence[str]) -> tuple[str, ...]:
         """The program and its global options, ``argv[engine_index:globals_end]``, as written
@@ -518,6 +519,7 @@ def _read_container_argv(argv_t: tuple[str, ...]) -> ContainerInvocation | None:
     table = cli.subcommands[sub]
     name = name_index = None
     images: list[tuple[int, str]] = []
+    options: list[tuple[str, str | None]] = []
     positionals: list[int] = []
     j += 1
     while j < n:
@@ -532,6 +534,7 @@ def _read_container_argv(argv_t: tuple[str, ...]) -> ContainerInvocation | None:
             j += 1  # pull: flags and images may mix (cobra's default, interspersed)
             continue
         nxt, long, value_index, value = _skip_flag(argv, j, table, f"{engine} {sub} option")
+        options.append((long, value))
         if long == "rootfs" and engine.startswith("podman"):
             raise UnreadableCommandLine(f"{engine} {sub} --rootfs runs a root file system path, not an image", j)
         if long == "name" and sub in CREATE_SUBCOMMANDS and value_index is not None:
@@ -551,7 +554,7 @@ def _read_container_argv(argv_t: tuple[str, ...]) -> ContainerInvocation | None:
     images.extend((k, argv[k]) for k in positionals)
     return ContainerInvocation(engine=engine, engine_index=i, subcommand=sub, subcommand_index=sub_index,
                                image=argv[image_index], image_index=image_index, name=name, name_index=name_index,
-                               globals_end=globals_end, images=tuple(sorted(images)))
+                               globals_end=globals_end, images=tuple(sorted(images)), options=tuple(options))
 
 
 _FILES = "; give the image in the argv instead (`podman run IMAGE@sha256:<digest>`), so it can be pinned"

@@ -559,7 +559,8 @@ def _name_the_file(fn):
 def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, device: str | None = None,
                       port: int, host_addr: str = "127.0.0.1", options: Mapping[str, Any] | None = None,
                       cache_root: str | os.PathLike[str] | None = None, mode: str | None = None,
-                      environ: Mapping[str, str] | None = None, install_ref: str | None = None) -> LaunchPlan:
+                      environ: Mapping[str, str] | None = None, install_ref: str | None = None,
+                      external_dir: str | os.PathLike[str] | None = None, check_files: bool = True) -> LaunchPlan:
     """Resolve ``recipe`` for ``model`` on ``host`` into a :class:`LaunchPlan` (sections 4.2, 5, 7, 9).
 
     ``device`` is the requested accelerator key (else the ``device`` option);
@@ -570,7 +571,11 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     first declared capability's); ``environ`` the parent environment snapshot (default:
     a copy of :data:`os.environ`); ``install_ref`` how the user named the recipe (its
     file or its id), used in the ``lemonpack install ...`` hint of a missing binary
-    (default: the recipe id).
+    (default: the recipe id); ``external_dir`` where a variant_of recipe's ``binary`` lives
+    instead of ``<cache>/external/<recipe>`` (an image's ``/opt/lemonpack/<recipe>``);
+    ``check_files`` False to skip every check of this machine's files (the variant_of binary,
+    its install record, local checkpoints): for a plan that runs elsewhere (a pod), whose
+    paths name another file system.
 
     Raises :class:`SelectionError` when the host OS has no block or the mode is not
     declared; :class:`TokenError` for any token that cannot resolve, a leading-dash value,
@@ -586,7 +591,10 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     chosen_mode = deployment_mode(recipe, mode or model.mode)
 
     cache = Path(cache_root) if cache_root is not None else paths.cache_root()
-    external = cache / "external" / recipe.recipe if cache_root is not None else paths.external_dir(recipe.recipe)
+    if external_dir is not None:
+        external = Path(external_dir)
+    else:
+        external = cache / "external" / recipe.recipe if cache_root is not None else paths.external_dir(recipe.recipe)
     hf_cache = default_hf_cache(env_snapshot)
     model_dir = _derive_model_dir(model, hf_cache)
     checkpoints = _abs_checkpoints(model, model_dir)
@@ -633,8 +641,9 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         if not eff.binary:
             raise SelectionError(f"{recipe.file}: {eff.path} has no binary")
         executable = str(external / eff.binary)
-        _check_binary(install_ref or recipe.recipe, executable)
-        _check_installed_pin(install_ref or recipe.recipe, external, eff)
+        if check_files:
+            _check_binary(install_ref or recipe.recipe, executable)
+            _check_installed_pin(install_ref or recipe.recipe, external, eff)
         argv = [executable, *built.argv[1:]]
         argv += render_argv(eff.argv_extra, rec, expand, where=f"{eff.path}.argv_extra")
         if "{custom_args}" not in eff.argv_extra and "{custom_args}" not in _enable_templates(recipe, chosen_mode):
@@ -658,7 +667,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         stop = (render(eff.stop_command, rec.stop, where=f"{eff.path}.stop_command"),
                 *render_argv(eff.stop_command_args, rec.stop, None, where=f"{eff.path}.stop_command_args"))
 
-    if recipe.model_management != "self_managed":
+    if check_files and recipe.model_management != "self_managed":
         _check_checkpoints(model.name, {n: checkpoints[n] for n in rec.checkpoints if n in checkpoints})
 
     argv, stop = _valid_names(argv, stop)

@@ -37,8 +37,9 @@ let
   };
   fromHost = name: { pname = name; fromHost = true; };
   pythonPackages = lib.genAttrs [
-    "aiohttp" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "jinja2" "jsonschema" "markdown-it-py" "nh3"
-    "oras" "platformdirs" "podman" "prometheus-client" "pynacl" "rich" "setuptools" "typer" "zstandard"
+    "aiohttp" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "jinja2" "jsonschema" "lightkube"
+    "lightkube-models" "markdown-it-py" "nh3"
+    "oras" "platformdirs" "podman" "prometheus-client" "pynacl" "pyyaml" "rich" "setuptools" "typer" "zstandard"
   ] fromHost // {
     buildPythonApplication = attrs:
       let isDrv = d: d ? outPath; in

@@ -198,6 +198,11 @@ def test_community_extension_nix_command_builds_on_nix_28(world):
         subprocess.run(["git", "clone", "-q", str(REPO), str(proj)], check=True, timeout=120)
     else:
         shutil.copytree(REPO, proj)
+    # no nixpkgs here: the clone's flake is locked to the offline stand-in (a user's nix fetches
+    # nixpkgs itself); the catalogue's command is run as shown
+    from support.nixflake import lock_offline
+
+    lock_offline(proj)
     # the user's download step puts the extension beside flake.nix
     fetch = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()",
                             *shlex.split(cmds["fetch"])[1:]], cwd=proj, capture_output=True, text=True, timeout=120)

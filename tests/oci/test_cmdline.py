@@ -295,3 +295,10 @@ def test_subcommands_whose_images_the_argv_does_not_show_are_refused(argv, fragm
 def test_subcommands_naming_no_image_stay_allowed(argv):
     inv = read_container_argv(argv)
     assert inv is not None and inv.image is None and inv.images == ()
+
+
+def test_run_options_are_recorded_in_order_under_their_long_names():
+    inv = read_container_argv(["podman", "run", "--rm", "-v", "/m:/models:ro", "--env=A=1", "-e", "B=2",
+                               "--network", "host", "-itp", "8080:80", "img@sha256:" + "a" * 64, "srv", "-v"])
+    assert inv.options == (("rm", None), ("volume", "/m:/models:ro"), ("env", "A=1"), ("env", "B=2"),
+                           ("network", "host"), ("publish", "8080:80"))

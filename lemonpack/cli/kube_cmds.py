@@ -1,0 +1,133 @@
+"""``lemonpack kube generate``: Kubernetes objects (and systemd units) for registered models.
+
+Every MODEL (a registered ``user.*`` model, or a model file served by the recipe the backend
+selector picks) becomes a Deployment and a Service (:mod:`lemonpack.kube`). Output goes to
+``--out FILE`` (written atomically) or ``-`` (stdout). Any bad input (an image by tag, a recipe
+without a block for the accelerator, a recipe discovery rejected, an argv that resolves to a
+shell script, a name Kubernetes cannot carry, a non-loopback ``--publish`` without
+``--publish-any`` ...) is one line naming the model and the field, exit 1, and nothing is
+written. ``--systemd DIR`` also writes a ``podman-kube@`` drop-in and a quadlet ``.kube`` file
+there, so ``podman kube play`` starts the engines with the host.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, print_json
+
+kube_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
+                       help="Serve models from Kubernetes (or podman kube play): objects generated from recipes.")
+app.add_typer(kube_app, name="kube")
+
+
+def _sources(values: list[str]):
+    """``(default source, {model: source})`` from ``--models`` values (``SPEC`` or ``MODEL=SPEC``)."""
+    from lemonpack.kube import KubeError, ModelSource
+
+    default, per_model = None, {}
+    for text in values:
+        model, eq, spec = text.rpartition("=")
+        if eq:
+            per_model[model] = ModelSource.parse(spec)
+        elif default is not None:
+            raise KubeError(f"--models {text}: a default source is already given; name the model (MODEL={text})")
+        else:
+            default = ModelSource.parse(text)
+    return default, per_model
+
+
+@kube_app.command("generate")
+def generate_cmd(
+    models: list[str] = typer.Argument(..., metavar="MODEL...",
+                                       help="Registered model names (user.*) or model files."),
+    image: list[str] = typer.Option([], "--image", metavar="RECIPE=HOST/REPO@sha256:DIGEST",
+                                    help="The engine image of a recipe, pinned by digest (repeatable). A recipe "
+                                         "whose argv is a container run brings its own."),
+    accelerator: str = typer.Option("cpu", "--accelerator", metavar="ACCEL[:ARCH]",
+                                    help="What the pods run on: cpu, cuda:sm_90, rocm:gfx1151, vulkan:gfx1100, "
+                                         "vulkan:intel, oneapi ... (selects the recipe block; gives resource limits "
+                                         "and node affinity)."),
+    models_from: list[str] = typer.Option([], "--models", metavar="[MODEL=]hostpath|pvc:CLAIM|oci:REF@sha256:D",
+                                          help="Where pods get the model (default hostpath: the model's directory "
+                                               "on the node). Repeatable, per model with MODEL=."),
+    publish: str | None = typer.Option(None, "--publish", metavar="HOST:PORT",
+                                       help="Publish the engines on HOST:PORT, PORT+1 ... (hostIP/hostPort: podman "
+                                            "kube play, single-node clusters). HOST must be loopback."),
+    publish_any: bool = typer.Option(False, "--publish-any", help="Allow a --publish HOST that is not loopback."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Namespace written into the objects."),
+    replicas: int = typer.Option(1, "--replicas", help="Pods per model (one GPU each)."),
+    out: str = typer.Option(..., "--out", "-o", metavar="FILE|-", help="Where to write the YAML ('-': stdout)."),
+    systemd: Path | None = typer.Option(None, "--systemd", metavar="DIR",
+                                        help="Also write a podman-kube@ drop-in and a quadlet .kube file into DIR "
+                                             "(needs --out FILE)."),
+    json_out: bool = JSON_OPTION,
+) -> int:
+    """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
+    from lemonpack.files import replace_file
+    from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
+                                parse_publish, render_yaml, resolve_models, systemd_units)
+    from lemonpack.kube.names import valid_namespace
+    from lemonpack.runtime.discovery import Discovery
+
+    if namespace is not None and not valid_namespace(namespace):
+        raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
+    if systemd is not None and out == "-":
+        raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
+    target = Target.parse(accelerator)
+    images = parse_images(image)
+    pub = parse_publish(publish, any_address=publish_any)
+    default_source, per_model = _sources(models_from)
+    unknown = sorted(set(per_model) - set(models))
+    if unknown:
+        raise KubeError(f"--models {unknown[0]}=...: {unknown[0]} is not one of the MODEL arguments")
+    resolved = resolve_models(models, target=target, images=images, discovered=Discovery().scan(),
+                              sources=per_model, default_source=default_source)
+    opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub)
+    generated = generate_objects(resolved, opts)
+    data = render_yaml(documents(generated))
+    units = None
+    if systemd is not None:
+        budget = max((g.startup_budget_seconds for g in generated), default=0)
+        units = systemd_units(out, startup_budget_seconds=budget)
+    # Everything is checked: now write (each file atomically).
+    if out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        replace_file(out, data)
+    written = [] if out == "-" else [os.path.abspath(out)]
+    if units is not None:
+        for rel, text in units.files:
+            path = systemd / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(path, text.encode("utf-8"))
+            written.append(str(path))
+    summary = [{"model": g.model.name, "name": g.name, "recipe": g.model.recipe.recipe, "image": g.container.image,
+                "port": g.container.port} for g in generated]
+    if json_out and out != "-":
+        print_json({"written": written, "objects": summary,
+                    "systemd": {"instance": units.instance, "quadlet": units.quadlet} if units else None})
+        return 0
+    # Plain writes: one line per model, and a thousand models should not wait on rich's renderer.
+    lines = [f"{g.model.name}: Deployment and Service {g.name} ({g.model.recipe.recipe}, {g.container.image})"
+             for g in generated]
+    if pub is not None and replicas > 1:
+        lines.append(f"warning: --publish with --replicas {replicas}: a node holds one pod per host port, so one "
+                     "node (podman kube play, a single-node cluster) runs one replica of each model")
+    if out != "-":
+        lines.append(f"wrote {out}")
+    if units is not None:
+        lines.append(f"wrote {systemd}: enable with `systemctl daemon-reload && systemctl enable --now "
+                     f"'{units.instance}'` (podman 4.3), or copy {units.quadlet} to /etc/containers/systemd/ "
+                     "(podman 4.4+)")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
+    return 0
+
+
+__all__ = ["generate_cmd"]

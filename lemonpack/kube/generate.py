@@ -1,0 +1,367 @@
+"""``lemonpack kube generate``: registered models and recipes to Kubernetes objects.
+
+Input: :class:`KubeModel` s (a model's name, its checkpoints on this machine, the recipe that
+serves it, where the pod gets the model from) and :class:`GenerateOptions` (images by recipe,
+the target accelerator, namespace, replicas, an optional loopback publication). Output: per
+model a ``Deployment`` (apps/v1) and a ``Service`` (v1), built as typed objects
+(``lightkube.models``), as plain documents (:func:`generate`) and as YAML (:func:`render_yaml`).
+
+Per model:
+
+1. the recipe's ``platforms.linux.<accelerator>`` block must exist (the accelerator of
+   ``--accelerator``; a recipe without that block is refused, never run on another block);
+2. the checkpoints are given pod paths: each must lie in the model's directory (its
+   ``model_dir``, else the main checkpoint's directory) and becomes
+   ``<mount>/<path relative to it>``; the model volume (read-only) is that directory as a
+   ``hostPath`` (one host), or a PersistentVolumeClaim holding the same relative paths, or
+   an OCI model artifact mounted as an ``image`` volume (Kubernetes 1.31+, "image volumes");
+3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build_launch_plan`)
+   for the target's host facts, with ``{port}`` = the container port, ``{host}`` = ``0.0.0.0``,
+   ``{model_dir}`` and ``{hf_cache}`` = the mount, no parent environment (``{env:X:-D}`` takes
+   its default: the pod does not run in this shell), the variant_of binary under
+   ``/opt/lemonpack/<recipe>/`` (where ``lemonpack build`` puts it in the image) and no check
+   of this machine's files;
+4. the plan becomes a container (:mod:`lemonpack.kube.pod`);
+5. ``health_probe`` becomes three probes on the named port ``http``: a ``startupProbe``
+   polling every ``poll_interval_ms`` (rounded up to whole seconds) for ``timeout_seconds``
+   (``failureThreshold`` = the budget over the period), a ``readinessProbe`` at the same
+   period, a ``livenessProbe`` every 10 s (3 failures) once started; ``http`` probes GET the
+   endpoint (Kubernetes counts 200-399 as success, so an ``expected_status`` outside it is
+   refused), ``tcp`` probes connect, ``process`` has no probe (the container running is all);
+6. the target gives resource limits and node affinity (:mod:`lemonpack.kube.accelerators`);
+7. ``--publish HOST:PORT`` gives the container port a ``hostIP``/``hostPort`` (the first
+   model in name order gets PORT, the next PORT+1 ...): what ``podman kube play`` and
+   single-node clusters publish on.
+
+Names: :func:`lemonpack.kube.names.object_name`; two models with the same object name are
+refused. Labels on both objects and the pods: ``app.kubernetes.io/name`` (the object name),
+``app.kubernetes.io/managed-by: lemonpack``, ``dev.lemonpack.recipe``, ``dev.lemonpack.model``
+(the model name when it is a valid label value, else its slug); the exact model name is also
+the annotation ``dev.lemonpack.model``, and ``dev.lemonpack.recipe-digest`` is the sha256 of the
+recipe's canonical JSON (the bytes ``lemonpack build`` packages into the image), so an object
+names the exact recipe it was generated from.
+
+Deterministic: models are emitted in object-name order, mappings are serialised with sorted
+keys in block style (:mod:`lemonpack.kube.yamlout`), nothing depends on the clock, the caller's environment or the
+order of the inputs. Errors: :class:`KubeError`, one line naming the model and the field;
+:func:`generate` checks every model before returning anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from lightkube.models import apps_v1, core_v1, meta_v1
+
+from lemonpack.contract.model import Recipe
+from lemonpack.errors import LemonpackError
+from lemonpack.kube.accelerators import Target
+from lemonpack.kube.names import NameMappingError, label_value, object_name
+from lemonpack.kube.pod import PodContainer, container_for
+from lemonpack.kube.yamlout import dump_all
+from lemonpack.oci.reference import check_pinned
+from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+
+MANAGED_BY = "lemonpack"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_RECIPE = "dev.lemonpack.recipe"
+LABEL_MODEL = "dev.lemonpack.model"
+#: Annotation: the sha256 of the recipe's canonical JSON (the bytes ``lemonpack build`` packages).
+ANNOTATION_RECIPE_DIGEST = "dev.lemonpack.recipe-digest"
+#: Where an image built by ``lemonpack build`` holds a variant_of recipe's artifact.
+IMAGE_PREFIX = "/opt/lemonpack"
+CONTAINER_NAME = "engine"
+PORT_NAME = "http"
+MODEL_VOLUME = "model"
+LIVENESS_PERIOD_SECONDS = 10
+
+
+class KubeError(LemonpackError):
+    """Bad input for ``kube generate``: one line naming the model and the field."""
+
+    kind = "kube"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a pod gets the model: ``kind`` ``hostpath`` (the model's directory on the node),
+    ``pvc`` (``claim``: a PersistentVolumeClaim holding the files at the same relative paths)
+    or ``oci`` (``reference``: an OCI model artifact pinned by digest, mounted as an image
+    volume)."""
+
+    kind: str = "hostpath"
+    claim: str | None = None
+    reference: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "ModelSource":
+        """Read ``hostpath``, ``pvc:CLAIM`` or ``oci:REF@sha256:DIGEST``. Raises
+        :class:`KubeError` naming ``--models`` otherwise (an unpinned reference included)."""
+        from lemonpack.kube.names import valid_namespace
+
+        if text == "hostpath":
+            return cls()
+        kind, sep, rest = text.partition(":")
+        if kind == "pvc" and sep:
+            if not valid_namespace(rest):  # a claim name is an RFC 1123 label like a namespace
+                raise KubeError(f"--models {text}: {rest!r} is not a PersistentVolumeClaim name ([a-z0-9-])")
+            return cls("pvc", claim=rest)
+        if kind == "oci" and sep:
+            why = check_pinned(rest)
+            if why:
+                raise KubeError(f"--models {text}: {why}")
+            return cls("oci", reference=rest)
+        raise KubeError(f"--models {text!r}: expected hostpath, pvc:CLAIM or oci:REF@sha256:DIGEST")
+
+
+@dataclass(frozen=True)
+class KubeModel:
+    """One model to serve: ``name`` as the user knows it (``user.qwen`` or a file's stem),
+    ``spec`` its checkpoints on this machine, ``recipe`` the recipe serving it, ``source``
+    where the pod gets it from."""
+
+    name: str
+    spec: ModelSpec
+    recipe: Recipe
+    source: ModelSource = field(default_factory=ModelSource)
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    """``images`` recipe id -> pinned image; ``target`` the accelerator; ``namespace`` (None:
+    none written); ``replicas``; ``publish`` ``(host IP, first port)`` or None;
+    ``container_port`` what ``{port}`` resolves to; ``mount`` where the model volume is
+    mounted."""
+
+    images: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    target: Target = field(default_factory=lambda: Target("cpu"))
+    namespace: str | None = None
+    replicas: int = 1
+    publish: tuple[str, int] | None = None
+    container_port: int = 8080
+    mount: str = "/models"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One model's objects: the lightkube ``deployment`` and ``service``, the ``container``
+    description, and ``name`` (the object name)."""
+
+    name: str
+    model: KubeModel
+    container: PodContainer
+    deployment: apps_v1.Deployment
+    service: core_v1.Service
+    startup_budget_seconds: int
+
+
+# ----------------------------------------------------------------------------- per model
+
+def _fail(model: str, text: str) -> KubeError:
+    return KubeError(f"model {model}: {text}")
+
+
+def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str]:
+    """``(spec with pod paths, the model directory on this machine)``: every checkpoint as
+    ``<mount>/<path relative to the model directory>``. Raises :class:`KubeError` for a hub
+    reference, a relative path without a model directory, or a checkpoint outside it."""
+    spec = model.spec
+    main = spec.checkpoints.get("main") or (next(iter(spec.checkpoints.values())) if spec.checkpoints else None)
+    if main is None:
+        raise _fail(model.name, "checkpoints: the model has no checkpoint")
+    if spec.model_dir is not None:
+        local_dir = os.path.normpath(spec.model_dir)
+    elif os.path.isabs(main):
+        local_dir = os.path.dirname(os.path.normpath(main))
+    else:
+        raise _fail(model.name, f"checkpoints.main: {main!r} is not a local path; lemonpack does not download "
+                                "model weights: register the downloaded file")
+    out: dict[str, str] = {}
+    for name, path in spec.checkpoints.items():
+        if not os.path.isabs(path):
+            if ":" in path:
+                raise _fail(model.name, f"checkpoints.{name}: {path!r} is a hub reference; lemonpack does not "
+                                        "download model weights: register the downloaded file")
+            path = os.path.join(local_dir, path)
+        rel = os.path.relpath(os.path.normpath(path), local_dir)
+        if rel == "." or rel.startswith(".."):
+            raise _fail(model.name, f"checkpoints.{name}: {path} is not inside the model directory {local_dir}")
+        out[name] = posixpath.join(mount, *rel.split(os.sep))
+    pod_spec = ModelSpec(name=spec.name, checkpoints=MappingProxyType(out), recipe_options=spec.recipe_options,
+                         mode=spec.mode, model_dir=mount)
+    return pod_spec, local_dir
+
+
+def _probes(probe, period_ms: int, timeout_s: int) -> tuple[Any, Any, Any, int]:
+    period = max(1, math.ceil(period_ms / 1000))
+    budget = max(period, int(timeout_s))
+    if probe.type == "process":
+        return None, None, None, budget
+    if probe.type == "http":
+        action = {"httpGet": core_v1.HTTPGetAction(port=PORT_NAME, path=probe.endpoint)}
+    else:
+        action = {"tcpSocket": core_v1.TCPSocketAction(port=PORT_NAME)}
+    startup = core_v1.Probe(periodSeconds=period, failureThreshold=max(1, math.ceil(budget / period)),
+                            timeoutSeconds=period, **action)
+    ready = core_v1.Probe(periodSeconds=period, failureThreshold=3, timeoutSeconds=period, **action)
+    live = core_v1.Probe(periodSeconds=LIVENESS_PERIOD_SECONDS, failureThreshold=3, timeoutSeconds=period, **action)
+    return startup, ready, live, budget
+
+
+def _volume(model: KubeModel, local_dir: str) -> core_v1.Volume:
+    src = model.source
+    if src.kind == "pvc":
+        return core_v1.Volume(name=MODEL_VOLUME, persistentVolumeClaim=core_v1.PersistentVolumeClaimVolumeSource(
+            claimName=src.claim, readOnly=True))
+    if src.kind == "oci":
+        return core_v1.Volume(name=MODEL_VOLUME, image=core_v1.ImageVolumeSource(
+            reference=src.reference, pullPolicy="IfNotPresent"))
+    return core_v1.Volume(name=MODEL_VOLUME, hostPath=core_v1.HostPathVolumeSource(path=local_dir, type="Directory"))
+
+
+def _affinity(target: Target) -> core_v1.Affinity | None:
+    reqs = target.node_selector_requirements()
+    if not reqs:
+        return None
+    exprs = [core_v1.NodeSelectorRequirement(key=k, operator="In", values=[v]) for k, v in reqs]
+    return core_v1.Affinity(nodeAffinity=core_v1.NodeAffinity(
+        requiredDuringSchedulingIgnoredDuringExecution=core_v1.NodeSelector(
+            nodeSelectorTerms=[core_v1.NodeSelectorTerm(matchExpressions=exprs)])))
+
+
+def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | None = None) -> Generated:
+    """The objects of one model (module docstring, steps 1 to 7); ``host_port`` the port to
+    publish it on (with ``opts.publish``). Raises :class:`KubeError`."""
+    recipe, target = model.recipe, opts.target
+    try:
+        name = object_name(model.name)
+        model_label = label_value(model.name)
+        recipe_label = label_value(recipe.recipe)
+    except NameMappingError as e:
+        raise _fail(model.name, f"name: {e}") from None
+    blocks = recipe.platforms.get("linux", {})
+    if target.accelerator not in blocks:
+        raise _fail(model.name, f"{recipe.file}: platforms.linux.{target.accelerator}: recipe {recipe.recipe!r} has "
+                                f"no block for the target accelerator (it has: {', '.join(blocks) or 'none'})")
+    pod_spec, local_dir = pod_checkpoints(model, opts.mount)
+    try:
+        plan = build_launch_plan(
+            recipe, pod_spec, target.host_facts(), device=target.accelerator, port=opts.container_port,
+            host_addr="0.0.0.0", cache_root="/var/cache/lemonpack", environ={"HF_HUB_CACHE": opts.mount},
+            external_dir=f"{IMAGE_PREFIX}/{recipe.recipe}", check_files=False)
+    except LemonpackError as e:
+        raise _fail(model.name, str(e)) from None
+    where = f"{recipe.file}: {plan.platform_path}"
+    try:
+        c = container_for(plan, opts.images.get(recipe.recipe), where=where, model_dir=opts.mount,
+                          port=opts.container_port)
+    except LemonpackError as e:
+        raise _fail(model.name, str(e)) from None
+    probe = plan.health_probe
+    if probe.type == "http" and not 200 <= probe.expected_status <= 399:
+        raise _fail(model.name, f"{recipe.file}: health_probe.expected_status: {probe.expected_status} is outside "
+                                "200-399, what a Kubernetes http probe counts as success")
+    startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds)
+
+    labels = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY, LABEL_RECIPE: recipe_label, LABEL_MODEL: model_label}
+    selector = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY}
+    annotations = {LABEL_MODEL: model.name,
+                   ANNOTATION_RECIPE_DIGEST: f"sha256:{hashlib.sha256(recipe.canonical).hexdigest()}"}
+    port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP")
+    if opts.publish is not None and host_port is not None:
+        port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP",
+                                     hostIP=opts.publish[0], hostPort=host_port)
+    limits = target.resource_limits()
+    container = core_v1.Container(
+        name=CONTAINER_NAME, image=c.image, imagePullPolicy="IfNotPresent",
+        command=list(c.command) if c.command is not None else None, args=list(c.args) or None,
+        env=[core_v1.EnvVar(name=k, value=v) for k, v in c.env] or None, workingDir=c.working_dir,
+        ports=[port], startupProbe=startup, readinessProbe=ready, livenessProbe=live,
+        resources=core_v1.ResourceRequirements(limits=limits) if limits else None,
+        volumeMounts=[core_v1.VolumeMount(name=MODEL_VOLUME, mountPath=c.model_mount, readOnly=True)],
+    )
+    pod = core_v1.PodSpec(containers=[container], volumes=[_volume(model, local_dir)], affinity=_affinity(target))
+    meta = meta_v1.ObjectMeta(name=name, namespace=opts.namespace, labels=labels, annotations=annotations)
+    deployment = apps_v1.Deployment(
+        apiVersion="apps/v1", kind="Deployment", metadata=meta,
+        spec=apps_v1.DeploymentSpec(
+            replicas=opts.replicas, selector=meta_v1.LabelSelector(matchLabels=selector),
+            template=core_v1.PodTemplateSpec(metadata=meta_v1.ObjectMeta(labels=labels, annotations=annotations),
+                                             spec=pod)))
+    service = core_v1.Service(
+        apiVersion="v1", kind="Service", metadata=meta,
+        spec=core_v1.ServiceSpec(selector=selector, ports=[core_v1.ServicePort(
+            name=PORT_NAME, port=c.port, targetPort=PORT_NAME, protocol="TCP")]))
+    return Generated(name, model, c, deployment, service, budget)
+
+
+# ----------------------------------------------------------------------------- all models
+
+def generate_objects(models: Sequence[KubeModel], opts: GenerateOptions) -> list[Generated]:
+    """Every model's objects, in object-name order (module docstring). Checks the options
+    (``replicas`` >= 1, a pinned image per ``images`` entry, the publish port range) and that
+    no two models share an object name, then each model. Raises :class:`KubeError` at the
+    first problem; nothing is returned partly."""
+    if opts.replicas < 1:
+        raise KubeError(f"--replicas {opts.replicas}: must be at least 1")
+    for rid, image in sorted(opts.images.items()):
+        why = check_pinned(image)
+        if why:
+            raise KubeError(f"--image {rid}={image}: {why}")
+    named: dict[str, KubeModel] = {}
+    for m in models:
+        try:
+            n = object_name(m.name)
+        except NameMappingError as e:
+            raise _fail(m.name, f"name: {e}") from None
+        if n in named:
+            if named[n].name == m.name:
+                raise _fail(m.name, "given twice")
+            raise _fail(m.name, f"name: maps to the Kubernetes name {n!r}, as model {named[n].name} does; "
+                                "rename one of them")
+        named[n] = m
+    if opts.publish is not None:
+        last = opts.publish[1] + len(named) - 1
+        if last > 65535:
+            raise KubeError(f"--publish {opts.publish[0]}:{opts.publish[1]}: {len(named)} models need ports up to "
+                            f"{last}, beyond 65535")
+    out = []
+    for i, n in enumerate(sorted(named)):
+        host_port = opts.publish[1] + i if opts.publish is not None else None
+        out.append(generate_one(named[n], opts, host_port=host_port))
+    return out
+
+
+def documents(generated: Sequence[Generated]) -> list[dict[str, Any]]:
+    """The objects as plain JSON-shaped documents: per model its Deployment, then its Service."""
+    out: list[dict[str, Any]] = []
+    for g in generated:
+        out.append(g.deployment.to_dict())
+        out.append(g.service.to_dict())
+    return out
+
+
+def generate(models: Sequence[KubeModel], opts: GenerateOptions) -> list[dict[str, Any]]:
+    """:func:`generate_objects` as documents (:func:`documents`). Raises :class:`KubeError`."""
+    return documents(generate_objects(models, opts))
+
+
+HEADER = "# Generated by `lemonpack kube generate`: a Deployment and a Service per model.\n"
+
+def render_yaml(docs: Sequence[Mapping[str, Any]]) -> bytes:
+    """A multi-document YAML stream of ``docs``: a comment line, then each document after
+    ``---``, keys sorted, block style, UTF-8 (:mod:`lemonpack.kube.yamlout`, read back by
+    PyYAML in the tests). The same documents give the same bytes."""
+    return (HEADER + dump_all(docs)).encode("utf-8")
+
+
+__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "documents", "generate",
+           "generate_objects", "generate_one", "pod_checkpoints", "render_yaml"]

@@ -1,0 +1,159 @@
+"""The command line's inputs of ``kube generate``, read and checked: models, images, publish.
+
+- :func:`resolve_models`: each MODEL argument is a registered model (``user.*`` in the
+  model registry, :mod:`lemonpack.runtime.models`), served by the recipe it is registered
+  for; or a model file, served by the recipe the backend selector picks
+  (:func:`lemonpack.runtime.selector.select_backend`, seed 001 section 2.3) for the target
+  host, where a recipe counts as available when its image is known (an ``--image`` for it, or
+  the image of its own container ``run``). Recipes come from one discovery scan; a recipe
+  discovery rejected (an ``extends`` whose base is unknown, a ``variant_of`` that names no
+  built-in, an unpinned image ...) is named with the rejection.
+- :func:`parse_images`: ``RECIPE=HOST/REPO@sha256:DIGEST``, pinned by digest (a tag is
+  refused, as ``lint`` refuses it in recipes).
+- :func:`parse_publish`: ``HOST:PORT`` with a loopback HOST unless publishing on any address
+  is asked for explicitly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from lemonpack.kube.accelerators import Target
+from lemonpack.kube.generate import KubeError, KubeModel, ModelSource
+from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
+from lemonpack.oci.reference import check_pinned
+from lemonpack.runtime.launch import ModelSpec
+from lemonpack.runtime.models import ModelRegistry, looks_like_path
+from lemonpack.runtime.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
+                                        select_backend)
+
+
+def parse_images(values: Iterable[str]) -> dict[str, str]:
+    """``{recipe: image}`` from ``RECIPE=IMAGE`` texts. Raises :class:`KubeError` naming
+    ``--image`` for a missing ``=``, a recipe given twice, or an image not pinned by digest."""
+    out: dict[str, str] = {}
+    for text in values:
+        rid, eq, image = text.partition("=")
+        if not eq or not rid or not image:
+            raise KubeError(f"--image {text!r}: expected RECIPE=HOST/REPO@sha256:DIGEST")
+        why = check_pinned(image)
+        if why:
+            raise KubeError(f"--image {text}: {why}")
+        if rid in out and out[rid] != image:
+            raise KubeError(f"--image {text}: recipe {rid!r} already has the image {out[rid]}")
+        out[rid] = image
+    return out
+
+
+def parse_publish(text: str | None, *, any_address: bool = False) -> tuple[str, int] | None:
+    """``(host IP, port)`` from ``HOST:PORT`` (``[::1]:PORT`` for IPv6); None for None.
+    Raises :class:`KubeError` naming ``--publish`` for a malformed value, a port outside
+    1..65535, or a HOST that is not a loopback address unless ``any_address``
+    (``--publish-any``)."""
+    if text is None:
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise KubeError(f"--publish {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise KubeError(f"--publish {text}: port {port} is outside 1..65535")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        addr = ipaddress.ip_address(bare)
+    except ValueError:
+        raise KubeError(f"--publish {text}: {host!r} is not an IP address") from None
+    if not addr.is_loopback and not any_address:
+        raise KubeError(f"--publish {text}: {bare} is not a loopback address; publishing the engines on other "
+                        "hosts' reach needs --publish-any")
+    return str(addr), port
+
+
+def _recipe_image(recipe) -> str | None:
+    """The image of a passthrough recipe whose Linux blocks run a container (the first one)."""
+    for block in recipe.platforms.get("linux", {}).values():
+        if not block.command:
+            continue
+        try:
+            inv = read_container_argv([block.command, *(block.args or ())])
+        except UnreadableCommandLine:
+            continue
+        if inv is not None and inv.subcommand == "run" and inv.image:
+            return inv.image
+    return None
+
+
+def _rejection(discovered, rid: str) -> str | None:
+    for r in discovered.errors:
+        if r.recipe == rid or (r.recipe is None and r.file.stem in (rid, rid.replace("-", "_"))):
+            return f"recipe {rid!r} was rejected at {r.file}: {r.kind}: {r.reason}"
+    return None
+
+
+def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, str], discovered,
+                   registry: ModelRegistry | None = None,
+                   sources: Mapping[str, ModelSource] | None = None,
+                   default_source: ModelSource | None = None) -> list[KubeModel]:
+    """Each MODEL of ``refs`` as a :class:`KubeModel` (module docstring). ``discovered`` is a
+    :class:`~lemonpack.runtime.discovery.DiscoveryResult`; ``registry`` the model registry
+    (default: the user's); ``sources`` a model source per MODEL argument, ``default_source``
+    for the others (default ``hostpath``). Raises :class:`KubeError` naming the model and
+    the field: no such model or file, a recipe not discovered or rejected, no recipe the
+    selector can pick."""
+    registry = registry or ModelRegistry()
+    sources = sources or {}
+    default_source = default_source or ModelSource()
+    entries = None
+    out: list[KubeModel] = []
+    for ref in refs:
+        source = sources.get(ref, default_source)
+        path = Path(ref)
+        if path.is_file():
+            out.append(_file_model(ref, path, target, images, discovered, source))
+            continue
+        if entries is None:
+            entries = registry.load()
+        entry = entries.get(ref)
+        if entry is None:
+            if looks_like_path(ref):
+                raise KubeError(f"model {ref}: model file not found")
+            raise KubeError(f"model {ref}: no model file or registered model of that name (in {registry.path})")
+        found = discovered.recipes.get(entry.recipe)
+        if found is None:
+            why = _rejection(discovered, entry.recipe) or f"recipe {entry.recipe!r} is not discovered (lemonpack " \
+                                                           "backends list)"
+            raise KubeError(f'model {ref}: {registry.path} ["{ref}"].recipe: {why}')
+        out.append(KubeModel(ref, ModelSpec.from_entry(entry), found.recipe, source))
+    return out
+
+
+def _file_model(ref: str, path: Path, target: Target, images: Mapping[str, str], discovered,
+                source: ModelSource) -> KubeModel:
+    resolved = path.resolve()
+    recipes = [d.recipe for d in discovery_order(discovered.recipes.values())]
+    host = target.host_facts()
+    presence: dict[str, Presence] = {}
+    for r in recipes:
+        eff = host_block(r, host)
+        if isinstance(eff, str):
+            continue
+        if r.recipe in images:
+            presence[r.recipe] = Presence(True, f"--image {r.recipe}={images[r.recipe]}")
+        elif (img := _recipe_image(r)) is not None:
+            presence[r.recipe] = Presence(True, f"image {img} (its container run)")
+        else:
+            presence[r.recipe] = Presence(False, f"an image (no --image {r.recipe}=...)")
+    override, src = effective_override(None, None)
+    sel = select_backend(model_artifact(ref, str(resolved)), recipes, host, presence, override=override,
+                         override_source=src)
+    if sel.outcome != "recipe" or sel.recipe is None:
+        raise KubeError(f"model {ref}: recipe: no recipe serves it on {target}: {sel.message}")
+    recipe = discovered.recipes[sel.recipe].recipe
+    spec = ModelSpec(name=resolved.stem, checkpoints={"main": os.fspath(resolved)}, model_dir=str(resolved.parent))
+    return KubeModel(resolved.stem, spec, recipe, source)
+
+
+__all__ = ["parse_images", "parse_publish", "resolve_models"]
