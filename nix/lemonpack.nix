@@ -18,7 +18,7 @@ python3Packages.buildPythonApplication {
   };
   build-system = [ python3Packages.setuptools ];
   dependencies = with python3Packages; [
-    typer jsonschema fastjsonschema httpx rich platformdirs aiohttp oras cryptography pynacl podman
+    typer jsonschema fastjsonschema httpx rich platformdirs aiohttp cryptography pynacl podman
     docker gguf jinja2 markdown-it-py nh3 prometheus-client zstandard pyyaml lightkube lightkube-models
   ];
   pythonImportsCheck = [ "lemonpack" ];

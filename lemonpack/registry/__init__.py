@@ -1,9 +1,11 @@
 """Distribution through OCI registries: references, a verifying registry client, publish and
 pull of OCI layouts, tag-to-digest pinning of recipes (seed 000 sections 8, 13.2).
 
-Modules: :mod:`.reference` (``HOST[:PORT]/REPO[:TAG][@DIGEST]``), :mod:`.auth` (credentials
-from container auth files), :mod:`.client` (:class:`RegistryClient`, on oras' HTTP layer),
-:mod:`.transfer` (publish / pull), :mod:`.pin` (``lemonpack pin``).
+Modules: :mod:`.reference` (``HOST[:PORT]/REPO[:TAG][@DIGEST]``), :mod:`.auth` (keychains:
+credentials from container auth files and helpers), :mod:`.authn` (Basic and Bearer as an
+``httpx.Auth``), :mod:`.transport` (httpx, scheme, retries, bounds), :mod:`.client`
+(:class:`RegistryClient`: the operations), :mod:`.transfer` (publish / pull), :mod:`.pin`
+(``lemonpack pin``).
 """
 
 from lemonpack.registry.auth import Credentials, load_credentials

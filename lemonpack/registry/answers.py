@@ -12,14 +12,23 @@ MAX_ERROR_BODY = 64 << 10
 
 
 def error_body(resp) -> bytes:
-    """The first :data:`MAX_ERROR_BODY` bytes of an error answer's body, whatever the request
-    was: requests has already read the body of a non-streamed response (``PUT``, ``POST``,
-    ``PATCH`` here) into ``resp.content``, and ``resp.raw`` is then empty; a streamed one is
-    read from ``raw``, bounded. The response is closed. Never raises."""
+    """The first :data:`MAX_ERROR_BODY` bytes of an error answer's body (an ``httpx.Response``),
+    whatever the request was: a non-streamed response (``PUT``, ``POST``, ``PATCH`` here) has
+    its body in ``resp.content`` already; a streamed one is read (decoded) until
+    :data:`MAX_ERROR_BODY` bytes, the rest left unread. The response is closed. Never raises."""
+    import httpx
+
     try:
-        if getattr(resp, "_content_consumed", False) or getattr(resp, "_content", False) is not False:
+        try:
             return (resp.content or b"")[:MAX_ERROR_BODY]
-        return resp.raw.read(MAX_ERROR_BODY, decode_content=True) if resp.raw is not None else b""
+        except httpx.ResponseNotRead:
+            pass
+        buf = bytearray()
+        for chunk in resp.iter_bytes():
+            buf += chunk
+            if len(buf) >= MAX_ERROR_BODY:
+                break
+        return bytes(buf[:MAX_ERROR_BODY])
     except Exception:  # noqa: BLE001 - the status alone is the message
         return b""
     finally:

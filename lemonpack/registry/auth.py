@@ -1,4 +1,10 @@
-"""Registry credentials from the usual container auth files.
+"""Registry credentials: where they come from (the keychains), not how they are sent
+(that is :mod:`.authn`).
+
+A :class:`Keychain` answers ``resolve(host) -> Credentials | None`` and ``describe()`` (where it
+looked, for a message); after go-containerregistry's ``authn.Keychain``. :class:`FileKeychain`
+is the default, reading the usual container auth files; :class:`StaticKeychain` holds
+credentials given by the caller.
 
 Where they are looked up, first file that names the host wins:
 
@@ -8,9 +14,10 @@ Where they are looked up, first file that names the host wins:
 
 The format is the same in all of them: ``{"auths": {"HOST[:PORT]": {"auth": base64("user:pass")}}}``
 (``username``/``password`` fields are accepted too; an ``identitytoken`` is used as the
-refresh token of the bearer flow). Credential helpers (``credHelpers``/``credsStore``) run
-through oras' reader (``docker-credential-<name> get``, the secret passed on stdin, never
-on a command line). Keys may be written with a scheme (``https://host``) or a path
+refresh token of the bearer flow). Credential helpers (``credHelpers``/``credsStore``) are run
+as Docker does (``docker-credential-<name> get``, the host on stdin, the answer
+``{"Username", "Secret"}`` on stdout, nothing secret on a command line; a ``Username`` of
+``<token>`` makes the secret an identity token). Keys may be written with a scheme (``https://host``) or a path
 (``host/v1/``), as old Docker configs do. Secrets are never logged: :class:`Credentials`
 prints as ``Credentials(user=..., secret=***)``.
 """
@@ -20,8 +27,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from lemonpack.errors import LemonpackError
 from lemonpack.files import read_user_file
@@ -144,14 +154,74 @@ def _decode(entry: dict, path: Path, host: str) -> Credentials | None:
 
 
 def _from_helper(helper: str, host: str, path: Path) -> Credentials | None:
-    """Ask ``docker-credential-<helper>`` through oras' reader (host on stdin)."""
-    from oras.auth.base import AuthBackend
-
-    basic = AuthBackend()._get_auth_from_creds_store(helper, host)
-    if not basic:
+    """Ask ``docker-credential-<helper> get`` for ``host`` (host on stdin; docker-credential-helpers
+    protocol). ``None`` when the helper knows no credentials for the host (it says "credentials
+    not found"); :class:`LemonpackError` naming the helper and the file when it is missing, fails
+    or answers something else than its JSON (its output is never quoted: it may hold the secret)."""
+    name = f"docker-credential-{helper}"
+    exe = shutil.which(name)
+    where = f"{path}: credential helper {name}"
+    if exe is None:
+        raise LemonpackError(f"{where} is not on PATH")
+    try:
+        proc = subprocess.run([exe, "get"], input=host.encode(), capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LemonpackError(f"{where} could not run: {type(exc).__name__}") from None
+    if proc.returncode != 0:
+        if b"credentials not found" in proc.stdout.lower() + proc.stderr.lower():
+            return None
+        raise LemonpackError(f"{where} failed for {host} (exit {proc.returncode})")
+    try:
+        doc = json.loads(proc.stdout)
+        user, secret = doc["Username"], doc["Secret"]
+    except (ValueError, KeyError, TypeError):
+        raise LemonpackError(f"{where} answered something else than {{\"Username\", \"Secret\"}} JSON") from None
+    if not isinstance(user, str) or not isinstance(secret, str) or not secret:
         return None
-    user, _, password = base64.b64decode(basic).decode().partition(":")
-    return Credentials(user, password, None, f"{path} (docker-credential-{helper})")
+    source = f"{path} ({name})"
+    if user == "<token>":
+        return Credentials("<token>", "", secret, source)
+    return Credentials(user, secret, None, source)
 
 
-__all__ = ["Credentials", "auth_files", "load_credentials"]
+class Keychain(Protocol):
+    """A source of registry credentials (after go-containerregistry's ``authn.Keychain``):
+    ``resolve(host)`` gives the credentials for ``host`` (``host[:port]``) or ``None``
+    (anonymous), raising :class:`LemonpackError` for a broken source; ``describe()`` says where
+    it looked, for the message when a registry wants credentials and none were found."""
+
+    def resolve(self, host: str) -> Credentials | None: ...
+
+    def describe(self) -> str: ...
+
+
+class FileKeychain:
+    """The auth files and their credential helpers (see the module docstring); ``config``:
+    the file given with ``--registry-config``, read first."""
+
+    def __init__(self, config: str | os.PathLike[str] | None = None):
+        self.config = config
+
+    def resolve(self, host: str) -> Credentials | None:
+        return load_credentials(host, self.config)
+
+    def describe(self) -> str:
+        hint = "" if self.config is not None else "; give an auth file with --registry-config FILE"
+        return f"looked in: {describe_sources(self.config)}{hint}"
+
+
+class StaticKeychain:
+    """Credentials given by the caller (``None``: anonymous)."""
+
+    def __init__(self, creds: Credentials | None):
+        self.creds = creds
+
+    def resolve(self, host: str) -> Credentials | None:
+        return self.creds
+
+    def describe(self) -> str:
+        return "the credentials given hold no password" if self.creds else "anonymous by request"
+
+
+__all__ = ["Credentials", "Keychain", "FileKeychain", "StaticKeychain", "auth_files", "load_credentials",
+           "describe_sources"]

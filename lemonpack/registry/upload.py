@@ -102,8 +102,9 @@ class FileSlice:
 
     A reader thread reads each piece and gives it to ``hasher`` (when set) while the request
     sends the pieces before it: reading and hashing overlap the socket writes (both release the
-    GIL). Each piece is counted with ``on_bytes(n)`` as it goes out. ``len()`` gives requests
-    the Content-Length. Raises :class:`StorageError` when the file shrank. A body the request
+    GIL). Each piece is counted with ``on_bytes(n)`` as it goes out. ``len()`` is the
+    Content-Length the client sends (httpx is given it as a header: an iterable body would
+    otherwise go chunked). Iterable again for each attempt (httpx re-sends it after a 401). Raises :class:`StorageError` when the file shrank. A body the request
     stops reading (a failed request) stops its thread when closed or when its claim on the
     hasher goes stale."""
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.errors import FetchError
 from lemonpack.registry import RegistryClient
-from lemonpack.registry.client import _short
+from lemonpack.registry.transport import short as _short
 from support.registry import lemonpack
 
 

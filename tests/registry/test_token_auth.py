@@ -199,7 +199,7 @@ def test_expired_tokens_are_renewed(token_registry, example_layout, tmp_path):
         assert client.token_requests == n + 1
         # a cached token the registry refuses (here: the client believes it is fresh) is replaced once
         time.sleep(4.5)
-        for token in client._tokens.values():
+        for token in client.auth.tokens.values():
             token.renew_at = token.expires = time.monotonic() + 3600
         pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p2", client)
         assert client.token_requests == n + 2
@@ -251,7 +251,7 @@ def test_anonymous_client_is_denied_with_exit_4(token_registry, tmp_path):
 
 
 def test_the_same_scopes_in_another_order_are_one_token_key():
-    from lemonpack.registry.client import _normal_scopes
+    from lemonpack.registry.authn import normal_scopes as _normal_scopes
 
     assert _normal_scopes(["repository:x/y:push,pull", "repository:a:pull"]) == \
         _normal_scopes(["repository:a:pull", "repository:x/y:pull,push"]) == \

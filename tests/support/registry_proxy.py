@@ -9,7 +9,10 @@ behave as registries the real one is not:
   upload session (``202`` + ``Location``; harbor#22863);
 - ``hold``: a set of methods (``{"PATCH"}``) whose requests are held (``held`` is set) until
   ``release`` is set: a command stays mid-transfer for as long as a test needs; ``hold_path``:
-  only requests whose path holds this string are held.
+  only requests whose path holds this string are held;
+- ``cut``: ``{METHOD: {n, ...}}``: the n-th request of METHOD (1-based) is forwarded to the
+  registry, which acts on it, and its answer is never sent: the connection is closed instead (a
+  connection dropped after the registry got the bytes).
 
 Every request is appended to ``log`` as ``{"method", "path", "query", "status", "mount"}``
 once answered (``status`` None for one cut before its answer). The ``Host`` header is
@@ -31,10 +34,13 @@ class RegistryProxy:
     """See the module doc. ``host`` is ``127.0.0.1:PORT`` of the proxy."""
 
     def __init__(self, registry, *, dcd: str = "ok", mount_202: bool = False, hold: set[str] | None = None,
-                 hold_path: str = ""):
+                 hold_path: str = "", cut: dict[str, set[int]] | None = None):
         self.upstream = registry.host
         self.dcd, self.mount_202, self.hold, self.hold_path = dcd, mount_202, set(hold or ()), hold_path
         self.log: list[dict] = []
+        self.cut = {m: set(ns) for m, ns in (cut or {}).items()}
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()
         self.held = threading.Event()
         self.release = threading.Event()
         proxy = self
@@ -68,6 +74,11 @@ class RegistryProxy:
                     out = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP | {"content-length"}]
                 finally:
                     conn.close()
+                with proxy._lock:
+                    nth = proxy._seen[self.command] = proxy._seen.get(self.command, 0) + 1
+                if nth in proxy.cut.get(self.command, ()):
+                    self.close_connection = True
+                    return
                 if "/manifests/" in u.path and proxy.dcd != "ok":
                     out = [(k, v) for k, v in out if k.lower() != "docker-content-digest"]
                     if proxy.dcd == "wrong":
