@@ -2,7 +2,7 @@
 
 Input: a source tree (the repository top: ``catalogue/publishers``, ``catalogue/entries``,
 ``catalogue/extensions`` + ``extensions.lock`` + ``api/``, ``catalogue/recipes``) and the
-recipes shipped in ``lemonpack/examples``. Output (README "The catalogue"): ``catalogue.json``
+recipes shipped in ``lemonpack/examples``. Output (docs/catalogue.md): ``catalogue.json``
 (canonical JSON, schema 1), ``entries/<kind>.<name>.json`` (each entry, canonical),
 ``catalogue.json.sig`` (with ``--key``: base64 ECDSA-P256/SHA-256 over the bytes of
 ``catalogue.json``, cosign ``sign-blob`` format; deterministic nonces (RFC 6979) so the

@@ -1,4 +1,4 @@
-"""Search over a built catalogue index (semantics in README "The catalogue").
+"""Search over a built catalogue index (semantics in docs/catalogue.md).
 
 The same rules run in the static site's JavaScript; ``tests/catalogue/queries.json`` holds
 the shared table both are tested against. Pure functions over the index dict

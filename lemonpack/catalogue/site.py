@@ -1,6 +1,6 @@
 """The catalogue's static site: ``render_site(index, out)`` ("a static HTML site").
 
-Input: the catalogue index (``catalogue.json``'s shape, schema 1, README "The catalogue").
+Input: the catalogue index (``catalogue.json``'s shape, schema 1, docs/catalogue.md).
 Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes):
 
 - ``index.html``: the front page: a search box, facets (kind, capability, OS, accelerator,
@@ -31,7 +31,7 @@ nothing depends on the clock or the file system order (the only date is the inde
 ``generated``). Files are written atomically (temp file + rename); entry pages of a previous
 run that no longer correspond to an entry are removed.
 
-The page's search must agree with ``lemonpack catalogue search`` (README "The catalogue", "Search
+The page's search must agree with ``lemonpack catalogue search`` (docs/catalogue.md, "Search
 semantics"); :data:`FACETS` is the facet list both use and the shared query table
 ``tests/catalogue/queries.json`` is run against the page by the browser tests.
 """
@@ -287,7 +287,7 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
     "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
     index order. Values are the index's own (``null`` when absent), except ``platforms`` =
     ``[[os, accelerator, [concrete archs]], ...]`` and ``signature`` / ``pinning`` /
-    ``reproducible`` = their ``status`` string. That is every field the search (README "The catalogue"
+    ``reproducible`` = their ``status`` string. That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
     site.js turns each array back into an object with these keys."""

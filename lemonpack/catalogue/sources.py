@@ -1,6 +1,6 @@
 """Catalogue sources: publisher and community entry files (TOML) and their loaders.
 
-Layout (README "The catalogue"): ``catalogue/publishers/<publisher>.toml`` and
+Layout (docs/catalogue.md): ``catalogue/publishers/<publisher>.toml`` and
 ``catalogue/entries/<publisher>/<name>.toml``. Both are read with the stdlib ``tomllib`` and
 checked against the JSON Schemas shipped in ``lemonpack/catalogue/schema/`` (Draft 2020-12),
 then against the rules a schema cannot say (the file name is the id, a key's fingerprint is

@@ -309,7 +309,7 @@ def _additional_properties_keyword(validator, aP, instance, schema):
 def _written_integer(checker, instance: Any) -> bool:
     """JSON Schema ``integer``, narrowed to numbers *written* as integers: ``1.0`` and ``1e0``
     parse as floats in most JSON parsers (Python, Go), so tools would read such a recipe
-    differently; lemonpack refuses them (README, policy ``integer``)."""
+    differently; lemonpack refuses them (docs/recipes-and-policy.md, policy ``integer``)."""
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 

@@ -1,5 +1,5 @@
 """Case 46: the validator's memory and output are bounded by its input, and lemonpack is
-stricter than the normative schema only where the README's policy list says so.
+stricter than the normative schema only where the policy list (docs/recipes-and-policy.md) says so.
 
 Real ``lemonpack lint`` processes under an address-space limit (as the case runs them), the
 inputs generated here with the case's shapes (a 524 KB and a 4 MiB array of wrong items, a
@@ -19,7 +19,7 @@ import pytest
 from contract.conftest import BASE
 from lemonpack.contract.loader import MAX_PROBLEMS, check_text
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "recipes-and-policy.md"  # the policy list
 
 
 def lint_process(path: Path, hashseed: str = "0") -> tuple[int, str, int]:

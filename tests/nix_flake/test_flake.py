@@ -130,10 +130,10 @@ def test_override_and_override_attrs_compose_in_either_order(tmp_path):
 
 
 def test_readme_override_snippet_builds(tmp_path):
-    """The README's Nix section: its `gufo.override` lines, pasted into a consumer flake with a
+    """The Nix section of docs/building-and-nix.md: its `gufo.override` lines, pasted into a consumer flake with a
     community extension at ./path/to/community-extension, build that selection."""
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^## Nix\n(.*?)(?=^## )", readme, re.S | re.M).group(1)
+    readme = (REPO / "docs" / "building-and-nix.md").read_text()
+    section = re.search(r"^## Nix\n(.*?)(?=^## |\Z)", readme, re.S | re.M).group(1)
     snippet = re.search(r"^```nix\n(.*?)^```", section, re.S | re.M).group(1).replace("x86_64-linux", SYSTEM)
     tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
     app = tmp_path / "app"

@@ -4,7 +4,7 @@
  * lists every entry in index order (the page is readable with JavaScript off); this script only
  * hides the entries a filter excludes. Nothing is fetched and nothing is sent anywhere.
  *
- * Search semantics (README "The catalogue"; identical to `lemonpack catalogue search`):
+ * Search semantics (docs/catalogue.md; identical to `lemonpack catalogue search`):
  *   query = whitespace-separated terms, case-insensitive; an entry matches when EVERY term is a
  *   substring of one of: id, name, display_name, publisher, tags, capabilities, description.
  *   Filters (ANDed; several values of one facet = any of): kind, capability, os, accelerator,
