@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
@@ -107,3 +108,15 @@ def serve_argv(image: str, name: str, port: int, delay: float = 1.0) -> tuple[st
     """A ``podman run`` argv serving the health CGI of :func:`import_image` on 127.0.0.1:``port``."""
     script = f"(sleep {delay}; touch /tmp/ready) & exec /bin/busybox httpd -f -p 127.0.0.1:{port} -h /www"
     return ("podman", "run", "--rm", "--name", name, "--network", "host", image, "/bin/sh", "-c", script)
+
+
+def best(fn, repeat: int) -> float:
+    """Best wall time of ``repeat`` calls of ``fn`` (seconds): the figure least disturbed by
+    other work on the machine."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+

@@ -35,7 +35,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -44,6 +43,9 @@ from lemonpack.contract import load_recipe_text
 from lemonpack.kube import GenerateOptions, KubeModel, Target, documents, generate_objects, render_yaml
 from lemonpack.runtime.launch import ModelSpec
 from lemonpack.runtime.models import ModelRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import best  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "registry.example.test/engines/llamacpp@sha256:" + "ab" * 32
@@ -54,15 +56,6 @@ RECIPE = {
     "platforms": {"linux": {"cuda": {"binary": "llama-server", "argv_extra": ["-ngl", "99"],
                                      "arch": {"sm_90": {"argv_extra": ["-ngl", "99", "--flash-attn", "on"]}}}}},
 }
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> int:

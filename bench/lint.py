@@ -20,13 +20,16 @@ Usage: ``python bench/lint.py [--repeat N] [--scale K]``.
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
 from lemonpack.builder.checks import lint_problems
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import best  # noqa: E402
 
 BASE = ('{"recipe":"bench-h","display_name":"t","api_contract_version":"1","capabilities":["chat_completion"],'
         '"platforms":{"linux":{"cpu":{"command":"x","args":[%s]}}}%s}')
@@ -43,15 +46,6 @@ def inputs(scale: int) -> dict[str, str]:
         "many-env-40k": plain.replace('"args":[]', '"args":[],"env":{'
                                       + ",".join(f'"V{i}":"x"' for i in range(40000 * scale)) + "}"),
     }
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> int:
