@@ -76,42 +76,8 @@ def read_layer(path: Path, out: BinaryIO | None = None, zstd: bool = False) -> L
     bounded inflation). Raises ``OSError`` when ``path`` cannot be read or is not a regular
     file itself (:func:`lemonpack.fetch.staging.open_regular`); errors writing to ``out``
     propagate."""
-    if zstd:
-        return _read_zstd_layer(path, out)
+    feed, finish = _zstd_inflater() if zstd else _gzip_inflater()
     sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
-    inflate = zlib.decompressobj(wbits=31)  # gzip container (RFC 1952)
-    good = True
-    with open_regular(path) as f:
-        while chunk := f.read(_READ):
-            sha.update(chunk)
-            size += len(chunk)
-            if out is not None:
-                out.write(chunk)
-            if not good:
-                continue
-            try:
-                data = chunk
-                while data and not inflate.eof:
-                    diff.update(inflate.decompress(data, _READ))
-                    data = inflate.unconsumed_tail
-                if inflate.eof and (inflate.unused_data or data):
-                    good = False  # bytes after the gzip member: not what we write
-            except zlib.error:
-                good = False
-    if good:
-        try:
-            diff.update(inflate.flush())
-        except zlib.error:
-            good = False
-    good = good and inflate.eof
-    return LayerFacts("sha256:" + sha.hexdigest(), "sha256:" + diff.hexdigest() if good else None, size)
-
-
-def _read_zstd_layer(path: Path, out: BinaryIO | None) -> LayerFacts:
-    import zstandard
-
-    sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
-    dctx = zstandard.ZstdDecompressor().decompressobj()
     good = True
     with open_regular(path) as f:
         while chunk := f.read(_READ):
@@ -120,12 +86,51 @@ def _read_zstd_layer(path: Path, out: BinaryIO | None) -> LayerFacts:
             if out is not None:
                 out.write(chunk)
             if good:
-                try:
-                    diff.update(dctx.decompress(chunk))
-                except zstandard.ZstdError:
-                    good = False
-    good = good and dctx.eof
+                good = feed(chunk, diff.update)
+    good = good and finish(diff.update)
     return LayerFacts("sha256:" + sha.hexdigest(), "sha256:" + diff.hexdigest() if good else None, size)
+
+
+def _gzip_inflater():
+    """``(feed, finish)`` for one gzip member (RFC 1952): ``feed(chunk, emit)`` passes the
+    inflated bytes to ``emit`` and says whether the stream is still good (bytes after the
+    member are not what lemonpack writes); ``finish(emit)`` says whether it ended whole."""
+    inflate = zlib.decompressobj(wbits=31)
+
+    def feed(chunk: bytes, emit) -> bool:
+        try:
+            data = chunk
+            while data and not inflate.eof:
+                emit(inflate.decompress(data, _READ))  # bounded inflation per step
+                data = inflate.unconsumed_tail
+        except zlib.error:
+            return False
+        return not (inflate.eof and (inflate.unused_data or data))
+
+    def finish(emit) -> bool:
+        try:
+            emit(inflate.flush())
+        except zlib.error:
+            return False
+        return inflate.eof
+
+    return feed, finish
+
+
+def _zstd_inflater():
+    """``(feed, finish)`` for a zstd stream, as :func:`_gzip_inflater`."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor().decompressobj()
+
+    def feed(chunk: bytes, emit) -> bool:
+        try:
+            emit(dctx.decompress(chunk))
+        except zstandard.ZstdError:
+            return False
+        return True
+
+    return feed, lambda emit: dctx.eof
 
 
 @dataclass(frozen=True)

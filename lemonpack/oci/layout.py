@@ -342,32 +342,23 @@ class LayoutWriter:
         copies the file (``copy_file_range``/``sendfile``) and only the size is checked.
         """
         src = Path(path)
-        dest = self._blob_path(descriptor.digest)
         tmp = self._tmp_blob()
-        if not verify:
-            try:
+        try:
+            if verify:
+                with open(src, "rb") as f, open(tmp, "wb") as raw:
+                    hf = HashingWriter(raw)
+                    while chunk := f.read(CHUNK):
+                        hf.write(chunk)
+                actual = "sha256:" + hf.sha.hexdigest()
+                if actual != descriptor.digest:
+                    raise IntegrityError(str(src), descriptor.digest, actual)
+                size = hf.size
+            else:
                 shutil.copyfile(src, tmp, follow_symlinks=False)
                 size = tmp.stat().st_size
-                if size != descriptor.size:
-                    raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
-                commit(tmp, dest, durable=False)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            if diff_id is not None:
-                self._diff_ids[descriptor.digest] = diff_id
-            return descriptor
-        try:
-            with open(src, "rb") as f, open(tmp, "wb") as raw:
-                hf = HashingWriter(raw)
-                while chunk := f.read(CHUNK):
-                    hf.write(chunk)
-            actual = "sha256:" + hf.sha.hexdigest()
-            if actual != descriptor.digest:
-                raise IntegrityError(str(src), descriptor.digest, actual)
-            if hf.size != descriptor.size:
-                raise LemonpackError(f"{src}: size {hf.size} does not match descriptor size {descriptor.size}")
-            commit(tmp, dest, durable=False)
+            if size != descriptor.size:
+                raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
+            commit(tmp, self._blob_path(descriptor.digest), durable=False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
