@@ -56,23 +56,20 @@ Decisions
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from lemonpack.runtime.supervisor import Shutdown, State, Unload
 
 Req = Hashable
 
 POLICIES = ("standard", "exclusive_npu", "coexist_by_type", "unmetered")
 
 
-class Phase(enum.Enum):
-    """A model's engine as the policy sees it."""
-
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    STOPPING = "stopping"
+#: A model's engine as the policy sees it: the supervisor's lifecycle states (one enum for
+#: both machines; the policy's copy of a model's state lags the runner's by one event).
+Phase = State
 
 
 @dataclass(frozen=True)
@@ -137,14 +134,11 @@ class EngineStopped:
     model: str
 
 
-@dataclass(frozen=True)
-class Unload:
-    model: str
+# ``Unload(model)`` and ``Shutdown()`` are the supervisor's own events (one meaning for both
+# machines: stop this model / stop everything), imported above.
 
-
-@dataclass(frozen=True)
-class Shutdown:
-    pass
+#: Every event :meth:`ServingPolicy.handle` takes.
+Event = Arrive | Finish | Tick | EngineReady | EngineFailed | EngineExited | EngineStopped | Unload | Shutdown
 
 
 class ServingEffects(Protocol):
@@ -469,6 +463,6 @@ def options_key(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...
     return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
 
 
-__all__ = ["Arrive", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Finish", "ModelInfo",
+__all__ = ["Arrive", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Event", "Finish", "ModelInfo",
            "POLICIES", "Phase", "ServingEffects", "ServingPolicy", "Shutdown", "Tick", "Unload", "options_key",
            "size"]

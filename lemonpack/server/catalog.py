@@ -35,6 +35,7 @@ from lemonpack.errors import LemonpackError
 from lemonpack.runtime.engines import free_port
 from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+from lemonpack.runtime.modelref import resolve_model
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
 from lemonpack.server.body import shown
@@ -155,8 +156,18 @@ class Catalog:
         directory (module docstring). Raises :class:`ModelNotFound`, or
         :class:`BackendSelectionError` when an override cannot be honoured or no recipe
         serves a model file."""
-        entry = self.entries().get(name)
         found = self.discovery()
+        try:
+            got = resolve_model(name, directories=True, paths="absolute" if self.model_files else "none",
+                                entries=self.entries())
+        except LemonpackError:
+            if not self.model_files and os.path.isabs(os.path.expanduser(name)):
+                # the same answer whether the path exists or not: no file-existence oracle
+                raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by "
+                                    "path are served only when lemonpack serve listens on a loopback address") from None
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model "
+                                "file") from None
+        entry = got.entry
         if entry is not None:
             spec = ModelSpec.from_entry(entry)
             override, source = effective_override(entry.backend, f'{self.registry.path} ["{name}"].backend')
@@ -168,12 +179,7 @@ class Catalog:
             rec = found.get(rid)
             problem = None if rec is not None else f"recipe {rid!r} is not discovered"
             return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel, entry.endpoints)
-        if not self.is_model_file(name):
-            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model file")
-        if not self.model_files:
-            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by path are "
-                                "served only when lemonpack serve listens on a loopback address")
-        path = os.path.abspath(os.path.expanduser(name))
+        path = os.path.abspath(os.path.expanduser(name))  # as named: a symlink (a hub cache) keeps its file name
         override, source = effective_override(None, None)
         sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
         rid = sel.recipe
@@ -189,7 +195,9 @@ class Catalog:
 
     @staticmethod
     def is_model_file(name: str) -> bool:
-        """True when ``name`` is an existing file or directory path (absolute or ``~``-based)."""
+        """True when ``name`` is an existing file or directory path (absolute or ``~``-based):
+        what :func:`~lemonpack.runtime.modelref.resolve_model` takes for a file with
+        ``paths="absolute"``."""
         p = os.path.expanduser(name)
         return os.path.isabs(p) and os.path.exists(p)
 
