@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record")
     ap.add_argument("--first-byte-delay", type=float, default=0.0)
     ap.add_argument("--no-listen", action="store_true")
+    ap.add_argument("--ctx-size", default=None)  # accepted (a recipe's literal -c/--ctx-size), unused
     opts = ap.parse_args(argv)
     record(opts.pid_file, "engine", os.getpid())
     if opts.ignore_sigterm:
