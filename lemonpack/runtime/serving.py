@@ -174,8 +174,9 @@ class _Pending:
     seq: int = 0
 
 
-def size(n: int) -> str:
-    """``n`` bytes as text (``1.5 GiB``)."""
+def size(b: int) -> str:
+    """``b`` bytes as text (``1.5 GiB``)."""
+    n = float(b)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -407,9 +408,9 @@ class ServingPolicy:
             return
         free = self.budget - self.used()
         releasing = sum(o.info.metered for _, o in others if o.phase is Phase.STOPPING and o.info)
-        idle = sorted(((n, o) for n, o in others if o.phase is Phase.READY and not o.busy and o.info
-                       and o.info.metered and not self._wants(n)), key=lambda x: x[1].since)
-        if free + releasing + sum(o.info.metered for _, o in idle) < need:
+        idle = sorted(((n, o) for n, o in others if o.phase is Phase.READY and not o.busy and o.info is not None
+                       and o.info.metered > 0 and not self._wants(n)), key=lambda x: x[1].since)
+        if free + releasing + sum(o.info.metered for _, o in idle if o.info is not None) < need:
             busy = [f"{n} {size(o.info.metered)}" for n, o in others if o.info and o.info.metered
                     and o.phase is not Phase.STOPPING]
             self._reject_model(name, 503, "insufficient_memory",
@@ -420,7 +421,7 @@ class ServingPolicy:
             if free + releasing >= need:
                 break
             o.draining = "evict"
-            releasing += o.info.metered
+            releasing += o.info.metered if o.info is not None else 0
             self._stop(n, o)
 
     def _remote_down(self, name: str, m: _Model, reason: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from lemonpack.runtime.runner import Runner
-from lemonpack.runtime.serving import Shutdown
+from lemonpack.runtime.serving import ServingPolicy, Shutdown
 from lemonpack.server.body import MAX_JSON_BYTES, multipart_field
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.driver import DEFAULT_MAX_IN_FLIGHT, Driver, ServerConfig
@@ -39,6 +39,10 @@ class Server:
     ``catalog.plan`` whose engines' output goes to the ``lemonpack.server.engine`` logger),
     and the parts (``driver``, ``endpoints``, ``proxy``, ``management``, ``metrics``).
     :meth:`app` builds the aiohttp application."""
+
+    driver: Driver
+    policy: ServingPolicy
+    endpoints: EndpointModels
 
     def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None):
         self.catalog = catalog

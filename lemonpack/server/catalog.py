@@ -171,23 +171,29 @@ class Catalog:
         if entry is not None:
             spec = ModelSpec.from_entry(entry)
             override, source = effective_override(entry.backend, f'{self.registry.path} ["{name}"].backend')
-            rid, sel = entry.recipe, None
+            chosen: str = entry.recipe
+            sel = None
             if override and not entry.endpoints:  # an endpoint model runs what its engine runs
-                sel = self._select(model_artifact(name, entry.main), found, override, source).require()
-                if sel.outcome == "recipe":
-                    rid = sel.recipe
-            rec = found.get(rid)
-            problem = None if rec is not None else f"recipe {rid!r} is not discovered"
-            return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel, entry.endpoints)
+                sel = self._select(model_artifact(name, entry.main), found, override, source or OVERRIDE_ENV).require()
+                if sel.outcome == "recipe" and sel.recipe is not None:
+                    chosen = sel.recipe
+            found_rec = found.get(chosen)
+            problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
+            return ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
+                               entry.endpoints)
         path = os.path.abspath(os.path.expanduser(name))  # as named: a symlink (a hub cache) keeps its file name
         override, source = effective_override(None, None)
         sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
         rid = sel.recipe
         if sel.outcome == "default":
-            rid = next((r.id for r in discovery_order(found.recipes.values()) if sel.default.matches(r.id)), None)
+            default = sel.default
+            rid = next((r.id for r in discovery_order(found.recipes.values()) if default.matches(r.id)), None) \
+                if default is not None else None
             if rid is None:
-                raise BackendSelectionError(f"{name}: {sel.message}; the default ({sel.default.name}) is not a "
+                raise BackendSelectionError(f"{name}: {sel.message}; the default ({default.name if default else ''}) is not a "
                                             f"discovered recipe here, so nothing serves this model file")
+        if rid is None:  # not an outcome select_backend gives after require(); said plainly if it did
+            raise BackendSelectionError(f"{name}: {sel.message}")
         rec = found.get(rid)
         spec = ModelSpec(name=name, checkpoints={"main": path})
         return ServedModel(name, rid, rec.recipe if rec else None, spec,

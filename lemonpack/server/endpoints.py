@@ -187,7 +187,7 @@ class EndpointModels:
         served = next((m for m in self.catalog.models() if m.name == model), None)
         probe = served.recipe.health_probe if served is not None and served.recipe is not None else None
         u = urllib.parse.urlsplit(url)
-        ok: bool | None
+        ok: bool
         if probe is None:
             ok, what = False, "its recipe is not discovered"
         else:
@@ -202,7 +202,7 @@ class EndpointModels:
                 ok, what = False, f"probe failed: {type(e).__name__}"
         if ok is False:
             self._drop_upstream(url)
-        change = self.pool.observe(model, url, ok, what)
+        change = self.pool.observe(model, url, bool(ok), what)
         if change is not None:
             self._changed(model, change)
 
