@@ -75,7 +75,10 @@ class ResolvedModel:
     @property
     def main(self) -> str:
         """The main checkpoint: the file's path, or the entry's ``main`` (a path or hub ref)."""
-        return str(self.path) if self.path is not None else self.entry.main
+        if self.path is not None:
+            return str(self.path)
+        assert self.entry is not None  # a ResolvedModel names a file or an entry
+        return str(self.entry.main)
 
     def spec(self) -> ModelSpec:
         """The launch's :class:`~lemonpack.runtime.launch.ModelSpec`: a file is checkpoint
@@ -90,7 +93,8 @@ class ResolvedModel:
                                  "(lemonpack serve is its gateway)")
         if self.entry is not None:
             return ModelSpec.from_entry(self.entry)
-        return ModelSpec(name=self.path.stem, checkpoints={"main": str(self.path)}, model_dir=str(self.path.parent))
+        path = Path(self.main)
+        return ModelSpec(name=path.stem, checkpoints={"main": str(path)}, model_dir=str(path.parent))
 
     def artifact(self) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selector.ModelArtifact` (file names the
@@ -108,7 +112,7 @@ class ResolvedModel:
         from lemonpack.runtime.memory import estimate_model
 
         opts = dict(getattr(self.entry, "recipe_options", None) or {})
-        path = self.path if self.path is not None else Path(os.path.expanduser(self.entry.main))
+        path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
         if not path.exists():
             return None
         try:
