@@ -4,7 +4,7 @@ The server's decisions about requests and engines, after llama-swap's router: ev
 through :meth:`ServingPolicy.handle`, effects out through one small :class:`ServingEffects`
 interface, time read from an injected ``clock``. Nothing here sleeps, spawns, locks or does
 I/O, so every decision is tested synchronously (``tests/runtime/test_serving*.py``). The
-driver is :class:`lemonpack.server.app.Server`: it calls :meth:`handle` from its event loop
+driver is :class:`lemonpack.server.driver.Driver`: it calls :meth:`handle` from its event loop
 only (one owner of the state; events from engine threads reach it through the loop's queue)
 and performs the effects through the engine :class:`~lemonpack.runtime.runner.Runner`.
 
