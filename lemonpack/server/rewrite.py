@@ -22,7 +22,9 @@ import re
 
 MAX_JSON_ANSWER = 8 << 20
 MAX_LINE = 1 << 20
-_MODEL = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
+_SIZE = re.compile(rb"([0-9a-fA-F]{1,16})(?:;[^\r\n]*)?\r?\n")
+# the first "model" string member of each data: line (a JSON string holds no unescaped quote)
+_MODEL = re.compile(rb'^(data:[^\n]*?)"model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*"', re.M)
 
 
 class Dechunker:
@@ -31,39 +33,50 @@ class Dechunker:
     def __init__(self) -> None:
         self._buf = b""
         self._left = 0  # data bytes of the current chunk still to come
-        self._crlf = False  # the CRLF after a chunk's data is due
+        self._crlf = False  # the line end after a chunk's data is due
         self.done = False
 
     def feed(self, data: bytes) -> bytes:
         """The data bytes in ``data`` (framing removed); raises ValueError on a bad size line."""
-        buf, out = self._buf + data, []
-        while buf and not self.done:
+        buf = self._buf + data if self._buf else data
+        pos, n, out = 0, len(buf), []
+        while pos < n and not self.done:
+            if not self._left and not self._crlf:  # fast path: whole chunks with their CRLF
+                m = _SIZE.match(buf, pos)
+                if m is not None:
+                    size = int(m.group(1), 16)
+                    start = m.end()
+                    end = start + size
+                    if size and end + 2 <= n and buf[end:end + 2] == b"\r\n":
+                        out.append(buf[start:end])
+                        pos = end + 2
+                        continue
             if self._left:
-                part = buf[:self._left]
-                out.append(part)
-                self._left -= len(part)
-                buf = buf[len(part):]
-                if not self._left:
-                    self._crlf = True
+                take = min(self._left, n - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                self._crlf = not self._left
                 continue
-            nl = buf.find(b"\n")
+            nl = buf.find(b"\n", pos)
             if nl < 0:
-                if len(buf) > 4096:
+                if n - pos > 4096:
                     raise ValueError("chunk size line too long")
                 break
-            line, buf = buf[:nl].strip(), buf[nl + 1:]
+            line = buf[pos:nl].strip()
+            pos = nl + 1
             if self._crlf:
                 self._crlf = False
                 if not line:
                     continue
-            size = int(line.split(b";", 1)[0], 16) if line else None
-            if size is None:
+            if not line:
                 continue
+            size = int(line.split(b";", 1)[0], 16)
             if size == 0:
                 self.done = True  # trailers (if any) are not data
                 break
             self._left = size
-        self._buf = buf if not self.done else b""
+        self._buf = b"" if self.done else buf[pos:]
         return b"".join(out)
 
 
@@ -78,7 +91,8 @@ class ModelRewriter:
         self.json = ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
         self.active = self.sse or self.json
         self._name = model
-        self._member = b'"model":' + json.dumps(model).encode()
+        member = b'"model":' + json.dumps(model).encode()
+        self._template = b"\\1" + member.replace(b"\\", b"\\\\")  # a re.sub template: backslashes doubled
         self._buf = b""
         self._passing = False  # gave up rewriting (too large): pass the rest unchanged
 
@@ -98,7 +112,7 @@ class ModelRewriter:
                 return out
             return b""
         done, self._buf = self._buf[:end + 1], self._buf[end + 1:]
-        return b"\n".join(self._line(ln) for ln in done.split(b"\n"))
+        return self._lines(done)
 
     def end(self) -> bytes:
         out, self._buf = self._buf, b""
@@ -113,12 +127,13 @@ class ModelRewriter:
                 doc["model"] = self._name
                 return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
             return out
-        return self._line(out)
+        return self._lines(out)
 
-    def _line(self, line: bytes) -> bytes:
-        if line.startswith(b"data:") and b'"model"' in line:
-            return _MODEL.sub(self._member, line, count=1)
-        return line
+    def _lines(self, block: bytes) -> bytes:
+        """``block`` (whole lines) with each ``data:`` line's first ``model`` member rewritten."""
+        if b'"model"' not in block:
+            return block
+        return _MODEL.sub(self._template, block)
 
 
 __all__ = ["Dechunker", "ModelRewriter"]
