@@ -180,8 +180,8 @@ class Proxy:
         try:
             resp = await self._proxy(request, info, t0)
             info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
-            if isinstance(resp, web.Response) and not info.get("relayed") and resp.body is not None:
-                info["bytes"] = len(resp.body)  # type: ignore[arg-type]  # an answer of ours: bytes
+            if isinstance(resp, web.Response) and resp.body is not None:  # an answer of ours (relayed ones stream)
+                info["bytes"] = len(resp.body)  # type: ignore[arg-type]  # web.Response.body: bytes here
             return resp
         except asyncio.CancelledError:
             info["status"] = 499  # the client left: aiohttp cancelled the handler
@@ -193,7 +193,6 @@ class Proxy:
             info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
             if info["model"] is not None:
                 info["model"] = clip(info["model"])
-            info.pop("relayed", None)
             log_request(info)
             # labels stay bounded whatever clients send: a model name only once it resolved to a
             # served model, a route as the router's pattern (``/v1/slots/{id}``), never the path
@@ -303,7 +302,6 @@ class Proxy:
             if eng.poll() is None:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
             raise _EngineGone(str(e)) from None
-        info["relayed"] = True
         try:
             return await self._answer(request, served, up, info, t0)
         finally:
@@ -321,15 +319,14 @@ class Proxy:
         out.headers.extend(strip_headers(up.headers, drop=("content-length",)))
         if raw:
             out.headers["Transfer-Encoding"] = "chunked"
-        sized = False
+        # a JSON answer is read whole, rewritten, then sent with its length (unless too large)
+        sized = [rewriter.json]
         if ctype.startswith("text/event-stream"):
             out.headers["X-Accel-Buffering"] = "no"
             out.headers["Cache-Control"] = "no-cache"
         elif up.content_length is not None and not rewriter.json:
             out.content_length = up.content_length
-        elif rewriter.json:
-            sized = True  # a JSON answer is read whole, rewritten, then sent with its length
-        if not sized:
+        if not sized[0]:
             await out.prepare(request)
 
         def first() -> None:
@@ -345,7 +342,12 @@ class Proxy:
                 data = dechunk.feed(data)
             if rewriter.active:
                 data = rewriter.feed(data)
-            if not sized:
+            if sized[0] and rewriter.passing:  # too large to rewrite: streamed unchanged from here
+                sized[0] = False
+                if up.content_length is not None:
+                    out.content_length = up.content_length
+                await out.prepare(request)
+            if not sized[0]:
                 await send(data)
 
         try:
@@ -355,7 +357,7 @@ class Proxy:
                 info["status"] = 499
                 return out
             log.warning("%s: engine stream ended early: %s", served.name, e)
-            if sized:
+            if sized[0]:
                 return error(502, "upstream_error", f"{served.name}: the engine's answer ended early: {e}")
             out.force_close()
             return out  # the client sees the answer end early (no clean end of a sized or chunked body)
@@ -363,7 +365,7 @@ class Proxy:
             info["status"] = 499
             return out
         rest = rewriter.end() if rewriter.active else b""
-        if sized:
+        if sized[0]:
             out.content_length = len(rest)
             await out.prepare(request)
         await send(rest)

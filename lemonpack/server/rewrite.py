@@ -96,6 +96,11 @@ class ModelRewriter:
         self._buf = b""
         self._passing = False  # gave up rewriting (too large): pass the rest unchanged
 
+    @property
+    def passing(self) -> bool:
+        """True once a JSON answer proved too large to rewrite: the rest passes unchanged."""
+        return self._passing
+
     def feed(self, data: bytes) -> bytes:
         if not self.active or self._passing:
             return data

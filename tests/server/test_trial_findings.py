@@ -179,3 +179,21 @@ def test_engine_output_in_text_logs_is_prefixed_with_the_model(tmp_path):
     with serve_cli(tmp_path / "quiet", fake_doc(), "--no-engine-output") as (c, lines):
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
     assert not any(ln.startswith("[user.fake]") for ln in lines), lines
+
+
+def test_json_answers_small_and_too_large_to_rewrite_pass_whole(live):
+    """The fake engine echoes a POST to another route as JSON (no ``model`` member): a small
+    answer is read whole and sent with its length, one over the rewrite bound streams through
+    unchanged (nothing dropped, nothing held)."""
+    lv = live()
+    lv.add("user.fake", fake_doc(capabilities=("chat_completion", "embeddings")))
+    lv.start()
+    import base64
+
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=60) as c:
+        for size in (10, 7_000_000):  # the echo's base64 of 7 MB is over the 8 MiB bound
+            body = json.dumps({"model": "user.fake", "input": "x" * size}).encode()
+            r = c.post("/v1/embeddings", content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 200
+            assert base64.b64decode(r.json()["body_b64"]) == body
+            assert int(r.headers["Content-Length"]) == len(r.content)
