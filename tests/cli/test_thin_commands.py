@@ -52,7 +52,6 @@ ALLOWED = {
     ("models_cmds.py", "_pairs"): "argument parsing (KEY=VALUE)",
     ("registry_cmds.py", "_client"): "opens the registry client the command's options name",
     ("registry_cmds.py", "_show_progress"): "terminal detection for progress bars",
-    ("registry_cmds.py", "_publish_source"): "composes two rooms (builder plan, registry layout) for publish",
     ("signing_cmds.py", "read_password"): "terminal interaction: reads a password",
     ("signing_cmds.py", "_read_key_file"): "reads the key file an option names",
     ("signing_cmds.py", "load_private_key"): "key option -> key (password prompt)",
