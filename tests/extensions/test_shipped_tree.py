@@ -128,3 +128,22 @@ def test_a_built_wheel_carries_the_tree_and_answers_from_anywhere(tmp_path):
     check = subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "check"], cwd=elsewhere, env=env,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_catalogues_extension_commands_work_outside_a_checkout(tmp_path, capsys, monkeypatch):
+    """The install and run commands ``catalogue show`` prints for each official extension of
+    the shipped catalogue, run from a directory that is no checkout."""
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GUFO_EXTENSION_DIRS", raising=False)
+    shipped = json.loads((REPO / "lemonpack/catalogue/shipped/catalogue.json").read_text())
+    entries = [e for e in shipped["entries"] if e["kind"] == "extension"]
+    assert sorted(e["name"] for e in entries) == sorted(LOCK)
+    for e in entries:
+        for which in ("install", "run"):
+            argv = shlex.split(e["commands"][which])
+            assert argv[0] == "lemonpack"
+            code, _, err = _run(capsys, *argv[1:])
+            assert code == 0, (e["commands"][which], err)
+        assert (tmp_path / "gufo-generated" / "extensions.json").is_file()
