@@ -65,8 +65,8 @@ def publish_source(source: str, workdir: Path, *, dest_tag: str | None, base: st
     """
     if is_recipe_source(source):
         plan = plan_build([Path(source)], out=Path(workdir) / "layout", mirror=mirror, base=base, known=known)
-        kwargs = {} if open_base is None else {"open_base": open_base}
-        built = write_build(plan, progress=progress, **kwargs)
+        built = (write_build(plan, progress=progress) if open_base is None
+                 else write_build(plan, progress=progress, open_base=open_base))
         index_tag = plan.recipes[0].recipe
         return PublishSource(plan.out, index_tag if dest_tag is not None else None, built)
     if base is not None:
