@@ -52,7 +52,8 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFWriter
 
-from lemonpack.extensions.probe import decide, read_identity
+from lemonpack.extensions.probe import decide
+from lemonpack.gguf_header import read_identity
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: catalogue/extensions, api/, extensions.lock
 

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lemonpack"
 DOC = ROOT / "docs" / "architecture.md"
-PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical", "hosts"}
+PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical", "hosts", "gguf_header"}
 
 
 def room_table(text: str) -> dict[str, set[str] | None]:

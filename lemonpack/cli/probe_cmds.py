@@ -5,7 +5,7 @@ with the options of ``lemonpack extensions``: ``--tree``, ``--extension-dir`` /
 ``GUFO_EXTENSION_DIRS``, ``--lock``, ``--select`` (default: the release lock), ``--feature``);
 the providers of discovered extensions outside the selection are listed too, as not in this
 build, and not asked. The file's identity is read from its GGUF header
-(:func:`lemonpack.extensions.probe.read_identity`) and every probe of the capability asked
+(:func:`lemonpack.gguf_header.read_identity`) and every probe of the capability asked
 is evaluated in order; the first yes wins (seed 002 section 4). Prints the decision and,
 per provider, its answer and the reason for each condition; unavailable providers are
 listed with their reason and not asked. Exit codes: 0 a provider was chosen, 1 none said
@@ -39,7 +39,8 @@ def probe(
     """Show which extension provider would serve MODEL_FILE: each probe of the registry is
     asked in order, the first yes wins (seed 002 section 4). Exit 1 when none says yes."""
     from lemonpack.extensions.pipeline import registry_candidates
-    from lemonpack.extensions.probe import decide, read_identity
+    from lemonpack.extensions.probe import decide
+    from lemonpack.gguf_header import read_identity
 
     if capability not in CAPABILITIES:
         raise typer.BadParameter(f"{capability!r} is not one of {', '.join(CAPABILITIES)}", param_hint="--capability")

@@ -14,7 +14,7 @@ import pytest
 
 from lemonpack.cli import main
 from lemonpack.extensions.pipeline import ExtensionError, include_problems, run_pipeline
-from lemonpack.extensions.probe import MAX_TENSORS, ModelFileError, read_identity
+from lemonpack.gguf_header import MAX_TENSORS, ModelFileError, read_identity
 from support.extensions import REPO, manifest, write_extension
 from support.gguf_files import GGMLQuantizationType, write_gguf
 
@@ -123,7 +123,7 @@ def _max_rss_kb(path) -> tuple[int, str]:
     """Peak RSS (KiB) of a fresh interpreter reading ``path``, and what it printed. The peak
     is the new process image's own (``VmHWM``): ``ru_maxrss`` survives ``execve`` on Linux and
     would report the forking pytest's size."""
-    code = ("import sys\nfrom lemonpack.extensions.probe import read_identity, ModelFileError\n"
+    code = ("import sys\nfrom lemonpack.gguf_header import read_identity, ModelFileError\n"
             "try:\n    print(len(read_identity(sys.argv[1]).tensors))\n"
             "except ModelFileError as e:\n    print(e)\n"
             "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n")

@@ -14,9 +14,8 @@ import gguf
 import pytest
 
 from lemonpack.errors import LemonpackError
-from lemonpack.extensions.probe import (
-    ArrayValue, ModelFileError, NoProviderError, decide, evaluate, pick_provider, read_identity,
-)
+from lemonpack.extensions.probe import NoProviderError, decide, evaluate, pick_provider
+from lemonpack.gguf_header import ArrayValue, ModelFileError, read_identity
 from support.gguf_files import QWEN4EXP_PROBE, GGUFValueType, deepseek4, llama, qwen4exp, write_gguf
 
 
