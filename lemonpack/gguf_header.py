@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -61,6 +61,9 @@ MAX_KV = 65536
 #: Most bytes of names and string values kept from one header (keys, string values, tensor
 #: names): with the caps above, what one probe holds in memory is bounded (~100 MB).
 MAX_KEPT_BYTES = 64 * 2**20
+#: Most elements of a numeric metadata array read whole when asked (``numbers``): per-layer
+#: counts have one element per layer.
+MAX_NUMBERS = 65536
 
 
 _WINDOW = 64 * 1024
@@ -199,6 +202,7 @@ class _Window:
 class _Reader:
     def __init__(self, win: _Window, order: str):
         self.win = win
+        self.order = order
         self.u32 = struct.Struct(order + "I")
         self.u64 = struct.Struct(order + "Q")
         self.scalars = {t: struct.Struct(order + code) for t, (code, _) in _SCALARS.items()}
@@ -226,6 +230,20 @@ class _Reader:
         v = self.unpack(s)
         return bool(v) if vtype == GGUFValueType.BOOL else v
 
+    def numbers(self) -> tuple[Any, ...] | ArrayValue:
+        """A metadata array of numbers read whole (at most :data:`MAX_NUMBERS`); any other
+        array summarised as :meth:`array` does."""
+        win = self.win
+        at = win.pos
+        etype = self.unpack(self.u32)
+        count = self.unpack(self.u64)
+        s = self.scalars.get(etype)
+        if s is None or etype == GGUFValueType.BOOL or count > MAX_NUMBERS:
+            win.pos = at
+            return self.array(0)
+        buf, off = win.take(count * s.size)
+        return struct.unpack_from(f"{self.order}{count}{s.format[-1]}", buf, off)
+
     def array(self, depth: int) -> ArrayValue:
         if depth >= MAX_ARRAY_DEPTH:
             raise self.win.fail(f"{self.win.what}: arrays nested deeper than {MAX_ARRAY_DEPTH}")
@@ -252,7 +270,7 @@ class _Reader:
         return ArrayValue(_TYPE_NAMES[etype], count)
 
 
-def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
+def read_identity(path: str | os.PathLike[str], numbers: Callable[[str], bool] | None = None) -> ModelIdentity:
     """The :class:`ModelIdentity` of the GGUF file at ``path``, reading only its header,
     metadata key/values and tensor-info section (never tensor data: a file whose tensor data
     is absent reads the same). Follows the GGUF spec (ggml docs/gguf.md), versions 2 and 3,
@@ -263,6 +281,9 @@ def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
     tensor name, too many dimensions, strings/arrays larger than the limits above, more
     tensors or key/values than :data:`MAX_TENSORS` / :data:`MAX_KV`, more than :data:`MAX_KEPT_BYTES` of names and strings. Memory is bounded by
     those caps, whatever the header declares.
+
+    ``numbers``: a predicate on metadata keys whose numeric arrays are read whole, as a tuple of
+    numbers, instead of an :class:`ArrayValue` (per-layer counts, for the memory estimate).
     """
     where = str(path)
     try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
@@ -282,12 +303,12 @@ def read_identity(path: str | os.PathLike[str]) -> ModelIdentity:
         raise
     with open(fd, "rb", buffering=0) as f:
         try:
-            return _read(_Window(f, os.fstat(fd).st_size, where))
+            return _read(_Window(f, os.fstat(fd).st_size, where), numbers)
         except OSError as e:
             raise ModelFileError(one_line(f"{where}: cannot read: {e.strerror or e}")) from None
 
 
-def _read(win: _Window) -> ModelIdentity:
+def _read(win: _Window, numbers: Callable[[str], bool] | None = None) -> ModelIdentity:
     if win.size < 4:
         raise win.fail(f"not a GGUF file ({'empty' if win.size == 0 else f'{win.size} bytes'}; "
                        "a GGUF file starts with the magic bytes 'GGUF')")
@@ -322,7 +343,10 @@ def _read(win: _Window) -> ModelIdentity:
         vtype = r.unpack(r.u32)
         if key in metadata:
             raise win.fail(f"duplicate metadata key {key!r} (key/value {i + 1} of {n_kv})")
-        value = metadata[key] = r.value(vtype)
+        if numbers is not None and vtype == GGUFValueType.ARRAY and numbers(key):
+            value = metadata[key] = r.numbers()
+        else:
+            value = metadata[key] = r.value(vtype)
         types[key] = _TYPE_NAMES.get(vtype, str(vtype))
         kept += len(key) + (len(value) if isinstance(value, str) else 0)
         if kept > MAX_KEPT_BYTES:

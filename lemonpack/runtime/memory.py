@@ -26,11 +26,13 @@ minus :data:`HEADROOM`; :func:`parse_size` reads ``24GiB`` / ``512MiB`` / ``1000
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
 
 from lemonpack.errors import LemonpackError
+from lemonpack.gguf_header import ArrayValue, read_identity
 
 #: Kept free of the host's available RAM by the default budget (OS, serve itself, compute buffers).
 HEADROOM = 1 << 30
@@ -112,31 +114,32 @@ def _first(v) -> int:
     return int(v)
 
 
-def estimate_gguf(path: str, ctx_size: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> Estimate:
-    """Tensor bytes and KV cache of the GGUF file at ``path`` (module docstring). Raises
-    :class:`LemonpackError` when it is not a readable GGUF file."""
-    from gguf import GGUFReader
-    from gguf.constants import GGML_QUANT_SIZES
+#: The metadata keys whose arrays (one element per layer) the estimate reads: their largest.
+_PER_LAYER = (".block_count", ".embedding_length", ".attention.head_count", ".attention.head_count_kv",
+              ".attention.key_length", ".attention.value_length")
 
-    try:
-        r = GGUFReader(path, "r")
-    except Exception as e:  # noqa: BLE001 (the reader raises ValueError, OSError, struct errors ...)
-        raise LemonpackError(f"{path}: not a readable GGUF file: {e}") from None
+
+def estimate_gguf(path: str, ctx_size: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> Estimate:
+    """Tensor bytes and KV cache of the GGUF file at ``path`` (module docstring), from its
+    header (:func:`lemonpack.gguf_header.read_identity`, the one GGUF reader). Raises
+    :class:`~lemonpack.gguf_header.ModelFileError` (a :class:`LemonpackError`) when it is not a
+    readable GGUF file."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    identity = read_identity(path, numbers=lambda key: key.endswith(_PER_LAYER))
     weights = 0
-    for t in r.tensors:
-        block, size = GGML_QUANT_SIZES.get(t.tensor_type, (1, 4))
-        weights += int(t.n_elements) // block * size
+    for t in identity.tensors:
+        try:
+            block, size = GGML_QUANT_SIZES[GGMLQuantizationType[t.type]]
+        except KeyError:
+            block, size = 1, 4
+        weights += math.prod(t.shape) // block * size
 
     def meta(key: str):
-        f = r.fields.get(key)
-        if f is None:
-            return None
-        vals = [f.parts[i].tolist() for i in f.data]
-        vals = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
-        return vals[0] if len(vals) == 1 else vals
+        v = identity.metadata.get(key)
+        return None if isinstance(v, ArrayValue) else v
 
-    arch_f = r.fields.get("general.architecture")
-    arch = bytes(arch_f.parts[arch_f.data[0]]).decode() if arch_f is not None else None
+    arch = identity.architecture
     kv = 0
     how = f"GGUF tensors {weights} B"
     if arch:

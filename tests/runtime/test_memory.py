@@ -32,6 +32,25 @@ def test_gguf_is_tensor_bytes_plus_llama_cpp_kv_cache(tmp_path):
     assert estimate_model(str(p), 1024, "q8_0", "q8_0").kv == int(2 * 2 * 1024 * 16 * 34 / 32)
 
 
+def test_per_layer_counts_count_their_largest_and_a_header_only_file_is_estimated(tmp_path):
+    """The one GGUF reader (lemonpack.gguf_header) reads a per-layer array whole; a file whose
+    tensor data is absent (a partial download) is estimated from its header."""
+    p = tmp_path / "layers.gguf"
+    w = GGUFWriter(str(p), "llama")
+    w.add_block_count(3)
+    w.add_embedding_length(64)
+    w.add_head_count(8)
+    w.add_array("llama.attention.head_count_kv", [2, 4, 1])
+    w.add_tensor("out.weight", np.zeros((64,), dtype=np.float16))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    e = estimate_model(str(p), ctx_size=1024)
+    assert (e.weights, e.kv) == (128, 2 * 3 * 1024 * (8 * 4) * 2)
+    head = tmp_path / "head.gguf"
+    data = p.read_bytes()
+    head.write_bytes(data[:len(data) - 128])  # the tensor data cut off
+    assert estimate_model(str(head), ctx_size=1024) == e
+
+
 def test_other_files_are_their_size_on_disk(tmp_path):
     (tmp_path / "m.safetensors").write_bytes(b"x" * 1000)
     assert estimate_model(str(tmp_path / "m.safetensors")).total == 1000
