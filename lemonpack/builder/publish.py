@@ -30,7 +30,7 @@ from lemonpack.builder.plan import plan_build, write_build
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import LemonpackError, UsageError
 from lemonpack.oci.base import BaseSource
-from lemonpack.oci.layout import split_layout_arg
+from lemonpack.oci.layout_reader import split_layout_arg
 
 
 @dataclass(frozen=True)

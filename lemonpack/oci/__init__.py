@@ -8,13 +8,16 @@ layer.md, config.md, annotations.md) and the distribution/reference grammar.
 - :mod:`~lemonpack.oci.cmdline`: ``read_container_argv`` -> ``ContainerInvocation`` (one reader of container CLIs).
 - :mod:`~lemonpack.oci.policy`: digest pinning and shell strings in recipe argvs.
 - :mod:`~lemonpack.oci.layer`: ``write_dir_layer``, ``write_files_layer`` -> ``LayerInfo``.
-- :mod:`~lemonpack.oci.layout`: ``LayoutWriter``, ``Descriptor``, ``read_layout``, ``verify_layout``.
+- :mod:`~lemonpack.oci.layout`: ``LayoutWriter``; :mod:`~lemonpack.oci.layout_reader`: ``read_layout``,
+  ``verify_layout``; :mod:`~lemonpack.oci.descriptor`: ``Descriptor``.
 """
 
 from lemonpack.oci.canonical import *  # noqa: F401,F403
 from lemonpack.oci.canonical import __all__ as _canonical_all
 from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
-from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout, rfc3339, verify_layout
+from lemonpack.oci.descriptor import Descriptor
+from lemonpack.oci.layout import LayoutWriter, rfc3339
+from lemonpack.oci.layout_reader import read_layout, verify_layout
 from lemonpack.oci.cmdline import ContainerInvocation, UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import ImageReference, InvalidReferenceError, check_pinned, parse_reference
 

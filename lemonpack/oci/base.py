@@ -39,7 +39,8 @@ from typing import Any, Callable
 from lemonpack.errors import IntegrityError, LemonpackError, UnsafeContentError
 from lemonpack.oci.canonical import (MEDIA_TYPE_LAYER_TAR,
                                      MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD)
-from lemonpack.oci.layout import _INDEX_TYPES, _MANIFEST_TYPES, Descriptor, read_layout
+from lemonpack.oci.descriptor import Descriptor
+from lemonpack.oci.layout_reader import _INDEX_TYPES, _MANIFEST_TYPES, read_layout
 
 ANNOTATION_BASE_DIGEST = "org.opencontainers.image.base.digest"
 ANNOTATION_BASE_NAME = "org.opencontainers.image.base.name"

@@ -1,4 +1,5 @@
-"""OCI image layouts: an atomic writer and a small reader/verifier.
+"""OCI image layouts: the atomic writer (the reader and verifier are
+:mod:`lemonpack.oci.layout_reader`, the descriptor :mod:`lemonpack.oci.descriptor`).
 
 A layout is a directory (OCI image-spec v1.1 ``image-layout.md``)::
 
@@ -25,114 +26,25 @@ import re
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
-from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import IntegrityError, LemonpackError
-from lemonpack.files import commit, hash_file, replace_directory, replace_file
+from lemonpack.files import commit, replace_directory, replace_file
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
+from lemonpack.oci.descriptor import Descriptor, _plain
 from lemonpack.oci.layer import CHUNK, HashingWriter, LayerInfo
+from lemonpack.oci.layout_reader import _is_layout, _load_json, read_layout
 
 # annotations.md: org.opencontainers.image.ref.name
 _REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
 _REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*$")
-_MANIFEST_TYPES = (MEDIA_TYPE_IMAGE_MANIFEST, "application/vnd.docker.distribution.manifest.v2+json")
-_INDEX_TYPES = (MEDIA_TYPE_IMAGE_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
-
-
-def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    return MappingProxyType(dict(value))
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    """A content descriptor (OCI image-spec v1.1 ``descriptor.md``).
-
-    ``media_type``: the blob's media type; ``digest``: ``"sha256:<64 hex>"``; ``size``:
-    bytes; ``annotations``: ``{str: str}`` or ``None``; ``platform``: ``{"architecture",
-    "os", ["variant", ...]}`` or ``None`` (image-index.md); ``artifact_type``: the
-    ``artifactType`` of an artifact manifest or ``None``. Mappings are stored read-only.
-    Hash and equality use all fields.
-    """
-
-    media_type: str
-    digest: str
-    size: int
-    annotations: Mapping[str, str] | None = None
-    platform: Mapping[str, Any] | None = None
-    artifact_type: str | None = None
-
-    def __post_init__(self) -> None:
-        if not is_sha256_digest(self.digest):
-            raise ValueError(f"descriptor digest must be sha256:<64 lowercase hex>, got {self.digest!r}")
-        if self.size < 0:
-            raise ValueError(f"descriptor size must be >= 0, got {self.size}")
-        object.__setattr__(self, "annotations", _frozen_map(self.annotations))
-        object.__setattr__(self, "platform", _frozen_map(self.platform))
-
-    def __hash__(self) -> int:
-        return hash((self.media_type, self.digest, self.size, self.artifact_type,
-                     tuple(sorted((self.annotations or {}).items()))))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Descriptor):
-            return NotImplemented
-        return self.to_json() == other.to_json()
-
-    @property
-    def hex(self) -> str:
-        """The hex part of the digest (the blob's file name under ``blobs/sha256/``)."""
-        return self.digest.split(":", 1)[1]
-
-    def with_annotations(self, annotations: Mapping[str, str] | None) -> "Descriptor":
-        """A copy with ``annotations`` replaced (``None`` removes them)."""
-        return Descriptor(self.media_type, self.digest, self.size, annotations,
-                          self.platform, self.artifact_type)
-
-    def to_json(self) -> dict[str, Any]:
-        """The descriptor as a JSON object (``mediaType``, ``digest``, ``size`` and the
-        optional ``annotations``, ``platform``, ``artifactType`` when set)."""
-        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        if self.platform:
-            out["platform"] = _plain(self.platform)
-        if self.artifact_type:
-            out["artifactType"] = self.artifact_type
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "Descriptor":
-        """Build from a descriptor JSON object; raises ``LemonpackError`` if a field is missing."""
-        try:
-            return cls(media_type=obj["mediaType"], digest=obj["digest"], size=int(obj["size"]),
-                       annotations=obj.get("annotations"), platform=obj.get("platform"),
-                       artifact_type=obj.get("artifactType"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise LemonpackError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def rfc3339(epoch: int) -> str:
     """Seconds since the epoch as an RFC 3339 UTC timestamp, ``"1970-01-01T00:00:00Z"``."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
-
-
-def _is_layout(path: Path) -> bool:
-    return (path / "oci-layout").is_file()
 
 
 class LayoutWriter:
@@ -515,125 +427,4 @@ class LayoutWriter:
             raise LemonpackError(f"{desc.digest} is not a blob of this layout; add it first")
 
 
-# --- reading -------------------------------------------------------------------------
-
-def _hash_file(path: Path) -> tuple[str, int]:
-    hexdigest, size = hash_file(path)
-    return "sha256:" + hexdigest, size
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise LemonpackError(f"{path}: missing") from None
-    except ValueError as exc:
-        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
-
-
-def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
-    """Read the tags of the OCI layout at ``path``: ``{ref.name: Descriptor}``.
-
-    Only top-level ``index.json`` entries with an ``org.opencontainers.image.ref.name``
-    annotation are returned. Raises :class:`LemonpackError` when ``oci-layout`` is
-    missing, has another ``imageLayoutVersion``, or ``index.json`` is malformed.
-
-    Spec: ``image-layout.md``.
-    """
-    root = Path(path)
-    if not (root / "oci-layout").exists():
-        why = "no such directory" if not root.exists() else "not a directory" if not root.is_dir() \
-            else "no oci-layout file in it"
-        raise LemonpackError(f"no OCI image layout at {root} ({why})")
-    header = _load_json(root / "oci-layout")
-    if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
-        raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
-    index = _load_json(root / "index.json")
-    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        raise LemonpackError(f"{root}/index.json: not an image index")
-    tags: dict[str, Descriptor] = {}
-    for obj in index["manifests"]:
-        desc = Descriptor.from_json(obj)
-        ref = (desc.annotations or {}).get(ANNOTATION_REF_NAME)
-        if ref is not None:
-            tags[ref] = desc
-    return tags
-
-
-def split_layout_arg(arg: str) -> tuple[str, str | None]:
-    """Split ``DIR[:TAG]`` into the layout directory and the tag (``None`` when absent), the way
-    the containers tools read ``oci:DIR:TAG``: a tag may itself hold ``:`` and ``/``, since
-    ``org.opencontainers.image.ref.name`` may be a full reference (skopeo and podman write
-    ``docker.io/x/a:1``; annotations.md).
-
-    The split is at the first ``:`` whose left side is an existing OCI layout and whose right
-    side is one of its tags; else ``arg`` itself when it is a layout (no tag); else at the first
-    ``:`` after an existing layout (an unknown tag, for the caller to report with the layout's
-    tags); else, for a directory that is no layout, at the last ``:`` when what follows holds
-    no ``/`` (so the caller can say that ``DIR`` is not a layout).
-    """
-    colons = [i for i, ch in enumerate(arg) if ch == ":"]
-    heads = [(arg[:i], arg[i + 1:]) for i in colons if i and arg[i + 1:]]
-    layouts = [(head, tail) for head, tail in heads if _is_layout(Path(head))]
-    for head, tail in layouts:
-        try:
-            if tail in read_layout(head):
-                return head, tail
-        except LemonpackError:
-            continue
-    if _is_layout(Path(arg)):
-        return arg, None
-    if layouts:
-        return layouts[0]
-    head, sep, tail = arg.rpartition(":")
-    if sep and head and tail and "/" not in tail:
-        return head, tail
-    return arg, None
-
-
-def verify_layout(path: str | os.PathLike[str]) -> int:
-    """Re-hash every blob of the layout at ``path`` and check every reference.
-
-    Checks: each file under ``blobs/sha256/`` hashes to its name; every descriptor
-    reachable from ``index.json`` (manifests, nested indexes, configs, layers, subjects
-    are not required to be present) names an existing blob of the right size.
-    Returns the number of blobs verified. Raises :class:`IntegrityError` on a hash
-    mismatch, :class:`LemonpackError` on a missing blob, size mismatch or malformed JSON.
-
-    Spec: ``image-layout.md`` (blobs), ``descriptor.md`` (verification).
-    """
-    root = Path(path)
-    read_layout(root)
-    blob_dir = root / "blobs" / "sha256"
-    count = 0
-    for entry in sorted(blob_dir.iterdir()) if blob_dir.is_dir() else []:
-        expected = "sha256:" + entry.name
-        actual, _ = _hash_file(entry)
-        if actual != expected:
-            raise IntegrityError(str(entry), expected, actual)
-        count += 1
-    index = _load_json(root / "index.json")
-    seen: set[str] = set()
-    todo = [Descriptor.from_json(d) for d in index.get("manifests", [])]
-    while todo:
-        desc = todo.pop()
-        if desc.digest in seen:
-            continue
-        seen.add(desc.digest)
-        blob = blob_dir / desc.hex
-        if not blob.is_file():
-            raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
-        if blob.stat().st_size != desc.size:
-            raise LemonpackError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
-                                 f"descriptor says {desc.size}")
-        if desc.media_type in _MANIFEST_TYPES:
-            doc = _load_json(blob)
-            todo.append(Descriptor.from_json(doc["config"]))
-            todo.extend(Descriptor.from_json(l) for l in doc.get("layers", []))
-        elif desc.media_type in _INDEX_TYPES:
-            doc = _load_json(blob)
-            todo.extend(Descriptor.from_json(m) for m in doc.get("manifests", []))
-    return count
-
-
-__all__ = ["Descriptor", "LayoutWriter", "read_layout", "split_layout_arg", "verify_layout", "rfc3339"]
+__all__ = ["LayoutWriter", "rfc3339"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lemonpack.oci.layout import split_layout_arg  # noqa: F401  (re-exported: DIR[:TAG] arguments)
+from lemonpack.oci.layout_reader import split_layout_arg  # noqa: F401  (re-exported: DIR[:TAG] arguments)
 from lemonpack.oci.reference import InvalidReferenceError
 from lemonpack.oci.reference import parse_reference as _parse_image_reference
 

@@ -37,7 +37,9 @@ from typing import Callable, Iterator, Sequence
 
 from lemonpack.errors import IntegrityError, Interrupted, LemonpackError
 from lemonpack.files import open_regular
-from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
+from lemonpack.oci.descriptor import Descriptor
+from lemonpack.oci.layout import LayoutWriter
+from lemonpack.oci.layout_reader import read_layout
 from lemonpack.oci.reference import is_tag
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.reference import Reference

@@ -11,7 +11,8 @@ import pytest
 
 from lemonpack.errors import IntegrityError, LemonpackError
 from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR
-from lemonpack.oci.layout import LayoutWriter, read_layout, split_layout_arg, verify_layout
+from lemonpack.oci.layout import LayoutWriter
+from lemonpack.oci.layout_reader import read_layout, split_layout_arg, verify_layout
 from lemonpack.oci.reference import InvalidReferenceError, is_tag, split_ref_name
 
 
@@ -101,7 +102,7 @@ def test_a_failed_merge_changes_nothing_and_a_non_layout_is_refused(tmp_path):
 
 def test_receive_blob_keeps_what_a_verifying_writer_wrote_and_nothing_on_error(tmp_path):
     data = b"blob bytes"
-    from lemonpack.oci.layout import Descriptor
+    from lemonpack.oci.descriptor import Descriptor
 
     desc = Descriptor(MEDIA_TYPE_LAYER_TAR, "sha256:" + hashlib.sha256(data).hexdigest(), len(data))
     with LayoutWriter(tmp_path / "l") as lw:

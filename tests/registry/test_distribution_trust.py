@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from lemonpack.errors import FetchError
-from lemonpack.oci.layout import read_layout, verify_layout
+from lemonpack.oci.layout_reader import read_layout, verify_layout
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from support.helpers import wait_for

@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from lemonpack.errors import FetchError
-from lemonpack.oci.layout import LayoutWriter, verify_layout
+from lemonpack.oci.layout import LayoutWriter
+from lemonpack.oci.layout_reader import verify_layout
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from support.registry import layout_tags, lemonpack

@@ -1,0 +1,147 @@
+"""OCI image layouts read and verified (image-spec v1.1 ``image-layout.md``): the tags of a
+layout, a ``DIR[:TAG]`` argument split, every blob re-hashed and every reference checked. The
+writer is :mod:`lemonpack.oci.layout`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.files import hash_file
+from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, OCI_LAYOUT_VERSION
+from lemonpack.oci.descriptor import Descriptor
+
+
+_MANIFEST_TYPES = (MEDIA_TYPE_IMAGE_MANIFEST, "application/vnd.docker.distribution.manifest.v2+json")
+
+
+_INDEX_TYPES = (MEDIA_TYPE_IMAGE_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def _is_layout(path: Path) -> bool:
+    return (path / "oci-layout").is_file()
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    hexdigest, size = hash_file(path)
+    return "sha256:" + hexdigest, size
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise LemonpackError(f"{path}: missing") from None
+    except ValueError as exc:
+        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+
+
+def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
+    """Read the tags of the OCI layout at ``path``: ``{ref.name: Descriptor}``.
+
+    Only top-level ``index.json`` entries with an ``org.opencontainers.image.ref.name``
+    annotation are returned. Raises :class:`LemonpackError` when ``oci-layout`` is
+    missing, has another ``imageLayoutVersion``, or ``index.json`` is malformed.
+
+    Spec: ``image-layout.md``.
+    """
+    root = Path(path)
+    if not (root / "oci-layout").exists():
+        why = "no such directory" if not root.exists() else "not a directory" if not root.is_dir() \
+            else "no oci-layout file in it"
+        raise LemonpackError(f"no OCI image layout at {root} ({why})")
+    header = _load_json(root / "oci-layout")
+    if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
+        raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
+    index = _load_json(root / "index.json")
+    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
+        raise LemonpackError(f"{root}/index.json: not an image index")
+    tags: dict[str, Descriptor] = {}
+    for obj in index["manifests"]:
+        desc = Descriptor.from_json(obj)
+        ref = (desc.annotations or {}).get(ANNOTATION_REF_NAME)
+        if ref is not None:
+            tags[ref] = desc
+    return tags
+
+
+def split_layout_arg(arg: str) -> tuple[str, str | None]:
+    """Split ``DIR[:TAG]`` into the layout directory and the tag (``None`` when absent), the way
+    the containers tools read ``oci:DIR:TAG``: a tag may itself hold ``:`` and ``/``, since
+    ``org.opencontainers.image.ref.name`` may be a full reference (skopeo and podman write
+    ``docker.io/x/a:1``; annotations.md).
+
+    The split is at the first ``:`` whose left side is an existing OCI layout and whose right
+    side is one of its tags; else ``arg`` itself when it is a layout (no tag); else at the first
+    ``:`` after an existing layout (an unknown tag, for the caller to report with the layout's
+    tags); else, for a directory that is no layout, at the last ``:`` when what follows holds
+    no ``/`` (so the caller can say that ``DIR`` is not a layout).
+    """
+    colons = [i for i, ch in enumerate(arg) if ch == ":"]
+    heads = [(arg[:i], arg[i + 1:]) for i in colons if i and arg[i + 1:]]
+    layouts = [(head, tail) for head, tail in heads if _is_layout(Path(head))]
+    for head, tail in layouts:
+        try:
+            if tail in read_layout(head):
+                return head, tail
+        except LemonpackError:
+            continue
+    if _is_layout(Path(arg)):
+        return arg, None
+    if layouts:
+        return layouts[0]
+    head, sep, tail = arg.rpartition(":")
+    if sep and head and tail and "/" not in tail:
+        return head, tail
+    return arg, None
+
+
+def verify_layout(path: str | os.PathLike[str]) -> int:
+    """Re-hash every blob of the layout at ``path`` and check every reference.
+
+    Checks: each file under ``blobs/sha256/`` hashes to its name; every descriptor
+    reachable from ``index.json`` (manifests, nested indexes, configs, layers, subjects
+    are not required to be present) names an existing blob of the right size.
+    Returns the number of blobs verified. Raises :class:`IntegrityError` on a hash
+    mismatch, :class:`LemonpackError` on a missing blob, size mismatch or malformed JSON.
+
+    Spec: ``image-layout.md`` (blobs), ``descriptor.md`` (verification).
+    """
+    root = Path(path)
+    read_layout(root)
+    blob_dir = root / "blobs" / "sha256"
+    count = 0
+    for entry in sorted(blob_dir.iterdir()) if blob_dir.is_dir() else []:
+        expected = "sha256:" + entry.name
+        actual, _ = _hash_file(entry)
+        if actual != expected:
+            raise IntegrityError(str(entry), expected, actual)
+        count += 1
+    index = _load_json(root / "index.json")
+    seen: set[str] = set()
+    todo = [Descriptor.from_json(d) for d in index.get("manifests", [])]
+    while todo:
+        desc = todo.pop()
+        if desc.digest in seen:
+            continue
+        seen.add(desc.digest)
+        blob = blob_dir / desc.hex
+        if not blob.is_file():
+            raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+        if blob.stat().st_size != desc.size:
+            raise LemonpackError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
+                                 f"descriptor says {desc.size}")
+        if desc.media_type in _MANIFEST_TYPES:
+            doc = _load_json(blob)
+            todo.append(Descriptor.from_json(doc["config"]))
+            todo.extend(Descriptor.from_json(l) for l in doc.get("layers", []))
+        elif desc.media_type in _INDEX_TYPES:
+            doc = _load_json(blob)
+            todo.extend(Descriptor.from_json(m) for m in doc.get("manifests", []))
+    return count
+
+
+__all__ = ["read_layout", "split_layout_arg", "verify_layout"]
