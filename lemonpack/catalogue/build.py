@@ -374,7 +374,8 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
                            reproducible=_reproduce(ctx, recipe, published, work),
                            commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
-    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api, include_problems
+    from lemonpack.extensions.includes import include_problems
+    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api
 
     try:
         ext = load_manifest(fetched.path)

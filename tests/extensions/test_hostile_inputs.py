@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from lemonpack.cli import main
-from lemonpack.extensions.pipeline import ExtensionError, include_problems, run_pipeline
+from lemonpack.extensions.includes import include_problems
+from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
 from lemonpack.gguf_header import MAX_TENSORS, ModelFileError, read_identity
 from support.extensions import REPO, manifest, write_extension
 from support.gguf_files import GGMLQuantizationType, write_gguf
