@@ -19,7 +19,7 @@ in with one rename (the previous output is kept until then). Dates come from ``e
 (the CLI: :func:`lemonpack.catalogue.dates.source_epoch`), file order is sorted, JSON
 canonical: the same inputs give the same bytes. Focused parts live beside this module:
 fetching and bounds (:mod:`.fetching`, :mod:`.bounded`), signature status
-(:mod:`.signatures`), the commands shown (:mod:`.commands`), the feed (:mod:`.feed`) and the
+(:mod:`.signatures`, with the index key), an entry's platforms and pinning (:mod:`.facts`), the commands shown (:mod:`.commands`), the feed (:mod:`.feed`) and the
 memo of a warm build (:mod:`.memo`).
 """
 
@@ -37,14 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from lemonpack.signing.simplesigning import sign_payload
-from lemonpack.catalogue import archs, bounded, signatures
+from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
+from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
 from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
+from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
-from lemonpack.files import read_user_file, replace_directory
+from lemonpack.files import replace_directory
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
@@ -53,12 +55,6 @@ from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filena
 
 FEED_NAME = "feed.atom"
 OFFICIAL_PUBLISHER = "lemonpack"
-
-#: Extension requirement -> (accelerator, or os) used for an extension's platforms.
-_REQ_ACCEL = {"hip": "rocm", "cuda": "cuda", "vulkan": "vulkan"}
-_REQ_OS = {"linux": "linux", "windows": "windows", "macos": "darwin"}
-#: The OSes an accelerator exists on (ROCm/HIP and CUDA have no macOS builds); others: every OS.
-_ACCEL_OSES = {"rocm": ("linux", "windows"), "cuda": ("linux", "windows")}
 
 
 @dataclass
@@ -95,100 +91,6 @@ class Rejected(Exception):
 def rfc3339(epoch: int) -> str:
     """``epoch`` (seconds) as RFC 3339 UTC: ``1970-01-01T00:00:00Z``."""
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# ---------------------------------------------------------------- signatures
-
-
-def load_private_key(path: Path, password: bytes):
-    """The ECDSA private key in cosign's key file ``path`` (raises KeyFileError)."""
-    from lemonpack.signing.keys import decode_private_key
-
-    return decode_private_key(read_user_file(path, "key file"), password, what=str(path))
-
-
-def public_pem_of(private) -> str:
-    """PEM text of ``private``'s public key."""
-    from lemonpack.signing.keys import encode_public_key
-
-    return encode_public_key(private.public_key()).decode()
-
-
-# ---------------------------------------------------------------- fetching
-
-
-# ---------------------------------------------------------------- entry facts
-
-
-def recipe_platforms(recipe) -> list[dict]:
-    """The index's platforms of a recipe: per block ``{"os", "accelerator", "archs",
-    "arch_patterns"}``; patterns are the block's arch override keys plus the keys of
-    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion."""
-    out = []
-    aliases = [k for k, _ in recipe.arch_aliases]
-    doc_platforms = thaw(recipe.document).get("platforms", {})
-    for os_name, blocks in recipe.platforms.items():
-        for accel, block in blocks.items():
-            patterns = [o.pattern for o in block.arch]
-            raw = json.dumps(doc_platforms.get(os_name, {}).get(accel, {}))
-            if "{arch_alias}" in raw:
-                patterns += [a for a in aliases if a not in patterns]
-            out.append({"os": os_name, "accelerator": accel, "archs": archs.expand(accel, patterns),
-                        "arch_patterns": patterns})
-    return out
-
-
-def extension_platforms(ext) -> list[dict]:
-    """Platforms of an extension from its targets' requirements (``hip`` -> rocm, ``cuda``,
-    ``vulkan``, else cpu; ``linux``/``windows``/``macos`` or every OS the accelerator exists
-    on: rocm and cuda never on darwin); ``testing`` targets are left out. Sorted, deduplicated."""
-    seen = set()
-    for t in ext.targets:
-        req = set(t.requires)
-        if "testing" in req:
-            continue
-        oses = [_REQ_OS[r] for r in sorted(req) if r in _REQ_OS] or ["linux", "windows", "darwin"]
-        accels = [_REQ_ACCEL[r] for r in sorted(req) if r in _REQ_ACCEL] or ["cpu"]
-        for o in oses:
-            for a in accels:
-                if o in _ACCEL_OSES.get(a, (o,)):
-                    seen.add((o, a))
-    return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": []} for o, a in sorted(seen)]
-
-
-def pinning(recipe) -> dict:
-    """Pinning of a recipe: every container image (``{"ref", "pinned"}``: pinned by digest)
-    and every artifact (``{"url", "sha256"}``; sha256 None when the artifact is not pinned);
-    ``status`` ``all`` / ``partly`` / ``none`` (``all`` when there is nothing to pin)."""
-    from lemonpack.contract.select import targets
-    from lemonpack.oci.reference import check_pinned
-    from lemonpack.registry.pin import image_sites
-
-    images = {}
-    for site in image_sites(thaw(recipe.document)):
-        images[site.image] = check_pinned(site.image) is None
-    arts = {}
-    try:
-        for t in targets(recipe):
-            if t.provenance.source:
-                pinned = t.provenance.sha256 and t.provenance.policy != "roll_forward"
-                sha = t.provenance.sha256 if pinned else None
-                if sha and not sha.startswith("sha256:"):
-                    sha = "sha256:" + sha
-                arts[t.provenance.source] = sha
-    except LemonpackError:
-        pass
-    flags = list(images.values()) + [v is not None for v in arts.values()]
-    status = "all" if all(flags) else ("none" if not any(flags) else "partly")
-    return {"status": status, "images": [{"ref": r, "pinned": p} for r, p in sorted(images.items())],
-            "artifacts": [{"url": u, "sha256": s} for u, s in sorted(arts.items())]}
-
-
-def thaw(value: Any) -> Any:
-    """A frozen recipe document as plain dicts and lists."""
-    from lemonpack.contract.model import thaw as _thaw
-
-    return _thaw(value)
 
 
 # ---------------------------------------------------------------- the build

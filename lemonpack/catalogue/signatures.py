@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 from lemonpack.errors import FetchError, LemonpackError
+from lemonpack.files import read_user_file
 
 _HTTP = re.compile(r"\bHTTP (\d{3})\b")
 IN_TREE = {"status": "in-tree", "fingerprint": None, "detail": "official, in-tree"}
@@ -48,7 +50,6 @@ def official_status(private, publishers: dict) -> dict:
     and :data:`IN_TREE` for an unsigned index."""
     if private is None:
         return dict(IN_TREE)
-    from lemonpack.catalogue.build import public_pem_of
     from lemonpack.catalogue.sources import key_fingerprint
 
     fp = key_fingerprint(public_pem_of(private))
@@ -126,3 +127,17 @@ def describe(sig: dict[str, Any], digest: str | None = None) -> str:
     if sig.get("detail"):
         return str(sig["detail"])
     return str(status) + (f" ({sig['fingerprint']})" if sig.get("fingerprint") else "")
+
+
+def load_private_key(path: Path, password: bytes):
+    """The ECDSA private key in cosign's key file ``path`` (raises KeyFileError)."""
+    from lemonpack.signing.keys import decode_private_key
+
+    return decode_private_key(read_user_file(path, "key file"), password, what=str(path))
+
+
+def public_pem_of(private) -> str:
+    """PEM text of ``private``'s public key."""
+    from lemonpack.signing.keys import encode_public_key
+
+    return encode_public_key(private.public_key()).decode()

@@ -45,7 +45,7 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
     (``publisher_key``: the key is one of the publisher's). Raises ManifestError (the entry
     is invalid), IntegrityError (the source no longer matches its digest), FetchError,
     KeyFileError, LemonpackError."""
-    from lemonpack.catalogue.build import load_private_key, public_pem_of
+    from lemonpack.catalogue.signatures import load_private_key, public_pem_of
     from lemonpack.signing.simplesigning import sign_payload
     from lemonpack.catalogue.fetching import fetch_source
     from lemonpack.catalogue.sources import check_entry, check_publisher, key_fingerprint

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.catalogue.build import extension_platforms
+from lemonpack.catalogue.facts import extension_platforms
 from lemonpack.catalogue.dates import source_epoch
 from lemonpack.signing.keys import encode_key_pair
 from tests.catalogue.test_build import by_id, run

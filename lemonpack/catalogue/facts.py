@@ -1,0 +1,93 @@
+"""The facts the index records of an entry, derived from its recipe or extension alone: its
+platforms (OS, accelerator, GPU archs) and its pinning (images by digest, artifacts by
+sha256). :mod:`.build` puts them into the entries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lemonpack.catalogue import archs
+from lemonpack.errors import LemonpackError
+
+
+#: Extension requirement -> (accelerator, or os) used for an extension's platforms.
+_REQ_ACCEL = {"hip": "rocm", "cuda": "cuda", "vulkan": "vulkan"}
+
+
+_REQ_OS = {"linux": "linux", "windows": "windows", "macos": "darwin"}
+
+
+#: The OSes an accelerator exists on (ROCm/HIP and CUDA have no macOS builds); others: every OS.
+_ACCEL_OSES = {"rocm": ("linux", "windows"), "cuda": ("linux", "windows")}
+
+
+def recipe_platforms(recipe) -> list[dict]:
+    """The index's platforms of a recipe: per block ``{"os", "accelerator", "archs",
+    "arch_patterns"}``; patterns are the block's arch override keys plus the keys of
+    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion."""
+    out = []
+    aliases = [k for k, _ in recipe.arch_aliases]
+    doc_platforms = thaw(recipe.document).get("platforms", {})
+    for os_name, blocks in recipe.platforms.items():
+        for accel, block in blocks.items():
+            patterns = [o.pattern for o in block.arch]
+            raw = json.dumps(doc_platforms.get(os_name, {}).get(accel, {}))
+            if "{arch_alias}" in raw:
+                patterns += [a for a in aliases if a not in patterns]
+            out.append({"os": os_name, "accelerator": accel, "archs": archs.expand(accel, patterns),
+                        "arch_patterns": patterns})
+    return out
+
+
+def extension_platforms(ext) -> list[dict]:
+    """Platforms of an extension from its targets' requirements (``hip`` -> rocm, ``cuda``,
+    ``vulkan``, else cpu; ``linux``/``windows``/``macos`` or every OS the accelerator exists
+    on: rocm and cuda never on darwin); ``testing`` targets are left out. Sorted, deduplicated."""
+    seen = set()
+    for t in ext.targets:
+        req = set(t.requires)
+        if "testing" in req:
+            continue
+        oses = [_REQ_OS[r] for r in sorted(req) if r in _REQ_OS] or ["linux", "windows", "darwin"]
+        accels = [_REQ_ACCEL[r] for r in sorted(req) if r in _REQ_ACCEL] or ["cpu"]
+        for o in oses:
+            for a in accels:
+                if o in _ACCEL_OSES.get(a, (o,)):
+                    seen.add((o, a))
+    return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": []} for o, a in sorted(seen)]
+
+
+def pinning(recipe) -> dict:
+    """Pinning of a recipe: every container image (``{"ref", "pinned"}``: pinned by digest)
+    and every artifact (``{"url", "sha256"}``; sha256 None when the artifact is not pinned);
+    ``status`` ``all`` / ``partly`` / ``none`` (``all`` when there is nothing to pin)."""
+    from lemonpack.contract.select import targets
+    from lemonpack.oci.reference import check_pinned
+    from lemonpack.registry.pin import image_sites
+
+    images = {}
+    for site in image_sites(thaw(recipe.document)):
+        images[site.image] = check_pinned(site.image) is None
+    arts = {}
+    try:
+        for t in targets(recipe):
+            if t.provenance.source:
+                pinned = t.provenance.sha256 and t.provenance.policy != "roll_forward"
+                sha = t.provenance.sha256 if pinned else None
+                if sha and not sha.startswith("sha256:"):
+                    sha = "sha256:" + sha
+                arts[t.provenance.source] = sha
+    except LemonpackError:
+        pass
+    flags = list(images.values()) + [v is not None for v in arts.values()]
+    status = "all" if all(flags) else ("none" if not any(flags) else "partly")
+    return {"status": status, "images": [{"ref": r, "pinned": p} for r, p in sorted(images.items())],
+            "artifacts": [{"url": u, "sha256": s} for u, s in sorted(arts.items())]}
+
+
+def thaw(value: Any) -> Any:
+    """A frozen recipe document as plain dicts and lists."""
+    from lemonpack.contract.model import thaw as _thaw
+
+    return _thaw(value)
