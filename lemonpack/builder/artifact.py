@@ -53,6 +53,7 @@ def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | 
     file and the JSON path of the source field.
     """
     prov = eff.provenance
+    assert prov.source is not None, "called only for a block with a source"
     expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
     try:
         return fetch(prov.source, sha256=expected, cache=cache, mirror=mirror, progress=progress)

@@ -329,7 +329,9 @@ class BaseLayers:
     digest while copied; the layers' facts checked once, remembered in ``layers``)."""
 
     def __init__(self, lw: LayoutWriter, layers: LayerCache):
-        self.lw, self.layers, self.copied, self.checked = lw, layers, set(), set()
+        self.lw, self.layers = lw, layers
+        self.copied: set[str] = set()
+        self.checked: set[tuple[str, tuple[str, ...]]] = set()
 
     def put(self, image: BaseImage, prefixes: tuple[str, ...]) -> list[Descriptor]:
         """Check ``image`` against ``prefixes`` and copy its layers; their descriptors."""
@@ -355,6 +357,7 @@ class BaseLayers:
 
 
 def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:
+    assert opts.base is not None, "called only when the build has a base"
     try:
         return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
                                       f"({t.recipe.file})")
@@ -448,6 +451,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                     result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob,
                                                  base_blobs, based)
                     if result.source:
+                        assert result.sha256 is not None, "a fetched artifact has its sha256"
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
@@ -485,8 +489,10 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
     prov = t.provenance
     prefix = f"opt/lemonpack/{recipe.recipe}"
     if recipe.variant_of and prov.source:
-        image = _base_for(t, opts) if based is not None else None
-        if image is not None:  # before the fetch: a wrong base fails fast
+        image: BaseImage | None = None
+        base_layers: list[Descriptor] = []
+        if based is not None:  # before the fetch: a wrong base fails fast
+            image = _base_for(t, opts)
             base_layers = based.put(image, (prefix,))
         fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)

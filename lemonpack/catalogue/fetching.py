@@ -45,7 +45,7 @@ def tree_digest(root: Path) -> tuple[str, bytes]:
     ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
     returns ``("sha256:<hex>", listing)``. Symlinks and other non-regular files raise
     :class:`LemonpackError` (an entry's tree must be plain files)."""
-    lines = []
+    lines: list[bytes] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in dirnames + filenames:
@@ -56,7 +56,8 @@ def tree_digest(root: Path) -> tuple[str, bytes]:
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
             lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
-    listing = b"".join(sorted(lines, key=lambda l: l.split(b"  ", 1)[1]))
+    lines.sort(key=lambda line: line.split(b"  ", 1)[1])
+    listing = b"".join(lines)
     return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
 
 
@@ -163,6 +164,7 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
         raise LemonpackError("the image has no image manifest")
     recipe = recipe_from_image(layout, manifests[0][1], src["ref"])
     text = recipe.canonical.decode()
+    assert ref.digest is not None, "the entry schema pins an OCI source by digest"
     return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=src["ref"])
 
 

@@ -115,12 +115,12 @@ def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
         index = json.loads(data)
     except ValueError as e:
         return problems + [f"{directory / INDEX_NAME}: not JSON: {e}"]
-    for e in index.get("entries", []):
-        f = directory / "entries" / entry_filename(e["id"])
+    for entry in index.get("entries", []):
+        f = directory / "entries" / entry_filename(entry["id"])
         if not f.is_file():
             problems.append(f"{f}: missing")
-        elif f.read_bytes() != canonical_json(e):
-            problems.append(f"{f}: differs from the index's entry {e['id']}")
+        elif f.read_bytes() != canonical_json(entry):
+            problems.append(f"{f}: differs from the index's entry {entry['id']}")
     return problems
 
 

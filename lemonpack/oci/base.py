@@ -34,7 +34,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable, cast
 
 from lemonpack.errors import IntegrityError, LemonpackError, UnsafeContentError
 from lemonpack.oci.canonical import (MEDIA_TYPE_LAYER_TAR,
@@ -188,7 +188,7 @@ def scan_layer(path: Path, media_type: str) -> LayerFacts:
         f = _RawHasher(raw_f)
         reader = _HashingReader(f, media_type)
         try:
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
+            with tarfile.open(fileobj=cast(IO[bytes], reader), mode="r|") as tar:  # reads through read() only
                 for m in tar:
                     name = m.name.lstrip("/")
                     while name.startswith("./"):

@@ -52,7 +52,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import BinaryIO, Iterator, Literal, Sequence
 
 from lemonpack.errors import LemonpackError, UnsafeContentError
 from lemonpack.safetree import name_problem, symlink_problem
@@ -66,7 +66,7 @@ DEFAULT_COMPRESSLEVEL = 1
 runtimes where level 6-9 gains a few percent for 3-5x the CPU time."""
 
 _QUEUE_DEPTH = 8
-_TAR_FORMAT = tarfile.PAX_FORMAT
+_TAR_FORMAT: Literal[2] = tarfile.PAX_FORMAT  # tobuf's format argument is typed as the literal
 _BLOCK = tarfile.BLOCKSIZE
 _RECORD = tarfile.RECORDSIZE
 
@@ -322,6 +322,7 @@ def _emit(entries: Iterator[_Entry], out: BinaryIO, mtime: int, compresslevel: i
 
 
 def _stream_file(entry: _Entry, pipe: _Pipeline) -> None:
+    assert entry.source is not None, "a file entry without data has a source"
     remaining = entry.size
     with open(entry.source, "rb", buffering=0) as f:
         while remaining:

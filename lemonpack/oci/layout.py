@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence, cast
 
 from lemonpack.digest import is_sha256_digest
 from lemonpack.errors import IntegrityError, LemonpackError
@@ -308,7 +308,7 @@ class LayoutWriter:
             with open(tmp, "wb") as raw:
                 hf = HashingWriter(raw)
                 if callable(source):
-                    result = source(hf)
+                    result = source(cast(BinaryIO, hf))  # a write-only file object
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(CHUNK):

@@ -40,7 +40,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal, overload
 
 import httpx
 
@@ -171,6 +171,12 @@ class RegistryClient:
         if ref.startswith("sha256:") and digest != ref:
             raise IntegrityError(f"{self.host}/{repo}@{ref} (HEAD)", ref, digest)
         return digest, media_type, size
+
+    @overload
+    def get_manifest(self, repo: str, ref: str, *, missing_ok: Literal[False] = False) -> tuple[bytes, str, str]: ...
+
+    @overload
+    def get_manifest(self, repo: str, ref: str, *, missing_ok: bool) -> tuple[bytes, str, str] | None: ...
 
     def get_manifest(self, repo: str, ref: str, *, missing_ok: bool = False) -> tuple[bytes, str, str] | None:
         """``GET /v2/<repo>/manifests/<ref>``: ``(bytes, media_type, digest)``, verified.
@@ -365,7 +371,9 @@ class RegistryClient:
                     sent(length)
                     return data[start:start + length]
                 return chunk
-            return lambda: FileSlice(path, start, length, sent, hasher)
+            file = path
+            assert file is not None, "a blob is uploaded from bytes or from a file"
+            return lambda: FileSlice(file, start, length, sent, hasher)
 
         octet = {"Content-Type": "application/octet-stream"}
         if data is not None and offset == 0 and size <= self.chunk_size:

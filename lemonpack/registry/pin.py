@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
@@ -34,6 +34,10 @@ from lemonpack.oci.policy import platform_argvs
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
 
 JsonPath = tuple  # of str keys and int indexes
+
+#: CPython's JSON string scanner (``(text, index after the quote) -> (value, end)``): public in
+#: the json package, though typeshed does not declare it.
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
                 return i + 1
             while True:
                 i = skip(i)
-                key, end = json.decoder.scanstring(text, i + 1)
+                key, end = _scanstring(text, i + 1)
                 if text[i] != '"':
                     raise ValueError(f"expected a key at {i}")
                 i = skip(end)
@@ -119,7 +123,7 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
                     raise ValueError(f"expected ',' at {i}")
                 i += 1
         if ch == '"':
-            _, end = json.decoder.scanstring(text, i + 1)
+            _, end = _scanstring(text, i + 1)
             spans[path] = (i, end)
             return end
         _, end = decoder.raw_decode(text, i)

@@ -397,13 +397,13 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
     name = tag or ref.tag or "latest"
     stage = ["fetching manifests"]
     try:
-        return _pull(ref, Path(out), client, name, progress, stage)
+        return _pull(ref, ref.ref, Path(out), client, name, progress, stage)
     except KeyboardInterrupt:
         raise Interrupted(f"pull of {ref} interrupted while {stage[0]}; nothing was written at {out} "
                           "(what was downloaded so far is removed)") from None
 
 
-def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress: bool,
+def _pull(ref: Reference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
     counters = {"blobs": 0, "bytes": 0}
@@ -437,7 +437,7 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
             iteratively: a registry serving an index chain of any depth costs memory in
             proportion, never a RecursionError. Returns the root's descriptor."""
             stack = [enter(desc, reference)]
-            top = None
+            top: Descriptor | None = None
             while stack:
                 child = next((c for c in stack[-1][4] if c.digest not in seen), None)
                 if child is not None:
@@ -452,9 +452,10 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
                 lw.add_blob_bytes(media_type, data)
                 counters["blobs"] += 1
                 top = Descriptor(media_type, digest, len(data))
+            assert top is not None, "the stack held the root"
             return top
 
-        root = fetch_manifest(None, ref.ref)
+        root = fetch_manifest(None, reference)
         if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
             raise IntegrityError(str(ref), ref.digest, root.digest)
         with byte_progress(sum(b.size for b in blobs_todo), f"pull {ref.host}/{repo}",
