@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jsonschema
 
@@ -244,7 +244,7 @@ def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     return Sources(pubs, entries, rejected)
 
 
-def lint_paths(paths: list[str | Path]) -> list[Problem]:
+def lint_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem of the given files or ``catalogue/`` directories (offline). A
     directory is linted as a catalogue (publishers, then entries, with the publisher
     check); a ``.toml`` file under a ``publishers`` directory as a publisher, any other as

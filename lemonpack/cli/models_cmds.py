@@ -129,10 +129,10 @@ def models_add(
         if bad:  # one line: the model, the field, the URL and why
             raise LemonpackError(f"model {name!r}: --endpoint: " + "; ".join(p.message for p in bad))
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
-    for key, value in list(checkpoints.items()):
-        if checkpoint_kind(value) == "hub":
+    for key, ckpt in list(checkpoints.items()):
+        if checkpoint_kind(ckpt) == "hub":
             continue
-        checkpoints[key] = path = normalize_checkpoint(value)
+        checkpoints[key] = path = normalize_checkpoint(ckpt)
         if not Path(path).is_file():
             why = f"checkpoint {key!r}: local file {path} " + ("is not a file" if Path(path).exists()
                                                               else "does not exist")

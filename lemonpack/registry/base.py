@@ -10,9 +10,20 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
+from typing import overload
 
 from lemonpack.errors import LemonpackError
 from lemonpack.oci.base import BaseSource, open_base
+
+
+@overload
+def open_base_ref(spec: str, stack: contextlib.ExitStack, *, insecure: bool = False,
+                  registry_config: Path | None = None) -> BaseSource: ...
+
+
+@overload
+def open_base_ref(spec: None, stack: contextlib.ExitStack, *, insecure: bool = False,
+                  registry_config: Path | None = None) -> None: ...
 
 
 def open_base_ref(spec: str | None, stack: contextlib.ExitStack, *, insecure: bool = False,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
@@ -188,7 +188,8 @@ def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     problems = check_definition(doc, file, tree)
     if problems:
         raise ManifestError(problems)
-    refs = tuple(RecipeRef(e["file"], _inside(tree, e["file"]), e["accelerator"], e.get("gpu_arch"),
+    # cast: check_definition refused every file that _inside finds outside the tree
+    refs = tuple(RecipeRef(e["file"], cast(Path, _inside(tree, e["file"])), e["accelerator"], e.get("gpu_arch"),
                            f"recipes[{i}]") for i, e in enumerate(doc.get("recipes", [])))
     ext = doc.get("extensions", "lock")
     return ImageDefinition(file=file, name=doc["name"], description=doc.get("description", ""),
@@ -211,7 +212,8 @@ def load_definitions(directory: str | Path, tree: str | Path,
     files = sorted(p for p in directory.glob("*.json") if p.is_file())
     if not files:
         raise LemonpackError(f"{directory}: holds no release image definition (*.json)")
-    defs, problems = [], []
+    defs: list[ImageDefinition] = []
+    problems: list[Problem] = []
     for f in files:
         try:
             defs.append(load_definition(f, tree))
