@@ -107,7 +107,7 @@ def _publish_source(source: str, tmp: Path, *, base, mirror, insecure, registry_
     from functools import partial
 
     from lemonpack.builder.plan import plan_build, write_build
-    from lemonpack.errors import LemonpackError
+    from lemonpack.errors import LayoutError
     from lemonpack.registry.base import open_base_ref
     from lemonpack.registry.reference import split_layout_arg
     from lemonpack.runtime.discovery import discovered_recipes
@@ -125,7 +125,7 @@ def _publish_source(source: str, tmp: Path, *, base, mirror, insecure, registry_
                                  param_hint="--base")
     layout_s, tag = split_layout_arg(source)
     if not (Path(layout_s) / "oci-layout").is_file():
-        raise LemonpackError(f"{layout_s}: not an OCI image layout (no oci-layout file) and not a recipe file")
+        raise LayoutError(f"{layout_s}: not an OCI image layout (no oci-layout file) and not a recipe file")
     return Path(layout_s), tag
 
 

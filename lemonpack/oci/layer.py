@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Literal, Sequence
 
-from lemonpack.errors import LemonpackError, UnsafeContentError
+from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.safetree import name_problem, symlink_problem
 from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD
 
@@ -328,11 +328,11 @@ def _stream_file(entry: _Entry, pipe: _Pipeline) -> None:
         while remaining:
             data = f.read(min(CHUNK, remaining))
             if not data:
-                raise LemonpackError(f"{entry.source}: file shrank while being archived")
+                raise StorageError(f"{entry.source}: file shrank while being archived")
             remaining -= len(data)
             pipe.write(data)
         if f.read(1):
-            raise LemonpackError(f"{entry.source}: file grew while being archived")
+            raise StorageError(f"{entry.source}: file grew while being archived")
 
 
 # --- entry collection ----------------------------------------------------------------
@@ -417,7 +417,7 @@ def write_dir_layer(src_dir: Path, prefix: str, out: BinaryIO, *, mtime: int,
     Returns :class:`LayerInfo`. Memory stays flat (files are read in 1 MiB chunks).
     Raises :class:`UnsafeContentError` (naming the path inside ``src_dir``) for devices,
     fifos, sockets, symlinks resolving outside ``src_dir``, whiteout (``.wh.``) and
-    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`LemonpackError` when
+    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`StorageError` when
     a file changes size while being read; ``NotADirectoryError``/``OSError`` from the OS.
 
     Spec: OCI image-spec v1.1 ``layer.md`` (tar+gzip changesets) and ``config.md`` (diff_ids).

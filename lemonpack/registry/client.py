@@ -46,7 +46,7 @@ import httpx
 
 from lemonpack.files import commit
 from lemonpack.digest import is_sha256_digest
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError
+from lemonpack.errors import FetchError, IntegrityError, LayoutError, RegistryError, StorageError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry.auth import Credentials, FileKeychain, Keychain, StaticKeychain
 from lemonpack.registry.authn import RegistryAuth
@@ -89,7 +89,7 @@ class MountAnswer:
 
 def _check_digest(digest: str) -> str:
     if not isinstance(digest, str) or not is_sha256_digest(digest):
-        raise LemonpackError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
+        raise RegistryError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
     return digest
 
 
@@ -308,7 +308,7 @@ class RegistryClient:
         else:
             path = Path(source)
             if path.stat().st_size != size:
-                raise LemonpackError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
+                raise LayoutError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
             hasher = BlobHasher(path, size)
         offset = 0
         last: Exception | None = None

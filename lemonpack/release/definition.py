@@ -36,7 +36,7 @@ import jsonschema
 from lemonpack.contract.loader import schema_problems
 from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.errors import BuildError, ManifestError, Problem
 from lemonpack.files import open_regular
 
 SCHEMA_FILE = "release-image-v1.schema.json"
@@ -208,10 +208,10 @@ def load_definitions(directory: str | Path, tree: str | Path,
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise LemonpackError(f"{directory}: no such directory of release image definitions")
+        raise BuildError(f"{directory}: no such directory of release image definitions")
     files = sorted(p for p in directory.glob("*.json") if p.is_file())
     if not files:
-        raise LemonpackError(f"{directory}: holds no release image definition (*.json)")
+        raise BuildError(f"{directory}: holds no release image definition (*.json)")
     defs: list[ImageDefinition] = []
     problems: list[Problem] = []
     for f in files:
@@ -224,7 +224,7 @@ def load_definitions(directory: str | Path, tree: str | Path,
     names = {d.name for d in defs}
     unknown = [n for n in only if n not in names]
     if unknown:
-        raise LemonpackError(f"no release image named {', '.join(map(repr, unknown))} in {directory} "
+        raise BuildError(f"no release image named {', '.join(map(repr, unknown))} in {directory} "
                              f"(defined: {', '.join(sorted(names))})")
     return [d for d in defs if not only or d.name in only]
 
