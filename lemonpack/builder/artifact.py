@@ -88,4 +88,4 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
         top = sorted(p.name + ("/" if p.is_dir() else "") for p in dest.iterdir())[:10]
         remove_tree(dest)  # read-only directories of the archive included
         raise BuildError(f"{what} has no {eff.binary!r} at its top level (binary of {eff.path}); "
-                             f"it holds: {', '.join(top) or 'nothing'}")
+                         f"it holds: {', '.join(top) or 'nothing'}")

@@ -66,7 +66,7 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     """
     if recipe.variant_of is None:
         raise BuildError(f"{recipe.file}: {recipe.recipe} is a passthrough recipe; its command is "
-                             "user-provided and there is nothing to install")
+                         "user-provided and there is nothing to install")
     blocks = recipe.platforms.get(host.os)
     if not blocks:
         raise SelectionError(f"{recipe.file}: no platform block for OS {host.os!r} "
@@ -132,7 +132,7 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     prov = eff.provenance
     if prov.source is None:
         raise BuildError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
-                             f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
+                         f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
     if plan.example and mirror is None:
         from lemonpack.examples import serve_mirror
 

@@ -262,7 +262,7 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
     for drop in res.dropped:
         if drop.recipe == recipe.recipe:
             raise BuildError(f"{recipe.file}: extends: {drop.reason}; give the base recipe file in the same "
-                                 f"build or install it where discovery finds it (lemonpack backends list)")
+                             f"build or install it where discovery finds it (lemonpack backends list)")
     return tuple(pool[b] for b in res.chains.get(recipe.recipe, ()))
 
 
@@ -350,7 +350,7 @@ class BaseLayers:
                                      exc.actual) from None
             except FileNotFoundError:
                 raise LayoutError(f"base {image.name}: layer {desc.digest} is missing from "
-                                     f"{image.layout}") from None
+                                  f"{image.layout}") from None
             except LemonpackError as exc:
                 raise LayoutError(f"base {image.name}: {exc}") from None
             self.copied.add(desc.digest)

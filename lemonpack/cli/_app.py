@@ -76,6 +76,6 @@ def confirm_install(yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise NotConfirmed("refusing to install without confirmation on a non-interactive terminal; "
-                             "pass --yes")
+                           "pass --yes")
     if not typer.confirm("Install?", default=False, err=True):
         raise NotConfirmed("not confirmed; nothing installed")

@@ -102,7 +102,7 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
             raise LockError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
         if changed and not (reason and reason.strip()):
             raise LockError(f"contract major {major}: the schema changed; say why with --reason "
-                                 "(recorded in the lock's history)")
+                            "(recorded in the lock's history)")
         history = list(entry.get("history", [])) if entry else []
         if changed:
             assert reason is not None, "a change without a reason was refused above"

@@ -130,7 +130,7 @@ def refresh_api_lock(tree: Path) -> dict[str, Any]:
     changes = _interface_changes(lock.get("interface", {}), current)
     if changes and not new:
         raise LockError(f"the public extension interface changed ({'; '.join(changes)}) but no change record "
-                             f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
+                        f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
     doc = {"revision": len(actual), "records": actual, "interface": current}
     path = tree / LOCK_PATH
     replace_file(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())

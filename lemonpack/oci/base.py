@@ -412,7 +412,7 @@ class BaseSource:
             desc = found
         elif desc.media_type not in _MANIFEST_TYPES:
             raise LayoutError(f"base {self.name}: {desc.digest} is a {desc.media_type}, not an image "
-                                 "manifest or index")
+                              "manifest or index")
         manifest, config = self._config(desc)
         if manifest.get("artifactType") or not isinstance(config.get("rootfs"), dict):
             raise LayoutError(f"base {self.name}: {desc.digest} is not an image (no rootfs in its config)")
@@ -427,11 +427,11 @@ class BaseSource:
         if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or \
                 not all(isinstance(d, str) for d in diff_ids):
             raise LayoutError(f"base {self.name}: config of {desc.digest} lists {len(diff_ids or [])} diff_ids "
-                                 f"for {len(layers)} layers")
+                              f"for {len(layers)} layers")
         for layer in layers:
             if layer.media_type not in LAYER_TYPES:
                 raise LayoutError(f"base {self.name}: layer {layer.digest} has media type {layer.media_type}, "
-                                     "not a tar layer (tar, tar+gzip, tar+zstd)")
+                                  "not a tar layer (tar, tar+gzip, tar+zstd)")
         image = BaseImage(self.name, self.layout, desc.digest, layers, tuple(diff_ids), config, self.reference)
         self._cache[key] = image
         return image
@@ -458,7 +458,7 @@ def parse_base(spec: str) -> tuple[Path, str | None]:
     (a registry reference is resolved by the caller before)."""
     if not spec.startswith("oci:"):
         raise LayoutError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or "
-                             "HOST/REPO@sha256:<hex> (a registry image pinned by digest)")
+                          "HOST/REPO@sha256:<hex> (a registry image pinned by digest)")
     rest = spec[4:]
     if not rest:
         raise LayoutError(f"base {spec}: no directory after oci:")
@@ -486,7 +486,7 @@ def open_base(spec: str, *, layout: Path | None = None, tag: str | None = None,
     if tag is None:
         if len(tags) != 1:
             raise LayoutError(f"base {spec}: the layout has {len(tags)} tags ({', '.join(sorted(tags)) or 'none'}); "
-                                 "name one: oci:DIR:TAG")
+                              "name one: oci:DIR:TAG")
         tag = next(iter(tags))
     if tag not in tags:
         raise LayoutError(f"base {spec}: no tag {tag!r} in {layout} (tags: {', '.join(sorted(tags)) or 'none'})")

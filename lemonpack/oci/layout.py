@@ -208,7 +208,7 @@ class LayoutWriter:
             raise OutputError(f"{p}: exists and is not a directory; refusing to replace it")
         if p.is_dir() and not _is_layout(p) and any(p.iterdir()):
             raise OutputError(f"{p}: exists, is not empty and is not an OCI image layout; "
-                                 "refusing to replace it")
+                              "refusing to replace it")
         if self.merge and _is_layout(p):
             read_layout(p)  # one we can add to (version, index.json), or refused before any work
 
@@ -393,7 +393,7 @@ class LayoutWriter:
             return layer.digest
         if layer.media_type != MEDIA_TYPE_LAYER_TAR_GZIP:
             raise LayoutError(f"cannot compute the diff_id of a {layer.media_type} layer; "
-                                 "pass a LayerInfo or diff_id when adding it")
+                              "pass a LayerInfo or diff_id when adding it")
         sha = hashlib.sha256()
         with gzip.open(self._blob_path(layer.digest), "rb") as f:
             while chunk := f.read(CHUNK):
@@ -507,7 +507,7 @@ class LayoutWriter:
             old = self._tags.get(tag)
             if old is not None and old != desc:
                 raise LayoutError(f"tag {tag!r} already points at {old.digest}; refusing to "
-                                     f"repoint it at {desc.digest}")
+                                  f"repoint it at {desc.digest}")
             self._tags[tag] = desc
 
     def _require_blob(self, desc: Descriptor) -> None:
@@ -625,7 +625,7 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
             raise LayoutError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
         if blob.stat().st_size != desc.size:
             raise LayoutError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
-                                 f"descriptor says {desc.size}")
+                              f"descriptor says {desc.size}")
         if desc.media_type in _MANIFEST_TYPES:
             doc = _load_json(blob)
             todo.append(Descriptor.from_json(doc["config"]))

@@ -117,7 +117,7 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None) ->
             raise ConfigError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
-                                 f"is not valid JSON: {exc.msg}") from None
+                              f"is not valid JSON: {exc.msg}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: not a JSON object")
         auths = doc.get("auths") or {}

@@ -46,10 +46,10 @@ def open_base_ref(spec: str | None, stack: contextlib.ExitStack, *, insecure: bo
         ref = parse_reference(spec)
     except InvalidReferenceError as exc:
         raise RegistryError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or HOST/REPO@sha256:<hex> "
-                             f"(a registry image pinned by digest): {exc}") from None
+                            f"(a registry image pinned by digest): {exc}") from None
     if ref.digest is None:
         raise RegistryError(f"base {spec}: not pinned: a tag can move; give HOST/REPO@sha256:<hex> "
-                             "(lemonpack pin, skopeo inspect, or the digest `lemonpack publish` printed)")
+                            "(lemonpack pin, skopeo inspect, or the digest `lemonpack publish` printed)")
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lemonpack-base-")))
     with RegistryClient(ref.host, insecure=insecure, registry_config=registry_config) as client:
         pull_layout(ref, tmp / "base", client, tag="base")

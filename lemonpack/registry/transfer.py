@@ -144,8 +144,8 @@ def select_tags(layout: Path, tag: str | None, dest_tag: str | None) -> list[tup
     if dest_tag is not None:
         if len(tags) != 1:
             raise LayoutError(f"{layout} has {len(tags)} tags ({', '.join(sorted(tags))}); name one as "
-                                 f"DIR:TAG to publish it as :{dest_tag}, or leave the destination tag out "
-                                 "to publish every tag under its own name")
+                              f"DIR:TAG to publish it as :{dest_tag}, or leave the destination tag out "
+                              "to publish every tag under its own name")
         (src, desc), = tags.items()
         return [(src, desc, dest_tag)]
     return [(t, d, t) for t, d in sorted(tags.items())]
@@ -163,9 +163,9 @@ def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, s
         return
     names = ", ".join(repr(b) for b in bad)
     raise RegistryError(f"{layout}: layout tag{'s' if len(bad) > 1 else ''} {names} cannot be a tag of "
-                         f"{dest.host}/{dest.repository} (a registry tag is [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}, with no '/' or ':'); "
-                         f"nothing was sent. Publish each under a tag of its own: "
-                         f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
+                        f"{dest.host}/{dest.repository} (a registry tag is [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}, with no '/' or ':'); "
+                        f"nothing was sent. Publish each under a tag of its own: "
+                        f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
 
 
 def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: RegistryClient, *,

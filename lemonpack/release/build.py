@@ -177,8 +177,8 @@ def _select(d: ImageDefinition, root: Path, lock: Path, lock_names: list[str]):
     community = [e.name for e in selection.extensions if not e.official]
     if community:
         raise BuildError(f"{d.file}: extensions: the selection pulls in community extensions "
-                             f"({', '.join(community)}) as dependencies; a release image ships only "
-                             f"extensions of the lock {lock}")
+                         f"({', '.join(community)}) as dependencies; a release image ships only "
+                         f"extensions of the lock {lock}")
     return selection
 
 
@@ -222,7 +222,7 @@ class _Recipes:
         else:
             if prov.policy == "roll_forward":
                 raise BuildError(f"{d.file}: {ref.field}: {ref.file} ({t.path}) uses version policy "
-                                     "roll_forward; a release image needs an artifact pinned by sha256")
+                                 "roll_forward; a release image needs an artifact pinned by sha256")
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, False)
             fetched = fetch_target(t, cache=self.cache, mirror=self._mirror_for(prov.source),
@@ -251,9 +251,9 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
         other = [a for a in d.architectures if a != host]
         if other:
             raise BuildError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
-                                 f"compiled here by this {host} machine's C++ compiler; it cannot build "
-                                 f"{', '.join(other)} (release those on a machine of that architecture, or drop "
-                                 f"them from the definition)")
+                             f"compiled here by this {host} machine's C++ compiler; it cannot build "
+                             f"{', '.join(other)} (release those on a machine of that architecture, or drop "
+                             f"them from the definition)")
     selection = _select(d, opts.root, Path(opts.lock), lock_names)
     generated = generate(selection)
     exts = tuple(ExtensionTree(e.name, e.version, _extension_dir(e)) for e in selection.extensions)
@@ -262,7 +262,7 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise BuildError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
-                             "(two files or two blocks of one recipe); an image holds one artifact per recipe")
+                         "(two files or two blocks of one recipe); an image holds one artifact per recipe")
     compiled = None
     if base is not None:
         from lemonpack.extensions.compile import compile_gufo
@@ -286,7 +286,7 @@ def _check_out(out: Path) -> None:
         raise OutputError(f"{out}: exists and is not a directory; refusing to replace it")
     if out.is_dir() and not _is_release(out) and any(out.iterdir()):
         raise OutputError(f"{out}: exists, is not empty and is not a lemonpack release "
-                             f"(no {MARKER}); refusing to replace it")
+                          f"(no {MARKER}); refusing to replace it")
 
 
 def _install(tmp: Path, out: Path) -> None:

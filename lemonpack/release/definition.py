@@ -225,7 +225,7 @@ def load_definitions(directory: str | Path, tree: str | Path,
     unknown = [n for n in only if n not in names]
     if unknown:
         raise BuildError(f"no release image named {', '.join(map(repr, unknown))} in {directory} "
-                             f"(defined: {', '.join(sorted(names))})")
+                         f"(defined: {', '.join(sorted(names))})")
     return [d for d in defs if not only or d.name in only]
 
 
