@@ -47,7 +47,7 @@ from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import replace_directory
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
 
@@ -422,7 +422,7 @@ def build(cfg: BuildConfig) -> dict:
     import time
 
     if not (cfg.source / "catalogue").is_dir():
-        raise LemonpackError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
+        raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def _scan_source(path: str, root) -> list[str]:
     data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
     if data is None:
         return [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
-    out = []
+    out: list[str] = []
     if b"include" not in data:
         return out
     for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):

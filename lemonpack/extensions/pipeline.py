@@ -166,6 +166,7 @@ def read_lock(path: Path) -> tuple[str, ...]:
                     seen.add(n if isinstance(n, str) else None)
     if problems:
         raise ExtensionError("\n".join(str(p) for p in problems))
+    assert isinstance(doc, dict), "a lock without problems is an object"
     return tuple(doc["extensions"])
 
 

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from lemonpack.digest import is_sha256_digest
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LayoutError
 
 
 def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -77,13 +77,13 @@ class Descriptor:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Descriptor":
-        """Build from a descriptor JSON object; raises ``LemonpackError`` if a field is missing."""
+        """Build from a descriptor JSON object; raises :class:`LayoutError` if a field is missing."""
         try:
             return cls(media_type=obj["mediaType"], digest=obj["digest"], size=int(obj["size"]),
                        annotations=obj.get("annotations"), platform=obj.get("platform"),
                        artifact_type=obj.get("artifactType"))
         except (KeyError, TypeError, ValueError) as exc:
-            raise LemonpackError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
+            raise LayoutError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.errors import IntegrityError, LayoutError, LemonpackError
 from lemonpack.files import hash_file
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, OCI_LAYOUT_VERSION
 from lemonpack.oci.descriptor import Descriptor
@@ -34,16 +34,16 @@ def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_bytes())
     except FileNotFoundError:
-        raise LemonpackError(f"{path}: missing") from None
+        raise LayoutError(f"{path}: missing") from None
     except ValueError as exc:
-        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+        raise LayoutError(f"{path}: not valid JSON: {exc}") from None
 
 
 def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     """Read the tags of the OCI layout at ``path``: ``{ref.name: Descriptor}``.
 
     Only top-level ``index.json`` entries with an ``org.opencontainers.image.ref.name``
-    annotation are returned. Raises :class:`LemonpackError` when ``oci-layout`` is
+    annotation are returned. Raises :class:`LayoutError` when ``oci-layout`` is
     missing, has another ``imageLayoutVersion``, or ``index.json`` is malformed.
 
     Spec: ``image-layout.md``.
@@ -52,13 +52,13 @@ def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     if not (root / "oci-layout").exists():
         why = "no such directory" if not root.exists() else "not a directory" if not root.is_dir() \
             else "no oci-layout file in it"
-        raise LemonpackError(f"no OCI image layout at {root} ({why})")
+        raise LayoutError(f"no OCI image layout at {root} ({why})")
     header = _load_json(root / "oci-layout")
     if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
-        raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
+        raise LayoutError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
     index = _load_json(root / "index.json")
     if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        raise LemonpackError(f"{root}/index.json: not an image index")
+        raise LayoutError(f"{root}/index.json: not an image index")
     tags: dict[str, Descriptor] = {}
     for obj in index["manifests"]:
         desc = Descriptor.from_json(obj)
@@ -106,7 +106,7 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
     reachable from ``index.json`` (manifests, nested indexes, configs, layers, subjects
     are not required to be present) names an existing blob of the right size.
     Returns the number of blobs verified. Raises :class:`IntegrityError` on a hash
-    mismatch, :class:`LemonpackError` on a missing blob, size mismatch or malformed JSON.
+    mismatch, :class:`LayoutError` on a missing blob, size mismatch or malformed JSON.
 
     Spec: ``image-layout.md`` (blobs), ``descriptor.md`` (verification).
     """
@@ -130,10 +130,10 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
         seen.add(desc.digest)
         blob = blob_dir / desc.hex
         if not blob.is_file():
-            raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+            raise LayoutError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
         if blob.stat().st_size != desc.size:
-            raise LemonpackError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
-                                 f"descriptor says {desc.size}")
+            raise LayoutError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
+                              f"descriptor says {desc.size}")
         if desc.media_type in _MANIFEST_TYPES:
             doc = _load_json(blob)
             todo.append(Descriptor.from_json(doc["config"]))
