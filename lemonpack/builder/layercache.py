@@ -350,7 +350,7 @@ class LayerCache:
 
     def base_facts(self, digest: str) -> dict | None:
         """The facts recorded for the base layer ``digest`` (``sha256:<hex>``; a JSON object,
-        :class:`lemonpack.oci.base.LayerFacts` form), or None when absent or unreadable.
+        :class:`lemonpack.oci.layerscan.LayerFacts` form), or None when absent or unreadable.
 
         Trust: the facts are a function of the layer's bytes, which are hashed against
         ``digest`` every time they are copied into a layout; the record itself is as

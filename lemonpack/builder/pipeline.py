@@ -53,7 +53,8 @@ from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
-from lemonpack.oci.base import BaseImage, BaseSource, LayerFacts, scan_layer
+from lemonpack.oci.base import BaseImage, BaseSource
+from lemonpack.oci.layerscan import LayerFacts, scan_layer
 from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 

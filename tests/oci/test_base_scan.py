@@ -1,4 +1,4 @@
-"""lemonpack.oci.base.scan_layer and shadow_problem: one read of a base layer in each
+"""lemonpack.oci.layerscan.scan_layer and shadow_problem: one read of a base layer in each
 compression gives the tar's diff_id, the blob's digest and the entries that could hide the
 engine's directory."""
 
@@ -13,7 +13,7 @@ import tarfile
 import pytest
 import zstandard
 
-from lemonpack.oci.base import BadLayer, LayerFacts, scan_layer, shadow_problem
+from lemonpack.oci.layerscan import BadLayer, LayerFacts, scan_layer, shadow_problem
 
 MEDIA = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
          "tar": "application/vnd.oci.image.layer.v1.tar"}
