@@ -9,7 +9,7 @@ Output, in ``--out`` (an OCI image layout, image-spec v1.1 ``image-layout.md``):
     ``opt/lemonpack/<recipe>/``; layer 2 is the canonical recipe JSON at
     ``etc/lemonpack/recipes/<recipe>.json``; the config's Entrypoint is the binary. With a
     base (``BuildOptions.base``, :mod:`lemonpack.oci.base`) the base's layers for the
-    target's platform come first, byte for byte (:class:`BaseLayers`), the config keeps the
+    target's platform come first, byte for byte (:class:`~lemonpack.builder.baselayers.BaseLayers`), the config keeps the
     base's ``Env``, and the manifest records ``org.opencontainers.image.base.*``; a
     passthrough target whose command is not a container CLI then becomes an image too
     (its Entrypoint: the command, found on the base's PATH);
@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
+from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import (BuildError, ConfigError, IntegrityError, LayoutError, LemonpackError, SelectionError,
+from lemonpack.errors import (BuildError, ConfigError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
@@ -54,7 +55,6 @@ from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource
-from lemonpack.oci.layerscan import LayerFacts, scan_layer
 from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 
@@ -306,56 +306,6 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
                            f"{layers.root}: {exc.strerror or exc}") from None
     finally:
         remove_tree(unpacked.parent)
-
-
-def base_layer_facts(layers: LayerCache) -> Callable[[Descriptor, Path], LayerFacts]:
-    """``facts_of(desc, path)`` for :meth:`lemonpack.oci.base.BaseImage.check`: the facts
-    recorded in the layer cache for ``desc.digest``, else one read of the blob (recorded
-    afterwards, once its bytes hash to ``desc.digest``)."""
-    def facts_of(desc: Descriptor, path: Path) -> LayerFacts:
-        doc = layers.base_facts(desc.digest)
-        if doc is not None:
-            try:
-                return LayerFacts.from_json(doc)
-            except ValueError:
-                pass
-        facts = scan_layer(path, desc.media_type)
-        if facts.digest == desc.digest:  # facts of other bytes are never recorded under this digest
-            layers.put_base_facts(desc.digest, facts.to_json())
-        return facts
-    return facts_of
-
-
-class BaseLayers:
-    """The base layers copied into one layout ``lw`` (each blob once, hashed against its
-    digest while copied; the layers' facts checked once, remembered in ``layers``)."""
-
-    def __init__(self, lw: LayoutWriter, layers: LayerCache):
-        self.lw, self.layers = lw, layers
-        self.copied: set[str] = set()
-        self.checked: set[tuple[str, tuple[str, ...]]] = set()
-
-    def put(self, image: BaseImage, prefixes: tuple[str, ...]) -> list[Descriptor]:
-        """Check ``image`` against ``prefixes`` and copy its layers; their descriptors."""
-        key = (image.digest, prefixes)
-        if key not in self.checked:
-            image.check(prefixes, base_layer_facts(self.layers))
-            self.checked.add(key)
-        for desc, diff_id in zip(image.layers, image.diff_ids):
-            if desc.digest in self.copied:
-                continue
-            try:
-                self.lw.copy_blob(image.blob(desc), desc, diff_id=diff_id)
-            except IntegrityError as exc:
-                raise IntegrityError(f"base {image.name}: layer blob {image.blob(desc)}", exc.expected,
-                                     exc.actual) from None
-            except FileNotFoundError:
-                raise LayoutError(f"base {image.name}: layer {desc.digest} is missing from "
-                                  f"{image.layout}") from None
-            except LemonpackError as exc:
-                raise LayoutError(f"base {image.name}: {exc}") from None
-            self.copied.add(desc.digest)
-        return list(image.layers)
 
 
 def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:

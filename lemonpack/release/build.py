@@ -38,7 +38,7 @@ from pathlib import Path
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache
 from lemonpack.oci.platform import host_arch
-from lemonpack.builder.pipeline import BaseLayers
+from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.contract import load_recipe, targets
 from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror

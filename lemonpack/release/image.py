@@ -38,7 +38,7 @@ from lemonpack.oci.layout import rfc3339
 from lemonpack.release.definition import ImageDefinition
 
 if TYPE_CHECKING:
-    from lemonpack.builder.pipeline import BaseLayers
+    from lemonpack.builder.baselayers import BaseLayers
     from lemonpack.oci.base import BaseSource
 
 PREFIX = "opt/gufo"
@@ -152,7 +152,7 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     module docstring. ``epoch``: seconds since 1970 for every file mtime, the configs'
     ``created`` and the ``org.opencontainers.image.created`` annotations.
 
-    With ``inputs.base`` (and ``based``, the layout's :class:`~lemonpack.builder.pipeline.BaseLayers`)
+    With ``inputs.base`` (and ``based``, the layout's :class:`~lemonpack.builder.baselayers.BaseLayers`)
     each architecture's image starts with the base's layers for that platform, byte for
     byte, and ends with the compiled gufo (``inputs.compiled``) under ``/opt/gufo/``;
     ``Entrypoint`` is ``/opt/gufo/bin/gufo-registry``, the config keeps the base's ``Env``.
