@@ -142,3 +142,52 @@ def test_finished_writes_are_renamed_into_place_in_one_place():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if "os.replace(" in line and not line.lstrip().startswith("#")]
     assert not wrong, "os.replace outside lemonpack/files.py (use files.commit or replace_file):\n" + "\n".join(wrong)
+
+
+#: A module longer than this is listed in docs/architecture.md's "Large modules" table.
+LARGE_MODULE_LINES = 500
+
+
+def large_module_table(text: str) -> dict[str, tuple[int, str]]:
+    """``{module path: (lines at most, its one job)}`` from the rows of docs/architecture.md's
+    "Large modules and their one job" section (`` | `lemonpack/PATH.py` | BOUND | JOB | ``)."""
+    section = text.split("## Large modules and their one job", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        m = re.match(r"\|\s*`(lemonpack/[\w/]+\.py)`\s*\|\s*(\d+)\s*\|([^|]*)\|\s*$", line)
+        if m:
+            table[m.group(1)] = (int(m.group(2)), m.group(3).strip())
+    return table
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_every_module_over_500_lines_is_listed_with_its_bound_and_one_job():
+    """A module over 500 lines cannot grow silently: it is in the table, within its bound, with
+    its job said; every row names a module that exists."""
+    table = large_module_table(DOC.read_text(encoding="utf-8"))
+    wrong = []
+    for path in _python_sources():
+        rel, n = str(path.relative_to(ROOT)), _lines(path)
+        if n > LARGE_MODULE_LINES and rel not in table:
+            wrong.append(f"{rel}: {n} lines and not in docs/architecture.md's \"Large modules and their one job\" "
+                         "(split off its second job, or list it with its one job and a bound)")
+        elif rel in table and n > table[rel][0]:
+            wrong.append(f"{rel}: {n} lines, over its bound of {table[rel][0]} in docs/architecture.md")
+    for rel, (_, job) in table.items():
+        if not (ROOT / rel).is_file():
+            wrong.append(f"docs/architecture.md lists {rel}, which does not exist")
+        if not job:
+            wrong.append(f"docs/architecture.md lists {rel} without its job")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ("| `lemonpack/oci/cmdline.py` | 680 | reading a command line |", {"lemonpack/oci/cmdline.py": (680, "reading a command line")}),
+    ("| `lemonpack/x.py` | many | a job |", {}),
+    ("| module | lines at most | its one job |", {}),
+])
+def test_large_module_rows(row, expected):
+    assert large_module_table(f"## Large modules and their one job\n\n{row}\n\n## Next\n| `lemonpack/y.py` | 1 | j |") == expected
