@@ -67,7 +67,7 @@ from lemonpack.hosts import is_loopback
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError, one_line
 from lemonpack.runtime.gateway import DOWN, UP, EndpointPool
-from lemonpack.runtime.launch import OPTION_DEFAULTS, check_load_options
+from lemonpack.runtime.tokens import OPTION_DEFAULTS, check_load_options
 from lemonpack.runtime.probes import check_once
 from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner

@@ -34,7 +34,8 @@ from lemonpack.contract.model import Recipe
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.engines import free_port
 from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
-from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
 from lemonpack.server.body import shown
