@@ -142,3 +142,14 @@ def test_finished_writes_are_renamed_into_place_in_one_place():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if "os.replace(" in line and not line.lstrip().startswith("#")]
     assert not wrong, "os.replace outside lemonpack/files.py (use files.commit or replace_file):\n" + "\n".join(wrong)
+
+
+def test_rooms_import_only_rooms_below_them_in_the_table():
+    """"Read the table from the bottom up": the rooms a row may import are all below it, so the
+    table is an order and the allowed imports cannot form a cycle."""
+    table = room_table(DOC.read_text(encoding="utf-8"))
+    order = list(table)
+    wrong = [f"{room} may import {sorted(a for a in allowed if order.index(a) <= order.index(room))}, "
+             f"listed above it" for room, allowed in table.items()
+             if allowed is not None and any(order.index(a) <= order.index(room) for a in allowed)]
+    assert not wrong, "docs/architecture.md's table is not ordered:\n" + "\n".join(wrong)

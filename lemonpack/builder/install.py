@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
-from lemonpack.errors import LemonpackError, SelectionError, StorageError
+from lemonpack.errors import LemonpackError, NotFoundError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
 from lemonpack.files import replace_directory
-from lemonpack.paths import external_dir
+from lemonpack.paths import external_dir, install_record
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +164,30 @@ def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
         record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
                   "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
         replace_directory(tree, dest)
-        (dest.parent / f"{recipe.recipe}.install.json").write_text(json.dumps(record, indent=2) + "\n")
+        install_record(dest).write_text(json.dumps(record, indent=2) + "\n")
         return record
     finally:
         remove_tree(staging)
         held.close()
+
+
+def uninstall(recipe_id: str) -> dict:
+    """Remove ``<cache>/external/<recipe_id>/`` and its receipt; returns ``{"recipe", "path",
+    "removed"}``. The directory is first renamed aside (atomic), then the receipt removed,
+    then the tree. Raises NotFoundError when nothing is installed for ``recipe_id``."""
+    dest = external_dir(recipe_id)
+    receipt = install_record(dest)
+    if not dest.exists() and not receipt.exists():
+        raise NotFoundError(f"{recipe_id} is not installed (no {dest})")
+    removed = []
+    aside = None
+    if dest.exists():
+        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe_id}.uninstall-"))
+        os.rename(dest, aside / "tree")
+        removed.append(str(dest))
+    if receipt.exists():
+        receipt.unlink()
+        removed.append(str(receipt))
+    if aside is not None:
+        remove_tree(aside)
+    return {"recipe": recipe_id, "path": str(dest), "removed": removed}

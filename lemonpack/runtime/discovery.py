@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import LemonpackError, Problem
+from lemonpack.errors import InputError, LemonpackError, Problem
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -599,6 +599,15 @@ class DiscoveryWatcher:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def refuse_system_descriptor(recipe_id: str) -> None:
+    """Raise :class:`InputError` when discovery finds ``recipe_id`` in a system descriptor
+    directory (installed by the system's package manager: not ours to remove)."""
+    found = Discovery().scan().recipes.get(recipe_id)
+    if found is not None and found.scope == "system":
+        raise InputError(f"{recipe_id} comes from the system descriptor {found.file}; "
+                             "refusing to uninstall it (remove it with the system's package manager)")
 
 
 __all__ = [

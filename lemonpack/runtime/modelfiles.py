@@ -22,6 +22,7 @@ from typing import Any
 from lemonpack.contract.model import EMPTY
 from lemonpack.contract.select import EffectiveBlock
 from lemonpack.errors import LemonpackError
+from lemonpack.paths import install_record
 
 
 class MissingCheckpointError(LemonpackError):
@@ -131,7 +132,7 @@ def check_installed_pin(ref: str, external: Path, eff: EffectiveBlock) -> None:
     """Refuse an installed artifact whose recorded sha256 is not the one the recipe pins
     now (the recipe changed after ``lemonpack install``). A binary without an install
     record is user-provided (RFC section 7) and is not checked."""
-    record = external.parent / f"{external.name}.install.json"
+    record = install_record(external)
     prov = eff.provenance
     if prov.policy != "pinned" or not prov.sha256 or not record.is_file():
         return

@@ -60,7 +60,6 @@ ALLOWED = {
     ("signing_cmds.py", "load_private_key"): "key option -> key (password prompt)",
     ("signing_cmds.py", "load_verification_key"): "key option -> key",
     ("signing_cmds.py", "_annotations"): "argument parsing (KEY=VALUE annotations)",
-    ("signing_cmds.py", "install_oci"): "debt: the oci:// half of install, to move with signing/ociinstall",
 }
 
 

@@ -1,4 +1,8 @@
-"""``lemonpack install oci://HOST/REPO@sha256:...`` and ``lemonpack uninstall RECIPE``.
+"""``lemonpack install oci://HOST/REPO@sha256:...``: install a recipe's artifact from a registry.
+
+The same install as :mod:`lemonpack.builder.install` (same block choice, same destination and
+receipt, removed by :func:`lemonpack.builder.install.uninstall`), with the artifact taken from
+an image ``lemonpack publish`` pushed instead of its origin URL.
 
 Install from a registry: the reference (a recipe's image index or one target's image
 manifest, as ``lemonpack publish`` pushed them) is pulled into a scratch layout, every
@@ -24,16 +28,18 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.files import replace_file
+from lemonpack.builder.install import DISCLOSURE
 from lemonpack.errors import IntegrityError, LemonpackError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import open_regular, replace_directory
-from lemonpack.paths import external_dir, require_cache_root
+from lemonpack.files import open_regular, replace_directory, replace_file
+from lemonpack.paths import external_dir, install_record, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
 TREE_RECEIPT = ".lemonpack-install.json"
@@ -180,41 +186,55 @@ def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
         staged = held.path / "tree"
         os.rename(tree, staged)
         replace_directory(staged, dest)  # one renameat2 exchange: dest is the old tree or the new one
-        replace_file(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
+        replace_file(install_record(dest), (json.dumps(record, indent=2) + "\n").encode())
         return record
     finally:
         remove_tree(held.path)
         held.close()
 
 
-def uninstall(recipe_id: str) -> dict:
-    """Remove ``<cache>/external/<recipe_id>/`` and its receipt; returns ``{"recipe", "path",
-    "removed"}``. The directory is first renamed aside (atomic), then the receipt removed,
-    then the tree. Raises LemonpackError when nothing is installed for ``recipe_id``."""
-    dest = external_dir(recipe_id)
-    receipt = dest.parent / f"{recipe_id}.install.json"
-    if not dest.exists() and not receipt.exists():
-        raise LemonpackError(f"{recipe_id} is not installed (no {dest})")
-    removed = []
-    aside = None
-    if dest.exists():
-        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe_id}.uninstall-"))
-        os.rename(dest, aside / "tree")
-        removed.append(str(dest))
-    if receipt.exists():
-        receipt.unlink()
-        removed.append(str(receipt))
-    if aside is not None:
-        remove_tree(aside)
-    return {"recipe": recipe_id, "path": str(dest), "removed": removed}
+@dataclass(frozen=True)
+class OciInstallPlan:
+    """An install from a registry, checked and ready for the user's consent: ``reference`` as
+    given, ``public_key`` to verify its signature with (None: not checked) and ``key`` the
+    option that named it (for the disclosure), the target choice (``accelerator``, ``arch``),
+    ``insecure`` and ``registry_config`` for the registry. ``warnings``: none (the block is
+    chosen after the pull); present so an install plan of either kind prints alike."""
+
+    reference: str
+    public_key: ec.EllipticCurvePublicKey | None = None
+    key: str | None = None
+    accelerator: str | None = None
+    arch: str | None = None
+    insecure: bool = False
+    registry_config: str | os.PathLike[str] | None = None
+    warnings: tuple[str, ...] = ()
+
+    def disclosure(self) -> list[str]:
+        """The lines printed before asking for consent: the source, whether the signature is
+        checked, and the no-sandbox warning (section 10)."""
+        signature = f"will be checked with {self.key}" if self.key else "not checked (no --key)"
+        return [f"{'source:':<16}{self.reference}", f"{'signature:':<16}{signature}", DISCLOSURE]
+
+    def install(self) -> dict:
+        """:func:`install_from_registry` for this plan; returns its receipt."""
+        return install_from_registry(self.reference, public_key=self.public_key, insecure=self.insecure,
+                                     accelerator=self.accelerator, arch=self.arch,
+                                     registry_config=self.registry_config)
 
 
-def refuse_system_descriptor(recipe_id: str) -> None:
-    """Raise LemonpackError when discovery finds ``recipe_id`` in a system descriptor
-    directory (installed by the system's package manager: not ours to remove)."""
-    from lemonpack.runtime.discovery import Discovery
+def prepare_oci_install(reference: str, *, key: str | None = None,
+                        read_key: Callable[[str], ec.EllipticCurvePublicKey] | None = None,
+                        accelerator: str | None = None, arch: str | None = None, insecure: bool = False,
+                        registry_config: str | os.PathLike[str] | None = None) -> OciInstallPlan:
+    """Check everything the user gave for an install from a registry before consent is asked
+    (a question for an install that cannot happen asks for nothing), in this order: the
+    reference (:func:`install_reference`), the key (``read_key(key)``, the CLI's key-option
+    reader), the registry auth files (:func:`lemonpack.registry.auth.auth_files`). Returns the
+    :class:`OciInstallPlan`. Raises what those raise."""
+    from lemonpack.registry.auth import auth_files
 
-    found = Discovery().scan().recipes.get(recipe_id)
-    if found is not None and found.scope == "system":
-        raise LemonpackError(f"{recipe_id} comes from the system descriptor {found.file}; "
-                             "refusing to uninstall it (remove it with the system's package manager)")
+    install_reference(reference)
+    public = read_key(key) if key and read_key is not None else None
+    auth_files(registry_config)
+    return OciInstallPlan(reference, public, key, accelerator, arch, insecure, registry_config)
