@@ -31,34 +31,14 @@ from rich.table import Table
 from rich.text import Text
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.contract.builtins import BUILTIN_RECIPES
 from lemonpack.errors import LemonpackError, ManifestError, Problem
-from lemonpack.runtime.discovery import Discovery
-from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
-                                      parse_checkpoint, parse_option)
+from lemonpack.runtime.models import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
+                                      normalize_checkpoint, parse_checkpoint, parse_option)
 
 models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
                          help="Models registered in user_models.json (name, recipe, checkpoints, options).",
                          no_args_is_help=True)
 app.add_typer(models_app, name="models")
-
-
-def _check_recipe(recipe: str, force: bool) -> None:
-    """Raise :class:`LemonpackError` unless ``recipe`` is built-in or discovered (or ``force``)."""
-    if recipe in BUILTIN_RECIPES:
-        return
-    result = Discovery().scan()
-    if recipe in result.recipes:
-        return
-    rejected = [r for r in result.errors if r.recipe == recipe]
-    if rejected:
-        why = f"recipe {recipe!r} was found but rejected: {rejected[0].file}: {rejected[0].reason}"
-    else:
-        known = sorted(set(result.recipes) | BUILTIN_RECIPES)
-        why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
-    if not force:
-        raise LemonpackError(why + "; use --force to register it anyway")
-    err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
 
 
 def _argument_of(problem: Problem) -> str:
@@ -139,7 +119,9 @@ def models_add(
             if not force:
                 raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
-    _check_recipe(recipe, force)
+    forced = check_model_recipe(recipe, force=force)
+    if forced:
+        err_console.print(f"warning: {forced}; registering anyway (--force)", markup=False)
     entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend, endpoints=endpoint)
     if json_out:
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})

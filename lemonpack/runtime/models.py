@@ -67,7 +67,7 @@ from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
 from lemonpack.contract.loader import parse_json_strict
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.errors import LemonpackError, ManifestError, NotFoundError, Problem
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
     import fcntl
@@ -476,9 +476,35 @@ def looks_like_path(text: str) -> bool:
     return "/" in text or os.sep in text or text.lower().endswith(MODEL_FILE_SUFFIXES)
 
 
+def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
+    """Check that a model's ``recipe`` (``models add --recipe``) names a built-in recipe or one
+    discovery currently loads (section 10: a model that names a missing recipe would only fail at
+    load time, far from the typo). Returns None when it does; with ``force``, the reason it does
+    not (for a warning: a descriptor installed later). Raises :class:`NotFoundError` listing the
+    known ids, or repeating discovery's rejection of that recipe, when it does not and not
+    ``force``."""
+    from lemonpack.contract.builtins import BUILTIN_RECIPES
+    from lemonpack.runtime.discovery import Discovery
+
+    if recipe in BUILTIN_RECIPES:
+        return None
+    result = Discovery().scan()
+    if recipe in result.recipes:
+        return None
+    rejected = [r for r in result.errors if r.recipe == recipe]
+    if rejected:
+        why = f"recipe {recipe!r} was found but rejected: {rejected[0].file}: {rejected[0].reason}"
+    else:
+        known = sorted(set(result.recipes) | BUILTIN_RECIPES)
+        why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
+    if not force:
+        raise NotFoundError(why + "; use --force to register it anyway")
+    return why
+
+
 __all__ = [
     "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
     "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry",
-    "ModelRegistry", "default_path", "entry_endpoints", "entry_problems",
+    "ModelRegistry", "check_model_recipe", "default_path", "entry_endpoints", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry",
 ]
