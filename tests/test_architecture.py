@@ -12,7 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lemonpack"
 DOC = ROOT / "docs" / "architecture.md"
-PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical", "hosts"}
+
+
+def primitives(text: str) -> set[str]:
+    """The module names of the table's ``primitives`` row (`` `errors.py` `` ...)."""
+    row = next(line for line in text.splitlines() if line.startswith("| primitives |"))
+    return set(re.findall(r"`(\w+)\.py`", row.split("|")[2]))
+
+
+PRIMITIVES = primitives(DOC.read_text(encoding="utf-8"))
 
 
 def room_table(text: str) -> dict[str, set[str] | None]:
@@ -54,6 +62,9 @@ def imports(path: Path) -> list[tuple[int, str, list[str]]]:
 
 def test_the_table_parses_and_names_every_room_on_disk():
     table = room_table(DOC.read_text(encoding="utf-8"))
+    assert {"errors", "files", "strictjson", "schemacheck"} <= PRIMITIVES
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert PRIMITIVES <= modules, f"primitives named in docs/architecture.md but not on disk: {PRIMITIVES - modules}"
     assert {"cli", "contract", "oci", "runtime", "server"} <= set(table)
     on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     missing = sorted(on_disk - set(table))

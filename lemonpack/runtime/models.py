@@ -66,7 +66,7 @@ from typing import Any
 from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
-from lemonpack.contract.loader import parse_json_strict
+from lemonpack.strictjson import parse_json_strict
 from lemonpack.errors import LemonpackError, ManifestError, NotFoundError, Problem
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
