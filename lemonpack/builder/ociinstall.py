@@ -35,7 +35,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.builder.install import DISCLOSURE
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError
+from lemonpack.errors import InputError, IntegrityError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
 from lemonpack.files import open_regular, replace_directory, replace_file
@@ -56,7 +56,7 @@ def _json(path: Path) -> dict:
         with open_regular(path) as f:
             return json.loads(f.read())
     except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise StorageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
@@ -80,13 +80,13 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
 
     layers = manifest.get("layers", [])
     if len(layers) < 2:
-        raise LemonpackError(f"{where}: not a lemonpack image (no recipe layer)")
+        raise InputError(f"{where}: not a lemonpack image (no recipe layer)")
     with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
         for member in tf:
             if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
                 text = tf.extractfile(member).read(1 << 20).decode("utf-8")
                 return load_recipe_text(text, f"{where}:{member.name}")
-    raise LemonpackError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
+    raise InputError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
 def install_reference(reference: str):
@@ -98,7 +98,7 @@ def install_reference(reference: str):
 
     ref = parse_reference(reference)
     if not ref.digest:
-        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
+        raise InputError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
                              "(`lemonpack publish --json` prints it)")
     return ref
 
@@ -135,7 +135,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             pulled = pull_layout(ref, layout, c, tag="install")
             images = image_manifests(layout, pulled.digest, pulled.media_type)
             if not images:
-                raise LemonpackError(f"{ref}: holds no image manifest")
+                raise InputError(f"{ref}: holds no image manifest")
             recipe = recipe_from_image(layout, images[0][1], str(ref))
             plan = plan_install(recipe, host or detect_host(), accelerator=accelerator, arch=arch)
             target = plan.block.target_name
@@ -143,7 +143,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                       if (m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target") == target]
             if not chosen:
                 have = [(m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target", "?") for _, m in images]
-                raise LemonpackError(f"{ref}: no image for target {target} of {recipe.recipe} "
+                raise SelectionError(f"{ref}: no image for target {target} of {recipe.recipe} "
                                      f"(it holds: {', '.join(have)})")
             digest, manifest = chosen[0]
             ann = manifest.get("annotations") or {}
@@ -165,7 +165,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                     label=f"{ref} layer {layer['digest']}")
             tree = unpacked / "opt" / "lemonpack" / recipe.recipe
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
-                raise LemonpackError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
+                raise InputError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
                                      f"{plan.block.binary or ''}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
             return _swap_in(tree, external_dir(recipe.recipe), record)

@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import InputError, LemonpackError, Problem
+from lemonpack.errors import InputError, NotFoundError, Problem
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -319,8 +319,8 @@ def recipe_file_ref(ref: str) -> Path | None:
         return path
     if ref.endswith(".json") or "/" in ref or os.sep in ref:
         if path.exists():
-            raise LemonpackError(f"recipe file {ref} is not a regular file")
-        raise LemonpackError(f"recipe file not found: {ref}")
+            raise InputError(f"recipe file {ref} is not a regular file")
+        raise NotFoundError(f"recipe file not found: {ref}")
     return None
 
 
@@ -415,11 +415,11 @@ class Discovery:
             return found.recipe
         for r in result.errors:
             if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
-                raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
+                raise InputError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
                                      f"— see lemonpack backends list --all")
         known = ", ".join(result.recipes) or "none"
         dirs = ", ".join(str(d.path) for d in self.directories) or "no directories"
-        raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
+        raise NotFoundError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
                              f"searched: {dirs})")
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:

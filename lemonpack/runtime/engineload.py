@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from lemonpack.errors import IntegrityError, LemonpackError, ToolError
+from lemonpack.errors import InputError, IntegrityError, LemonpackError, NotFoundError, StorageError, ToolError
 from lemonpack.files import hash_file, open_regular
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.canonical import canonical_json
@@ -45,7 +45,7 @@ def _hash_file(path: Path) -> tuple[str, int]:
     try:
         hexd, n = hash_file(path)  # a fifo or symlink planted as a blob is refused, never blocked on
     except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
+        raise StorageError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
     return "sha256:" + hexd, n
 
 
@@ -66,29 +66,29 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     IntegrityError for a blob whose bytes do not hash to its name."""
     tags = read_layout(layout)
     if tag not in tags:
-        raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
+        raise NotFoundError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
     desc = tags[tag].to_json()
     blobs = layout / "blobs" / "sha256"
     if desc["mediaType"] in (MEDIA_TYPE_IMAGE_INDEX, _DOCKER_LIST):
         children = _index_children(blobs / desc["digest"].split(":", 1)[1])
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
-        raise LemonpackError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
+        raise InputError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
                              + (", ".join(per_platform) or "none is tagged in this layout"))
     if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
-        raise LemonpackError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
+        raise InputError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
     manifest_path = blobs / desc["digest"].split(":", 1)[1]
     try:
         with open_regular(manifest_path) as f:
             manifest = json.loads(f.read())
     except FileNotFoundError:
-        raise LemonpackError(f"{layout}: manifest blob {desc['digest']} is missing") from None
+        raise NotFoundError(f"{layout}: manifest blob {desc['digest']} is missing") from None
     except OSError as exc:
-        raise LemonpackError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
+        raise StorageError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
     descs = [desc, manifest["config"], *manifest.get("layers", [])]
     for d in descs:
         path = blobs / d["digest"].split(":", 1)[1]
         if not path.is_file():
-            raise LemonpackError(f"{layout}: blob {d['digest']} is missing")
+            raise NotFoundError(f"{layout}: blob {d['digest']} is missing")
         actual, size = _hash_file(path)
         if actual != d["digest"]:
             raise IntegrityError(str(path), d["digest"], actual)
@@ -222,7 +222,7 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     ToolError when the engine fails, LemonpackError for a bad layout / tag / engine.
     """
     if engine not in ENGINES:
-        raise LemonpackError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
+        raise InputError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
     root = Path(layout)
     layout_tag = tag
     full_name, tag = split_ref_name(layout_tag)
@@ -230,7 +230,7 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     if engine == "docker" and not url:
         url = os.environ.get("DOCKER_HOST")
         if not url:
-            raise LemonpackError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
+            raise InputError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
     with tempfile.TemporaryDirectory(prefix="lemonpack-load-") as tmp:
         archive = Path(tmp) / "image.tar"
         manifest_digest, config_digest = write_oci_archive(root, layout_tag, archive, f"{repo}:{tag}")

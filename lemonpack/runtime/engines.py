@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from lemonpack.errors import LemonpackError, RuntimeFailure
+from lemonpack.errors import InputError, LemonpackError, RuntimeFailure
 from lemonpack.runtime import probes
 from lemonpack.runtime.containers import (
     CONTAINER_CLIS, LABEL_ENGINE, LABEL_OWNER, LABEL_RECIPE, ContainerCLI, container_by_label, container_labels,
@@ -121,9 +121,9 @@ def check_port_free(host: str, port: int) -> None:
             s.bind((addr, port))
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            raise LemonpackError(f"port {port} on {host} is already in use by another process; "
+            raise InputError(f"port {port} on {host} is already in use by another process; "
                                  f"choose another --port (or omit it to use a free one)") from None
-        raise LemonpackError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
 def holds_socket(pids, inodes: set[int]) -> bool:

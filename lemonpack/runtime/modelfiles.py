@@ -21,7 +21,7 @@ from typing import Any
 
 from lemonpack.contract.model import EMPTY
 from lemonpack.contract.select import EffectiveBlock
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import InputError, LemonpackError
 from lemonpack.paths import install_record
 
 
@@ -64,12 +64,12 @@ class ModelSpec:
         Models reference a recipe plus recipe_options (section 10)."""
         name = getattr(entry, "name", None)
         if not isinstance(name, str) or not name:
-            raise LemonpackError(f"model entry {entry!r} has no name")
+            raise InputError(f"model entry {entry!r} has no name")
         raw = getattr(entry, "checkpoints", None) or {}
         if isinstance(raw, (str, os.PathLike)):
             raw = {"main": os.fspath(raw)}
         if not isinstance(raw, Mapping):
-            raise LemonpackError(f"model {name!r}: checkpoints must be a mapping NAME -> path, got {raw!r}")
+            raise InputError(f"model {name!r}: checkpoints must be a mapping NAME -> path, got {raw!r}")
         checkpoints = {str(k): os.fspath(v) for k, v in raw.items()}
         options = getattr(entry, "recipe_options", None) or {}
         model_dir = getattr(entry, "model_dir", None)
@@ -83,11 +83,11 @@ def absolute_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, s
     for name, path in model.checkpoints.items():
         if not os.path.isabs(path):
             if ":" in path:
-                raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} is the hub reference {path!r}; "
+                raise InputError(f"model {model.name!r}: checkpoint {name!r} is the hub reference {path!r}; "
                                      "lemonpack does not download model weights (RFC section 8): download the file "
                                      "and register its local path (lemonpack models add ... --replace)")
             if model_dir is None:
-                raise LemonpackError(f"model {model.name!r}: checkpoint {name!r} path {path!r} is relative "
+                raise InputError(f"model {model.name!r}: checkpoint {name!r} path {path!r} is relative "
                                      "and the model has no model_dir")
             path = os.path.join(model_dir, path)
         out[name] = os.path.normpath(path)

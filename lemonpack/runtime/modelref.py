@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import InputError, LemonpackError, NotFoundError
 
 if TYPE_CHECKING:
     from lemonpack.runtime.modelfiles import ModelSpec
@@ -77,7 +77,7 @@ class ResolvedModel:
         from lemonpack.runtime.modelfiles import ModelSpec
 
         if self.entry is not None and getattr(self.entry, "endpoints", None):
-            raise LemonpackError(f"model {self.entry.name!r} is served by its endpoints "
+            raise InputError(f"model {self.entry.name!r} is served by its endpoints "
                                  f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
                                  "(lemonpack serve is its gateway)")
         if self.entry is not None:
@@ -135,10 +135,10 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     if path.exists():
         if directories:
             return ResolvedModel(ref, path=path.resolve())
-        raise LemonpackError(f"model path is not a file: {ref}")
+        raise InputError(f"model path is not a file: {ref}")
     if looks_like_path(ref) or reg is None:
-        raise LemonpackError(f"model file not found: {ref}")
-    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
+        raise NotFoundError(f"model file not found: {ref}")
+    raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
 
 
 __all__ = ["ResolvedModel", "resolve_model"]

@@ -67,7 +67,7 @@ from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
 from lemonpack.strictjson import parse_json_strict
-from lemonpack.errors import LemonpackError, ManifestError, NotFoundError, Problem
+from lemonpack.errors import InputError, ManifestError, NotFoundError, Problem, StorageError
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
     import fcntl
@@ -347,7 +347,7 @@ class ModelRegistry:
         """The entry called ``name``; :class:`LemonpackError` when there is none."""
         entry = self.load().get(name)
         if entry is None:
-            raise LemonpackError(f"no model named {name!r} in {self.path}")
+            raise NotFoundError(f"no model named {name!r} in {self.path}")
         return entry
 
     # writing ---------------------------------------------------------------------
@@ -377,7 +377,7 @@ class ModelRegistry:
         with self._locked():
             entries = dict(self.load())
             if name in entries and not replace:
-                raise LemonpackError(f"model {name!r} already exists in {self.path} (use --replace to overwrite)")
+                raise InputError(f"model {name!r} already exists in {self.path} (use --replace to overwrite)")
             entries[name] = entry
             self._write(entries)
         return entry
@@ -387,7 +387,7 @@ class ModelRegistry:
         with self._locked():
             entries = dict(self.load())
             if name not in entries:
-                raise LemonpackError(f"no model named {name!r} in {self.path}")
+                raise NotFoundError(f"no model named {name!r} in {self.path}")
             removed = entries.pop(name)
             self._write(entries)
         return removed
@@ -402,7 +402,7 @@ class ModelRegistry:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
-            raise LemonpackError(f"cannot lock {self.path}: {e.strerror}") from None
+            raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -413,7 +413,7 @@ class ModelRegistry:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
-            raise LemonpackError(f"cannot create {self.path.parent}: {e.strerror}") from None
+            raise StorageError(f"cannot create {self.path.parent}: {e.strerror}") from None
 
     def _write(self, entries: Mapping[str, ModelEntry]) -> None:
         """Atomically replace the file with ``entries`` (sorted, indented, mode 0600)."""
@@ -422,7 +422,7 @@ class ModelRegistry:
         try:
             replace_file(self.path, data, mode=0o600)
         except OSError as e:
-            raise LemonpackError(f"cannot write {self.path}: {e.strerror or e}") from None
+            raise StorageError(f"cannot write {self.path}: {e.strerror or e}") from None
 
 
 def parse_option(text: str) -> tuple[str, Scalar]:
@@ -433,7 +433,7 @@ def parse_option(text: str) -> tuple[str, Scalar]:
     """
     key, sep, raw = text.partition("=")
     if not sep or not key:
-        raise LemonpackError(f"option {text!r} must be KEY=VALUE")
+        raise InputError(f"option {text!r} must be KEY=VALUE")
     value, problems = parse_json_strict(raw, "--option")
     return (key, value) if not problems and _is_scalar(value) else (key, raw)
 
@@ -443,7 +443,7 @@ def parse_checkpoint(text: str) -> tuple[str, str]:
     :class:`LemonpackError` when there is no ``=`` or the name or the value is empty."""
     name, sep, value = text.partition("=")
     if not sep or not name or not value:
-        raise LemonpackError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
+        raise InputError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
                              "or main=org/repo:model.gguf)")
     return name, value
 

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from lemonpack.files import replace_file
-from lemonpack.errors import LemonpackError, StorageError
+from lemonpack.errors import InputError, LemonpackError, StorageError
 
 SIGSTORE_PEM_TYPE = "ENCRYPTED SIGSTORE PRIVATE KEY"
 COSIGN_PEM_TYPE = "ENCRYPTED COSIGN PRIVATE KEY"
@@ -223,7 +223,7 @@ def refuse_existing(prefix: str | os.PathLike[str]) -> None:
                 if os.path.lexists(p)]
     if existing:
         verb = "already exists" if len(existing) == 1 else "already exist"
-        raise LemonpackError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
+        raise InputError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
 
 
 def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force: bool = False) -> tuple[Path, Path]:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.errors import LemonpackError, SignatureError
+from lemonpack.errors import InputError, SignatureError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.signing import simplesigning as ss
@@ -48,7 +48,7 @@ def _existing_layers(client: RegistryClient, repo: str, tag: str) -> list[ss.Sig
     doc = json.loads(data)
     layers = ss.parse_signature_manifest(data)
     if len(layers) != len(doc.get("layers", [])):
-        raise LemonpackError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
+        raise InputError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
                              "refusing to rewrite it (their content would be lost)")
     return layers
 
@@ -65,7 +65,7 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
     the registry client, LemonpackError for a reference without tag or digest."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise LemonpackError(f"{reference}: give a tag or a digest to sign")
+        raise InputError(f"{reference}: give a tag or a digest to sign")
     c = _client(ref.host, insecure, client, registry_config)
     try:
         digest = resolve_digest(c, ref.repository, ref.ref)
@@ -119,7 +119,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
     IntegrityError from the registry client."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise LemonpackError(f"{reference}: give a tag or a digest to verify")
+        raise InputError(f"{reference}: give a tag or a digest to verify")
     c = _client(ref.host, insecure, client, registry_config)
     where = f"{ref.host}/{ref.repository}"
     try:
