@@ -165,7 +165,8 @@ class DocumentOrder:
     file gives them, array items by index (each object's key positions computed once)."""
 
     def __init__(self, doc: Any):
-        self.doc, self.positions = doc, {}
+        self.doc = doc
+        self.positions: dict[int, dict[Any, int]] = {}  # id(object) -> {key: position}
 
     def __call__(self, err: jsonschema.ValidationError) -> tuple:
         node, key = self.doc, []
@@ -284,7 +285,7 @@ def schema_error_problems(err: jsonschema.ValidationError, file: str,
             return
     where = jsonpath.join(path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
+        allowed = set(err.schema.get("properties", {})) if isinstance(err.schema, dict) else set()
         for key in err.instance:
             if key not in allowed:
                 yield Problem(file, jsonpath.join(path + [key]), "unknown-field", f"unknown field {short_repr(key)}")
@@ -310,8 +311,8 @@ def schema_error_problems(err: jsonschema.ValidationError, file: str,
         yield Problem(file, where, "duplicate-item", err.message)
         return
     if err.validator == "enum" and isinstance(err.validator_value, list):
-        allowed = ", ".join(str(v) for v in err.validator_value)
-        yield Problem(file, where, "schema-enum", f"{short_repr(err.instance)} is not one of: {_short_text(allowed)}")
+        choices = ", ".join(str(v) for v in err.validator_value)
+        yield Problem(file, where, "schema-enum", f"{short_repr(err.instance)} is not one of: {_short_text(choices)}")
         return
     yield Problem(file, where, f"schema-{err.validator}", _short_text(err.message))
 

@@ -84,8 +84,9 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
     with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
         for member in tf:
             if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
-                text = tf.extractfile(member).read(1 << 20).decode("utf-8")
-                return load_recipe_text(text, f"{where}:{member.name}")
+                f = tf.extractfile(member)
+                if f is not None:  # a regular member always has one
+                    return load_recipe_text(f.read(1 << 20).decode("utf-8"), f"{where}:{member.name}")
     raise InputError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
@@ -99,7 +100,7 @@ def install_reference(reference: str):
     ref = parse_reference(reference)
     if not ref.digest:
         raise InputError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
-                             "(`lemonpack publish --json` prints it)")
+                         "(`lemonpack publish --json` prints it)")
     return ref
 
 
@@ -166,7 +167,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             tree = unpacked / "opt" / "lemonpack" / recipe.recipe
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
                 raise InputError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
-                                     f"{plan.block.binary or ''}")
+                                 f"{plan.block.binary or ''}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
             return _swap_in(tree, external_dir(recipe.recipe), record)
     except OSError as exc:

@@ -98,12 +98,12 @@ def models_add(
     if not checkpoint and not endpoint:
         raise typer.BadParameter("give --checkpoint main=PATH, or --endpoint URL for an engine lemonpack does not "
                                  "spawn", param_hint="'--checkpoint' / '-c'")
-    value: dict = {"recipe": recipe, "recipe_options": options}
+    entry_doc: dict = {"recipe": recipe, "recipe_options": options}
     if checkpoint or not endpoint:
-        value["checkpoints"] = checkpoints
+        entry_doc["checkpoints"] = checkpoints
     if endpoint:
-        value["endpoints"] = list(endpoint)
-    problems = entry_problems(name, value, "")
+        entry_doc["endpoints"] = list(endpoint)
+    problems = entry_problems(name, entry_doc, "")
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
         bad = [p for p in problems if ".endpoint" in p.path]
         if bad:  # one line: the model, the field, the URL and why

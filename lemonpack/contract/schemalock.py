@@ -105,7 +105,7 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
                                  "(recorded in the lock's history)")
         history = list(entry.get("history", [])) if entry else []
         if changed:
-            history.append({"sha256": entry.get("sha256"), "reason": reason.strip()})
+            history.append({"sha256": entry.get("sha256"), "reason": (reason or "").strip()})
         majors[str(major)] = {"file": schema_path(major, schema_dir, stem).name, "sha256": actual,
                               "released": bool(entry and entry.get("released"))}
         if history:

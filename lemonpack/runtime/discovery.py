@@ -416,11 +416,11 @@ class Discovery:
         for r in result.errors:
             if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
                 raise InputError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
-                                     f"— see lemonpack backends list --all")
+                                 f"— see lemonpack backends list --all")
         known = ", ".join(result.recipes) or "none"
         dirs = ", ".join(str(d.path) for d in self.directories) or "no directories"
         raise NotFoundError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
-                             f"searched: {dirs})")
+                            f"searched: {dirs})")
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:
         rejected: list[Rejected] = []
@@ -607,7 +607,7 @@ def refuse_system_descriptor(recipe_id: str) -> None:
     found = Discovery().scan().recipes.get(recipe_id)
     if found is not None and found.scope == "system":
         raise InputError(f"{recipe_id} comes from the system descriptor {found.file}; "
-                             "refusing to uninstall it (remove it with the system's package manager)")
+                         "refusing to uninstall it (remove it with the system's package manager)")
 
 
 __all__ = [

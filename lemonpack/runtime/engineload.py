@@ -27,7 +27,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from lemonpack.errors import InputError, IntegrityError, LemonpackError, NotFoundError, StorageError, ToolError
 from lemonpack.files import hash_file, open_regular
@@ -73,7 +73,7 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
         children = _index_children(blobs / desc["digest"].split(":", 1)[1])
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
         raise InputError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
-                             + (", ".join(per_platform) or "none is tagged in this layout"))
+                         + (", ".join(per_platform) or "none is tagged in this layout"))
     if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
         raise InputError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
     manifest_path = blobs / desc["digest"].split(":", 1)[1]
@@ -177,7 +177,7 @@ def _bare(image_id: str) -> str:
     return image_id.split(":", 1)[1] if image_id.startswith("sha256:") else image_id
 
 
-def _load_podman(url: str, archive: Path) -> tuple[object, str]:
+def _load_podman(url: str, archive: Path) -> tuple[Any, str]:
     import podman as podman_sdk
 
     with podman_sdk.PodmanClient(base_url=url) as client:
@@ -188,10 +188,10 @@ def _load_podman(url: str, archive: Path) -> tuple[object, str]:
         if not names:
             raise ToolError("podman loaded no image from the archive")
         image = client.images.get(names[0])
-        return image, image.id
+        return image, str(image.id)
 
 
-def _load_docker(url: str, archive: Path) -> tuple[object, str]:
+def _load_docker(url: str, archive: Path) -> tuple[Any, str]:
     import docker
 
     client = docker.DockerClient(base_url=url)
@@ -200,7 +200,7 @@ def _load_docker(url: str, archive: Path) -> tuple[object, str]:
             images = client.images.load(f)
         if not images:
             raise ToolError("the Docker engine loaded no image from the archive")
-        return images[0], images[0].id
+        return images[0], str(images[0].id)
     finally:
         client.close()
 
@@ -235,7 +235,7 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
         archive = Path(tmp) / "image.tar"
         manifest_digest, config_digest = write_oci_archive(root, layout_tag, archive, f"{repo}:{tag}")
         try:
-            if engine == "podman" and not url:
+            if not url:  # podman's own service: docker without one was refused above
                 with podman_service() as service_url:
                     image, image_id = _load_podman(service_url, archive)
                     image.tag(repo, tag)

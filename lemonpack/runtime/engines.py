@@ -46,7 +46,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 from concurrent.futures import ThreadPoolExecutor
 
 from lemonpack.errors import InputError, LemonpackError, RuntimeFailure
@@ -122,7 +123,7 @@ def check_port_free(host: str, port: int) -> None:
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise InputError(f"port {port} on {host} is already in use by another process; "
-                                 f"choose another --port (or omit it to use a free one)") from None
+                             f"choose another --port (or omit it to use a free one)") from None
         raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
@@ -180,7 +181,7 @@ class EngineProcess:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        return tuple(self.popen.args)
+        return tuple(cast("Sequence[str]", self.popen.args))
 
     def poll(self) -> int | None:
         """The exit code, or None while it runs."""
@@ -521,7 +522,8 @@ class Engines:
         self._spawner.shutdown(wait=True)
         if self._sentinel is not None:
             try:
-                self._sentinel.stdin.close()
+                if self._sentinel.stdin is not None:
+                    self._sentinel.stdin.close()
             except OSError:
                 pass
             self._sentinel = None

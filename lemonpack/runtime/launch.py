@@ -59,7 +59,7 @@ def deployment_mode(recipe: Recipe, requested: str | None = None) -> str | None:
     capabilities), else the first declared capability that has a mode; None when the recipe
     declares only plumbing. Raises :class:`SelectionError` when ``requested`` is a mode no
     declared capability has."""
-    modes = [CAPABILITIES[c].mode for c in recipe.capabilities if c in CAPABILITIES and CAPABILITIES[c].mode]
+    modes = [m for c in recipe.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)]
     if requested is None:
         return modes[0] if modes else None
     if requested not in modes:
@@ -199,12 +199,13 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     checkpoints = absolute_checkpoints(model, model_dir)
     resolved = main_checkpoint(checkpoints)
 
+    option_tokens: dict[str, Any] = {name: option_value(merged, name) for name in OPTION_DEFAULTS}
     ctx = TokenContext(
         recipe=recipe.recipe, model_name=model.name, port=port, host=host_addr,
         log_level=option_text("log_level", merged.get("log_level", "info")),
         checkpoints=MappingProxyType(checkpoints), model_dir=model_dir, resolved_path=resolved,
         hf_cache=hf_cache, cache_dir=str(cache), exe_dir=_exe_dir(recipe, eff, external),
-        **{name: option_value(merged, name) for name in OPTION_DEFAULTS},
+        **option_tokens,
         recipe_options=MappingProxyType(merged), custom_args=merged.get("custom_args"),
         reserved_args=eff.reserved_args, environ=MappingProxyType(env_snapshot),
         host_facts=host, accelerator=eff.accelerator, gpu_arch=eff.gpu_arch,

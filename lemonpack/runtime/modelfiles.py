@@ -84,11 +84,11 @@ def absolute_checkpoints(model: ModelSpec, model_dir: str | None) -> dict[str, s
         if not os.path.isabs(path):
             if ":" in path:
                 raise InputError(f"model {model.name!r}: checkpoint {name!r} is the hub reference {path!r}; "
-                                     "lemonpack does not download model weights (RFC section 8): download the file "
-                                     "and register its local path (lemonpack models add ... --replace)")
+                                 "lemonpack does not download model weights (RFC section 8): download the file "
+                                 "and register its local path (lemonpack models add ... --replace)")
             if model_dir is None:
                 raise InputError(f"model {model.name!r}: checkpoint {name!r} path {path!r} is relative "
-                                     "and the model has no model_dir")
+                                 "and the model has no model_dir")
             path = os.path.join(model_dir, path)
         out[name] = os.path.normpath(path)
     return out

@@ -67,7 +67,10 @@ class ResolvedModel:
     @property
     def main(self) -> str:
         """The main checkpoint: the file's path, or the entry's ``main`` (a path or hub ref)."""
-        return str(self.path) if self.path is not None else self.entry.main
+        if self.path is not None:
+            return str(self.path)
+        assert self.entry is not None, "a model reference is a file or a registered entry"
+        return self.entry.main
 
     def spec(self) -> ModelSpec:
         """The launch's :class:`~lemonpack.runtime.modelfiles.ModelSpec`: a file is checkpoint
@@ -78,10 +81,11 @@ class ResolvedModel:
 
         if self.entry is not None and getattr(self.entry, "endpoints", None):
             raise InputError(f"model {self.entry.name!r} is served by its endpoints "
-                                 f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
-                                 "(lemonpack serve is its gateway)")
+                             f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
+                             "(lemonpack serve is its gateway)")
         if self.entry is not None:
             return ModelSpec.from_entry(self.entry)
+        assert self.path is not None, "a model reference is a file or a registered entry"
         return ModelSpec(name=self.path.stem, checkpoints={"main": str(self.path)}, model_dir=str(self.path.parent))
 
     def artifact(self) -> ModelArtifact:
@@ -100,7 +104,7 @@ class ResolvedModel:
         from lemonpack.runtime.memory import estimate_model
 
         opts = dict(getattr(self.entry, "recipe_options", None) or {})
-        path = self.path if self.path is not None else Path(os.path.expanduser(self.entry.main))
+        path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
         if not path.exists():
             return None
         try:

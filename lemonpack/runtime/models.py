@@ -52,6 +52,7 @@ and a failed validation changes nothing on disk. A missing file is an empty regi
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import math
@@ -354,7 +355,7 @@ class ModelRegistry:
 
     def add(self, name: str, recipe: str, checkpoints: Mapping[str, str],
             recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False,
-            backend: str | None = None, endpoints: list[str] | tuple[str, ...] = ()) -> ModelEntry:
+            backend: str | None = None, endpoints: builtins.list[str] | tuple[str, ...] = ()) -> ModelEntry:
         """Register ``name`` and return its entry (``backend``: the selector override,
         ``endpoints``: engine URLs lemonpack does not spawn; both optional).
 
@@ -444,7 +445,7 @@ def parse_checkpoint(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name or not value:
         raise InputError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
-                             "or main=org/repo:model.gguf)")
+                         "or main=org/repo:model.gguf)")
     return name, value
 
 

@@ -118,8 +118,8 @@ def decrypt_envelope(data: bytes, password: bytes, *, what: str = "key") -> byte
     if not isinstance(params, dict):
         raise KeyFileError(f"{what}: kdf.params: missing")
     n, r, p = params.get("N"), params.get("r"), params.get("p")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, r, p)) \
-            or n < 2 or n & (n - 1) or n > SCRYPT_MAX_N or not 1 <= r <= 32 or not 1 <= p <= 16:
+    if not (isinstance(n, int) and isinstance(r, int) and isinstance(p, int)) \
+            or any(isinstance(v, bool) for v in (n, r, p)) or n < 2 or n & (n - 1) or n > SCRYPT_MAX_N or not 1 <= r <= 32 or not 1 <= p <= 16:
         raise KeyFileError(f"{what}: kdf.params: scrypt parameters out of range (N={n!r}, r={r!r}, p={p!r})")
     salt = _unb64(kdf.get("salt"), f"{what}: kdf.salt")
     nonce = _unb64(cipher.get("nonce"), f"{what}: cipher.nonce")
