@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lemonpack.errors import InputError, LemonpackError
+from lemonpack.errors import LemonpackError
 
 #: Section 9's runtime detection order (metal first on macOS).
 DETECTION_ORDER: tuple[str, ...] = ("cuda", "rocm", "vulkan", "gpu", "cpu")
@@ -56,14 +56,14 @@ class HostFacts:
 
     @classmethod
     def from_json(cls, data: dict) -> "HostFacts":
-        """Build from :meth:`to_json`'s shape. Raises :class:`~lemonpack.errors.InputError` naming the offending
+        """Build from :meth:`to_json`'s shape. Raises LemonpackError naming the offending
         key for an unknown key, an unknown OS or accelerator, or a value of the wrong type."""
         from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 
-        def fail(msg: str) -> InputError:
-            return InputError(f"invalid host description: {msg} (expected "
-                              '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151", '
-                              '"cuda_arch": null})')
+        def fail(msg: str) -> LemonpackError:
+            return LemonpackError(f"invalid host description: {msg} (expected "
+                                  '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151", '
+                                  '"cuda_arch": null})')
 
         if not isinstance(data, dict):
             raise fail("not a JSON object")
@@ -171,18 +171,18 @@ def detect_host(root: str | Path = "/", *, nvidia_smi: str | os.PathLike[str] | 
     Accelerators: ``cpu`` always; ``metal`` on macOS; ``rocm`` when ``dev/kfd`` exists and
     KFD topology names a GPU arch; ``cuda`` when the NVIDIA driver lists a GPU (arch from
     nvidia-smi, None if it cannot tell); ``vulkan`` per :func:`detect_vulkan`. The OS is
-    the running one. Raises InputError for an invalid ``LEMONPACK_HOST_FACTS``.
+    the running one. Raises LemonpackError for an invalid ``LEMONPACK_HOST_FACTS``.
     """
     injected = os.environ.get("LEMONPACK_HOST_FACTS")
     if injected:
         try:
             data = json.loads(injected)
         except json.JSONDecodeError as e:
-            raise InputError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
+            raise LemonpackError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
         try:
             return HostFacts.from_json(data)
         except LemonpackError as e:
-            raise InputError(f"LEMONPACK_HOST_FACTS: {e}") from None
+            raise LemonpackError(f"LEMONPACK_HOST_FACTS: {e}") from None
     root = Path(root)
     os_name = _OS_NAMES.get(platform.system(), platform.system().lower())
     accels = {"cpu"}

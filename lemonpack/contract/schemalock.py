@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lemonpack.files import replace_file
-from lemonpack.errors import InputError, NotFoundError
+from lemonpack.errors import LemonpackError
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
 LOCK_FILE = SCHEMA_DIR / "lock.json"
@@ -32,12 +32,12 @@ def schema_path(major: int, schema_dir: Path = SCHEMA_DIR, stem: str = "recipe")
 
 
 def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR, stem: str = "recipe") -> dict[str, Any]:
-    """The parsed JSON Schema of contract ``major``; NotFoundError if it is not shipped."""
+    """The parsed JSON Schema of contract ``major``; LemonpackError if it is not shipped."""
     path = schema_path(major, schema_dir, stem)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise NotFoundError(f"no schema shipped for contract major {major} ({path})") from None
+        raise LemonpackError(f"no schema shipped for contract major {major} ({path})") from None
 
 
 def canonical_sha256(path: Path) -> str:
@@ -84,7 +84,7 @@ def check_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None, ste
 
 def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
                  reason: str | None = None, stem: str = "recipe") -> dict[str, Any]:
-    """Re-pin every unreleased major; refuse (InputError) to change a released one.
+    """Re-pin every unreleased major; refuse (LemonpackError) to change a released one.
 
     A major whose schema changed is re-pinned only with a ``reason`` (a sentence: what
     changed and why); its previous sha256 and the reason are appended to the entry's
@@ -99,13 +99,13 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
         entry = majors.get(str(major))
         changed = bool(entry) and entry.get("sha256") != actual
         if changed and entry.get("released"):
-            raise InputError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
+            raise LemonpackError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
         if changed and not (reason and reason.strip()):
-            raise InputError(f"contract major {major}: the schema changed; say why with --reason "
-                             "(recorded in the lock's history)")
+            raise LemonpackError(f"contract major {major}: the schema changed; say why with --reason "
+                                 "(recorded in the lock's history)")
         history = list(entry.get("history", [])) if entry else []
         if changed:
-            history.append({"sha256": entry.get("sha256"), "reason": (reason or "").strip()})
+            history.append({"sha256": entry.get("sha256"), "reason": reason.strip()})
         majors[str(major)] = {"file": schema_path(major, schema_dir, stem).name, "sha256": actual,
                               "released": bool(entry and entry.get("released"))}
         if history:
