@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lemonpack.errors import InputError, LemonpackError, NotFoundError
+from lemonpack.errors import InputError, LemonpackError
 
 if TYPE_CHECKING:
     from lemonpack.runtime.modelfiles import ModelSpec
@@ -69,8 +69,8 @@ class ResolvedModel:
         """The main checkpoint: the file's path, or the entry's ``main`` (a path or hub ref)."""
         if self.path is not None:
             return str(self.path)
-        assert self.entry is not None, "a model reference is a file or a registered entry"
-        return self.entry.main
+        assert self.entry is not None  # a ResolvedModel names a file or an entry
+        return str(self.entry.main)
 
     def spec(self) -> ModelSpec:
         """The launch's :class:`~lemonpack.runtime.modelfiles.ModelSpec`: a file is checkpoint
@@ -85,8 +85,8 @@ class ResolvedModel:
                              "(lemonpack serve is its gateway)")
         if self.entry is not None:
             return ModelSpec.from_entry(self.entry)
-        assert self.path is not None, "a model reference is a file or a registered entry"
-        return ModelSpec(name=self.path.stem, checkpoints={"main": str(self.path)}, model_dir=str(self.path.parent))
+        path = Path(self.main)
+        return ModelSpec(name=path.stem, checkpoints={"main": str(path)}, model_dir=str(path.parent))
 
     def artifact(self) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selector.ModelArtifact` (file names the
@@ -139,10 +139,10 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     if path.exists():
         if directories:
             return ResolvedModel(ref, path=path.resolve())
-        raise InputError(f"model path is not a file: {ref}")
+        raise LemonpackError(f"model path is not a file: {ref}")
     if looks_like_path(ref) or reg is None:
-        raise NotFoundError(f"model file not found: {ref}")
-    raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
+        raise LemonpackError(f"model file not found: {ref}")
+    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
 
 
 __all__ = ["ResolvedModel", "resolve_model"]
