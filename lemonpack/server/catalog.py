@@ -5,7 +5,7 @@ A model served by ``lemonpack serve`` is an entry of the user model registry
 discovery loaded (:mod:`lemonpack.runtime.discovery`), resolved the way ``lemonpack run``
 resolves a registered model name (:meth:`ModelSpec.from_entry`, then
 :func:`~lemonpack.runtime.launch.build_launch_plan` on this host). Discovery results come
-from a :class:`~lemonpack.runtime.discovery.DiscoveryWatcher`, so recipes added or removed
+from a :class:`~lemonpack.runtime.discoverywatch.DiscoveryWatcher`, so recipes added or removed
 on disk are picked up without a restart; the registry is re-read on each look-up (it is a
 small JSON file written atomically).
 
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import LemonpackError
-from lemonpack.runtime.engines import free_port
-from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
+from lemonpack.runtime.ports import free_port
+from lemonpack.runtime.discovery import DiscoveryResult
+from lemonpack.runtime.discoverywatch import DiscoveryWatcher
 from lemonpack.runtime.launch import build_launch_plan
 from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
