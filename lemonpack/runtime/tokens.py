@@ -172,7 +172,7 @@ def resolve_token(token: Token | str, ctx: TokenContext) -> str:
     whole templates. Raises :class:`TokenError` naming the token when it has no value:
     unknown checkpoint, missing custom option without default, denied or unset env
     variable, host without the arch, unmapped ``{arch_alias}``, ``{pid}`` before spawn,
-    ``{custom_args}`` (expand it with :func:`expand_custom_args` instead).
+    ``{custom_args}`` (expand it with :func:`lemonpack.runtime.customargs.expand_custom_args` instead).
     """
     if isinstance(token, str):
         try:
