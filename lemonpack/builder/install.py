@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from lemonpack.errors import LemonpackError, NotFoundError, SelectionError, Stor
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import replace_directory
+from lemonpack.files import replace_directory, replace_file
 from lemonpack.paths import external_dir, install_record
 
 log = logging.getLogger(__name__)
@@ -153,21 +154,31 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
 def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
     eff, recipe = plan.block, plan.recipe
     prov = eff.provenance
+    record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
+              "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
+    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff))
+
+
+def commit_install(dest: Path, record: dict, fill: Callable[[Path], object]) -> dict:
+    """Install a new tree at ``dest`` (``<cache>/external/<recipe>/``) and its receipt
+    (:func:`lemonpack.paths.install_record`), the one way every install ends: ``fill(tree)``
+    creates the tree in a locked ``.<recipe>.install-*`` directory beside ``dest`` (one left by
+    a killed install is swept first), the tree replaces ``dest`` in one ``renameat2`` exchange
+    (never a moment without an install, never half of one), then ``record`` is written by temp
+    file and rename. Any failure before the exchange leaves the previous install and receipt
+    untouched. Returns ``record``; raises what ``fill`` raises and OSError."""
     for bad in ensure_dir(dest.parent, dest.parent.parent):
         log.warning("%s was not a directory; removed", bad)
-    sweep(dest.parent, (f".{recipe.recipe}.install-",))  # left by a killed install
-    held = LockedDir(dest.parent, f".{recipe.recipe}.install-")
-    staging = held.path
+    sweep(dest.parent, (f".{dest.name}.install-",))  # left by a killed install
+    held = LockedDir(dest.parent, f".{dest.name}.install-")
     try:
-        tree = staging / "tree"
-        unpack_target(fetched, tree, eff)
-        record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
-                  "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
+        tree = held.path / "tree"
+        fill(tree)
         replace_directory(tree, dest)
-        install_record(dest).write_text(json.dumps(record, indent=2) + "\n")
+        replace_file(install_record(dest), (json.dumps(record, indent=2) + "\n").encode())
         return record
     finally:
-        remove_tree(staging)
+        remove_tree(held.path)
         held.close()
 
 

@@ -14,9 +14,9 @@ is loaded and validated, the host's block is chosen exactly as ``lemonpack insta
 (``opt/lemonpack/<recipe>/``) is extracted safely. Its recorded artifact sha256 must be
 the one the recipe pins.
 
-The new tree replaces ``<cache>/external/<recipe>/`` in one ``renameat2(RENAME_EXCHANGE)``
-(the old and new directories swap atomically: no moment without an install, no half
-install); the receipt ``<cache>/external/<recipe>.install.json`` (the record ``lemonpack
+The new tree replaces ``<cache>/external/<recipe>/`` as every install ends
+(:func:`lemonpack.builder.install.commit_install`: one ``renameat2(RENAME_EXCHANGE)``, no
+moment without an install, no half install); the receipt ``<cache>/external/<recipe>.install.json`` (the record ``lemonpack
 install`` writes, plus ``from``: reference, digests, signature) is written by temp + rename
 right after, and a copy travels inside the tree (``.lemonpack-install.json``). Any failure
 before the exchange leaves the previous install and receipt untouched.
@@ -34,12 +34,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.builder.install import DISCLOSURE
+from lemonpack.builder.install import DISCLOSURE, commit_install
 from lemonpack.errors import InputError, IntegrityError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
-from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import open_regular, replace_directory, replace_file
-from lemonpack.paths import external_dir, install_record, require_cache_root
+from lemonpack.files import open_regular
+from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
 TREE_RECEIPT = ".lemonpack-install.json"
@@ -169,29 +168,12 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                 raise InputError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
                                  f"{plan.block.binary or ''}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
-            return _swap_in(tree, external_dir(recipe.recipe), record)
+            return commit_install(external_dir(recipe.recipe), record, lambda staged: os.rename(tree, staged))
     except OSError as exc:
         raise StorageError(f"{reference}: cannot install: {exc.strerror or exc}") from None
     finally:
         if client is None:
             c.close()
-
-
-def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
-    """Put ``tree`` at ``dest`` (see the module doc), then write the receipt."""
-    name = dest.name
-    ensure_dir(dest.parent, dest.parent.parent)
-    sweep(dest.parent, (f".{name}.install-",))  # left by a killed install
-    held = LockedDir(dest.parent, f".{name}.install-")
-    try:
-        staged = held.path / "tree"
-        os.rename(tree, staged)
-        replace_directory(staged, dest)  # one renameat2 exchange: dest is the old tree or the new one
-        replace_file(install_record(dest), (json.dumps(record, indent=2) + "\n").encode())
-        return record
-    finally:
-        remove_tree(held.path)
-        held.close()
 
 
 @dataclass(frozen=True)
