@@ -17,7 +17,7 @@ from typing import Any
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import ArchOverride, PlatformBlock, Recipe
 from lemonpack.contract.select import lacking_accelerator_warning, select_accelerator
-from lemonpack.errors import InputError, SelectionError
+from lemonpack.errors import InputError, LemonpackError, SelectionError
 
 
 def _skeleton(entry: Mapping[str, Any]) -> Recipe:
@@ -68,5 +68,5 @@ def search_host(host_facts: str | os.PathLike[str] | None = None) -> HostFacts:
     data = read_user_file(host_facts, "host facts file")
     try:
         return HostFacts.from_json(json.loads(data.decode("utf-8")))
-    except ValueError as e:
+    except (ValueError, LemonpackError) as e:  # not JSON (UTF-8), or not host facts' shape
         raise InputError(f"cannot read host facts {host_facts}: {e}") from None
