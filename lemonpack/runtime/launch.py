@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lemonpack import paths
-from lemonpack.contract.capabilities import CAPABILITIES, capabilities_for_mode
+from lemonpack.contract.capabilities import capabilities_for_mode, modes_of
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import Recipe
 from lemonpack.contract.select import EffectiveBlock, arch_alias, select_block
@@ -59,12 +59,12 @@ def deployment_mode(recipe: Recipe, requested: str | None = None) -> str | None:
     capabilities), else the first declared capability that has a mode; None when the recipe
     declares only plumbing. Raises :class:`SelectionError` when ``requested`` is a mode no
     declared capability has."""
-    modes = [m for c in recipe.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)]
+    modes = modes_of(recipe.capabilities)
     if requested is None:
         return modes[0] if modes else None
     if requested not in modes:
         raise SelectionError(f"{recipe.file}: recipe {recipe.recipe!r} cannot deploy a model in mode "
-                             f"{requested!r} (its capabilities give: {', '.join(dict.fromkeys(modes)) or 'none'})")
+                             f"{requested!r} (its capabilities give: {', '.join(modes) or 'none'})")
     return requested
 
 
