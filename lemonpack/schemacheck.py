@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -51,7 +51,7 @@ def _compiled(pattern: str) -> re.Pattern:
     return re.compile(_ecma_regex(pattern))
 
 
-def _pattern_keyword(validator, pattern, instance, schema):
+def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
     """``pattern`` with ECMA-262 anchoring (see :func:`_ecma_regex`)."""
     if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
         yield jsonschema.ValidationError(f"{short_repr(instance)} does not match {pattern!r}")
@@ -73,7 +73,7 @@ def _equality_key(value: Any) -> Any:
     return ("?", id(value))
 
 
-def _unique_items_keyword(validator, unique, instance, schema):
+def _unique_items_keyword(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
     """``uniqueItems`` in linear time (jsonschema's own is quadratic on some inputs):
     one error per repeated item, at the repeat's index."""
     if not unique or not validator.is_type(instance, "array"):
@@ -88,7 +88,7 @@ def _unique_items_keyword(validator, unique, instance, schema):
             first[key] = i
 
 
-def _additional_properties_keyword(validator, aP, instance, schema):
+def _additional_properties_keyword(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
     """``additionalProperties`` as ``jsonschema``'s, but visiting the extra members in the
     document's order (``jsonschema`` collects them in a ``set``, whose order changes with
     ``PYTHONHASHSEED``): errors then come in the same order in every run, which the bounded

@@ -35,7 +35,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.builder.install import DISCLOSURE, commit_install
-from lemonpack.errors import InputError, IntegrityError, SelectionError, StorageError
+from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.files import open_regular
 from lemonpack.paths import external_dir, require_cache_root
@@ -79,14 +79,14 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
 
     layers = manifest.get("layers", [])
     if len(layers) < 2:
-        raise InputError(f"{where}: not a lemonpack image (no recipe layer)")
+        raise RegistryError(f"{where}: not a lemonpack image (no recipe layer)")
     with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
         for member in tf:
             if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
                 f = tf.extractfile(member)
                 if f is not None:  # a regular member always has one
                     return load_recipe_text(f.read(1 << 20).decode("utf-8"), f"{where}:{member.name}")
-    raise InputError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
+    raise RegistryError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
 def install_reference(reference: str):
@@ -98,8 +98,8 @@ def install_reference(reference: str):
 
     ref = parse_reference(reference)
     if not ref.digest:
-        raise InputError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
-                         "(`lemonpack publish --json` prints it)")
+        raise RegistryError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
+                            "(`lemonpack publish --json` prints it)")
     return ref
 
 
@@ -135,7 +135,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             pulled = pull_layout(ref, layout, c, tag="install")
             images = image_manifests(layout, pulled.digest, pulled.media_type)
             if not images:
-                raise InputError(f"{ref}: holds no image manifest")
+                raise RegistryError(f"{ref}: holds no image manifest")
             recipe = recipe_from_image(layout, images[0][1], str(ref))
             plan = plan_install(recipe, host or detect_host(), accelerator=accelerator, arch=arch)
             target = plan.block.target_name
@@ -165,7 +165,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                     label=f"{ref} layer {layer['digest']}")
             tree = unpacked / "opt" / "lemonpack" / recipe.recipe
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
-                raise InputError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
+                raise BuildError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
                                  f"{plan.block.binary or ''}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
             return commit_install(external_dir(recipe.recipe), record, lambda staged: os.rename(tree, staged))

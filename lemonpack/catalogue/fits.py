@@ -17,7 +17,7 @@ from typing import Any
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import ArchOverride, PlatformBlock, Recipe
 from lemonpack.contract.select import lacking_accelerator_warning, select_accelerator
-from lemonpack.errors import InputError, LemonpackError, SelectionError
+from lemonpack.errors import ConfigError, LemonpackError, SelectionError
 
 
 def _skeleton(entry: Mapping[str, Any]) -> Recipe:
@@ -58,7 +58,7 @@ def search_host(host_facts: str | os.PathLike[str] | None = None) -> HostFacts:
     """The host ``catalogue search --fits-host`` matches entries against: the host facts file
     ``host_facts`` (``lemonpack host --json``'s shape), else this machine
     (:func:`lemonpack.contract.host.detect_host`, which honours ``LEMONPACK_HOST_FACTS``).
-    Raises :class:`~lemonpack.errors.InputError` naming the file when it is not host facts,
+    Raises :class:`~lemonpack.errors.ConfigError` naming the file when it is not host facts,
     what :func:`lemonpack.files.read_user_file` raises when it cannot be read."""
     from lemonpack.contract.host import detect_host
     from lemonpack.files import read_user_file
@@ -69,4 +69,4 @@ def search_host(host_facts: str | os.PathLike[str] | None = None) -> HostFacts:
     try:
         return HostFacts.from_json(json.loads(data.decode("utf-8")))
     except (ValueError, LemonpackError) as e:  # not JSON (UTF-8), or not host facts' shape
-        raise InputError(f"cannot read host facts {host_facts}: {e}") from None
+        raise ConfigError(f"cannot read host facts {host_facts}: {e}") from None

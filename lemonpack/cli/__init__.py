@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from types import FrameType
+from typing import Any, Callable
 
 import typer
 from rich.markup import escape
@@ -98,7 +100,7 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.seen = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> "_CtrlC":
         import signal
@@ -141,10 +143,11 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
         code = _report_interrupt(args, want_json)
     except Exception as e:
         # Usage errors of typer's (vendored) click: they know how to print themselves.
-        if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
+        exit_code = getattr(e, "exit_code", None)
+        if not (hasattr(e, "show") and isinstance(exit_code, int)):
             raise
         e.show()
-        code = e.exit_code
+        code = exit_code
     if exit_process:
         sys.exit(code)
     return code

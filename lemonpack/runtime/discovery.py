@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import InputError, NotFoundError, Problem
+from lemonpack.errors import InputError, NotFoundError, Problem, UnreadableFileError
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -316,8 +316,8 @@ def recipe_file_ref(ref: str) -> Path | None:
         return path
     if ref.endswith(".json") or "/" in ref or os.sep in ref:
         if path.exists():
-            raise InputError(f"recipe file {ref} is not a regular file")
-        raise NotFoundError(f"recipe file not found: {ref}")
+            raise UnreadableFileError(f"recipe file {ref} is not a regular file")
+        raise UnreadableFileError(f"recipe file not found: {ref}")
     return None
 
 

@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from lemonpack.errors import InputError, IntegrityError, LemonpackError, NotFoundError, StorageError, ToolError
+from lemonpack.errors import (ConfigError, InputError, IntegrityError, LayoutError, LemonpackError, StorageError,
+                              ToolError)
 from lemonpack.files import hash_file, open_regular
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.canonical import canonical_json
@@ -66,29 +67,29 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     IntegrityError for a blob whose bytes do not hash to its name."""
     tags = read_layout(layout)
     if tag not in tags:
-        raise NotFoundError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
+        raise LayoutError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
     desc = tags[tag].to_json()
     blobs = layout / "blobs" / "sha256"
     if desc["mediaType"] in (MEDIA_TYPE_IMAGE_INDEX, _DOCKER_LIST):
         children = _index_children(blobs / desc["digest"].split(":", 1)[1])
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
-        raise InputError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
+        raise LayoutError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
                          + (", ".join(per_platform) or "none is tagged in this layout"))
     if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
-        raise InputError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
+        raise LayoutError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
     manifest_path = blobs / desc["digest"].split(":", 1)[1]
     try:
         with open_regular(manifest_path) as f:
             manifest = json.loads(f.read())
     except FileNotFoundError:
-        raise NotFoundError(f"{layout}: manifest blob {desc['digest']} is missing") from None
+        raise LayoutError(f"{layout}: manifest blob {desc['digest']} is missing") from None
     except OSError as exc:
         raise StorageError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
     descs = [desc, manifest["config"], *manifest.get("layers", [])]
     for d in descs:
         path = blobs / d["digest"].split(":", 1)[1]
         if not path.is_file():
-            raise NotFoundError(f"{layout}: blob {d['digest']} is missing")
+            raise LayoutError(f"{layout}: blob {d['digest']} is missing")
         actual, size = _hash_file(path)
         if actual != d["digest"]:
             raise IntegrityError(str(path), d["digest"], actual)
@@ -230,7 +231,7 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     if engine == "docker" and not url:
         url = os.environ.get("DOCKER_HOST")
         if not url:
-            raise InputError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
+            raise ConfigError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
     with tempfile.TemporaryDirectory(prefix="lemonpack-load-") as tmp:
         archive = Path(tmp) / "image.tar"
         manifest_digest, config_digest = write_oci_archive(root, layout_tag, archive, f"{repo}:{tag}")

@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from lemonpack.errors import InputError, LemonpackError
+from lemonpack.errors import InputError, LemonpackError, UnreadableFileError
 
 #: Kept free of the host's available RAM by the default budget (OS, serve itself, compute buffers).
 HEADROOM = 1 << 30
@@ -170,7 +170,7 @@ def estimate_model(path: str, ctx_size: int = 4096, cache_type_k: str = "f16", c
                     pass
         return Estimate(_disk_size(path), 0, "size on disk")
     except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise UnreadableFileError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 __all__ = ["Estimate", "HEADROOM", "available_ram", "default_budget", "estimate_gguf", "estimate_model", "parse_size"]

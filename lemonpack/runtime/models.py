@@ -289,7 +289,7 @@ def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
         raise ManifestError(problems)
     if not isinstance(doc, dict):
         raise ManifestError([Problem(file, "", "schema-type",
-                                     "the model registry must be a JSON object of 'user.NAME' -> entry")])
+                            "the model registry must be a JSON object of 'user.NAME' -> entry")])
     for name, value in doc.items():
         problems.extend(entry_problems(name, value, file))
     if problems:
@@ -481,9 +481,9 @@ def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
     """Check that a model's ``recipe`` (``models add --recipe``) names a built-in recipe or one
     discovery currently loads (section 10: a model that names a missing recipe would only fail at
     load time, far from the typo). Returns None when it does; with ``force``, the reason it does
-    not (for a warning: a descriptor installed later). Raises :class:`NotFoundError` listing the
-    known ids, or repeating discovery's rejection of that recipe, when it does not and not
-    ``force``."""
+    not (for a warning: a descriptor installed later). Raises :class:`ManifestError` (the
+    argument ``--recipe``, rule ``unknown-recipe``) listing the known ids, or repeating
+    discovery's rejection of that recipe, when it does not and not ``force``."""
     from lemonpack.contract.builtins import BUILTIN_RECIPES
     from lemonpack.runtime.discovery import Discovery
 
@@ -499,7 +499,8 @@ def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
         known = sorted(set(result.recipes) | BUILTIN_RECIPES)
         why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
     if not force:
-        raise NotFoundError(why + "; use --force to register it anyway")
+        raise ManifestError([Problem("argument --recipe", "", "unknown-recipe",
+                                     why + "; use --force to register it anyway")])
     return why
 
 

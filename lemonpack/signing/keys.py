@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from lemonpack.files import replace_file
-from lemonpack.errors import InputError, LemonpackError, StorageError
+from lemonpack.errors import LemonpackError, OutputError, StorageError
 
 SIGSTORE_PEM_TYPE = "ENCRYPTED SIGSTORE PRIVATE KEY"
 COSIGN_PEM_TYPE = "ENCRYPTED COSIGN PRIVATE KEY"
@@ -190,7 +190,7 @@ def decode_private_key(data: bytes, password: bytes, *, what: str = "key") -> ec
     block_type, body = _unpem(data, what)
     if block_type not in (SIGSTORE_PEM_TYPE, COSIGN_PEM_TYPE):
         raise KeyFileError(f"{what}: PEM block {block_type!r} is not an encrypted cosign private key "
-                        f"({SIGSTORE_PEM_TYPE!r} or {COSIGN_PEM_TYPE!r})")
+                           f"({SIGSTORE_PEM_TYPE!r} or {COSIGN_PEM_TYPE!r})")
     der = decrypt_envelope(body, password, what=what)
     try:
         key = serialization.load_der_private_key(der, password=None)
@@ -223,7 +223,7 @@ def refuse_existing(prefix: str | os.PathLike[str]) -> None:
                 if os.path.lexists(p)]
     if existing:
         verb = "already exists" if len(existing) == 1 else "already exist"
-        raise InputError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
+        raise OutputError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
 
 
 def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force: bool = False) -> tuple[Path, Path]:

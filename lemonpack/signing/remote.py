@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.errors import InputError, SignatureError
+from lemonpack.errors import RegistryError, SignatureError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.signing import simplesigning as ss
@@ -55,8 +55,8 @@ def _existing_layers(client: RegistryClient, repo: str, tag: str) -> list[ss.Sig
     doc = json.loads(data)
     layers = ss.parse_signature_manifest(data)
     if len(layers) != len(doc.get("layers", [])):
-        raise InputError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
-                         "refusing to rewrite it (their content would be lost)")
+        raise RegistryError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
+                            "refusing to rewrite it (their content would be lost)")
     return layers
 
 
@@ -72,7 +72,7 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
     the registry client, LemonpackError for a reference without tag or digest."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise InputError(f"{reference}: give a tag or a digest to sign")
+        raise RegistryError(f"{reference}: give a tag or a digest to sign")
     c = _client(ref.host, insecure, client, registry_config)
     try:
         digest = resolve_digest(c, ref.repository, ref.ref)
@@ -126,7 +126,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
     IntegrityError from the registry client."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise InputError(f"{reference}: give a tag or a digest to verify")
+        raise RegistryError(f"{reference}: give a tag or a digest to verify")
     c = _client(ref.host, insecure, client, registry_config)
     where = f"{ref.host}/{ref.repository}"
     try:
