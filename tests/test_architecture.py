@@ -171,7 +171,6 @@ def test_rooms_import_only_rooms_below_them_in_the_table():
 #: shrinking under the bound may stay listed; a new one over it fails until it is split or listed.
 MAX_LINES = 500
 LONG_MODULES = {
-    "server/app.py": "debt: the HTTP front of serve (routes, proxy, management API); being split on its own branch",
     "extensions/probe.py": "GGUF provider probes (seed 002): reading a model's metadata and matching providers",
     "extensions/pipeline.py": "seed 002's pipeline: discovery, selection, collisions, API version",
     "oci/cmdline.py": "the container command-line reader (every CLI's global options and run flags)",
