@@ -13,7 +13,6 @@ import logging
 import sys
 
 import typer
-from rich.markup import escape
 
 from lemonpack.cli._app import console, err_console
 from lemonpack.cli._app import app as _APP
@@ -41,8 +40,14 @@ COMMAND_INDEX = {
 def load_commands(args: list[str] | None = None) -> typer.Typer:
     """Import the command modules ``args`` needs and return the app: only the module of
     the command ``args`` names (its first word not starting with ``-``) when
-    :data:`COMMAND_INDEX` knows it, else all of them (``--help``, a typo)."""
-    word = next((a for a in args or () if not a.startswith("-")), None)
+    :data:`COMMAND_INDEX` knows it, none for ``--version`` alone (the root's eager option
+    prints and exits before any command is looked at), else all of them (``--help``, a typo).
+    The modules import their rooms inside the commands, so importing all of them for
+    ``--help`` stays cheap (docs/architecture.md, "Start-up")."""
+    args = list(args or ())
+    word = next((a for a in args if not a.startswith("-")), None)
+    if word is None and set(args) == {"--version"}:
+        return _APP
     for name in (COMMAND_INDEX[word],) if word in COMMAND_INDEX else COMMAND_MODULES:
         __import__(f"lemonpack.cli.{name}")
     return _APP
@@ -132,6 +137,8 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
         if want_json:
             print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:
+            from rich.markup import escape
+
             label = "aborted:" if e.exit_code == 130 else "[bold red]error:[/]"
             err_console.print(f"{label} {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
@@ -153,6 +160,8 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
 def _report_interrupt(args: list[str], want_json: bool) -> int:
     """Say that Ctrl-C stopped the command (a command that knows what it left behind raises
     :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
+    from rich.markup import escape
+
     from lemonpack.errors import Interrupted
 
     word = next((a for a in args if not a.startswith("-")), "")

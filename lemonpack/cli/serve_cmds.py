@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import typer
 
-from lemonpack.hosts import is_loopback
 from lemonpack.cli._app import app, err_console
 from lemonpack.cli.stop_signals import StopSignals
 
@@ -30,6 +29,7 @@ def serve(
                                                   "the host's available RAM minus 1 GiB."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
+    from lemonpack.hosts import is_loopback
     from lemonpack.runtime.engines import Engines
     from lemonpack.runtime.runner import Runner
     from lemonpack.server.app import Server, ServerConfig
