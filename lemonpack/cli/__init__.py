@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
-import typer
-
-from lemonpack.cli._app import console, err_console
-from lemonpack.cli._app import app as _APP
 from lemonpack.errors import LemonpackError, StorageError
+
+if TYPE_CHECKING:
+    import typer
+
+# typer, rich and the command modules are imported only when a command line needs them:
+# ``lemonpack --help`` and ``--version`` print a stored page (:func:`_print_static_page`).
 
 #: The modules holding the command groups; each registers its commands on ``app`` when imported.
 COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
@@ -44,18 +47,24 @@ def load_commands(args: list[str] | None = None) -> typer.Typer:
     prints and exits before any command is looked at), else all of them (``--help``, a typo).
     The modules import their rooms inside the commands, so importing all of them for
     ``--help`` stays cheap (docs/architecture.md, "Start-up")."""
+    from lemonpack.cli._app import app as root
+
     args = list(args or ())
     word = next((a for a in args if not a.startswith("-")), None)
     if word is None and set(args) == {"--version"}:
-        return _APP
+        return root
     for name in (COMMAND_INDEX[word],) if word in COMMAND_INDEX else COMMAND_MODULES:
         __import__(f"lemonpack.cli.{name}")
-    return _APP
+    return root
 
 
 def __getattr__(name: str):
     if name == "app":  # ``from lemonpack.cli import app``: the app with every command
         return load_commands()
+    if name in ("console", "err_console"):
+        from lemonpack.cli import _app
+
+        return getattr(_app, name)
     raise AttributeError(name)
 
 
@@ -81,6 +90,10 @@ class StderrLogHandler(logging.Handler):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if _print_static_page(args):
+        if argv is None:
+            sys.exit(0)
+        return 0
     want_json = "--json" in args
     handler = StderrLogHandler(logging.WARNING)
     logger = logging.getLogger("lemonpack")
@@ -125,7 +138,37 @@ class _CtrlC:
         raise KeyboardInterrupt
 
 
+def _print_static_page(args: list[str]) -> bool:
+    """Print what ``lemonpack --version`` or ``lemonpack --help`` prints, without importing
+    typer or a command module (most of their start-up); False for any other command line,
+    and for ``--help`` on a terminal narrower than 80 columns (click wraps the page to the
+    terminal up to 80 columns: typer renders it then). The root help page is stored in
+    :mod:`lemonpack.cli._root_help` (``python3 scripts/root_help.py`` writes it;
+    tests/cli/test_root_help.py fails when it is not what typer renders)."""
+    if args == ["--version"]:
+        from lemonpack import __version__
+
+        page = f"lemonpack {__version__}\n"
+    elif args == ["--help"]:
+        import shutil
+
+        if shutil.get_terminal_size().columns < 80:
+            return False
+        from lemonpack.cli._root_help import ROOT_HELP
+
+        page = ROOT_HELP
+    else:
+        return False
+    sys.stdout.write(page)
+    sys.stdout.flush()
+    return True
+
+
 def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC") -> int:
+    import typer
+
+    from lemonpack.cli._app import err_console
+
     try:
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
@@ -162,6 +205,7 @@ def _report_interrupt(args: list[str], want_json: bool) -> int:
     :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
     from rich.markup import escape
 
+    from lemonpack.cli._app import err_console
     from lemonpack.errors import Interrupted
 
     word = next((a for a in args if not a.startswith("-")), "")
