@@ -8,12 +8,9 @@ Command groups live in sibling modules and register themselves on :data:`app`.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from typing import TYPE_CHECKING
-
-from lemonpack.errors import LemonpackError, StorageError
 
 if TYPE_CHECKING:
     import typer
@@ -165,9 +162,12 @@ def _print_static_page(args: list[str]) -> bool:
 
 
 def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC") -> int:
+    import json
+
     import typer
 
     from lemonpack.cli._app import err_console
+    from lemonpack.errors import LemonpackError, StorageError
 
     try:
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
@@ -203,6 +203,8 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
 def _report_interrupt(args: list[str], want_json: bool) -> int:
     """Say that Ctrl-C stopped the command (a command that knows what it left behind raises
     :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
+    import json
+
     from rich.markup import escape
 
     from lemonpack.cli._app import err_console

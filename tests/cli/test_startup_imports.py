@@ -63,7 +63,7 @@ def test_root_help_is_the_stored_page(tmp_path):
     out, modules = _run(tmp_path, "--help")
     assert "catalogue" in out and "build" in out and "serve" in out
     assert not _heavy(modules) and "typer" not in modules, _heavy(modules)
-    assert _lemonpack(modules) == {"lemonpack", "lemonpack.errors", "lemonpack.cli", "lemonpack.cli._root_help"}
+    assert _lemonpack(modules) == {"lemonpack", "lemonpack.cli", "lemonpack.cli._root_help"}
 
 
 def test_root_help_typer_renders_imports_every_command_module_and_no_room(tmp_path):
@@ -89,7 +89,7 @@ def test_version_imports_no_command_module(tmp_path):
     out, modules = _run(tmp_path, "--version")
     assert out.startswith("lemonpack ")
     assert not _heavy(modules) and "typer" not in modules, _heavy(modules)
-    assert _lemonpack(modules) == {"lemonpack", "lemonpack.errors", "lemonpack.cli"}
+    assert _lemonpack(modules) == {"lemonpack", "lemonpack.cli"}
 
 
 def test_the_heavy_list_would_see_what_it_forbids(tmp_path):
