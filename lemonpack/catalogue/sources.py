@@ -27,6 +27,21 @@ from lemonpack.contract.loader import read_source_bytes
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.jsonpath import join
 
+#: The descriptive fields of an entry, copied into the index as written: from a community
+#: entry file (checked by ``schema/entry.schema.json``), an official recipe's document or an
+#: official extension's ``extension.json``; the value is what an official source without the
+#: field gets. The index, ``catalogue show`` and the site's entry page carry every row, so a
+#: new field is a row here, a property in ``schema/entry.schema.json`` and, to show it on the
+#: site, a line in ``templates/entry.html``.
+DESCRIBED: dict[str, str] = {"license": "MIT", "homepage": ""}
+
+
+def described(doc: Mapping) -> dict[str, str]:
+    """``{field: str}`` for every :data:`DESCRIBED` field of ``doc`` (a parsed entry, recipe or
+    extension manifest), its default where ``doc`` lacks it."""
+    return {k: str(doc.get(k, default)) for k, default in DESCRIBED.items()}
+
+
 PUBLISHER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -80,10 +95,9 @@ class EntrySource:
     kind: str
     name: str
     description: str
-    license: str
     source: dict
     file: str
-    homepage: str = ""
+    described: dict[str, str] = field(default_factory=dict)  # the DESCRIBED fields
     tags: tuple[str, ...] = ()
     signature: dict | None = None
     published_digest: str | None = None
@@ -204,8 +218,7 @@ def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | N
     if problems:
         return None, problems
     return EntrySource(publisher=publisher, kind=doc["kind"], name=doc["name"], description=doc["description"],
-                       license=doc["license"], source=dict(doc["source"]), file=file,
-                       homepage=doc.get("homepage", ""), tags=tuple(doc.get("tags", ())),
+                       source=dict(doc["source"]), file=file, described=described(doc), tags=tuple(doc.get("tags", ())),
                        signature=doc.get("signature"), published_digest=doc.get("published_digest"), raw=doc,
                        data=data), []
 

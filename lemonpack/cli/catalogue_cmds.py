@@ -166,6 +166,7 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
     from lemonpack.catalogue.commands import ORDER
     from lemonpack.catalogue.index import find_entry, load_index, locate
     from lemonpack.catalogue.signatures import describe, index_digest
+    from lemonpack.catalogue.sources import DESCRIBED
 
     e = find_entry(load_index(index), ident)
     if json_out:
@@ -174,7 +175,7 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
     digest = index_digest(locate(index).read_bytes()) if e["signature"]["status"] == "in-tree" else None
     order = [k for k, _ in ORDER] + sorted(k for k in e["commands"] if k not in dict(ORDER))
     lines = [f"{e['id']}  {e['display_name']}  ({'official' if e['official'] else 'community: ' + e['publisher']})",
-             f"version: {e['version']}   license: {e['license']}   homepage: {e['homepage'] or '-'}",
+             "   ".join(f"{k}: {e.get(k) or '-'}" for k in ("version", *DESCRIBED)),
              f"source: {json.dumps(e['source'], sort_keys=True)}", f"digest: {e['digest']}",
              f"capabilities: {', '.join(e['capabilities']) or '-'}   tags: {', '.join(e['tags']) or '-'}",
              f"signature: {describe(e['signature'], digest)}",
