@@ -156,8 +156,11 @@ def _print_static_page(args: list[str]) -> bool:
         page = ROOT_HELP
     else:
         return False
-    sys.stdout.write(page)
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(page)
+        sys.stdout.flush()
+    except OSError:  # a closed pipe: typer's path meets it again and reports it as for any command
+        return False
     return True
 
 
