@@ -12,7 +12,7 @@ from lemonpack.errors import LemonpackError, Problem, one_line
 
 
 @app.command()
-def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to check.", metavar="FILE"),
+def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to check.", metavar="FILE..."),
          json_out: bool = JSON_OPTION) -> int:
     """Check recipes against contract major 1 (schema, semantic rules, digest pinning).
 
