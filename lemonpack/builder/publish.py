@@ -28,7 +28,7 @@ from pathlib import Path
 from lemonpack.builder.pipeline import BuildResult
 from lemonpack.builder.plan import plan_build, write_build
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import LemonpackError, UsageError
+from lemonpack.errors import LayoutError, UsageError
 from lemonpack.oci.base import BaseSource
 from lemonpack.oci.layout import split_layout_arg
 
@@ -60,7 +60,7 @@ def publish_source(source: str, workdir: Path, *, dest_tag: str | None, base: st
     default: local ``oci:`` layouts only) as ``lemonpack build`` takes them.
 
     Raises :class:`UsageError` (exit 2) for ``base`` with a layout (a layout is pushed as it
-    is), :class:`LemonpackError` when SOURCE is neither a recipe file nor an OCI image
+    is), :class:`LayoutError` when SOURCE is neither a recipe file nor an OCI image
     layout, and what :func:`plan_build` / :func:`write_build` raise.
     """
     if is_recipe_source(source):
@@ -73,7 +73,7 @@ def publish_source(source: str, workdir: Path, *, dest_tag: str | None, base: st
         raise UsageError("--base applies when publishing a RECIPE.json (a layout is pushed as it is)")
     layout, tag = split_layout_arg(source)
     if not (Path(layout) / "oci-layout").is_file():
-        raise LemonpackError(f"{layout}: not an OCI image layout (no oci-layout file) and not a recipe file")
+        raise LayoutError(f"{layout}: not an OCI image layout (no oci-layout file) and not a recipe file")
     return PublishSource(Path(layout), tag)
 
 

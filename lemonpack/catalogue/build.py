@@ -45,7 +45,7 @@ from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import read_user_file, replace_directory
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
 
@@ -519,7 +519,7 @@ def build(cfg: BuildConfig) -> dict:
     import time
 
     if not (cfg.source / "catalogue").is_dir():
-        raise LemonpackError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
+        raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jsonschema
 
@@ -143,13 +143,13 @@ def _read_checked(path: Path, file: str, name: str, memo) -> tuple[dict | None, 
         return doc, (problems or _schema_problems(doc, name, file)) if doc is not None else problems, data
     from lemonpack.catalogue.memo import file_key
 
-    data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
-    if data is None:
+    raw, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
+    if raw is None:
         return None, problems, b""
-    key = file_key(data, name)
+    key = file_key(raw, name)
     doc = memo.valid_doc(key)
     if doc is not None:
-        return doc, [], data
+        return doc, [], raw
     doc, problems, data = _read_toml(path, file)
     if doc is None:
         return None, problems, data
@@ -249,7 +249,7 @@ def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     entries = []
     files = {p.stem: None for p in (root / "publishers").glob("*.toml")}
     for p in sorted((root / "entries").glob("*/*.toml")):
-        ent, probs = check_entry(p, files, memo)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
+        ent, probs = check_entry(p, files, memo)  # an invalid publisher is its own problem
         if ent is None:
             rejected[str(p)] = probs
         else:
@@ -257,7 +257,7 @@ def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     return Sources(pubs, entries, rejected)
 
 
-def lint_paths(paths: list[str | Path]) -> list[Problem]:
+def lint_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem of the given files or ``catalogue/`` directories (offline). A
     directory is linted as a catalogue (publishers, then entries, with the publisher
     check); a ``.toml`` file under a ``publishers`` directory as a publisher, any other as
@@ -278,7 +278,7 @@ def lint_paths(paths: list[str | Path]) -> list[Problem]:
             known = None
             if pub_dir.is_dir():
                 known = {q.stem: None for q in pub_dir.glob("*.toml")}
-            problems += check_entry(p, known)[1]  # type: ignore[arg-type]
+            problems += check_entry(p, known)[1]
     return problems
 
 

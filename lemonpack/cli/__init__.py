@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     import typer
@@ -113,7 +114,7 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.seen = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> "_CtrlC":
         import signal
@@ -194,10 +195,11 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
         code = _report_interrupt(args, want_json)
     except Exception as e:
         # Usage errors of typer's (vendored) click: they know how to print themselves.
-        if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
+        exit_code = getattr(e, "exit_code", None)
+        if not (hasattr(e, "show") and isinstance(exit_code, int)):
             raise
         e.show()
-        code = e.exit_code
+        code = exit_code
     if exit_process:
         import gc
 

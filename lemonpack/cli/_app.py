@@ -96,14 +96,14 @@ def print_json(data: Any) -> None:
 
 
 def confirm_install(yes: bool) -> None:
-    """Ask "Install?" on the terminal unless ``yes``; raises LemonpackError (exit 1, nothing
+    """Ask "Install?" on the terminal unless ``yes``; raises :class:`NotConfirmed` (exit 1, nothing
     installed) when not confirmed, or when stdin is not a terminal and ``--yes`` was not given."""
-    from lemonpack.errors import LemonpackError
+    from lemonpack.errors import NotConfirmed
 
     if yes:
         return
     if not sys.stdin.isatty():
-        raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
-                             "pass --yes")
+        raise NotConfirmed("refusing to install without confirmation on a non-interactive terminal; "
+                           "pass --yes")
     if not typer.confirm("Install?", default=False, err=True):
-        raise LemonpackError("not confirmed; nothing installed")
+        raise NotConfirmed("not confirmed; nothing installed")

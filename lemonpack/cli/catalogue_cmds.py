@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console, print_json
-from lemonpack.errors import LemonpackError, one_line
+from lemonpack.errors import CatalogueError, ConfigError, one_line
 
 catalogue_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                             help="The catalogue of official and community recipes and extensions.")
@@ -112,7 +112,7 @@ def _host(host_facts: Path | None):
     try:
         return HostFacts.from_json(json.loads(data.decode("utf-8")))
     except ValueError as e:
-        raise LemonpackError(f"cannot read host facts {host_facts}: {e}") from None
+        raise ConfigError(f"cannot read host facts {host_facts}: {e}") from None
 
 
 @catalogue_app.command("search")
@@ -266,7 +266,7 @@ def fingerprint_cmd(key: Path = typer.Argument(..., metavar="KEY.pub", help="A P
     try:
         typer.echo(key_fingerprint(read_user_file(key, "public key file")))
     except ValueError as e:
-        raise LemonpackError(f"{key}: not a PEM public key: {e}") from None
+        raise ConfigError(f"{key}: not a PEM public key: {e}") from None
     return 0
 
 
@@ -308,7 +308,7 @@ def verify_cmd(directory: Path = typer.Argument(None, metavar="[DIR]", help="Bui
 
     d = directory or cached_dir()
     if not (d / "catalogue.json").is_file():
-        raise LemonpackError(f"no catalogue.json in {d}")
+        raise CatalogueError(f"no catalogue.json in {d}")
     problems = verify_dir(d, _trusted(key))
     if refetch:
         problems += refetch_problems(load_index(d), mirror=Mirror.from_env(mirror))

@@ -5,11 +5,15 @@ decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.errors import one_line
+
+if TYPE_CHECKING:
+    from lemonpack.extensions.pipeline import Selection
 
 extensions_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                              help="Gufo extensions: discover, validate, select and generate the registry.")
@@ -41,7 +45,8 @@ def _features(values: list[str]) -> frozenset[str] | None:
     return frozenset(values) if values else None
 
 
-def _run(tree, dirs, lock, select, features):
+def _run(tree: Path | None, dirs: list[Path], lock: Path | None, select: list[str],
+         features: list[str]) -> Selection:
     from lemonpack.extensions.pipeline import run_pipeline
     from lemonpack.extensions.tree import find_tree
 

@@ -54,7 +54,7 @@ def _check_recipe(recipe: str, force: bool) -> None:
         known = sorted(set(result.recipes) | BUILTIN_RECIPES)
         why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
     if not force:
-        raise LemonpackError(why + "; use --force to register it anyway")
+        raise ManifestError([Problem("argument --recipe", "", "unknown-recipe", why + "; use --force to register it anyway")])
     err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
 
 
@@ -127,17 +127,18 @@ def models_add(
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
         bad = [p for p in problems if ".endpoint" in p.path]
         if bad:  # one line: the model, the field, the URL and why
-            raise LemonpackError(f"model {name!r}: --endpoint: " + "; ".join(p.message for p in bad))
+            raise ManifestError([Problem(f"model {name!r}", "--endpoint", bad[0].rule, "; ".join(p.message for p in bad))])
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
-    for key, value in list(checkpoints.items()):
-        if checkpoint_kind(value) == "hub":
+    for key, ckpt in list(checkpoints.items()):
+        if checkpoint_kind(ckpt) == "hub":
             continue
-        checkpoints[key] = path = normalize_checkpoint(value)
+        checkpoints[key] = path = normalize_checkpoint(ckpt)
         if not Path(path).is_file():
             why = f"checkpoint {key!r}: local file {path} " + ("is not a file" if Path(path).exists()
                                                               else "does not exist")
             if not force:
-                raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
+                raise ManifestError([Problem("argument --checkpoint", "", "missing-checkpoint",
+                                              why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")])
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
     _check_recipe(recipe, force)
     entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend, endpoints=endpoint)

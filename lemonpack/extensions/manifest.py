@@ -34,7 +34,7 @@ from lemonpack.contract.loader import schema_problems as checked_schema_problems
 from lemonpack.contract.loader import (inline_local_refs, parse_json_strict, read_json_text,
                                        strict_validator)
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.errors import LemonpackError, LockError, ManifestError, Problem
 from lemonpack.extensions.vocabulary import CAPABILITIES, COMMANDS, PLATFORMS, REQUIREMENTS
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.extensions") / "schema"))
@@ -389,7 +389,7 @@ def refresh_schema_lock(reason: str | None = None) -> dict[str, Any]:
     try:
         return refresh_lock(SCHEMA_DIR, SCHEMA_LOCK, reason, SCHEMA_STEM)
     except LemonpackError as e:
-        raise LemonpackError(str(e).replace("contract major", "extension schema")) from None
+        raise LockError(str(e).replace("contract major", "extension schema")) from None
 
 
 __all__ = ["CAPABILITIES", "COMMANDS", "CONTRIBUTABLE", "CORE_OPTIONS", "Extension", "MANIFEST_NAME",

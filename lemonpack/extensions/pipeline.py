@@ -165,6 +165,7 @@ def read_lock(path: Path) -> tuple[str, ...]:
                     seen.add(n if isinstance(n, str) else None)
     if problems:
         raise ExtensionError("\n".join(str(p) for p in problems))
+    assert isinstance(doc, dict), "a lock without problems is an object"
     return tuple(doc["extensions"])
 
 
@@ -316,7 +317,7 @@ def _scan_source(path: str, root) -> list[str]:
     data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
     if data is None:
         return [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
-    out = []
+    out: list[str] = []
     if b"include" not in data:
         return out
     for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
