@@ -75,6 +75,7 @@ class _LazyConsole:
         setattr(self._real(), name, value)
 
 
+# cast: the proxy forwards every attribute to the Console it makes, so callers type-check against Console.
 console = cast("Console", _LazyConsole(stderr=False))
 err_console = cast("Console", _LazyConsole(stderr=True))
 
