@@ -9,7 +9,6 @@ the new index's signature verified against a trusted key (``--key``, else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -163,6 +162,8 @@ def update(source: str, public_pem: bytes) -> dict:
     directory, verify it (:func:`verify_dir`) and only then replace the cached copy
     atomically. Returns ``{"entries": n, "generated", "path"}``. Raises
     :class:`SignatureError` (the cached copy untouched) or FetchError."""
+    import hashlib  # here, not at the top: loading OpenSSL is a visible part of a search's start-up
+
     dest = cached_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))

@@ -27,13 +27,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.errors import LemonpackError, ManifestError, Problem
-from lemonpack.runtime.models import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
-                                      normalize_checkpoint, parse_checkpoint, parse_option)
 
 models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
                          help="Models registered in user_models.json (name, recipe, checkpoints, options).",
@@ -92,6 +88,9 @@ def models_add(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
+    from lemonpack.runtime.models import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
+                                          normalize_checkpoint, parse_checkpoint, parse_option)
+
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
@@ -134,6 +133,11 @@ def models_add(
 @models_app.command("list")
 def models_list(json_out: bool = JSON_OPTION) -> int:
     """List registered models."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from lemonpack.runtime.models import ModelRegistry
+
     registry = ModelRegistry()
     entries = registry.list()
     if json_out:
@@ -156,6 +160,8 @@ def models_list(json_out: bool = JSON_OPTION) -> int:
 @models_app.command("remove")
 def models_remove(name: str = typer.Argument(..., help="Model name (user.*)."), json_out: bool = JSON_OPTION) -> int:
     """Remove a registered model."""
+    from lemonpack.runtime.models import ModelRegistry
+
     registry = ModelRegistry()
     entry = registry.remove(name)
     if json_out:

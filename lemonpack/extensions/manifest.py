@@ -35,18 +35,13 @@ from lemonpack.schemacheck import inline_local_refs, strict_validator
 from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, LockError, ManifestError, Problem
+from lemonpack.extensions.vocabulary import CAPABILITIES, COMMANDS, PLATFORMS, REQUIREMENTS
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.extensions") / "schema"))
 SCHEMA_LOCK = SCHEMA_DIR / "lock.json"
 SCHEMA_STEM = "extension"
 #: The manifest file name inside an extension directory.
 MANIFEST_NAME = "extension.json"
-
-CAPABILITIES = ("text_generation", "embeddings", "speech_recognition", "speech_synthesis",
-                "image_generation", "video_generation", "decisions")
-REQUIREMENTS = ("hip", "cuda", "vulkan", "testing", "linux", "windows", "macos")
-PLATFORMS = ("linux", "windows", "macos")
-COMMANDS = ("serve", "bench", "prompt", "chat")
 
 #: Options the core reserves (seed 002 section 3: host settings, sampling, command
 #: controls). An extension may not declare one; it may contribute values to the ones
