@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import InputError, LemonpackError, NotFoundError
 from lemonpack.runtime.ports import free_port
 from lemonpack.runtime.discovery import DiscoveryResult
 from lemonpack.runtime.discoverywatch import DiscoveryWatcher
@@ -243,10 +243,10 @@ class Catalog:
         Raises :class:`ModelNotFound` or the launch errors of ``build_launch_plan``."""
         m = self.get(name)
         if m.remote:
-            raise LemonpackError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
-                                 "lemonpack does not start it")
+            raise InputError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
+                           "lemonpack does not start it")
         if m.recipe is None:
-            raise LemonpackError(f"model {name!r}: {m.problem}")
+            raise NotFoundError(f"model {name!r}: {m.problem}")
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)
