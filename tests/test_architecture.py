@@ -12,7 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lemonpack"
 DOC = ROOT / "docs" / "architecture.md"
-PRIMITIVES = {"errors", "files", "paths", "jsonpath", "safetree", "digest", "canonical", "hosts", "gguf_header"}
+
+
+def primitives(text: str) -> set[str]:
+    """The module names of the table's ``primitives`` row (`` `errors.py` `` ...)."""
+    row = next(line for line in text.splitlines() if line.startswith("| primitives |"))
+    return set(re.findall(r"`(\w+)\.py`", row.split("|")[2]))
+
+
+PRIMITIVES = primitives(DOC.read_text(encoding="utf-8"))
 
 
 def room_table(text: str) -> dict[str, set[str] | None]:
@@ -54,6 +62,9 @@ def imports(path: Path) -> list[tuple[int, str, list[str]]]:
 
 def test_the_table_parses_and_names_every_room_on_disk():
     table = room_table(DOC.read_text(encoding="utf-8"))
+    assert {"errors", "files", "strictjson", "schemacheck"} <= PRIMITIVES
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert PRIMITIVES <= modules, f"primitives named in docs/architecture.md but not on disk: {PRIMITIVES - modules}"
     assert {"cli", "contract", "oci", "runtime", "server"} <= set(table)
     on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     missing = sorted(on_disk - set(table))
@@ -142,6 +153,17 @@ def test_finished_writes_are_renamed_into_place_in_one_place():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if "os.replace(" in line and not line.lstrip().startswith("#")]
     assert not wrong, "os.replace outside lemonpack/files.py (use files.commit or replace_file):\n" + "\n".join(wrong)
+
+
+def test_rooms_import_only_rooms_below_them_in_the_table():
+    """"Read the table from the bottom up": the rooms a row may import are all below it, so the
+    table is an order and the allowed imports cannot form a cycle."""
+    table = room_table(DOC.read_text(encoding="utf-8"))
+    order = list(table)
+    wrong = [f"{room} may import {sorted(a for a in allowed if order.index(a) <= order.index(room))}, "
+             f"listed above it" for room, allowed in table.items()
+             if allowed is not None and any(order.index(a) <= order.index(room) for a in allowed)]
+    assert not wrong, "docs/architecture.md's table is not ordered:\n" + "\n".join(wrong)
 
 
 #: A module longer than this is listed in docs/architecture.md's "Large modules" table.

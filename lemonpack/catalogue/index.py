@@ -9,7 +9,6 @@ the new index's signature verified against a trusted key (``--key``, else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -163,6 +162,8 @@ def update(source: str, public_pem: bytes) -> dict:
     directory, verify it (:func:`verify_dir`) and only then replace the cached copy
     atomically. Returns ``{"entries": n, "generated", "path"}``. Raises
     :class:`SignatureError` (the cached copy untouched) or FetchError."""
+    import hashlib  # here, not at the top: loading OpenSSL is a visible part of a search's start-up
+
     dest = cached_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))
@@ -220,3 +221,12 @@ def update(source: str, public_pem: bytes) -> dict:
 def index_summary(index: dict[str, Any]) -> str:
     """One line: entries, rejected, date."""
     return f"{len(index.get('entries', []))} entries, {len(index.get('rejected', []))} rejected, generated {index.get('generated')}"
+
+
+def trusted_key(explicit: str | os.PathLike[str] | None) -> bytes:
+    """The bytes of the trusted public key (:func:`trusted_key_path`: ``explicit`` or
+    ``<config>/catalogue.pub``), read as a user's file (:func:`lemonpack.files.read_user_file`).
+    Raises LemonpackError when there is none, what ``read_user_file`` raises otherwise."""
+    from lemonpack.files import read_user_file
+
+    return read_user_file(trusted_key_path(explicit), "trusted key file")

@@ -21,7 +21,7 @@ import typer
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
 from lemonpack.cli.extensions_cmds import DIR_OPTION, FEATURE_OPTION, LOCK_OPTION, SELECT_OPTION, TREE_OPTION, _run
 from lemonpack.errors import one_line
-from lemonpack.extensions.manifest import CAPABILITIES
+from lemonpack.extensions.vocabulary import CAPABILITIES
 
 
 @app.command("probe")

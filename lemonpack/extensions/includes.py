@@ -110,7 +110,7 @@ def include_problems(directory: Path) -> list[str]:
 def _scan_source(path: str, root) -> list[str]:
     """The include-allowlist reasons of one source file (``path:line: ...``); ``root()``
     gives the extension directory's real path."""
-    from lemonpack.contract.loader import read_source_bytes
+    from lemonpack.strictjson import read_source_bytes
 
     data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
     if data is None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import parse_json_strict, read_json_text
+from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.errors import LemonpackError, Problem
 from lemonpack.extensions import templates
 from lemonpack.extensions.includes import include_problems
