@@ -32,7 +32,6 @@ import re
 from dataclasses import dataclass
 
 from lemonpack.errors import InputError, LemonpackError, UnreadableFileError
-from lemonpack.gguf_header import ArrayValue, read_identity
 
 #: Kept free of the host's available RAM by the default budget (OS, serve itself, compute buffers).
 HEADROOM = 1 << 30
@@ -125,6 +124,8 @@ def estimate_gguf(path: str, ctx_size: int, cache_type_k: str = "f16", cache_typ
     :class:`~lemonpack.gguf_header.ModelFileError` (a :class:`LemonpackError`) when it is not a
     readable GGUF file."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    from lemonpack.gguf_header import ArrayValue, read_identity  # imports gguf (numpy): only when asked
 
     identity = read_identity(path, numbers=lambda key: key.endswith(_PER_LAYER))
     weights = 0
