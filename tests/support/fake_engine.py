@@ -1,11 +1,13 @@
 """A fake OpenAI-compatible engine for runtime tests (stdlib only; run it as a script).
 
-    python fake_engine.py --port P [--host H] [--health-delay S] [--crash-after S]
+    python fake_engine.py --port P [--host H] [--health-delay S] [--health-503 N] [--crash-after S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
         [--record F] [--first-byte-delay S]
 
-- ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200.
+- ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200;
+  ``--health-503 N``: the first N answers are 503, whatever the time (a test that asserts
+  the 503s does not depend on how fast a loaded machine starts the engine).
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
   ``data: {...}`` lines ending ``data: [DONE]``).
 - ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
@@ -36,6 +38,8 @@ import threading
 import time
 
 START = time.monotonic()
+HEALTH_ASKED = [0]  # /health requests so far
+HEALTH_LOCK = threading.Lock()
 
 
 def log(msg: str) -> None:
@@ -72,7 +76,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         if self.path == "/health":
-            if time.monotonic() - START < self.opts.health_delay:
+            with HEALTH_LOCK:
+                HEALTH_ASKED[0] += 1
+                early = HEALTH_ASKED[0] <= self.opts.health_503
+            if early or time.monotonic() - START < self.opts.health_delay:
                 self._json(503, {"error": {"code": 503, "message": "Loading model"}})
             else:
                 self._json(200, {"status": "ok"})
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--model", default="fake-model")
     ap.add_argument("--health-delay", type=float, default=0.0)
+    ap.add_argument("--health-503", type=int, default=0)
     ap.add_argument("--crash-after", type=float, default=None)
     ap.add_argument("--exit-code", type=int, default=3)
     ap.add_argument("--exit-now", action="store_true")
