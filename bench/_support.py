@@ -253,26 +253,30 @@ class _Tee(io.TextIOBase):
 
 def run_recorded(section: str, main: Callable[[], int | None], note: str = "") -> int:
     """Run a bench's ``main()`` printing as usual, then :func:`record` what it printed on
-    stdout as ``section`` (with the command line, so the sizes used, and ``note``). A run that
-    fails (an exception, a non-zero exit) records nothing and says so on stderr. Returns the
-    exit code."""
+    stdout as ``section`` (with the command line, so the sizes used, and ``note``). A run
+    that returns is recorded, a non-zero code too (a bench returns 1 or 2 when a target is
+    missed or something was left running: the note says so); a run that raises (a crash,
+    ``SystemExit`` from argparse or a bench giving up) records nothing and says so on stderr.
+    Returns the exit code."""
     tee = _Tee(sys.stdout)
     try:
         with contextlib.redirect_stdout(tee):
             rc = main() or 0
-    except SystemExit as e:  # argparse --help, a bench giving up
-        rc = e.code if isinstance(e.code, int) else 1
-        if rc == 0:
-            return 0
-    if rc != 0:
-        print(f"{section}: exit code {rc}, {results_path()} not updated", file=sys.stderr)
-        return rc
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+        if code:
+            print(f"{section}: exited with {e.code!r}, {results_path()} not updated", file=sys.stderr)
+        return code
+    except BaseException:
+        print(f"{section}: failed, {results_path()} not updated", file=sys.stderr)
+        raise
     lines = tee.lines + ([tee._part] if tee._part else [])
     command = " ".join(["python3", f"bench/{section}.py", *sys.argv[1:]])
     sizes = "" if sys.argv[1:] else " (its default sizes)"
-    record(section, lines, f"`{command}`{sizes}" + (f"; {note}" if note else ""))
+    status = f"; exit code {rc} (a target missed or a check failed: see the figures)" if rc else ""
+    record(section, lines, f"`{command}`{sizes}{status}" + (f"; {note}" if note else ""))
     print(f"figures written to {results_path()} ({section})", file=sys.stderr)
-    return 0
+    return rc
 
 
 # ---------------------------------------------------------------- printing shared by proxy.py and gateway.py

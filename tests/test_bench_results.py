@@ -74,8 +74,19 @@ def test_a_bench_writes_its_section_where_the_environment_says(tmp_path):
     assert "figure: 42 ms" in section and "`python3 bench/lint.py --size 3`" in section
 
 
-def test_a_failed_run_records_nothing(tmp_path, monkeypatch, capsys):
+def test_a_failed_run_records_nothing_and_a_missed_target_is_recorded(tmp_path, monkeypatch, capsys):
     out = tmp_path / "R.md"
     monkeypatch.setenv("LEMONPACK_BENCH_RESULTS", str(out))
-    assert _support.run_recorded("lint", lambda: (print("half a figure"), 1)[1]) == 1
+    monkeypatch.setattr(sys, "argv", ["lint.py"])
+
+    def crash():
+        print("half a figure")
+        raise RuntimeError("boom")
+    try:
+        _support.run_recorded("lint", crash)
+    except RuntimeError:
+        pass
     assert not out.exists() and "not updated" in capsys.readouterr().err
+    assert _support.run_recorded("lint", lambda: (print("figure: 9 s, target missed"), 2)[1]) == 2
+    section = out.read_text().split("<!-- bench:lint start -->")[1]
+    assert "figure: 9 s, target missed" in section and "exit code 2" in section and "(its default sizes)" in section
