@@ -201,6 +201,84 @@ class StorageError(LemonpackError):
     kind = "storage"
 
 
+class UnreadableFileError(LemonpackError):
+    """A file the user named cannot be read: missing, a directory or another non-regular file,
+    permission denied (:func:`lemonpack.files.read_user_file`). The message names what the file
+    was for and its path. Exit 1."""
+
+    kind = "unreadable"
+
+
+class ConfigError(LemonpackError):
+    """A setting the user provided cannot be used: a registry config or credentials file that is
+    missing, not UTF-8 or not the JSON it must be; a credential helper that is not on PATH, fails
+    or answers something else; ``LEMONPACK_HOST_FACTS`` or a host-facts file; ``SOURCE_DATE_EPOCH``;
+    a key file; a password with no way to ask for it. Exit 1: the command cannot start as set up."""
+
+    kind = "config"
+
+
+class LayoutError(LemonpackError):
+    """An OCI image layout (a local directory, or the one a base image lives in) that is missing,
+    is not a layout, or does not hold together: a malformed ``index.json``, descriptor or
+    manifest, a blob missing or of another size than its descriptor, a tag that is not there or
+    would be repointed, a manifest that is not an image. Exit 1 (a digest that does not match is
+    :class:`IntegrityError`)."""
+
+    kind = "layout"
+
+
+class RegistryError(LemonpackError):
+    """A registry operation that cannot be carried out as asked, though the network worked: a tag
+    the registry does not have when pinning, a pull or publish destination of the wrong shape (a
+    digest where a tag is needed, neither; a layout tag that cannot be a registry tag), a base
+    reference that is not pinned, a digest that is not ``sha256:<hex>``. Exit 1 (a failed or
+    refused transfer is :class:`FetchError`, exit 4)."""
+
+    kind = "registry"
+
+
+class OutputError(LemonpackError):
+    """The output path cannot be written without destroying something lemonpack did not make: it
+    exists and is not a directory, or is a non-empty directory of another kind. Nothing was
+    written. Exit 1."""
+
+    kind = "output"
+
+
+class BuildError(LemonpackError):
+    """A build (``build``, ``install``, ``release``, a catalogue rebuild) cannot be made from its
+    inputs as given, though each file is valid on its own: a recipe id named twice, a missing
+    base recipe, a passthrough recipe with nothing to install, an artifact without its binary, a
+    release image whose selection breaks a release rule. Exit 1."""
+
+    kind = "build"
+
+
+class CatalogueError(LemonpackError):
+    """A catalogue (its sources, built index, signatures or a fetched entry) that cannot be used as
+    asked: a symlink in an entry tree, an entry source of an unsupported kind, an index without
+    its file, an unknown entry. Exit 1 (a signature that does not verify is
+    :class:`SignatureError`)."""
+
+    kind = "catalogue"
+
+
+class LockError(LemonpackError):
+    """A lock file (the contract schema lock, the extension API lock, the release lock) that
+    cannot be read, or that refuses the change asked of it: a released schema is frozen, a change
+    needs its reason or change record, the lock changed while it was being used. Exit 1."""
+
+    kind = "lock"
+
+
+class NotConfirmed(LemonpackError):
+    """A command that needs the user's confirmation did not get it (declined, or no terminal to
+    ask on and no ``--yes``). Nothing was changed. Exit 1."""
+
+    kind = "not-confirmed"
+
+
 class ToolError(LemonpackError):
     """An external tool (nix-build, podman, skopeo) failed; message carries its stderr tail."""
 
@@ -226,5 +304,6 @@ class Interrupted(LemonpackError):
 __all__ = [
     "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
-    "UsageError", "MirrorSettingError",
+    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "RegistryError", "OutputError",
+    "BuildError", "CatalogueError", "LockError", "NotConfirmed", "UnreadableFileError",
 ]

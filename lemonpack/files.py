@@ -70,10 +70,10 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False)
 def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
     """The bytes of a file the user named (a key, a credentials file, a recipe, a
     definition, a host-facts file): symlinks followed, anything but a regular file refused
-    without blocking (:func:`open_regular`). Raises :class:`lemonpack.errors.LemonpackError`
+    without blocking (:func:`open_regular`). Raises :class:`lemonpack.errors.UnreadableFileError`
     (exit 1) with one line naming ``what`` and the path: ``cannot read key file /tmp/k:
     not a regular file (a fifo)``."""
-    from lemonpack.errors import LemonpackError
+    from lemonpack.errors import UnreadableFileError
 
     try:
         with open_regular(path, follow_symlinks=True) as f:
@@ -84,7 +84,7 @@ def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
                   errno.EISDIR: "is a directory, not a file"}.get(e.errno or 0)
         if reason is None:
             reason = str(e.strerror or e)
-        raise LemonpackError(f"cannot read {what} {os.fspath(path)}: {reason}") from None
+        raise UnreadableFileError(f"cannot read {what} {os.fspath(path)}: {reason}") from None
 
 
 def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:

@@ -1,7 +1,8 @@
 # The lemonpack command as a package (nixpkgs' python3Packages.buildPythonApplication):
 # `nix run .#lemonpack -- --help`. `src` is the repository top; only pyproject.toml,
-# README.md and the lemonpack/ package are copied into the store, so changing tests or Nix
-# files does not rebuild it. Dependencies are pyproject.toml's [project] dependencies under
+# README.md, the lemonpack/ package and the extension tree its symlinks in
+# lemonpack/extensions/tree/ point at (catalogue/extensions, api/, extensions.lock) are copied
+# into the store, so changing tests or Nix files does not rebuild it. Dependencies are pyproject.toml's [project] dependencies under
 # their nixpkgs attribute names.
 { lib, python3Packages, src }:
 python3Packages.buildPythonApplication {
@@ -13,7 +14,8 @@ python3Packages.buildPythonApplication {
     name = "lemonpack-source";
     filter = path: type:
       let rel = lib.removePrefix (toString src + "/") (toString path); in
-      builtins.elem rel [ "pyproject.toml" "README.md" "lemonpack" ]
+      builtins.elem rel [ "pyproject.toml" "README.md" "lemonpack" "catalogue" "catalogue/extensions" "api" "extensions.lock" ]
+      || builtins.any (top: lib.hasPrefix top rel) [ "catalogue/extensions/" "api/" ]
       || lib.hasPrefix "lemonpack/" rel && !(lib.hasSuffix ".pyc" rel) && baseNameOf rel != "__pycache__";
   };
   build-system = [ python3Packages.setuptools ];

@@ -39,9 +39,11 @@ if ! venv_out=$(nix/offline-nixpkgs/host-python.sh pyproject.toml 2>&1); then
   exit 1
 fi
 
-# Lint first (rules in pyproject.toml [tool.ruff.lint]): an undefined name fails in seconds, not
-# after the suite.
+# Lint and type check first (rules in pyproject.toml [tool.ruff.lint] and [tool.mypy]): an undefined
+# name or a wrong type fails in seconds, not after the suite.
 "$PYTHON" -m ruff check --no-cache --quiet lemonpack tests bench scripts
+# Then the type check (rules and scope in pyproject.toml [tool.mypy]).
+"$PYTHON" -m mypy
 
 export CONTAINERS_CONF="$PWD/tests/containers.conf"
 # Screenshots of the browser tests (the catalogue site) are kept here as the run's artifacts.

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lemonpack.contract import EffectiveBlock
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError, UnsafeContentError
+from lemonpack.errors import BuildError, FetchError, IntegrityError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
 from lemonpack.fetch.staging import remove_tree
 
@@ -53,6 +53,7 @@ def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | 
     file and the JSON path of the source field.
     """
     prov = eff.provenance
+    assert prov.source is not None, "called only for a block with a source"
     expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
     try:
         return fetch(prov.source, sha256=expected, cache=cache, mirror=mirror, progress=progress)
@@ -70,7 +71,7 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
 
     Raises :class:`UnsafeContentError` (hostile member, or one the file system refuses:
     a name too long ...), :class:`StorageError` (the disk failed: no space ...),
-    :class:`LemonpackError` (not a readable archive; ``binary`` missing at the top level);
+    :class:`BuildError` (not a readable archive; ``binary`` missing at the top level);
     each names the recipe file and the source field; ``dest`` does not exist then.
     """
     source = eff.provenance.source or ""
@@ -82,9 +83,9 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     except (UnsafeContentError, StorageError) as e:
         raise type(e)(f"{_where(eff)}: {e}") from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
-        raise LemonpackError(f"{what} is not a readable archive: {e}") from None
+        raise BuildError(f"{what} is not a readable archive: {e}") from None
     if eff.binary and not (dest / eff.binary).is_file():
         top = sorted(p.name + ("/" if p.is_dir() else "") for p in dest.iterdir())[:10]
         remove_tree(dest)  # read-only directories of the archive included
-        raise LemonpackError(f"{what} has no {eff.binary!r} at its top level (binary of {eff.path}); "
-                             f"it holds: {', '.join(top) or 'nothing'}")
+        raise BuildError(f"{what} has no {eff.binary!r} at its top level (binary of {eff.path}); "
+                         f"it holds: {', '.join(top) or 'nothing'}")

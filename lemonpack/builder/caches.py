@@ -20,6 +20,7 @@ The model follows pip (``pip cache list`` / ``purge``), Nix
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,23 +91,23 @@ class Caches:
                                    "partial-stale" if is_stale(p) else "partial-live"))
         return items
 
-    def verify(self) -> list[CacheItem]:
+    def verify(self) -> builtins.list[CacheItem]:  # builtins: ``list`` is a method here
         """Re-hash every entry; drop each bad one (whatever it is: a file that does not
         hash to its name or cannot be read, a directory, a symlink, a layer record of
         another key ...). Returns every entry checked, bad ones with ``problem`` set (they
         are gone from disk when this returns)."""
-        out = []
+        out: builtins.list[CacheItem] = []
         for e in self.artifacts.entries():
             problem = e.problem or _hash_problem(e.path, e.digest[7:])
             if problem:
                 self.artifacts.remove(e)
             out.append(CacheItem("artifacts", e.digest, e.path, e.size, problem=problem))
         layers = self.layers
-        for e in layers.entries():
-            problem = layers.check(e)
+        for le in layers.entries():
+            problem = layers.check(le)
             if problem:
-                layers.drop(e.key)
-            out.append(CacheItem("layers", e.key, e.blob, e.size, problem=problem))
+                layers.drop(le.key)
+            out.append(CacheItem("layers", le.key, le.blob, le.size, problem=problem))
         for p in layers.orphans():
             problem = _hash_problem(p, p.name)
             size = tree_size(p)
@@ -115,7 +116,7 @@ class Caches:
             out.append(CacheItem("layers", p.name, p, size, "orphan", problem))
         return out
 
-    def clean(self, partial_only: bool = False) -> list[CacheItem]:
+    def clean(self, partial_only: bool = False) -> builtins.list[CacheItem]:
         """Remove stale partial temps and, unless ``partial_only``, every entry of both
         caches (live partials of running writers stay). Returns what was removed."""
         removed = [CacheItem("artifacts", p.name, p, n, "partial-stale") for p, n in self.artifacts.sweep()]

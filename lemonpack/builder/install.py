@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
-from lemonpack.errors import LemonpackError, SelectionError, StorageError
+from lemonpack.errors import BuildError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
@@ -61,12 +61,12 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     Raises :class:`SelectionError` when the recipe has no block for the host OS, when the
     requested accelerator has no block, when several artifacts fit and no
     ``accelerator`` was given (naming them), or when only arch overrides carry artifacts
-    and the arch is unknown (naming the patterns). Raises LemonpackError for a
+    and the arch is unknown (naming the patterns). Raises BuildError for a
     passthrough recipe (nothing to install: its binary is user-provided).
     """
     if recipe.variant_of is None:
-        raise LemonpackError(f"{recipe.file}: {recipe.recipe} is a passthrough recipe; its command is "
-                             "user-provided and there is nothing to install")
+        raise BuildError(f"{recipe.file}: {recipe.recipe} is a passthrough recipe; its command is "
+                         "user-provided and there is nothing to install")
     blocks = recipe.platforms.get(host.os)
     if not blocks:
         raise SelectionError(f"{recipe.file}: no platform block for OS {host.os!r} "
@@ -125,14 +125,14 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
     Returns ``{"recipe", "path", "binary", "source", "sha256", "policy"}``. Raises
     IntegrityError / FetchError / UnsafeContentError / StorageError (the disk failed) with
     nothing changed, and
-    LemonpackError when the block has no source (user-provided binary) or the unpacked
+    BuildError when the block has no source (user-provided binary) or the unpacked
     artifact lacks the declared binary at its top level.
     """
     eff, recipe = plan.block, plan.recipe
     prov = eff.provenance
     if prov.source is None:
-        raise LemonpackError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
-                             f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
+        raise BuildError(f"{recipe.file}: {eff.path} has no source: the binary {eff.binary!r} is "
+                         f"user-provided; put it at {external_dir(recipe.recipe) / (eff.binary or '')}")
     if plan.example and mirror is None:
         from lemonpack.examples import serve_mirror
 

@@ -230,7 +230,7 @@ class LayerCache:
         (:func:`read_layer`) and :meth:`drop` it when it is not what the record says.
         """
         blob, info, problem = self._load(key)
-        if problem is None:
+        if problem is None and blob is not None:  # a usable record always names its blob
             return blob, info
         if problem != "record is missing":
             log.warning("cached layer %s not used: %s; rebuilding it", key, problem)
@@ -310,7 +310,7 @@ class LayerCache:
             if not is_sha256_hex(key):
                 continue
             blob, info, problem = self._load(key)
-            if problem is None:
+            if problem is None and blob is not None:
                 yield LayerEntry(key, blob, info, tree_size(blob))
             else:
                 yield LayerEntry(key, rec, {}, tree_size(rec), problem)

@@ -46,7 +46,8 @@ from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
 from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError, UnsafeContentError
+from lemonpack.errors import (BuildError, ConfigError, IntegrityError, LayoutError, LemonpackError, SelectionError,
+                              StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
@@ -67,12 +68,12 @@ from lemonpack.oci.platform import GOARCH  # noqa: E402,F401  (the one host -> G
 
 def source_date_epoch() -> int:
     """``SOURCE_DATE_EPOCH`` as an int (reproducible-builds.org), or 0 when unset.
-    Raises LemonpackError when it is set but not a non-negative integer."""
+    Raises :class:`~lemonpack.errors.ConfigError` when it is set but not a non-negative integer."""
     raw = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not raw:
         return 0
     if not raw.isdigit():
-        raise LemonpackError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
+        raise ConfigError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
     return int(raw)
 
 
@@ -260,8 +261,8 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
     res = resolve_extends(pool)
     for drop in res.dropped:
         if drop.recipe == recipe.recipe:
-            raise LemonpackError(f"{recipe.file}: extends: {drop.reason}; give the base recipe file in the same "
-                                 f"build or install it where discovery finds it (lemonpack backends list)")
+            raise BuildError(f"{recipe.file}: extends: {drop.reason}; give the base recipe file in the same "
+                             f"build or install it where discovery finds it (lemonpack backends list)")
     return tuple(pool[b] for b in res.chains.get(recipe.recipe, ()))
 
 
@@ -329,7 +330,9 @@ class BaseLayers:
     digest while copied; the layers' facts checked once, remembered in ``layers``)."""
 
     def __init__(self, lw: LayoutWriter, layers: LayerCache):
-        self.lw, self.layers, self.copied, self.checked = lw, layers, set(), set()
+        self.lw, self.layers = lw, layers
+        self.copied: set[str] = set()
+        self.checked: set[tuple[str, tuple[str, ...]]] = set()
 
     def put(self, image: BaseImage, prefixes: tuple[str, ...]) -> list[Descriptor]:
         """Check ``image`` against ``prefixes`` and copy its layers; their descriptors."""
@@ -346,21 +349,22 @@ class BaseLayers:
                 raise IntegrityError(f"base {image.name}: layer blob {image.blob(desc)}", exc.expected,
                                      exc.actual) from None
             except FileNotFoundError:
-                raise LemonpackError(f"base {image.name}: layer {desc.digest} is missing from "
-                                     f"{image.layout}") from None
+                raise LayoutError(f"base {image.name}: layer {desc.digest} is missing from "
+                                  f"{image.layout}") from None
             except LemonpackError as exc:
-                raise LemonpackError(f"base {image.name}: {exc}") from None
+                raise LayoutError(f"base {image.name}: {exc}") from None
             self.copied.add(desc.digest)
         return list(image.layers)
 
 
 def _base_for(t: EffectiveBlock, opts: BuildOptions) -> BaseImage:
+    assert opts.base is not None, "called only when the build has a base"
     try:
         return opts.base.for_platform(t.os, opts.cpu_arch, f"target {t.recipe.recipe}.{t.target_name} "
                                       f"({t.recipe.file})")
     except LemonpackError as exc:
-        if type(exc) is LemonpackError and f"is {t.os}/" in str(exc):  # another platform: say how to narrow
-            raise LemonpackError(f"{exc} (choose the targets this base runs with --os/--accelerator/--cpu-arch)") \
+        if isinstance(exc, SelectionError) and f"is {t.os}/" in str(exc):  # another platform: say how to narrow
+            raise SelectionError(f"{exc} (choose the targets this base runs with --os/--accelerator/--cpu-arch)") \
                 from None
         raise
 
@@ -417,7 +421,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     seen: dict[str, str] = {}
     for r in recipes:
         if r.recipe in seen:
-            raise LemonpackError(f"recipe id {r.recipe!r} given twice: {seen[r.recipe]} and {r.file}")
+            raise BuildError(f"recipe id {r.recipe!r} given twice: {seen[r.recipe]} and {r.file}")
         seen[r.recipe] = r.file
     plans = []
     available = {**(bases or {}), **{r.recipe: r for r in recipes}}
@@ -448,6 +452,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                     result, desc = _build_target(lw, t, opts, cache, layers, scratch, recipe_layer, recipe_blob,
                                                  base_blobs, based)
                     if result.source:
+                        assert result.sha256 is not None, "a fetched artifact has its sha256"
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
@@ -485,8 +490,10 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
     prov = t.provenance
     prefix = f"opt/lemonpack/{recipe.recipe}"
     if recipe.variant_of and prov.source:
-        image = _base_for(t, opts) if based is not None else None
-        if image is not None:  # before the fetch: a wrong base fails fast
+        image: BaseImage | None = None
+        base_layers: list[Descriptor] = []
+        if based is not None:  # before the fetch: a wrong base fails fast
+            image = _base_for(t, opts)
             base_layers = based.put(image, (prefix,))
         fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)

@@ -28,7 +28,7 @@ from lemonpack.builder.pipeline import BuildOptions, BuildResult, TargetResult, 
 from lemonpack.contract import load_recipe, targets
 from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import ManifestError, SelectionError, UsageError
+from lemonpack.errors import ManifestError, Problem, SelectionError, UsageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.oci.base import BaseSource
 from lemonpack.oci.platform import OCI_ARCHITECTURES, host_arch
@@ -123,7 +123,9 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     _choice(compression, COMPRESSIONS, "--compression")
     resolved_mirror = None if example else (
         mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
-    loaded, files, problems = [], [], []
+    loaded: list[Recipe] = []
+    files: list[Path | None] = []
+    problems: list[Problem] = []
     for r in recipes:
         if isinstance(r, Recipe):
             loaded.append(r)

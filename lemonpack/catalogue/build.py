@@ -42,10 +42,10 @@ from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
-from lemonpack.catalogue.sources import EntrySource, Publisher, load_sources
+from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import read_user_file, replace_directory
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError, one_line
+from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
 
@@ -230,7 +230,7 @@ def _official_recipe_files(source: Path) -> list[tuple[str, Path]]:
 def _base_entry(**kw) -> dict:
     return {"id": kw["id"], "kind": kw["kind"], "name": kw["name"], "display_name": kw["display_name"],
             "official": kw["official"], "publisher": kw["publisher"], "description": kw["description"],
-            "license": kw["license"], "homepage": kw["homepage"], "tags": list(kw["tags"]),
+            **kw["described"], "tags": list(kw["tags"]),
             "capabilities": list(kw["capabilities"]), "version": kw["version"], "platforms": kw["platforms"],
             "source": kw["source"], "digest": kw["digest"], "signature": kw["signature"],
             "pinning": kw["pinning"], "reproducible": kw["reproducible"], "commands": kw["commands"]}
@@ -282,7 +282,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
         entries.append(_base_entry(
             id=f"recipe:{recipe.recipe}", kind="recipe", name=recipe.recipe, display_name=recipe.display_name,
             official=True, publisher=OFFICIAL_PUBLISHER, description=str(d.get("description", recipe.display_name)),
-            license=str(d.get("license", "MIT")), homepage=str(d.get("homepage", "")), tags=["official"],
+            described=described(d), tags=["official"],
             capabilities=sorted(recipe.capabilities), version=str(d.get("version", "1")),
             platforms=recipe_platforms(recipe), source=source,
             digest="sha256:" + hashlib.sha256(data).hexdigest(), signature=sig, pinning=pinning(recipe),
@@ -304,7 +304,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
             entries.append(_base_entry(
                 id=f"extension:{ext.name}", kind="extension", name=ext.name, display_name=ext.name,
                 official=True, publisher=OFFICIAL_PUBLISHER, description=str(manifest.get("description", "")),
-                license=str(manifest.get("license", "MIT")), homepage=str(manifest.get("homepage", "")),
+                described=described(manifest),
                 tags=["official"], capabilities=sorted({p.capability for p in ext.providers}),
                 version=ext.version, platforms=extension_platforms(ext), source={"type": "repo", "path": shown},
                 digest=digest, signature=sig, pinning={"status": "all", "images": [], "artifacts": []},
@@ -347,8 +347,8 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
         raise Rejected(f"digest mismatch: expected {e.expected}, got {e.actual}") from None
     except LemonpackError as e:
         raise Rejected(f"fetch failed: {e}") from None
-    common = dict(official=False, publisher=ent.publisher, description=ent.description, license=ent.license,
-                  homepage=ent.homepage, tags=list(ent.tags), source=_shown_source(ent.source), digest=fetched.digest)
+    common = dict(official=False, publisher=ent.publisher, description=ent.description,
+                  described=ent.described, tags=list(ent.tags), source=_shown_source(ent.source), digest=fetched.digest)
     if ent.kind == "recipe":
         from lemonpack.contract.loader import build_model
 
@@ -519,7 +519,7 @@ def build(cfg: BuildConfig) -> dict:
     import time
 
     if not (cfg.source / "catalogue").is_dir():
-        raise LemonpackError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
+        raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)

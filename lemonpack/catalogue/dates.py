@@ -48,13 +48,13 @@ def _newest_mtime(source: Path) -> int:
 
 def source_epoch(source: Path, environ: dict[str, str] | None = None) -> int:
     """Seconds since the epoch to date a build of ``source`` with (see the module docstring).
-    Raises LemonpackError for a ``SOURCE_DATE_EPOCH`` that is not a non-negative integer."""
-    from lemonpack.errors import LemonpackError
+    Raises :class:`~lemonpack.errors.ConfigError` for a ``SOURCE_DATE_EPOCH`` that is not a non-negative integer."""
+    from lemonpack.errors import ConfigError
 
     env = os.environ if environ is None else environ
     raw = env.get("SOURCE_DATE_EPOCH", "").strip()
     if raw:
         if not raw.isdigit():
-            raise LemonpackError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
+            raise ConfigError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
         return int(raw)
     return _git_time(Path(source)) or _newest_mtime(Path(source))

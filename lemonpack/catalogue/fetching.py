@@ -23,7 +23,7 @@ from typing import Any
 
 from lemonpack.files import commit, replace_file
 from lemonpack.catalogue import bounded
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, one_line
+from lemonpack.errors import CatalogueError, FetchError, IntegrityError, OutputError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, detect_format, extract, fetch
 
 
@@ -45,18 +45,19 @@ def tree_digest(root: Path) -> tuple[str, bytes]:
     ``<sha256 hex>  <relative path>\\n`` (``sha256sum`` output), sorted by path (bytes);
     returns ``("sha256:<hex>", listing)``. Symlinks and other non-regular files raise
     :class:`LemonpackError` (an entry's tree must be plain files)."""
-    lines = []
+    lines: list[bytes] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in dirnames + filenames:
             p = Path(dirpath, name)
             if p.is_symlink():
-                raise LemonpackError(f"{p}: symlinks are not allowed in a catalogue entry")
+                raise CatalogueError(f"{p}: symlinks are not allowed in a catalogue entry")
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
             lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
-    listing = b"".join(sorted(lines, key=lambda l: l.split(b"  ", 1)[1]))
+    lines.sort(key=lambda line: line.split(b"  ", 1)[1])
+    listing = b"".join(lines)
     return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
 
 
@@ -131,7 +132,7 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
         return Fetched(digest, subject, target, recipe_text=text)
     if src["type"] == "oci":
         return _fetch_oci(kind, src, work, insecure_registry, registry_config)
-    raise LemonpackError(f"unknown source type {src['type']!r}")
+    raise CatalogueError(f"unknown source type {src['type']!r}")
 
 
 def _extension_root(dest: Path) -> Path:
@@ -140,7 +141,7 @@ def _extension_root(dest: Path) -> Path:
     subs = [p for p in dest.iterdir() if p.is_dir()]
     if len(subs) == 1 and (subs[0] / "extension.json").is_file():
         return subs[0]
-    raise LemonpackError("the archive holds no extension.json at its top or in its one top directory")
+    raise CatalogueError("the archive holds no extension.json at its top or in its one top directory")
 
 
 def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config: Path | None) -> Fetched:
@@ -151,7 +152,7 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
     from lemonpack.signing.ociinstall import image_manifests, recipe_from_image
 
     if kind != "recipe":
-        raise LemonpackError("OCI sources are supported for recipes only")
+        raise CatalogueError("OCI sources are supported for recipes only")
     ref = parse_reference(src["ref"])
     layout = work / "layout"
     client = RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
@@ -160,9 +161,10 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
     root = index["manifests"][0]
     manifests = image_manifests(layout, root["digest"], root.get("mediaType", ""))
     if not manifests:
-        raise LemonpackError("the image has no image manifest")
+        raise CatalogueError("the image has no image manifest")
     recipe = recipe_from_image(layout, manifests[0][1], src["ref"])
     text = recipe.canonical.decode()
+    assert ref.digest is not None, "the entry schema pins an OCI source by digest"
     return Fetched(ref.digest, text.encode(), layout, recipe_text=text, oci_ref=src["ref"])
 
 
@@ -175,7 +177,7 @@ def fetch_to(kind: str, src: dict, out: Path, *, mirror: Mirror | None = None,
     UnsafeContentError, LemonpackError (``out`` exists)."""
     out = Path(out).absolute()
     if kind == "extension" and (out.exists() or out.is_symlink()):
-        raise LemonpackError(f"{out} exists: choose another --out, or remove it first")
+        raise OutputError(f"{out} exists: choose another --out, or remove it first")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.fetch-", dir=out.parent) as tmp:
         got = fetch_source(kind, src, Path(tmp) / "w", cache=cache, mirror=mirror)

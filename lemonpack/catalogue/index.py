@@ -9,7 +9,6 @@ the new index's signature verified against a trusted key (``--key``, else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from typing import Any
 
 from lemonpack.canonical import canonical_json
 from lemonpack.catalogue.names import INDEX_NAME, SIG_NAME, entry_filename, verify_bytes
-from lemonpack.errors import FetchError, LemonpackError, SignatureError
+from lemonpack.errors import CatalogueError, ConfigError, FetchError, LemonpackError, SignatureError
 from lemonpack.paths import cache_root, config_root
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
@@ -38,7 +37,7 @@ def trusted_key_path(explicit: str | os.PathLike[str] | None) -> Path:
     LemonpackError when neither exists."""
     p = Path(explicit) if explicit else config_root() / "catalogue.pub"
     if not p.exists():
-        raise LemonpackError(f"no trusted catalogue key: {p} does not exist (pass --key PUBLIC.pem)")
+        raise ConfigError(f"no trusted catalogue key: {p} does not exist (pass --key PUBLIC.pem)")
     return p
 
 
@@ -58,14 +57,14 @@ def locate(index: str | os.PathLike[str] | None) -> Path:
             return p
         shipped = shipped_index()
         if not shipped.is_file():
-            raise LemonpackError(f"no catalogue index: {p} does not exist "
+            raise CatalogueError(f"no catalogue index: {p} does not exist "
                                  "(run lemonpack catalogue update --from URL|DIR, or pass --index)")
         return shipped
     p = Path(index)
     if p.is_dir():
         p = p / INDEX_NAME
     if not p.is_file():
-        raise LemonpackError(f"no catalogue index at {index}")
+        raise CatalogueError(f"no catalogue index at {index}")
     return p
 
 
@@ -76,9 +75,9 @@ def load_index(index: str | os.PathLike[str] | None) -> dict:
     try:
         data = json.loads(p.read_bytes())
     except (OSError, ValueError) as e:
-        raise LemonpackError(f"{p}: not a catalogue index: {e}") from None
+        raise CatalogueError(f"{p}: not a catalogue index: {e}") from None
     if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(data.get("entries"), list):
-        raise LemonpackError(f"{p}: not a catalogue index of schema 1")
+        raise CatalogueError(f"{p}: not a catalogue index of schema 1")
     return data
 
 
@@ -93,11 +92,11 @@ def find_entry(index: dict, ident: str) -> dict:
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
-        raise LemonpackError(f"{ident!r} is ambiguous: {', '.join(e['id'] for e in named)}")
+        raise CatalogueError(f"{ident!r} is ambiguous: {', '.join(e['id'] for e in named)}")
     for r in index.get("rejected", []):
         if r["id"] == ident or r["id"].split(":", 1)[-1] == ident:
-            raise LemonpackError(f"{r['id']} was rejected ({r['file']}): {'; '.join(r['reasons'])}")
-    raise LemonpackError(f"no catalogue entry {ident!r}")
+            raise CatalogueError(f"{r['id']} was rejected ({r['file']}): {'; '.join(r['reasons'])}")
+    raise CatalogueError(f"no catalogue entry {ident!r}")
 
 
 def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
@@ -115,12 +114,12 @@ def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
         index = json.loads(data)
     except ValueError as e:
         return problems + [f"{directory / INDEX_NAME}: not JSON: {e}"]
-    for e in index.get("entries", []):
-        f = directory / "entries" / entry_filename(e["id"])
+    for entry in index.get("entries", []):
+        f = directory / "entries" / entry_filename(entry["id"])
         if not f.is_file():
             problems.append(f"{f}: missing")
-        elif f.read_bytes() != canonical_json(e):
-            problems.append(f"{f}: differs from the index's entry {e['id']}")
+        elif f.read_bytes() != canonical_json(entry):
+            problems.append(f"{f}: differs from the index's entry {entry['id']}")
     return problems
 
 
@@ -163,6 +162,8 @@ def update(source: str, public_pem: bytes) -> dict:
     directory, verify it (:func:`verify_dir`) and only then replace the cached copy
     atomically. Returns ``{"entries": n, "generated", "path"}``. Raises
     :class:`SignatureError` (the cached copy untouched) or FetchError."""
+    import hashlib  # here, not at the top: loading OpenSSL is a visible part of a search's start-up
+
     dest = cached_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))
@@ -193,7 +194,7 @@ def update(source: str, public_pem: bytes) -> dict:
             if src.is_file():
                 src = src.parent
             if not (src / INDEX_NAME).is_file():
-                raise LemonpackError(f"no {INDEX_NAME} in {source}")
+                raise CatalogueError(f"no {INDEX_NAME} in {source}")
             shutil.copy2(src / INDEX_NAME, tmp / INDEX_NAME)
             if (src / SIG_NAME).is_file():
                 shutil.copy2(src / SIG_NAME, tmp / SIG_NAME)

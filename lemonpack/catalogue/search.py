@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import CatalogueError
 
 FILTERS: tuple[str, ...] = ("kind", "capability", "os", "accelerator", "gpu_arch", "official", "signature",
                             "pinning", "reproducible", "publisher")
@@ -45,7 +45,7 @@ def _values(entry: Mapping[str, Any], name: str) -> set:
         return {(entry.get(name) or {}).get("status")}
     if name == "publisher":
         return {entry.get("publisher")}
-    raise LemonpackError(f"unknown search filter {name!r} (known: {', '.join(FILTERS)})")
+    raise CatalogueError(f"unknown search filter {name!r} (known: {', '.join(FILTERS)})")
 
 
 def haystack(entry: Mapping[str, Any]) -> list[str]:
@@ -84,7 +84,7 @@ def search(index: Mapping[str, Any], query: str = "", filters: Mapping[str, Any]
     filters = dict(filters or {})
     unknown = sorted(set(filters) - set(FILTERS))
     if unknown:
-        raise LemonpackError(f"unknown search filter {unknown[0]!r} (known: {', '.join(FILTERS)})")
+        raise CatalogueError(f"unknown search filter {unknown[0]!r} (known: {', '.join(FILTERS)})")
     terms = [t.lower() for t in query.split()]
     found = [e for e in index.get("entries", []) if matches(e, terms, filters)]
     if terms:

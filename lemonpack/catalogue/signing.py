@@ -18,7 +18,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from lemonpack.errors import LemonpackError, ManifestError
+from lemonpack.errors import CatalogueError, ManifestError
 
 _TABLE = re.compile(r"^\s*\[")
 _SIGNATURE = re.compile(r"^\s*\[\s*signature\s*\]\s*(#.*)?$")
@@ -56,7 +56,7 @@ def sign_entry(entry: Path, key: Path, password: bytes, *, mirror=None, cache=No
     if ent is None:
         raise ManifestError(problems)
     if ent.source["type"] == "oci":
-        raise LemonpackError(f"{entry}: an OCI entry is signed in its registry: lemonpack sign "
+        raise CatalogueError(f"{entry}: an OCI entry is signed in its registry: lemonpack sign "
                              f"{ent.source['ref']} --key {key}")
     private = load_private_key(key, password)
     pem = public_pem_of(private)

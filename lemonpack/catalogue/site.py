@@ -322,7 +322,7 @@ def site_files(index: dict[str, Any], index_digest: str | None = None, cache: An
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
     env = _environment()
-    common = {"generated": index.get("generated") or "", "schema": index.get("schema"),
+    common: dict[str, Any] = {"generated": index.get("generated") or "", "schema": index.get("schema"),
               "publishers": publishers, "index_digest": index_digest}
     item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
     files: dict[str, bytes] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jsonschema
 
@@ -26,6 +26,21 @@ from lemonpack.contract.loader import schema_problems
 from lemonpack.contract.loader import read_source_bytes
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.jsonpath import join
+
+#: The descriptive fields of an entry, copied into the index as written: from a community
+#: entry file (checked by ``schema/entry.schema.json``), an official recipe's document or an
+#: official extension's ``extension.json``; the value is what an official source without the
+#: field gets. The index, ``catalogue show`` and the site's entry page carry every row, so a
+#: new field is a row here, a property in ``schema/entry.schema.json`` and, to show it on the
+#: site, a line in ``templates/entry.html``.
+DESCRIBED: dict[str, str] = {"license": "MIT", "homepage": ""}
+
+
+def described(doc: Mapping) -> dict[str, str]:
+    """``{field: str}`` for every :data:`DESCRIBED` field of ``doc`` (a parsed entry, recipe or
+    extension manifest), its default where ``doc`` lacks it."""
+    return {k: str(doc.get(k, default)) for k, default in DESCRIBED.items()}
+
 
 PUBLISHER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_FILE_BYTES = 1024 * 1024
@@ -80,10 +95,9 @@ class EntrySource:
     kind: str
     name: str
     description: str
-    license: str
     source: dict
     file: str
-    homepage: str = ""
+    described: dict[str, str] = field(default_factory=dict)  # the DESCRIBED fields
     tags: tuple[str, ...] = ()
     signature: dict | None = None
     published_digest: str | None = None
@@ -129,13 +143,13 @@ def _read_checked(path: Path, file: str, name: str, memo) -> tuple[dict | None, 
         return doc, (problems or _schema_problems(doc, name, file)) if doc is not None else problems, data
     from lemonpack.catalogue.memo import file_key
 
-    data, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
-    if data is None:
+    raw, problems = read_source_bytes(path, too_large_rule="too-large", limit=MAX_FILE_BYTES)
+    if raw is None:
         return None, problems, b""
-    key = file_key(data, name)
+    key = file_key(raw, name)
     doc = memo.valid_doc(key)
     if doc is not None:
-        return doc, [], data
+        return doc, [], raw
     doc, problems, data = _read_toml(path, file)
     if doc is None:
         return None, problems, data
@@ -204,8 +218,7 @@ def check_entry(path: str | Path, publishers: Mapping[str, Publisher | None] | N
     if problems:
         return None, problems
     return EntrySource(publisher=publisher, kind=doc["kind"], name=doc["name"], description=doc["description"],
-                       license=doc["license"], source=dict(doc["source"]), file=file,
-                       homepage=doc.get("homepage", ""), tags=tuple(doc.get("tags", ())),
+                       source=dict(doc["source"]), file=file, described=described(doc), tags=tuple(doc.get("tags", ())),
                        signature=doc.get("signature"), published_digest=doc.get("published_digest"), raw=doc,
                        data=data), []
 
@@ -236,7 +249,7 @@ def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     entries = []
     files = {p.stem: None for p in (root / "publishers").glob("*.toml")}
     for p in sorted((root / "entries").glob("*/*.toml")):
-        ent, probs = check_entry(p, files, memo)  # type: ignore[arg-type]  (an invalid publisher is its own problem)
+        ent, probs = check_entry(p, files, memo)  # an invalid publisher is its own problem
         if ent is None:
             rejected[str(p)] = probs
         else:
@@ -244,7 +257,7 @@ def load_sources(catalogue_dir: str | Path, memo=None) -> Sources:
     return Sources(pubs, entries, rejected)
 
 
-def lint_paths(paths: list[str | Path]) -> list[Problem]:
+def lint_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem of the given files or ``catalogue/`` directories (offline). A
     directory is linted as a catalogue (publishers, then entries, with the publisher
     check); a ``.toml`` file under a ``publishers`` directory as a publisher, any other as
@@ -265,7 +278,7 @@ def lint_paths(paths: list[str | Path]) -> list[Problem]:
             known = None
             if pub_dir.is_dir():
                 known = {q.stem: None for q in pub_dir.glob("*.toml")}
-            problems += check_entry(p, known)[1]  # type: ignore[arg-type]
+            problems += check_entry(p, known)[1]
     return problems
 
 

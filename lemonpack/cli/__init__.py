@@ -8,16 +8,16 @@ Command groups live in sibling modules and register themselves on :data:`app`.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable
 
-import typer
-from rich.markup import escape
+if TYPE_CHECKING:
+    import typer
 
-from lemonpack.cli._app import console, err_console
-from lemonpack.cli._app import app as _APP
-from lemonpack.errors import LemonpackError, StorageError
+# typer, rich and the command modules are imported only when a command line needs them:
+# ``lemonpack --help`` and ``--version`` print a stored page (:func:`_print_static_page`).
 
 #: The modules holding the command groups; each registers its commands on ``app`` when imported.
 COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
@@ -41,16 +41,28 @@ COMMAND_INDEX = {
 def load_commands(args: list[str] | None = None) -> typer.Typer:
     """Import the command modules ``args`` needs and return the app: only the module of
     the command ``args`` names (its first word not starting with ``-``) when
-    :data:`COMMAND_INDEX` knows it, else all of them (``--help``, a typo)."""
-    word = next((a for a in args or () if not a.startswith("-")), None)
+    :data:`COMMAND_INDEX` knows it, none for ``--version`` alone (the root's eager option
+    prints and exits before any command is looked at), else all of them (``--help``, a typo).
+    The modules import their rooms inside the commands, so importing all of them for
+    ``--help`` stays cheap (docs/architecture.md, "Start-up")."""
+    from lemonpack.cli._app import app as root
+
+    args = list(args or ())
+    word = next((a for a in args if not a.startswith("-")), None)
+    if word is None and set(args) == {"--version"}:
+        return root
     for name in (COMMAND_INDEX[word],) if word in COMMAND_INDEX else COMMAND_MODULES:
         __import__(f"lemonpack.cli.{name}")
-    return _APP
+    return root
 
 
 def __getattr__(name: str):
     if name == "app":  # ``from lemonpack.cli import app``: the app with every command
         return load_commands()
+    if name in ("console", "err_console"):
+        from lemonpack.cli import _app
+
+        return getattr(_app, name)
     raise AttributeError(name)
 
 
@@ -76,6 +88,10 @@ class StderrLogHandler(logging.Handler):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if _print_static_page(args):
+        if argv is None:
+            sys.exit(0)
+        return 0
     want_json = "--json" in args
     handler = StderrLogHandler(logging.WARNING)
     logger = logging.getLogger("lemonpack")
@@ -98,7 +114,7 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.seen = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> "_CtrlC":
         import signal
@@ -120,7 +136,43 @@ class _CtrlC:
         raise KeyboardInterrupt
 
 
+def _print_static_page(args: list[str]) -> bool:
+    """Print what ``lemonpack --version`` or ``lemonpack --help`` prints, without importing
+    typer or a command module (most of their start-up); False for any other command line,
+    and for ``--help`` on a terminal narrower than 80 columns (click wraps the page to the
+    terminal up to 80 columns: typer renders it then). The root help page is stored in
+    :mod:`lemonpack.cli._root_help` (``python3 scripts/root_help.py`` writes it;
+    tests/cli/test_root_help.py fails when it is not what typer renders)."""
+    if args == ["--version"]:
+        from lemonpack import __version__
+
+        page = f"lemonpack {__version__}\n"
+    elif args == ["--help"]:
+        import shutil
+
+        if shutil.get_terminal_size().columns < 80:
+            return False
+        from lemonpack.cli._root_help import ROOT_HELP
+
+        page = ROOT_HELP
+    else:
+        return False
+    try:
+        sys.stdout.write(page)
+        sys.stdout.flush()
+    except OSError:  # a closed pipe: typer's path meets it again and reports it as for any command
+        return False
+    return True
+
+
 def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC") -> int:
+    import json
+
+    import typer
+
+    from lemonpack.cli._app import err_console
+    from lemonpack.errors import LemonpackError, StorageError
+
     try:
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
@@ -132,6 +184,8 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
         if want_json:
             print(json.dumps(e.to_json()), flush=True)  # one line: scripts read it as an event
         else:
+            from rich.markup import escape
+
             label = "aborted:" if e.exit_code == 130 else "[bold red]error:[/]"
             err_console.print(f"{label} {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         code = e.exit_code
@@ -141,11 +195,19 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
         code = _report_interrupt(args, want_json)
     except Exception as e:
         # Usage errors of typer's (vendored) click: they know how to print themselves.
-        if not (hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int)):
+        exit_code = getattr(e, "exit_code", None)
+        if not (hasattr(e, "show") and isinstance(exit_code, int)):
             raise
         e.show()
-        code = e.exit_code
+        code = exit_code
     if exit_process:
+        import gc
+
+        # The process ends here: the interpreter's last collections need not walk every object
+        # the imports made (about a fifth of a quick command's CPU time). atexit handlers and
+        # ``weakref.finalize`` still run; Python never promised ``__del__`` of cyclic garbage
+        # at exit anyway.
+        gc.freeze()
         sys.exit(code)
     return code
 
@@ -153,6 +215,11 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
 def _report_interrupt(args: list[str], want_json: bool) -> int:
     """Say that Ctrl-C stopped the command (a command that knows what it left behind raises
     :class:`~lemonpack.errors.Interrupted` with that instead); returns 130."""
+    import json
+
+    from rich.markup import escape
+
+    from lemonpack.cli._app import err_console
     from lemonpack.errors import Interrupted
 
     word = next((a for a in args if not a.startswith("-")), "")

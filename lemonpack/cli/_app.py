@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Help pages are click's plain ones (``rich_markup_mode=None`` on every Typer of the CLI):
 #: typer's rich panels (typer 0.29) print a type column for flags too (``--json <bool>``),
@@ -47,8 +49,35 @@ def _width(stream) -> int | None:
     return None if stream.isatty() else 4096
 
 
-console = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+class _LazyConsole:
+    """A rich ``Console`` (no highlighting, soft wrap, :func:`_width`) made on first use: rich
+    costs about a fifth of a quick command's start-up (``--help``, ``catalogue search``,
+    ``--version`` print through plain ``typer.echo``/``print`` and never need it). Every
+    attribute is the real console's."""
+
+    def __init__(self, stderr: bool) -> None:
+        object.__setattr__(self, "_stderr", stderr)
+        object.__setattr__(self, "_console", None)
+
+    def _real(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            stream = sys.stderr if self._stderr else sys.stdout
+            object.__setattr__(self, "_console", Console(stderr=self._stderr, highlight=False, soft_wrap=True,
+                                                         width=_width(stream)))
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._real(), name, value)
+
+
+# cast: the proxy forwards every attribute to the Console it makes, so callers type-check against Console.
+console = cast("Console", _LazyConsole(stderr=False))
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 #: Every command that talks to a registry takes these two (publish, pull, pin, sign, verify,
@@ -68,14 +97,14 @@ def print_json(data: Any) -> None:
 
 
 def confirm_install(yes: bool) -> None:
-    """Ask "Install?" on the terminal unless ``yes``; raises LemonpackError (exit 1, nothing
+    """Ask "Install?" on the terminal unless ``yes``; raises :class:`NotConfirmed` (exit 1, nothing
     installed) when not confirmed, or when stdin is not a terminal and ``--yes`` was not given."""
-    from lemonpack.errors import LemonpackError
+    from lemonpack.errors import NotConfirmed
 
     if yes:
         return
     if not sys.stdin.isatty():
-        raise LemonpackError("refusing to install without confirmation on a non-interactive terminal; "
-                             "pass --yes")
+        raise NotConfirmed("refusing to install without confirmation on a non-interactive terminal; "
+                           "pass --yes")
     if not typer.confirm("Install?", default=False, err=True):
-        raise LemonpackError("not confirmed; nothing installed")
+        raise NotConfirmed("not confirmed; nothing installed")

@@ -8,11 +8,8 @@ replaces it). ``--all`` adds the rejected and shadowed descriptors with their re
 from __future__ import annotations
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.runtime.discovery import BACKENDS_PATH_ENV, Discovery
 
 backends_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
                          help="External backend recipes found on this machine.", no_args_is_help=True)
@@ -43,6 +40,11 @@ def backends_list(show_all: bool = typer.Option(False, "--all", help="Also list 
     An empty value searches no directory. User descriptors must belong to you, system
     ones to root; neither may be group or world writable.
     """
+    from rich.table import Table
+    from rich.text import Text
+
+    from lemonpack.runtime.discovery import BACKENDS_PATH_ENV, Discovery
+
     discovery = Discovery()
     result = discovery.scan()
     if json_out:

@@ -29,7 +29,7 @@ BASE_OPTION = typer.Option(
 
 
 @app.command()
-def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="RECIPE.json"),
+def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", metavar="[RECIPE.json]..."),
           out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write."),
           os_name: str = typer.Option(None, "--os", help="Only targets for this OS (linux, darwin, windows)."),
           accelerator: str = typer.Option(None, "--accelerator", help="Only targets for this accelerator."),

@@ -19,7 +19,7 @@ cache_app = typer.Typer(help="The download and built-layer caches under $LEMONPA
 app.add_typer(cache_app, name="cache")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console, print_json
-from lemonpack.errors import LemonpackError, one_line
+from lemonpack.errors import CatalogueError, ConfigError, one_line
 
 catalogue_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                             help="The catalogue of official and community recipes and extensions.")
@@ -112,7 +112,7 @@ def _host(host_facts: Path | None):
     try:
         return HostFacts.from_json(json.loads(data.decode("utf-8")))
     except ValueError as e:
-        raise LemonpackError(f"cannot read host facts {host_facts}: {e}") from None
+        raise ConfigError(f"cannot read host facts {host_facts}: {e}") from None
 
 
 @catalogue_app.command("search")
@@ -166,6 +166,7 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
     from lemonpack.catalogue.commands import ORDER
     from lemonpack.catalogue.index import find_entry, load_index, locate
     from lemonpack.catalogue.signatures import describe, index_digest
+    from lemonpack.catalogue.sources import DESCRIBED
 
     e = find_entry(load_index(index), ident)
     if json_out:
@@ -174,7 +175,7 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
     digest = index_digest(locate(index).read_bytes()) if e["signature"]["status"] == "in-tree" else None
     order = [k for k, _ in ORDER] + sorted(k for k in e["commands"] if k not in dict(ORDER))
     lines = [f"{e['id']}  {e['display_name']}  ({'official' if e['official'] else 'community: ' + e['publisher']})",
-             f"version: {e['version']}   license: {e['license']}   homepage: {e['homepage'] or '-'}",
+             "   ".join(f"{k}: {e.get(k) or '-'}" for k in ("version", *DESCRIBED)),
              f"source: {json.dumps(e['source'], sort_keys=True)}", f"digest: {e['digest']}",
              f"capabilities: {', '.join(e['capabilities']) or '-'}   tags: {', '.join(e['tags']) or '-'}",
              f"signature: {describe(e['signature'], digest)}",
@@ -265,7 +266,7 @@ def fingerprint_cmd(key: Path = typer.Argument(..., metavar="KEY.pub", help="A P
     try:
         typer.echo(key_fingerprint(read_user_file(key, "public key file")))
     except ValueError as e:
-        raise LemonpackError(f"{key}: not a PEM public key: {e}") from None
+        raise ConfigError(f"{key}: not a PEM public key: {e}") from None
     return 0
 
 
@@ -307,7 +308,7 @@ def verify_cmd(directory: Path = typer.Argument(None, metavar="[DIR]", help="Bui
 
     d = directory or cached_dir()
     if not (d / "catalogue.json").is_file():
-        raise LemonpackError(f"no catalogue.json in {d}")
+        raise CatalogueError(f"no catalogue.json in {d}")
     problems = verify_dir(d, _trusted(key))
     if refetch:
         problems += refetch_problems(load_index(d), mirror=Mirror.from_env(mirror))

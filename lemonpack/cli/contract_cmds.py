@@ -8,13 +8,11 @@ from pathlib import Path
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.contract import detect_host
-from lemonpack.contract.schemalock import check_lock
 from lemonpack.errors import LemonpackError, Problem, one_line
 
 
 @app.command()
-def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to check.", metavar="FILE"),
+def lint(files: list[Path] = typer.Argument(..., help="Recipe JSON files to check.", metavar="FILE..."),
          json_out: bool = JSON_OPTION) -> int:
     """Check recipes against contract major 1 (schema, semantic rules, digest pinning).
 
@@ -67,6 +65,8 @@ def host(json_out: bool = JSON_OPTION) -> int:
 
     Set LEMONPACK_HOST_FACTS to a JSON host description to override detection.
     """
+    from lemonpack.contract import detect_host
+
     facts = detect_host()
     if json_out:
         print_json(facts.to_json())
@@ -86,6 +86,8 @@ app.add_typer(schema_app, name="schema")
 @schema_app.command("check")
 def schema_check(json_out: bool = JSON_OPTION) -> int:
     """Verify every shipped schema major against the lock file (exit 1 on drift)."""
+    from lemonpack.contract.schemalock import check_lock
+
     problems = check_lock()
     if json_out:
         print_json({"ok": not problems, "problems": problems})

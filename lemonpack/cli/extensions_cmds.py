@@ -5,19 +5,23 @@ decision is :func:`lemonpack.extensions.pipeline.run_pipeline`'s."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
 from lemonpack.errors import one_line
 
+if TYPE_CHECKING:
+    from lemonpack.extensions.pipeline import Selection
+
 extensions_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                              help="Gufo extensions: discover, validate, select and generate the registry.")
 app.add_typer(extensions_app, name="extensions")
 
 TREE_OPTION = typer.Option(None, "--tree", metavar="DIR",
-                           help="Repository top (catalogue/extensions, api/, extensions.lock); "
-                                "default: the nearest directory upwards holding api/minor.")
+                           help="A checkout's top (catalogue/extensions, api/, extensions.lock) to read "
+                                "instead of the tree shipped with lemonpack (the release's official extensions).")
 DIR_OPTION = typer.Option([], "--extension-dir", metavar="DIR",
                           help="Extra extension directory, or directory of them (repeatable; "
                                "GUFO_EXTENSION_DIRS adds more, ':'-separated).")
@@ -31,16 +35,6 @@ FEATURE_OPTION = typer.Option([], "--feature", metavar="FEATURE",
                                    "Default: the host OS, plus hip when ROCm is detected.")
 
 
-def find_tree(start: Path | None = None) -> Path:
-    """The nearest directory from ``start`` (default: cwd) upwards that holds ``api/minor``;
-    ``start`` itself when none does (the pipeline then names what is missing)."""
-    start = Path(start or Path.cwd()).resolve()
-    for d in (start, *start.parents):
-        if (d / "api" / "minor").is_file():
-            return d
-    return start
-
-
 def _features(values: list[str]) -> frozenset[str] | None:
     from lemonpack.extensions.manifest import REQUIREMENTS
 
@@ -51,8 +45,10 @@ def _features(values: list[str]) -> frozenset[str] | None:
     return frozenset(values) if values else None
 
 
-def _run(tree, dirs, lock, select, features):
+def _run(tree: Path | None, dirs: list[Path], lock: Path | None, select: list[str],
+         features: list[str]) -> Selection:
     from lemonpack.extensions.pipeline import run_pipeline
+    from lemonpack.extensions.tree import find_tree
 
     what: str | list[str] = "lock"
     if len(select) == 1 and select[0] in ("lock", "all"):
@@ -61,7 +57,7 @@ def _run(tree, dirs, lock, select, features):
         if any(s in ("lock", "all") for s in select):
             raise typer.BadParameter("'lock' and 'all' cannot be combined with names", param_hint="--select")
         what = list(select)
-    return run_pipeline(tree or find_tree(), extra_dirs=[Path(d) for d in dirs], select=what, lock=lock,
+    return run_pipeline(find_tree(tree), extra_dirs=[Path(d) for d in dirs], select=what, lock=lock,
                         features=_features(features))
 
 
@@ -112,8 +108,9 @@ def check_cmd(tree: Path = TREE_OPTION, extension_dir: list[Path] = DIR_OPTION, 
     printed)."""
     from lemonpack.extensions.apilock import check_api_lock
     from lemonpack.extensions.manifest import check_schema_lock
+    from lemonpack.extensions.tree import find_tree
 
-    root = tree or find_tree()
+    root = find_tree(tree)
     sel = _run(root, extension_dir, lock, select, feature)
     api = check_api_lock(root) + check_schema_lock()
     ok = not sel.rejected and not api

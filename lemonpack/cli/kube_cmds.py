@@ -101,7 +101,7 @@ def generate_cmd(
     else:
         replace_file(out, data)
     written = [] if out == "-" else [os.path.abspath(out)]
-    if units is not None:
+    if units is not None and systemd is not None:  # units are made only for --systemd
         for rel, text in units.files:
             path = systemd / rel
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,15 +27,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
-from lemonpack.contract.builtins import BUILTIN_RECIPES
 from lemonpack.errors import LemonpackError, ManifestError, Problem
-from lemonpack.runtime.discovery import Discovery
-from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
-                                      parse_checkpoint, parse_option)
 
 models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
                          help="Models registered in user_models.json (name, recipe, checkpoints, options).",
@@ -45,6 +39,9 @@ app.add_typer(models_app, name="models")
 
 def _check_recipe(recipe: str, force: bool) -> None:
     """Raise :class:`LemonpackError` unless ``recipe`` is built-in or discovered (or ``force``)."""
+    from lemonpack.contract.builtins import BUILTIN_RECIPES
+    from lemonpack.runtime.discovery import Discovery
+
     if recipe in BUILTIN_RECIPES:
         return
     result = Discovery().scan()
@@ -57,7 +54,7 @@ def _check_recipe(recipe: str, force: bool) -> None:
         known = sorted(set(result.recipes) | BUILTIN_RECIPES)
         why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
     if not force:
-        raise LemonpackError(why + "; use --force to register it anyway")
+        raise ManifestError([Problem("argument --recipe", "", "unknown-recipe", why + "; use --force to register it anyway")])
     err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
 
 
@@ -112,6 +109,9 @@ def models_add(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
+    from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
+                                          parse_checkpoint, parse_option)
+
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
@@ -127,17 +127,18 @@ def models_add(
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
         bad = [p for p in problems if ".endpoint" in p.path]
         if bad:  # one line: the model, the field, the URL and why
-            raise LemonpackError(f"model {name!r}: --endpoint: " + "; ".join(p.message for p in bad))
+            raise ManifestError([Problem(f"model {name!r}", "--endpoint", bad[0].rule, "; ".join(p.message for p in bad))])
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
-    for key, value in list(checkpoints.items()):
-        if checkpoint_kind(value) == "hub":
+    for key, ckpt in list(checkpoints.items()):
+        if checkpoint_kind(ckpt) == "hub":
             continue
-        checkpoints[key] = path = normalize_checkpoint(value)
+        checkpoints[key] = path = normalize_checkpoint(ckpt)
         if not Path(path).is_file():
             why = f"checkpoint {key!r}: local file {path} " + ("is not a file" if Path(path).exists()
                                                               else "does not exist")
             if not force:
-                raise LemonpackError(why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")
+                raise ManifestError([Problem("argument --checkpoint", "", "missing-checkpoint",
+                                              why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")])
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
     _check_recipe(recipe, force)
     entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend, endpoints=endpoint)
@@ -151,6 +152,11 @@ def models_add(
 @models_app.command("list")
 def models_list(json_out: bool = JSON_OPTION) -> int:
     """List registered models."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from lemonpack.runtime.models import ModelRegistry
+
     registry = ModelRegistry()
     entries = registry.list()
     if json_out:
@@ -173,6 +179,8 @@ def models_list(json_out: bool = JSON_OPTION) -> int:
 @models_app.command("remove")
 def models_remove(name: str = typer.Argument(..., help="Model name (user.*)."), json_out: bool = JSON_OPTION) -> int:
     """Remove a registered model."""
+    from lemonpack.runtime.models import ModelRegistry
+
     registry = ModelRegistry()
     entry = registry.remove(name)
     if json_out:

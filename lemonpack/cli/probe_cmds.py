@@ -21,25 +21,7 @@ import typer
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console, print_json
 from lemonpack.cli.extensions_cmds import DIR_OPTION, FEATURE_OPTION, LOCK_OPTION, SELECT_OPTION, TREE_OPTION, _run
 from lemonpack.errors import one_line
-from lemonpack.extensions.manifest import CAPABILITIES
-
-
-
-def registry_candidates(selection, mode: str) -> list:
-    """The providers to list, as pipeline ``ProviderStatus`` entries in registry order: the
-    selection's (the registry a build compiles in), then those of every other valid
-    extension discovered, unavailable with the reason they are not in this build (``mode``:
-    how the selection was made: ``lock``, ``all`` or ``list``). Only the former are asked."""
-    from lemonpack.extensions.pipeline import ProviderStatus, provider_status, registry_order
-
-    chosen = {e.name for e in selection.extensions}
-    listed = list(selection.providers)
-    for ext in registry_order([e for e in selection.discovered if e.name not in chosen], selection.lock):
-        for st in provider_status(ext, selection.features):
-            why = {"lock": "not named in the release lock",
-                   "all": st.reason or "not selected"}.get(mode, "not selected")
-            listed.append(ProviderStatus(ext, st.provider, False, f"extension {ext.name} is not in this build: {why}"))
-    return listed
+from lemonpack.extensions.vocabulary import CAPABILITIES
 
 
 @app.command("probe")
@@ -56,6 +38,7 @@ def probe(
 ) -> int:
     """Show which extension provider would serve MODEL_FILE: each probe of the registry is
     asked in order, the first yes wins (seed 002 section 4). Exit 1 when none says yes."""
+    from lemonpack.extensions.pipeline import registry_candidates
     from lemonpack.extensions.probe import decide, read_identity
 
     if capability not in CAPABILITIES:

@@ -49,6 +49,10 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
             json_out: bool = JSON_OPTION) -> int:
     """Push an OCI image layout to a registry byte for byte (a recipe is built first).
 
+    A RECIPE.json is built as lemonpack build builds it: --to HOST/REPO:TAG pushes its image
+    index (one manifest per target: platform block x arch override) under TAG; --to HOST/REPO
+    pushes every tag of the build (<recipe> and each <recipe>.<target>).
+
     Children go before the index that names them; blobs the repository already has are
     skipped (HEAD), blobs of --mount-from repositories are mounted, the rest are streamed from
     disk in chunks and hashed as they go: a blob file that is not what its name says is refused
@@ -62,8 +66,13 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     lemonpack publish out/layout:hello-engine --to 127.0.0.1:5000/engines/hello:v1 ;
     lemonpack publish recipe.json --to registry.example/engines/x
     """
+    from functools import partial
+
+    from lemonpack.builder.publish import publish_source
+    from lemonpack.registry.base import open_base_ref
     from lemonpack.registry.reference import parse_reference
     from lemonpack.registry.transfer import publish_layout
+    from lemonpack.runtime.discovery import discovered_recipes
 
     dest = parse_reference(to)
     show = _show_progress(progress, json_out)
@@ -74,59 +83,42 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
         private = load_private_key(sign)  # a wrong password fails before the push
     signed: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
-        layout, tag = _publish_source(source, Path(tmp), base=base, mirror=mirror, insecure=insecure,
-                                      registry_config=registry_config, progress=show, json_out=json_out)
+        src = publish_source(source, Path(tmp), dest_tag=dest.tag, base=base, mirror=mirror, progress=show,
+                             known=discovered_recipes,
+                             open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
+        _print_built(src, json_out)
         with _client(dest.host, insecure, registry_config) as client:
-            result = publish_layout(layout, dest, client, tag=tag, mount_from=mount_from, progress=show)
+            result = publish_layout(src.layout, dest, client, tag=src.tag, mount_from=mount_from, progress=show)
             if private is not None:
                 from lemonpack.signing.remote import sign_published
 
                 signed = sign_published(result, private, insecure=insecure, client=client)
-    if json_out:
-        doc = result.to_json()
-        if private is not None:
-            doc["signed"] = signed
-        print_json(doc)
-    else:
-        for p in result.pushed:
-            console.print(f"{result.reference}:{p.tag}@{p.digest}", markup=False)
-        for s in signed:
-            console.print(f"signed {s['reference']} -> {s['signature_tag']} ({s['signatures']} signature(s))",
-                          markup=False)
-        err_console.print(f"sent {result.bytes_sent} blob bytes: {result.blobs_uploaded} uploaded, "
-                          f"{result.blobs_skipped} already there, {result.blobs_mounted} mounted; "
-                          f"{result.manifests_sent} manifest PUTs", markup=False)
+    _print_published(result, signed if private is not None else None, json_out)
     return 0
 
 
-def _publish_source(source: str, tmp: Path, *, base, mirror, insecure, registry_config, progress: bool,
-                    json_out: bool) -> tuple[Path, str | None]:
-    """``(layout, tag)`` to push: a RECIPE.json is built first into ``tmp`` by the build plan
-    ``lemonpack build`` uses (:func:`lemonpack.builder.plan.plan_build`: same defaults), its
-    index digests printed; else ``DIR[:TAG]``, which must be an OCI image layout."""
-    from functools import partial
+def _print_published(result, signed: list[dict] | None, json_out: bool) -> None:
+    """What was pushed (and signed, when ``signed`` is not None): JSON, or one line per tag."""
+    if json_out:
+        doc = result.to_json()
+        if signed is not None:
+            doc["signed"] = signed
+        print_json(doc)
+        return
+    for p in result.pushed:
+        console.print(f"{result.reference}:{p.tag}@{p.digest}", markup=False)
+    for s in signed or ():
+        console.print(f"signed {s['reference']} -> {s['signature_tag']} ({s['signatures']} signature(s))",
+                      markup=False)
+    err_console.print(f"sent {result.bytes_sent} blob bytes: {result.blobs_uploaded} uploaded, "
+                      f"{result.blobs_skipped} already there, {result.blobs_mounted} mounted; "
+                      f"{result.manifests_sent} manifest PUTs", markup=False)
 
-    from lemonpack.builder.plan import plan_build, write_build
-    from lemonpack.errors import LemonpackError
-    from lemonpack.registry.base import open_base_ref
-    from lemonpack.registry.reference import split_layout_arg
-    from lemonpack.runtime.discovery import discovered_recipes
 
-    if source.endswith(".json") and Path(source).is_file():
-        plan = plan_build([Path(source)], out=tmp / "layout", mirror=mirror, base=base, known=discovered_recipes)
-        result = write_build(plan, progress=progress,
-                             open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
-        if not json_out:
-            for rid, digest in result.indexes.items():
-                err_console.print(f"built {rid}: {digest}", markup=False)
-        return plan.out, None
-    if base is not None:
-        raise typer.BadParameter("--base applies when publishing a RECIPE.json (a layout is pushed as it is)",
-                                 param_hint="--base")
-    layout_s, tag = split_layout_arg(source)
-    if not (Path(layout_s) / "oci-layout").is_file():
-        raise LemonpackError(f"{layout_s}: not an OCI image layout (no oci-layout file) and not a recipe file")
-    return Path(layout_s), tag
+def _print_built(src, json_out: bool) -> None:
+    """``built RECIPE: INDEX-DIGEST`` on stderr for a recipe built before the push."""
+    for rid, digest in (src.built.indexes.items() if src.built and not json_out else ()):
+        err_console.print(f"built {rid}: {digest}", markup=False)
 
 
 @app.command("pull")

@@ -1,13 +1,11 @@
-"""``lemonpack serve``: the OpenAI-compatible server (parse and print; the work is in
-:mod:`lemonpack.server`)."""
+"""``lemonpack serve``: the OpenAI-compatible server (parse and print; the work, the wiring and
+the loopback rule are :func:`lemonpack.server.main.run`)."""
 
 from __future__ import annotations
 
 import typer
 
-from lemonpack.hosts import is_loopback
 from lemonpack.cli._app import app, err_console
-from lemonpack.cli.stop_signals import StopSignals
 
 
 @app.command("serve")
@@ -28,41 +26,16 @@ def serve(
     memory_budget: str | None = typer.Option(None, "--memory-budget", metavar="SIZE",
                                              help="Memory engines may hold together (24GiB, 512MiB); default: "
                                                   "the host's available RAM minus 1 GiB."),
+    engine_output: bool = typer.Option(True, "--engine-output/--no-engine-output",
+                                       help="Show the engines' output lines on stderr, prefixed [MODEL]."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
-    from lemonpack.runtime.engines import Engines
-    from lemonpack.runtime.runner import Runner
-    from lemonpack.server.app import Server, ServerConfig
-    from lemonpack.server.catalog import Catalog
-    from lemonpack.server.main import bind, configure_logging, parse_listen
-    from lemonpack.server import main as srv
+    from lemonpack.server.main import ServeConfig, run
 
-    from lemonpack.runtime.memory import default_budget, parse_size
-
-    try:
-        budget = parse_size(memory_budget) if memory_budget is not None else default_budget()
-    except Exception as e:  # LemonpackError: a bad size
-        err_console.print(f"error: --memory-budget: {e}", markup=False)
-        return 2
-    host, port_n = parse_listen(port, host)
-    sock = bind(host, port_n)
-    unconfigure_logging = configure_logging(json_logs)
-    engines = Engines(subreaper=True, sentinel=True)
-    engines.cleanup_leftovers()
-    catalog = Catalog(avoid_ports=frozenset({port_n}), model_files=is_loopback(host)).start()
-    server = Server(catalog, Runner(catalog.plan, engines),
-                    ServerConfig(max_in_flight=max_in_flight, ttl=ttl, soft_idle=soft_idle, load_timeout=load_timeout,
-                                 memory_budget=budget, metrics_remote=metrics_remote),
-                    )
-    try:
-        with StopSignals() as stop:
-            srv.serve(server, sock, stop, on_ready=lambda: err_console.print(
-                f"listening on http://{host}:{port_n} (OpenAI API under /v1 and /api/v1)", markup=False))
-    finally:
-        engines.close()
-        unconfigure_logging()
-    err_console.print("stopped", markup=False)
-    return 0
+    config = ServeConfig(host=host, port=port, max_in_flight=max_in_flight, json_logs=json_logs, ttl=ttl,
+                         soft_idle=soft_idle, metrics_remote=metrics_remote, load_timeout=load_timeout,
+                         memory_budget=memory_budget, engine_output=engine_output)
+    return run(config, notice=lambda text: err_console.print(text, markup=False))
 
 
 __all__ = ["serve"]

@@ -11,7 +11,7 @@ import typer
 
 from lemonpack.cli._app import (INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, confirm_install, console,
                                 print_json)
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import ConfigError
 
 PASSWORD_ENV = "LEMONPACK_PASSWORD"
 
@@ -19,12 +19,12 @@ PASSWORD_ENV = "LEMONPACK_PASSWORD"
 def read_password(*, confirm: bool, what: str) -> bytes:
     """The key password: ``$LEMONPACK_PASSWORD`` when set (may be empty), else a hidden
     prompt on the terminal (twice when ``confirm``). Never taken from the command line.
-    Raises LemonpackError when neither is available (no terminal)."""
+    Raises :class:`ConfigError` when neither is available (no terminal)."""
     env = os.environ.get(PASSWORD_ENV)
     if env is not None:
         return env.encode("utf-8")
     if not sys.stdin.isatty():
-        raise LemonpackError(f"no password for {what}: set {PASSWORD_ENV} or run on a terminal")
+        raise ConfigError(f"no password for {what}: set {PASSWORD_ENV} or run on a terminal")
     return typer.prompt(f"Password for {what}", hide_input=True, confirmation_prompt=confirm,
                         default="", show_default=False, err=True).encode("utf-8")
 

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import ConfigError, LemonpackError
 
 #: Section 9's runtime detection order (metal first on macOS).
 DETECTION_ORDER: tuple[str, ...] = ("cuda", "rocm", "vulkan", "gpu", "cpu")
@@ -178,11 +178,11 @@ def detect_host(root: str | Path = "/", *, nvidia_smi: str | os.PathLike[str] | 
         try:
             data = json.loads(injected)
         except json.JSONDecodeError as e:
-            raise LemonpackError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
+            raise ConfigError(f"LEMONPACK_HOST_FACTS is not valid JSON: {e}") from None
         try:
             return HostFacts.from_json(data)
         except LemonpackError as e:
-            raise LemonpackError(f"LEMONPACK_HOST_FACTS: {e}") from None
+            raise ConfigError(f"LEMONPACK_HOST_FACTS: {e}") from None
     root = Path(root)
     os_name = _OS_NAMES.get(platform.system(), platform.system().lower())
     accels = {"cpu"}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lemonpack.files import replace_file
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LockError
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.contract") / "schema"))
 LOCK_FILE = SCHEMA_DIR / "lock.json"
@@ -37,7 +37,7 @@ def load_schema(major: int = 1, schema_dir: Path = SCHEMA_DIR, stem: str = "reci
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise LemonpackError(f"no schema shipped for contract major {major} ({path})") from None
+        raise LockError(f"no schema shipped for contract major {major} ({path})") from None
 
 
 def canonical_sha256(path: Path) -> str:
@@ -99,12 +99,13 @@ def refresh_lock(schema_dir: Path = SCHEMA_DIR, lock_file: Path | None = None,
         entry = majors.get(str(major))
         changed = bool(entry) and entry.get("sha256") != actual
         if changed and entry.get("released"):
-            raise LemonpackError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
+            raise LockError(f"contract major {major} is released; its schema is frozen and cannot be re-locked")
         if changed and not (reason and reason.strip()):
-            raise LemonpackError(f"contract major {major}: the schema changed; say why with --reason "
-                                 "(recorded in the lock's history)")
+            raise LockError(f"contract major {major}: the schema changed; say why with --reason "
+                            "(recorded in the lock's history)")
         history = list(entry.get("history", [])) if entry else []
         if changed:
+            assert reason is not None, "a change without a reason was refused above"
             history.append({"sha256": entry.get("sha256"), "reason": reason.strip()})
         majors[str(major)] = {"file": schema_path(major, schema_dir, stem).name, "sha256": actual,
                               "released": bool(entry and entry.get("released"))}

@@ -28,7 +28,7 @@ from typing import Any
 
 from lemonpack.files import replace_file
 from lemonpack.contract.schemalock import canonical_sha256
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import LockError
 
 LOCK_PATH = Path("api") / "changes.lock.json"
 CHANGES_DIR = Path("api") / "changes"
@@ -65,7 +65,7 @@ def read_api_lock(tree: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise LemonpackError(f"{path}: not a readable JSON lock ({e})") from None
+        raise LockError(f"{path}: not a readable JSON lock ({e})") from None
 
 
 def _record_problems(tree: Path, locked: dict[str, str], actual: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -125,12 +125,12 @@ def refresh_api_lock(tree: Path) -> dict[str, Any]:
     actual = records(tree)
     problems, new = _record_problems(tree, lock.get("records", {}), actual)
     if problems:
-        raise LemonpackError("\n".join(problems))
+        raise LockError("\n".join(problems))
     current = interface(tree)
     changes = _interface_changes(lock.get("interface", {}), current)
     if changes and not new:
-        raise LemonpackError(f"the public extension interface changed ({'; '.join(changes)}) but no change record "
-                             f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
+        raise LockError(f"the public extension interface changed ({'; '.join(changes)}) but no change record "
+                        f"was added: write {CHANGES_DIR}/{len(actual) + 1:04d}-<slug>.md first")
     doc = {"revision": len(actual), "records": actual, "interface": current}
     path = tree / LOCK_PATH
     replace_file(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())

@@ -34,19 +34,14 @@ from lemonpack.contract.loader import schema_problems as checked_schema_problems
 from lemonpack.contract.loader import (inline_local_refs, parse_json_strict, read_json_text,
                                        strict_validator)
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.errors import LemonpackError, LockError, ManifestError, Problem
+from lemonpack.extensions.vocabulary import CAPABILITIES, COMMANDS, PLATFORMS, REQUIREMENTS
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.extensions") / "schema"))
 SCHEMA_LOCK = SCHEMA_DIR / "lock.json"
 SCHEMA_STEM = "extension"
 #: The manifest file name inside an extension directory.
 MANIFEST_NAME = "extension.json"
-
-CAPABILITIES = ("text_generation", "embeddings", "speech_recognition", "speech_synthesis",
-                "image_generation", "video_generation", "decisions")
-REQUIREMENTS = ("hip", "cuda", "vulkan", "testing", "linux", "windows", "macos")
-PLATFORMS = ("linux", "windows", "macos")
-COMMANDS = ("serve", "bench", "prompt", "chat")
 
 #: Options the core reserves (seed 002 section 3: host settings, sampling, command
 #: controls). An extension may not declare one; it may contribute values to the ones
@@ -394,7 +389,7 @@ def refresh_schema_lock(reason: str | None = None) -> dict[str, Any]:
     try:
         return refresh_lock(SCHEMA_DIR, SCHEMA_LOCK, reason, SCHEMA_STEM)
     except LemonpackError as e:
-        raise LemonpackError(str(e).replace("contract major", "extension schema")) from None
+        raise LockError(str(e).replace("contract major", "extension schema")) from None
 
 
 __all__ = ["CAPABILITIES", "COMMANDS", "CONTRIBUTABLE", "CORE_OPTIONS", "Extension", "MANIFEST_NAME",

@@ -107,8 +107,8 @@ def host_api(tree: Path) -> tuple[int, int]:
         text = minor_file.read_text(encoding="utf-8").strip()
     except OSError as e:
         raise ExtensionError(f"{minor_file}: cannot read the extension API minor number ({e.strerror or e}); "
-                             f"{tree} is not the top of a lemonpack repository (run from inside one, or pass "
-                             "--tree DIR)") from None
+                             f"{tree} is not an extension tree (pass --tree with a lemonpack checkout's top, or "
+                             "leave --tree out to read the tree shipped with lemonpack)") from None
     if not text.isdigit():
         raise ExtensionError(f"{minor_file}: the extension API minor number must be one integer, got {text[:40]!r}")
     changes = Path(tree) / "api" / "changes"
@@ -165,6 +165,7 @@ def read_lock(path: Path) -> tuple[str, ...]:
                     seen.add(n if isinstance(n, str) else None)
     if problems:
         raise ExtensionError("\n".join(str(p) for p in problems))
+    assert isinstance(doc, dict), "a lock without problems is an object"
     return tuple(doc["extensions"])
 
 
@@ -316,7 +317,7 @@ def _scan_source(path: str, root) -> list[str]:
     data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
     if data is None:
         return [one_line(f"{path}: cannot scan source: {p.message}") for p in problems]
-    out = []
+    out: list[str] = []
     if b"include" not in data:
         return out
     for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -410,6 +411,21 @@ def provider_status(ext: Extension, features: frozenset[str]) -> list[ProviderSt
         reason = templates.UNAVAILABLE_REASON.format(target=p.target, missing=", ".join(missing)) if missing else None
         out.append(ProviderStatus(ext, p, not missing, reason))
     return out
+
+
+def registry_candidates(selection: Selection, mode: str) -> list[ProviderStatus]:
+    """The providers ``lemonpack probe`` lists, in registry order: the selection's (the
+    registry a build compiles in, seed 002 section 4), then those of every other valid
+    extension discovered, unavailable with the reason they are not in this build (``mode``:
+    how the selection was made: ``lock``, ``all`` or ``list``). Only the former are asked."""
+    chosen = {e.name for e in selection.extensions}
+    listed = list(selection.providers)
+    for ext in registry_order([e for e in selection.discovered if e.name not in chosen], selection.lock):
+        for st in provider_status(ext, selection.features):
+            why = {"lock": "not named in the release lock",
+                   "all": st.reason or "not selected"}.get(mode, "not selected")
+            listed.append(ProviderStatus(ext, st.provider, False, f"extension {ext.name} is not in this build: {why}"))
+    return listed
 
 
 def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]]

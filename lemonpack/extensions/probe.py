@@ -444,7 +444,7 @@ def _as_mapping(probe: Any) -> Mapping[str, Any] | None:
     if hasattr(probe, "to_json"):
         return probe.to_json()
     import dataclasses
-    if dataclasses.is_dataclass(probe):
+    if dataclasses.is_dataclass(probe) and not isinstance(probe, type):
         return dataclasses.asdict(probe)
     raise TypeError(f"a probe must be a mapping, not {type(probe).__name__}")
 

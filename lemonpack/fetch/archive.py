@@ -47,6 +47,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any, Callable
 
 from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.files import commit
@@ -80,7 +81,7 @@ def detect_format(archive: Path, name_hint: str) -> str:
         head = fh.read(512)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "zip"
-    opener = None
+    opener: Callable[..., Any] | None = None
     if head.startswith(b"\x1f\x8b"):
         opener = gzip.open
     elif head.startswith(b"BZh"):

@@ -158,7 +158,7 @@ def _follow(url: str, source: str, client: httpx.Client, insecure_ok: bool):
             request = client.build_request("GET", current, headers=headers)
             response = client.send(request, stream=True, follow_redirects=False)
             try:
-                if response.has_redirect_location:
+                if response.has_redirect_location and response.next_request is not None:
                     previous, current = current, str(response.next_request.url)
                     continue
                 if response.status_code >= 300:

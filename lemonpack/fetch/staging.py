@@ -62,7 +62,8 @@ class LockedDir:
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY)
             fcntl.flock(fd, fcntl.LOCK_EX)
             if _same(fd, name):
-                self.path, self._fd = Path(name), fd
+                self.path = Path(name)
+                self._fd: int | None = fd
                 return
             os.close(fd)
 

@@ -105,8 +105,8 @@ class Target:
         """Read ``ACCELERATOR[:ARCH]`` (module docstring). Raises :class:`TargetError` for an
         unknown accelerator, one without a device plugin, an arch of the wrong vendor or shape,
         and ``vulkan``/``gpu`` without an arch (the vendor is then unknown)."""
-        accel, _, arch = text.strip().partition(":")
-        arch = arch or None
+        accel, _, arch_text = text.strip().partition(":")
+        arch = arch_text or None
         if accel not in ACCELERATORS:
             raise TargetError(f"--accelerator {text!r}: unknown accelerator {accel!r} "
                               f"(known: {', '.join(ACCELERATORS)})")

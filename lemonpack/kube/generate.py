@@ -205,6 +205,7 @@ def _probes(probe, period_ms: int, timeout_s: int) -> tuple[Any, Any, Any, int]:
     budget = max(period, int(timeout_s))
     if probe.type == "process":
         return None, None, None, budget
+    action: dict[str, Any]
     if probe.type == "http":
         action = {"httpGet": core_v1.HTTPGetAction(port=PORT_NAME, path=probe.endpoint)}
     else:
@@ -219,6 +220,7 @@ def _probes(probe, period_ms: int, timeout_s: int) -> tuple[Any, Any, Any, int]:
 def _volume(model: KubeModel, local_dir: str) -> core_v1.Volume:
     src = model.source
     if src.kind == "pvc":
+        assert src.claim is not None, "ModelSource.parse gives a pvc source its claim"
         return core_v1.Volume(name=MODEL_VOLUME, persistentVolumeClaim=core_v1.PersistentVolumeClaimVolumeSource(
             claimName=src.claim, readOnly=True))
     if src.kind == "oci":

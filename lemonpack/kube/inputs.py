@@ -117,6 +117,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
         except LemonpackError as e:
             raise KubeError(f"model {ref}: {e}") from None
         if named.entry is None:
+            assert named.path is not None, "a model that is no catalogue entry is a file"
             out.append(_file_model(ref, named.path, target, images, discovered, source))
             continue
         entry = named.entry

@@ -15,8 +15,9 @@ config's ``rootfs.diff_ids``: a wrong one makes an image unloadable) and the ent
 could hide or redirect a path lemonpack writes (every whiteout, and every entry at or under
 ``opt/``). :func:`shadow_problem` judges those entries against the engine's directory.
 
-Errors: :class:`~lemonpack.errors.LemonpackError` (exit 1: not a layout, no such tag, a
-malformed document, another OS/architecture), :class:`~lemonpack.errors.IntegrityError`
+Errors: :class:`~lemonpack.errors.LayoutError` (exit 1: not a layout, no such tag, a
+malformed document), :class:`~lemonpack.errors.SelectionError` (exit 1: another
+OS/architecture), :class:`~lemonpack.errors.IntegrityError`
 (exit 3: a blob that does not hash to its digest, a diff_id that does not match),
 :class:`~lemonpack.errors.UnsafeContentError` (exit 5: a whiteout or a non-directory over
 the engine's path). Every message starts with ``base <name>:``.
@@ -34,9 +35,9 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable, cast
 
-from lemonpack.errors import IntegrityError, LemonpackError, UnsafeContentError
+from lemonpack.errors import IntegrityError, LayoutError, LemonpackError, SelectionError, UnsafeContentError
 from lemonpack.oci.canonical import (MEDIA_TYPE_LAYER_TAR,
                                      MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD)
 from lemonpack.oci.layout import _INDEX_TYPES, _MANIFEST_TYPES, Descriptor, read_layout
@@ -188,7 +189,7 @@ def scan_layer(path: Path, media_type: str) -> LayerFacts:
         f = _RawHasher(raw_f)
         reader = _HashingReader(f, media_type)
         try:
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
+            with tarfile.open(fileobj=cast(IO[bytes], reader), mode="r|") as tar:  # reads through read() only
                 for m in tar:
                     name = m.name.lstrip("/")
                     while name.startswith("./"):
@@ -283,14 +284,14 @@ class BaseImage:
             try:
                 facts = facts_of(desc, self.blob(desc))
             except FileNotFoundError:
-                raise LemonpackError(f"base {self.name}: layer {desc.digest} is missing from {self.layout}") from None
+                raise LayoutError(f"base {self.name}: layer {desc.digest} is missing from {self.layout}") from None
             except BadLayer as exc:
                 if exc.digest != desc.digest:
                     raise IntegrityError(f"base {self.name}: layer blob {self.blob(desc)}", desc.digest,
                                          exc.digest) from None
-                raise LemonpackError(f"base {self.name}: layer {desc.digest}: {exc}") from None
+                raise LayoutError(f"base {self.name}: layer {desc.digest}: {exc}") from None
             except ValueError as exc:
-                raise LemonpackError(f"base {self.name}: layer {desc.digest}: {exc}") from None
+                raise LayoutError(f"base {self.name}: layer {desc.digest}: {exc}") from None
             if facts.digest is not None and facts.digest != desc.digest:
                 raise IntegrityError(f"base {self.name}: layer blob {self.blob(desc)}", desc.digest, facts.digest)
             if facts.diff_id != diff_id:
@@ -350,9 +351,9 @@ class BaseSource:
             with open(path, "rb") as f:
                 data = f.read(_MAX_JSON + 1)
         except FileNotFoundError:
-            raise LemonpackError(f"base {self.name}: {what} {desc.digest} is missing from {self.layout}") from None
+            raise LayoutError(f"base {self.name}: {what} {desc.digest} is missing from {self.layout}") from None
         except OSError as exc:
-            raise LemonpackError(f"base {self.name}: cannot read {what} {desc.digest}: {exc.strerror or exc}") from None
+            raise LayoutError(f"base {self.name}: cannot read {what} {desc.digest}: {exc.strerror or exc}") from None
         actual = "sha256:" + hashlib.sha256(data).hexdigest()
         if actual != desc.digest:
             raise IntegrityError(f"base {self.name}: {what}", desc.digest, actual)
@@ -362,9 +363,9 @@ class BaseSource:
         try:
             doc = json.loads(data)
         except ValueError as exc:
-            raise LemonpackError(f"base {self.name}: {what} {desc.digest} is not JSON: {exc}") from None
+            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not JSON: {exc}") from None
         if not isinstance(doc, dict):
-            raise LemonpackError(f"base {self.name}: {what} {desc.digest} is not a JSON object")
+            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not a JSON object")
         return doc
 
     def platforms(self) -> list[str]:
@@ -379,7 +380,7 @@ class BaseSource:
         try:
             cfg_desc = Descriptor.from_json(manifest["config"])
         except (KeyError, LemonpackError, TypeError):
-            raise LemonpackError(f"base {self.name}: manifest {desc.digest} has no valid config descriptor") from None
+            raise LayoutError(f"base {self.name}: manifest {desc.digest} has no valid config descriptor") from None
         config = self._json(cfg_desc, "image config")
         return manifest, config
 
@@ -406,31 +407,31 @@ class BaseSource:
                     found = d
                     break
             if found is None:
-                raise LemonpackError(f"base {self.name}: its index offers {', '.join(offered) or 'no platform'}; "
+                raise SelectionError(f"base {self.name}: its index offers {', '.join(offered) or 'no platform'}; "
                                      f"{target} is {os_name}/{arch}")
             desc = found
         elif desc.media_type not in _MANIFEST_TYPES:
-            raise LemonpackError(f"base {self.name}: {desc.digest} is a {desc.media_type}, not an image "
-                                 "manifest or index")
+            raise LayoutError(f"base {self.name}: {desc.digest} is a {desc.media_type}, not an image "
+                              "manifest or index")
         manifest, config = self._config(desc)
         if manifest.get("artifactType") or not isinstance(config.get("rootfs"), dict):
-            raise LemonpackError(f"base {self.name}: {desc.digest} is not an image (no rootfs in its config)")
+            raise LayoutError(f"base {self.name}: {desc.digest} is not an image (no rootfs in its config)")
         got = {"os": config.get("os"), "architecture": config.get("architecture"), "variant": config.get("variant")}
         if got["os"] != os_name or got["architecture"] != arch:
-            raise LemonpackError(f"base {self.name} is {_arch_name(got)}; {target} is {os_name}/{arch}")
+            raise SelectionError(f"base {self.name} is {_arch_name(got)}; {target} is {os_name}/{arch}")
         try:
             layers = tuple(Descriptor.from_json(l) for l in manifest.get("layers") or [])
         except LemonpackError as exc:
-            raise LemonpackError(f"base {self.name}: manifest {desc.digest}: {exc}") from None
+            raise LayoutError(f"base {self.name}: manifest {desc.digest}: {exc}") from None
         diff_ids = config["rootfs"].get("diff_ids")
         if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or \
                 not all(isinstance(d, str) for d in diff_ids):
-            raise LemonpackError(f"base {self.name}: config of {desc.digest} lists {len(diff_ids or [])} diff_ids "
-                                 f"for {len(layers)} layers")
+            raise LayoutError(f"base {self.name}: config of {desc.digest} lists {len(diff_ids or [])} diff_ids "
+                              f"for {len(layers)} layers")
         for layer in layers:
             if layer.media_type not in LAYER_TYPES:
-                raise LemonpackError(f"base {self.name}: layer {layer.digest} has media type {layer.media_type}, "
-                                     "not a tar layer (tar, tar+gzip, tar+zstd)")
+                raise LayoutError(f"base {self.name}: layer {layer.digest} has media type {layer.media_type}, "
+                                  "not a tar layer (tar, tar+gzip, tar+zstd)")
         image = BaseImage(self.name, self.layout, desc.digest, layers, tuple(diff_ids), config, self.reference)
         self._cache[key] = image
         return image
@@ -456,11 +457,11 @@ def parse_base(spec: str) -> tuple[Path, str | None]:
     """Split ``oci:DIR[:TAG]`` into ``(DIR, TAG or None)``; LemonpackError for anything else
     (a registry reference is resolved by the caller before)."""
     if not spec.startswith("oci:"):
-        raise LemonpackError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or "
-                             "HOST/REPO@sha256:<hex> (a registry image pinned by digest)")
+        raise LayoutError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or "
+                          "HOST/REPO@sha256:<hex> (a registry image pinned by digest)")
     rest = spec[4:]
     if not rest:
-        raise LemonpackError(f"base {spec}: no directory after oci:")
+        raise LayoutError(f"base {spec}: no directory after oci:")
     directory, tag = rest, None
     head, sep, tail = rest.rpartition(":")
     if sep and head and "/" not in tail and not Path(rest).exists():
@@ -481,17 +482,17 @@ def open_base(spec: str, *, layout: Path | None = None, tag: str | None = None,
     try:
         tags = read_layout(layout)
     except LemonpackError as exc:
-        raise LemonpackError(f"base {spec}: {exc}") from None
+        raise LayoutError(f"base {spec}: {exc}") from None
     if tag is None:
         if len(tags) != 1:
-            raise LemonpackError(f"base {spec}: the layout has {len(tags)} tags ({', '.join(sorted(tags)) or 'none'}); "
-                                 "name one: oci:DIR:TAG")
+            raise LayoutError(f"base {spec}: the layout has {len(tags)} tags ({', '.join(sorted(tags)) or 'none'}); "
+                              "name one: oci:DIR:TAG")
         tag = next(iter(tags))
     if tag not in tags:
-        raise LemonpackError(f"base {spec}: no tag {tag!r} in {layout} (tags: {', '.join(sorted(tags)) or 'none'})")
+        raise LayoutError(f"base {spec}: no tag {tag!r} in {layout} (tags: {', '.join(sorted(tags)) or 'none'})")
     root = tags[tag]
     if root.media_type not in (*_INDEX_TYPES, *_MANIFEST_TYPES):
-        raise LemonpackError(f"base {spec}: tag {tag!r} is a {root.media_type}, not an image manifest or index")
+        raise LayoutError(f"base {spec}: tag {tag!r} is a {root.media_type}, not an image manifest or index")
     return BaseSource(spec, Path(layout), root, reference)
 
 

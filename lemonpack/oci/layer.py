@@ -52,9 +52,9 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import BinaryIO, Iterator, Literal, Sequence
 
-from lemonpack.errors import LemonpackError, UnsafeContentError
+from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.safetree import name_problem, symlink_problem
 from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD
 
@@ -66,7 +66,7 @@ DEFAULT_COMPRESSLEVEL = 1
 runtimes where level 6-9 gains a few percent for 3-5x the CPU time."""
 
 _QUEUE_DEPTH = 8
-_TAR_FORMAT = tarfile.PAX_FORMAT
+_TAR_FORMAT: Literal[2] = tarfile.PAX_FORMAT  # tobuf's format argument is typed as the literal
 _BLOCK = tarfile.BLOCKSIZE
 _RECORD = tarfile.RECORDSIZE
 
@@ -322,16 +322,17 @@ def _emit(entries: Iterator[_Entry], out: BinaryIO, mtime: int, compresslevel: i
 
 
 def _stream_file(entry: _Entry, pipe: _Pipeline) -> None:
+    assert entry.source is not None, "a file entry without data has a source"
     remaining = entry.size
     with open(entry.source, "rb", buffering=0) as f:
         while remaining:
             data = f.read(min(CHUNK, remaining))
             if not data:
-                raise LemonpackError(f"{entry.source}: file shrank while being archived")
+                raise StorageError(f"{entry.source}: file shrank while being archived")
             remaining -= len(data)
             pipe.write(data)
         if f.read(1):
-            raise LemonpackError(f"{entry.source}: file grew while being archived")
+            raise StorageError(f"{entry.source}: file grew while being archived")
 
 
 # --- entry collection ----------------------------------------------------------------
@@ -416,7 +417,7 @@ def write_dir_layer(src_dir: Path, prefix: str, out: BinaryIO, *, mtime: int,
     Returns :class:`LayerInfo`. Memory stays flat (files are read in 1 MiB chunks).
     Raises :class:`UnsafeContentError` (naming the path inside ``src_dir``) for devices,
     fifos, sockets, symlinks resolving outside ``src_dir``, whiteout (``.wh.``) and
-    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`LemonpackError` when
+    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`StorageError` when
     a file changes size while being read; ``NotADirectoryError``/``OSError`` from the OS.
 
     Spec: OCI image-spec v1.1 ``layer.md`` (tar+gzip changesets) and ``config.md`` (diff_ids).

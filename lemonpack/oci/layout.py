@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence, cast
 
 from lemonpack.digest import is_sha256_digest
-from lemonpack.errors import IntegrityError, LemonpackError
+from lemonpack.errors import IntegrityError, LayoutError, LemonpackError, OutputError
 from lemonpack.files import commit, hash_file, replace_directory, replace_file
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
@@ -109,13 +109,13 @@ class Descriptor:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Descriptor":
-        """Build from a descriptor JSON object; raises ``LemonpackError`` if a field is missing."""
+        """Build from a descriptor JSON object; raises :class:`LayoutError` if a field is missing."""
         try:
             return cls(media_type=obj["mediaType"], digest=obj["digest"], size=int(obj["size"]),
                        annotations=obj.get("annotations"), platform=obj.get("platform"),
                        artifact_type=obj.get("artifactType"))
         except (KeyError, TypeError, ValueError) as exc:
-            raise LemonpackError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
+            raise LayoutError(f"malformed descriptor {dict(obj)!r}: {exc}") from None
 
 
 def _plain(value: Any) -> Any:
@@ -151,7 +151,7 @@ class LayoutWriter:
     Content goes to ``<path>.tmp-<random>``; on success ``oci-layout`` and ``index.json``
     are written and the directory renamed to ``path`` (an existing layout at ``path`` is
     renamed aside, replaced, then deleted). On any exception the temporary directory is
-    removed and ``path`` is untouched. Entering raises :class:`LemonpackError` (and
+    removed and ``path`` is untouched. Entering raises :class:`OutputError` (and
     changes nothing) if ``path`` exists and is a non-empty directory that is not an OCI
     layout, or is not a directory.
 
@@ -205,10 +205,10 @@ class LayoutWriter:
     def _check_target(self) -> None:
         p = self.path
         if p.is_symlink() or (p.exists() and not p.is_dir()):
-            raise LemonpackError(f"{p}: exists and is not a directory; refusing to replace it")
+            raise OutputError(f"{p}: exists and is not a directory; refusing to replace it")
         if p.is_dir() and not _is_layout(p) and any(p.iterdir()):
-            raise LemonpackError(f"{p}: exists, is not empty and is not an OCI image layout; "
-                                 "refusing to replace it")
+            raise OutputError(f"{p}: exists, is not empty and is not an OCI image layout; "
+                              "refusing to replace it")
         if self.merge and _is_layout(p):
             read_layout(p)  # one we can add to (version, index.json), or refused before any work
 
@@ -226,7 +226,7 @@ class LayoutWriter:
         """Add the staged blobs and tags of ``tmp`` to the existing layout ``p`` (see the class
         doc), then remove ``tmp``. The index is written last: until then the layout's tags are
         the old ones and the new blobs are merely unreferenced."""
-        read_layout(p)  # a layout we understand, or LemonpackError before anything moves
+        read_layout(p)  # a layout we understand, or LayoutError before anything moves
         index = _load_json(p / "index.json")
         names = set(self._tags)
         kept = []
@@ -264,7 +264,7 @@ class LayoutWriter:
 
     def _root(self) -> Path:
         if self._tmp is None:
-            raise LemonpackError("LayoutWriter must be used inside a 'with' block")
+            raise RuntimeError("LayoutWriter must be used inside a 'with' block")  # a bug, not the input
         return self._tmp
 
     def _blob_path(self, digest: str) -> Path:
@@ -308,7 +308,7 @@ class LayoutWriter:
             with open(tmp, "wb") as raw:
                 hf = HashingWriter(raw)
                 if callable(source):
-                    result = source(hf)
+                    result = source(cast(BinaryIO, hf))  # a write-only file object
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(CHUNK):
@@ -318,7 +318,7 @@ class LayoutWriter:
                 if result.digest != digest:
                     raise IntegrityError("layer written by callback", result.digest, digest)
                 if result.size != hf.size:
-                    raise LemonpackError(f"layer size mismatch: callback said {result.size}, wrote {hf.size}")
+                    raise LayoutError(f"layer size mismatch: callback said {result.size}, wrote {hf.size}")
                 self._diff_ids[digest] = result.diff_id
             commit(tmp, self._blob_path(digest), durable=False)
         except BaseException:
@@ -332,7 +332,7 @@ class LayoutWriter:
 
         The bytes are hashed while they are copied (one read); the copy must match
         ``descriptor.digest`` and ``descriptor.size`` or it is discarded and
-        :class:`IntegrityError` (digest) / :class:`LemonpackError` (size) is raised, so a
+        :class:`IntegrityError` (digest) / :class:`LayoutError` (size) is raised, so a
         layout never holds a blob that is not what its name says. Never a hard link: a
         layout is the user's output (edited, pushed, deleted), and a hard link would let a
         write or a ``chmod`` there change the cache entry it shares an inode with.
@@ -357,7 +357,7 @@ class LayoutWriter:
                 shutil.copyfile(src, tmp, follow_symlinks=False)
                 size = tmp.stat().st_size
             if size != descriptor.size:
-                raise LemonpackError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
+                raise LayoutError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
             commit(tmp, self._blob_path(descriptor.digest), durable=False)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -392,8 +392,8 @@ class LayoutWriter:
         if layer.media_type == MEDIA_TYPE_LAYER_TAR:
             return layer.digest
         if layer.media_type != MEDIA_TYPE_LAYER_TAR_GZIP:
-            raise LemonpackError(f"cannot compute the diff_id of a {layer.media_type} layer; "
-                                 "pass a LayerInfo or diff_id when adding it")
+            raise LayoutError(f"cannot compute the diff_id of a {layer.media_type} layer; "
+                              "pass a LayerInfo or diff_id when adding it")
         sha = hashlib.sha256()
         with gzip.open(self._blob_path(layer.digest), "rb") as f:
             while chunk := f.read(CHUNK):
@@ -417,15 +417,15 @@ class LayoutWriter:
         ``None``). ``layers`` must already be blobs of this layout. The returned
         descriptor carries ``platform`` (architecture, os, variant) for use in an index.
 
-        Raises :class:`LemonpackError` when ``architecture``/``os`` are missing or
+        Raises :class:`LayoutError` when ``architecture``/``os`` are missing or
         ``rootfs`` is given. Spec: ``manifest.md``, ``config.md``.
         """
         cfg = _plain(dict(config))
         for key in ("architecture", "os"):
             if not isinstance(cfg.get(key), str) or not cfg[key]:
-                raise LemonpackError(f"image config needs a non-empty {key!r}")
+                raise LayoutError(f"image config needs a non-empty {key!r}")
         if "rootfs" in cfg:
-            raise LemonpackError("image config must not set 'rootfs'; it is computed from the layers")
+            raise LayoutError("image config must not set 'rootfs'; it is computed from the layers")
         for layer in layers:
             self._require_blob(layer)
         cfg["rootfs"] = {"type": "layers", "diff_ids": [self._diff_id(l) for l in layers]}
@@ -457,7 +457,7 @@ class LayoutWriter:
         Descriptor"), ``descriptor.md``.
         """
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*", artifact_type):
-            raise LemonpackError(f"artifactType must be a media type (type/subtype), got {artifact_type!r}")
+            raise LayoutError(f"artifactType must be a media type (type/subtype), got {artifact_type!r}")
         empty = self.add_blob_bytes(MEDIA_TYPE_EMPTY, EMPTY_JSON)
         assert empty.digest == EMPTY_DIGEST and empty.size == EMPTY_SIZE
         for layer in layers:
@@ -496,7 +496,7 @@ class LayoutWriter:
         Each tag becomes the descriptor's ``org.opencontainers.image.ref.name`` annotation;
         entries are sorted by tag. A tag must match the annotations.md ``ref`` grammar
         (``ValueError`` otherwise). Setting a tag again to a different descriptor raises
-        :class:`LemonpackError` naming both; the same descriptor again is a no-op.
+        :class:`LayoutError` naming both; the same descriptor again is a no-op.
 
         Spec: ``image-layout.md`` (index.json), ``annotations.md``.
         """
@@ -506,13 +506,13 @@ class LayoutWriter:
             self._require_blob(desc)
             old = self._tags.get(tag)
             if old is not None and old != desc:
-                raise LemonpackError(f"tag {tag!r} already points at {old.digest}; refusing to "
-                                     f"repoint it at {desc.digest}")
+                raise LayoutError(f"tag {tag!r} already points at {old.digest}; refusing to "
+                                  f"repoint it at {desc.digest}")
             self._tags[tag] = desc
 
     def _require_blob(self, desc: Descriptor) -> None:
         if not self._blob_path(desc.digest).is_file():
-            raise LemonpackError(f"{desc.digest} is not a blob of this layout; add it first")
+            raise LayoutError(f"{desc.digest} is not a blob of this layout; add it first")
 
 
 # --- reading -------------------------------------------------------------------------
@@ -526,16 +526,16 @@ def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_bytes())
     except FileNotFoundError:
-        raise LemonpackError(f"{path}: missing") from None
+        raise LayoutError(f"{path}: missing") from None
     except ValueError as exc:
-        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+        raise LayoutError(f"{path}: not valid JSON: {exc}") from None
 
 
 def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     """Read the tags of the OCI layout at ``path``: ``{ref.name: Descriptor}``.
 
     Only top-level ``index.json`` entries with an ``org.opencontainers.image.ref.name``
-    annotation are returned. Raises :class:`LemonpackError` when ``oci-layout`` is
+    annotation are returned. Raises :class:`LayoutError` when ``oci-layout`` is
     missing, has another ``imageLayoutVersion``, or ``index.json`` is malformed.
 
     Spec: ``image-layout.md``.
@@ -544,13 +544,13 @@ def read_layout(path: str | os.PathLike[str]) -> dict[str, Descriptor]:
     if not (root / "oci-layout").exists():
         why = "no such directory" if not root.exists() else "not a directory" if not root.is_dir() \
             else "no oci-layout file in it"
-        raise LemonpackError(f"no OCI image layout at {root} ({why})")
+        raise LayoutError(f"no OCI image layout at {root} ({why})")
     header = _load_json(root / "oci-layout")
     if not isinstance(header, dict) or header.get("imageLayoutVersion") != OCI_LAYOUT_VERSION:
-        raise LemonpackError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
+        raise LayoutError(f"{root}: not an OCI image layout {OCI_LAYOUT_VERSION}")
     index = _load_json(root / "index.json")
     if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        raise LemonpackError(f"{root}/index.json: not an image index")
+        raise LayoutError(f"{root}/index.json: not an image index")
     tags: dict[str, Descriptor] = {}
     for obj in index["manifests"]:
         desc = Descriptor.from_json(obj)
@@ -598,7 +598,7 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
     reachable from ``index.json`` (manifests, nested indexes, configs, layers, subjects
     are not required to be present) names an existing blob of the right size.
     Returns the number of blobs verified. Raises :class:`IntegrityError` on a hash
-    mismatch, :class:`LemonpackError` on a missing blob, size mismatch or malformed JSON.
+    mismatch, :class:`LayoutError` on a missing blob, size mismatch or malformed JSON.
 
     Spec: ``image-layout.md`` (blobs), ``descriptor.md`` (verification).
     """
@@ -622,10 +622,10 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
         seen.add(desc.digest)
         blob = blob_dir / desc.hex
         if not blob.is_file():
-            raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+            raise LayoutError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
         if blob.stat().st_size != desc.size:
-            raise LemonpackError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
-                                 f"descriptor says {desc.size}")
+            raise LayoutError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
+                              f"descriptor says {desc.size}")
         if desc.media_type in _MANIFEST_TYPES:
             doc = _load_json(blob)
             todo.append(Descriptor.from_json(doc["config"]))

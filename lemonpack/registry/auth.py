@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import ConfigError
 from lemonpack.files import read_user_file
 
 
@@ -62,7 +62,7 @@ def auth_files(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
     if explicit is not None:
         p = Path(explicit)
         if not p.exists():
-            raise LemonpackError(f"registry config {p} not found")
+            raise ConfigError(f"registry config {p} not found")
         read_user_file(p, "registry config")  # a directory or fifo: refused by name, never blocked on
         out.append(p)
     env = os.environ.get("REGISTRY_AUTH_FILE")
@@ -106,7 +106,7 @@ def _aliases(host: str) -> list[str]:
 def load_credentials(host: str, config: str | os.PathLike[str] | None = None) -> Credentials | None:
     """Credentials for ``host`` (``host[:port]``) from the auth files, or ``None`` (anonymous).
 
-    Raises :class:`LemonpackError` naming the file (never the secret) when a file is not
+    Raises :class:`ConfigError` naming the file (never the secret) when a file is not
     valid JSON or its entry for the host cannot be decoded.
     """
     for path in auth_files(config):
@@ -114,12 +114,12 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None) ->
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise LemonpackError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
+            raise ConfigError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
         except json.JSONDecodeError as exc:
-            raise LemonpackError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
-                                 f"is not valid JSON: {exc.msg}") from None
+            raise ConfigError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
+                              f"is not valid JSON: {exc.msg}") from None
         if not isinstance(doc, dict):
-            raise LemonpackError(f"{path}: not a JSON object")
+            raise ConfigError(f"{path}: not a JSON object")
         auths = doc.get("auths") or {}
         entries = {_host_key(k): v for k, v in auths.items() if isinstance(v, dict)}
         for name in _aliases(host):
@@ -142,9 +142,9 @@ def _decode(entry: dict, path: Path, host: str) -> Credentials | None:
         try:
             user, sep, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
-            raise LemonpackError(f"{path}: auths.{host}.auth is not base64 of user:password") from None
+            raise ConfigError(f"{path}: auths.{host}.auth is not base64 of user:password") from None
         if not sep:
-            raise LemonpackError(f"{path}: auths.{host}.auth is not base64 of user:password")
+            raise ConfigError(f"{path}: auths.{host}.auth is not base64 of user:password")
         return Credentials(user, password, token, str(path))
     if entry.get("username") and entry.get("password"):
         return Credentials(entry["username"], entry["password"], token, str(path))
@@ -156,26 +156,26 @@ def _decode(entry: dict, path: Path, host: str) -> Credentials | None:
 def _from_helper(helper: str, host: str, path: Path) -> Credentials | None:
     """Ask ``docker-credential-<helper> get`` for ``host`` (host on stdin; docker-credential-helpers
     protocol). ``None`` when the helper knows no credentials for the host (it says "credentials
-    not found"); :class:`LemonpackError` naming the helper and the file when it is missing, fails
+    not found"); :class:`ConfigError` naming the helper and the file when it is missing, fails
     or answers something else than its JSON (its output is never quoted: it may hold the secret)."""
     name = f"docker-credential-{helper}"
     exe = shutil.which(name)
     where = f"{path}: credential helper {name}"
     if exe is None:
-        raise LemonpackError(f"{where} is not on PATH")
+        raise ConfigError(f"{where} is not on PATH")
     try:
         proc = subprocess.run([exe, "get"], input=host.encode(), capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LemonpackError(f"{where} could not run: {type(exc).__name__}") from None
+        raise ConfigError(f"{where} could not run: {type(exc).__name__}") from None
     if proc.returncode != 0:
         if b"credentials not found" in proc.stdout.lower() + proc.stderr.lower():
             return None
-        raise LemonpackError(f"{where} failed for {host} (exit {proc.returncode})")
+        raise ConfigError(f"{where} failed for {host} (exit {proc.returncode})")
     try:
         doc = json.loads(proc.stdout)
         user, secret = doc["Username"], doc["Secret"]
     except (ValueError, KeyError, TypeError):
-        raise LemonpackError(f"{where} answered something else than {{\"Username\", \"Secret\"}} JSON") from None
+        raise ConfigError(f"{where} answered something else than {{\"Username\", \"Secret\"}} JSON") from None
     if not isinstance(user, str) or not isinstance(secret, str) or not secret:
         return None
     source = f"{path} ({name})"
@@ -187,7 +187,7 @@ def _from_helper(helper: str, host: str, path: Path) -> Credentials | None:
 class Keychain(Protocol):
     """A source of registry credentials (after go-containerregistry's ``authn.Keychain``):
     ``resolve(host)`` gives the credentials for ``host`` (``host[:port]``) or ``None``
-    (anonymous), raising :class:`LemonpackError` for a broken source; ``describe()`` says where
+    (anonymous), raising :class:`ConfigError` for a broken source; ``describe()`` says where
     it looked, for the message when a registry wants credentials and none were found."""
 
     def resolve(self, host: str) -> Credentials | None: ...

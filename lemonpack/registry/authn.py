@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Generator, Iterator
+from typing import Generator, Iterator, cast
 
 import httpx
 
@@ -104,7 +104,7 @@ class _Bounded(httpx.SyncByteStream):
 
 
 def _bound(resp: httpx.Response, what: str) -> httpx.Response:
-    resp.stream = _Bounded(resp.stream, MAX_AUTH_BODY, what)
+    resp.stream = _Bounded(cast(httpx.SyncByteStream, resp.stream), MAX_AUTH_BODY, what)  # a sync client's stream
     return resp
 
 
@@ -222,7 +222,7 @@ class RegistryAuth(httpx.Auth):
                 form["service"] = service
             request = httpx.Request("POST", realm, data=form)
         else:
-            params = ([("service", service)] if service else []) + [("scope", s) for s in scopes]
+            params = tuple(([("service", service)] if service else []) + [("scope", s) for s in scopes])
             headers = {"Authorization": "Basic " + creds.basic} if creds is not None and creds.password else {}
             request = httpx.Request("GET", realm, params=params, headers=headers)
         resp = yield request

@@ -39,13 +39,13 @@ import secrets
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal, overload
 
 import httpx
 
 from lemonpack.files import commit
 from lemonpack.digest import is_sha256_digest
-from lemonpack.errors import FetchError, IntegrityError, LemonpackError, StorageError
+from lemonpack.errors import FetchError, IntegrityError, LayoutError, RegistryError, StorageError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry.auth import Credentials, FileKeychain, Keychain, StaticKeychain
 from lemonpack.registry.authn import RegistryAuth
@@ -88,7 +88,7 @@ class MountAnswer:
 
 def _check_digest(digest: str) -> str:
     if not isinstance(digest, str) or not is_sha256_digest(digest):
-        raise LemonpackError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
+        raise RegistryError(f"not a sha256 digest: {digest!r} (expected sha256:<64 lowercase hex>)")
     return digest
 
 
@@ -170,6 +170,12 @@ class RegistryClient:
         if ref.startswith("sha256:") and digest != ref:
             raise IntegrityError(f"{self.host}/{repo}@{ref} (HEAD)", ref, digest)
         return digest, media_type, size
+
+    @overload
+    def get_manifest(self, repo: str, ref: str, *, missing_ok: Literal[False] = False) -> tuple[bytes, str, str]: ...
+
+    @overload
+    def get_manifest(self, repo: str, ref: str, *, missing_ok: bool) -> tuple[bytes, str, str] | None: ...
 
     def get_manifest(self, repo: str, ref: str, *, missing_ok: bool = False) -> tuple[bytes, str, str] | None:
         """``GET /v2/<repo>/manifests/<ref>``: ``(bytes, media_type, digest)``, verified.
@@ -301,7 +307,7 @@ class RegistryClient:
         else:
             path = Path(source)
             if path.stat().st_size != size:
-                raise LemonpackError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
+                raise LayoutError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
             hasher = BlobHasher(path, size)
         offset = 0
         last: Exception | None = None
@@ -364,7 +370,9 @@ class RegistryClient:
                     sent(length)
                     return data[start:start + length]
                 return chunk
-            return lambda: FileSlice(path, start, length, sent, hasher)
+            file = path
+            assert file is not None, "a blob is uploaded from bytes or from a file"
+            return lambda: FileSlice(file, start, length, sent, hasher)
 
         octet = {"Content-Type": "application/octet-stream"}
         if data is not None and offset == 0 and size <= self.chunk_size:

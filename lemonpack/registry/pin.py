@@ -24,16 +24,20 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lemonpack import jsonpath
-from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError
+from lemonpack.errors import LemonpackError, ManifestError, Problem, RegistryError, SelectionError
 from lemonpack.files import read_user_file, replace_file
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import platform_argvs
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
 
 JsonPath = tuple  # of str keys and int indexes
+
+#: CPython's JSON string scanner (``(text, index after the quote) -> (value, end)``): public in
+#: the json package, though typeshed does not declare it.
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class Pinned:
 
 def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
     """Every string *value* of the JSON document ``text``: ``{path: (start, end)}``, the span
-    of its literal including the quotes. Raises :class:`LemonpackError` on invalid JSON
+    of its literal including the quotes. Raises ``ValueError`` on invalid JSON
     (RFC 8259 grammar; the scanner agrees with ``json.loads`` on what it accepts)."""
     decoder = json.JSONDecoder()
     spans: dict[JsonPath, tuple[int, int]] = {}
@@ -93,7 +97,7 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
                 return i + 1
             while True:
                 i = skip(i)
-                key, end = json.decoder.scanstring(text, i + 1)
+                key, end = _scanstring(text, i + 1)
                 if text[i] != '"':
                     raise ValueError(f"expected a key at {i}")
                 i = skip(end)
@@ -119,7 +123,7 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
                     raise ValueError(f"expected ',' at {i}")
                 i += 1
         if ch == '"':
-            _, end = json.decoder.scanstring(text, i + 1)
+            _, end = _scanstring(text, i + 1)
             spans[path] = (i, end)
             return end
         _, end = decoder.raw_decode(text, i)
@@ -130,7 +134,7 @@ def string_spans(text: str) -> dict[JsonPath, tuple[int, int]]:
         if end != len(text):
             raise ValueError(f"extra data at {end}")
     except (ValueError, IndexError) as exc:
-        raise LemonpackError(f"not valid JSON: {exc}") from None
+        raise ValueError(f"not valid JSON: {exc}") from None
     return spans
 
 
@@ -162,7 +166,7 @@ def image_sites(doc: Any) -> list[ImageSite]:
 
 def check_recipe(path: str | os.PathLike[str]) -> list[ImageSite]:
     """The image sites of the recipe file at ``path`` that are not pinned by digest
-    (:func:`lemonpack.oci.reference.check_pinned`). Raises :class:`LemonpackError` when the
+    (:func:`lemonpack.oci.reference.check_pinned`). Raises :class:`ManifestError` when the
     file cannot be read or is not JSON."""
     doc, _text = _read(Path(path))
     return [s for s in image_sites(doc) if check_pinned(s.image) is not None]
@@ -173,11 +177,11 @@ def _read(path: Path) -> tuple[Any, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise LemonpackError(f"{path}: not UTF-8") from None
+        raise ManifestError([Problem(str(path), "", "utf-8", "not UTF-8")]) from None
     try:
         return json.loads(text), text
     except ValueError as exc:
-        raise LemonpackError(f"{path}: not valid JSON: {exc}") from None
+        raise ManifestError([Problem(str(path), "", "json", f"not valid JSON: {exc}")]) from None
 
 
 # --- resolving -----------------------------------------------------------------------------
@@ -209,7 +213,7 @@ class _Resolver:
         # is not needed.
         fetched = client.get_manifest(ref.path, tag, missing_ok=True)
         if fetched is None:
-            raise LemonpackError(f"{file}: {where}: {ref.domain}/{ref.path}:{tag} not found in the registry")
+            raise RegistryError(f"{file}: {where}: {ref.domain}/{ref.path}:{tag} not found in the registry")
         digest = fetched[2]
         pinned = f"{ref.name}:{tag}@{digest}"
         self.cache[image] = pinned
@@ -225,8 +229,8 @@ def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
     """Pin every unpinned container image of the recipe at ``path`` in place; returns the
     rewrites (empty when nothing needed pinning: then the file is not touched).
 
-    Raises :class:`LemonpackError` (unreadable file, an image without registry host, a tag the
-    registry does not have), :class:`SelectionError` for ``{arch_alias}`` images (the message
+    Raises :class:`ManifestError` (a file that is not UTF-8 JSON, an image without registry
+    host), :class:`RegistryError` (a tag the registry does not have), :class:`SelectionError` for ``{arch_alias}`` images (the message
     gives the pinned image per arch pattern), ``FetchError``/:class:`IntegrityError` from the
     registry. The file is unchanged on any error.
     """
@@ -235,7 +239,10 @@ def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
     sites = [s for s in image_sites(doc) if check_pinned(s.image) is not None]
     if not sites:
         return []
-    spans = string_spans(text)
+    try:
+        spans = string_spans(text)
+    except ValueError as exc:  # json.loads took it: the scanner and the parser disagree
+        raise ManifestError([Problem(str(file), "", "json", str(exc))]) from None
     resolver = _Resolver(insecure, registry_config)
     try:
         templated = [s for s in sites if "{arch_alias}" in s.image]

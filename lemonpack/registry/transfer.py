@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lemonpack.errors import IntegrityError, Interrupted, LemonpackError
+from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
 from lemonpack.files import open_regular
 from lemonpack.oci.layout import Descriptor, LayoutWriter, read_layout
 from lemonpack.oci.reference import is_tag
@@ -119,12 +119,12 @@ def _media_type_of(data: bytes, declared: str, what: str) -> tuple[dict, str]:
     try:
         doc = json.loads(data)
     except ValueError:
-        raise LemonpackError(f"{what}: not JSON") from None
+        raise LayoutError(f"{what}: not JSON") from None
     if not isinstance(doc, dict):
-        raise LemonpackError(f"{what}: not a JSON object")
+        raise LayoutError(f"{what}: not a JSON object")
     media_type = doc.get("mediaType") or declared
     if media_type not in _MANIFESTS + _INDEXES:
-        raise LemonpackError(f"{what}: media type {media_type!r} is not an image manifest or index")
+        raise LayoutError(f"{what}: media type {media_type!r} is not an image manifest or index")
     return doc, media_type
 
 
@@ -132,20 +132,20 @@ def select_tags(layout: Path, tag: str | None, dest_tag: str | None) -> list[tup
     """The layout tags to publish: ``[(source tag, descriptor, target tag)]``.
 
     ``tag``: only this layout tag (else all of them). ``dest_tag``: push under this tag, which
-    needs exactly one source tag. Raises :class:`LemonpackError` naming the layout's tags.
+    needs exactly one source tag. Raises :class:`LayoutError` naming the layout's tags.
     """
     tags = read_layout(layout)
     if not tags:
-        raise LemonpackError(f"{layout}: the layout has no tagged manifests to publish")
+        raise LayoutError(f"{layout}: the layout has no tagged manifests to publish")
     if tag is not None:
         if tag not in tags:
-            raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags))})")
+            raise LayoutError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags))})")
         tags = {tag: tags[tag]}
     if dest_tag is not None:
         if len(tags) != 1:
-            raise LemonpackError(f"{layout} has {len(tags)} tags ({', '.join(sorted(tags))}); name one as "
-                                 f"DIR:TAG to publish it as :{dest_tag}, or leave the destination tag out "
-                                 "to publish every tag under its own name")
+            raise LayoutError(f"{layout} has {len(tags)} tags ({', '.join(sorted(tags))}); name one as "
+                              f"DIR:TAG to publish it as :{dest_tag}, or leave the destination tag out "
+                              "to publish every tag under its own name")
         (src, desc), = tags.items()
         return [(src, desc, dest_tag)]
     return [(t, d, t) for t, d in sorted(tags.items())]
@@ -156,16 +156,16 @@ def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, s
     tag written as a full name (``docker.io/x/a:1``, as skopeo and podman write
     ``ref.name``) is a valid layout tag but no registry tag (distribution answers the
     manifest PUT with 404 or ``TAG_INVALID`` only after every blob was uploaded). Raises
-    :class:`LemonpackError` naming the tags and how to publish them (``DIR:TAG --to
+    :class:`RegistryError` naming the tags and how to publish them (``DIR:TAG --to
     HOST/REPO:NEWTAG``)."""
     bad = [src for src, _desc, dst in selected if not is_tag(dst)]
     if not bad:
         return
     names = ", ".join(repr(b) for b in bad)
-    raise LemonpackError(f"{layout}: layout tag{'s' if len(bad) > 1 else ''} {names} cannot be a tag of "
-                         f"{dest.host}/{dest.repository} (a registry tag is [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}, with no '/' or ':'); "
-                         f"nothing was sent. Publish each under a tag of its own: "
-                         f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
+    raise RegistryError(f"{layout}: layout tag{'s' if len(bad) > 1 else ''} {names} cannot be a tag of "
+                        f"{dest.host}/{dest.repository} (a registry tag is [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}, with no '/' or ':'); "
+                        f"nothing was sent. Publish each under a tag of its own: "
+                        f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
 
 
 def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: RegistryClient, *,
@@ -181,15 +181,16 @@ def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: Regi
     file is hashed as it is uploaded and committed only when it is what its name says. Returns
     :class:`PublishResult`.
 
-    Raises :class:`LemonpackError` (not a layout, unknown tag, a tag the registry cannot take,
-    a manifest of the layout that is not what its name says), :class:`IntegrityError` (a blob
+    Raises :class:`LayoutError` (not a layout, unknown tag, a manifest of the layout that is not
+    what its name says), :class:`RegistryError` (a tag the registry cannot take, a destination
+    naming a digest), :class:`IntegrityError` (a blob
     file that does not hash to its name: nothing is tagged), ``FetchError`` (from the client),
     :class:`Interrupted` on Ctrl-C (the message says what was under way and which tags, if any,
     were set).
     """
     root = Path(layout)
     if dest.digest is not None:
-        raise LemonpackError(f"publish destination {dest} names a digest; give HOST/REPO[:TAG]")
+        raise RegistryError(f"publish destination {dest} names a digest; give HOST/REPO[:TAG]")
     selected = select_tags(root, tag, dest.tag)
     check_destination_tags(root, selected, dest)
     state = _PublishState(f"{dest.host}/{dest.repository}", [dst for _s, _d, dst in selected])
@@ -239,14 +240,14 @@ def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list
             with open_regular(path) as f:
                 data = f.read()
         except FileNotFoundError:
-            raise LemonpackError(f"{root}: manifest blob {desc.digest} is missing") from None
+            raise LayoutError(f"{root}: manifest blob {desc.digest} is missing") from None
         except OSError as exc:
-            raise LemonpackError(f"{path}: cannot read manifest blob: {exc.strerror or exc}") from None
+            raise LayoutError(f"{path}: cannot read manifest blob: {exc.strerror or exc}") from None
         actual = "sha256:" + hashlib.sha256(data).hexdigest()
         if actual != desc.digest:
             raise IntegrityError(str(path), desc.digest, actual)
         if len(data) != desc.size:
-            raise LemonpackError(f"{path}: size {len(data)}, its descriptor says {desc.size}")
+            raise LayoutError(f"{path}: size {len(data)}, its descriptor says {desc.size}")
         doc, media_type = _media_type_of(data, desc.media_type, str(path))
         return data, doc, media_type
 
@@ -257,7 +258,7 @@ def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list
             return None
         if not (blobs_dir / desc.hex).is_file():
             if required:
-                raise LemonpackError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
+                raise LayoutError(f"{root}: blob {desc.digest} ({desc.media_type}) is missing")
             return None  # a subject that lives elsewhere
         done.add(desc.digest)
         data, doc, media_type = load(desc)
@@ -282,7 +283,7 @@ def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list
                 if blob.digest not in done:
                     done.add(blob.digest)
                     if not (blobs_dir / blob.hex).is_file():
-                        raise LemonpackError(f"{root}: blob {blob.digest} ({blob.media_type}) is missing")
+                        raise LayoutError(f"{root}: blob {blob.digest} ({blob.media_type}) is missing")
                     todo_blobs.append(blob)
             manifests.append((desc, data, media_type))
 
@@ -388,22 +389,22 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
     does (:class:`~lemonpack.oci.layout.LayoutWriter` ``merge``: its other tags, blobs and
     files kept, a same-named tag replaced); a non-empty directory that is no layout is refused.
     Everything is downloaded and verified into a temporary sibling first, so ``out`` is
-    untouched on any failure (:class:`IntegrityError`, ``FetchError``, :class:`LemonpackError`,
+    untouched on any failure (:class:`IntegrityError`, ``FetchError``, :class:`LayoutError`, :class:`RegistryError`,
     :class:`Interrupted` on Ctrl-C). A ``subject`` is not followed (it is the artifact's
     referent, not part of it).
     """
     if ref.ref is None:
-        raise LemonpackError(f"{ref}: give a tag or a digest to pull")
+        raise RegistryError(f"{ref}: give a tag or a digest to pull")
     name = tag or ref.tag or "latest"
     stage = ["fetching manifests"]
     try:
-        return _pull(ref, Path(out), client, name, progress, stage)
+        return _pull(ref, ref.ref, Path(out), client, name, progress, stage)
     except KeyboardInterrupt:
         raise Interrupted(f"pull of {ref} interrupted while {stage[0]}; nothing was written at {out} "
                           "(what was downloaded so far is removed)") from None
 
 
-def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress: bool,
+def _pull(ref: Reference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
     counters = {"blobs": 0, "bytes": 0}
@@ -437,7 +438,7 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
             iteratively: a registry serving an index chain of any depth costs memory in
             proportion, never a RecursionError. Returns the root's descriptor."""
             stack = [enter(desc, reference)]
-            top = None
+            top: Descriptor | None = None
             while stack:
                 child = next((c for c in stack[-1][4] if c.digest not in seen), None)
                 if child is not None:
@@ -452,9 +453,10 @@ def _pull(ref: Reference, out: Path, client: RegistryClient, name: str, progress
                 lw.add_blob_bytes(media_type, data)
                 counters["blobs"] += 1
                 top = Descriptor(media_type, digest, len(data))
+            assert top is not None, "the stack held the root"
             return top
 
-        root = fetch_manifest(None, ref.ref)
+        root = fetch_manifest(None, reference)
         if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
             raise IntegrityError(str(ref), ref.digest, root.digest)
         with byte_progress(sum(b.size for b in blobs_todo), f"pull {ref.host}/{repo}",

@@ -31,7 +31,7 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Literal, overload
 
 import httpx
 
@@ -219,8 +219,18 @@ class Transport:
         except httpx.HTTPError as exc:
             raise failure(method, url, exc) from None
 
+    @overload
     def request(self, method: str, path_or_url: str, *, headers: dict[str, str] | None = None,
-                body=None, stream: bool = False, ok: Iterable[int] = (200,), retry: bool = True,
+                body: Any = None, stream: bool = False, ok: Iterable[int] = (200,), retry: bool = True,
+                missing_ok: Literal[False] = False, follow: bool = False) -> httpx.Response: ...
+
+    @overload
+    def request(self, method: str, path_or_url: str, *, headers: dict[str, str] | None = None,
+                body: Any = None, stream: bool = False, ok: Iterable[int] = (200,), retry: bool = True,
+                missing_ok: bool, follow: bool = False) -> httpx.Response | None: ...
+
+    def request(self, method: str, path_or_url: str, *, headers: dict[str, str] | None = None,
+                body: Any = None, stream: bool = False, ok: Iterable[int] = (200,), retry: bool = True,
                 missing_ok: bool = False, follow: bool = False) -> httpx.Response | None:
         """Send one request (transient failures retried unless ``retry`` is false; redirects
         followed with ``follow``); returns the response (status in ``ok``; the caller closes

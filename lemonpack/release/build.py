@@ -40,7 +40,7 @@ from lemonpack.builder.layercache import LayerCache
 from lemonpack.oci.platform import host_arch
 from lemonpack.builder.pipeline import BaseLayers
 from lemonpack.contract import load_recipe, targets
-from lemonpack.errors import LemonpackError, ManifestError, Problem, SelectionError, StorageError
+from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.files import open_regular
 from lemonpack.files import remove_tree, replace_directory
@@ -176,9 +176,9 @@ def _select(d: ImageDefinition, root: Path, lock: Path, lock_names: list[str]):
                              environ={})  # GUFO_EXTENSION_DIRS of the caller must not change a release
     community = [e.name for e in selection.extensions if not e.official]
     if community:
-        raise LemonpackError(f"{d.file}: extensions: the selection pulls in community extensions "
-                             f"({', '.join(community)}) as dependencies; a release image ships only "
-                             f"extensions of the lock {lock}")
+        raise BuildError(f"{d.file}: extensions: the selection pulls in community extensions "
+                         f"({', '.join(community)}) as dependencies; a release image ships only "
+                         f"extensions of the lock {lock}")
     return selection
 
 
@@ -221,8 +221,8 @@ class _Recipes:
             payload = RecipePayload(recipe.recipe, recipe.canonical)
         else:
             if prov.policy == "roll_forward":
-                raise LemonpackError(f"{d.file}: {ref.field}: {ref.file} ({t.path}) uses version policy "
-                                     "roll_forward; a release image needs an artifact pinned by sha256")
+                raise BuildError(f"{d.file}: {ref.field}: {ref.file} ({t.path}) uses version policy "
+                                 "roll_forward; a release image needs an artifact pinned by sha256")
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, False)
             fetched = fetch_target(t, cache=self.cache, mirror=self._mirror_for(prov.source),
@@ -250,10 +250,10 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
         host = host_arch()
         other = [a for a in d.architectures if a != host]
         if other:
-            raise LemonpackError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
-                                 f"compiled here by this {host} machine's C++ compiler; it cannot build "
-                                 f"{', '.join(other)} (release those on a machine of that architecture, or drop "
-                                 f"them from the definition)")
+            raise BuildError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
+                             f"compiled here by this {host} machine's C++ compiler; it cannot build "
+                             f"{', '.join(other)} (release those on a machine of that architecture, or drop "
+                             f"them from the definition)")
     selection = _select(d, opts.root, Path(opts.lock), lock_names)
     generated = generate(selection)
     exts = tuple(ExtensionTree(e.name, e.version, _extension_dir(e)) for e in selection.extensions)
@@ -261,8 +261,8 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
     names = [p.recipe for p in payloads]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise LemonpackError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
-                             "(two files or two blocks of one recipe); an image holds one artifact per recipe")
+        raise BuildError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
+                         "(two files or two blocks of one recipe); an image holds one artifact per recipe")
     compiled = None
     if base is not None:
         from lemonpack.extensions.compile import compile_gufo
@@ -283,10 +283,10 @@ def _is_release(path: Path) -> bool:
 
 def _check_out(out: Path) -> None:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise LemonpackError(f"{out}: exists and is not a directory; refusing to replace it")
+        raise OutputError(f"{out}: exists and is not a directory; refusing to replace it")
     if out.is_dir() and not _is_release(out) and any(out.iterdir()):
-        raise LemonpackError(f"{out}: exists, is not empty and is not a lemonpack release "
-                             f"(no {MARKER}); refusing to replace it")
+        raise OutputError(f"{out}: exists, is not empty and is not a lemonpack release "
+                          f"(no {MARKER}); refusing to replace it")
 
 
 def _install(tmp: Path, out: Path) -> None:
@@ -345,7 +345,7 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
                     on_image(summary)
             remove_tree(scratch)
         if _read_lock(Path(opts.lock))[0] != lock_bytes:
-            raise LemonpackError(f"{opts.lock}: the release lock changed while the release was built; run it again")
+            raise LockError(f"{opts.lock}: the release lock changed while the release was built; run it again")
         result = ReleaseResult(out, opts.epoch, "sha256:" + hashlib.sha256(lock_bytes).hexdigest(), tuple(images))
         (tmp / MARKER).write_bytes(canonical_json(result.record()) + b"\n")
         _install(tmp, out)

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
 from lemonpack.contract.loader import schema_problems
 from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.errors import BuildError, ManifestError, Problem
 from lemonpack.files import open_regular
 
 SCHEMA_FILE = "release-image-v1.schema.json"
@@ -188,7 +188,8 @@ def load_definition(path: str | Path, tree: str | Path) -> ImageDefinition:
     problems = check_definition(doc, file, tree)
     if problems:
         raise ManifestError(problems)
-    refs = tuple(RecipeRef(e["file"], _inside(tree, e["file"]), e["accelerator"], e.get("gpu_arch"),
+    # cast: check_definition refused every file that _inside finds outside the tree
+    refs = tuple(RecipeRef(e["file"], cast(Path, _inside(tree, e["file"])), e["accelerator"], e.get("gpu_arch"),
                            f"recipes[{i}]") for i, e in enumerate(doc.get("recipes", [])))
     ext = doc.get("extensions", "lock")
     return ImageDefinition(file=file, name=doc["name"], description=doc.get("description", ""),
@@ -207,11 +208,12 @@ def load_definitions(directory: str | Path, tree: str | Path,
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise LemonpackError(f"{directory}: no such directory of release image definitions")
+        raise BuildError(f"{directory}: no such directory of release image definitions")
     files = sorted(p for p in directory.glob("*.json") if p.is_file())
     if not files:
-        raise LemonpackError(f"{directory}: holds no release image definition (*.json)")
-    defs, problems = [], []
+        raise BuildError(f"{directory}: holds no release image definition (*.json)")
+    defs: list[ImageDefinition] = []
+    problems: list[Problem] = []
     for f in files:
         try:
             defs.append(load_definition(f, tree))
@@ -222,8 +224,8 @@ def load_definitions(directory: str | Path, tree: str | Path,
     names = {d.name for d in defs}
     unknown = [n for n in only if n not in names]
     if unknown:
-        raise LemonpackError(f"no release image named {', '.join(map(repr, unknown))} in {directory} "
-                             f"(defined: {', '.join(sorted(names))})")
+        raise BuildError(f"no release image named {', '.join(map(repr, unknown))} in {directory} "
+                         f"(defined: {', '.join(sorted(names))})")
     return [d for d in defs if not only or d.name in only]
 
 

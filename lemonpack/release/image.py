@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,8 +119,8 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
         prefix = f"{PREFIX}/extensions/{ext.name}"
         try:
             layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP,
-                                           lambda f, p=ext.path, pre=prefix: write_dir_layer(
-                                               p, pre, f, mtime=epoch, compresslevel=level),
+                                           partial(write_dir_layer, ext.path, prefix, mtime=epoch,
+                                                   compresslevel=level),
                                            {ANNOTATION_TITLE: prefix}))
         except UnsafeContentError as exc:
             raise UnsafeContentError(f"extension {ext.name} ({ext.path}): {exc}") from None
@@ -134,13 +135,14 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
         if r.tree is not None:
             prefix = f"opt/lemonpack/{r.recipe}"
             try:
-                layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, t=r.tree, pre=prefix: write_dir_layer(
-                    t, pre, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
+                layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
+                    write_dir_layer, r.tree, prefix, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: prefix}))
             except UnsafeContentError as exc:
                 raise UnsafeContentError(f"recipe {r.recipe}: artifact {r.source} ({r.sha256}): {exc}") from None
         path = f"etc/lemonpack/recipes/{r.recipe}.json"
-        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f, p=path, c=r.canonical: write_files_layer(
-            [(p, c, 0o644)], f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: path}))
+        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
+            write_files_layer, [(path, r.canonical, 0o644)], mtime=epoch, compresslevel=level),
+            {ANNOTATION_TITLE: path}))
     return layers
 
 
@@ -166,8 +168,9 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     if inputs.base is not None:
         if inputs.compiled is None or based is None:
             raise ValueError("an image on a base needs the compiled gufo and the layout's BaseLayers")
-        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f: write_dir_layer(
-            inputs.compiled, PREFIX, f, mtime=epoch, compresslevel=compresslevel), {ANNOTATION_TITLE: f"{PREFIX}/bin"}))
+        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
+            write_dir_layer, inputs.compiled, PREFIX, mtime=epoch, compresslevel=compresslevel),
+            {ANNOTATION_TITLE: f"{PREFIX}/bin"}))
         prefixes = (PREFIX, *(f"opt/lemonpack/{r.recipe}" for r in inputs.recipes if r.tree is not None))
     labels = _labels(inputs)
     annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
@@ -179,6 +182,7 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
         gufo_env = f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"
         if inputs.base is not None:
             image = inputs.base.for_platform("linux", arch, f"release image {d.name} ({d.file}, architectures)")
+            assert based is not None, "checked with the base above"
             base_layers = based.put(image, prefixes)
             config = {"architecture": arch, "os": "linux",
                       "config": image.config_for(PREFIX, [f"/{PREFIX}/bin/gufo-registry"], labels,

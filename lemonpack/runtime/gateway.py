@@ -4,7 +4,7 @@ A registered model with ``endpoints`` (:mod:`lemonpack.runtime.models`) is serve
 running elsewhere (a Kubernetes Service, another host): ``lemonpack serve`` is their gateway.
 This module holds every decision about them, in the style of :mod:`.serving`: facts in (a
 probe result, a connection that failed, a request that began or ended), answers out, time
-read from an injected ``clock``. The driver (:class:`lemonpack.server.app.Server`) runs the
+read from an injected ``clock``. The driver (:mod:`lemonpack.server.endpoints`) runs the
 probes (the recipe's ``health_probe``, :func:`lemonpack.runtime.probes.check_once` against
 the endpoint's host and port) and does the HTTP; it calls this object from its event loop
 only.

@@ -17,6 +17,13 @@ The rule, in order:
 3. ``ref`` names an existing directory: a model bundle (``x.mlpackage``) when the caller
    accepts directories (``select``), else "model path is not a file: REF" (``run``: an
    engine is handed one checkpoint file).
+``lemonpack serve`` resolves the model a request names with the same rule and two
+restrictions (``paths``): a file or bundle is named by an absolute (or ``~``-based) path,
+never relative to the server's working directory (``paths="absolute"``); and a server
+listening on a non-loopback address serves registered models only (``paths="none"``): a
+path is then never looked at, so the answer cannot tell a remote client whether a file
+exists.
+
 4. Otherwise an error (exit 1): "model file not found: REF" when ``ref`` looks like a path
    (:func:`~lemonpack.runtime.models.looks_like_path`: a separator or a model file suffix;
    the registry is not named, it was not what the user meant), else "no model named REF: no
@@ -28,6 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lemonpack.errors import LemonpackError
@@ -67,7 +75,10 @@ class ResolvedModel:
     @property
     def main(self) -> str:
         """The main checkpoint: the file's path, or the entry's ``main`` (a path or hub ref)."""
-        return str(self.path) if self.path is not None else self.entry.main
+        if self.path is not None:
+            return str(self.path)
+        assert self.entry is not None  # a ResolvedModel names a file or an entry
+        return str(self.entry.main)
 
     def spec(self) -> ModelSpec:
         """The launch's :class:`~lemonpack.runtime.launch.ModelSpec`: a file is checkpoint
@@ -82,7 +93,8 @@ class ResolvedModel:
                                  "(lemonpack serve is its gateway)")
         if self.entry is not None:
             return ModelSpec.from_entry(self.entry)
-        return ModelSpec(name=self.path.stem, checkpoints={"main": str(self.path)}, model_dir=str(self.path.parent))
+        path = Path(self.main)
+        return ModelSpec(name=path.stem, checkpoints={"main": str(path)}, model_dir=str(path.parent))
 
     def artifact(self) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selector.ModelArtifact` (file names the
@@ -100,7 +112,7 @@ class ResolvedModel:
         from lemonpack.runtime.memory import estimate_model
 
         opts = dict(getattr(self.entry, "recipe_options", None) or {})
-        path = self.path if self.path is not None else Path(os.path.expanduser(self.entry.main))
+        path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
         if not path.exists():
             return None
         try:
@@ -112,33 +124,42 @@ class ResolvedModel:
         return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": ctx, "how": est.how}
 
 
-def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistry | None = None) -> ResolvedModel:
+def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistry | None = None,
+                  paths: str = "any", entries: Mapping[str, ModelEntry] | None = None) -> ResolvedModel:
     """What the model argument ``ref`` names, by the rule of the module docstring.
 
-    ``directories``: accept an existing directory as a model bundle (``select``); ``run``
-    leaves it False (one checkpoint file). ``registry``: the model registry to consult
+    ``directories``: accept an existing directory as a model bundle (``select``, ``serve``);
+    ``run`` leaves it False (one checkpoint file). ``registry``: the model registry to consult
     (default :class:`~lemonpack.runtime.models.ModelRegistry` at its default path; it is
-    read only when ``ref`` is not an existing file and holds no path separator). Raises
-    :class:`~lemonpack.errors.LemonpackError` (exit 1) as described there, and what
-    reading a broken registry raises."""
+    read only when ``ref`` is not an existing file and holds no path separator); ``entries``:
+    the registered models already read (``serve`` keeps the last good registry), instead of
+    reading ``registry``. ``paths``: ``"any"`` (a path as given), ``"absolute"`` (only an
+    absolute or ``~``-based path names a file) or ``"none"`` (no file: registered names
+    only, and no path is looked at). Raises :class:`~lemonpack.errors.LemonpackError`
+    (exit 1) as described there, and what reading a broken registry raises."""
     from lemonpack.runtime.models import ModelRegistry, looks_like_path
 
-    path = Path(ref)
-    if path.is_file():
+    if paths not in ("any", "absolute", "none"):
+        raise ValueError(f"paths must be 'any', 'absolute' or 'none', not {paths!r}")
+    text = os.path.expanduser(ref) if paths == "absolute" else ref
+    path = Path(text)
+    local = paths == "any" or (paths == "absolute" and os.path.isabs(text))
+    if local and path.is_file():
         return ResolvedModel(ref, path=path.resolve())
     reg = None
     if "/" not in ref and os.sep not in ref and ref:
-        reg = registry if registry is not None else ModelRegistry()
-        entry = reg.load().get(ref)
+        reg = registry if registry is not None else (ModelRegistry() if entries is None else None)
+        entry = (entries if entries is not None else reg.load() if reg is not None else {}).get(ref)
         if entry is not None:
-            return ResolvedModel(ref, entry=entry, registry_path=reg.path)
-    if path.exists():
+            return ResolvedModel(ref, entry=entry, registry_path=reg.path if reg is not None else None)
+    if local and path.exists():
         if directories:
             return ResolvedModel(ref, path=path.resolve())
         raise LemonpackError(f"model path is not a file: {ref}")
-    if looks_like_path(ref) or reg is None:
+    if looks_like_path(ref) or (reg is None and entries is None):
         raise LemonpackError(f"model file not found: {ref}")
-    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r} in {reg.path}")
+    where = f" in {reg.path}" if reg is not None else ""
+    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
 
 
 __all__ = ["ResolvedModel", "resolve_model"]

@@ -4,7 +4,7 @@ The server's decisions about requests and engines, after llama-swap's router: ev
 through :meth:`ServingPolicy.handle`, effects out through one small :class:`ServingEffects`
 interface, time read from an injected ``clock``. Nothing here sleeps, spawns, locks or does
 I/O, so every decision is tested synchronously (``tests/runtime/test_serving*.py``). The
-driver is :class:`lemonpack.server.app.Server`: it calls :meth:`handle` from its event loop
+driver is :class:`lemonpack.server.driver.Driver`: it calls :meth:`handle` from its event loop
 only (one owner of the state; events from engine threads reach it through the loop's queue)
 and performs the effects through the engine :class:`~lemonpack.runtime.runner.Runner`.
 
@@ -56,23 +56,20 @@ Decisions
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from lemonpack.runtime.supervisor import Shutdown, State, Unload
 
 Req = Hashable
 
 POLICIES = ("standard", "exclusive_npu", "coexist_by_type", "unmetered")
 
 
-class Phase(enum.Enum):
-    """A model's engine as the policy sees it."""
-
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    STOPPING = "stopping"
+#: A model's engine as the policy sees it: the supervisor's lifecycle states (one enum for
+#: both machines; the policy's copy of a model's state lags the runner's by one event).
+Phase = State
 
 
 @dataclass(frozen=True)
@@ -137,14 +134,11 @@ class EngineStopped:
     model: str
 
 
-@dataclass(frozen=True)
-class Unload:
-    model: str
+# ``Unload(model)`` and ``Shutdown()`` are the supervisor's own events (one meaning for both
+# machines: stop this model / stop everything), imported above.
 
-
-@dataclass(frozen=True)
-class Shutdown:
-    pass
+#: Every event :meth:`ServingPolicy.handle` takes.
+Event = Arrive | Finish | Tick | EngineReady | EngineFailed | EngineExited | EngineStopped | Unload | Shutdown
 
 
 class ServingEffects(Protocol):
@@ -180,8 +174,9 @@ class _Pending:
     seq: int = 0
 
 
-def size(n: int) -> str:
-    """``n`` bytes as text (``1.5 GiB``)."""
+def size(b: int) -> str:
+    """``b`` bytes as text (``1.5 GiB``)."""
+    n = float(b)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -413,9 +408,9 @@ class ServingPolicy:
             return
         free = self.budget - self.used()
         releasing = sum(o.info.metered for _, o in others if o.phase is Phase.STOPPING and o.info)
-        idle = sorted(((n, o) for n, o in others if o.phase is Phase.READY and not o.busy and o.info
-                       and o.info.metered and not self._wants(n)), key=lambda x: x[1].since)
-        if free + releasing + sum(o.info.metered for _, o in idle) < need:
+        idle = sorted(((n, o) for n, o in others if o.phase is Phase.READY and not o.busy and o.info is not None
+                       and o.info.metered > 0 and not self._wants(n)), key=lambda x: x[1].since)
+        if free + releasing + sum(o.info.metered for _, o in idle if o.info is not None) < need:
             busy = [f"{n} {size(o.info.metered)}" for n, o in others if o.info and o.info.metered
                     and o.phase is not Phase.STOPPING]
             self._reject_model(name, 503, "insufficient_memory",
@@ -426,7 +421,7 @@ class ServingPolicy:
             if free + releasing >= need:
                 break
             o.draining = "evict"
-            releasing += o.info.metered
+            releasing += o.info.metered if o.info is not None else 0
             self._stop(n, o)
 
     def _remote_down(self, name: str, m: _Model, reason: str) -> None:
@@ -469,6 +464,6 @@ def options_key(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...
     return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
 
 
-__all__ = ["Arrive", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Finish", "ModelInfo",
+__all__ = ["Arrive", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Event", "Finish", "ModelInfo",
            "POLICIES", "Phase", "ServingEffects", "ServingPolicy", "Shutdown", "Tick", "Unload", "options_key",
            "size"]

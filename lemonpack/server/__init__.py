@@ -1,5 +1,6 @@
 """``lemonpack serve``: the HTTP front (aiohttp), capability gating, proxy and management API.
 
-:mod:`lemonpack.server.catalog` binds registered models to discovered recipes;
-:mod:`lemonpack.server.app` is the aiohttp application. Imports runtime and contract only.
+:func:`lemonpack.server.main.run` is the command's one call; :mod:`lemonpack.server.app`
+wires the parts (one job per module: docs/architecture.md, "The server room"). Imports
+runtime and contract only.
 """

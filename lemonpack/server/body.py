@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
 
@@ -76,6 +76,7 @@ def json_depth_ok(doc: object, limit: int = MAX_JSON_DEPTH) -> bool:
     stack = [(doc, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[object]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):

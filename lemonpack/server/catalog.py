@@ -35,6 +35,7 @@ from lemonpack.errors import LemonpackError
 from lemonpack.runtime.engines import free_port
 from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
 from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+from lemonpack.runtime.modelref import resolve_model
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
 from lemonpack.server.body import shown
@@ -155,33 +156,44 @@ class Catalog:
         directory (module docstring). Raises :class:`ModelNotFound`, or
         :class:`BackendSelectionError` when an override cannot be honoured or no recipe
         serves a model file."""
-        entry = self.entries().get(name)
         found = self.discovery()
+        try:
+            got = resolve_model(name, directories=True, paths="absolute" if self.model_files else "none",
+                                entries=self.entries())
+        except LemonpackError:
+            if not self.model_files and os.path.isabs(os.path.expanduser(name)):
+                # the same answer whether the path exists or not: no file-existence oracle
+                raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by "
+                                    "path are served only when lemonpack serve listens on a loopback address") from None
+            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model "
+                                "file") from None
+        entry = got.entry
         if entry is not None:
             spec = ModelSpec.from_entry(entry)
             override, source = effective_override(entry.backend, f'{self.registry.path} ["{name}"].backend')
-            rid, sel = entry.recipe, None
+            chosen: str = entry.recipe
+            sel = None
             if override and not entry.endpoints:  # an endpoint model runs what its engine runs
-                sel = self._select(model_artifact(name, entry.main), found, override, source).require()
-                if sel.outcome == "recipe":
-                    rid = sel.recipe
-            rec = found.get(rid)
-            problem = None if rec is not None else f"recipe {rid!r} is not discovered"
-            return ServedModel(name, rid, rec.recipe if rec else None, spec, problem, sel, entry.endpoints)
-        if not self.is_model_file(name):
-            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add) and is not a model file")
-        if not self.model_files:
-            raise ModelNotFound(f"model {shown(name)} is not registered (lemonpack models add); model files by path are "
-                                "served only when lemonpack serve listens on a loopback address")
-        path = os.path.abspath(os.path.expanduser(name))
+                sel = self._select(model_artifact(name, entry.main), found, override, source or OVERRIDE_ENV).require()
+                if sel.outcome == "recipe" and sel.recipe is not None:
+                    chosen = sel.recipe
+            found_rec = found.get(chosen)
+            problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
+            return ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
+                               entry.endpoints)
+        path = os.path.abspath(os.path.expanduser(name))  # as named: a symlink (a hub cache) keeps its file name
         override, source = effective_override(None, None)
         sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
         rid = sel.recipe
         if sel.outcome == "default":
-            rid = next((r.id for r in discovery_order(found.recipes.values()) if sel.default.matches(r.id)), None)
+            default = sel.default
+            rid = next((r.id for r in discovery_order(found.recipes.values()) if default.matches(r.id)), None) \
+                if default is not None else None
             if rid is None:
-                raise BackendSelectionError(f"{name}: {sel.message}; the default ({sel.default.name}) is not a "
+                raise BackendSelectionError(f"{name}: {sel.message}; the default ({default.name if default else ''}) is not a "
                                             f"discovered recipe here, so nothing serves this model file")
+        if rid is None:  # not an outcome select_backend gives after require(); said plainly if it did
+            raise BackendSelectionError(f"{name}: {sel.message}")
         rec = found.get(rid)
         spec = ModelSpec(name=name, checkpoints={"main": path})
         return ServedModel(name, rid, rec.recipe if rec else None, spec,
@@ -189,7 +201,9 @@ class Catalog:
 
     @staticmethod
     def is_model_file(name: str) -> bool:
-        """True when ``name`` is an existing file or directory path (absolute or ``~``-based)."""
+        """True when ``name`` is an existing file or directory path (absolute or ``~``-based):
+        what :func:`~lemonpack.runtime.modelref.resolve_model` takes for a file with
+        ``paths="absolute"``."""
         p = os.path.expanduser(name)
         return os.path.isabs(p) and os.path.exists(p)
 

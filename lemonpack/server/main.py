@@ -1,17 +1,22 @@
-"""Running the server: listen address parsing, the bound socket, the asyncio loop.
+"""Running the server: ``lemonpack serve`` is one call, :func:`run` of a :class:`ServeConfig`.
 
-:func:`parse_listen` reads ``8000``, ``:8000`` or ``host:8000``; :func:`bind` binds the
-listening socket up front (a taken port is refused before anything starts, and the engine
-ports are chosen to avoid it); :func:`serve` runs until ``stop`` is set, then stops every
-engine.
+:func:`run` wires the parts: :func:`parse_listen` reads ``8000``, ``:8000`` or
+``host:8000``; :func:`bind` binds the listening socket up front (a taken port is refused
+before anything starts, and the engine ports are chosen to avoid it); the loopback rule
+(model files by path are served only on a loopback address: :class:`Catalog`
+``model_files``); the engines driver (leftovers of dead runtimes removed first), logging
+(:mod:`lemonpack.server.logs`, engine output included); then :func:`serve` runs until a
+stop signal, and every engine is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -52,7 +57,7 @@ def bind(host: str, port: int) -> socket.socket:
     return s
 
 
-async def _serve(server, sock: socket.socket, stop, on_ready=None) -> None:
+async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> None:
     runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.SockSite(runner, sock)
@@ -64,7 +69,7 @@ async def _serve(server, sock: socket.socket, stop, on_ready=None) -> None:
     await runner.cleanup()
 
 
-def serve(server, sock: socket.socket, stop, on_ready=None) -> None:
+def serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> None:
     """Serve ``server`` (a :class:`lemonpack.server.app.Server`) on ``sock`` until ``stop``
     (a ``threading.Event`` or a :class:`lemonpack.cli.stop_signals.StopSignals`: anything
     whose ``wait()`` blocks until it is set) is set; then close the site, stop every engine (``Runner.close``) and the watcher."""
@@ -75,43 +80,68 @@ def serve(server, sock: socket.socket, stop, on_ready=None) -> None:
         server.catalog.stop()
 
 
-class ClientFaultFilter(logging.Filter):
-    """On aiohttp's server logger: a malformed request (``BadHttpMessage``, any
-    ``HttpProcessingError``) or a client that left (``ConnectionError``) is the client's fault
-    and is answered (400) or moot: log it as one line without a traceback, its text clipped."""
+@dataclass(frozen=True)
+class ServeConfig:
+    """The options of ``lemonpack serve``: ``host``/``port`` as typed (``--port`` may be
+    ``:PORT`` or ``HOST:PORT``), ``max_in_flight`` requests per model, ``json_logs``,
+    ``ttl``/``soft_idle``/``load_timeout`` seconds (None: never), ``memory_budget`` as typed
+    (``24GiB``; None: the host's available RAM minus 1 GiB), ``metrics_remote``,
+    ``engine_output`` (show the engines' output lines on stderr)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        from aiohttp.http_exceptions import HttpProcessingError
+    host: str = "127.0.0.1"
+    port: str = "8000"
+    max_in_flight: int = 64
+    json_logs: bool = False
+    ttl: float | None = None
+    soft_idle: float | None = None
+    metrics_remote: bool = False
+    load_timeout: float | None = None
+    memory_budget: str | None = None
+    engine_output: bool = True
 
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, (HttpProcessingError, ConnectionError)):
-            what = " ".join(str(getattr(exc, "message", None) or exc).split())[:300]
-            record.msg, record.args = "%s: %s: %s", (record.getMessage(), type(exc).__name__, what)
-            record.exc_info, record.exc_text = None, None
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
+
+def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) -> int:
+    """Serve until a stop signal (SIGINT/SIGTERM; or ``stop``, anything whose ``wait()``
+    blocks until set); ``notice`` prints a line for the user (listening, stopped). Returns
+    the exit code 0. Raises :class:`UsageError` (exit 2) for a bad ``--port``,
+    ``--memory-budget`` or a taken port, before anything starts."""
+    from lemonpack.errors import LemonpackError
+    from lemonpack.hosts import is_loopback
+    from lemonpack.runtime.engines import Engines
+    from lemonpack.runtime.memory import default_budget, parse_size
+    from lemonpack.runtime.runner import Runner
+    from lemonpack.runtime.stop_signals import StopSignals
+    from lemonpack.server.app import Server, ServerConfig
+    from lemonpack.server.catalog import Catalog
+    from lemonpack.server.logs import configure_logging, engine_output
+
+    try:
+        budget = parse_size(config.memory_budget) if config.memory_budget is not None else default_budget()
+    except LemonpackError as e:
+        raise UsageError(f"--memory-budget: {e}") from None
+    host, port = parse_listen(config.port, config.host)
+    sock = bind(host, port)
+    undo_logging = configure_logging(config.json_logs, config.engine_output)
+    engines = Engines(subreaper=True, sentinel=True)
+    try:
+        engines.cleanup_leftovers()
+        # a remote client must not point an engine at any file of this machine (nor learn which exist)
+        catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host)).start()
+        server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output),
+                        ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
+                                     load_timeout=config.load_timeout, memory_budget=budget,
+                                     metrics_remote=config.metrics_remote))
+        ready = lambda: notice(f"listening on http://{host}:{port} (OpenAI API under /v1 and /api/v1)")  # noqa: E731
+        if stop is not None:
+            serve(server, sock, stop, on_ready=ready)
+        else:
+            with StopSignals() as signals:
+                serve(server, sock, signals, on_ready=ready)
+    finally:
+        engines.close()
+        undo_logging()
+    notice("stopped")
+    return 0
 
 
-def configure_logging(json_logs: bool):
-    """Send ``lemonpack.server`` records to stderr, one line each (JSON with ``json_logs``),
-    instead of the CLI's warning handler; returns a function that undoes it (so serving
-    twice in one process does not stack handlers)."""
-    from lemonpack.server.app import JsonLogFormatter, TextLogFormatter
-
-    h = logging.StreamHandler()
-    h.setFormatter(JsonLogFormatter() if json_logs else TextLogFormatter())
-    quiet = ClientFaultFilter()
-    aio = logging.getLogger("aiohttp.server")
-    aio.addFilter(quiet)
-    lg = logging.getLogger("lemonpack.server")
-    before = (lg.level, lg.propagate)
-    lg.addHandler(h)
-    lg.setLevel(logging.INFO)
-    lg.propagate = False
-
-    def undo() -> None:
-        aio.removeFilter(quiet)
-        lg.removeHandler(h)
-        lg.setLevel(before[0])
-        lg.propagate = before[1]
-    return undo
+__all__ = ["ServeConfig", "run", "serve", "bind", "parse_listen"]

@@ -294,7 +294,8 @@ class Upstream:
 
 class _Lease:
     def __init__(self, pool: Upstream, conn: _Conn) -> None:
-        self._pool, self._conn = pool, conn
+        self._pool = pool
+        self._conn: _Conn | None = conn
 
     def release(self, answer: Answer) -> None:
         """Back to the pool after a whole exchange; otherwise the connection is closed."""

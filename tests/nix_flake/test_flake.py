@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -393,6 +394,29 @@ def test_lemonpack_app_runs(tmp_path):
     out = nix("run", f"path:{tree}#lemonpack", "--", "unpack", "--help", cwd=tree, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "install's safety rules" in out.stdout
+
+
+def test_lemonpack_package_carries_the_extension_tree(tmp_path):
+    """The package's extension tree (symlinks in lemonpack/extensions/tree/, kept as the
+    checkout holds them) reaches the store: the packaged CLI lists the official extensions
+    from a directory that is no checkout."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for part in ("flake.nix", "pyproject.toml", "README.md", "nix", "lemonpack", "catalogue", "api",
+                 "extensions.lock", "include"):
+        src = REPO / part
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, repo / part, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, repo / part, follow_symlinks=False)
+    lock_offline(repo)
+    built = nix("build", f"path:{repo}#lemonpack", "-o", str(tmp_path / "res"), cwd=repo, timeout=600)
+    assert built.returncode == 0, built.stderr
+    out = subprocess.run([str(tmp_path / "res/bin/lemonpack"), "extensions", "list", "--json", "--feature", "linux"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lock = json.loads((REPO / "extensions.lock").read_text())["extensions"]
+    assert [e["name"] for e in json.loads(out.stdout)["extensions"] if e["official"]] == lock
 
 
 def test_flake_show_lists_the_outputs_without_building(tmp_path):

@@ -46,6 +46,7 @@ class Live:
         self.model_file.write_bytes(b"GGUF")
         self.registry = ModelRegistry(tmp / "user_models.json")
         self.max_in_flight = max_in_flight
+        self.model_files = config.pop("model_files", True)  # Catalog: files by path (a loopback serve)
         self.config = config  # more ServerConfig fields (ttl, soft_idle, idle_check ...)
 
     def add(self, model: str, doc: dict) -> str:
@@ -57,7 +58,8 @@ class Live:
         watcher = DiscoveryWatcher(Discovery([SearchDir(self.backends, "user")]), interval=0.2)
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
-        catalog = Catalog(self.registry, watcher, avoid_ports=frozenset({self.port})).start()
+        catalog = Catalog(self.registry, watcher, avoid_ports=frozenset({self.port}),
+                          model_files=self.model_files).start()
         self.server = Server(catalog, config=ServerConfig(max_in_flight=self.max_in_flight, **self.config))
         self.stop = threading.Event()
         ready = threading.Event()

@@ -137,7 +137,8 @@ def llama_bin():
     return d
 
 
-def test_llama_server_through_openai_client_plain_streamed_unload_gone(live, llama_bin, tmp_path):
+def test_llama_server_through_openai_client_plain_streamed_unload_gone(live, llama_bin, tmp_path, caplog):
+    caplog.set_level("INFO", logger="lemonpack.server.engine")
     lv = live()
     lv.model_file = write_tiny_gguf(tmp_path / "tiny-llama.gguf")
     lv.add("user.tiny", {
@@ -158,8 +159,14 @@ def test_llama_server_through_openai_client_plain_streamed_unload_gone(live, lla
     r = oc.chat.completions.create(model="user.tiny", messages=msgs, max_tokens=8, temperature=0)
     assert r.object == "chat.completion" and r.choices[0].message.role == "assistant"
     assert r.usage.completion_tokens >= 1
+    assert r.model == "user.tiny"  # the name asked for, not llama-server's model path
     chunks = list(oc.chat.completions.create(model="user.tiny", messages=msgs, max_tokens=8, stream=True))
     assert len(chunks) >= 2 and all(c.object == "chat.completion.chunk" for c in chunks)
+    assert {c.model for c in chunks} == {"user.tiny"}  # rewritten in every chunk of the (chunked) stream
+    # llama-server's own output reached the engine logger, tagged with the model
+    engine_lines = [rec.getMessage() for rec in caplog.records if rec.name == "lemonpack.server.engine"]
+    assert any("llama" in ln.lower() or "server" in ln.lower() for ln in engine_lines), engine_lines[:5]
+    assert all(rec.fields == {"model": "user.tiny"} for rec in caplog.records if rec.name == "lemonpack.server.engine")
     assert any(c.choices and c.choices[0].finish_reason for c in chunks)  # the iterator ended after the end
     with client(lv.url) as c:  # the raw stream ends with the [DONE] sentinel
         with c.stream("POST", "/v1/chat/completions",
@@ -170,6 +177,11 @@ def test_llama_server_through_openai_client_plain_streamed_unload_gone(live, lla
         assert r.status_code == 400 and r.json()["error"]["type"] == "unsupported_operation"
         eng = lv.server.runner.engine("user.tiny")
         assert eng is not None and pid_alive(eng.pid)
+        # the recipe's literal "-c 256" takes no {ctx_size}: the option is reported ignored, not applied
+        r = c.post("/v1/load", json={"model_name": "user.tiny", "ctx_size": 512})
+        assert r.status_code == 200, r.text
+        assert "ctx_size" in r.json()["ignored_options"] and "ctx_size" not in r.json()["options"]
+        assert lv.server.runner.engine("user.tiny") is eng  # not restarted
         assert c.post("/v1/unload", json={"model_name": "user.tiny"}).status_code == 200
     assert eng.poll() is not None
     assert wait_for(lambda: not pid_alive(eng.pid), 5, 0.05)

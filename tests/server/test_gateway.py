@@ -77,7 +77,7 @@ def gateway(live, *urls, capabilities=("chat_completion",), poll_ms: int = 20, *
 
 def who(r: httpx.Response) -> str:
     assert r.status_code == 200, r.text
-    return r.json()["model"]
+    return r.json()["system_fingerprint"]  # the engine's own name ("model" is the name asked for)
 
 
 def endpoint_states(c) -> dict[str, str]:
@@ -106,7 +106,7 @@ def test_one_model_two_engines_least_in_flight(live, engines):
                 with s.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
                     for line in r.iter_lines():
                         if line.startswith("data: {"):
-                            done.append(json.loads(line[6:])["model"])
+                            done.append(json.loads(line[6:])["system_fingerprint"])
                             started.set()
 
         t = threading.Thread(target=stream)
@@ -183,7 +183,7 @@ def test_a_stream_that_started_is_never_retried(live, engines):
             for line in r.iter_lines():
                 lines.append(line)
                 if line.startswith("data: {"):
-                    got.append(json.loads(line[6:])["model"])
+                    got.append(json.loads(line[6:])["system_fingerprint"])
         assert got == ["eng-a", "eng-a"] and "data: [DONE]" not in lines  # two chunks, then eng-a died
         assert b.posts() == 0  # never sent again elsewhere
 
@@ -344,7 +344,7 @@ class _TlsEngine:
 
             def do_POST(self):  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self._send(200, {"model": "eng-tls", "choices": []})
+                self._send(200, {"model": "eng-tls", "system_fingerprint": "eng-tls", "choices": []})
 
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -37,7 +37,7 @@ def sel(live, monkeypatch):
 def _served_by(c: httpx.Client, model: str) -> str:
     r = c.post("/v1/chat/completions", json={"model": model, **CHAT})
     assert r.status_code == 200, r.text
-    return r.json()["model"].removesuffix("-engine")
+    return r.json()["system_fingerprint"].removesuffix("-engine")  # the engine's --model
 
 
 def test_model_file_goes_to_the_highest_ranked_available_recipe_that_can_serve(sel):

@@ -109,6 +109,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         text = "Hello from the fake engine"
         if not req.get("stream"):
             self._json(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": self.opts.model,
+                             "system_fingerprint": self.opts.model,
                              "choices": [{"index": 0, "finish_reason": "stop",
                                           "message": {"role": "assistant", "content": text}}]})
             return
@@ -125,6 +126,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     log("dying mid-stream")
                     os._exit(5)
                 chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.opts.model,
+                         "system_fingerprint": self.opts.model,
                          "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
@@ -155,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record")
     ap.add_argument("--first-byte-delay", type=float, default=0.0)
     ap.add_argument("--no-listen", action="store_true")
+    ap.add_argument("--ctx-size", default=None)  # accepted (a recipe's literal -c/--ctx-size), unused
     opts = ap.parse_args(argv)
     record(opts.pid_file, "engine", os.getpid())
     if opts.ignore_sigterm:

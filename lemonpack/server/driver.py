@@ -1,0 +1,360 @@
+"""The driver of the runtime's serving policy: events in from the event loop, effects out.
+
+Serving policy (who is answered, who waits, who starts, who gives way, memory admission, TTL
+and soft-idle, load timeouts, slot policies, load-option reloads) is the runtime's pure
+:class:`~lemonpack.runtime.serving.ServingPolicy`. This module only drives it: every event
+(request arrived, finished or abandoned, time passed, engine ready/failed/exited/stopped) is
+posted from the event loop (engine transitions arrive through the loop's queue) and its
+effects are performed here (grant or reject a waiting handler, start or stop an engine
+through the :class:`~lemonpack.runtime.runner.Runner`, POST a ``downsize_endpoint``). The idle
+sweep posts ``Tick`` every :attr:`ServerConfig.idle_check` seconds and unloads a model whose
+registration, recipe or model file went away (the discovery watcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from lemonpack.contract.capabilities import CAPABILITIES
+from lemonpack.errors import LemonpackError
+from lemonpack.runtime.gateway import DOWN, UP
+from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.memory import estimate_model
+from lemonpack.runtime.runner import Runner
+from lemonpack.runtime.selector import BackendSelectionError
+from lemonpack.runtime.serving import (
+    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Event, Finish, ModelInfo, Phase, Req,
+    ServingPolicy, Tick, Unload, options_key,
+)
+from lemonpack.runtime.supervisor import State
+from lemonpack.server.body import clip, shown
+from lemonpack.server.catalog import Catalog, ModelNotFound, ServedModel
+from lemonpack.server.metrics import Metrics
+from lemonpack.server.responses import Rejected, error, selection_error
+
+if TYPE_CHECKING:
+    from lemonpack.server.endpoints import EndpointModels
+
+log = logging.getLogger("lemonpack.server")
+
+DEFAULT_MAX_IN_FLIGHT = 64
+
+
+@dataclass
+class ServerConfig:
+    """Tunables: ``max_in_flight`` requests per model (over it: 429 with ``Retry-After``),
+    ``load_timeout`` seconds a request waits for an engine to become ready (None: the
+    recipe's probe timeout bounds it); ``ttl`` seconds idle before a model is unloaded and
+    ``soft_idle`` seconds idle before its ``downsize_endpoint`` is called (None: never);
+    ``idle_check`` seconds between idle sweeps; ``memory_budget`` bytes engines may hold
+    together (None: no limit); ``metrics_remote``: ``/metrics`` answers non-loopback clients."""
+
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    load_timeout: float | None = None
+    ttl: float | None = None
+    soft_idle: float | None = None
+    idle_check: float = 0.25
+    memory_budget: int | None = None
+    metrics_remote: bool = False
+
+
+class Driver:
+    """One owner of the :class:`ServingPolicy`'s state, the event loop: :meth:`post` hands it
+    events, the effect methods (``grant`` ... ``downsize``) perform what it decides.
+    ``endpoints`` (the endpoint models' prober) is set by the server right after."""
+
+    endpoints: EndpointModels
+
+    def __init__(self, catalog: Catalog, runner: Runner, config: ServerConfig, metrics: Metrics) -> None:
+        self.catalog, self.runner, self.config, self.metrics = catalog, runner, config, metrics
+        self.known: set[str] = set()  # models this server asked for
+        self.policy = ServingPolicy(self, clock=time.monotonic, budget=config.memory_budget,
+                                    max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
+                                    load_timeout=config.load_timeout)
+        self._events: deque[Event] = deque()
+        self._handling = False
+        self._waiters: dict[Req, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._estimates: dict[tuple[Any, ...], int] = {}
+        self._sessions: dict[int, tuple[Any, aiohttp.ClientSession]] = {}  # downsize calls
+        #: called on the loop when an engine has stopped (the proxy drops its connections)
+        self.on_engine_stopped: list[Any] = []
+        runner.add_observer(self._engine_event)
+
+    # -- events
+
+    def post(self, event: Event) -> None:
+        """Hand ``event`` to the :class:`ServingPolicy`. Call on the event loop only; an
+        event posted by an effect while another is handled is queued, never nested."""
+        self._events.append(event)
+        if self._handling:
+            return
+        self._handling = True
+        try:
+            while self._events:
+                ev = self._events.popleft()
+                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
+                        and not self.endpoints.pool.has(ev.model):  # an endpoint model counts endpoints_down
+                    self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
+                try:
+                    self.policy.handle(ev)
+                except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
+                    log.exception("serving policy failed on %r", ev)
+        finally:
+            self._handling = False
+
+    def _engine_event(self, model: str, old: State, new: State) -> None:
+        """Runner observer (any thread, under the runner's lock): turn a transition into a
+        policy event and queue it on the event loop."""
+        ev: Event
+        if new is State.READY:
+            ev = EngineReady(model, self.runner.engine(model))
+        elif new is State.STOPPING and old is State.STARTING:
+            ev = EngineFailed(model, self._failure_text(model, self.runner.last_error(model) or "start failed"))
+            self.metrics.failures.labels(clip(model, 200), "start_failed").inc()
+        elif new is State.STOPPING:
+            ev = EngineExited(model, self.runner.last_error(model) or "")
+        elif new is State.STOPPED:
+            ev = EngineStopped(model)
+            self._call_soon(self._stopped)
+        else:
+            return
+        self._call_soon(self.post, ev)
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed meanwhile (shutdown)
+            pass
+
+    def _stopped(self) -> None:
+        self.drop_sessions()
+        for fn in self.on_engine_stopped:
+            fn()
+
+    def _failure_text(self, model: str, msg: str) -> str:
+        eng = self.runner.engine(model)
+        if eng is not None and "last log lines" not in msg:
+            tail = eng.logs.tail(20)
+            if tail:
+                msg += "\nlast log lines:\n  " + "\n  ".join(tail)
+        return msg
+
+    # -- effects (ServingEffects): called from post(), must not block
+
+    def grant(self, req: Req, model: str, engine: Any) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_result(engine)
+
+    def reject(self, req: Req, status: int, kind: str, message: str) -> None:
+        fut = self._waiters.get(req)
+        if fut is not None and not fut.done():
+            fut.set_exception(Rejected(status, kind, message))
+
+    def start(self, model: str, info: ModelInfo) -> None:
+        self.known.add(model)
+        if info.remote:  # nothing to start: the endpoints' verdict, now or after their first probe
+            pool = self.endpoints.pool
+            self.endpoints.sync()
+            state = pool.state(model)
+            if state == UP:
+                self.post(EngineReady(model, self.endpoints.engine(model)))
+            elif state == DOWN:
+                self.post(EngineFailed(model, pool.reason(model)))
+            elif not pool.has(model):
+                self.post(EngineFailed(model, "it has no endpoint any more"))
+            return
+        self.metrics.starts.labels(clip(model, 200)).inc()
+        self.catalog.load_options[model] = dict(info.options)
+        fut = self.runner.request(model)
+        fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event
+
+    def stop(self, model: str) -> None:
+        self.runner.unload(model, timeout=0)
+
+    def downsize(self, model: str, engine: Any) -> None:
+        asyncio.ensure_future(self._downsize(model, engine))
+
+    # -- requests
+
+    async def acquire(self, model: str, info: ModelInfo, load: bool = False) -> tuple[Req, Any]:
+        """Wait until the policy grants a request for ``model``; ``(req, engine)``. Raises
+        :class:`Rejected`. The caller must :meth:`release` ``req`` (also when cancelled:
+        then the policy forgets a request still waiting)."""
+        req = next(self._ids)
+        fut = self._waiters[req] = asyncio.get_running_loop().create_future()
+        self.post(Arrive(req, model, info, load))
+        try:
+            return req, await fut
+        except BaseException:
+            self.release(req)
+            raise
+
+    def release(self, req: Req) -> None:
+        """The request ``req`` ended (answered, failed or abandoned)."""
+        self._waiters.pop(req, None)
+        self.post(Finish(req))
+
+    async def engine_left(self, model: str, eng: Any, limit: float = 5.0) -> None:
+        """Until the policy no longer offers ``eng`` for ``model`` (at most ``limit`` s)."""
+        deadline = time.monotonic() + limit
+        while self.policy.engine(model) is eng and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    # -- models
+
+    async def get(self, model: str) -> ServedModel:
+        """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
+        if self.catalog.may_probe(model):
+            return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
+        return self.catalog.get(model)
+
+    async def served_or_error(self, model: str) -> ServedModel | web.Response:
+        """The served model ``model``, or the error response saying why there is none (404
+        ``model_not_found``, 400 ``backend_selection_error``)."""
+        try:
+            served = await self.get(model)
+        except ModelNotFound as e:
+            return error(404, "model_not_found", str(e))
+        except BackendSelectionError as e:
+            return selection_error(e)
+        if served.recipe is None:
+            return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
+        return served
+
+    async def info(self, served: ServedModel) -> ModelInfo:
+        """What admission needs of ``served`` (memory estimated before start; an endpoint
+        model is ``remote`` and holds nothing here)."""
+        rec = served.recipe
+        modes = sorted({m for c in rec.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)}) \
+            if rec is not None else []
+        if served.remote:
+            return ModelInfo(kind=modes[0] if modes else "chat", remote=True)
+        opts = self.catalog.load_options.get(served.name, {})
+        return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
+                         kind=modes[0] if modes else "chat", options=options_key(opts))
+
+    async def _estimate(self, served: ServedModel, options: dict[str, Any]) -> int:
+        """:func:`lemonpack.runtime.memory.estimate_model` of the model's main file at the
+        context size its launch would use (cached per file, size, mtime and options; 0 when
+        the model is not a local file)."""
+        path = (served.spec.checkpoints or {}).get("main")
+        if not path or not os.path.isabs(os.path.expanduser(str(path))):
+            return 0
+        path = os.path.expanduser(str(path))
+        merged = {**(served.recipe.recipe_options if served.recipe else {}), **served.spec.recipe_options, **options}
+        ctx = merged.get("ctx_size") or OPTION_DEFAULTS["ctx_size"]
+        k = str(merged.get("cache_type_k") or OPTION_DEFAULTS["cache_type_k"])
+        v = str(merged.get("cache_type_v") or OPTION_DEFAULTS["cache_type_v"])
+        try:
+            st = os.stat(path)
+            ctx_n = int(ctx)
+        except (OSError, ValueError):
+            return 0
+        key = (path, st.st_size, st.st_mtime_ns, ctx_n, k, v)
+        got = self._estimates.get(key)
+        if got is None:
+            try:
+                est = await asyncio.get_running_loop().run_in_executor(None, estimate_model, path, ctx_n, k, v)
+            except LemonpackError:
+                return 0
+            got = self._estimates[key] = est.total
+            if len(self._estimates) > 1024:
+                self._estimates.pop(next(iter(self._estimates)))
+        return got
+
+    # -- life
+
+    def start_loops(self) -> None:
+        """On the event loop: remember it and start the idle sweep."""
+        self.loop = asyncio.get_running_loop()
+        self._sweeper = asyncio.ensure_future(self._sweep_loop())
+
+    async def close(self) -> None:
+        """Stop the sweep and close the downsize sessions."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for _eng, s in list(self._sessions.values()):
+            await s.close()
+        self._sessions.clear()
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.idle_check)
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001 (a sweep failure must not end idle handling)
+                log.exception("idle sweep failed")
+
+    def sweep(self) -> None:
+        """Time passed (the policy's TTL, soft-idle and load timeouts); unload a model whose
+        registration, recipe or model file went away (the discovery watcher)."""
+        self.post(Tick())
+        for name in list(self.known):
+            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
+                log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
+                self.post(Unload(name))
+
+    # -- downsize
+
+    def drop_sessions(self) -> None:
+        """Close the downsize sessions of engines that have exited."""
+        for k, (eng, sess) in list(self._sessions.items()):
+            if eng.poll() is not None:
+                asyncio.ensure_future(sess.close())
+                del self._sessions[k]
+
+    def _session(self, eng: Any) -> aiohttp.ClientSession:
+        """The downsize client session of engine ``eng``: one per engine, kept for the
+        engine's life (never shared with another engine). Sessions of engines that have
+        exited are closed here, never one in use."""
+        key = id(eng)
+        got = self._sessions.get(key)
+        if got is not None and got[0] is eng:
+            return got[1]
+        for k, (old_eng, old) in list(self._sessions.items()):
+            if old_eng.poll() is not None or k == key:  # an engine gone (or an id reused)
+                asyncio.ensure_future(old.close())
+                del self._sessions[k]
+        s = aiohttp.ClientSession(
+            auto_decompress=False, trust_env=False, skip_auto_headers=("User-Agent", "Content-Type"),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, use_dns_cache=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        self._sessions[key] = (eng, s)
+        return s
+
+    async def _downsize(self, name: str, eng: Any) -> None:
+        """POST the recipe's ``downsize_endpoint`` to ``eng`` (none declared: nothing)."""
+        try:
+            served = await self.get(name)
+        except LemonpackError:
+            return
+        path = served.recipe.downsize_endpoint if served.recipe is not None else None
+        if not path:
+            return
+        try:
+            async with self._session(eng).post(eng.url + path, data=b"",
+                                               timeout=aiohttp.ClientTimeout(total=30)) as r:
+                await r.read()
+                log.info("%s: downsize %s -> %s", name, path, r.status, extra={"fields": {"model": name}})
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            log.warning("%s: downsize %s failed: %s", name, path, e)
+
+
+__all__ = ["Driver", "ServerConfig", "DEFAULT_MAX_IN_FLIGHT"]

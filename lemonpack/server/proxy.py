@@ -1,0 +1,376 @@
+"""The inference routes: capability-gated proxying of OpenAI-compatible requests to engines.
+
+Routes follow RFC section 5 under both ``/v1/`` and ``/api/v1/`` (:data:`ROUTES`, from the
+capability registry); each is gated on the capability the model's recipe declared (an
+undeclared one is HTTP 400 ``unsupported_operation``, the engine is not touched);
+``endpoints`` remaps a declared capability to the engine's path.
+
+Proxy rules: the request body streams to the engine (:mod:`lemonpack.server.body`: a JSON body
+is read, bounded, to find the model; a multipart body only up to its ``model`` field) with
+the client's ``Content-Length`` when it sent one; hop-by-hop headers are stripped both ways;
+the engine is asked for ``identity`` encoding; no read timeout on inference routes; the
+response streams chunk by chunk (``X-Accel-Buffering: no`` on event streams), its top-level
+``model`` rewritten to the name the client asked for (:mod:`lemonpack.server.rewrite`).
+Each engine has its own upstream connection pool for its whole life (one model's traffic
+never touches another's connections). A client that leaves, before or after the first byte,
+cancels the handler (aiohttp's handler cancellation), which closes the upstream request at
+once and frees its slot; an engine dying mid-stream ends the stream. One access line per
+request (:func:`lemonpack.server.logs.log_request`; status 499: the client left).
+
+Endpoint models are relayed to the endpoint the pool picks
+(:mod:`lemonpack.server.endpoints`): a connection that cannot be made takes the endpoint out
+and the request goes once to another live endpoint (nothing reached the first engine); an
+answer that started is never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import urllib.parse
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from lemonpack.contract.capabilities import CAPABILITIES
+from lemonpack.runtime.gateway import DOWN
+from lemonpack.server.body import BadBody, Body, clip, parse_json, read_bounded, read_multipart_model, shown
+from lemonpack.server.catalog import ServedModel
+from lemonpack.server.driver import Driver
+from lemonpack.server.endpoints import EndpointModels, RemoteEngine, Target
+from lemonpack.server.logs import log_request
+from lemonpack.server.metrics import Metrics
+from lemonpack.server.responses import Rejected, error
+from lemonpack.server.rewrite import Dechunker, ModelRewriter
+from lemonpack.server.upstream import Answer, ConnectFailed, Upstream, UpstreamError
+
+log = logging.getLogger("lemonpack.server")
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                        "trailer", "trailers", "transfer-encoding", "upgrade", "proxy-connection"})
+
+# route (after the /v1 or /api/v1 prefix) -> (method, capability), from the registry (section 5)
+ROUTES: dict[str, tuple[str, str]] = {}
+for _cap in CAPABILITIES.values():
+    for _r in _cap.routes:
+        _method, _path = _r.split(" ", 1)
+        if _method in ("GET", "POST") and _path.startswith("/v1/"):
+            ROUTES[_path[3:]] = (_method, _cap.name)
+
+
+def route_key(route: str) -> str:
+    """The :data:`ROUTES` key of ``route`` (``/slots/7`` -> ``/slots/{id}``)."""
+    return route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
+
+
+def strip_headers(headers: CIMultiDictProxy[str] | CIMultiDict[str], drop: tuple[str, ...] = ()) -> CIMultiDict[str]:
+    """``headers`` without hop-by-hop ones (RFC 9110 section 7.6.1, and those ``Connection``
+    names) and without ``drop``; repeated headers are kept."""
+    conn = {t.strip().lower() for v in headers.getall("Connection", []) for t in v.split(",")}
+    return CIMultiDict((k, v) for k, v in headers.items()
+                       if k.lower() not in HOP_BY_HOP and k.lower() not in conn and k.lower() not in drop)
+
+
+def model_field(doc: object) -> str | None:
+    """The ``model`` of a request document; :class:`BadBody` when it is there but not a string."""
+    if not isinstance(doc, dict) or "model" not in doc:
+        return None
+    value = doc["model"]
+    if not isinstance(value, str):
+        raise BadBody(f"field 'model' must be a string (the model's name), not {type(value).__name__}")
+    return value
+
+
+class RawResponse(web.StreamResponse):
+    """A response whose body is written already framed (a chunked engine answer relayed as
+    it arrived): aiohttp adds no framing of its own (its length check is off, as for
+    websockets), the ``Transfer-Encoding: chunked`` header is the engine's."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self._length_check = False
+
+
+class _EndpointFailed(Exception):
+    def __init__(self, why: str, unsent: bool) -> None:
+        super().__init__(why)
+        self.why, self.unsent = why, unsent
+
+
+class _EngineGone(Exception):
+    def __init__(self, why: str = "the engine exited") -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _gone(request: web.Request) -> bool:
+    t = request.transport
+    return t is None or t.is_closing()
+
+
+class Proxy:
+    """The inference routes' handler (:meth:`handle`) and the engines' connection pools."""
+
+    def __init__(self, driver: Driver, endpoints: EndpointModels, metrics: Metrics) -> None:
+        self.driver, self.endpoints, self.metrics = driver, endpoints, metrics
+        self._pools: dict[int, tuple[Any, Upstream]] = {}  # the proxy's upstream connections, by engine
+        driver.on_engine_stopped.append(self.drop_pools)
+
+    def drop_pools(self) -> None:
+        """Close the connection pools of engines that have exited."""
+        for k, (eng, pool) in list(self._pools.items()):
+            if eng.poll() is not None:
+                pool.close()
+                del self._pools[k]
+
+    def close(self) -> None:
+        for _eng, pool in list(self._pools.values()):
+            pool.close()
+        self._pools.clear()
+
+    def _upstream(self, eng: Any) -> Upstream:
+        """The connection pool of engine ``eng``: one per engine, kept for its life (one
+        model's traffic never touches another's connections); one per endpoint URL for an
+        endpoint model (dropped when the endpoint goes down)."""
+        if isinstance(eng, Target):
+            return self.endpoints.upstream(eng.url)
+        got = self._pools.get(id(eng))
+        if got is not None and got[0] is eng:
+            return got[1]
+        self.drop_pools()
+        u = urllib.parse.urlsplit(eng.url)
+        pool = Upstream(u.hostname or "127.0.0.1", u.port or 80)
+        self._pools[id(eng)] = (eng, pool)
+        return pool
+
+    async def _read_body(self, request: web.Request) -> tuple[str | None, Body]:
+        """The model a request names and its :class:`Body` (:mod:`lemonpack.server.body`):
+        a JSON body is read (bounded) and parsed (depth-bounded); a multipart body is read
+        only up to its ``model`` field; another body with ``?model=`` is not read at all.
+        Raises :class:`BadBody` (also for a ``model`` that is not a string)."""
+        ctype = request.headers.get("Content-Type", "")
+        length = request.content_length
+        if ctype.startswith("multipart/"):
+            name, body = await read_multipart_model(request, ctype)
+            return name or request.query.get("model"), body
+        if request.query.get("model") and ctype and "json" not in ctype:
+            return request.query["model"], Body(request, complete=False, length=length)
+        raw = await read_bounded(request)
+        body = Body(None, raw, complete=True, length=len(raw))
+        if raw:
+            try:
+                doc = parse_json(raw)
+            except BadBody:
+                if not ctype or "json" in ctype:  # said to be JSON (or said nothing): say it is not
+                    raise
+                doc = None  # `curl -d` sends JSON as a form: read if it parses, else only ?model=
+            model = model_field(doc)
+            if model is not None:
+                return model, body
+        return request.query.get("model"), body
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Forward one inference request to the model's engine (module docstring)."""
+        t0 = time.monotonic()
+        info: dict[str, Any] = {"model": None, "route": request.path, "status": 0, "bytes": 0, "ttfb_ms": None}
+        try:
+            resp = await self._proxy(request, info, t0)
+            info["status"] = info["status"] or resp.status  # 499 when the client left mid-stream
+            if isinstance(resp, web.Response) and resp.body is not None:  # an answer of ours (relayed ones stream)
+                info["bytes"] = len(resp.body)  # type: ignore[arg-type]  # web.Response.body: bytes here
+            return resp
+        except asyncio.CancelledError:
+            info["status"] = 499  # the client left: aiohttp cancelled the handler
+            raise
+        except ConnectionError:
+            info["status"] = 499  # the client left while we wrote: nothing to answer, no traceback
+            return web.Response(status=499)
+        finally:
+            info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
+            if info["model"] is not None:
+                info["model"] = clip(info["model"])
+            log_request(info)
+            # labels stay bounded whatever clients send: a model name only once it resolved to a
+            # served model, a route as the router's pattern (``/v1/slots/{id}``), never the path
+            label = info["model"] if info.get("known") else ("<unknown>" if info["model"] else "")
+            resource = request.match_info.route.resource
+            self.metrics.request(label, resource.canonical if resource is not None else "<other>", info["status"],
+                                 info["total_ms"] / 1000, None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
+
+    async def _proxy(self, request: web.Request, info: dict[str, Any], t0: float) -> web.StreamResponse:
+        route = request.path.removeprefix("/api").removeprefix("/v1")
+        cap = ROUTES[route_key(route)][1]
+        try:
+            model, body = await self._read_body(request)
+        except BadBody as e:
+            return error(e.status, "invalid_request_error", str(e))
+        try:
+            info["model"] = model
+            if not model:
+                return error(400, "invalid_request_error", "no model given (JSON body, form field or ?model=)")
+            served = await self.driver.served_or_error(model)
+            if isinstance(served, web.Response):
+                return served
+            info["known"] = True
+            if cap not in served.capabilities:
+                return error(400, "unsupported_operation",
+                             f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
+                             f"capability needed by {request.method} {request.path}")
+            return await self._forward(request, served, route, body, info, t0)
+        finally:
+            body.close()
+
+    async def _forward(self, request: web.Request, served: ServedModel, route: str, body: Body,
+                       info: dict[str, Any], t0: float) -> web.StreamResponse:
+        try:
+            req, eng = await self.driver.acquire(served.name, await self.driver.info(served))
+        except Rejected as e:
+            return e.response()
+        if isinstance(eng, RemoteEngine):
+            try:
+                return await self._forward_remote(request, served, route, body, info, t0)
+            finally:
+                self.driver.release(req)
+        try:
+            if eng.poll() is not None:  # exited, and the policy has not heard yet
+                raise _EngineGone()
+            return await self._relay(request, served, eng, route, body, info, t0)
+        except _EngineGone as e:
+            if info.get("retried") or not body.replayable:
+                return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e.why}")
+            info["retried"] = True  # the engine died just before: the next attempt restarts it
+        finally:
+            self.driver.release(req)
+        await self.driver.engine_left(served.name, eng)
+        return await self._forward(request, served, route, body, info, t0)
+
+    async def _forward_remote(self, request: web.Request, served: ServedModel, route: str, body: Body,
+                              info: dict[str, Any], t0: float) -> web.StreamResponse:
+        """Relay to the endpoint the :class:`EndpointPool` picks; a connection that cannot be
+        made takes that endpoint out and the request goes once to another live endpoint
+        (nothing reached the first); an answer that started is never retried."""
+        pool = self.endpoints.pool
+        tried: list[str] = []
+        while True:
+            url = pool.pick(served.name, exclude=tried)
+            if url is None:
+                return error(503, "model_unavailable",
+                             f"model {shown(served.name)} is down: {pool.reason(served.name)}",
+                             headers={"Retry-After": "1"})
+            info["endpoint"] = url
+            try:
+                return await self._relay(request, served, Target(url), route, body, info, t0)
+            except _EndpointFailed as e:
+                self.endpoints.connect_failed(served.name, url, e.why)
+                tried.append(url)
+                if not (body.replayable and pool.retry(served.name, tried, e.unsent)):
+                    if e.unsent and pool.state(served.name) == DOWN:  # it was the last one
+                        return error(503, "model_unavailable", f"model {shown(served.name)} is down: "
+                                     f"{pool.reason(served.name)}", headers={"Retry-After": "1"})
+                    return error(502, "upstream_error", f"{served.name}: endpoint {url} did not answer: {e.why}")
+            finally:
+                pool.done(served.name, url)
+
+    async def _relay(self, request: web.Request, served: ServedModel, eng: Any, route: str, body: Body,
+                     info: dict[str, Any], t0: float) -> web.StreamResponse:
+        """Send the request to ``eng`` and stream its answer back (:mod:`.upstream`: a chunked
+        answer passes with its framing, unparsed, unless its ``model`` is rewritten). A client
+        that leaves cancels this handler (aiohttp's handler cancellation), whatever the phase:
+        the upstream connection is then closed at once, and the engine sees it."""
+        assert served.recipe is not None
+        remap = served.recipe.endpoints.get(ROUTES[route_key(route)][1]) if served.recipe.endpoints else None
+        path = remap if remap else "/v1" + route
+        target = path + (("?" + request.query_string) if request.query_string else "")
+        headers = strip_headers(request.headers, drop=("host", "content-length", "accept-encoding"))
+        headers["Accept-Encoding"] = "identity"
+        pool = self._upstream(eng)
+        try:
+            up, lease = await pool.request(request.method, target, headers, body.payload(), body.length,
+                                           lambda: body.replayable)
+        except UpstreamError as e:
+            if isinstance(eng, Target):  # an endpoint: out until its probe passes
+                raise _EndpointFailed(str(e), isinstance(e, ConnectFailed)) from None
+            if eng.poll() is None:
+                for _ in range(25):  # a refused/reset connection: is the engine exiting? (<= 0.5 s)
+                    await asyncio.sleep(0.02)
+                    if eng.poll() is not None:
+                        break
+            if eng.poll() is None:
+                return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
+            raise _EngineGone(str(e)) from None
+        try:
+            return await self._answer(request, served, up, info, t0)
+        finally:
+            lease.release(up)
+
+    async def _answer(self, request: web.Request, served: ServedModel, up: Answer, info: dict[str, Any],
+                      t0: float) -> web.StreamResponse:
+        """Stream the engine's answer ``up`` to the client."""
+        ctype = up.headers.get("Content-Type", "")
+        rewriter = ModelRewriter(str(info["model"]), ctype)
+        dechunk = Dechunker() if up.chunked and rewriter.active else None
+        raw = up.chunked and dechunk is None and request.version >= aiohttp.HttpVersion11
+        out = RawResponse(status=up.status, reason=up.reason) if raw else \
+            web.StreamResponse(status=up.status, reason=up.reason)
+        out.headers.extend(strip_headers(up.headers, drop=("content-length",)))
+        if raw:
+            out.headers["Transfer-Encoding"] = "chunked"
+        # a JSON answer is read whole, rewritten, then sent with its length (unless too large)
+        sized = [rewriter.json]
+        if ctype.startswith("text/event-stream"):
+            out.headers["X-Accel-Buffering"] = "no"
+            out.headers["Cache-Control"] = "no-cache"
+        elif up.content_length is not None and not rewriter.json:
+            out.content_length = up.content_length
+        if not sized[0]:
+            await out.prepare(request)
+
+        def first() -> None:
+            info["ttfb_ms"] = round((time.monotonic() - t0) * 1000, 2)
+
+        async def send(data: bytes) -> None:
+            if data:
+                info["bytes"] += len(data)
+                await out.write(data)
+
+        async def write(data: bytes) -> None:
+            if dechunk is not None:
+                data = dechunk.feed(data)
+            if rewriter.active:
+                data = rewriter.feed(data)
+            if sized[0] and rewriter.passing:  # too large to rewrite: streamed unchanged from here
+                sized[0] = False
+                if up.content_length is not None:
+                    out.content_length = up.content_length
+                await out.prepare(request)
+            if not sized[0]:
+                await send(data)
+
+        try:
+            await up.relay(write, first)
+        except (UpstreamError, ValueError) as e:
+            if _gone(request):
+                info["status"] = 499
+                return out
+            log.warning("%s: engine stream ended early: %s", served.name, e)
+            if sized[0]:
+                return error(502, "upstream_error", f"{served.name}: the engine's answer ended early: {e}")
+            out.force_close()
+            return out  # the client sees the answer end early (no clean end of a sized or chunked body)
+        if _gone(request):
+            info["status"] = 499
+            return out
+        rest = rewriter.end() if rewriter.active else b""
+        if sized[0]:
+            out.content_length = len(rest)
+            await out.prepare(request)
+        await send(rest)
+        await out.write_eof()
+        return out
+
+
+__all__ = ["Proxy", "ROUTES", "HOP_BY_HOP", "route_key", "strip_headers", "model_field"]
