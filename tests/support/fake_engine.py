@@ -16,7 +16,9 @@
 - ``--ignore-sigterm``: SIGTERM is ignored (by the engine and the children it makes).
 - ``--fork-child``: fork a child that stays in our process group and sleeps.
 - ``--grandchild``: fork a child that forks a grandchild which ``setsid``s away and sleeps,
-  then the child exits (the grandchild is orphaned, outside our group and session).
+  then the child exits (the grandchild is orphaned, outside our group and session);
+  ``--grandchild-mib N``: the grandchild first touches N MiB (its exit then takes a while:
+  the kernel frees its memory after its environment is gone, before it is a zombie).
 - ``--chunks N`` / ``--chunk-delay S``: a streamed chat answer is N chunks (default: one
   per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
 - ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
@@ -150,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ignore-sigterm", action="store_true")
     ap.add_argument("--fork-child", action="store_true")
     ap.add_argument("--grandchild", action="store_true")
+    ap.add_argument("--grandchild-mib", type=int, default=0)
     ap.add_argument("--pid-file")
     ap.add_argument("--chunks", type=int, default=None)
     ap.add_argument("--chunk-delay", type=float, default=0.0)
@@ -175,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             gpid = os.fork()
             if gpid == 0:
                 os.setsid()
+                ballast = bytearray(opts.grandchild_mib << 20)
+                ballast[::4096] = b"x" * len(ballast[::4096])
                 for fd in (0, 1, 2):  # a daemon-like grandchild: away from our pipes too
                     os.dup2(os.open(os.devnull, os.O_RDWR), fd)
                 sleeper(opts.ignore_sigterm)
