@@ -150,7 +150,7 @@ def test_runner_concurrent_first_requests_start_one_engine():
 
 
 def test_runner_crash_after_ready_goes_stopped_and_next_request_restarts():
-    runner = Runner({"m": fake_plan("--crash-after", "0.5", "--exit-code", "9")}, Engines(grace=0.5))
+    runner = Runner({"m": fake_plan("--crash-after-ready", "1.0", "--exit-code", "9")}, Engines(grace=0.5))
     try:
         first = runner.ensure_ready("m", timeout=30)
         assert wait_for(lambda: runner.state("m") is State.STOPPED, 10)
@@ -234,7 +234,7 @@ def test_engine_that_exits_during_probe_leaves_no_grandchild(engines, tmp_path, 
 
 def test_runner_crash_after_ready_cleans_up_what_the_engine_left(tmp_path):
     pidfile = tmp_path / "pids"
-    runner = Runner({"m": fake_plan("--grandchild", "--ignore-sigterm", "--crash-after", "0.5",
+    runner = Runner({"m": fake_plan("--grandchild", "--ignore-sigterm", "--crash-after-ready", "1.0",
                                     "--pid-file", str(pidfile))}, Engines(grace=0.3))
     try:
         runner.ensure_ready("m", timeout=30)
@@ -312,7 +312,7 @@ def test_a_failing_exit_callback_is_logged_and_the_crash_still_reaches_the_super
     def bad_observer(model, old, new):  # an observer that raises on every transition
         seen.append(new)
         raise RuntimeError("observer bug")
-    plan = fake_plan("--crash-after", "1.0", "--exit-code", "9")
+    plan = fake_plan("--crash-after-ready", "1.0", "--exit-code", "9")
     runner = Runner({"m": plan}, Engines(grace=0.5), on_state=bad_observer)
     try:
         with caplog.at_level(logging.WARNING, logger="lemonpack.runtime"):

@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible engine for runtime tests (stdlib only; run it as a script).
 
     python fake_engine.py --port P [--host H] [--health-delay S] [--health-503 N] [--crash-after S]
+        [--crash-after-ready S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
         [--record F] [--first-byte-delay S]
@@ -11,6 +12,8 @@
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
   ``data: {...}`` lines ending ``data: [DONE]``).
 - ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
+  ``--crash-after-ready S``: S seconds after its first ``/health`` 200 (after ready, however
+  long a loaded machine took to get there);
   ``--exit-now``: print a message and exit with ``--exit-code`` at once (after making the
   children asked for, which are left behind).
 - ``--ignore-sigterm``: SIGTERM is ignored (by the engine and the children it makes).
@@ -41,6 +44,7 @@ import time
 
 START = time.monotonic()
 HEALTH_ASKED = [0]  # /health requests so far
+CRASH_ARMED = [False]  # --crash-after-ready: the timer started
 HEALTH_LOCK = threading.Lock()
 
 
@@ -59,6 +63,11 @@ def record(path: str | None, role: str, pid: int) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{role} {pid}\n")
+
+
+def crash(code: int) -> None:
+    log(f"crashing with code {code}")
+    os._exit(code)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -84,6 +93,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if early or time.monotonic() - START < self.opts.health_delay:
                 self._json(503, {"error": {"code": 503, "message": "Loading model"}})
             else:
+                with HEALTH_LOCK:
+                    arm = self.opts.crash_after_ready is not None and not CRASH_ARMED[0]
+                    CRASH_ARMED[0] = CRASH_ARMED[0] or arm
+                if arm:
+                    threading.Timer(self.opts.crash_after_ready, crash, args=(self.opts.exit_code,)).start()
                 self._json(200, {"status": "ok"})
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.opts.model, "object": "model"}]})
@@ -147,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--health-delay", type=float, default=0.0)
     ap.add_argument("--health-503", type=int, default=0)
     ap.add_argument("--crash-after", type=float, default=None)
+    ap.add_argument("--crash-after-ready", type=float, default=None)
     ap.add_argument("--exit-code", type=int, default=3)
     ap.add_argument("--exit-now", action="store_true")
     ap.add_argument("--ignore-sigterm", action="store_true")
@@ -193,10 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"cannot load model: giving up with code {opts.exit_code}")
         return opts.exit_code
     if opts.crash_after is not None:
-        def crash():
-            log(f"crashing with code {opts.exit_code}")
-            os._exit(opts.exit_code)
-        threading.Timer(opts.crash_after, crash).start()
+        threading.Timer(opts.crash_after, crash, args=(opts.exit_code,)).start()
     if opts.no_listen:
         log("running without a port")
         sleeper(opts.ignore_sigterm)
