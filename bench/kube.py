@@ -41,7 +41,7 @@ import yaml
 
 from lemonpack.contract import load_recipe_text
 from lemonpack.kube import GenerateOptions, KubeModel, Target, documents, generate_objects, render_yaml
-from lemonpack.runtime.launch import ModelSpec
+from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.models import ModelRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -115,6 +115,22 @@ class TokenError(LemonpackError):
     kind = "token"
 
 
+class InputError(LemonpackError):
+    """A value the user gave (an option, an argument, a file's content) is not one the command
+    can use, and no more specific class fits: a malformed ``KEY=VALUE``, a size without a
+    number, a reference without the digest an install needs, an image that is not
+    lemonpack's, a refusal to overwrite. Exit 1, as any invalid input."""
+
+    kind = "input"
+
+
+class NotFoundError(LemonpackError):
+    """What the user named does not exist: a recipe file or id, a model, a tag of a layout, an
+    installed artifact. Exit 1."""
+
+    kind = "not-found"
+
+
 class IntegrityError(LemonpackError):
     """A digest did not match. ``expected`` and ``actual`` are ``sha256:<hex>`` strings."""
 
@@ -302,7 +318,8 @@ class Interrupted(LemonpackError):
 
 
 __all__ = [
-    "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError",
+    "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError", "InputError",
+    "NotFoundError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
     "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "RegistryError", "OutputError",
     "BuildError", "CatalogueError", "LockError", "NotConfirmed", "UnreadableFileError",

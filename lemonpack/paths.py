@@ -53,6 +53,13 @@ def external_dir(recipe: str) -> Path:
     return require_cache_root() / "external" / recipe
 
 
+def install_record(external: Path) -> Path:
+    """The install record (receipt) of the artifact installed at ``external``
+    (``<cache>/external/<recipe>/``): ``<cache>/external/<recipe>.install.json``, written by
+    ``lemonpack install`` beside the tree and read at launch to check the recipe's pin."""
+    return external.parent / f"{external.name}.install.json"
+
+
 def lemonade_config_dir() -> Path:
     """Lemonade's own per-user config dir (RFC section 8 names it beside ours)."""
     return Path(platformdirs.user_config_dir("lemonade"))

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
-from lemonpack.errors import BuildError, SelectionError, StorageError
+from lemonpack.errors import BuildError, NotFoundError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import replace_directory
-from lemonpack.paths import external_dir
+from lemonpack.files import replace_directory, replace_file
+from lemonpack.paths import external_dir, install_record
 
 log = logging.getLogger(__name__)
 
@@ -151,19 +154,51 @@ def install_recipe(plan: InstallPlan, *, mirror: Mirror | None = None, cache: Ar
 def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
     eff, recipe = plan.block, plan.recipe
     prov = eff.provenance
+    record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
+              "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
+    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff))
+
+
+def commit_install(dest: Path, record: dict, fill: Callable[[Path], object]) -> dict:
+    """Install a new tree at ``dest`` (``<cache>/external/<recipe>/``) and its receipt
+    (:func:`lemonpack.paths.install_record`), the one way every install ends: ``fill(tree)``
+    creates the tree in a locked ``.<recipe>.install-*`` directory beside ``dest`` (one left by
+    a killed install is swept first), the tree replaces ``dest`` in one ``renameat2`` exchange
+    (never a moment without an install, never half of one), then ``record`` is written by temp
+    file and rename. Any failure before the exchange leaves the previous install and receipt
+    untouched. Returns ``record``; raises what ``fill`` raises and OSError."""
     for bad in ensure_dir(dest.parent, dest.parent.parent):
         log.warning("%s was not a directory; removed", bad)
-    sweep(dest.parent, (f".{recipe.recipe}.install-",))  # left by a killed install
-    held = LockedDir(dest.parent, f".{recipe.recipe}.install-")
-    staging = held.path
+    sweep(dest.parent, (f".{dest.name}.install-",))  # left by a killed install
+    held = LockedDir(dest.parent, f".{dest.name}.install-")
     try:
-        tree = staging / "tree"
-        unpack_target(fetched, tree, eff)
-        record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
-                  "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
+        tree = held.path / "tree"
+        fill(tree)
         replace_directory(tree, dest)
-        (dest.parent / f"{recipe.recipe}.install.json").write_text(json.dumps(record, indent=2) + "\n")
+        replace_file(install_record(dest), (json.dumps(record, indent=2) + "\n").encode())
         return record
     finally:
-        remove_tree(staging)
+        remove_tree(held.path)
         held.close()
+
+
+def uninstall(recipe_id: str) -> dict:
+    """Remove ``<cache>/external/<recipe_id>/`` and its receipt; returns ``{"recipe", "path",
+    "removed"}``. The directory is first renamed aside (atomic), then the receipt removed,
+    then the tree. Raises NotFoundError when nothing is installed for ``recipe_id``."""
+    dest = external_dir(recipe_id)
+    receipt = install_record(dest)
+    if not dest.exists() and not receipt.exists():
+        raise NotFoundError(f"{recipe_id} is not installed (no {dest})")
+    removed = []
+    aside = None
+    if dest.exists():
+        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe_id}.uninstall-"))
+        os.rename(dest, aside / "tree")
+        removed.append(str(dest))
+    if receipt.exists():
+        receipt.unlink()
+        removed.append(str(receipt))
+    if aside is not None:
+        remove_tree(aside)
+    return {"recipe": recipe_id, "path": str(dest), "removed": removed}

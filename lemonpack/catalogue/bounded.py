@@ -2,7 +2,7 @@
 memory, disk or a reader's screen.
 
 - A recipe fetched for an entry is held to ``lemonpack lint``'s own size limit
-  (:data:`MAX_RECIPE_BYTES`, :data:`lemonpack.contract.loader.MAX_FILE_BYTES`), checked on the
+  (:data:`MAX_RECIPE_BYTES`, :data:`lemonpack.strictjson.MAX_FILE_BYTES`), checked on the
   file's size before it is read.
 - An archive (an extension tarball or zip, or the tar ``git archive`` writes) is measured
   from its headers before anything is extracted (:func:`check_archive`): at most
@@ -26,7 +26,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from lemonpack.contract.loader import MAX_FILE_BYTES
+from lemonpack.strictjson import MAX_FILE_BYTES
 from lemonpack.errors import UnsafeContentError, one_line
 
 #: A fetched recipe file: the limit ``lemonpack lint`` applies to recipe files (bytes).

@@ -149,7 +149,7 @@ def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config
     client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
     from lemonpack.registry import RegistryClient, parse_reference
     from lemonpack.registry.transfer import pull_layout
-    from lemonpack.signing.ociinstall import image_manifests, recipe_from_image
+    from lemonpack.builder.ociinstall import image_manifests, recipe_from_image
 
     if kind != "recipe":
         raise CatalogueError("OCI sources are supported for recipes only")

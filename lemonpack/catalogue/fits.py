@@ -9,13 +9,15 @@ block lists concrete GPU archs the host's arch (:meth:`HostFacts.gpu_arch`) must
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import ArchOverride, PlatformBlock, Recipe
 from lemonpack.contract.select import lacking_accelerator_warning, select_accelerator
-from lemonpack.errors import SelectionError
+from lemonpack.errors import ConfigError, LemonpackError, SelectionError
 
 
 def _skeleton(entry: Mapping[str, Any]) -> Recipe:
@@ -50,3 +52,21 @@ def fits_host(entry: Mapping[str, Any], host: HostFacts) -> tuple[bool, str]:
             return False, f"{host.os}/{accel} is built for {', '.join(plat['archs'])}; the host's GPU is {arch or 'unknown'}"
         return True, f"{host.os}/{accel} {arch}"
     return True, f"{host.os}/{accel}"
+
+
+def search_host(host_facts: str | os.PathLike[str] | None = None) -> HostFacts:
+    """The host ``catalogue search --fits-host`` matches entries against: the host facts file
+    ``host_facts`` (``lemonpack host --json``'s shape), else this machine
+    (:func:`lemonpack.contract.host.detect_host`, which honours ``LEMONPACK_HOST_FACTS``).
+    Raises :class:`~lemonpack.errors.ConfigError` naming the file when it is not host facts,
+    what :func:`lemonpack.files.read_user_file` raises when it cannot be read."""
+    from lemonpack.contract.host import detect_host
+    from lemonpack.files import read_user_file
+
+    if host_facts is None:
+        return detect_host()
+    data = read_user_file(host_facts, "host facts file")
+    try:
+        return HostFacts.from_json(json.loads(data.decode("utf-8")))
+    except (ValueError, LemonpackError) as e:  # not JSON (UTF-8), or not host facts' shape
+        raise ConfigError(f"cannot read host facts {host_facts}: {e}") from None

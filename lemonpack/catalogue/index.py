@@ -221,3 +221,12 @@ def update(source: str, public_pem: bytes) -> dict:
 def index_summary(index: dict[str, Any]) -> str:
     """One line: entries, rejected, date."""
     return f"{len(index.get('entries', []))} entries, {len(index.get('rejected', []))} rejected, generated {index.get('generated')}"
+
+
+def trusted_key(explicit: str | os.PathLike[str] | None) -> bytes:
+    """The bytes of the trusted public key (:func:`trusted_key_path`: ``explicit`` or
+    ``<config>/catalogue.pub``), read as a user's file (:func:`lemonpack.files.read_user_file`).
+    Raises LemonpackError when there is none, what ``read_user_file`` raises otherwise."""
+    from lemonpack.files import read_user_file
+
+    return read_user_file(trusted_key_path(explicit), "trusted key file")

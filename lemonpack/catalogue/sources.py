@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import jsonschema
 
-from lemonpack.contract.loader import schema_problems
-from lemonpack.contract.loader import read_source_bytes
+from lemonpack.schemacheck import schema_problems
+from lemonpack.strictjson import read_source_bytes
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.jsonpath import join
 

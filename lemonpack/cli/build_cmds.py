@@ -146,40 +146,50 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     asks for consent; --yes skips the question, and a non-interactive run without --yes
     refuses. --example installs the shipped example engine: then `lemonpack run --example`.
     """
-    from lemonpack.builder.install import install_recipe, prepare_install
+    from lemonpack.builder.install import InstallPlan, install_recipe, prepare_install
+    from lemonpack.builder.ociinstall import OciInstallPlan, prepare_oci_install
+    from lemonpack.cli.signing_cmds import load_verification_key
     from lemonpack.contract import detect_host, load_recipe
     from lemonpack.examples import EXAMPLE_RECIPE
     from lemonpack.runtime.discovery import Discovery
 
+    plan: InstallPlan | OciInstallPlan
     if recipe_ref and recipe_ref.startswith("oci://"):
-        from lemonpack.cli.signing_cmds import install_oci
-
-        return install_oci(recipe_ref, key=key, insecure=insecure, accelerator=accelerator, arch=arch, yes=yes,
-                           json_out=json_out, registry_config=registry_config)
-    if key or insecure or registry_config:
-        raise typer.BadParameter("--key, --insecure and --registry-config apply to oci:// installs",
-                                 param_hint="--key")
-    if example and recipe_ref:
-        raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
-                                 param_hint="--example")
-    if not example and not recipe_ref:
-        raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
-    recipe = load_recipe(EXAMPLE_RECIPE) if example else Discovery().resolve(recipe_ref)
-    plan = prepare_install(recipe, detect_host(), accelerator=accelerator, arch=arch, mirror=mirror,
-                           allow_insecure_mirror=allow_insecure_mirror, example=example)
+        plan = prepare_oci_install(recipe_ref, key=key, read_key=load_verification_key, accelerator=accelerator,
+                                   arch=arch, insecure=insecure, registry_config=registry_config)
+    else:
+        if key or insecure or registry_config:
+            raise typer.BadParameter("--key, --insecure and --registry-config apply to oci:// installs",
+                                     param_hint="--key")
+        if example and recipe_ref:
+            raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",
+                                     param_hint="--example")
+        if not example and not recipe_ref:
+            raise typer.BadParameter("give a RECIPE (or --example)", param_hint="RECIPE")
+        recipe = load_recipe(EXAMPLE_RECIPE) if example else Discovery().resolve(recipe_ref)
+        plan = prepare_install(recipe, detect_host(), accelerator=accelerator, arch=arch, mirror=mirror,
+                               allow_insecure_mirror=allow_insecure_mirror, example=example)
     for w in plan.warnings:
         err_console.print(f"warning: {w}", markup=False)
     if not json_out:
         for line in plan.disclosure():
             err_console.print(line, markup=False)
     confirm_install(yes)
-    done = install_recipe(plan, progress=progress)
+    done = plan.install() if isinstance(plan, OciInstallPlan) else install_recipe(plan, progress=progress)
+    return _print_installed(done, plan.warnings, json_out, example)
+
+
+def _print_installed(done: dict, warnings: tuple[str, ...], json_out: bool, example: bool) -> int:
+    """Print what an install did: its receipt as JSON (with the plan's ``warnings``, for an install
+    from a recipe), else one line (with the manifest for an install from a registry) and the next
+    step of ``--example``."""
     if json_out:
-        print_json({**done, "warnings": list(plan.warnings)})
-    else:
-        console.print(f"installed {recipe.recipe} -> {done['path']}", markup=False)
-        if example:
-            console.print("next: lemonpack run --example", markup=False)
+        print_json(done if "from" in done else {**done, "warnings": list(warnings)})
+        return 0
+    origin = f" (from {done['from']['manifest']})" if "from" in done else ""
+    console.print(f"installed {done['recipe']} -> {done['path']}{origin}", markup=False)
+    if example:
+        console.print("next: lemonpack run --example", markup=False)
     return 0
 
 

@@ -101,20 +101,6 @@ def _filters(kind, capability, accelerator, os_name, gpu_arch, official, communi
     return f
 
 
-def _host(host_facts: Path | None):
-    from lemonpack.contract.host import HostFacts, detect_host
-
-    if host_facts is None:
-        return detect_host()
-    from lemonpack.files import read_user_file
-
-    data = read_user_file(host_facts, "host facts file")
-    try:
-        return HostFacts.from_json(json.loads(data.decode("utf-8")))
-    except ValueError as e:
-        raise ConfigError(f"cannot read host facts {host_facts}: {e}") from None
-
-
 @catalogue_app.command("search")
 def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case-insensitive)."),
                kind: list[str] = typer.Option([], "--kind", help="recipe or extension (repeatable: any of)."),
@@ -135,9 +121,9 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
 
     data = load_index(index)
     results = search(data, query, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community))
-    host = _host(host_facts) if fits_host or host_facts else None
-    if host is not None:  # imported only then: the contract (jsonschema) is most of a search's start-up
-        from lemonpack.catalogue.fits import fits_host as fits
+    if fits_host or host_facts:  # imported only then: the contract (jsonschema) is most of a search's start-up
+        from lemonpack.catalogue.fits import fits_host as fits, search_host
+    host = search_host(host_facts) if fits_host or host_facts else None
     rows = []
     for e in results:
         why = None
@@ -270,23 +256,15 @@ def fingerprint_cmd(key: Path = typer.Argument(..., metavar="KEY.pub", help="A P
     return 0
 
 
-def _trusted(key: Path | None) -> bytes:
-    from lemonpack.catalogue.index import trusted_key_path
-
-    from lemonpack.files import read_user_file
-
-    return read_user_file(trusted_key_path(key), "trusted key file")
-
-
 @catalogue_app.command("update")
 def update_cmd(source: str = typer.Option(..., "--from", metavar="URL|DIR", help="A built index (URL or directory)."),
                key: Path = typer.Option(None, "--key", metavar="PUBLIC.pem",
                                         help="Trusted public key (default: <config>/lemonpack/catalogue.pub)."),
                json_out: bool = JSON_OPTION) -> int:
     """Fetch an index, verify its signature and entry files, then replace the cached copy."""
-    from lemonpack.catalogue.index import update
+    from lemonpack.catalogue.index import trusted_key, update
 
-    info = update(source, _trusted(key))
+    info = update(source, trusted_key(key))
     if json_out:
         print_json(info)
     else:
@@ -303,13 +281,13 @@ def verify_cmd(directory: Path = typer.Argument(None, metavar="[DIR]", help="Bui
                mirror: str = typer.Option(None, "--mirror", metavar="URL", help="Mirror for --fetch."),
                json_out: bool = JSON_OPTION) -> int:
     """Re-check a built or cached index: signature, entry files, (with --fetch) source digests. Exit 3 on failure."""
-    from lemonpack.catalogue.index import cached_dir, load_index, refetch_problems, verify_dir
+    from lemonpack.catalogue.index import cached_dir, load_index, refetch_problems, trusted_key, verify_dir
     from lemonpack.fetch import Mirror
 
     d = directory or cached_dir()
     if not (d / "catalogue.json").is_file():
         raise CatalogueError(f"no catalogue.json in {d}")
-    problems = verify_dir(d, _trusted(key))
+    problems = verify_dir(d, trusted_key(key))
     if refetch:
         problems += refetch_problems(load_index(d), mirror=Mirror.from_env(mirror))
     if json_out:

@@ -37,27 +37,6 @@ models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
 app.add_typer(models_app, name="models")
 
 
-def _check_recipe(recipe: str, force: bool) -> None:
-    """Raise :class:`LemonpackError` unless ``recipe`` is built-in or discovered (or ``force``)."""
-    from lemonpack.contract.builtins import BUILTIN_RECIPES
-    from lemonpack.runtime.discovery import Discovery
-
-    if recipe in BUILTIN_RECIPES:
-        return
-    result = Discovery().scan()
-    if recipe in result.recipes:
-        return
-    rejected = [r for r in result.errors if r.recipe == recipe]
-    if rejected:
-        why = f"recipe {recipe!r} was found but rejected: {rejected[0].file}: {rejected[0].reason}"
-    else:
-        known = sorted(set(result.recipes) | BUILTIN_RECIPES)
-        why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
-    if not force:
-        raise ManifestError([Problem("argument --recipe", "", "unknown-recipe", why + "; use --force to register it anyway")])
-    err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
-
-
 def _argument_of(problem: Problem) -> str:
     """The command-line argument an :func:`entry_problems` problem is about."""
     if ".checkpoints" in problem.path:
@@ -109,8 +88,8 @@ def models_add(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
-    from lemonpack.runtime.models import (ModelRegistry, checkpoint_kind, entry_problems, normalize_checkpoint,
-                                          parse_checkpoint, parse_option)
+    from lemonpack.runtime.models import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
+                                          normalize_checkpoint, parse_checkpoint, parse_option)
 
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
@@ -118,12 +97,12 @@ def models_add(
     if not checkpoint and not endpoint:
         raise typer.BadParameter("give --checkpoint main=PATH, or --endpoint URL for an engine lemonpack does not "
                                  "spawn", param_hint="'--checkpoint' / '-c'")
-    value: dict = {"recipe": recipe, "recipe_options": options}
+    entry_doc: dict = {"recipe": recipe, "recipe_options": options}
     if checkpoint or not endpoint:
-        value["checkpoints"] = checkpoints
+        entry_doc["checkpoints"] = checkpoints
     if endpoint:
-        value["endpoints"] = list(endpoint)
-    problems = entry_problems(name, value, "")
+        entry_doc["endpoints"] = list(endpoint)
+    problems = entry_problems(name, entry_doc, "")
     if problems:  # shape first: a bad name should not be reported as an unknown recipe
         bad = [p for p in problems if ".endpoint" in p.path]
         if bad:  # one line: the model, the field, the URL and why
@@ -140,7 +119,9 @@ def models_add(
                 raise ManifestError([Problem("argument --checkpoint", "", "missing-checkpoint",
                                               why + " (a hub reference is ORG/REPO:FILE; use --force to register it anyway)")])
             err_console.print(f"warning: {why}; registering anyway (--force)", markup=False)
-    _check_recipe(recipe, force)
+    forced = check_model_recipe(recipe, force=force)
+    if forced:
+        err_console.print(f"warning: {forced}; registering anyway (--force)", markup=False)
     entry = registry.add(name, recipe, checkpoints, options, replace=replace, backend=backend, endpoints=endpoint)
     if json_out:
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})

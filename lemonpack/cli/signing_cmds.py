@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from lemonpack.cli._app import (INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, confirm_install, console,
+from lemonpack.cli._app import (INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console,
                                 print_json)
 from lemonpack.errors import ConfigError
 
@@ -159,7 +159,7 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
     config digest. Prints NAME@sha256:<manifest digest>, the reference to run it by.
     """
     from lemonpack.registry.reference import split_layout_arg
-    from lemonpack.signing.engines import ENGINES, load_image
+    from lemonpack.runtime.engineload import ENGINES, load_image
 
     if engine not in ENGINES:
         raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
@@ -184,36 +184,6 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
     return 0
 
 
-def install_oci(reference: str, *, key: str | None, insecure: bool, accelerator: str | None, arch: str | None,
-                yes: bool, json_out: bool, registry_config: Path | None = None) -> int:
-    """``lemonpack install oci://...`` (called by ``install``): see
-    :func:`lemonpack.signing.ociinstall.install_from_registry`."""
-    from lemonpack.cli._app import err_console
-    from lemonpack.builder.install import DISCLOSURE
-    from lemonpack.registry.auth import auth_files
-    from lemonpack.signing.ociinstall import install_from_registry, install_reference
-
-    # everything the user gave is checked before the consent banner: a banner for an
-    # install that cannot happen asks a question for nothing
-    install_reference(reference)
-    public = load_verification_key(key) if key else None
-    auth_files(registry_config)
-    if not json_out:
-        err_console.print(f"source:         {reference}", markup=False)
-        err_console.print(f"signature:      {'will be checked with ' + key if key else 'not checked (no --key)'}",
-                          markup=False)
-        err_console.print(DISCLOSURE, markup=False)
-    confirm_install(yes)
-    done = install_from_registry(reference, public_key=public, insecure=insecure, accelerator=accelerator,
-                                 arch=arch, registry_config=registry_config)
-    if json_out:
-        print_json(done)
-    else:
-        console.print(f"installed {done['recipe']} -> {done['path']} (from {done['from']['manifest']})",
-                      markup=False)
-    return 0
-
-
 @app.command("uninstall")
 def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
                                                    help="A recipe id (or recipe JSON file) that was installed."),
@@ -223,9 +193,8 @@ def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     Refuses a recipe that comes from a system descriptor directory (the system's package
     manager owns it).
     """
-    from lemonpack.signing.ociinstall import refuse_system_descriptor, uninstall
-
-    from lemonpack.runtime.discovery import recipe_id as named_recipe
+    from lemonpack.builder.install import uninstall
+    from lemonpack.runtime.discovery import recipe_id as named_recipe, refuse_system_descriptor
 
     recipe_id = named_recipe(recipe_ref)  # the file-or-id rule, without discovery
     refuse_system_descriptor(recipe_id)

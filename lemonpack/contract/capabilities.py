@@ -50,3 +50,14 @@ def capabilities_for_mode(declared: tuple[str, ...] | list[str], mode: str) -> t
     """The declared capabilities whose deployment mode is ``mode`` (section 5: a model
     deploys in one mode, and every declared capability of that mode is enabled together)."""
     return tuple(c for c in declared if c in CAPABILITIES and CAPABILITIES[c].mode == mode)
+
+
+def modes_of(declared: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The deployment modes the ``declared`` capabilities give (section 5), each once, in the
+    order of the first capability giving it; plumbing capabilities give none."""
+    modes: dict[str, None] = {}
+    for c in declared:
+        mode = CAPABILITIES[c].mode if c in CAPABILITIES else None
+        if mode:
+            modes[mode] = None
+    return tuple(modes)

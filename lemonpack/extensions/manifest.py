@@ -3,8 +3,8 @@
 
 Validation reports every problem of a file together, each naming the file, the JSON path
 of the field and a rule id (:class:`~lemonpack.errors.Problem`), in three passes: (1) the
-strict JSON reader of the recipe contract (:func:`lemonpack.contract.loader.read_json_text`,
-:func:`~lemonpack.contract.loader.parse_json_strict`: UTF-8, duplicate keys, depth), (2) the
+strict JSON reader of the recipe contract (:func:`lemonpack.strictjson.read_json_text`,
+:func:`~lemonpack.strictjson.parse_json_strict`: UTF-8, duplicate keys, depth), (2) the
 shipped JSON Schema ``schema/extension-v1.schema.json`` (Draft 2020-12, pinned in
 ``schema/lock.json`` by the recipe schema's lock mechanism,
 :mod:`lemonpack.contract.schemalock` with ``stem="extension"``), with the recipe
@@ -30,9 +30,9 @@ import fastjsonschema
 import jsonschema
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import schema_problems as checked_schema_problems
-from lemonpack.contract.loader import (inline_local_refs, parse_json_strict, read_json_text,
-                                       strict_validator)
+from lemonpack.schemacheck import schema_problems as checked_schema_problems
+from lemonpack.schemacheck import inline_local_refs, strict_validator
+from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, LockError, ManifestError, Problem
 from lemonpack.extensions.vocabulary import CAPABILITIES, COMMANDS, PLATFORMS, REQUIREMENTS
@@ -223,7 +223,7 @@ def schema_problems(doc: Any, file: str) -> list[Problem]:
     """Problems the extension JSON Schema finds, in document order. A valid manifest is
     accepted by the compiled fast acceptor (:func:`_fast_acceptor`); everything else goes
     through the strict ``jsonschema`` validator, whose problems are returned, streamed and
-    bounded like a recipe's (:func:`lemonpack.contract.loader.schema_problems`)."""
+    bounded like a recipe's (:func:`lemonpack.schemacheck.schema_problems`)."""
     fast = _fast_acceptor()
     if fast is not None and not _holds_float(doc):
         check, distinct = fast

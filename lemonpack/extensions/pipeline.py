@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from lemonpack import jsonpath
-from lemonpack.contract.loader import parse_json_strict, read_json_text
+from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.errors import LemonpackError, Problem, one_line
 from lemonpack.extensions import templates
 from lemonpack.extensions.manifest import MANIFEST_NAME, Extension, Provider, build_extension, check_manifest
@@ -312,7 +312,7 @@ def include_problems(directory: Path) -> list[str]:
 def _scan_source(path: str, root) -> list[str]:
     """The include-allowlist reasons of one source file (``path:line: ...``); ``root()``
     gives the extension directory's real path."""
-    from lemonpack.contract.loader import read_source_bytes
+    from lemonpack.strictjson import read_source_bytes
 
     data, problems = read_source_bytes(path, limit=MAX_SOURCE_BYTES)
     if data is None:

@@ -67,7 +67,8 @@ from lemonpack.kube.names import NameMappingError, label_value, object_name
 from lemonpack.kube.pod import PodContainer, container_for
 from lemonpack.kube.yamlout import dump_all
 from lemonpack.oci.reference import check_pinned
-from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import ModelSpec
 
 MANAGED_BY = "lemonpack"
 LABEL_NAME = "app.kubernetes.io/name"

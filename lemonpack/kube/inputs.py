@@ -27,7 +27,7 @@ from lemonpack.kube.accelerators import Target
 from lemonpack.kube.generate import KubeError, KubeModel, ModelSource
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import check_pinned
-from lemonpack.runtime.launch import ModelSpec
+from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.modelref import resolve_model
 from lemonpack.runtime.models import ModelRegistry
 from lemonpack.runtime.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import jsonschema
 
-from lemonpack.contract.loader import schema_problems
+from lemonpack.schemacheck import schema_problems
 from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
 from lemonpack.errors import BuildError, ManifestError, Problem

@@ -43,8 +43,8 @@ lower-priority one: an untrusted file cannot take an id away from a trusted one.
 
 :class:`Discovery` caches parsed files by their ``lstat`` signature (device, inode,
 size, mtime, ctime, mode, owner), so a re-scan only re-parses files that changed; trust
-checks (a few ``lstat`` calls) run on every scan. :class:`DiscoveryWatcher` re-scans in a
-daemon thread every 2 s and calls ``on_change`` when the result changes.
+checks (a few ``lstat`` calls) run on every scan; re-scanning every 2 s is
+:class:`lemonpack.runtime.discoverywatch.DiscoveryWatcher`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -62,7 +62,7 @@ from types import MappingProxyType
 from lemonpack import paths
 from lemonpack.contract.loader import build_model, check_text
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import LemonpackError, Problem
+from lemonpack.errors import InputError, NotFoundError, Problem, UnreadableFileError
 from lemonpack.files import open_regular
 from lemonpack.oci.policy import recipe_policy_problems
 from lemonpack.runtime import trust
@@ -83,9 +83,6 @@ SYSTEM_DIRS: tuple[str, ...] = (
     "/usr/local/share/lemonade-server/backends",
     "/etc/lemonade/backends",
 )
-
-#: Default watcher period in seconds (RFC section 8: "re-scans every 2 seconds").
-WATCH_INTERVAL_SECONDS = 2.0
 
 #: Kinds of :class:`Rejected` records.
 REJECT_KINDS = ("untrusted", "unreadable", "invalid", "unpinned", "builtin-collision", "duplicate", "shadowed",
@@ -319,8 +316,8 @@ def recipe_file_ref(ref: str) -> Path | None:
         return path
     if ref.endswith(".json") or "/" in ref or os.sep in ref:
         if path.exists():
-            raise LemonpackError(f"recipe file {ref} is not a regular file")
-        raise LemonpackError(f"recipe file not found: {ref}")
+            raise UnreadableFileError(f"recipe file {ref} is not a regular file")
+        raise UnreadableFileError(f"recipe file not found: {ref}")
     return None
 
 
@@ -415,12 +412,12 @@ class Discovery:
             return found.recipe
         for r in result.errors:
             if r.recipe == ref or (r.recipe is None and r.file.stem in (ref, ref.replace("-", "_"))):
-                raise LemonpackError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
-                                     f"— see lemonpack backends list --all")
+                raise InputError(f"{ref} was found at {r.file} but rejected: {r.kind}: {r.reason} "
+                                 f"— see lemonpack backends list --all")
         known = ", ".join(result.recipes) or "none"
         dirs = ", ".join(str(d.path) for d in self.directories) or "no directories"
-        raise LemonpackError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
-                             f"searched: {dirs})")
+        raise NotFoundError(f"no recipe file or discovered recipe named {ref!r} (discovered: {known}; "
+                            f"searched: {dirs})")
 
     def _scan_locked(self) -> tuple[DiscoveryResult, set[str]]:
         rejected: list[Rejected] = []
@@ -512,97 +509,17 @@ def discover(directories: Iterable[SearchDir] | None = None) -> DiscoveryResult:
     return Discovery(directories).scan()
 
 
-class DiscoveryWatcher:
-    """Re-scan a :class:`Discovery` every ``interval`` seconds in a daemon thread.
-
-    :meth:`current` returns the latest :class:`DiscoveryResult` (a scan runs in the
-    constructor, so it is never empty by accident); ``on_change(result)`` is called from
-    the watcher thread whenever a scan's result differs from the previous one. A failing
-    scan or callback is logged and the watcher keeps going. Use as a context manager, or
-    call :meth:`start` and :meth:`stop`.
-    """
-
-    def __init__(self, discovery: Discovery | None = None, *, interval: float = WATCH_INTERVAL_SECONDS,
-                 on_change: Callable[[DiscoveryResult], None] | None = None):
-        self.discovery = discovery if discovery is not None else Discovery()
-        self.interval = interval
-        self.on_change = on_change
-        self._current = self.discovery.scan()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._generation = 0
-        self._cond = threading.Condition()
-
-    def current(self) -> DiscoveryResult:
-        """The latest scan result."""
-        with self._cond:
-            return self._current
-
-    @property
-    def generation(self) -> int:
-        """How many times the result has changed since construction."""
-        with self._cond:
-            return self._generation
-
-    def refresh(self) -> DiscoveryResult:
-        """Scan now (in the caller's thread), publish and return the result."""
-        result = self.discovery.scan()
-        changed = False
-        with self._cond:
-            if result != self._current:
-                self._current = result
-                self._generation += 1
-                changed = True
-                self._cond.notify_all()
-        if changed and self.on_change is not None:
-            try:
-                self.on_change(result)
-            except Exception:  # noqa: BLE001 - a callback bug must not kill the watcher
-                log.exception("discovery on_change callback failed")
-        return result
-
-    def wait_for_change(self, generation: int, timeout: float) -> bool:
-        """Block until :attr:`generation` exceeds ``generation`` or ``timeout`` seconds
-        pass; True when it changed."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._generation > generation, timeout)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.refresh()
-            except Exception:  # noqa: BLE001 - keep watching whatever a scan hits
-                log.exception("discovery re-scan failed")
-
-    def start(self) -> DiscoveryWatcher:
-        """Start the watcher thread (idempotent); returns self."""
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="lemonpack-discovery-watcher", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        """Stop the thread and wait up to ``timeout`` seconds for it to end."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        """True while the watcher thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def __enter__(self) -> DiscoveryWatcher:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+def refuse_system_descriptor(recipe_id: str) -> None:
+    """Raise :class:`InputError` when discovery finds ``recipe_id`` in a system descriptor
+    directory (installed by the system's package manager: not ours to remove)."""
+    found = Discovery().scan().recipes.get(recipe_id)
+    if found is not None and found.scope == "system":
+        raise InputError(f"{recipe_id} comes from the system descriptor {found.file}; "
+                         "refusing to uninstall it (remove it with the system's package manager)")
 
 
 __all__ = [
-    "BACKENDS_PATH_ENV", "Discovery", "DiscoveredRecipe", "DiscoveryResult", "DiscoveryWatcher", "EMPTY_RESULT",
-    "REJECT_KINDS", "Rejected", "SYSTEM_DIRS", "SearchDir", "WATCH_INTERVAL_SECONDS", "default_search_path",
-    "discover", "parse_search_path", "search_path",
+    "BACKENDS_PATH_ENV", "Discovery", "DiscoveredRecipe", "DiscoveryResult", "EMPTY_RESULT",
+    "REJECT_KINDS", "Rejected", "SYSTEM_DIRS", "SearchDir", "default_search_path",
+    "discover", "parse_search_path", "recipe_file_ref", "recipe_id", "refuse_system_descriptor", "search_path",
 ]

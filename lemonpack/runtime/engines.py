@@ -2,7 +2,8 @@
 
 Design notes live in ``SUPERVISOR.md`` next to this file. This module holds
 :class:`EngineProcess` (one spawned engine) and :class:`Engines` (the driver that spawns,
-probes and stops them), and the port checks that tie readiness to the engine. It builds on
+probes and stops them). It builds on :mod:`~lemonpack.runtime.ports` (free ports, and the
+checks that tie a listening port to the engine's processes),
 :mod:`~lemonpack.runtime.proctable` (the process table, tags, signals, the registry of our
 children), :mod:`~lemonpack.runtime.containers` (container CLI calls) and
 :mod:`~lemonpack.runtime.sentinel` (clean-up after a crash); the driver of the supervisor is
@@ -22,7 +23,7 @@ children), :mod:`~lemonpack.runtime.containers` (container CLI calls) and
 - **Adopted orphans**: as child subreaper the runtime adopts helpers an engine daemonised
   with an emptied environment; an unregistered direct child is adopted and is ended with its
   engine (:meth:`Engines.adopted_by` says what still escapes without cgroups).
-- **Ports**: checked free before every launch (:func:`check_port_free`); a probe answer
+- **Ports**: checked free before every launch (:func:`~lemonpack.runtime.ports.check_port_free`); a probe answer
   counts only from the engine (:meth:`Engines.owns_port`; for a container: running, and its
   processes hold the port).
 - **Containers**: the runtime's labels are injected right after ``run``; before a start, a
@@ -36,17 +37,16 @@ Failures the runtime cannot raise (clean-up, callbacks) are logged to
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 from concurrent.futures import ThreadPoolExecutor
 
 from lemonpack.errors import LemonpackError, RuntimeFailure
@@ -58,6 +58,7 @@ from lemonpack.runtime.containers import (
 )
 from lemonpack.runtime.logs import LogRing
 from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.ports import check_port_free, holds_socket, listening_inodes
 from lemonpack.runtime.proctable import (
     ENV_ENGINE, ENV_RUNTIME, ProcInfo, adopted_orphans, descendants, environ_value, forget_child, owner_alive,
     pdeathsig_preexec, popen_child, proc_info, process_table, reap, run_child, runtime_id_of, set_child_subreaper,
@@ -66,81 +67,6 @@ from lemonpack.runtime.proctable import (
 from lemonpack.runtime.sentinel import announce_cli, start_sentinel
 
 log = logging.getLogger("lemonpack.runtime.engines")
-
-
-# ---------------------------------------------------------------- ports
-
-
-def listening_inodes(port: int) -> set[int] | None:
-    """Socket inodes of the TCP sockets listening on local ``port`` (IPv4 and IPv6) in
-    this network namespace; None when ``/proc/net/tcp*`` cannot be read."""
-    out: set[int] = set()
-    readable = False
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name, encoding="ascii", errors="replace") as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        readable = True
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != "0A":  # 0A: LISTEN
-                continue
-            try:
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    out.add(int(fields[9]))
-            except ValueError:
-                continue
-    return out if readable else None
-
-
-def free_port(host: str, avoid: frozenset[int] = frozenset()) -> int:
-    """A TCP port free on ``host`` a moment ago, never one of ``avoid`` (a server's listen port:
-    an engine port equal to it is impossible by construction). OSError when ``host`` cannot
-    be bound."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    while True:
-        with socket.socket(family) as s:
-            s.bind((host if host not in ("0.0.0.0", "::") else "", 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Raise :class:`LemonpackError` naming ``host:port`` when a TCP socket cannot be bound
-    there (another process listens on it). ``SO_REUSEADDR`` is set, as servers do, so
-    connections in TIME_WAIT from an earlier engine do not count; wildcard hosts
-    (``0.0.0.0``, ``::``) are checked as such."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    addr = "" if host in ("0.0.0.0", "") else host
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((addr, port))
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise LemonpackError(f"port {port} on {host} is already in use by another process; "
-                                 f"choose another --port (or omit it to use a free one)") from None
-        raise LemonpackError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-
-
-def holds_socket(pids, inodes: set[int]) -> bool:
-    """True when one of ``pids`` has an open file descriptor on one of the socket ``inodes``."""
-    wanted = {f"socket:[{i}]" for i in inodes}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
-                    return True
-            except OSError:
-                continue
-    return False
 
 
 # ---------------------------------------------------------------- one engine
@@ -180,7 +106,7 @@ class EngineProcess:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        return tuple(self.popen.args)
+        return tuple(cast("Sequence[str]", self.popen.args))
 
     def poll(self) -> int | None:
         """The exit code, or None while it runs."""
@@ -533,7 +459,8 @@ class Engines:
         self._spawner.shutdown(wait=True)
         if self._sentinel is not None:
             try:
-                self._sentinel.stdin.close()
+                if self._sentinel.stdin is not None:
+                    self._sentinel.stdin.close()
             except OSError:
                 pass
             self._sentinel = None
@@ -600,4 +527,4 @@ def _container_cli(plan: LaunchPlan) -> ContainerCLI:
     return ContainerCLI.for_argv(plan.argv, plan.env, fallback=fallback) or ContainerCLI.of(fallback)
 
 
-__all__ = ["EngineProcess", "Engines", "check_port_free", "holds_socket", "listening_inodes"]
+__all__ = ["EngineProcess", "Engines"]

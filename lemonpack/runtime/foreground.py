@@ -66,7 +66,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     from lemonpack.contract.model import HealthProbe
     from lemonpack.oci.policy import require_pinned
     from lemonpack.runtime.discovery import Discovery
-    from lemonpack.runtime.engines import check_port_free, free_port
+    from lemonpack.runtime.ports import check_port_free, free_port
     from lemonpack.runtime.launch import build_launch_plan
     from lemonpack.runtime.modelref import resolve_model
     from lemonpack.runtime.models import parse_option

@@ -135,7 +135,7 @@ class EndpointPool:
         model's new state when it changed, else None."""
         g = self._models.get(model)
         e = g.by_url.get(url) if g is not None else None
-        if e is None:
+        if g is None or e is None:
             return None
         e.probing = False
         e.next_probe = self.clock() + g.interval
@@ -148,7 +148,7 @@ class EndpointPool:
         it changed."""
         g = self._models.get(model)
         e = g.by_url.get(url) if g is not None else None
-        if e is None:
+        if g is None or e is None:
             return None
         e.state, e.reason = DOWN, why
         return self._update(g)

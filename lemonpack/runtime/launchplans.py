@@ -90,7 +90,7 @@ def llamacpp_plan(inputs: BuiltinInputs) -> BuiltinPlan:
         argv.append("--embeddings")
     elif inputs.mode == "reranking":
         argv.append("--reranking")
-    reserved = ("-m", "--model", "-c", "--ctx-size", "--port", "--host", "--jinja", "--metrics", "--mmproj",
+    reserved: tuple[str, ...] = ("-m", "--model", "-c", "--ctx-size", "--port", "--host", "--jinja", "--metrics", "--mmproj",
                 "--embeddings", "--reranking")
     if inputs.mode == "reranking":
         reserved += ("--pooling",)  # --reranking sets the rank pooling; another pooling would undo it

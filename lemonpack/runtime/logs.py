@@ -12,7 +12,7 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import IO
 
 Subscriber = Callable[[str], None]
 log = logging.getLogger("lemonpack.runtime.logs")
@@ -75,7 +75,7 @@ class LogRing:
                     self._subs.remove(fn)
         return cancel
 
-    def pump(self, stream: BinaryIO, name: str = "lemonpack-log") -> threading.Thread:
+    def pump(self, stream: IO[bytes], name: str = "lemonpack-log") -> threading.Thread:
         """Start a daemon thread that reads ``stream`` line by line into this ring until EOF
         (then sets :attr:`closed` and closes the stream)."""
 

@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import InputError, LemonpackError, UnreadableFileError
 
 #: Kept free of the host's available RAM by the default budget (OS, serve itself, compute buffers).
 HEADROOM = 1 << 30
@@ -58,10 +58,10 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text or "")
     unit = m.group(2).lower() if m else None
     if not m or unit not in _UNITS:
-        raise LemonpackError(f"size {text!r}: expected a number with an optional unit (24GiB, 512MiB, 8GB)")
+        raise InputError(f"size {text!r}: expected a number with an optional unit (24GiB, 512MiB, 8GB)")
     n = int(float(m.group(1)) * _UNITS[unit])
     if n <= 0:
-        raise LemonpackError(f"size {text!r} must be more than 0 bytes")
+        raise InputError(f"size {text!r} must be more than 0 bytes")
     return n
 
 
@@ -121,7 +121,7 @@ def estimate_gguf(path: str, ctx_size: int, cache_type_k: str = "f16", cache_typ
     try:
         r = GGUFReader(path, "r")
     except Exception as e:  # noqa: BLE001 (the reader raises ValueError, OSError, struct errors ...)
-        raise LemonpackError(f"{path}: not a readable GGUF file: {e}") from None
+        raise InputError(f"{path}: not a readable GGUF file: {e}") from None
     weights = 0
     for t in r.tensors:
         block, size = GGML_QUANT_SIZES.get(t.tensor_type, (1, 4))
@@ -170,7 +170,7 @@ def estimate_model(path: str, ctx_size: int = 4096, cache_type_k: str = "f16", c
                     pass
         return Estimate(_disk_size(path), 0, "size on disk")
     except OSError as e:
-        raise LemonpackError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise UnreadableFileError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 __all__ = ["Estimate", "HEADROOM", "available_ram", "default_budget", "estimate_gguf", "estimate_model", "parse_size"]

@@ -3,7 +3,7 @@
 One rule, :func:`resolve_model`, for every command that takes a model on the command line
 (``lemonpack run --model``, ``lemonpack select MODEL``, and ``serve`` for models given by
 file): it decides what the text names and returns a :class:`ResolvedModel` that can give
-the launch's :class:`~lemonpack.runtime.launch.ModelSpec`, the selector's
+the launch's :class:`~lemonpack.runtime.modelfiles.ModelSpec`, the selector's
 :class:`~lemonpack.runtime.selector.ModelArtifact` and the serve admission estimate of its
 main file. Nothing here starts a process or touches the network.
 
@@ -38,10 +38,10 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lemonpack.errors import LemonpackError
+from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
 
 if TYPE_CHECKING:
-    from lemonpack.runtime.launch import ModelSpec
+    from lemonpack.runtime.modelfiles import ModelSpec
     from lemonpack.runtime.models import ModelEntry, ModelRegistry
     from lemonpack.runtime.selector import ModelArtifact
 
@@ -81,16 +81,16 @@ class ResolvedModel:
         return str(self.entry.main)
 
     def spec(self) -> ModelSpec:
-        """The launch's :class:`~lemonpack.runtime.launch.ModelSpec`: a file is checkpoint
+        """The launch's :class:`~lemonpack.runtime.modelfiles.ModelSpec`: a file is checkpoint
         ``main`` named after its stem, in its own directory; an entry is taken as it is.
         Raises LemonpackError for an endpoint model: engines lemonpack does not spawn serve it
         (``lemonpack serve`` is its gateway), so there is nothing to launch."""
-        from lemonpack.runtime.launch import ModelSpec
+        from lemonpack.runtime.modelfiles import ModelSpec
 
         if self.entry is not None and getattr(self.entry, "endpoints", None):
-            raise LemonpackError(f"model {self.entry.name!r} is served by its endpoints "
-                                 f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
-                                 "(lemonpack serve is its gateway)")
+            raise InputError(f"model {self.entry.name!r} is served by its endpoints "
+                             f"({', '.join(self.entry.endpoints)}); lemonpack run does not start it "
+                             "(lemonpack serve is its gateway)")
         if self.entry is not None:
             return ModelSpec.from_entry(self.entry)
         path = Path(self.main)
@@ -108,7 +108,7 @@ class ResolvedModel:
         at the entry's ``ctx_size`` (else the default) and KV cache types: ``{"bytes",
         "weights", "kv", "ctx_size", "how"}``; None when the main file is not local or
         cannot be estimated."""
-        from lemonpack.runtime.launch import OPTION_DEFAULTS
+        from lemonpack.runtime.tokens import OPTION_DEFAULTS
         from lemonpack.runtime.memory import estimate_model
 
         opts = dict(getattr(self.entry, "recipe_options", None) or {})
@@ -155,11 +155,11 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     if local and path.exists():
         if directories:
             return ResolvedModel(ref, path=path.resolve())
-        raise LemonpackError(f"model path is not a file: {ref}")
+        raise UnreadableFileError(f"model path is not a file: {ref}")
     if looks_like_path(ref) or (reg is None and entries is None):
-        raise LemonpackError(f"model file not found: {ref}")
+        raise UnreadableFileError(f"model file not found: {ref}")
     where = f" in {reg.path}" if reg is not None else ""
-    raise LemonpackError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
+    raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
 
 
 __all__ = ["ResolvedModel", "resolve_model"]

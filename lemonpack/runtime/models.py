@@ -52,6 +52,7 @@ and a failed validation changes nothing on disk. A missing file is an empty regi
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import math
@@ -66,8 +67,8 @@ from typing import Any
 from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
-from lemonpack.contract.loader import parse_json_strict
-from lemonpack.errors import LemonpackError, ManifestError, Problem
+from lemonpack.strictjson import parse_json_strict
+from lemonpack.errors import InputError, ManifestError, NotFoundError, Problem, StorageError
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
     import fcntl
@@ -288,7 +289,7 @@ def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
         raise ManifestError(problems)
     if not isinstance(doc, dict):
         raise ManifestError([Problem(file, "", "schema-type",
-                                     "the model registry must be a JSON object of 'user.NAME' -> entry")])
+                            "the model registry must be a JSON object of 'user.NAME' -> entry")])
     for name, value in doc.items():
         problems.extend(entry_problems(name, value, file))
     if problems:
@@ -347,14 +348,14 @@ class ModelRegistry:
         """The entry called ``name``; :class:`LemonpackError` when there is none."""
         entry = self.load().get(name)
         if entry is None:
-            raise LemonpackError(f"no model named {name!r} in {self.path}")
+            raise NotFoundError(f"no model named {name!r} in {self.path}")
         return entry
 
     # writing ---------------------------------------------------------------------
 
     def add(self, name: str, recipe: str, checkpoints: Mapping[str, str],
             recipe_options: Mapping[str, Scalar] | None = None, *, replace: bool = False,
-            backend: str | None = None, endpoints: list[str] | tuple[str, ...] = ()) -> ModelEntry:
+            backend: str | None = None, endpoints: builtins.list[str] | tuple[str, ...] = ()) -> ModelEntry:
         """Register ``name`` and return its entry (``backend``: the selector override,
         ``endpoints``: engine URLs lemonpack does not spawn; both optional).
 
@@ -377,7 +378,7 @@ class ModelRegistry:
         with self._locked():
             entries = dict(self.load())
             if name in entries and not replace:
-                raise LemonpackError(f"model {name!r} already exists in {self.path} (use --replace to overwrite)")
+                raise InputError(f"model {name!r} already exists in {self.path} (use --replace to overwrite)")
             entries[name] = entry
             self._write(entries)
         return entry
@@ -387,7 +388,7 @@ class ModelRegistry:
         with self._locked():
             entries = dict(self.load())
             if name not in entries:
-                raise LemonpackError(f"no model named {name!r} in {self.path}")
+                raise NotFoundError(f"no model named {name!r} in {self.path}")
             removed = entries.pop(name)
             self._write(entries)
         return removed
@@ -402,7 +403,7 @@ class ModelRegistry:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
-            raise LemonpackError(f"cannot lock {self.path}: {e.strerror}") from None
+            raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -413,7 +414,7 @@ class ModelRegistry:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
-            raise LemonpackError(f"cannot create {self.path.parent}: {e.strerror}") from None
+            raise StorageError(f"cannot create {self.path.parent}: {e.strerror}") from None
 
     def _write(self, entries: Mapping[str, ModelEntry]) -> None:
         """Atomically replace the file with ``entries`` (sorted, indented, mode 0600)."""
@@ -422,7 +423,7 @@ class ModelRegistry:
         try:
             replace_file(self.path, data, mode=0o600)
         except OSError as e:
-            raise LemonpackError(f"cannot write {self.path}: {e.strerror or e}") from None
+            raise StorageError(f"cannot write {self.path}: {e.strerror or e}") from None
 
 
 def parse_option(text: str) -> tuple[str, Scalar]:
@@ -433,7 +434,7 @@ def parse_option(text: str) -> tuple[str, Scalar]:
     """
     key, sep, raw = text.partition("=")
     if not sep or not key:
-        raise LemonpackError(f"option {text!r} must be KEY=VALUE")
+        raise InputError(f"option {text!r} must be KEY=VALUE")
     value, problems = parse_json_strict(raw, "--option")
     return (key, value) if not problems and _is_scalar(value) else (key, raw)
 
@@ -443,8 +444,8 @@ def parse_checkpoint(text: str) -> tuple[str, str]:
     :class:`LemonpackError` when there is no ``=`` or the name or the value is empty."""
     name, sep, value = text.partition("=")
     if not sep or not name or not value:
-        raise LemonpackError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
-                             "or main=org/repo:model.gguf)")
+        raise InputError(f"checkpoint {text!r} must be NAME=PATH (for example main=/models/model.gguf "
+                         "or main=org/repo:model.gguf)")
     return name, value
 
 
@@ -476,9 +477,36 @@ def looks_like_path(text: str) -> bool:
     return "/" in text or os.sep in text or text.lower().endswith(MODEL_FILE_SUFFIXES)
 
 
+def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
+    """Check that a model's ``recipe`` (``models add --recipe``) names a built-in recipe or one
+    discovery currently loads (section 10: a model that names a missing recipe would only fail at
+    load time, far from the typo). Returns None when it does; with ``force``, the reason it does
+    not (for a warning: a descriptor installed later). Raises :class:`ManifestError` (the
+    argument ``--recipe``, rule ``unknown-recipe``) listing the known ids, or repeating
+    discovery's rejection of that recipe, when it does not and not ``force``."""
+    from lemonpack.contract.builtins import BUILTIN_RECIPES
+    from lemonpack.runtime.discovery import Discovery
+
+    if recipe in BUILTIN_RECIPES:
+        return None
+    result = Discovery().scan()
+    if recipe in result.recipes:
+        return None
+    rejected = [r for r in result.errors if r.recipe == recipe]
+    if rejected:
+        why = f"recipe {recipe!r} was found but rejected: {rejected[0].file}: {rejected[0].reason}"
+    else:
+        known = sorted(set(result.recipes) | BUILTIN_RECIPES)
+        why = f"recipe {recipe!r} is not a built-in and was not discovered (known: {', '.join(known)})"
+    if not force:
+        raise ManifestError([Problem("argument --recipe", "", "unknown-recipe",
+                                     why + "; use --force to register it anyway")])
+    return why
+
+
 __all__ = [
     "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
     "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry",
-    "ModelRegistry", "default_path", "entry_endpoints", "entry_problems",
+    "ModelRegistry", "check_model_recipe", "default_path", "entry_endpoints", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry",
 ]

@@ -37,6 +37,7 @@ ENV_ENGINE = "LEMONPACK_ENGINE_ID"
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_prctl: Callable[..., int] | None
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
     _prctl = _libc.prctl

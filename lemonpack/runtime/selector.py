@@ -160,11 +160,12 @@ class CandidateReport:
 
 class BackendSelectionError(LemonpackError):
     """A hard override that cannot be honoured (exit code 1); ``kind`` is one of
-    :data:`ERROR_KINDS` (None when raised for another reason)."""
+    :data:`ERROR_KINDS` (the family's ``error`` when raised for another reason)."""
 
     def __init__(self, message: str, kind: str | None = None):
         super().__init__(message)
-        self.kind = kind
+        if kind is not None:
+            self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -343,11 +344,11 @@ def select_backend(model: ModelArtifact, candidates: Sequence[Recipe], host: Hos
                          candidates=reports(None, lambda c, a, s, k: f"named by {src} but {kind}"
                                             if c is r else f"not named by {src}"))
 
-    best = None
+    best, best_rank = None, -1
     for f in facts:
         r, avail, _, serve, _, rank = f
-        if avail and serve and rank is not None and (best is None or rank > best[5]):
-            best = f
+        if avail and serve and rank is not None and (best is None or rank > best_rank):
+            best, best_rank = f, rank
     if best is None:
         return Selection("default", model.ref, f"no available recipe can serve {model.ref}: "
                          f"{default.description or default.name}", default=default,

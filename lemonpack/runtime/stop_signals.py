@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import select
 import signal
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 
 class StopSignals:
@@ -26,7 +29,7 @@ class StopSignals:
     def __init__(self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
         self.signals = signals
         self.got: list[int] = []
-        self._old: dict[int, object] = {}
+        self._old: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}
         self._r = self._w = -1
 
     def __enter__(self) -> StopSignals:

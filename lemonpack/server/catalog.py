@@ -5,7 +5,7 @@ A model served by ``lemonpack serve`` is an entry of the user model registry
 discovery loaded (:mod:`lemonpack.runtime.discovery`), resolved the way ``lemonpack run``
 resolves a registered model name (:meth:`ModelSpec.from_entry`, then
 :func:`~lemonpack.runtime.launch.build_launch_plan` on this host). Discovery results come
-from a :class:`~lemonpack.runtime.discovery.DiscoveryWatcher`, so recipes added or removed
+from a :class:`~lemonpack.runtime.discoverywatch.DiscoveryWatcher`, so recipes added or removed
 on disk are picked up without a restart; the registry is re-read on each look-up (it is a
 small JSON file written atomically).
 
@@ -31,10 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
-from lemonpack.errors import LemonpackError
-from lemonpack.runtime.engines import free_port
-from lemonpack.runtime.discovery import DiscoveryResult, DiscoveryWatcher
-from lemonpack.runtime.launch import ModelSpec, build_launch_plan
+from lemonpack.errors import InputError, LemonpackError, NotFoundError
+from lemonpack.runtime.ports import free_port
+from lemonpack.runtime.discovery import DiscoveryResult
+from lemonpack.runtime.discoverywatch import DiscoveryWatcher
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.modelref import resolve_model
 from lemonpack.runtime.models import ModelEntry, ModelRegistry
 from lemonpack.runtime.plan import LaunchPlan
@@ -241,10 +243,10 @@ class Catalog:
         Raises :class:`ModelNotFound` or the launch errors of ``build_launch_plan``."""
         m = self.get(name)
         if m.remote:
-            raise LemonpackError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
-                                 "lemonpack does not start it")
+            raise InputError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
+                           "lemonpack does not start it")
         if m.recipe is None:
-            raise LemonpackError(f"model {name!r}: {m.problem}")
+            raise NotFoundError(f"model {name!r}: {m.problem}")
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)

@@ -28,7 +28,7 @@ from aiohttp import web
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.gateway import DOWN, UP
-from lemonpack.runtime.launch import OPTION_DEFAULTS
+from lemonpack.runtime.tokens import OPTION_DEFAULTS
 from lemonpack.runtime.memory import estimate_model
 from lemonpack.runtime.runner import Runner
 from lemonpack.runtime.selector import BackendSelectionError

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from lemonpack.files import replace_file
-from lemonpack.errors import LemonpackError, StorageError
+from lemonpack.errors import LemonpackError, OutputError, StorageError
 
 SIGSTORE_PEM_TYPE = "ENCRYPTED SIGSTORE PRIVATE KEY"
 COSIGN_PEM_TYPE = "ENCRYPTED COSIGN PRIVATE KEY"
@@ -118,8 +118,8 @@ def decrypt_envelope(data: bytes, password: bytes, *, what: str = "key") -> byte
     if not isinstance(params, dict):
         raise KeyFileError(f"{what}: kdf.params: missing")
     n, r, p = params.get("N"), params.get("r"), params.get("p")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, r, p)) \
-            or n < 2 or n & (n - 1) or n > SCRYPT_MAX_N or not 1 <= r <= 32 or not 1 <= p <= 16:
+    if not (isinstance(n, int) and isinstance(r, int) and isinstance(p, int)) \
+            or any(isinstance(v, bool) for v in (n, r, p)) or n < 2 or n & (n - 1) or n > SCRYPT_MAX_N or not 1 <= r <= 32 or not 1 <= p <= 16:
         raise KeyFileError(f"{what}: kdf.params: scrypt parameters out of range (N={n!r}, r={r!r}, p={p!r})")
     salt = _unb64(kdf.get("salt"), f"{what}: kdf.salt")
     nonce = _unb64(cipher.get("nonce"), f"{what}: cipher.nonce")
@@ -190,7 +190,7 @@ def decode_private_key(data: bytes, password: bytes, *, what: str = "key") -> ec
     block_type, body = _unpem(data, what)
     if block_type not in (SIGSTORE_PEM_TYPE, COSIGN_PEM_TYPE):
         raise KeyFileError(f"{what}: PEM block {block_type!r} is not an encrypted cosign private key "
-                        f"({SIGSTORE_PEM_TYPE!r} or {COSIGN_PEM_TYPE!r})")
+                           f"({SIGSTORE_PEM_TYPE!r} or {COSIGN_PEM_TYPE!r})")
     der = decrypt_envelope(body, password, what=what)
     try:
         key = serialization.load_der_private_key(der, password=None)
@@ -223,7 +223,7 @@ def refuse_existing(prefix: str | os.PathLike[str]) -> None:
                 if os.path.lexists(p)]
     if existing:
         verb = "already exists" if len(existing) == 1 else "already exist"
-        raise LemonpackError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
+        raise OutputError(f"{' and '.join(existing)} {verb}; refusing to overwrite (use --force)")
 
 
 def write_key_pair(prefix: str | os.PathLike[str], pair: KeyPairBytes, *, force: bool = False) -> tuple[Path, Path]:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.errors import LemonpackError, SignatureError
+from lemonpack.errors import RegistryError, SignatureError
 from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.signing import simplesigning as ss
@@ -35,21 +35,28 @@ def _client(host: str, insecure: bool, client: RegistryClient | None, registry_c
 def resolve_digest(client: RegistryClient, repository: str, ref: str) -> str:
     """The manifest digest ``ref`` (tag or digest) names in ``repository``, read from the
     manifest body (verified by the client)."""
-    _, _, digest = client.get_manifest(repository, ref)
+    _, _, digest = _manifest(client, repository, ref)
     return digest
+
+
+def _manifest(client: RegistryClient, repo: str, ref: str) -> tuple[bytes, str, str]:
+    """:meth:`RegistryClient.get_manifest` without ``missing_ok``: a missing manifest raises."""
+    got = client.get_manifest(repo, ref)
+    assert got is not None, "get_manifest returns None only with missing_ok"
+    return got
 
 
 def _existing_layers(client: RegistryClient, repo: str, tag: str) -> list[ss.SignatureLayer]:
     if client.head_manifest(repo, tag) is None:
         return []
-    data, _, _ = client.get_manifest(repo, tag)
+    data, _, _ = _manifest(client, repo, tag)
     import json
 
     doc = json.loads(data)
     layers = ss.parse_signature_manifest(data)
     if len(layers) != len(doc.get("layers", [])):
-        raise LemonpackError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
-                             "refusing to rewrite it (their content would be lost)")
+        raise RegistryError(f"{client.host}/{repo}:{tag} holds layers that are not simple-signing payloads; "
+                            "refusing to rewrite it (their content would be lost)")
     return layers
 
 
@@ -65,7 +72,7 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
     the registry client, LemonpackError for a reference without tag or digest."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise LemonpackError(f"{reference}: give a tag or a digest to sign")
+        raise RegistryError(f"{reference}: give a tag or a digest to sign")
     c = _client(ref.host, insecure, client, registry_config)
     try:
         digest = resolve_digest(c, ref.repository, ref.ref)
@@ -119,7 +126,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
     IntegrityError from the registry client."""
     ref = parse_reference(reference)
     if ref.ref is None:
-        raise LemonpackError(f"{reference}: give a tag or a digest to verify")
+        raise RegistryError(f"{reference}: give a tag or a digest to verify")
     c = _client(ref.host, insecure, client, registry_config)
     where = f"{ref.host}/{ref.repository}"
     try:
@@ -127,7 +134,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
         tag = ss.signature_tag(digest)
         if c.head_manifest(ref.repository, tag) is None:
             raise SignatureError(f"no signature for {where}@{digest} (no tag {tag})", "no-signature")
-        data, _, _ = c.get_manifest(ref.repository, tag)
+        data, _, _ = _manifest(c, ref.repository, tag)
         try:
             layers = ss.parse_signature_manifest(data)
         except ss.PayloadError as exc:

@@ -167,7 +167,8 @@ def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
         digest, size = layer.get("digest"), layer.get("size")
         if not isinstance(digest, str) or not is_sha256_digest(digest) or not isinstance(size, int):
             raise PayloadError(f"signature manifest: layers[{i}]: digest/size missing or malformed")
-        ann = layer.get("annotations") if isinstance(layer.get("annotations"), dict) else {}
+        raw = layer.get("annotations")
+        ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
         sig = ann.get(SIGNATURE_ANNOTATION)
         out.append(SignatureLayer(digest, size, sig if isinstance(sig, str) else None, dict(ann)))
     return out

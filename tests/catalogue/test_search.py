@@ -106,3 +106,16 @@ def test_fits_reasons():
     metal = next(e for e in index["entries"] if e["id"] == "recipe:beta-metal-embed")
     ok, why = fits_host(metal, HostFacts("darwin", frozenset({"cpu"})))
     assert not ok and "needs metal" in why
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"os": "plan9"}', "'os' must be one of"),
+    ("[1, 2", "Expecting"),
+    ('{"os": "linux", "extra": 1}', "unknown key 'extra'"),
+])
+def test_a_bad_host_facts_file_is_one_line_naming_it(content, why, tmp_path):
+    f = tmp_path / "host.json"
+    f.write_text(content)
+    r = cli("catalogue", "search", "", "--index", str(FIXTURE), "--fits-host", "--host-facts", str(f))
+    assert r.returncode == 1
+    assert f"cannot read host facts {f}: " in r.stderr and why in r.stderr and "Traceback" not in r.stderr

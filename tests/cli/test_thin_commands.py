@@ -40,14 +40,11 @@ ALLOWED = {
     ("cache_cmds.py", "_totals"): "sums what it prints",
     ("catalogue_cmds.py", "_password"): "terminal interaction: reads a password",
     ("catalogue_cmds.py", "_filters"): "argument parsing (KEY=VALUE filters)",
-    ("catalogue_cmds.py", "_host"): "debt: host facts for catalogue search, belongs in catalogue/",
-    ("catalogue_cmds.py", "_trusted"): "debt: trust-root choice, belongs in catalogue/",
     ("extensions_cmds.py", "_features"): "argument parsing",
     ("extensions_cmds.py", "_run"): "wraps a room call into printing",
     ("extensions_cmds.py", "_ext_json"): "JSON shape for printing",
     ("extensions_cmds.py", "_rejected_json"): "JSON shape for printing",
     ("kube_cmds.py", "_sources"): "argument parsing (--models SPEC / MODEL=SPEC)",
-    ("models_cmds.py", "_check_recipe"): "debt: another engineer's file (gateway work); belongs in runtime/",
     ("models_cmds.py", "_argument_of"): "argument parsing",
     ("models_cmds.py", "_pairs"): "argument parsing (KEY=VALUE)",
     ("registry_cmds.py", "_client"): "opens the registry client the command's options name",
@@ -57,7 +54,6 @@ ALLOWED = {
     ("signing_cmds.py", "load_private_key"): "key option -> key (password prompt)",
     ("signing_cmds.py", "load_verification_key"): "key option -> key",
     ("signing_cmds.py", "_annotations"): "argument parsing (KEY=VALUE annotations)",
-    ("signing_cmds.py", "install_oci"): "debt: the oci:// half of install, to move with signing/ociinstall",
 }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import jsonschema
 
-from lemonpack.contract.loader import inline_local_refs, load_schema, strict_validator
+from lemonpack.contract.schemalock import load_schema
+from lemonpack.schemacheck import inline_local_refs, strict_validator
 
 
 def test_plain_refs_are_replaced_siblings_kept_cycles_left():

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from contract.conftest import BASE
-from lemonpack.contract.loader import MAX_PROBLEMS, check_text
+from lemonpack.contract.loader import check_text
+from lemonpack.schemacheck import MAX_PROBLEMS
 
 README = Path(__file__).resolve().parents[2] / "docs" / "recipes-and-policy.md"  # the policy list
 

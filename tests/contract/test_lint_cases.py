@@ -114,7 +114,8 @@ def test_one_bad_file_does_not_stop_the_others(capsys, tmp_path):
 def test_large_unhashable_unique_list_is_linear(capsys, tmp_path):
     """uniqueItems over 20,000 arrays: seconds at most (jsonschema's own took minutes); every
     schema error is found (the validator, unbounded), the report is bounded (lint)."""
-    from lemonpack.contract.loader import MAX_PROBLEMS, _validator
+    from lemonpack.contract.loader import _validator
+    from lemonpack.schemacheck import MAX_PROBLEMS
 
     doc = json.loads((CASES / "bug-strict-health-probe-type-required.json").read_text())
     doc["capabilities"] = [[i] for i in range(20_000)] + [[7]]

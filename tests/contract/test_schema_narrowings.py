@@ -77,7 +77,7 @@ def _hostile(kind: str) -> str:
 def test_a_huge_input_gets_a_bounded_report_in_document_order(capsys, tmp_path, kind, more, rule):
     """At most MAX_PROBLEMS problems, the first in document order, then one line counting the
     rest ("at least" when the schema check stopped after MAX_SCHEMA_ERRORS errors)."""
-    from lemonpack.contract.loader import MAX_PROBLEMS
+    from lemonpack.schemacheck import MAX_PROBLEMS
 
     path = tmp_path / "r.json"
     path.write_text(_hostile(kind))

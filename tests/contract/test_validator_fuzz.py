@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lemonpack.cli import main
-from lemonpack.contract.loader import check_text, decode_json_bytes, load_recipe_text, parse_json_strict
+from lemonpack.contract.loader import check_text, load_recipe_text
+from lemonpack.strictjson import decode_json_bytes, parse_json_strict
 from lemonpack.errors import ManifestError, Problem
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"

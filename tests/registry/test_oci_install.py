@@ -22,7 +22,8 @@ from support.helpers import serve_directory
 from lemonpack import files
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
-from lemonpack.signing import keys, ociinstall
+from lemonpack.builder import ociinstall
+from lemonpack.signing import keys
 from lemonpack.signing.remote import sign_image
 
 

@@ -17,8 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.tools import need_root  # noqa: E402
 
-from lemonpack.runtime.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery, DiscoveryWatcher,  # noqa: E402
+from lemonpack.runtime.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery,  # noqa: E402
                                          SearchDir, default_search_path, parse_search_path, search_path)
+from lemonpack.runtime.discoverywatch import DiscoveryWatcher  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 NOBODY = 65534

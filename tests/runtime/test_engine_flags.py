@@ -11,7 +11,9 @@ import pytest
 from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.errors import TokenError
 from lemonpack.runtime.engine_flags import ENGINE_FLAGS, LLAMA_CPP, SD_CPP, WHISPER_CPP, table_for
-from lemonpack.runtime.launch import ModelSpec, build_launch_plan, check_reserved
+from lemonpack.runtime.customargs import check_reserved
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import ModelSpec
 from lemonpack.runtime.launchplans import LAUNCH_PLANS, BuiltinInputs
 
 MODES = {"llamacpp": (None, "chat", "embeddings", "reranking"), "whispercpp": (None,), "sd-cpp": (None,)}

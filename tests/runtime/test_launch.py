@@ -13,9 +13,10 @@ from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.contract.tokens import render
 from lemonpack.errors import LemonpackError, SelectionError, TokenError
 from lemonpack.oci.cmdline import UnreadableCommandLine, valid_container_name
-from lemonpack.runtime.launch import (
-    MissingCheckpointError, ModelSpec, TokenContext, build_launch_plan, container_of, expand_custom_args,
-    resolve_token, split_custom_args)
+from lemonpack.runtime.customargs import expand_custom_args, split_custom_args
+from lemonpack.runtime.launch import build_launch_plan, container_of
+from lemonpack.runtime.modelfiles import MissingCheckpointError, ModelSpec
+from lemonpack.runtime.tokens import TokenContext, resolve_token
 
 ROCM = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1151")
 CUDA = HostFacts("linux", frozenset({"cpu", "cuda"}), cuda_arch="sm_90")

@@ -10,7 +10,8 @@ import pytest
 
 from lemonpack.contract import HostFacts, load_recipe, load_recipe_text
 from lemonpack.errors import SelectionError, TokenError
-from lemonpack.runtime.launch import MissingBinaryError, ModelSpec, build_launch_plan
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import MissingBinaryError, ModelSpec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 

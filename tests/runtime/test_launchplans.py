@@ -12,7 +12,8 @@ import pytest
 from lemonpack.contract import HostFacts, HealthProbe, load_recipe_text
 from lemonpack.contract.builtins import LAUNCH_PLAN_BUILTINS
 from lemonpack.errors import LemonpackError, TokenError
-from lemonpack.runtime.launch import MissingBinaryError, ModelSpec, build_launch_plan
+from lemonpack.runtime.launch import build_launch_plan
+from lemonpack.runtime.modelfiles import MissingBinaryError, ModelSpec
 from lemonpack.runtime.launchplans import (
     LAUNCH_PLANS, BuiltinInputs, UnsupportedBuiltinError, builtin_plan)
 

@@ -11,7 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import FAKE_ENGINE, write_descriptor  # noqa: E402
 
-from lemonpack.runtime.discovery import Discovery, DiscoveryWatcher, SearchDir
+from lemonpack.runtime.discovery import Discovery, SearchDir
+from lemonpack.runtime.discoverywatch import DiscoveryWatcher
 from lemonpack.runtime.models import ModelRegistry
 from lemonpack.server.app import Server, ServerConfig
 from lemonpack.server.catalog import Catalog

@@ -23,7 +23,7 @@ from support.containers import TestImage, lemonpack_built_image, remove_image
 from support.helpers import RunProcess, free_port
 
 from lemonpack.oci.layout import read_layout
-from lemonpack.signing.engines import podman_service
+from lemonpack.runtime.engineload import podman_service
 
 pytestmark = pytest.mark.slow
 

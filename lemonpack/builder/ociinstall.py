@@ -1,4 +1,8 @@
-"""``lemonpack install oci://HOST/REPO@sha256:...`` and ``lemonpack uninstall RECIPE``.
+"""``lemonpack install oci://HOST/REPO@sha256:...``: install a recipe's artifact from a registry.
+
+The same install as :mod:`lemonpack.builder.install` (same block choice, same destination and
+receipt, removed by :func:`lemonpack.builder.install.uninstall`), with the artifact taken from
+an image ``lemonpack publish`` pushed instead of its origin URL.
 
 Install from a registry: the reference (a recipe's image index or one target's image
 manifest, as ``lemonpack publish`` pushed them) is pulled into a scratch layout, every
@@ -10,9 +14,9 @@ is loaded and validated, the host's block is chosen exactly as ``lemonpack insta
 (``opt/lemonpack/<recipe>/``) is extracted safely. Its recorded artifact sha256 must be
 the one the recipe pins.
 
-The new tree replaces ``<cache>/external/<recipe>/`` in one ``renameat2(RENAME_EXCHANGE)``
-(the old and new directories swap atomically: no moment without an install, no half
-install); the receipt ``<cache>/external/<recipe>.install.json`` (the record ``lemonpack
+The new tree replaces ``<cache>/external/<recipe>/`` as every install ends
+(:func:`lemonpack.builder.install.commit_install`: one ``renameat2(RENAME_EXCHANGE)``, no
+moment without an install, no half install); the receipt ``<cache>/external/<recipe>.install.json`` (the record ``lemonpack
 install`` writes, plus ``from``: reference, digests, signature) is written by temp + rename
 right after, and a copy travels inside the tree (``.lemonpack-install.json``). Any failure
 before the exchange leaves the previous install and receipt untouched.
@@ -24,15 +28,16 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.files import replace_file
-from lemonpack.errors import IntegrityError, LemonpackError, StorageError
+from lemonpack.builder.install import DISCLOSURE, commit_install
+from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
-from lemonpack.fetch.staging import LockedDir, ensure_dir, remove_tree, sweep
-from lemonpack.files import open_regular, replace_directory
+from lemonpack.files import open_regular
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
@@ -50,7 +55,7 @@ def _json(path: Path) -> dict:
         with open_regular(path) as f:
             return json.loads(f.read())
     except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise StorageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
@@ -74,13 +79,14 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
 
     layers = manifest.get("layers", [])
     if len(layers) < 2:
-        raise LemonpackError(f"{where}: not a lemonpack image (no recipe layer)")
+        raise RegistryError(f"{where}: not a lemonpack image (no recipe layer)")
     with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
         for member in tf:
             if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
-                text = tf.extractfile(member).read(1 << 20).decode("utf-8")
-                return load_recipe_text(text, f"{where}:{member.name}")
-    raise LemonpackError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
+                f = tf.extractfile(member)
+                if f is not None:  # a regular member always has one
+                    return load_recipe_text(f.read(1 << 20).decode("utf-8"), f"{where}:{member.name}")
+    raise RegistryError(f"{where}: not a lemonpack image (no etc/lemonpack/recipes/*.json in layer 2)")
 
 
 def install_reference(reference: str):
@@ -92,8 +98,8 @@ def install_reference(reference: str):
 
     ref = parse_reference(reference)
     if not ref.digest:
-        raise LemonpackError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
-                             "(`lemonpack publish --json` prints it)")
+        raise RegistryError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
+                            "(`lemonpack publish --json` prints it)")
     return ref
 
 
@@ -129,7 +135,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             pulled = pull_layout(ref, layout, c, tag="install")
             images = image_manifests(layout, pulled.digest, pulled.media_type)
             if not images:
-                raise LemonpackError(f"{ref}: holds no image manifest")
+                raise RegistryError(f"{ref}: holds no image manifest")
             recipe = recipe_from_image(layout, images[0][1], str(ref))
             plan = plan_install(recipe, host or detect_host(), accelerator=accelerator, arch=arch)
             target = plan.block.target_name
@@ -137,7 +143,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                       if (m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target") == target]
             if not chosen:
                 have = [(m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target", "?") for _, m in images]
-                raise LemonpackError(f"{ref}: no image for target {target} of {recipe.recipe} "
+                raise SelectionError(f"{ref}: no image for target {target} of {recipe.recipe} "
                                      f"(it holds: {', '.join(have)})")
             digest, manifest = chosen[0]
             ann = manifest.get("annotations") or {}
@@ -159,10 +165,10 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                     label=f"{ref} layer {layer['digest']}")
             tree = unpacked / "opt" / "lemonpack" / recipe.recipe
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
-                raise LemonpackError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
-                                     f"{plan.block.binary or ''}")
+                raise BuildError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
+                                 f"{plan.block.binary or ''}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
-            return _swap_in(tree, external_dir(recipe.recipe), record)
+            return commit_install(external_dir(recipe.recipe), record, lambda staged: os.rename(tree, staged))
     except OSError as exc:
         raise StorageError(f"{reference}: cannot install: {exc.strerror or exc}") from None
     finally:
@@ -170,51 +176,48 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             c.close()
 
 
-def _swap_in(tree: Path, dest: Path, record: dict) -> dict:
-    """Put ``tree`` at ``dest`` (see the module doc), then write the receipt."""
-    name = dest.name
-    ensure_dir(dest.parent, dest.parent.parent)
-    sweep(dest.parent, (f".{name}.install-",))  # left by a killed install
-    held = LockedDir(dest.parent, f".{name}.install-")
-    try:
-        staged = held.path / "tree"
-        os.rename(tree, staged)
-        replace_directory(staged, dest)  # one renameat2 exchange: dest is the old tree or the new one
-        replace_file(dest.parent / f"{name}.install.json", (json.dumps(record, indent=2) + "\n").encode())
-        return record
-    finally:
-        remove_tree(held.path)
-        held.close()
+@dataclass(frozen=True)
+class OciInstallPlan:
+    """An install from a registry, checked and ready for the user's consent: ``reference`` as
+    given, ``public_key`` to verify its signature with (None: not checked) and ``key`` the
+    option that named it (for the disclosure), the target choice (``accelerator``, ``arch``),
+    ``insecure`` and ``registry_config`` for the registry. ``warnings``: none (the block is
+    chosen after the pull); present so an install plan of either kind prints alike."""
+
+    reference: str
+    public_key: ec.EllipticCurvePublicKey | None = None
+    key: str | None = None
+    accelerator: str | None = None
+    arch: str | None = None
+    insecure: bool = False
+    registry_config: str | os.PathLike[str] | None = None
+    warnings: tuple[str, ...] = ()
+
+    def disclosure(self) -> list[str]:
+        """The lines printed before asking for consent: the source, whether the signature is
+        checked, and the no-sandbox warning (section 10)."""
+        signature = f"will be checked with {self.key}" if self.key else "not checked (no --key)"
+        return [f"{'source:':<16}{self.reference}", f"{'signature:':<16}{signature}", DISCLOSURE]
+
+    def install(self) -> dict:
+        """:func:`install_from_registry` for this plan; returns its receipt."""
+        return install_from_registry(self.reference, public_key=self.public_key, insecure=self.insecure,
+                                     accelerator=self.accelerator, arch=self.arch,
+                                     registry_config=self.registry_config)
 
 
-def uninstall(recipe_id: str) -> dict:
-    """Remove ``<cache>/external/<recipe_id>/`` and its receipt; returns ``{"recipe", "path",
-    "removed"}``. The directory is first renamed aside (atomic), then the receipt removed,
-    then the tree. Raises LemonpackError when nothing is installed for ``recipe_id``."""
-    dest = external_dir(recipe_id)
-    receipt = dest.parent / f"{recipe_id}.install.json"
-    if not dest.exists() and not receipt.exists():
-        raise LemonpackError(f"{recipe_id} is not installed (no {dest})")
-    removed = []
-    aside = None
-    if dest.exists():
-        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{recipe_id}.uninstall-"))
-        os.rename(dest, aside / "tree")
-        removed.append(str(dest))
-    if receipt.exists():
-        receipt.unlink()
-        removed.append(str(receipt))
-    if aside is not None:
-        remove_tree(aside)
-    return {"recipe": recipe_id, "path": str(dest), "removed": removed}
+def prepare_oci_install(reference: str, *, key: str | None = None,
+                        read_key: Callable[[str], ec.EllipticCurvePublicKey] | None = None,
+                        accelerator: str | None = None, arch: str | None = None, insecure: bool = False,
+                        registry_config: str | os.PathLike[str] | None = None) -> OciInstallPlan:
+    """Check everything the user gave for an install from a registry before consent is asked
+    (a question for an install that cannot happen asks for nothing), in this order: the
+    reference (:func:`install_reference`), the key (``read_key(key)``, the CLI's key-option
+    reader), the registry auth files (:func:`lemonpack.registry.auth.auth_files`). Returns the
+    :class:`OciInstallPlan`. Raises what those raise."""
+    from lemonpack.registry.auth import auth_files
 
-
-def refuse_system_descriptor(recipe_id: str) -> None:
-    """Raise LemonpackError when discovery finds ``recipe_id`` in a system descriptor
-    directory (installed by the system's package manager: not ours to remove)."""
-    from lemonpack.runtime.discovery import Discovery
-
-    found = Discovery().scan().recipes.get(recipe_id)
-    if found is not None and found.scope == "system":
-        raise LemonpackError(f"{recipe_id} comes from the system descriptor {found.file}; "
-                             "refusing to uninstall it (remove it with the system's package manager)")
+    install_reference(reference)
+    public = read_key(key) if key and read_key is not None else None
+    auth_files(registry_config)
+    return OciInstallPlan(reference, public, key, accelerator, arch, insecure, registry_config)

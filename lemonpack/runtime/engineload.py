@@ -27,9 +27,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-from lemonpack.errors import IntegrityError, LemonpackError, ToolError
+from lemonpack.errors import (ConfigError, InputError, IntegrityError, LayoutError, LemonpackError, StorageError,
+                              ToolError)
 from lemonpack.files import hash_file, open_regular
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.canonical import canonical_json
@@ -45,7 +46,7 @@ def _hash_file(path: Path) -> tuple[str, int]:
     try:
         hexd, n = hash_file(path)  # a fifo or symlink planted as a blob is refused, never blocked on
     except OSError as exc:
-        raise LemonpackError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
+        raise StorageError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
     return "sha256:" + hexd, n
 
 
@@ -66,29 +67,29 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     IntegrityError for a blob whose bytes do not hash to its name."""
     tags = read_layout(layout)
     if tag not in tags:
-        raise LemonpackError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
+        raise LayoutError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
     desc = tags[tag].to_json()
     blobs = layout / "blobs" / "sha256"
     if desc["mediaType"] in (MEDIA_TYPE_IMAGE_INDEX, _DOCKER_LIST):
         children = _index_children(blobs / desc["digest"].split(":", 1)[1])
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
-        raise LemonpackError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
-                             + (", ".join(per_platform) or "none is tagged in this layout"))
+        raise LayoutError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
+                         + (", ".join(per_platform) or "none is tagged in this layout"))
     if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
-        raise LemonpackError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
+        raise LayoutError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
     manifest_path = blobs / desc["digest"].split(":", 1)[1]
     try:
         with open_regular(manifest_path) as f:
             manifest = json.loads(f.read())
     except FileNotFoundError:
-        raise LemonpackError(f"{layout}: manifest blob {desc['digest']} is missing") from None
+        raise LayoutError(f"{layout}: manifest blob {desc['digest']} is missing") from None
     except OSError as exc:
-        raise LemonpackError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
+        raise StorageError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
     descs = [desc, manifest["config"], *manifest.get("layers", [])]
     for d in descs:
         path = blobs / d["digest"].split(":", 1)[1]
         if not path.is_file():
-            raise LemonpackError(f"{layout}: blob {d['digest']} is missing")
+            raise LayoutError(f"{layout}: blob {d['digest']} is missing")
         actual, size = _hash_file(path)
         if actual != d["digest"]:
             raise IntegrityError(str(path), d["digest"], actual)
@@ -177,7 +178,7 @@ def _bare(image_id: str) -> str:
     return image_id.split(":", 1)[1] if image_id.startswith("sha256:") else image_id
 
 
-def _load_podman(url: str, archive: Path) -> tuple[object, str]:
+def _load_podman(url: str, archive: Path) -> tuple[Any, str]:
     import podman as podman_sdk
 
     with podman_sdk.PodmanClient(base_url=url) as client:
@@ -188,10 +189,10 @@ def _load_podman(url: str, archive: Path) -> tuple[object, str]:
         if not names:
             raise ToolError("podman loaded no image from the archive")
         image = client.images.get(names[0])
-        return image, image.id
+        return image, str(image.id)
 
 
-def _load_docker(url: str, archive: Path) -> tuple[object, str]:
+def _load_docker(url: str, archive: Path) -> tuple[Any, str]:
     import docker
 
     client = docker.DockerClient(base_url=url)
@@ -200,7 +201,7 @@ def _load_docker(url: str, archive: Path) -> tuple[object, str]:
             images = client.images.load(f)
         if not images:
             raise ToolError("the Docker engine loaded no image from the archive")
-        return images[0], images[0].id
+        return images[0], str(images[0].id)
     finally:
         client.close()
 
@@ -222,7 +223,7 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     ToolError when the engine fails, LemonpackError for a bad layout / tag / engine.
     """
     if engine not in ENGINES:
-        raise LemonpackError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
+        raise InputError(f"unknown engine {engine!r} (choices: {', '.join(ENGINES)})")
     root = Path(layout)
     layout_tag = tag
     full_name, tag = split_ref_name(layout_tag)
@@ -230,12 +231,12 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
     if engine == "docker" and not url:
         url = os.environ.get("DOCKER_HOST")
         if not url:
-            raise LemonpackError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
+            raise ConfigError("--engine docker needs --url or $DOCKER_HOST (a Docker-API socket)")
     with tempfile.TemporaryDirectory(prefix="lemonpack-load-") as tmp:
         archive = Path(tmp) / "image.tar"
         manifest_digest, config_digest = write_oci_archive(root, layout_tag, archive, f"{repo}:{tag}")
         try:
-            if engine == "podman" and not url:
+            if not url:  # podman's own service: docker without one was refused above
                 with podman_service() as service_url:
                     image, image_id = _load_podman(service_url, archive)
                     image.tag(repo, tag)
