@@ -300,4 +300,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("build", main))

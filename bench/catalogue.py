@@ -168,4 +168,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("catalogue", main))

@@ -161,4 +161,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("SE_OFFLINE", "true")
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("catalogue_site", main))

@@ -335,4 +335,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("extensions", main))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import print_latencies, run_recorded, us  # noqa: E402
 from proxy import Client, cpu_seconds, free_port, pct, start_lemonpack, stop, wait_port  # noqa: E402
 
 REMOTE = "user.bench-remote"
@@ -127,13 +127,7 @@ def main() -> int:
             stop(engine)
         engine_alive = engine is not None and engine.poll() is None
 
-    us = lambda x: f"{x * 1e6:8.0f} us"  # noqa: E731
-    load = os.getloadavg()
-    print(f"machine: {os.cpu_count()} cpus, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"small POST, {a.requests} sequential requests per target after 200 warm-up (keep-alive, interleaved):")
-    p = {k: (pct(v, 50), pct(v, 99)) for k, v in lat.items()}
-    for k, (p50, p99) in p.items():
-        print(f"  {k:8s} p50 {us(p50)}   p99 {us(p99)}")
+    p = print_latencies(lat, a.requests, pct, width=8)
     add_gw = p["gateway"][0] - p["direct"][0]
     add_local = p["local"][0] - p["direct"][0]  # its own engine is the same program
     print(f"  added by the gateway (endpoint model):      p50 {us(add_gw)}   "
@@ -155,4 +149,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_recorded("gateway", main))

@@ -152,4 +152,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("lifecycle", main))

@@ -78,4 +78,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("lint", main))

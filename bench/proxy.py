@@ -410,14 +410,9 @@ def main() -> int:
         else:
             engine_left = False
 
-    us = lambda x: f"{x * 1e6:8.0f} us"  # noqa: E731
-    ms = lambda x: f"{x * 1e3:8.2f} ms"  # noqa: E731
-    load = os.getloadavg()
-    print(f"machine: {os.cpu_count()} cpus, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"small POST, {a.requests} sequential requests per target after 200 warm-up (keep-alive, interleaved):")
-    p = {k: (pct(v, 50), pct(v, 99)) for k, v in lat.items()}
-    for k, (p50, p99) in p.items():
-        print(f"  {k:10s} p50 {us(p50)}   p99 {us(p99)}")
+    from _support import ms, print_latencies, us
+
+    p = print_latencies(lat, a.requests, pct, width=10)
     add_lp = (p["lemonpack"][0] - p["direct"][0], p["lemonpack"][1] - p["direct"][1])
     print(f"  added by lemonpack:  p50 {us(add_lp[0])}   p99 {us(add_lp[1])}")
     ok_lat = add_lp[0] <= 0.001
@@ -465,4 +460,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if {"--engine", "--relay"} & set(sys.argv) or {"-h", "--help"} & set(sys.argv):
+        sys.exit(main())  # a helper process of the bench, or its usage: nothing to record
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    sys.exit(run_recorded("proxy", main))

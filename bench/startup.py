@@ -110,4 +110,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import run_recorded
+
+    raise SystemExit(run_recorded("startup", main))

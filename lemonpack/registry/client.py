@@ -36,7 +36,6 @@ import logging
 import os
 import re
 import secrets
-import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,7 +313,7 @@ class RegistryClient:
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.transport.delay(attempt, last))
+                self.transport.sleep(self.transport.delay(attempt, last))
                 session, offset = self._resume_point(session)
             try:
                 if session is None:

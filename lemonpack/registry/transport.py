@@ -31,7 +31,7 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, overload
+from typing import Any, Callable, Iterable, Literal, overload
 
 import httpx
 
@@ -176,17 +176,19 @@ class Transport:
     ``auth``: an :class:`httpx.Auth` (:class:`lemonpack.registry.authn.RegistryAuth`) answering
     the registry's challenges; it may have a ``who()`` naming the identity for an access-denied
     message. ``retries``/``backoff``: the transient-failure policy. ``timeout``: seconds per
-    read/write (connect: at most 30 s). ``stats``: counters shared with the client.
+    read/write (connect: at most 30 s). ``stats``: counters shared with the client. ``sleep``:
+    the wait between attempts (default :func:`time.sleep`).
     """
 
     def __init__(self, host: str, *, insecure: bool = False, auth: httpx.Auth | None = None,
                  retries: int = 4, backoff: float = 0.5, timeout: float = 60.0,
-                 stats: TransferStats | None = None):
+                 stats: TransferStats | None = None, sleep: Callable[[float], None] = time.sleep):
         self.host = host
         self.plain_http = plain_http_for(host, insecure)
         self.scheme = "http" if self.plain_http else "https"
         self.base = f"{self.scheme}://{host}"
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.sleep = sleep  # the wait between attempts (seconds); tests pass a fake that records it
         self.stats = stats if stats is not None else TransferStats()
         self.auth = auth
         self.client = httpx.Client(auth=auth, follow_redirects=False,
@@ -241,7 +243,7 @@ class Transport:
         last: Exception | None = None
         for attempt in range(attempts):
             if attempt:
-                time.sleep(self.delay(attempt, last))
+                self.sleep(self.delay(attempt, last))
             try:
                 resp = self.send(method, url, headers or {}, body, stream)
                 hops = 0

@@ -376,6 +376,18 @@ class Engines:
         if not pids:
             eng.exited.wait(1.0)
             return
+        # A member stays one until it is gone (or a zombie): a process found only by its tag
+        # loses its environment, so its tag, early in its exit, before it becomes a zombie; on
+        # a busy machine that moment lasts. Known by pid and start time (a reused pid is not it).
+        known: dict[int, int] = {}
+
+        def left(now: set[int]) -> set[int]:
+            for p in now:
+                if p not in known and (info := proc_info(p)) is not None:
+                    known[p] = info.start
+            return now | {p for p, start in known.items()
+                          if (i := proc_info(p)) is not None and i.start == start and i.state not in ("Z", "X")}
+        pids = left(pids)
         for p in pids:
             signal_pid(p, first)
         if self._group_alive(eng, pids):  # atomic for members forking right now
@@ -384,7 +396,7 @@ class Engines:
         seen = set(pids)
         while pids and time.monotonic() < deadline:
             time.sleep(0.005)
-            pids = self.members(eng)
+            pids = left(self.members(eng))
             seen |= pids
         deadline = time.monotonic() + 10.0
         while pids:
@@ -394,7 +406,7 @@ class Engines:
                 signal_group(eng.pid, signal.SIGKILL)
             time.sleep(0.005)
             reap(seen - {eng.pid})
-            pids = self.members(eng)
+            pids = left(self.members(eng))
             seen |= pids
             if time.monotonic() > deadline:
                 raise RuntimeFailure(f"{eng.plan.recipe}: processes {sorted(pids)} survive SIGKILL")

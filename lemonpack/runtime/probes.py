@@ -120,7 +120,8 @@ def failure(what: str, logs: LogRing | None) -> RuntimeFailure:
 
 def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name: str = "engine",
                logs: LogRing | None = None, cancelled: threading.Event | None = None,
-               seen: list[str] | None = None, owns_port: Callable[[], bool | None] | None = None) -> float:
+               seen: list[str] | None = None, owns_port: Callable[[], bool | None] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> float:
     """Block until ``probe`` passes; return the seconds it took. ``seen`` (when given)
     receives every observation in order, consecutive repeats folded (``"HTTP 503"``...).
 
@@ -133,8 +134,11 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
     Raises :class:`RuntimeFailure` when the child exits first (exit code + log tail), when
     ``timeout_seconds`` pass (last observation, and an earlier answer from another process
     if there was one, + log tail) or when ``cancelled`` is set.
+
+    ``clock`` (seconds, monotonic) measures the timeout and the returned duration; the waits
+    between polls are ``child.wait_exit``. Tests pass a fake clock that ``wait_exit`` advances.
     """
-    t0 = time.monotonic()
+    t0 = clock()
     deadline = t0 + probe.timeout_seconds
     interval = max(probe.poll_interval_ms, 1) / 1000.0
     last: str | None = None
@@ -150,13 +154,13 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
     if probe.type == "process":
         if child.wait_exit(interval):
             exited()
-        return time.monotonic() - t0
+        return clock() - t0
     with httpx.Client(trust_env=False, verify=False) as client:
         while True:
             exited()
             if cancelled is not None and cancelled.is_set():
                 raise RuntimeFailure(f"{name}: start cancelled")
-            remaining = deadline - time.monotonic()
+            remaining = deadline - clock()
             ok, last = check_once(probe, host, port, client, timeout=max(0.05, min(remaining, 5.0)))
             if ok:
                 exited()  # passed, but only if the child is the one answering
@@ -166,8 +170,8 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
             if seen is not None and (not seen or seen[-1] != last):
                 seen.append(last)
             if ok:
-                return time.monotonic() - t0
-            remaining = deadline - time.monotonic()
+                return clock() - t0
+            remaining = deadline - clock()
             if remaining <= 0:
                 detail = last or "no answer"
                 if foreign and foreign != last:  # the telling answer, even when the last poll timed out
@@ -200,6 +204,12 @@ class Watchdog:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the watchdog's thread to end (after :meth:`stop`
+        or a report); True once it has: no probe runs and no report comes after that."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         bad = 0

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tarfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -521,14 +520,20 @@ def _install_process(r: Path, mirror: str, env: dict) -> subprocess.Popen:
 
 
 def _wait_partials(d: Path, n: int, known: set = frozenset()) -> set[Path]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = set(d.glob(".tmp-*")) if d.is_dir() else set()
-        if len(found - set(known)) >= n:
-            time.sleep(0.2)  # the writer locks its temp right after creating it
-            return found - set(known)
-        time.sleep(0.05)
-    raise AssertionError(f"no partial download appeared in {d}")
+    """The ``n`` (or more) new temps in ``d`` once each is locked by its writer (which locks
+    it right after creating it); 30 s is a hang guard."""
+    from lemonpack.fetch.staging import is_stale
+    from support.helpers import wait_for
+
+    found: set[Path] = set()
+
+    def ready() -> bool:
+        nonlocal found
+        found = (set(d.glob(".tmp-*")) if d.is_dir() else set()) - set(known)
+        return len(found) >= n and all(p.exists() and not is_stale(p) for p in found)
+    if not wait_for(ready, 30):
+        raise AssertionError(f"no locked partial download appeared in {d}: {found}")
+    return found
 
 
 @pytest.mark.slow

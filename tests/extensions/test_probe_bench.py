@@ -3,6 +3,7 @@ figures; tiny sizes (the figures themselves are the benchmark's job, not a test'
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ NO_TEST_DEPS = ("import sys, runpy; sys.modules['pytest'] = None; sys.modules['s
 
 def test_extensions_bench_runs_without_pytest(tmp_path):
     r = subprocess.run([sys.executable, "-c", NO_TEST_DEPS.format(path=str(ROOT / "bench" / "extensions.py"))],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "LEMONPACK_BENCH_RESULTS": str(tmp_path / "RESULTS.md")})
     assert r.returncode == 0, r.stderr
     assert "pipeline, 30 community + 8 official extensions" in r.stdout, r.stdout
     assert "probing, 30 GGUF headers" in r.stdout and "10 chosen, 20 no provider" in r.stdout, r.stdout

@@ -13,7 +13,7 @@ NO_TEST_DEPS = ("import sys, runpy; sys.modules['pytest'] = None; sys.modules['s
 
 
 def test_kube_bench_runs_without_pytest(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LEMONPACK_BENCH_RESULTS": str(tmp_path / "RESULTS.md")}
     r = subprocess.run([sys.executable, "-c", NO_TEST_DEPS.format(path=str(ROOT / "bench" / "kube.py"))],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr + r.stdout

@@ -185,24 +185,30 @@ def test_a_mount_refused_for_lack_of_access_falls_back_to_an_upload(token_regist
 
 
 def test_expired_tokens_are_renewed(token_registry, example_layout, tmp_path):
+    # No waiting for real expiry: the client's clock is moved by putting its tokens' renewal
+    # time in the past, and the registry's by a token born expired (token_server.py).
     (user, password), = token_registry.users.items()
     ts = token_registry.token_server
-    ts.lifetime = 4  # the registry refuses these 4 s after issue (see token_server.py)
+    ts.lifetime = 4
     host = token_registry.host
     repo = f"tok-{secrets.token_hex(3)}/expiry"
     with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
+        before = time.monotonic()
         publish_layout(example_layout, parse_reference(f"{host}/{repo}"), client)
         n = client.token_requests
-        time.sleep(4.5)
-        # renewed before use: the client knows expires_in
+        tokens = list(client.auth.tokens.values())
+        assert tokens and all(t.expires <= time.monotonic() + 4 and t.renew_at >= before for t in tokens)  # expires_in
+        # renewed before use once its time has come on the client's clock
+        for token in tokens:
+            token.renew_at = token.expires = time.monotonic() - 0.5
         pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p1", client)
         assert client.token_requests == n + 1
-        # a cached token the registry refuses (here: the client believes it is fresh) is replaced once
-        time.sleep(4.5)
+        # a token the client believes fresh and the registry refuses is replaced once
+        ts.lifetime, ts.born_expired = 3600, 1
         for token in client.auth.tokens.values():
-            token.renew_at = token.expires = time.monotonic() + 3600
+            token.renew_at = token.expires = time.monotonic() - 0.5
         pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p2", client)
-        assert client.token_requests == n + 2
+        assert ts.born_expired == 0 and client.token_requests == n + 3  # renewed (born expired), refused, replaced
         assert layout_tags(tmp_path / "p2") == {"hello-engine": layout_tags(example_layout)["hello-engine"]}
 
 

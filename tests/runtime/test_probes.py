@@ -5,9 +5,8 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
-import time
-
 import pytest
+from support.helpers import FakeClock
 
 from lemonpack.contract.model import HealthProbe
 from lemonpack.errors import RuntimeFailure
@@ -16,11 +15,16 @@ from lemonpack.runtime.probes import Watchdog, check_once, probe_host, wait_read
 
 
 class Child:
-    """Stands in for an engine process: exits when told to."""
+    """Stands in for an engine process: exits when told to, or during its ``exit_on_wait``-th
+    wait. With a ``clock`` (:class:`~support.helpers.FakeClock`) a wait does not block: it
+    moves the clock on by its timeout (or not at all when the child exits meanwhile), so
+    a probe's timeout counts polls, not the machine's speed. ``waits`` lists every timeout."""
 
-    def __init__(self):
+    def __init__(self, clock=None, exit_on_wait=None, rc=1):
         self.rc = None
         self.ev = threading.Event()
+        self.clock, self.exit_on_wait, self.exit_rc = clock, exit_on_wait, rc
+        self.waits = []
 
     def exit(self, rc):
         self.rc = rc
@@ -30,7 +34,14 @@ class Child:
         return self.rc
 
     def wait_exit(self, timeout):
-        return self.ev.wait(timeout)
+        self.waits.append(timeout)
+        if self.exit_on_wait is not None and len(self.waits) >= self.exit_on_wait:
+            self.exit(self.exit_rc)
+        if self.clock is None:
+            return self.ev.wait(timeout)
+        if not self.ev.is_set():
+            self.clock.advance(timeout)
+        return self.ev.is_set()
 
 
 @pytest.fixture
@@ -41,6 +52,7 @@ def server():
             st = self.server.statuses
             code = st.pop(0) if len(st) > 1 else st[0]
             self.server.hits += 1
+            self.server.on_hit(self.server.hits)
             self.send_response(code)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -48,7 +60,7 @@ def server():
         def log_message(self, *a):
             pass
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.statuses, srv.hits = [200], 0
+    srv.statuses, srv.hits, srv.on_hit = [200], 0, lambda hits: None
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield srv
     srv.shutdown()
@@ -62,33 +74,50 @@ def hp(**kw):
 
 def test_http_waits_through_503_and_404(server):
     server.statuses = [503, 503, 404, 200]
-    seen = []
-    wait_ready(hp(), "127.0.0.1", server.server_address[1], Child(), seen=seen)
+    seen, clock = [], FakeClock()
+    wait_ready(hp(), "127.0.0.1", server.server_address[1], Child(clock), seen=seen, clock=clock)
     assert seen == ["HTTP 503", "HTTP 404", "HTTP 200"] and server.hits == 4
 
 
 def test_http_only_expected_status_passes(server):
     server.statuses = [200]
-    with pytest.raises(RuntimeFailure, match=r"not ready after 1s .*HTTP 200"):
-        wait_ready(hp(expected_status=204, timeout_seconds=1), "127.0.0.1", server.server_address[1], Child())
+    clock = FakeClock()
+    with pytest.raises(RuntimeFailure, match=r"not ready after 5s "):
+        wait_ready(hp(expected_status=204, timeout_seconds=5, poll_interval_ms=1000), "127.0.0.1",
+                   server.server_address[1], Child(clock), clock=clock, seen=(seen := []))
+    assert seen[0] == "HTTP 200" and clock() == 1005.0  # seen[1]: the last poll, 50 ms to answer, may time out
 
 
 def test_poll_interval_is_honoured(server):
     server.statuses = [503] * 6 + [200]
-    t0 = time.monotonic()
-    wait_ready(hp(poll_interval_ms=100), "127.0.0.1", server.server_address[1], Child())
-    assert 0.55 < time.monotonic() - t0 < 2.0
+    clock = FakeClock()
+    child = Child(clock)
+    took = wait_ready(hp(poll_interval_ms=100), "127.0.0.1", server.server_address[1], child, clock=clock)
+    assert child.waits == [0.1] * 6 and took == pytest.approx(0.6) and server.hits == 7
+
+
+def test_timeout_counts_on_the_clock_it_is_given(server):
+    # 5 s at 1 s intervals: polls at 0, 1, 2, 3, 4 and a last one at the deadline, whatever the
+    # machine's speed (that last poll has 50 ms to answer: "timed out" is a fair last word)
+    server.statuses = [503]
+    clock, seen = FakeClock(), []
+    child = Child(clock)
+    with pytest.raises(RuntimeFailure, match=r"not ready after 5s \(http probe of port \d+: (HTTP 503|timed out)\)"):
+        wait_ready(hp(timeout_seconds=5, poll_interval_ms=1000), "127.0.0.1", server.server_address[1], child,
+                   clock=clock, seen=seen)
+    assert child.waits == [1.0] * 5 and seen[0] == "HTTP 503" and clock() == 1005.0
 
 
 def test_child_exit_fails_fast_with_code_and_log_tail():
-    child, logs = Child(), LogRing()
+    # the child exits during the first wait between polls: the load fails then, not at the timeout
+    clock = FakeClock()
+    child, logs = Child(clock, exit_on_wait=1, rc=42), LogRing()
     for i in range(30):
         logs.append(f"line {i}")
-    threading.Timer(0.2, child.exit, args=(42,)).start()
-    t0 = time.monotonic()
     with pytest.raises(RuntimeFailure) as e:
-        wait_ready(hp(timeout_seconds=60, poll_interval_ms=5000), "127.0.0.1", 1, child, logs=logs, name="eng")
-    assert time.monotonic() - t0 < 2
+        wait_ready(hp(timeout_seconds=60, poll_interval_ms=5000), "127.0.0.1", 1, child, logs=logs, name="eng",
+                   clock=clock)
+    assert child.waits == [5.0] and clock() == 1000.0
     msg = str(e.value)
     assert "eng exited with code 42" in msg and "line 29" in msg and "line 9\n" not in msg
 
@@ -111,11 +140,10 @@ def test_tcp_probe():
 
 
 def test_process_probe_waits_one_interval():
-    child = Child()
+    clock = FakeClock()
+    child = Child(clock)
     p = HealthProbe(type="process", poll_interval_ms=100)
-    t0 = time.monotonic()
-    wait_ready(p, "127.0.0.1", 0, child)
-    assert time.monotonic() - t0 >= 0.09
+    assert wait_ready(p, "127.0.0.1", 0, child, clock=clock) == pytest.approx(0.1) and child.waits == [0.1]
     child.exit(1)
     with pytest.raises(RuntimeFailure, match="code 1"):
         wait_ready(p, "127.0.0.1", 0, child)
@@ -129,27 +157,21 @@ def test_watchdog_reports_after_consecutive_failures(server):
     server.statuses = [200, 500, 200, 500, 500, 500]
     reports = []
     dog = Watchdog(hp(), "127.0.0.1", server.server_address[1], reports.append, interval=0.02, failures=3).start()
-    deadline = time.monotonic() + 5
-    while not reports and time.monotonic() < deadline:
-        time.sleep(0.01)
-    dog.stop()
+    assert dog.join(30)  # it ends by itself once it reported (30 s: a hang guard only)
     assert reports == ["health check failed 3 times in a row (HTTP 500)"]
     assert server.hits == 6  # the isolated failure did not count
 
 
 def test_watchdog_stop_is_silent(server):
-    # 3 failures report a crash; stop after the 2nd and wait many intervals: no report, no probe
+    # 2 failures would report a crash; the 2nd probe's answer stops the watchdog before it
+    # arrives: no report, and no probe after it (the thread has ended)
     server.statuses = [500]
     reports = []
-    dog = Watchdog(hp(), "127.0.0.1", server.server_address[1], reports.append, interval=0.2, failures=3).start()
-    deadline = time.monotonic() + 5
-    while server.hits < 2 and time.monotonic() < deadline:
-        time.sleep(0.002)
-    dog.stop()
-    hits = server.hits
-    assert hits == 2
-    time.sleep(1.0)  # five intervals: a running watchdog would have reported by now
-    assert reports == [] and server.hits == hits
+    server.on_hit = lambda hits: hits == 2 and dog.stop()
+    dog = Watchdog(hp(), "127.0.0.1", server.server_address[1], reports.append, interval=0.02, failures=2)
+    dog.start()
+    assert dog.join(30)  # a hang guard only: a stopped watchdog ends at its next wait
+    assert reports == [] and server.hits == 2
 
 
 def test_exit_before_any_answer_reads_well():
@@ -160,12 +182,18 @@ def test_exit_before_any_answer_reads_well():
 
 
 def test_owns_port_false_keeps_waiting_then_times_out(server):
-    with pytest.raises(RuntimeFailure, match="HTTP 200 from another process holding port"):
-        wait_ready(hp(timeout_seconds=1), "127.0.0.1", server.server_address[1], Child(), owns_port=lambda: False)
+    # On the fake clock the timeout is 5 polls, each allowed >= 1 s of real time to answer:
+    # the machine's load cannot turn the telling answer into "timed out" (it did with 1 s in all).
+    clock = FakeClock()
+    child = Child(clock)
+    with pytest.raises(RuntimeFailure, match=r"not ready after 5s .*: HTTP 200 from another process holding port"):
+        wait_ready(hp(timeout_seconds=5, poll_interval_ms=1000), "127.0.0.1", server.server_address[1], child,
+                   owns_port=lambda: False, clock=clock)
+    assert child.waits == [1.0] * 5
     # None ("cannot tell") does not block readiness: the first answer passes at once
-    hits = server.hits
-    took = wait_ready(hp(), "127.0.0.1", server.server_address[1], Child(), owns_port=lambda: None)
-    assert 0 < took < 1.0 and server.hits == hits + 1
+    child = Child(clock)
+    took = wait_ready(hp(), "127.0.0.1", server.server_address[1], child, owns_port=lambda: None, clock=clock)
+    assert took == 0 and child.waits == []
 
 
 def test_describe_probe():

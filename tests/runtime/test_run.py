@@ -54,7 +54,7 @@ def test_run_engine_failing_at_start_exits_7_with_code_and_logs(tmp_path, env, m
 
 
 def test_run_engine_crashing_after_ready_exits_7(tmp_path, env, model):
-    recipe = fake_recipe(tmp_path / "fake.json", "--crash-after", "0.5", "--exit-code", "11")
+    recipe = fake_recipe(tmp_path / "fake.json", "--crash-after-ready", "1.0", "--exit-code", "11")
     run = RunProcess([str(recipe), "--model", str(model)], env)
     assert run.wait_line("ready: ")
     assert run.finish() == 7

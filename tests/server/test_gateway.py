@@ -4,6 +4,7 @@ spawn, real processes and real HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -285,7 +286,8 @@ def test_gateway_bench_runs_without_pytest(tmp_path):
     code = ("import sys, runpy; sys.modules['pytest'] = None; sys.modules['support'] = None; "
             "sys.argv = ['gateway.py', '--requests', '100', '--streams', '2', '--chunks', '500']; "
             f"runpy.run_path({str(root / 'bench' / 'gateway.py')!r}, run_name='__main__')")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "LEMONPACK_BENCH_RESULTS": str(tmp_path / "RESULTS.md")})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "added by the gateway (endpoint model):" in r.stdout and "gateway added / local proxy added" in r.stdout
     assert "STILL RUNNING" not in r.stdout

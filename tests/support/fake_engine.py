@@ -1,20 +1,27 @@
 """A fake OpenAI-compatible engine for runtime tests (stdlib only; run it as a script).
 
-    python fake_engine.py --port P [--host H] [--health-delay S] [--crash-after S]
+    python fake_engine.py --port P [--host H] [--health-delay S] [--health-503 N] [--crash-after S]
+        [--crash-after-ready S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
         [--record F] [--first-byte-delay S]
 
-- ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200.
+- ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200;
+  ``--health-503 N``: the first N answers are 503, whatever the time (a test that asserts
+  the 503s does not depend on how fast a loaded machine starts the engine).
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
   ``data: {...}`` lines ending ``data: [DONE]``).
 - ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
+  ``--crash-after-ready S``: S seconds after its first ``/health`` 200 (after ready, however
+  long a loaded machine took to get there);
   ``--exit-now``: print a message and exit with ``--exit-code`` at once (after making the
   children asked for, which are left behind).
 - ``--ignore-sigterm``: SIGTERM is ignored (by the engine and the children it makes).
 - ``--fork-child``: fork a child that stays in our process group and sleeps.
 - ``--grandchild``: fork a child that forks a grandchild which ``setsid``s away and sleeps,
-  then the child exits (the grandchild is orphaned, outside our group and session).
+  then the child exits (the grandchild is orphaned, outside our group and session);
+  ``--grandchild-mib N``: the grandchild first touches N MiB (its exit then takes a while:
+  the kernel frees its memory after its environment is gone, before it is a zombie).
 - ``--chunks N`` / ``--chunk-delay S``: a streamed chat answer is N chunks (default: one
   per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
 - ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
@@ -36,6 +43,9 @@ import threading
 import time
 
 START = time.monotonic()
+HEALTH_ASKED = [0]  # /health requests so far
+CRASH_ARMED = [False]  # --crash-after-ready: the timer started
+HEALTH_LOCK = threading.Lock()
 
 
 def log(msg: str) -> None:
@@ -55,6 +65,11 @@ def record(path: str | None, role: str, pid: int) -> None:
             f.write(f"{role} {pid}\n")
 
 
+def crash(code: int) -> None:
+    log(f"crashing with code {code}")
+    os._exit(code)
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     opts: argparse.Namespace
@@ -72,9 +87,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         if self.path == "/health":
-            if time.monotonic() - START < self.opts.health_delay:
+            with HEALTH_LOCK:
+                HEALTH_ASKED[0] += 1
+                early = HEALTH_ASKED[0] <= self.opts.health_503
+            if early or time.monotonic() - START < self.opts.health_delay:
                 self._json(503, {"error": {"code": 503, "message": "Loading model"}})
             else:
+                with HEALTH_LOCK:
+                    arm = self.opts.crash_after_ready is not None and not CRASH_ARMED[0]
+                    CRASH_ARMED[0] = CRASH_ARMED[0] or arm
+                if arm:
+                    threading.Timer(self.opts.crash_after_ready, crash, args=(self.opts.exit_code,)).start()
                 self._json(200, {"status": "ok"})
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.opts.model, "object": "model"}]})
@@ -136,12 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--model", default="fake-model")
     ap.add_argument("--health-delay", type=float, default=0.0)
+    ap.add_argument("--health-503", type=int, default=0)
     ap.add_argument("--crash-after", type=float, default=None)
+    ap.add_argument("--crash-after-ready", type=float, default=None)
     ap.add_argument("--exit-code", type=int, default=3)
     ap.add_argument("--exit-now", action="store_true")
     ap.add_argument("--ignore-sigterm", action="store_true")
     ap.add_argument("--fork-child", action="store_true")
     ap.add_argument("--grandchild", action="store_true")
+    ap.add_argument("--grandchild-mib", type=int, default=0)
     ap.add_argument("--pid-file")
     ap.add_argument("--chunks", type=int, default=None)
     ap.add_argument("--chunk-delay", type=float, default=0.0)
@@ -167,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             gpid = os.fork()
             if gpid == 0:
                 os.setsid()
+                ballast = bytearray(opts.grandchild_mib << 20)
+                ballast[::4096] = b"x" * len(ballast[::4096])
                 for fd in (0, 1, 2):  # a daemon-like grandchild: away from our pipes too
                     os.dup2(os.open(os.devnull, os.O_RDWR), fd)
                 sleeper(opts.ignore_sigterm)
@@ -180,10 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"cannot load model: giving up with code {opts.exit_code}")
         return opts.exit_code
     if opts.crash_after is not None:
-        def crash():
-            log(f"crashing with code {opts.exit_code}")
-            os._exit(opts.exit_code)
-        threading.Timer(opts.crash_after, crash).start()
+        threading.Timer(opts.crash_after, crash, args=(opts.exit_code,)).start()
     if opts.no_listen:
         log("running without a port")
         sleeper(opts.ignore_sigterm)

@@ -54,6 +54,26 @@ def wait_for(pred, timeout: float = 10.0, interval: float = 0.02) -> bool:
     return bool(pred())
 
 
+class FakeClock:
+    """A monotonic clock that moves only when told, for code that takes ``clock=`` (and
+    ``sleep=``): ``clock()`` reads it (seconds), ``advance(s)`` and ``sleep(s)`` move it on
+    and never block. ``slept`` lists every ``sleep`` asked for."""
+
+    def __init__(self, start: float = 1000.0):
+        self.now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(seconds, 0.0)
+
+
 def all_gone(pids) -> bool:
     """True when none of ``pids`` is alive (zombies count as gone)."""
     return not any(pid_alive(p) for p in pids)

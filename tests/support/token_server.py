@@ -71,6 +71,10 @@ class TokenServer:
     requests: list[TokenRequest] = field(default_factory=list)
     #: Repository names never granted to anyone (a source a user may not pull from).
     denied: set[str] = field(default_factory=set)
+    #: The next this-many tokens are born expired: the registry refuses them at once, while
+    #: their answer still says ``expires_in: lifetime`` (a client's fresh token, refused;
+    #: no test has to wait for a real expiry).
+    born_expired: int = 0
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -102,9 +106,13 @@ class TokenServer:
                 if kind and name and name not in self.denied:
                     access.append({"type": kind, "name": name, "actions": [a for a in actions.split(",") if a]})
         now = int(time.time())
+        exp = now + self.lifetime - LEEWAY
+        if self.born_expired > 0:
+            self.born_expired -= 1
+            exp = now - LEEWAY - 2  # past the registry's leeway already
         header = {"typ": "JWT", "alg": "ES256",
                   "x5c": [base64.b64encode(self.cert.public_bytes(serialization.Encoding.DER)).decode()]}
-        claims = {"iss": self.issuer, "sub": user or "", "aud": self.service, "exp": now + self.lifetime - LEEWAY,
+        claims = {"iss": self.issuer, "sub": user or "", "aud": self.service, "exp": exp,
                   "nbf": now - 1, "iat": now, "jti": secrets.token_hex(8), "access": access}
         signing_input = (_b64url(json.dumps(header, separators=(",", ":")).encode()) + "."
                          + _b64url(json.dumps(claims, separators=(",", ":")).encode()))
