@@ -31,6 +31,18 @@ def swept(lv: Live) -> None:
     assert wait_for(lambda: lv.server.driver.sweeps >= n + 2, HANG), "the idle sweep stopped running"
 
 
+def settled(lv: Live) -> None:
+    """Return once the policy has seen every request end: a client has its answer a moment
+    before the server's handler ends the request, and a clock moved in between would count
+    the idle time from after the move."""
+    def idle() -> bool:
+        try:
+            return not lv.server.policy.in_flight()
+        except RuntimeError:  # read while the loop changed it
+            return False
+    assert wait_for(idle, HANG), lv.server.policy.in_flight()
+
+
 def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flight(live, tmp_path):
     # starting and the request itself (before its first byte) both outlast the TTL: the engine
     # is ready, and answers, only when the test creates the gate files
@@ -59,6 +71,7 @@ def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flig
         r = fut.result(timeout=HANG)
         assert r.status_code == 200, r.text
         assert lv.server.runner.starts == 1 and eng.poll() is None
+        settled(lv)
         clock.advance(0.25)  # idle, but not yet for the TTL
         swept(lv)
         assert lv.server.runner.state("user.fake") is State.READY and eng.poll() is None
@@ -92,6 +105,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
     rounds = 8
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=HANG) as c, ThreadPoolExecutor(16) as pool:
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+        settled(lv)
         for k in range(rounds):
             if k == rounds - 1:
                 clock.advance(ttl + 0.01)  # past it (whatever the rounding of the clock's sum)
@@ -101,6 +115,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
             futs = [pool.submit(one, c, rnd.uniform(0, 0.03)) for _ in range(16)]
             for f in futs:
                 f.result(timeout=60)  # no deadlock (a generous bound: a hang guard, not a speed check)
+            settled(lv)
     assert statuses == [200] * len(statuses) and len(statuses) == rounds * 16
     assert lv.server.runner.starts >= 2, "some bursts met an unloaded or stopping model (the race ran)"
 
@@ -124,6 +139,7 @@ def test_soft_idle_calls_downsize_endpoint_once_per_idle_period(live, tmp_path):
 
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=HANG) as c:
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+        settled(lv)
         clock.advance(0.15)
         swept(lv)
         assert asked == [] and downsizes() == 0  # not idle long enough yet
@@ -133,6 +149,7 @@ def test_soft_idle_calls_downsize_endpoint_once_per_idle_period(live, tmp_path):
         swept(lv)
         assert len(asked) == 1 and downsizes() == 1  # once per idle period
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200  # a new period
+        settled(lv)
         clock.advance(0.35)
         assert wait_for(lambda: downsizes() == 2, HANG)
         clock.advance(0.6)
