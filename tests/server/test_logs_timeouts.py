@@ -121,7 +121,9 @@ def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
     def paths() -> list[str]:
         return [json.loads(ln).get("path") for ln in rec.read_text().splitlines()] if rec.exists() else []
 
-    with serve_cli(tmp_path, doc, "--soft-idle", "0.3", "--ttl", "1.5") as (c, lines):
+    ttl = 1.5
+    with serve_cli(tmp_path, doc, "--soft-idle", "0.3", "--ttl", str(ttl)) as (c, lines):
+        sent = time.monotonic()  # the server's idle time starts after this
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
         pid = next(p for p in _engine_pids(tmp_path))
         state = lambda: next(m["state"] for m in c.get("/v1/models").json()["data"] if m["id"] == "user.fake")  # noqa: E731
@@ -130,7 +132,10 @@ def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
         while "/downsize" not in paths() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "/downsize" in paths(), lines
-        assert state() == "ready"  # downsized, not unloaded
+        now = state()
+        # downsized, not unloaded (unless this machine was so slow that the TTL itself has passed:
+        # a serve subprocess has no clock a test can move)
+        assert now == "ready" or time.monotonic() - sent >= ttl, now
         while state() != "unloaded" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert state() == "unloaded", lines
