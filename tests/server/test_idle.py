@@ -3,7 +3,8 @@ sections 4 and 10), against real fake-engine processes behind a real server.
 
 The serving policy reads a :class:`FakeClock` (``ServerConfig.clock``) that only the test moves:
 idle times are what the test says, however loaded the machine. The sweeps still wake up every
-``idle_check`` real seconds; :func:`swept` waits until one has run after the clock moved."""
+``idle_check`` real seconds; ``Live.swept`` waits until one has run after the clock moved,
+``Live.settled`` until the policy has seen the last request end."""
 
 from __future__ import annotations
 
@@ -15,32 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from lemonpack.runtime.supervisor import State
-from tests.server.conftest import Live, fake_doc
+from tests.server.conftest import fake_doc
 from tests.support.helpers import FakeClock, wait_for
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
 #: Only guards against a hang (a sweep every ``idle_check`` s never came): seconds, generous.
 HANG = 30
-
-
-def swept(lv: Live) -> None:
-    """Return once an idle sweep has run wholly after this call (the clock moved before it):
-    the count must rise by 2, as the first sweep seen may have read the clock before."""
-    n = lv.server.driver.sweeps
-    assert wait_for(lambda: lv.server.driver.sweeps >= n + 2, HANG), "the idle sweep stopped running"
-
-
-def settled(lv: Live) -> None:
-    """Return once the policy has seen every request end: a client has its answer a moment
-    before the server's handler ends the request, and a clock moved in between would count
-    the idle time from after the move."""
-    def idle() -> bool:
-        try:
-            return not lv.server.policy.in_flight()
-        except RuntimeError:  # read while the loop changed it
-            return False
-    assert wait_for(idle, HANG), lv.server.policy.in_flight()
 
 
 def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flight(live, tmp_path):
@@ -57,23 +39,23 @@ def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flig
         fut = pool.submit(c.post, "/v1/chat/completions", json=CHAT)
         assert wait_for(lambda: lv.server.runner.state("user.fake") is State.STARTING, HANG)
         clock.advance(2.0)  # starting for four TTLs
-        swept(lv)
+        lv.swept()
         assert lv.server.runner.state("user.fake") is State.STARTING and lv.server.runner.starts == 1
         ready.touch()
         # the request is at the engine (recorded before the gate): in flight
         assert wait_for(lambda: rec.exists() and '"request"' in rec.read_text(), HANG)
-        assert policy.phase("user.fake") is State.READY and policy.in_flight() == {"user.fake": 1}
+        assert policy.phase("user.fake") is State.READY and lv.in_flight() == {"user.fake": 1}
         clock.advance(2.0)  # in flight for four TTLs
-        swept(lv)
+        lv.swept()
         eng = lv.server.runner.engine("user.fake")
         assert lv.server.runner.state("user.fake") is State.READY and eng.poll() is None
         answer.touch()
         r = fut.result(timeout=HANG)
         assert r.status_code == 200, r.text
         assert lv.server.runner.starts == 1 and eng.poll() is None
-        settled(lv)
+        lv.settled()
         clock.advance(0.25)  # idle, but not yet for the TTL
-        swept(lv)
+        lv.swept()
         assert lv.server.runner.state("user.fake") is State.READY and eng.poll() is None
         clock.advance(0.25)  # idle for the TTL since the last request ended
         assert wait_for(lambda: eng.poll() is not None, HANG), "an idle model past its TTL is unloaded"
@@ -105,7 +87,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
     rounds = 8
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=HANG) as c, ThreadPoolExecutor(16) as pool:
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
-        settled(lv)
+        lv.settled()
         for k in range(rounds):
             if k == rounds - 1:
                 clock.advance(ttl + 0.01)  # past it (whatever the rounding of the clock's sum)
@@ -115,7 +97,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
             futs = [pool.submit(one, c, rnd.uniform(0, 0.03)) for _ in range(16)]
             for f in futs:
                 f.result(timeout=60)  # no deadlock (a generous bound: a hang guard, not a speed check)
-            settled(lv)
+            lv.settled()
     assert statuses == [200] * len(statuses) and len(statuses) == rounds * 16
     assert lv.server.runner.starts >= 2, "some bursts met an unloaded or stopping model (the race ran)"
 
@@ -139,21 +121,21 @@ def test_soft_idle_calls_downsize_endpoint_once_per_idle_period(live, tmp_path):
 
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=HANG) as c:
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
-        settled(lv)
+        lv.settled()
         clock.advance(0.15)
-        swept(lv)
+        lv.swept()
         assert asked == [] and downsizes() == 0  # not idle long enough yet
         clock.advance(0.2)  # idle 0.35 s
         assert wait_for(lambda: downsizes() == 1, HANG)
         clock.advance(0.6)
-        swept(lv)
+        lv.swept()
         assert len(asked) == 1 and downsizes() == 1  # once per idle period
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200  # a new period
-        settled(lv)
+        lv.settled()
         clock.advance(0.35)
         assert wait_for(lambda: downsizes() == 2, HANG)
         clock.advance(0.6)
-        swept(lv)
+        lv.swept()
         assert len(asked) == 2 and downsizes() == 2
     eng = lv.server.runner.engine("user.fake")
     assert eng is not None and eng.poll() is None  # downsizing does not unload
