@@ -19,7 +19,8 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -57,7 +58,10 @@ class ServerConfig:
     recipe's probe timeout bounds it); ``ttl`` seconds idle before a model is unloaded and
     ``soft_idle`` seconds idle before its ``downsize_endpoint`` is called (None: never);
     ``idle_check`` seconds between idle sweeps; ``memory_budget`` bytes engines may hold
-    together (None: no limit); ``metrics_remote``: ``/metrics`` answers non-loopback clients."""
+    together (None: no limit); ``metrics_remote``: ``/metrics`` answers non-loopback clients;
+    ``clock``: the seconds (monotonic) the serving policy reads for idle times and load
+    timeouts (a test passes a fake one and moves it; the sweeps still wake up every
+    ``idle_check`` real seconds)."""
 
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     load_timeout: float | None = None
@@ -66,19 +70,23 @@ class ServerConfig:
     idle_check: float = 0.25
     memory_budget: int | None = None
     metrics_remote: bool = False
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
 
 class Driver:
     """One owner of the :class:`ServingPolicy`'s state, the event loop: :meth:`post` hands it
     events, the effect methods (``grant`` ... ``downsize``) perform what it decides.
-    ``endpoints`` (the endpoint models' prober) is set by the server right after."""
+    ``endpoints`` (the endpoint models' prober) is set by the server right after.
+    ``sweeps`` counts the idle sweeps done (a test that moved ``config.clock`` waits for it to
+    rise by 2: the first sweep it sees may have read the clock before the move)."""
 
     endpoints: EndpointModels
 
     def __init__(self, catalog: Catalog, runner: Runner, config: ServerConfig, metrics: Metrics) -> None:
         self.catalog, self.runner, self.config, self.metrics = catalog, runner, config, metrics
         self.known: set[str] = set()  # models this server asked for
-        self.policy = ServingPolicy(self, clock=time.monotonic, budget=config.memory_budget,
+        self.sweeps = 0
+        self.policy = ServingPolicy(self, clock=config.clock, budget=config.memory_budget,
                                     max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                     load_timeout=config.load_timeout)
         self._events: deque[Event] = deque()
@@ -310,6 +318,7 @@ class Driver:
             if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
                 self.post(Unload(name))
+        self.sweeps += 1
 
     # -- downsize
 

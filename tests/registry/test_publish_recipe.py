@@ -8,6 +8,7 @@ import hashlib
 import json
 import secrets
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -34,13 +35,18 @@ def _raw(ref: str) -> bytes:
                           capture_output=True, check=True).stdout
 
 
-def test_a_multi_target_recipe_publishes_its_index_under_the_tag(registry, multi_recipe):
+def _publish(registry, recipe: Path, tag: str | None) -> tuple[str, list[dict]]:
+    """Publish ``recipe`` to a fresh repository (``:tag`` when given); (repo, the ``pushed`` list)."""
     need("skopeo")
     repo = f"trial-{secrets.token_hex(3)}/multi"
     with serve_mirror() as mirror:
-        out = lemonpack("publish", str(multi_recipe), "--to", f"{registry.host}/{repo}:v1", "--mirror", mirror,
-                        "--json", "--no-progress")
-    pushed = json.loads(out.stdout)["pushed"]
+        out = lemonpack("publish", str(recipe), "--to", f"{registry.host}/{repo}" + (f":{tag}" if tag else ""),
+                        "--mirror", mirror, "--json", "--no-progress")
+    return repo, json.loads(out.stdout)["pushed"]
+
+
+def test_a_multi_target_recipe_publishes_its_index_under_the_tag(registry, multi_recipe):
+    repo, pushed = _publish(registry, multi_recipe, "v1")
     assert [(p["tag"], p["source"], p["mediaType"]) for p in pushed] == [
         ("v1", "trial-multi", "application/vnd.oci.image.index.v1+json")]
     raw = _raw(f"{registry.host}/{repo}:v1")
@@ -57,12 +63,8 @@ def test_a_multi_target_recipe_publishes_its_index_under_the_tag(registry, multi
 
 
 def test_without_a_tag_every_tag_of_the_build_is_pushed(registry, multi_recipe):
-    need("skopeo")
-    repo = f"trial-{secrets.token_hex(3)}/multi"
-    with serve_mirror() as mirror:
-        out = lemonpack("publish", str(multi_recipe), "--to", f"{registry.host}/{repo}", "--mirror", mirror,
-                        "--json", "--no-progress")
-    pushed = {p["tag"]: p["digest"] for p in json.loads(out.stdout)["pushed"]}
+    repo, listed = _publish(registry, multi_recipe, None)
+    pushed = {p["tag"]: p["digest"] for p in listed}
     assert sorted(pushed) == ["trial-multi", "trial-multi.linux-cpu", "trial-multi.linux-rocm"]
     for tag, digest in pushed.items():
         assert "sha256:" + hashlib.sha256(_raw(f"{registry.host}/{repo}:{tag}")).hexdigest() == digest

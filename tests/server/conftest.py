@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import FAKE_ENGINE, write_descriptor  # noqa: E402
+from support.helpers import FAKE_ENGINE, wait_for, write_descriptor  # noqa: E402
 
 from lemonpack.runtime.discovery import Discovery, SearchDir
 from lemonpack.runtime.discoverywatch import DiscoveryWatcher
@@ -74,6 +74,28 @@ class Live:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(60)
+
+    # for tests that move a fake ``clock`` (a ServerConfig field) instead of sleeping
+
+    def in_flight(self) -> dict[str, int]:
+        """The policy's requests busy or waiting, by model (read from the test's thread)."""
+        while True:
+            try:
+                return self.server.policy.in_flight()
+            except RuntimeError:  # the loop changed it while we read: read again
+                continue
+
+    def swept(self, timeout: float = 30) -> None:
+        """Return once an idle sweep has run wholly after this call (a clock moved before it is
+        seen): the sweep count must rise by 2, as the first one may have read the clock before."""
+        n = self.server.driver.sweeps
+        assert wait_for(lambda: self.server.driver.sweeps >= n + 2, timeout), "the idle sweep stopped running"
+
+    def settled(self, timeout: float = 30) -> None:
+        """Return once the policy has seen every request end: a client has its answer a moment
+        before the server's handler ends the request, and a clock moved in between would count
+        the idle time from after the move."""
+        assert wait_for(lambda: not self.in_flight(), timeout), self.in_flight()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import httpx
 
 from lemonpack.runtime.models import ModelRegistry
 from tests.server.conftest import fake_doc
-from tests.support.helpers import write_descriptor
+from tests.support.helpers import wait_for, write_descriptor
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 FIELDS = {"model", "route", "status", "bytes", "ttfb_ms", "total_ms"}
@@ -121,7 +121,9 @@ def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
     def paths() -> list[str]:
         return [json.loads(ln).get("path") for ln in rec.read_text().splitlines()] if rec.exists() else []
 
-    with serve_cli(tmp_path, doc, "--soft-idle", "0.3", "--ttl", "1.5") as (c, lines):
+    ttl = 1.5
+    with serve_cli(tmp_path, doc, "--soft-idle", "0.3", "--ttl", str(ttl)) as (c, lines):
+        sent = time.monotonic()  # the server's idle time starts after this
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
         pid = next(p for p in _engine_pids(tmp_path))
         state = lambda: next(m["state"] for m in c.get("/v1/models").json()["data"] if m["id"] == "user.fake")  # noqa: E731
@@ -130,7 +132,10 @@ def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
         while "/downsize" not in paths() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "/downsize" in paths(), lines
-        assert state() == "ready"  # downsized, not unloaded
+        now = state()
+        # downsized, not unloaded (unless this machine was so slow that the TTL itself has passed:
+        # a serve subprocess has no clock a test can move)
+        assert now == "ready" or time.monotonic() - sent >= ttl, now
         while state() != "unloaded" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert state() == "unloaded", lines
@@ -177,9 +182,9 @@ def test_malformed_requests_and_early_disconnects_never_print_a_traceback(tmp_pa
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
             s.close()
-        deadline = time.monotonic() + 5
-        while sum('"status": 499' in ln or "status=499" in ln for ln in lines) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # each handler logs its access line last; 30 s only guards against a hang
+        wait_for(lambda: sum('"status": 499' in ln or "status=499" in ln for ln in list(lines)) >= 3, 30)
+        # a request after them: the server has run what the ended handlers left queued (aiohttp's own logs)
         assert c.get("/v1/health").status_code == 200
     text = "".join(lines)
     assert "Traceback" not in text and "Error handling request" not in text, text

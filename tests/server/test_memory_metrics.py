@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 
 from lemonpack.runtime.supervisor import State
 from tests.server.conftest import fake_doc
-from tests.support.helpers import write_descriptor
+from tests.support.helpers import FakeClock, wait_for, write_descriptor
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -58,13 +60,17 @@ def test_busy_models_are_not_evicted_idle_ones_are_and_too_big_is_refused(live):
         assert "lemonpack_time_to_first_byte_seconds_count" in text
 
 
-def test_load_timeout_is_503_and_others_are_served(live):
-    lv = live(load_timeout=0.5, idle_check=0.05)
-    lv.add("user.slow", fake_doc("slowstart", "--health-delay", "5"))
+def test_load_timeout_is_503_and_others_are_served(live, tmp_path):
+    clock = FakeClock()  # the load timeout counts on it: the test says when it has passed
+    lv = live(load_timeout=0.5, idle_check=0.02, clock=clock)
+    lv.add("user.slow", fake_doc("slowstart", "--health-gate", str(tmp_path / "never")))  # never ready
     lv.add("user.fast", fake_doc("fast"))
     lv.start()
-    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
-        r = c.post("/v1/chat/completions", json={**CHAT, "model": "user.slow"})
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c, ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(c.post, "/v1/chat/completions", json={**CHAT, "model": "user.slow"})
+        assert wait_for(lambda: lv.in_flight().get("user.slow") == 1, 30)  # it waits for the engine
+        clock.advance(0.5)
+        r = slow.result(timeout=30)  # a hang guard
         assert r.status_code == 503 and r.json()["error"]["type"] == "model_load_timeout"
         assert "not ready within 0.5s" in r.json()["error"]["message"]
         assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.fast"}).status_code == 200

@@ -4,11 +4,13 @@
         [--crash-after-ready S]
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
-        [--record F] [--first-byte-delay S]
+        [--record F] [--first-byte-delay S] [--health-gate F] [--first-byte-gate F] [--hold-stream F]
 
 - ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200;
   ``--health-503 N``: the first N answers are 503, whatever the time (a test that asserts
   the 503s does not depend on how fast a loaded machine starts the engine).
+- ``--health-gate F``: ``/health`` is 503 until the file F exists (a test decides when the
+  engine becomes ready, however fast or slow the machine is).
 - ``/v1/models``, ``/v1/chat/completions`` (plain, and SSE with ``"stream": true``:
   ``data: {...}`` lines ending ``data: [DONE]``).
 - ``--crash-after S``: exit with ``--exit-code`` (default 3) S seconds after start;
@@ -25,8 +27,13 @@
 - ``--chunks N`` / ``--chunk-delay S``: a streamed chat answer is N chunks (default: one
   per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
 - ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
-  when a client went away mid-stream, ``{"event": "request", ...}`` for each POST.
-- ``--first-byte-delay S``: every POST waits S seconds before sending anything.
+  when a client went away mid-stream, ``{"event": "request", ...}`` for each POST (before any
+  delay or gate), ``{"event": "stream-end"}`` when a streamed answer was sent whole.
+- ``--first-byte-delay S``: every POST waits S seconds before sending anything;
+  ``--first-byte-gate F``: every POST waits until the file F exists before sending anything.
+- ``--hold-stream F``: a streamed chat answer sends its first chunk, then holds the rest until
+  the file F exists; a client closing the connection meanwhile is seen at once (end of file
+  on the socket, no write needed) and recorded as ``disconnect``.
 - Any other POST path echoes ``{"path", "query", "headers": [[k, v]...], "body_b64"}``.
 - ``--pid-file F``: write one line per process: ``engine PID``, ``child PID``, ``grandchild PID``.
 """
@@ -90,7 +97,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with HEALTH_LOCK:
                 HEALTH_ASKED[0] += 1
                 early = HEALTH_ASKED[0] <= self.opts.health_503
-            if early or time.monotonic() - START < self.opts.health_delay:
+            gated = self.opts.health_gate is not None and not os.path.exists(self.opts.health_gate)
+            if early or gated or time.monotonic() - START < self.opts.health_delay:
                 self._json(503, {"error": {"code": 503, "message": "Loading model"}})
             else:
                 with HEALTH_LOCK:
@@ -109,12 +117,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(self.opts.record, "a") as f:
                 f.write(json.dumps({"t": time.time(), **event}) + "\n")
 
+    def _hold(self, gate: str) -> bool:
+        """Wait until the file ``gate`` exists (True) or the client closed the connection (False)."""
+        import select
+        import socket
+
+        while not os.path.exists(gate):
+            readable, _, _ = select.select([self.connection], [], [], 0.01)
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return False
+                except OSError:
+                    return False
+                time.sleep(0.01)  # bytes we do not read (a pipelined request): keep waiting
+        return True
+
     def do_POST(self):  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         self._record(event="request", path=self.path, headers=list(self.headers.items()))
         if self.opts.first_byte_delay:
             time.sleep(self.opts.first_byte_delay)
+        if self.opts.first_byte_gate is not None:
+            while not os.path.exists(self.opts.first_byte_gate):
+                time.sleep(0.01)
         if self.path.split("?")[0] != "/v1/chat/completions":
             import base64
             path, _, query = self.path.partition("?")
@@ -146,8 +173,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+                if i == 0 and self.opts.hold_stream is not None and not self._hold(self.opts.hold_stream):
+                    self._record(event="disconnect")
+                    break
+            else:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self._record(event="stream-end")
         except (BrokenPipeError, ConnectionResetError):
             self._record(event="disconnect")
         self.close_connection = True
@@ -174,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--die-mid-stream", action="store_true")
     ap.add_argument("--record")
     ap.add_argument("--first-byte-delay", type=float, default=0.0)
+    ap.add_argument("--health-gate", default=None)
+    ap.add_argument("--first-byte-gate", default=None)
+    ap.add_argument("--hold-stream", default=None)
     ap.add_argument("--no-listen", action="store_true")
     ap.add_argument("--ctx-size", default=None)  # accepted (a recipe's literal -c/--ctx-size), unused
     opts = ap.parse_args(argv)
