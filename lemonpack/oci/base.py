@@ -26,7 +26,6 @@ Spec: OCI image-spec v1.1 ``image-index.md`` (platform selection), ``manifest.md
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any, Callable
 from lemonpack.errors import IntegrityError, LayoutError, LemonpackError, SelectionError, UnsafeContentError
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layerscan import LAYER_TYPES, BadLayer, LayerFacts, shadow_problem
-from lemonpack.oci.layout_reader import _INDEX_TYPES, _MANIFEST_TYPES, read_layout
+from lemonpack.oci.layout_reader import _INDEX_TYPES, _MANIFEST_TYPES, read_blob, read_layout
 
 ANNOTATION_BASE_DIGEST = "org.opencontainers.image.base.digest"
 ANNOTATION_BASE_NAME = "org.opencontainers.image.base.name"
@@ -146,20 +145,7 @@ class BaseSource:
     _cache: dict = field(default_factory=dict)
 
     def _json(self, desc: Descriptor, what: str) -> dict:
-        path = self.layout / "blobs" / "sha256" / desc.hex
-        try:
-            with open(path, "rb") as f:
-                data = f.read(_MAX_JSON + 1)
-        except FileNotFoundError:
-            raise LayoutError(f"base {self.name}: {what} {desc.digest} is missing from {self.layout}") from None
-        except OSError as exc:
-            raise LayoutError(f"base {self.name}: cannot read {what} {desc.digest}: {exc.strerror or exc}") from None
-        actual = "sha256:" + hashlib.sha256(data).hexdigest()
-        if actual != desc.digest:
-            raise IntegrityError(f"base {self.name}: {what}", desc.digest, actual)
-        if len(data) != desc.size:
-            raise IntegrityError(f"base {self.name}: {what} {desc.digest} (size)", f"{desc.size} bytes",
-                                 f"{len(data)} bytes")
+        data = read_blob(self.layout, desc, f"base {self.name}: {what}", limit=_MAX_JSON)
         try:
             doc = json.loads(data)
         except ValueError as exc:

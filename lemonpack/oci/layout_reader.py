@@ -4,13 +4,14 @@ writer is :mod:`lemonpack.oci.layout`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from lemonpack.errors import IntegrityError, LayoutError, LemonpackError
-from lemonpack.files import hash_file
+from lemonpack.files import hash_file, open_regular
 from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, OCI_LAYOUT_VERSION
 from lemonpack.oci.descriptor import Descriptor
 
@@ -28,6 +29,31 @@ def _is_layout(path: Path) -> bool:
 def _hash_file(path: Path) -> tuple[str, int]:
     hexdigest, size = hash_file(path)
     return "sha256:" + hexdigest, size
+
+
+def read_blob(layout: Path, desc: Descriptor, label: str, *, limit: int | None = None) -> bytes:
+    """The bytes of the blob ``desc`` names in the layout at ``layout`` (``blobs/sha256/<hex>``,
+    a regular file, symlinks refused), checked against the descriptor (image-spec
+    ``descriptor.md``: digest and size). For the small JSON blobs (manifests, indexes,
+    configs): at most ``min(desc.size, limit) + 1`` bytes are read. ``label`` starts every
+    message (e.g. ``"base X: image index"``).
+
+    Raises :class:`LayoutError` when the blob is missing or unreadable, :class:`IntegrityError`
+    when its digest or size is not the descriptor's."""
+    path = layout / "blobs" / "sha256" / desc.hex
+    try:
+        with open_regular(path) as f:
+            data = f.read((desc.size if limit is None else min(desc.size, limit)) + 1)
+    except FileNotFoundError:
+        raise LayoutError(f"{label} {desc.digest} is missing from {layout}") from None
+    except OSError as exc:
+        raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    if actual != desc.digest:
+        raise IntegrityError(label, desc.digest, actual)
+    if len(data) != desc.size:
+        raise IntegrityError(f"{label} {desc.digest} (size)", f"{desc.size} bytes", f"{len(data)} bytes")
+    return data
 
 
 def _load_json(path: Path) -> Any:

@@ -28,7 +28,6 @@ Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layou
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -36,10 +35,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
-from lemonpack.files import open_regular
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
-from lemonpack.oci.layout_reader import read_layout
+from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.reference import is_tag
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.reference import Reference
@@ -238,18 +236,7 @@ def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list
 
     def load(desc: Descriptor) -> tuple[bytes, dict, str]:
         path = blobs_dir / desc.hex
-        try:
-            with open_regular(path) as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise LayoutError(f"{root}: manifest blob {desc.digest} is missing") from None
-        except OSError as exc:
-            raise LayoutError(f"{path}: cannot read manifest blob: {exc.strerror or exc}") from None
-        actual = "sha256:" + hashlib.sha256(data).hexdigest()
-        if actual != desc.digest:
-            raise IntegrityError(str(path), desc.digest, actual)
-        if len(data) != desc.size:
-            raise LayoutError(f"{path}: size {len(data)}, its descriptor says {desc.size}")
+        data = read_blob(root, desc, f"{root}: manifest blob")
         doc, media_type = _media_type_of(data, desc.media_type, str(path))
         return data, doc, media_type
 
