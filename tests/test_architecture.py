@@ -242,7 +242,7 @@ LARGE_MODULE_LINES = 500
 
 def large_module_table(text: str) -> dict[str, tuple[int, str]]:
     """``{module path: (lines at most, its one job)}`` from the rows of docs/architecture.md's
-    "Large modules and their one job" section (`` | `lemonpack/PATH.py` | BOUND | JOB | ``)."""
+    "Large modules and their one job" section (`` | `lemonpack/<path>.py` | BOUND | JOB | ``)."""
     section = text.split("## Large modules and their one job", 1)[1].split("\n## ", 1)[0]
     table = {}
     for line in section.splitlines():

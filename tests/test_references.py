@@ -1,14 +1,16 @@
-"""No dangling file references: every ``*.md`` file the code and the docs name exists, and so
-does every ``path/like/this.py`` the docs name; every ``:mod:`` a docstring names is a module.
+"""No dangling file references: every ``*.md`` file and every ``<dir>/<name>.py`` path the code
+and the docs name exists; every ``:mod:`` a docstring names is a module.
 
 What is read: the code (``lemonpack/``, ``tests/``, ``scripts/``, ``bench/``, ``pyproject.toml``)
 and the docs (every ``*.md`` file of the repository). In a Python file only its docstrings,
 comments and string constants count (in ``tests/`` docstrings and comments only: a test's
-strings name the temporary files it makes); any other text file is read whole.
+strings name the temporary files it makes); any other text file is read whole. A bare
+``name.py`` is not a path (the server room's table names ``main.py`` ...); a placeholder is
+written ``<name>``, which names nothing.
 
 A reference exists when it names a file relative to the repository root or to the referring
-file's directory (a doc's module path may also leave out ``lemonpack/``: ``runtime/launch/tokens.py``).
-A module a change plans but has not written yet is marked so in the text, right after its path:
+file's directory (a module path may also leave out ``lemonpack/``: ``runtime/launch/tokens.py``).
+A module a change plans but has not written yet is marked so right after its path:
 `` `lemonpack/trust/policy.py` (planned ``. Other projects' files (the OCI image-spec's
 ``manifest.md`` ...) are :data:`EXTERNAL`, each with the project that holds it: a name there
 is never looked for here.
@@ -75,9 +77,10 @@ def python_texts(path: Path, source: str, *, strings: bool) -> list[tuple[int, s
     return out
 
 
-def references(text: str, *, py_paths: bool) -> list[tuple[int, str]]:
-    """``[(line offset, reference)]``: the ``*.md`` names in ``text`` (and, with ``py_paths``,
-    the ``dir/name.py`` paths), URLs left out, and a reference followed by ``(planned`` left out."""
+def references(text: str, *, py_paths: bool = True) -> list[tuple[int, str]]:
+    """``[(line offset, reference)]``: the ``*.md`` names and (unless not ``py_paths``) the
+    ``<dir>/<name>.py`` paths in ``text``, URLs left out, and a reference followed by
+    ``(planned`` left out."""
     out = []
     for n, line in enumerate(text.splitlines()):
         line = _URL.sub(" ", line)
@@ -123,13 +126,12 @@ def dangling(root: Path) -> list[str]:
         if path.suffix == ".py":
             try:
                 parts = python_texts(path, text, strings=rel.parts[0] != "tests")
-            except SyntaxError:
-                continue
+            except SyntaxError:  # a fixture that is not Python: read whole
+                parts = [(1, text)]
         else:
             parts = [(1, text)]
-        is_doc = path.suffix == ".md"
-        for line, part in parts:
-            for offset, ref in references(part, py_paths=is_doc):
+        for line, part in parts:  # pyproject.toml's .py paths are package-data globs, relative to their package
+            for offset, ref in references(part, py_paths=path.name != "pyproject.toml"):
                 if not resolves(ref, path, root):
                     wrong.append(f"{rel}:{line + offset}: {ref}")
     return sorted(set(wrong))
@@ -155,13 +157,14 @@ def test_a_planted_dangling_reference_is_found(tmp_path):
         "docs/a.md": "Back to [the readme](../README.md); DESIGN.md.\n",
         "lemonpack/__init__.py": '"""Rooms (see DESIGN.md)."""\nX = "docs/a.md"  # STYLE.md\nY = "gone.md"\n',
         "lemonpack/x/__init__.py": "",
-        "lemonpack/x/y.py": '"""Notes: ``NOTES.md`` next to this file."""\n',
+        "lemonpack/x/y.py": '"""Notes: ``NOTES.md`` next to this file; tested by ``tests/test_y.py``."""\n',
         "lemonpack/x/NOTES.md": "notes\n",
         "tests/test_t.py": '"""Reads README.md."""\nP = "RESULTS.md"  # a temporary file: not a reference\n',
-        "pyproject.toml": 'readme = "README.md"\n# the code follows STYLE.md\n',
+        "pyproject.toml": 'readme = "README.md"\n# the code follows STYLE.md\n"x" = ["tree/y.py"]\n',
     })
     assert dangling(root) == sorted([
         "README.md:1: docs/b.md", "README.md:1: x/gone.py", "docs/a.md:1: DESIGN.md",
+        "lemonpack/x/y.py:1: tests/test_y.py",
         "lemonpack/__init__.py:1: DESIGN.md", "lemonpack/__init__.py:2: STYLE.md", "lemonpack/__init__.py:3: gone.md",
         "pyproject.toml:2: STYLE.md",
     ])
@@ -175,7 +178,7 @@ def test_a_planted_dangling_reference_is_found(tmp_path):
     ("`runtime/launch/tokens.py`, bare main.py", ["runtime/launch/tokens.py"]),
 ])
 def test_references_in_a_line(text, expected):
-    assert [r for _, r in references(text, py_paths=True)] == expected
+    assert [r for _, r in references(text)] == expected
 
 
 def module_names(package: Path) -> set[str]:
