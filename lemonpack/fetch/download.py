@@ -56,7 +56,6 @@ def download_client() -> httpx.Client:
     return httpclient.client(timeout=READ_TIMEOUT, connect_timeout=CONNECT_TIMEOUT, trust_env=True)
 
 
-
 @dataclass(frozen=True)
 class Fetched:
     """A verified artifact in the cache.

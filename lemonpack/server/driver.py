@@ -27,7 +27,6 @@ import httpx
 from aiohttp import web
 
 from lemonpack import httpclient
-
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
