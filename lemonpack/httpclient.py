@@ -4,7 +4,7 @@ lemonpack makes goes through an ``httpx`` client made here.
 Who uses it: downloads and the catalogue's documents (:mod:`lemonpack.fetch.download`,
 ``catalogue update``/``build``), the registry transport (:mod:`lemonpack.registry.transport`:
 its auth flow and retries wrap the client made here), the engines' health probes and watchdog
-(:mod:`lemonpack.runtime.probes`), and ``serve``'s endpoint probes and ``downsize_endpoint``
+(:mod:`lemonpack.runtime.engines.probes`), and ``serve``'s endpoint probes and ``downsize_endpoint``
 calls (:mod:`lemonpack.server.endpoints`, :mod:`lemonpack.server.driver`). The one path that
 is not an httpx client is the proxy's streaming relay, :mod:`lemonpack.server.upstream`: it
 passes a chunked answer on with its framing, which no httpx client can (h11 decodes the
