@@ -1,5 +1,6 @@
 """No dangling file references: every ``*.md`` file and every ``<dir>/<name>.py`` path the code
-and the docs name exists; every ``:mod:`` a docstring names is a module.
+and the docs name exists; every ``:mod:`` a docstring names is a module, and every fully
+qualified cross reference (``:func:`lemonpack.x.y```, ``:class:`` ...) names something.
 
 What is read: the code (``lemonpack/``, ``tests/``, ``scripts/``, ``bench/``, ``pyproject.toml``)
 and the docs (every ``*.md`` file of the repository). In a Python file only its docstrings,
@@ -227,3 +228,57 @@ def test_a_planted_mod_reference_to_no_module_is_found(tmp_path):
     })
     assert dangling_modules(root / "lemonpack") == [
         "lemonpack/__init__.py:1: :mod:`lemonpack.gone`", "lemonpack/a/b.py:1: :mod:`.serving`"]
+
+
+_XREF = re.compile(r":(?:func|class|meth|data|attr|exc|obj):`~?([A-Za-z_]\w*(?:\.\w+)+)`")
+
+
+def dangling_names(package: Path) -> list[str]:
+    """``["FILE:LINE: NAME"]`` of every fully qualified cross reference (``:func:`PKG.mod.name```,
+    ``:class:``, ``:meth:`` ...) in ``package``'s code whose target cannot be found: the longest
+    importable module prefix, then attributes. Names relative to a module or class (``:meth:`close```)
+    are a reader's shorthand and are not looked up. ``package`` must be importable."""
+    import importlib
+
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        if "tree" in path.relative_to(package).parts:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for name in _XREF.findall(line):
+                parts = name.split(".")
+                if parts[0] != package.name:
+                    continue
+                found = False
+                for k in range(len(parts), 0, -1):
+                    try:
+                        obj = importlib.import_module(".".join(parts[:k]))
+                    except ImportError:
+                        continue
+                    found = True
+                    for attr in parts[k:]:
+                        if not hasattr(obj, attr):
+                            found = False
+                            break
+                        obj = getattr(obj, attr)
+                    break
+                if not found:
+                    wrong.append(f"{path.relative_to(package.parent)}:{n}: {name}")
+    return wrong
+
+
+def test_every_qualified_cross_reference_names_something():
+    wrong = dangling_names(ROOT / "lemonpack")
+    assert not wrong, "cross references to nothing:\n" + "\n".join(wrong)
+
+
+def test_a_planted_cross_reference_to_nothing_is_found(tmp_path, monkeypatch):
+    _tree(tmp_path, {
+        "plantpkg/__init__.py": '"""See :func:`plantpkg.a.f`, :class:`~plantpkg.a.C`, :meth:`plantpkg.a.C.m`."""\n',
+        "plantpkg/a.py": '"""Moved: :func:`plantpkg.a.build`, :meth:`plantpkg.a.C.gone`, :mod:`x`; local :meth:`m`."""\n'
+                         "def f(): pass\nclass C:\n    def m(self): pass\n",
+        "plantpkg/b.py": '"""Gone: :data:`plantpkg.old.Explain`."""\n',
+    })
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert dangling_names(tmp_path / "plantpkg") == [
+        "plantpkg/a.py:1: plantpkg.a.build", "plantpkg/a.py:1: plantpkg.a.C.gone", "plantpkg/b.py:1: plantpkg.old.Explain"]

@@ -44,7 +44,7 @@ def _validator(major: int = 1) -> jsonschema.protocols.Validator:
 
 
 def recipe_explain(err: jsonschema.ValidationError, path: list, file: str) -> list[Problem] | None:
-    """The recipe contract's own wording for schema errors (see :data:`Explain`): unknown
+    """The recipe contract's own wording for schema errors (see :data:`~lemonpack.schemacheck.Explain`): unknown
     capabilities, host OSes and accelerators, ``requested_ports``, binary names, recipe ids,
     https sources, sha256 forms (seed 000 sections 4 and 9)."""
     where = jsonpath.join(path)

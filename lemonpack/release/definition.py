@@ -99,7 +99,7 @@ def _short(value: Any) -> str:
 
 def _explain(err: Any, path: list, file: str) -> list[Problem] | None:
     """A release image definition's own wording for some schema errors (see
-    :data:`lemonpack.contract.loader.Explain`)."""
+    :data:`lemonpack.schemacheck.Explain`)."""
     where = jsonpath.join(path)
     if err.validator == "oneOf" and path == ["extensions"]:
         return [Problem(file, where, "extensions", f"{_short(err.instance)} is neither \"lock\" nor a non-empty "
