@@ -22,6 +22,7 @@ rec {
   optionalString = cond: s: if cond then s else "";
   optionalAttrs = cond: as: if cond then as else { };
   concatMap = f: list: builtins.concatLists (map f list);
+  inherit concatStringsSep;
   concatMapStrings = f: list: concatStringsSep "" (map f list);
   concatMapStringsSep = sep: f: list: concatStringsSep sep (map f list);
   genAttrs = names: f: listToAttrs (map (n: { name = n; value = f n; }) names);

@@ -67,8 +67,10 @@ moveToOutput() {
 
 # --- dependencies: nativeBuildInputs (offsets -1 0) and buildInputs (offsets 0 1) ---
 # addEnvHooks OFFSET FUNCTION: FUNCTION runs for each dependency whose host offset is OFFSET
-# relative to the hook's package (setup.sh; only what nativeBuildInputs' and buildInputs'
-# hooks can reach is kept: offset 0 from a nativeBuildInputs hook is every buildInputs entry)
+# relative to the hook's package; without strictDeps it runs for every dependency, as
+# nixpkgs does for native builds (setup.sh _addToEnv: "Apply environment hooks to all
+# packages during native compilation"). Only what nativeBuildInputs' and buildInputs' hooks
+# reach is kept: offset 0 from a nativeBuildInputs hook is every buildInputs entry.
 envHostTargetHooks=()
 envBuildHostHooks=()
 addEnvHooks() {
@@ -98,12 +100,24 @@ for i in ${buildInputs:-}; do
     if [ -f "$i/nix-support/setup-hook" ]; then hostOffset=0 targetOffset=1; source "$i/nix-support/setup-hook"; fi
 done
 unset hostOffset targetOffset
-for i in ${buildInputs:-}; do
-    for hook in ${envHostTargetHooks[@]+"${envHostTargetHooks[@]}"}; do "$hook" "$i"; done
-done
-for i in ${nativeBuildInputs:-}; do
-    for hook in ${envBuildHostHooks[@]+"${envBuildHostHooks[@]}"}; do "$hook" "$i"; done
-done
+if [ -z "${strictDeps:-}" ]; then
+    _seen=" "
+    for i in ${nativeBuildInputs:-} ${buildInputs:-}; do
+        case "$_seen" in *" $i "*) continue ;; esac
+        _seen+="$i "
+        for hook in ${envHostTargetHooks[@]+"${envHostTargetHooks[@]}"} ${envBuildHostHooks[@]+"${envBuildHostHooks[@]}"}; do
+            "$hook" "$i"
+        done
+    done
+    unset _seen
+else
+    for i in ${buildInputs:-}; do
+        for hook in ${envHostTargetHooks[@]+"${envHostTargetHooks[@]}"}; do "$hook" "$i"; done
+    done
+    for i in ${nativeBuildInputs:-}; do
+        for hook in ${envBuildHostHooks[@]+"${envBuildHostHooks[@]}"}; do "$hook" "$i"; done
+    done
+fi
 
 # --- patchShebangs (pkgs/build-support/setup-hooks/patch-shebangs.sh, written anew) ---
 # patchShebangs [--build | --host] PATH...: each executable regular file starting with "#!"
