@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from support.tools import need
 
 needs_nix = pytest.mark.usefixtures("nix_installed")
 REPO = Path(__file__).resolve().parents[2]
