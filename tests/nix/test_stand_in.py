@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support.tools import need
+
 
 needs_nix = pytest.mark.usefixtures("nix_installed")
 REPO = Path(__file__).resolve().parents[2]

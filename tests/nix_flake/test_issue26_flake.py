@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.extensions import manifest, write_extension
-from support.nixflake import OFFLINE_NIXPKGS, REPO, SYSTEM, copy_flake, lock_offline, nix
+from support.nixflake import OFFLINE_NIXPKGS, REPO, SYSTEM, copy_flake, nix
 from support.tools import need
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
