@@ -395,7 +395,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
-                            gpu_arch=t.gpu_arch, binary=t.binary))
+                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch))
                     descs.append(desc)
                     tags[result.tag] = desc
                     results.append(result)
