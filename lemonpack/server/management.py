@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -19,7 +18,7 @@ from lemonpack.errors import LemonpackError, one_line
 from lemonpack.hosts import is_loopback
 from lemonpack.runtime.serving.gateway import UP
 from lemonpack.runtime.launch.tokens import check_load_options
-from lemonpack.runtime.serving.policy import Unload, options_key
+from lemonpack.runtime.serving.policy import Unload
 from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import BadBody, parse_json, read_bounded, shown
 from lemonpack.server.driver import Driver
@@ -134,7 +133,7 @@ class Management:
                 log.warning("%s: load options not applied: %s", model,
                             "; ".join(f"{k}: {why}" for k, why in ignored.items()), extra={"fields": {"model": model}})
                 extra["ignored_options"] = ignored
-            info = replace(info, options=options_key(applied))
+            info = await self.driver.info(served, applied)  # admitted at the options it starts with
         try:
             req, eng = await self.driver.acquire(model, info, load=True)
         except Rejected as e:
