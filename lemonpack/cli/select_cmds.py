@@ -6,8 +6,9 @@ decision is :func:`lemonpack.runtime.selection.selector.select_backend` over the
 of each recipe's binary or image; the override is ``LEMONPACK_BACKEND``, else the
 registered model's ``backend`` field. Prints the decision and, per candidate, why it was
 taken or not, and the memory estimate ``lemonpack serve`` admits the model with (at the launch
-options of the recipe that would serve it: :func:`lemonpack.runtime.launch.options.launch_options`). Exit codes: 0 decided (a recipe or the default), 1 a hard error (an
-override naming an unknown, unavailable or unable recipe) or bad input.
+options of the recipe that would serve it: :func:`lemonpack.runtime.launch.options.launch_options`).
+Exit codes: 0 decided (a recipe or the default), 1 a hard error (an override naming an unknown,
+unavailable or unable recipe) or bad input.
 """
 
 from __future__ import annotations

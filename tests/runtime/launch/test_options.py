@@ -70,6 +70,7 @@ def test_launch_plan_reads_the_same_merge(tmp_path):
     model = ModelSpec(name="m", checkpoints={"main": str(tmp_path / "m.gguf")})
     host = HostFacts(os="linux")
     plan = build_launch_plan(r, model, host, port=1, check_files=False)
-    assert plan.argv[-2:] == ("-c", "8192") == ("-c", str(memory_options(launch_options(r, model.recipe_options)).ctx_size))
+    assert plan.argv[-2:] == ("-c", "8192")
+    assert memory_options(launch_options(r, model.recipe_options)).ctx_size == 8192
     plan = build_launch_plan(r, model, host, port=1, check_files=False, options={"ctx_size": 512})
     assert plan.argv[-1] == "512"
