@@ -17,6 +17,7 @@ from aiohttp import web
 from lemonpack.errors import LemonpackError, one_line
 from lemonpack.hosts import is_loopback
 from lemonpack.runtime.serving.gateway import UP
+from lemonpack.runtime.launch.options import launch_options
 from lemonpack.runtime.launch.tokens import check_load_options
 from lemonpack.runtime.serving.policy import Unload
 from lemonpack.runtime.lifecycle.supervisor import State
@@ -127,7 +128,8 @@ class Management:
                 check_load_options(options)
             except LemonpackError as e:
                 return error(400, "invalid_request_error", one_line(str(e)))
-            used = options_used(served.recipe, self.catalog.facts, str(options.get("device") or "") or None)
+            device = launch_options(served.recipe, served.spec.recipe_options, options).get("device")
+            used = options_used(served.recipe, self.catalog.facts, str(device or "") or None)  # the launch's block
             applied, ignored = split_options(options, used, served.recipe_id)
             if ignored:
                 log.warning("%s: load options not applied: %s", model,

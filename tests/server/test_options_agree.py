@@ -89,3 +89,25 @@ def test_launch_admission_and_select_see_the_same_ctx_size(live, tmp_path, capsy
     if load_options is None:  # select shows the registered model's options (no load is involved)
         shown = _select(capsys, monkeypatch, lv, "user.ctx")["memory"]
         assert (shown["ctx_size"], shown["bytes"]) == (launched, admitted)
+
+
+def test_load_options_are_judged_on_the_block_the_launch_picks(live, tmp_path):
+    """The model's ``device`` option picks the platform block (section 9); ``POST /v1/load``
+    decides which of its options the engine takes on that same block (the one merge), so
+    ``ctx_size`` is applied on a block that has ``{ctx_size}`` although the default block
+    writes ``--ctx-size 256`` literally."""
+    lv = live()
+    gguf = _model(tmp_path / "dev.gguf")
+    doc = fake_doc("two-blocks")
+    cpu = doc["platforms"]["linux"]["cpu"]
+    doc["platforms"]["linux"] = {"cpu": {**cpu, "args": [*cpu["args"], "--ctx-size", "256"]},
+                                 "vulkan": {**cpu, "args": [*cpu["args"], "--ctx-size", "{ctx_size}"]}}
+    write_descriptor(lv.backends, "two-blocks.json", doc)
+    lv.registry.add("user.dev", "two-blocks", {"main": str(gguf)}, {"device": "vulkan"})
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=60) as c:
+        r = c.post("/v1/load", json={"model_name": "user.dev", "ctx_size": 1024})
+        assert r.status_code == 200, r.text
+        assert r.json()["options"] == {"ctx_size": "1024"} and "ignored_options" not in r.json(), r.json()
+        assert _served_ctx(lv.server.runner.engine("user.dev").argv) == 1024
+        assert _admitted(c.get("/metrics").text, "user.dev") == estimate_model(str(gguf), 1024).total
