@@ -47,6 +47,7 @@ from pathlib import Path
 from lemonpack.files import replace_file
 from lemonpack.digest import is_sha256_hex
 from lemonpack.nix.hashes import sri_from_hex
+from lemonpack.safetree import path_problem
 
 _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
 """A Nix identifier (Nix manual, "Language: Identifiers"), usable unquoted with ``-A``."""
@@ -95,8 +96,9 @@ class NixSource:
     :func:`attr_name`); ``url``: the origin URL; ``mirror_path``: ``"host/path"`` of that
     URL in a mirror (:func:`lemonpack.fetch.mirror.mirror_path`); ``sha256_hex``: 64
     lowercase hex characters; ``os``, ``accelerator``, ``gpu_arch`` (or None): the platform
-    it is for; ``binary``: the executable inside the artifact (a relative path, no ``..``),
-    or None. Raises ``ValueError`` on a bad name, digest, URL, mirror path or binary.
+    it is for; ``binary``: the executable inside the artifact (a relative path), or None.
+    Raises ``ValueError`` on a bad name, digest or URL, and on a mirror path or binary that
+    is not a safe relative path (:func:`lemonpack.safetree.path_problem`).
     """
 
     name: str
@@ -115,11 +117,9 @@ class NixSource:
             raise ValueError(f"{self.name}: not a sha256 hex digest: {self.sha256_hex!r}")
         if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
             raise ValueError(f"{self.name}: not an http(s) URL: {self.url!r}")
-        parts = self.mirror_path.split("/")
-        if self.mirror_path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        if path_problem(self.mirror_path):
             raise ValueError(f"{self.name}: bad mirror path: {self.mirror_path!r}")
-        if self.binary is not None and (self.binary.startswith("/") or not self.binary
-                                        or ".." in self.binary.split("/")):
+        if self.binary is not None and path_problem(self.binary):
             raise ValueError(f"{self.name}: binary must be a relative path inside the artifact: "
                              f"{self.binary!r}")
 

@@ -38,6 +38,7 @@ from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
 from lemonpack.errors import BuildError, ManifestError, Problem
 from lemonpack.files import open_regular
+from lemonpack.safetree import inside
 
 SCHEMA_FILE = "release-image-v1.schema.json"
 
@@ -123,7 +124,7 @@ def _inside(tree: Path, rel: str) -> Path | None:
     """``tree/rel`` resolved, or None when it leaves ``tree`` (a symlink) or is not a file."""
     root = tree.resolve()
     target = (root / rel).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
+    if not inside(target, root) or not target.is_file():
         return None
     return target
 

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
+import httpx
 from aiohttp import web
 
+from lemonpack import httpclient
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lemonpack.server")
 
 DEFAULT_MAX_IN_FLIGHT = 64
+DOWNSIZE_TIMEOUT = 30.0
+"""Seconds a ``downsize_endpoint`` call may take in all (connect, send, answer)."""
 
 
 @dataclass
@@ -96,7 +99,7 @@ class Driver:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._estimates: dict[tuple[Any, ...], int] = {}
-        self._sessions: dict[int, tuple[Any, aiohttp.ClientSession]] = {}  # downsize calls
+        self._sessions: dict[int, tuple[Any, httpx.AsyncClient]] = {}  # downsize calls
         #: called on the loop when an engine has stopped (the proxy drops its connections)
         self.on_engine_stopped: list[Any] = []
         runner.add_observer(self._engine_event)
@@ -301,7 +304,7 @@ class Driver:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for _eng, s in list(self._sessions.values()):
-            await s.close()
+            await s.aclose()
         self._sessions.clear()
 
     async def _sweep_loop(self) -> None:
@@ -328,25 +331,24 @@ class Driver:
         """Close the downsize sessions of engines that have exited."""
         for k, (eng, sess) in list(self._sessions.items()):
             if eng.poll() is not None:
-                asyncio.ensure_future(sess.close())
+                asyncio.ensure_future(sess.aclose())
                 del self._sessions[k]
 
-    def _session(self, eng: Any) -> aiohttp.ClientSession:
-        """The downsize client session of engine ``eng``: one per engine, kept for the
-        engine's life (never shared with another engine). Sessions of engines that have
-        exited are closed here, never one in use."""
+    def _session(self, eng: Any) -> httpx.AsyncClient:
+        """The downsize client of engine ``eng``: one per engine, kept for the engine's life
+        (never shared with another engine). Clients of engines that have exited are closed
+        here, never one in use. Made by :func:`lemonpack.httpclient.async_client`: no proxy
+        (``trust_env=False``), no ``User-Agent``, no pool bound; the time bound is
+        :data:`DOWNSIZE_TIMEOUT` on the whole call (:meth:`_downsize`)."""
         key = id(eng)
         got = self._sessions.get(key)
         if got is not None and got[0] is eng:
             return got[1]
         for k, (old_eng, old) in list(self._sessions.items()):
             if old_eng.poll() is not None or k == key:  # an engine gone (or an id reused)
-                asyncio.ensure_future(old.close())
+                asyncio.ensure_future(old.aclose())
                 del self._sessions[k]
-        s = aiohttp.ClientSession(
-            auto_decompress=False, trust_env=False, skip_auto_headers=("User-Agent", "Content-Type"),
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, use_dns_cache=False),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        s = httpclient.async_client(timeout=None, trust_env=False, user_agent=None, max_connections=None)
         self._sessions[key] = (eng, s)
         return s
 
@@ -359,12 +361,18 @@ class Driver:
         path = served.recipe.downsize_endpoint if served.recipe is not None else None
         if not path:
             return
+        client = self._session(eng)
+
+        async def post() -> int:
+            async with client.stream("POST", eng.url + path, content=b"") as r:
+                async for _ in r.aiter_raw():  # read whole (keep-alive), never decoded
+                    pass
+                return r.status_code
+
         try:
-            async with self._session(eng).post(eng.url + path, data=b"",
-                                               timeout=aiohttp.ClientTimeout(total=30)) as r:
-                await r.read()
-                log.info("%s: downsize %s -> %s", name, path, r.status, extra={"fields": {"model": name}})
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            status = await asyncio.wait_for(post(), DOWNSIZE_TIMEOUT)
+            log.info("%s: downsize %s -> %s", name, path, status, extra={"fields": {"model": name}})
+        except (httpx.HTTPError, httpx.InvalidURL, asyncio.TimeoutError) as e:
             log.warning("%s: downsize %s failed: %s", name, path, e)
 
 
