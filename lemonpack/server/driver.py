@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from lemonpack import httpclient
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
-from lemonpack.runtime.launch.tokens import OPTION_DEFAULTS
+from lemonpack.runtime.launch.options import launch_options, memory_options
 from lemonpack.runtime.models.memory import estimate_model
 from lemonpack.runtime.lifecycle.runner import Runner
 from lemonpack.runtime.selection.selector import BackendSelectionError
@@ -249,40 +249,42 @@ class Driver:
             return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
         return served
 
-    async def info(self, served: ServedModel) -> ModelInfo:
+    async def info(self, served: ServedModel, options: dict[str, Any] | None = None) -> ModelInfo:
         """What admission needs of ``served`` (memory estimated before start; an endpoint
-        model is ``remote`` and holds nothing here)."""
+        model is ``remote`` and holds nothing here). ``options``: the load options the engine
+        is to start with (a ``POST /v1/load``'s, applied); None: the ones it was last loaded
+        with (:attr:`Catalog.load_options`)."""
         rec = served.recipe
         modes = sorted({m for c in rec.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)}) \
             if rec is not None else []
         if served.remote:
             return ModelInfo(kind=modes[0] if modes else "chat", remote=True)
-        opts = self.catalog.load_options.get(served.name, {})
+        opts = self.catalog.load_options.get(served.name, {}) if options is None else options
         return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
                          kind=modes[0] if modes else "chat", options=options_key(opts))
 
-    async def _estimate(self, served: ServedModel, options: dict[str, Any]) -> int:
+    async def _estimate(self, served: ServedModel, options: Mapping[str, Any]) -> int:
         """:func:`lemonpack.runtime.models.memory.estimate_model` of the model's main file at the
-        context size its launch would use (cached per file, size, mtime and options; 0 when
-        the model is not a local file)."""
+        context size and KV cache types its launch would use: the options of
+        :func:`lemonpack.runtime.launch.options.launch_options` (the launch plan's own merge)
+        read by :func:`~lemonpack.runtime.launch.options.memory_options`. Cached per file,
+        size, mtime and those figures; 0 when the model is not a local file or an option
+        value is one the launch would refuse (the start then says why)."""
         path = (served.spec.checkpoints or {}).get("main")
         if not path or not os.path.isabs(os.path.expanduser(str(path))):
             return 0
         path = os.path.expanduser(str(path))
-        merged = {**(served.recipe.recipe_options if served.recipe else {}), **served.spec.recipe_options, **options}
-        ctx = merged.get("ctx_size") or OPTION_DEFAULTS["ctx_size"]
-        k = str(merged.get("cache_type_k") or OPTION_DEFAULTS["cache_type_k"])
-        v = str(merged.get("cache_type_v") or OPTION_DEFAULTS["cache_type_v"])
         try:
+            mem = memory_options(launch_options(served.recipe, served.spec.recipe_options, options))
             st = os.stat(path)
-            ctx_n = int(ctx)
-        except (OSError, ValueError):
+        except (OSError, LemonpackError):
             return 0
-        key = (path, st.st_size, st.st_mtime_ns, ctx_n, k, v)
+        key = (path, st.st_size, st.st_mtime_ns, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
         got = self._estimates.get(key)
         if got is None:
             try:
-                est = await asyncio.get_running_loop().run_in_executor(None, estimate_model, path, ctx_n, k, v)
+                est = await asyncio.get_running_loop().run_in_executor(
+                    None, estimate_model, path, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
             except LemonpackError:
                 return 0
             got = self._estimates[key] = est.total
