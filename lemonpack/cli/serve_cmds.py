@@ -28,13 +28,29 @@ def serve(
                                                   "the host's available RAM minus 1 GiB."),
     engine_output: bool = typer.Option(True, "--engine-output/--no-engine-output",
                                        help="Show the engines' output lines on stderr, prefixed [MODEL]."),
+    max_connections: int = typer.Option(1024, "--max-connections", min=1, metavar="N",
+                                        help="Client connections open at once (lowered to fit the open-files "
+                                             "limit); at the cap the longest idle one is closed, and when all are "
+                                             "busy a new one gets HTTP 503."),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", min=0.1, metavar="SECONDS",
+                                         help="A connection must send a complete request head within this; "
+                                              "else 408 and closed."),
+    keepalive_timeout: float = typer.Option(75.0, "--keepalive-timeout", min=0.1, metavar="SECONDS",
+                                            help="Close a kept-alive connection idle this long between requests."),
+    body_timeout: float = typer.Option(60.0, "--body-timeout", min=0.1, metavar="SECONDS",
+                                       help="Longest wait for the next bytes of a request body; else HTTP 408."),
+    body_budget: str = typer.Option("256MiB", "--body-budget", metavar="SIZE",
+                                    help="Request bodies all requests may hold in memory together; past it "
+                                         "HTTP 503 (413 for one body larger than it)."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
     from lemonpack.server.main import ServeConfig, run
 
     config = ServeConfig(host=host, port=port, max_in_flight=max_in_flight, json_logs=json_logs, ttl=ttl,
                          soft_idle=soft_idle, metrics_remote=metrics_remote, load_timeout=load_timeout,
-                         memory_budget=memory_budget, engine_output=engine_output)
+                         memory_budget=memory_budget, engine_output=engine_output, max_connections=max_connections,
+                         header_timeout=header_timeout, keepalive_timeout=keepalive_timeout,
+                         body_timeout=body_timeout, body_budget=body_budget)
     return run(config, notice=lambda text: err_console.print(text, markup=False))
 
 

@@ -160,6 +160,7 @@ class _Model:
     busy: set = field(default_factory=set)
     since: float = 0.0  # ready, or the end of its last request
     draining: str | None = None
+    draining_for: str | None = None  # the model it gives way to (evict, swap)
     downsized: bool = False
     remote: bool = False
     down: str | None = None  # a remote model's reason while every endpoint is down
@@ -229,6 +230,16 @@ class ServingPolicy:
         """Estimated bytes of each model whose engine is not stopped."""
         return {n: m.info.memory for n, m in self._models.items()
                 if m.phase is not Phase.STOPPED and m.info and not m.remote}
+
+    def giving_way(self, model: str) -> tuple[str, str | None] | None:
+        """Why ``model`` drains or stops for something else: ``("evict", OTHER)`` (memory for
+        model ``OTHER``), ``("swap", OTHER)`` (a slot policy: ``OTHER`` may not run beside it),
+        ``("reload", None)`` (new load options); None when it does not (an unload, the TTL,
+        a shutdown: the caller knows which)."""
+        m = self._models.get(model)
+        if m is None or m.draining is None:
+            return None
+        return m.draining, m.draining_for if m.draining in ("evict", "swap") else None
 
     @property
     def idle(self) -> bool:
@@ -398,7 +409,7 @@ class ServingPolicy:
                 return  # an older request waits for that model: it goes first (no ping-pong)
             for n, o in conflicts:
                 if o.draining is None:
-                    o.draining = "swap"
+                    o.draining, o.draining_for = "swap", name
                 if o.phase is Phase.READY and not o.busy:
                     self._stop(n, o)
             return  # waits for them to stop
@@ -420,7 +431,7 @@ class ServingPolicy:
         for n, o in idle:  # least recently used first
             if free + releasing >= need:
                 break
-            o.draining = "evict"
+            o.draining, o.draining_for = "evict", name
             releasing += o.info.metered if o.info is not None else 0
             self._stop(n, o)
 
