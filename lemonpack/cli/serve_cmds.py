@@ -44,14 +44,10 @@ def serve(
                                          "HTTP 503 (413 for one body larger than it)."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
+    options = dict(locals())  # every parameter is the ServeConfig field of its name
     from lemonpack.server.main import ServeConfig, run
 
-    config = ServeConfig(host=host, port=port, max_in_flight=max_in_flight, json_logs=json_logs, ttl=ttl,
-                         soft_idle=soft_idle, metrics_remote=metrics_remote, load_timeout=load_timeout,
-                         memory_budget=memory_budget, engine_output=engine_output, max_connections=max_connections,
-                         header_timeout=header_timeout, keepalive_timeout=keepalive_timeout,
-                         body_timeout=body_timeout, body_budget=body_budget)
-    return run(config, notice=lambda text: err_console.print(text, markup=False))
+    return run(ServeConfig(**options), notice=lambda text: err_console.print(text, markup=False))
 
 
 __all__ = ["serve"]
