@@ -199,6 +199,7 @@ class Driver:
                 self.post(EngineFailed(model, "it has no endpoint any more"))
             return
         self.metrics.starts.labels(clip(model, 200)).inc()
+        self.events.emit("starting", model, "starting its engine", memory=info.memory or None)
         self.catalog.load_options[model] = dict(info.options)
         fut = self.runner.request(model)
         fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event

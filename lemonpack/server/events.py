@@ -1,7 +1,7 @@
 """Engine events: one log line each, and the same events on ``GET /v1/events`` (server-sent events).
 
-What an operator must learn without reading ``/v1/models`` in a loop: an engine that
-``started``/became ``ready``/``start_failed``, one that ``exited`` after ready (its exit code or
+What an operator must learn without reading ``/v1/models`` in a loop: an engine
+``starting`` (its estimated ``memory``), ``ready``, or ``start_failed``, one that ``exited`` after ready (its exit code or
 the signal that killed it: an OOM kill is ``signal=9``), one ``replaced`` because the watchdog saw
 its health check fail (why), one ``evicted`` to free memory (``for`` the model that needed it),
 one that ``gave_way`` to another (slot policy) or is ``reloading`` with new load options, one
@@ -82,6 +82,7 @@ class EngineEvents:
         self._kept: deque[dict[str, Any]] = deque(maxlen=KEPT)
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.closed = False
+        self.stopping_server = False  # set by shutting_down(): a stop from then on is the shutdown's
         self._current: object = None  # the event the policy is handling (why it stops an engine)
         self._unload_by: dict[str, str] = {}
         self._refused: dict[tuple[str, str], float] = {}
@@ -120,6 +121,11 @@ class EngineEvents:
         elif isinstance(ev, Unload):
             self._unload_by[model] = REQUEST_SOURCE.get() or self._unload_by.get(model) or "the server"
 
+    def shutting_down(self) -> None:
+        """The server is stopping: every engine stopped from now on (not unloaded by a
+        client first) is ``unloaded`` ``by`` ``shutdown``."""
+        self.stopping_server = True
+
     def handled(self, ev: object) -> None:
         """The policy has handled ``ev``."""
         self._current = None
@@ -149,7 +155,7 @@ class EngineEvents:
         elif model in self._unload_by:
             by = self._unload_by.pop(model)
             self.emit("unloaded", model, f"unloaded by {by}", by=by)
-        elif isinstance(self._current, Shutdown):
+        elif self.stopping_server or isinstance(self._current, Shutdown):
             self.emit("unloaded", model, "unloaded: the server is shutting down", by="shutdown")
         elif isinstance(self._current, Tick) and self.ttl is not None:
             self.emit("unloaded", model, f"unloaded: idle for {self.ttl:g} s (--ttl)", by="ttl")

@@ -83,6 +83,7 @@ async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable
     if on_ready is not None:
         on_ready()
     await loop.run_in_executor(None, stop.wait)
+    server.driver.events.shutting_down()
     await runner.cleanup()
 
 

@@ -121,6 +121,8 @@ def test_watchdog_eviction_and_refusal_are_events(tmp_path):
         evicted = ev.get("evicted")
         assert evicted["model"] == "user.a" and evicted["for"] == "user.b", evicted
         assert any("evicted" in ln and "user.b" in ln for ln in s.lines)
+    # the engine still running at the end is unloaded by the shutdown, and says so
+    assert any("user.b" in ln and "by=shutdown" in ln for ln in s.lines), s.log()
     # refusal: a model larger than the budget, told once per second however many ask
     (tmp_path / "two").mkdir()
     with serve_proc(tmp_path / "two", doc, "--no-engine-output", "--memory-budget", "500B",
@@ -131,6 +133,20 @@ def test_watchdog_eviction_and_refusal_are_events(tmp_path):
         ref = ev.get("refused")
         assert ref["model"] == "user.big" and ref["kind"] == "insufficient_memory" and ref["status"] == 503
         assert sum("refused" in ln for ln in s.lines) <= 2, s.log()
+
+
+def test_events_answer_loopback_clients_only():
+    import asyncio
+    from unittest import mock
+
+    from aiohttp.test_utils import make_mocked_request
+
+    async def ask(peer: str) -> int:
+        transport = mock.Mock()
+        transport.get_extra_info.side_effect = lambda k, d=None: (peer, 5555) if k == "peername" else d
+        resp = await EngineEvents().stream(make_mocked_request("GET", "/v1/events", transport=transport))
+        return resp.status
+    assert asyncio.run(ask("10.1.2.3")) == 403
 
 
 def test_exit_text_names_the_signal():
