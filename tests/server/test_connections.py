@@ -42,6 +42,27 @@ def test_once_folds_repeats_into_the_next_line(caplog):
     assert lines == ["out of fds", "out of fds (500 more in the last 0.2 s)"]
 
 
+def test_the_loop_handler_folds_fd_exhaustion_and_passes_the_rest(caplog):
+    import asyncio
+    import errno
+
+    from lemonpack.server.connections import quiet_exception_handler
+
+    loop = asyncio.new_event_loop()
+    try:
+        handler = quiet_exception_handler(Once(every=60))
+        with caplog.at_level(logging.INFO):
+            for _ in range(1000):  # what asyncio reports per failed accept
+                handler(loop, {"message": "socket.accept() out of system resource",
+                               "exception": OSError(errno.EMFILE, "Too many open files")})
+            handler(loop, {"message": "something else", "exception": ValueError("x")})
+    finally:
+        loop.close()
+    ours = [r for r in caplog.records if r.name == "lemonpack.server"]
+    assert len(ours) == 1 and "out of file descriptors" in ours[0].getMessage() and not ours[0].exc_info
+    assert any(r.name == "asyncio" and "something else" in r.getMessage() for r in caplog.records)
+
+
 def test_the_handler_attributes_the_guard_reads_exist():
     """:class:`GuardedHandler` reads three attributes of aiohttp's handler: fail here, not in
     production, when an aiohttp release renames them."""

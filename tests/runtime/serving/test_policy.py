@@ -330,3 +330,20 @@ def test_random_event_sequences_keep_the_invariants(events, budget):
             p.handle(EngineStopped(m))
     assert all(ph == "stopped" for ph in w.phase.values()), w.phase
     assert p.idle
+
+
+def test_giving_way_says_for_whom():
+    """What the server's engine events read (``evicted`` ``for``, ``gave_way`` ``for``, ``reloading``)."""
+    p, fx, _ = make(budget=6 * GiB)
+    p.handle(Arrive(1, "a", ModelInfo(memory=4 * GiB))); up(p, fx, "a"); p.handle(Finish(1))
+    assert p.giving_way("a") is None
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    assert fx.log[-1] == ("stop", "a") and p.giving_way("a") == ("evict", "b")
+    down(p, "a")
+    assert p.giving_way("a") is None
+    npu = ModelInfo(slot_policy="exclusive_npu")
+    p.handle(Arrive(3, "x", npu)); up(p, fx, "x"); p.handle(Finish(3))
+    p.handle(Arrive(4, "y", npu))
+    assert p.giving_way("x") == ("swap", "y")
+    p.handle(Arrive(5, "b", ModelInfo(memory=4 * GiB, options=(("ctx_size", "512"),)), load=True))
+    assert p.giving_way("b") == ("reload", None)
