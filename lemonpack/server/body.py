@@ -112,12 +112,18 @@ def _limits(request: web.Request) -> BodyLimits | None:
 
 
 async def _read(request: web.Request, limits: BodyLimits | None) -> bytes:
-    """The next chunk of ``request``'s body (b"" at its end), within ``limits.timeout``."""
+    """The next chunk of ``request``'s body (b"" at its end), within ``limits.timeout``
+    (bytes already received are taken without a timer: a small body came with its head)."""
+    content = request.content
     if limits is None or limits.timeout is None:
-        return await request.content.read(READ_CHUNK)
+        return await content.read(READ_CHUNK)
+    got = content.read_nowait(READ_CHUNK)
+    if got or content.at_eof():
+        return got
     try:
-        return await asyncio.wait_for(request.content.read(READ_CHUNK), limits.timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(limits.timeout):
+            return await content.read(READ_CHUNK)
+    except TimeoutError:
         raise BadBody(f"no byte of the request body within {limits.timeout:g} s (serve --body-timeout)",
                       408) from None
 

@@ -37,6 +37,7 @@ import json
 import logging
 import resource
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -225,20 +226,23 @@ class Guard:
         self.cap = connection_cap(limits.max_connections, nofile)
         self.once = once or Once()
         self.open: OrderedDict[GuardedHandler, None] = OrderedDict()  # least recently used first
-        self.pending = 0  # made, not yet connected
+        #: handlers made, not yet connected (weak: one whose connection failed before
+        #: ``connection_made`` is forgotten with it)
+        self.pending: weakref.WeakSet[GuardedHandler] = weakref.WeakSet()
         self.overflowing = 0
         self.reused = self.refused = self.timed_out = 0
 
     def __call__(self) -> asyncio.BaseProtocol:
-        if len(self.open) + self.pending >= self.cap and not self._make_room():
+        if len(self.open) + len(self.pending) >= self.cap and not self._make_room():
             self.refused += 1
             self.once.tell("connection-cap", f"connection cap {self.cap} reached with every connection busy: "
                            "answering 503 server_busy")
             if self.overflowing >= OVERFLOW_MAX:
                 return _Closer()
             return Overflow(self)
-        self.pending += 1
-        return GuardedHandler(self, self.server, loop=asyncio.get_running_loop(), **self.kwargs)
+        h = GuardedHandler(self, self.server, loop=asyncio.get_running_loop(), **self.kwargs)
+        self.pending.add(h)
+        return h
 
     def _make_room(self) -> bool:
         for h in self.open:
@@ -254,7 +258,7 @@ class Guard:
         return False
 
     def opened(self, h: GuardedHandler) -> None:
-        self.pending = max(0, self.pending - 1)
+        self.pending.discard(h)
         self.open[h] = None
 
     def touched(self, h: GuardedHandler) -> None:
