@@ -188,7 +188,8 @@ class EngineEvents:
                                "message": " ".join(message.split())[:2000]}
         doc.update({k: v for k, v in fields.items() if v is not None})
         level = logging.WARNING if event in WARNINGS else logging.INFO
-        line = {k: v for k, v in doc.items() if k not in ("id", "ts", "message", "model")}
+        line = {k: " ".join(v.split())[:500] if isinstance(v, str) else v  # one event, one log line
+                for k, v in doc.items() if k not in ("id", "ts", "message", "model")}
         log.log(level, "%s: %s", name, doc["message"], extra={"fields": {"model": name, **line}})
         self._kept.append(doc)
         for q in list(self._streams):

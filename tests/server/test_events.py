@@ -135,6 +135,22 @@ def test_watchdog_eviction_and_refusal_are_events(tmp_path):
         assert sum("refused" in ln for ln in s.lines) <= 2, s.log()
 
 
+def test_an_event_is_one_log_line_whatever_its_reason_holds(caplog):
+    import asyncio
+    import logging
+
+    from lemonpack.server.logs import TextLogFormatter
+
+    async def run() -> None:
+        EngineEvents().emit("start_failed", "user.a\nx", "engine failed to start: boom",
+                            reason="boom\nlast log lines:\n  a\n  b")
+    with caplog.at_level(logging.INFO, logger="lemonpack.server.events"):
+        asyncio.run(run())
+    (rec,) = caplog.records
+    text = TextLogFormatter().format(rec)
+    assert "\n" not in text and "event=start_failed" in text and "reason=boom last log lines: a b" in text, text
+
+
 def test_events_answer_loopback_clients_only():
     import asyncio
     from unittest import mock
