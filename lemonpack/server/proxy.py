@@ -124,6 +124,16 @@ class _EngineGone(Exception):
         self.why = why
 
 
+async def _exits(eng: Any, within: float = 0.5) -> bool:
+    """Whether engine ``eng`` exits within ``within`` seconds (it closed its answer: a
+    SIGKILLed process closes its sockets a moment before it can be reaped)."""
+    for _ in range(int(within / 0.02)):
+        if eng.poll() is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return eng.poll() is not None
+
+
 def _gone(request: web.Request) -> bool:
     t = request.transport
     return t is None or t.is_closing()
@@ -358,13 +368,15 @@ class Proxy:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
             raise _EngineGone(str(e)) from None
         try:
-            return await self._answer(request, served, up, info, t0)
+            return await self._answer(request, served, up, info, t0, None if isinstance(eng, Target) else eng)
         finally:
             lease.release(up)
 
     async def _answer(self, request: web.Request, served: ServedModel, up: Answer, info: dict[str, Any],
-                      t0: float) -> web.StreamResponse:
-        """Stream the engine's answer ``up`` to the client."""
+                      t0: float, eng: Any = None) -> web.StreamResponse:
+        """Stream the engine's answer ``up`` to the client. ``eng``: the local engine (None for
+        an endpoint): an event stream delimited by the close of the connection that ends
+        without ``data: [DONE]`` while its engine exits was cut, not finished."""
         ctype = up.headers.get("Content-Type", "")
         rewriter = ModelRewriter(str(info["model"]), ctype)
         dechunk = Dechunker() if up.chunked and rewriter.active else None
@@ -392,7 +404,12 @@ class Proxy:
                 info["bytes"] += len(data)
                 await out.write(data)
 
+        closing = up.framing[0] == "close" and eng is not None and ctype.startswith("text/event-stream")
+        tail = [b""]
+
         async def write(data: bytes) -> None:
+            if closing:
+                tail[0] = (tail[0] + data)[-32:]
             if dechunk is not None:
                 data = dechunk.feed(data)
             if rewriter.active:
@@ -419,6 +436,10 @@ class Proxy:
         if _gone(request):
             info["status"] = 499
             return out
+        if closing and b"[DONE]" not in tail[0] and await _exits(eng):
+            why = f"{served.name}: the engine exited during its answer (code {eng.poll()})"
+            log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
+            return await self._cut(request, out, info, ctype, raw, why)
         rest = rewriter.end() if rewriter.active else b""
         if sized[0]:
             out.content_length = len(rest)
