@@ -14,7 +14,7 @@ response streams chunk by chunk (``X-Accel-Buffering: no`` on event streams), it
 Each engine has its own upstream connection pool for its whole life (one model's traffic
 never touches another's connections). A client that leaves, before or after the first byte,
 cancels the handler (aiohttp's handler cancellation), which closes the upstream request at
-once and frees its slot; an engine dying mid-stream ends the stream. One access line per
+once and frees its slot; an engine dying mid-stream ends the stream as an error (below). One access line per
 request (:func:`lemonpack.server.logs.log_request`; status 499: the client left).
 
 Endpoint models are relayed to the endpoint the pool picks
