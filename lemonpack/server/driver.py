@@ -338,7 +338,8 @@ class Driver:
         registration, recipe or model file went away (the discovery watcher)."""
         self.post(Tick())
         for name in list(self.known):
-            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
+            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.policy.giving_way(name) \
+                    and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
                 self.post(Unload(name))
         self.sweeps += 1

@@ -157,3 +157,20 @@ def test_unload_cuts_at_the_drain_timeout(live):
     t.join(30)
     assert r.json()["cut"] == 1 and r.json()["force"] is False
     assert any("drain timeout" in ln for ln in out["lines"]), out["lines"][-3:]
+
+
+def test_recipe_deleted_while_streaming_lets_the_stream_finish_then_stops(live):
+    lv = live(drain_timeout=30)
+    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "40", "--chunk-delay", "0.05"))
+    lv.start()
+    httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
+    out: dict = {}
+    t = _stream_in_thread(lv.url, out)
+    assert wait_for(lambda: lv.in_flight().get("user.fake"), 10)
+    (lv.backends / "fake-engine.json").unlink()  # the watcher sees it gone: the model gives way
+    assert wait_for(lambda: lv.server.policy.giving_way("user.fake"), 10)
+    t.join(30)
+    assert "data: [DONE]" in out["lines"] and "error" not in out
+    assert wait_for(lambda: lv.server.runner.engine("user.fake") is None
+                    or lv.server.runner.engine("user.fake").poll() is not None, 10)
+    assert lv.server.policy.cuts == 0

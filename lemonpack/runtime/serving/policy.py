@@ -262,6 +262,11 @@ class ServingPolicy:
         return {n: m.info.memory for n, m in self._models.items()
                 if m.phase is not Phase.STOPPED and m.info and not m.remote}
 
+    def giving_way(self, model: str) -> bool:
+        """Whether ``model`` drains to stop (an ``Unload`` or a ``Drain`` waits for its requests)."""
+        m = self._models.get(model)
+        return bool(m and m.draining in ("unload", "shutdown"))
+
     def cuts_of(self, model: str) -> int:
         """Requests of ``model`` cut so far."""
         m = self._models.get(model)

@@ -353,7 +353,7 @@ def test_unload_lets_running_requests_finish_then_stops():
     p, fx, clock = make(drain_timeout=30)
     busy_model(p, fx)
     p.handle(Unload("a"))
-    assert fx.stops == 0 and p.phase("a") is Phase.READY  # running ones go on
+    assert fx.stops == 0 and p.phase("a") is Phase.READY and p.giving_way("a")  # running ones go on
     p.handle(Arrive(3, "a"))
     assert 3 not in fx.answers  # no new request is granted while it gives way
     clock.t = 29.9
