@@ -47,7 +47,9 @@ class BuildPlan:
     architecture; ``compression``; ``mirror`` (None: origins; for ``example`` the mirror is
     served from the package when written); ``base``: the ``--base`` reference or None;
     ``epoch``: the timestamp of every file; ``example``: the shipped example;
-    ``cache``: the artifact cache (None: the default)."""
+    ``cache``: the artifact cache (None: the default); ``source_url``/``revision``: the
+    ``org.opencontainers.image.source``/``.revision`` of the images (``--source-url``,
+    ``--revision``; None: not written)."""
 
     recipes: tuple[Recipe, ...]
     files: tuple[Path | None, ...]
@@ -63,6 +65,8 @@ class BuildPlan:
     example: bool = False
     bases: Mapping[str, Recipe] = field(default_factory=dict)
     cache: ArtifactCache | None = None
+    source_url: str | None = None
+    revision: str | None = None
 
     def targets(self) -> list[tuple[Recipe, Any]]:
         """``(recipe, EffectiveBlock)`` per target the build will write (a narrowing that
@@ -85,7 +89,7 @@ class BuildPlan:
             "compression": self.compression,
             "mirror": "example (served from the installed package on 127.0.0.1)" if self.example
             else (self.mirror.base_url if self.mirror else None),
-            "base": self.base, "epoch": self.epoch,
+            "base": self.base, "epoch": self.epoch, "source_url": self.source_url, "revision": self.revision,
         }
 
 
@@ -98,6 +102,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
                accelerator: str | None = None, arch: str | None = None, cpu_arch: str | None = None,
                compression: str = "gzip", mirror: str | Mirror | None = None, allow_insecure_mirror: bool = False,
                base: str | None = None, example: bool = False, epoch: int | None = None,
+               source_url: str | None = None, revision: str | None = None,
                cache: ArtifactCache | None = None,
                known: Callable[[], Mapping[str, Recipe]] | None = None) -> BuildPlan:
     """Resolve a build's inputs into a :class:`BuildPlan` (nothing fetched or written).
@@ -105,7 +110,8 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     ``recipes``: recipe files (or already loaded recipes); ``example``: build the shipped
     example instead (then no recipes and no ``mirror``; ``$LEMONPACK_MIRROR`` is ignored);
     ``cpu_arch``: default the host's; ``mirror``: a URL or :class:`Mirror` (default
-    ``$LEMONPACK_MIRROR``); ``epoch``: default ``SOURCE_DATE_EPOCH``; ``known``: returns the
+    ``$LEMONPACK_MIRROR``); ``epoch``: default ``SOURCE_DATE_EPOCH``; ``source_url``/``revision``:
+    the images' ``org.opencontainers.image.source``/``.revision`` (None: none); ``known``: returns the
     recipes an ``extends`` base may come from when it is not among ``recipes`` (called only
     then; the CLI passes discovery). Raises as the module docstring says."""
     recipes = list(recipes)
@@ -145,7 +151,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
                      arch=arch, cpu_arch=cpu_arch or host_arch(), compression=compression,
                      mirror=resolved_mirror, base=base, example=example,
                      epoch=source_date_epoch() if epoch is None else epoch,
-                     bases=_missing_bases(loaded, known), cache=cache)
+                     bases=_missing_bases(loaded, known), cache=cache, source_url=source_url, revision=revision)
 
 
 def _missing_bases(recipes: Sequence[Recipe], known) -> dict[str, Recipe]:
@@ -202,7 +208,8 @@ def write_build(plan: BuildPlan, *, progress: bool | None = None,
             mirror = Mirror(stack.enter_context(serve_mirror()))
         opts = BuildOptions(out=plan.out, os=plan.os, accelerator=plan.accelerator, arch=plan.arch, mirror=mirror,
                             cache=plan.cache, epoch=plan.epoch, cpu_arch=plan.cpu_arch, progress=progress,
-                            base=base_source, compression=plan.compression)
+                            base=base_source, compression=plan.compression, source_url=plan.source_url,
+                            revision=plan.revision)
         return build_recipes(list(plan.recipes), opts, on_target=on_target, bases=plan.bases)
 
 
