@@ -53,8 +53,9 @@ def generate_cmd(
                                          "vulkan:intel, oneapi ... (selects the recipe block; gives resource limits "
                                          "and node affinity)."),
     models_from: list[str] = typer.Option([], "--models", metavar="[MODEL=]hostpath|pvc:CLAIM|oci:REF@sha256:D",
-                                          help="Where pods get the model (default hostpath: the model's directory "
-                                               "on the node). Repeatable, per model with MODEL=."),
+                                          help="Where pods get the model (default hostpath: the model's own files "
+                                               "on the node, never their directory). Repeatable, per model with "
+                                               "MODEL=."),
     publish: str | None = typer.Option(None, "--publish", metavar="HOST:PORT",
                                        help="Publish the engines on HOST:PORT, PORT+1 ... (hostIP/hostPort: podman "
                                             "kube play, single-node clusters). HOST must be loopback."),
@@ -63,8 +64,8 @@ def generate_cmd(
     replicas: int = typer.Option(1, "--replicas", help="Pods per model (one GPU each)."),
     out: str = typer.Option(..., "--out", "-o", metavar="FILE|-", help="Where to write the YAML ('-': stdout)."),
     systemd: Path | None = typer.Option(None, "--systemd", metavar="DIR",
-                                        help="Also write a podman-kube@ drop-in and a quadlet .kube file into DIR "
-                                             "(needs --out FILE)."),
+                                        help="Also write a podman-kube@ drop-in and a quadlet .kube file named "
+                                             "after the models (lemonpack-NAME.kube) into DIR (needs --out FILE)."),
     liveness: bool | None = typer.Option(None, "--liveness/--no-liveness",
                                          help="Give the pods a livenessProbe (default: yes, but not with "
                                               "--publish: podman kube play runs it as curl inside the image "
