@@ -330,3 +330,25 @@ def test_build_manifests_carry_created_source_and_revision(tmp_path, monkeypatch
     m3, _ = manifest(tmp_path / "c", "--source-url", src, "--revision", "0123abc")
     assert (tmp_path / "b" / "index.json").read_bytes() == (tmp_path / "c" / "index.json").read_bytes()
     assert m3 == m2
+
+
+def test_out_errors_name_the_users_path(kube_env, capsys, tmp_path):
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.q", "llamacpp-gpu")
+    d = tmp_path / "outdir"
+    d.mkdir()
+    code, _, err = _run(capsys, "user.q", "--image", f"llamacpp-gpu={IMAGE}", "--out", str(d))
+    assert code == 1 and f"--out {d}: is a directory" in err and ".tmp-" not in err and not list(d.iterdir())
+    code, _, err = _run(capsys, "user.q", "--image", f"llamacpp-gpu={IMAGE}", "--out", str(tmp_path / "no" / "x.yaml"))
+    assert code == 1 and f"the directory {tmp_path / 'no'} does not exist" in err
+
+
+def test_the_docs_example_model_name_registers_and_maps(kube_env, capsys):
+    """docs/kubernetes.md's example: a name the registry takes, and the object name it gives."""
+    from lemonpack.kube.names import object_name
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md").read_text()
+    assert "`user.Qwen3.Q4_K_M` becomes `qwen3-q4-k-m`" in text
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.Qwen3.Q4_K_M", "llamacpp-gpu")
+    assert object_name("user.Qwen3.Q4_K_M") == "qwen3-q4-k-m"
