@@ -93,6 +93,20 @@ class BuildPlan:
         }
 
 
+def _check_provenance(source_url: str | None, revision: str | None) -> None:
+    """``--source-url`` must be an absolute URL (image-spec ``annotations.md``: "URL to get
+    source code"), ``--revision`` one word of printable characters; raises :class:`UsageError`."""
+    from urllib.parse import urlsplit
+
+    if source_url is not None:
+        u = urlsplit(source_url)
+        if not u.scheme or not u.netloc or any(c.isspace() for c in source_url):
+            raise UsageError(f"{source_url!r} is not an absolute URL (e.g. https://git.example/team/recipes)",
+                             param="--source-url")
+    if revision is not None and (not revision or not revision.isprintable() or any(c.isspace() for c in revision)):
+        raise UsageError(f"{revision!r} is not a revision (a commit id or tag, no spaces)", param="--revision")
+
+
 def _choice(value: str | None, choices: Sequence[str], param: str) -> None:
     if value is not None and value not in choices:
         raise UsageError(f"{value!r} is not one of {', '.join(choices)}", param=param)
@@ -128,6 +142,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     _choice(accelerator, ACCELERATORS, "--accelerator")
     _choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
     _choice(compression, COMPRESSIONS, "--compression")
+    _check_provenance(source_url, revision)
     resolved_mirror = None if example else (
         mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
     loaded: list[Recipe] = []

@@ -111,7 +111,7 @@ class KubeError(LemonpackError):
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a pod gets the model: ``kind`` ``hostpath`` (the model's directory on the node),
+    """Where a pod gets the model: ``kind`` ``hostpath`` (the model's own files on the node),
     ``pvc`` (``claim``: a PersistentVolumeClaim holding the files at the same relative paths)
     or ``oci`` (``reference``: an OCI model artifact pinned by digest, mounted as an image
     volume)."""

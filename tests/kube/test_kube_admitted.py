@@ -189,6 +189,12 @@ def test_every_variant_is_valid_and_passes_pod_security_restricted(tmp_path):
             assert found == [], f"{name}: {found}"
         pod = _pod(docs)
         assert pod["securityContext"]["runAsUser"] == 65532 and pod["automountServiceAccountToken"] is False
+    # and the tool itself, strictly, on one file holding every variant
+    path = tmp_path / "all.yaml"
+    path.write_bytes(b"".join(render_yaml(docs) for docs in _variants(tmp_path).values()))
+    r = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", K8S, str(path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_the_pss_table_catches_each_planted_violation(tmp_path):
@@ -323,6 +329,8 @@ def test_build_manifests_carry_created_source_and_revision(tmp_path, monkeypatch
     assert "org.opencontainers.image.source" not in ann and "org.opencontainers.image.revision" not in ann
     assert cfg["config"]["User"] == "65532:65532"
     src = "https://git.example.test/team/recipes"
+    assert main(["build", "--example", "--out", str(tmp_path / "x"), "--source-url", "git.example/x"]) == 2  # usage
+    assert "--source-url" in capsys.readouterr().err and not (tmp_path / "x").exists()
     m2, _ = manifest(tmp_path / "b", "--source-url", src, "--revision", "0123abc")
     assert m2["annotations"]["org.opencontainers.image.source"] == src
     assert m2["annotations"]["org.opencontainers.image.revision"] == "0123abc"
