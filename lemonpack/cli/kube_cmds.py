@@ -41,32 +41,6 @@ def _sources(values: list[str]):
     return default, per_model
 
 
-def _check_out(out: str, systemd: Path | None) -> None:
-    """Refuse, before anything is generated, an ``--out`` that is a directory or lies in no
-    directory, and a ``--systemd`` that is a file; the message names the user's path."""
-    from lemonpack.kube import KubeError
-
-    if out != "-":
-        if os.path.isdir(out):
-            raise KubeError(f"--out {out}: is a directory; give the YAML file's path (e.g. {Path(out) / 'engines.yaml'})")
-        parent = os.path.dirname(os.path.abspath(out))
-        if not os.path.isdir(parent):
-            raise KubeError(f"--out {out}: the directory {parent} does not exist")
-    if systemd is not None and systemd.exists() and not systemd.is_dir():
-        raise KubeError(f"--systemd {systemd}: is not a directory")
-
-
-def _write(path: str, data: bytes, option: str) -> None:
-    """:func:`lemonpack.files.replace_file`, its failure a :class:`KubeError` naming ``path``."""
-    from lemonpack.files import replace_file
-    from lemonpack.kube import KubeError
-
-    try:
-        replace_file(path, data)
-    except OSError as e:
-        raise KubeError(f"{option}: cannot write {path}: {e.strerror or e}") from None
-
-
 @kube_app.command("generate")
 def generate_cmd(
     models: list[str] = typer.Argument(..., metavar="MODEL...",
@@ -101,6 +75,7 @@ def generate_cmd(
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
     from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
                                 parse_publish, render_yaml, resolve_models, systemd_units)
+    from lemonpack.kube.inputs import check_outputs, write_output
     from lemonpack.kube.names import valid_namespace
     from lemonpack.kube.systemd import check_quadlet_free, quadlet_name
     from lemonpack.runtime.recipes.discovery import Discovery
@@ -109,7 +84,7 @@ def generate_cmd(
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
-    _check_out(out, systemd)
+    check_outputs(out, systemd)
     target = Target.parse(accelerator)
     images = parse_images(image)
     pub = parse_publish(publish, any_address=publish_any)
@@ -133,7 +108,7 @@ def generate_cmd(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        _write(out, data, "--out")
+        write_output(out, data, "--out")
     written = [] if out == "-" else [os.path.abspath(out)]
     if units is not None and systemd is not None:  # units are made only for --systemd
         for rel, text in units.files:
@@ -142,7 +117,7 @@ def generate_cmd(
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise KubeError(f"--systemd {systemd}: cannot create {path.parent}: {e.strerror or e}") from None
-            _write(str(path), text.encode("utf-8"), "--systemd")
+            write_output(str(path), text.encode("utf-8"), "--systemd")
             written.append(str(path))
     summary = [{"model": g.model.name, "name": g.name, "recipe": g.model.recipe.recipe, "image": g.container.image,
                 "port": g.container.port, "memory": g.memory} for g in generated]
