@@ -42,8 +42,19 @@ def serve(
     body_budget: str = typer.Option("256MiB", "--body-budget", metavar="SIZE",
                                     help="Request bodies all requests may hold in memory together; past it "
                                          "HTTP 503 (413 for one body larger than it)."),
+    drain_timeout: float = typer.Option(30.0, "--drain-timeout", min=0, metavar="SECONDS",
+                                        help="Requests in flight may finish this long when a model gives way "
+                                             "(unload, removal) or serve stops; then they are cut."),
+    upstream_read_timeout: float | None = typer.Option(None, "--upstream-read-timeout", min=0.1, metavar="SECONDS",
+                                                       help="An engine silent this long (before its answer or "
+                                                            "mid-body) fails the request: 504, or a cut stream."),
 ) -> int:
-    """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
+    """Serve registered models over an OpenAI-compatible API, starting engines on demand.
+
+    Stopping: SIGTERM or SIGINT stops listening and lets requests in flight finish within
+    --drain-timeout, then cuts them; a second SIGTERM/SIGINT cuts them at once. Exit code 0
+    when every request finished, 1 when some were cut, 2 for a usage error.
+    """
     options = dict(locals())  # every parameter is the ServeConfig field of its name
     from lemonpack.server.main import ServeConfig, run
 

@@ -72,7 +72,7 @@ class EngineEvents:
 
     The driver (:class:`lemonpack.server.driver.Driver`) feeds it: :meth:`observe` each event
     before the ``policy`` (a :class:`ServingPolicy`) handles it and :meth:`handled` after,
-    :meth:`stopping` when the policy stops an engine (why: :meth:`ServingPolicy.giving_way`,
+    :meth:`stopping` when the policy stops an engine (why: :meth:`ServingPolicy.gives_way_to`,
     the unload that asked and who sent it, the ``ttl`` seconds, a shutdown), :meth:`refused`
     when it rejects a request."""
 
@@ -145,7 +145,7 @@ class EngineEvents:
 
     def stopping(self, model: str) -> None:
         """The policy stops ``model``'s engine (while handling the event :meth:`observe` saw)."""
-        gave = self.policy.giving_way(model) if self.policy is not None else None
+        gave = self.policy.gives_way_to(model) if self.policy is not None else None
         if gave is not None and gave[0] == "evict":
             self.emit("evicted", model, f"evicted (idle) to free memory for {shown(gave[1])}", **{"for": gave[1]})
         elif gave is not None and gave[0] == "swap":
