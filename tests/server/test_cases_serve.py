@@ -1,9 +1,7 @@
 """The serve cases (two models cut each other, disconnects, in-flight slots, load options,
-deep JSON, huge names; from the evening trials: an engine's exit not logged, idle connections
-exhausting descriptors), run from the outside against ``lemonpack serve`` as a new user would:
+deep JSON, huge names), run from the outside against ``lemonpack serve`` as a new user would:
 each script (copied from the trials, standard library only; their harness and fake engine
-are one copy in ``cases/_common/``, the evening trials' in ``cases/_evening/``, as
-in the trials but for an unused import) prints PASS or FAIL."""
+are one copy in ``cases/_common/``) prints PASS or FAIL."""
 
 from __future__ import annotations
 

@@ -5,9 +5,7 @@ no connection cap, and does not raise its soft limit to the hard one: it runs ou
 descriptors, a normal request hangs, the log floods with "Too many open files" tracebacks, and
 the discovery watcher, unable to list the recipes directory, unloads the running model as
 "gone" (the next request for a registered model is a 404)."""
-import os, sys
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_evening"))  # rh, fe, mkrecipe
-import os, resource, socket, time
+import resource, socket, time
 from rh import Serve, post, verdict
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if hard != resource.RLIM_INFINITY and hard < 2500:
