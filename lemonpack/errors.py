@@ -244,6 +244,14 @@ class LayoutError(LemonpackError):
     kind = "layout"
 
 
+class LayoutBlobError(IntegrityError, LayoutError):
+    """A blob of an OCI image layout that is not what its descriptor says: bytes that do not
+    hash to its digest, or another size (image-spec ``descriptor.md``, "Verification"). Both
+    an :class:`IntegrityError` (exit 3, kind ``integrity``: what callers catch and print
+    for any digest mismatch) and a :class:`LayoutError` (the layout does not hold together).
+    ``what`` names the blob (its label and digest)."""
+
+
 class RegistryError(LemonpackError):
     """A registry operation that cannot be carried out as asked, though the network worked: a tag
     the registry does not have when pinning, a pull or publish destination of the wrong shape (a
@@ -321,6 +329,6 @@ __all__ = [
     "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError", "InputError",
     "NotFoundError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
-    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "RegistryError", "OutputError",
+    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "LayoutBlobError", "RegistryError", "OutputError",
     "BuildError", "CatalogueError", "LockError", "NotConfirmed", "UnreadableFileError",
 ]
