@@ -239,7 +239,8 @@ class LayoutError(LemonpackError):
     is not a layout, or does not hold together: a malformed ``index.json``, descriptor or
     manifest, a blob missing or of another size than its descriptor, a tag that is not there or
     would be repointed, a manifest that is not an image. Exit 1 (a digest that does not match is
-    :class:`IntegrityError`)."""
+    :class:`IntegrityError`; a blob the layout readers refuse for its bytes or size is
+    :class:`LayoutBlobError`, both at once)."""
 
     kind = "layout"
 
