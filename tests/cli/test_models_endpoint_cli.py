@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lemonpack.cli import main
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models.registry import ModelRegistry
 
 from tests.cli.test_models_cli import env, registry_file  # noqa: F401 (the fixture)
 

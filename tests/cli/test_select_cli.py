@@ -11,7 +11,7 @@ import pytest
 
 from lemonpack.cli import main
 from support.helpers import write_descriptor
-from lemonpack.runtime.selector import RANK_KEY, SERVES_KEY
+from lemonpack.runtime.selection.selector import RANK_KEY, SERVES_KEY
 
 CPU = '{"os": "linux", "accelerators": ["cpu"]}'
 ROCM = '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151"}'

@@ -11,9 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import FAKE_ENGINE, wait_for, write_descriptor  # noqa: E402
 
-from lemonpack.runtime.discovery import Discovery, SearchDir
-from lemonpack.runtime.discoverywatch import DiscoveryWatcher
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.recipes.discovery import Discovery, SearchDir
+from lemonpack.runtime.recipes.watch import DiscoveryWatcher
+from lemonpack.runtime.models.registry import ModelRegistry
 from lemonpack.server.app import Server, ServerConfig
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.main import bind, serve

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import wait_for  # noqa: E402
 from support.llama_server import llama_server_dir, write_tiny_gguf  # noqa: E402
 
-from lemonpack.runtime.proctable import pid_alive  # noqa: E402
+from lemonpack.runtime.engines.proctable import pid_alive  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

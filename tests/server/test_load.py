@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import wait_for  # noqa: E402
 
-from lemonpack.runtime.proctable import pid_alive  # noqa: E402
+from lemonpack.runtime.engines.proctable import pid_alive  # noqa: E402
 from tests.server.conftest import fake_doc  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

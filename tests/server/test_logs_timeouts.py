@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models.registry import ModelRegistry
 from tests.server.conftest import fake_doc
 from tests.support.helpers import wait_for, write_descriptor
 

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models.registry import ModelRegistry
 from support.helpers import write_descriptor
 
 DIGEST = "sha256:" + "ab" * 32
