@@ -31,7 +31,7 @@ MEDIA_TYPE_DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.
 MEDIA_TYPE_DOCKER_LAYER_TAR = "application/vnd.docker.image.rootfs.diff.tar"
 MEDIA_TYPE_DOCKER_LAYER_TAR_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
-# cosign, SIGNATURE_SPEC.md: the layer of a signature image is a simple signing payload
+# cosign (specs/SIGNATURE_SPEC.md in sigstore/cosign): a signature image's layer is a simple signing payload
 MEDIA_TYPE_COSIGN_SIMPLESIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 
 # lemonpack's recipe artifact (``lemonpack publish RECIPE.json``): artifact type and layer type
