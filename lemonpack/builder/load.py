@@ -18,7 +18,6 @@ is loaded unchanged, so ``NAME@<manifest digest>`` runs it by digest.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -36,10 +35,9 @@ from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.mediatypes import (ANNOTATION_REF_NAME, IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES,
                                       MEDIA_TYPE_IMAGE_INDEX, OCI_LAYOUT_VERSION)
 from lemonpack.canonical import canonical_json
-from lemonpack.oci.layout_reader import blob_path, read_blob, read_layout, verify_blob
+from lemonpack.oci.layout_reader import blob_path, read_json_blob, read_layout, verify_blob
 from lemonpack.oci.reference import split_ref_name
 
-_MAX_JSON = 4 << 20
 
 ENGINES = ("podman", "docker")
 
@@ -47,7 +45,7 @@ ENGINES = ("podman", "docker")
 def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     """The image ``tag`` of ``layout``: ``(manifest_descriptor, [descriptors of manifest,
     config and layers])``, each blob checked through the layout reader
-    (:func:`~lemonpack.oci.layout_reader.read_blob` for the manifest,
+    (:func:`~lemonpack.oci.layout_reader.read_json_blob` for the manifest,
     :func:`~lemonpack.oci.layout_reader.verify_blob` for the config and layers: a regular
     file of the descriptor's size and digest). Raises LayoutError for an unknown tag (naming
     the tags there), a tag that is not an image manifest, or a blob that is missing, a
@@ -58,14 +56,14 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
         raise LayoutError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
     root = tags[tag]
     if root.media_type in IMAGE_INDEX_TYPES:
-        index = _json(read_blob(layout, root, f"{layout}:{tag}: image index", limit=_MAX_JSON), layout, root)
+        index = read_json_blob(layout, root, f"{layout}:{tag}: image index")
         children = {m.get("digest") for m in index.get("manifests") or [] if isinstance(m, dict)}
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
         raise LayoutError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
                          + (", ".join(per_platform) or "none is tagged in this layout"))
     if root.media_type not in IMAGE_MANIFEST_TYPES:
         raise LayoutError(f"{layout}:{tag} is a {root.media_type}, not an image manifest")
-    manifest = _json(read_blob(layout, root, f"{layout}:{tag}: manifest", limit=_MAX_JSON), layout, root)
+    manifest = read_json_blob(layout, root, f"{layout}:{tag}: manifest")
     try:
         descs = [root.to_json(), manifest["config"], *manifest.get("layers", [])]
     except (KeyError, TypeError, AttributeError):
@@ -73,16 +71,6 @@ def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     for d in descs[1:]:
         verify_blob(layout, Descriptor.from_json(d), f"{layout}:{tag}: blob")
     return descs[0], descs
-
-
-def _json(data: bytes, layout: Path, desc: Descriptor) -> dict:
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise LayoutError(f"{layout}: {desc.digest} is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise LayoutError(f"{layout}: {desc.digest} is not a JSON object")
-    return doc
 
 
 def write_oci_archive(layout: Path, tag: str, dest: Path, ref_name: str) -> tuple[str, str]:

@@ -36,29 +36,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.builder.install import DISCLOSURE, commit_install
 from lemonpack.digest import sha256_text
-from lemonpack.errors import BuildError, IntegrityError, LayoutError, RegistryError, SelectionError, StorageError
+from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
 from lemonpack.oci.descriptor import Descriptor
-from lemonpack.oci.layout_reader import read_blob, read_layout, verify_blob
+from lemonpack.oci.layout_reader import read_json_blob, read_layout, verify_blob
 from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_INDEX
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
 TREE_RECEIPT = ".lemonpack-install.json"
-_MAX_JSON = 4 << 20
 
 
 def _json(layout: Path, desc: Descriptor, what: str) -> dict:
-    """The JSON object of the small blob ``desc`` (read and checked by
-    :func:`~lemonpack.oci.layout_reader.read_blob`)."""
-    data = read_blob(layout, desc, f"{layout}: {what}", limit=_MAX_JSON)
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise LayoutError(f"{layout}: {what} {desc.digest} is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise LayoutError(f"{layout}: {what} {desc.digest} is not a JSON object")
-    return doc
+    """The JSON object of the small blob ``desc`` (:func:`~lemonpack.oci.layout_reader.read_json_blob`)."""
+    return read_json_blob(layout, desc, f"{layout}: {what}")
 
 
 def image_manifests(layout: Path, root: Descriptor) -> list[tuple[str, dict]]:

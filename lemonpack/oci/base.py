@@ -34,13 +34,12 @@ from typing import Any, Callable
 from lemonpack.errors import IntegrityError, LayoutError, LemonpackError, SelectionError, UnsafeContentError
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layerscan import BadLayer, LayerFacts, shadow_problem
-from lemonpack.oci.layout_reader import read_blob, read_layout
+from lemonpack.oci.layout_reader import MAX_JSON_BLOB, read_blob, read_json_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES, LAYER_TYPES
 
 ANNOTATION_BASE_DIGEST = "org.opencontainers.image.base.digest"
 ANNOTATION_BASE_NAME = "org.opencontainers.image.base.name"
 
-_MAX_JSON = 4 << 20
 
 
 def _arch_name(platform: dict) -> str:
@@ -146,14 +145,7 @@ class BaseSource:
     _cache: dict = field(default_factory=dict)
 
     def _json(self, desc: Descriptor, what: str) -> dict:
-        data = read_blob(self.layout, desc, f"base {self.name}: {what}", limit=_MAX_JSON)
-        try:
-            doc = json.loads(data)
-        except ValueError as exc:
-            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not a JSON object")
-        return doc
+        return read_json_blob(self.layout, desc, f"base {self.name}: {what}")
 
     def platforms(self) -> list[str]:
         """``os/architecture[/variant]`` of every image the base offers."""
@@ -241,7 +233,7 @@ def built_without_base(layout: Path, tag: str) -> bool:
         return False
     if desc is None or desc.media_type not in IMAGE_MANIFEST_TYPES:
         return False
-    data = read_blob(Path(layout), desc, f"{layout}:{tag}: manifest", limit=_MAX_JSON)
+    data = read_blob(Path(layout), desc, f"{layout}:{tag}: manifest", limit=MAX_JSON_BLOB)
     try:
         doc = json.loads(data)
     except ValueError:

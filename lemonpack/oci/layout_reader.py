@@ -16,6 +16,8 @@ from lemonpack.oci.mediatypes import ANNOTATION_REF_NAME, IMAGE_INDEX_TYPES, IMA
 from lemonpack.oci.descriptor import Descriptor
 
 _READ = 1 << 20
+#: The most bytes of a JSON blob (manifest, index, config) :func:`read_json_blob` reads.
+MAX_JSON_BLOB = 4 << 20
 
 
 def _is_layout(path: Path) -> bool:
@@ -63,6 +65,23 @@ def read_blob(layout: Path, desc: Descriptor, label: str, *, limit: int | None =
             raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
     _check(label, desc, str(Digest.of_bytes(data)), len(data))
     return data
+
+
+def read_json_blob(layout: Path, desc: Descriptor, label: str, *, limit: int = MAX_JSON_BLOB) -> dict:
+    """The JSON object of the small blob ``desc`` (a manifest, an index, a config) in the layout
+    at ``layout``, read and checked by :func:`read_blob` (at most ``limit`` bytes, default
+    :data:`MAX_JSON_BLOB`). ``label`` starts every message (``"base X: manifest"``).
+
+    Raises what :func:`read_blob` raises, and :class:`LayoutError` naming the blob when its
+    bytes are not JSON or not a JSON object."""
+    data = read_blob(layout, desc, label, limit=limit)
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise LayoutError(f"{label} {desc.digest} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise LayoutError(f"{label} {desc.digest} is not a JSON object")
+    return doc
 
 
 def verify_blob(layout: Path, desc: Descriptor, label: str) -> Path:
