@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Sequence
 from lemonpack.errors import one_line
 from lemonpack.extensions import cxxscan
 from lemonpack.extensions import templates
-from lemonpack.extensions.preprocess import (Directive, Marker, NoCompiler, Toolchain, missing_header, preprocess,
-                                             read_output, toolchain)
+from lemonpack.extensions.preprocess import (Directive, Marker, NoCompiler, Toolchain, missing_header, not_found,
+                                             preprocess, read_output, toolchain)
 
 if TYPE_CHECKING:
     from lemonpack.extensions.manifest import Extension
@@ -353,9 +353,7 @@ class _Judge:
                 settle(None)
         settle(None)
         if run.returncode != 0:
-            said = "; ".join(l.strip() for l in run.stderr.splitlines() if "error" in l) or run.stderr.strip()
-            self.reasons.append(one_line(f"{source}: the preprocessor failed ({os.path.basename(self.cxx)} exit "
-                                         f"{run.returncode}), so what it includes cannot be checked: {said[:300]}"))
+            self.reasons.append(self._failure(source, run))
             return
         for dep in run.deps:
             real = self.real(dep)
@@ -365,6 +363,27 @@ class _Judge:
                 self.reasons.append(one_line(
                     f"{source}: the compiler read {dep}, which is neither a file of the extension, a public "
                     "header nor in one of the compiler's system directories: " + _ALLOWED))
+
+    def _failure(self, source: Path, run) -> str:
+        """The reason of a run that failed: a header found nowhere that could not be stood in
+        for (its name leads out of every directory) is named as a refused directive; any other
+        failure with the compiler's own error lines."""
+        missing = not_found(run.stderr)
+        if missing is not None:
+            file, line, name = missing
+            spelled = f"<{name}>"
+            try:
+                with open(file, "rb") as f:
+                    text = f.read(MAX_SOURCE_BYTES).decode("utf-8", errors="replace").splitlines()
+                if 0 < line <= len(text) and f'"{name}"' in text[line - 1]:
+                    spelled = f'"{name}"'
+            except OSError:
+                pass
+            return one_line(f"{file}:{line}: #include {spelled} is not allowed: {_ALLOWED} (and the compiler finds "
+                            "no such file on the include path)")
+        said = "; ".join(l.strip() for l in run.stderr.splitlines() if "error" in l) or run.stderr.strip()
+        return one_line(f"{source}: the preprocessor failed ({os.path.basename(self.cxx)} exit {run.returncode}), so "
+                        f"what it includes cannot be checked: {said[:300]}")
 
     def _refusal(self, d: Directive, includer: str, target: str | None) -> str | None:
         """Why directive ``d`` (in own file ``includer``, entering ``target`` or, when the

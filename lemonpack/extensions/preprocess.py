@@ -168,14 +168,20 @@ def preprocess(tc: Toolchain, source: Path, include_dir: Path, work: Path, stem:
     return Run(code, err, out, deps)
 
 
-_NOT_FOUND = re.compile(r"(?m)^.*?:\d+:\d+: fatal error: (.+): No such file or directory$")
+_NOT_FOUND = re.compile(r"(?m)^(.*?):(\d+):\d+: fatal error: (.+): No such file or directory$")
+
+
+def not_found(stderr: str) -> tuple[str, int, str] | None:
+    """``(file, line, header name)`` of GCC's ``FILE:LINE:COL: fatal error: NAME: No such
+    file or directory`` (the preprocessor stops at the first header it cannot find), or None."""
+    m = _NOT_FOUND.search(stderr)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else None
 
 
 def missing_header(stderr: str) -> str | None:
-    """The header name of GCC's ``FILE:LINE:COL: fatal error: NAME: No such file or
-    directory`` (the preprocessor stops at the first header it cannot find), or None."""
-    m = _NOT_FOUND.search(stderr)
-    return m.group(1) if m else None
+    """The header name of :func:`not_found`, or None."""
+    found = not_found(stderr)
+    return found[2] if found else None
 
 
 def parse_deps(text: str) -> list[str]:
@@ -250,6 +256,7 @@ def read_output(path: Path) -> Iterator[tuple[int, Marker | Directive | None, bo
             line += 1
 
 
-__all__ = ["Directive", "Marker", "NoCompiler", "Run", "TIMEOUT", "Toolchain", "missing_header", "parse_deps",
+__all__ = ["Directive", "Marker", "NoCompiler", "Run", "TIMEOUT", "Toolchain", "missing_header", "not_found",
+           "parse_deps",
            "preprocess",
            "read_output", "search_dirs", "toolchain"]
