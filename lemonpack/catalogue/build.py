@@ -277,7 +277,8 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
                            commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
     from lemonpack.extensions.includes import IncludeCheck, entry_problems, tree_problems
-    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api
+    from lemonpack.extensions.collisions import collision_problems
+    from lemonpack.extensions.pipeline import api_problem, host_api
 
     try:
         ext = load_manifest(fetched.path)

@@ -17,10 +17,11 @@
    An extension with any reason is *rejected* (``Selection.rejected``), filed under its
    manifest's ``name`` (when it has a readable one) and its directory's, so selecting it by
    either says why.
-3. **Collisions** (seed 002 section 4): a community extension claiming an extension name,
-   artifact key, option name, contributed option value or provider id that an official
-   extension owns is rejected, the reason naming both manifests. Official = named in the
-   release lock and found in the tree's ``catalogue/extensions``; community = every other.
+3. **Collisions** (seed 002 section 4, :mod:`lemonpack.extensions.collisions`): a community
+   extension claiming an extension name, artifact key, option name, contributed option value
+   or provider id that an official extension owns is rejected, the reason naming both
+   manifests. Official = named in the release lock and found in the tree's
+   ``catalogue/extensions``; community = every other.
 4. **Select**: ``"lock"`` (the release lock's names), ``"all"`` (every valid extension with
    at least one target the features can build), or a list of names and directories;
    always closed over ``dependencies``. A missing, rejected or cyclic dependency of what
@@ -46,6 +47,7 @@ from lemonpack.errors import LemonpackError, Problem
 from lemonpack.safetree import symlink_problem
 from lemonpack.extensions import templates
 from lemonpack.extensions.apilock import record_names
+from lemonpack.extensions.collisions import claim_owners, collision_problems
 from lemonpack.extensions.includes import IncludeCheck, entry_problems, symlink_reason, tree_problems
 from lemonpack.extensions.manifest import MANIFEST_NAME, Extension, Provider, build_extension, check_manifest
 
@@ -225,49 +227,6 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
                 continue
             seen.add(real)
             out.append((Path(os.path.abspath(d)), in_tree))
-    return out
-
-
-# ---------------------------------------------------------------- collisions
-
-def _claims(ext: Extension) -> list[tuple[str, str]]:
-    """What an extension claims: ``(kind, value)`` pairs (name, key, option, option value, provider)."""
-    out = [("extension name", ext.name)]
-    for p in ext.providers:
-        out.append(("provider id", p.id))
-        out += [("key", k) for k in p.keys]
-    for o in ext.options:
-        if o.contributes_to:
-            out += [(f"value of {o.contributes_to}", v) for v in o.values]
-        else:
-            out.append(("option", o.name))
-    return out
-
-
-def claim_owners(officials: Sequence[Extension]) -> dict[tuple[str, str], Extension]:
-    """``{(kind, value): the first official extension claiming it}`` for
-    :func:`collision_problems` (build it once for many community extensions)."""
-    owners: dict[tuple[str, str], Extension] = {}
-    for off in officials:
-        for claim in _claims(off):
-            owners.setdefault(claim, off)
-    return owners
-
-
-def collision_problems(ext: Extension, officials: Sequence[Extension],
-                       owners: dict[tuple[str, str], Extension] | None = None) -> list[str]:
-    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
-    option name, contributed option value, provider id) that an official extension owns,
-    naming both manifests (seed 002 section 4). ``owners``: :func:`claim_owners` of
-    ``officials``, when the caller has it already."""
-    if owners is None:
-        owners = claim_owners(officials)
-    out = []
-    for kind, value in _claims(ext):
-        off = owners.get((kind, value))
-        if off is not None:
-            out.append(f"community extension {ext.name} ({ext.manifest}) claims {kind} {value!r}, which official "
-                       f"extension {off.name} ({off.manifest}) owns")
     return out
 
 
@@ -520,5 +479,5 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                      features, tuple(discovered), tuple(lock_names))
 
 
-__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "claim_owners", "collision_problems", "default_features",
+__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "default_features",
            "discover", "host_api", "read_lock", "registry_order", "run_pipeline"]

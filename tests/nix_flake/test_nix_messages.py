@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.extensions import manifest, write_extension
+from support.extensions import manifest
 from support.nixflake import SYSTEM, copy_flake, nix
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("nix_installed")]
