@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from lemonpack.errors import one_line
 from lemonpack.extensions import cxxscan
+from lemonpack.safetree import inside, safe_relative_path
 from lemonpack.extensions import templates
 from lemonpack.extensions.preprocess import (Directive, Marker, NoCompiler, Toolchain, missing_header, not_found,
                                              preprocess, read_output, toolchain)
@@ -302,19 +303,19 @@ class _Judge:
         return r
 
     def own(self, real: str) -> bool:
-        return real == self.root or real.startswith(self.root + os.sep)
+        return inside(real, self.root)
 
     def public(self, real: str) -> bool:
-        if not real.startswith(self.include + os.sep):
+        if real == self.include or not inside(real, self.include):
             return False
-        rel = real[len(self.include) + 1:]
+        rel = os.path.relpath(real, self.include)
         return rel in GENERATED_HEADERS or rel.startswith("gufo/ext/")
 
     def in_system(self, real: str) -> bool:
-        return any(real.startswith(d + os.sep) for d in self.system)
+        return any(real != d and inside(real, d) for d in self.system)
 
     def stand_in(self, real: str) -> bool:
-        return real.startswith(self.absent + os.sep)
+        return real != self.absent and inside(real, self.absent)
 
     # -- one unit
     def unit(self, source: Path, run) -> None:
@@ -391,9 +392,8 @@ class _Judge:
         if d.kind != "include":
             return (f"is not allowed: #{d.kind} is a GCC extension a community extension may not use "
                     "(write #include)")
-        parts = d.name.split("/")
         by_name = d.name in GENERATED_HEADERS or d.name in STANDARD_HEADERS or (
-            d.name.startswith("gufo/ext/") and ".." not in parts and "" not in parts)
+            d.name.startswith("gufo/ext/") and safe_relative_path(d.name))
         if target is not None:
             if self.stand_in(target):
                 return ("names no file: the compiler finds it nowhere on the include path" if by_name else
