@@ -11,6 +11,10 @@ plus:
   appear at all; one whose file an include guard or ``#pragma once`` skips does), between
   *line markers* ``# LINE "FILE" FLAGS`` (flag 1: entering FILE, 2: returning to it, 3: a
   system header). GCC manual, "Preprocessor Output" and ``-dI`` in "Preprocessor Options".
+  Only the preprocessor writes a line at column 0 starting ``#``: a macro expanding to ``#``
+  first on a line is printed after a blank, so a source cannot forge a marker that way (the
+  ``#line`` directive and GNU markers written in a source can: the include check refuses
+  those in the extension's files).
 - ``-MD -MF FILE``: every file the preprocessor opened, in Make syntax (GCC manual, ``-M``).
   These are the files really read, whatever line markers the sources write.
 

@@ -67,6 +67,9 @@ CASES = [
          refused=("extension.cpp:3: #line is not allowed",)),
     Case("line_marker", '# 1 "/usr/include/stdio.h" 1 3 4\n#include <sys/mman.h>\n# 5 "extension.cpp" 2\n',
          refused=("extension.cpp:3: # 1 is not allowed", "extension.cpp:5: # 5 is not allowed")),
+    # a macro cannot write a line marker: the preprocessor prints its expansion after a blank
+    Case("macro_marker", '#define FAKE # 1 "/usr/include/stdio.h" 1 3 4\nFAKE\n#include <sys/mman.h>\n',
+         refused=(f"extension.cpp:5: {MMAN}",)),
     # ---- accepted
     Case("public", '#include <gufo/ext/provider.hpp>\n#include "gufo/ext/artifact.hpp"\n'),
     Case("standard", '#include <vector>\n#include <cstdio>\n#include <stdint.h>\n#include "string"\n'),
