@@ -61,3 +61,17 @@ def test_the_nix_package_compiles_the_accepted_forms_only(setup, tmp_path):
     built = {p["extension"] for p in json.loads(registry.stdout)}
     assert {n for n, c in cases.items() if c.refused is None} <= built
     assert not {n for n, c in cases.items() if c.refused} & built
+
+
+def test_the_verdict_step_has_the_compiler_the_include_check_runs():
+    """The include check runs the C++ preprocessor inside the selection's build step. In
+    nixpkgs `runCommand` is `runCommandWith { stdenv = stdenvNoCC; }`
+    (pkgs/build-support/trivial-builders/default.nix, read at the commit of
+    tests/nix/nixpkgs_attributes.json): no compiler on its PATH, so every community extension
+    would be refused there. The step is a `stdenv.mkDerivation` (stdenv has the compiler);
+    the stand-in cannot show the difference (its tools are the host's), so the expression is
+    read."""
+    text = (Path(__file__).resolve().parents[2] / "nix" / "gufo.nix").read_text()
+    code = "\n".join(line.split("#")[0] for line in text.splitlines())
+    assert re.search(r"\bverdict\s*=\s*stdenv\.mkDerivation\b", code)
+    assert not re.search(r"\brunCommand\b", code)
