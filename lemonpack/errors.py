@@ -281,9 +281,18 @@ class LayoutError(LemonpackError):
     is not a layout, or does not hold together: a malformed ``index.json``, descriptor or
     manifest, a blob missing or of another size than its descriptor, a tag that is not there or
     would be repointed, a manifest that is not an image. Exit 1 (a digest that does not match is
-    :class:`IntegrityError`)."""
+    :class:`IntegrityError`; a blob the layout readers refuse for its bytes or size is
+    :class:`LayoutBlobError`, both at once)."""
 
     kind = "layout"
+
+
+class LayoutBlobError(IntegrityError, LayoutError):
+    """A blob of an OCI image layout that is not what its descriptor says: bytes that do not
+    hash to its digest, or another size (image-spec ``descriptor.md``, "Verification"). Both
+    an :class:`IntegrityError` (exit 3, kind ``integrity``: what callers catch and print
+    for any digest mismatch) and a :class:`LayoutError` (the layout does not hold together).
+    ``what`` names the blob (its label and digest)."""
 
 
 class RegistryError(LemonpackError):
@@ -363,6 +372,6 @@ __all__ = [
     "Interrupted", "LemonpackError", "MAX_PROBLEMS", "MoreProblems", "Problem", "bound", "ManifestError", "SelectionError", "TokenError", "InputError",
     "NotFoundError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
-    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "RegistryError", "OutputError",
+    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "LayoutBlobError", "RegistryError", "OutputError",
     "BuildError", "CatalogueError", "LockError", "NotConfirmed", "UnreadableFileError",
 ]

@@ -25,7 +25,6 @@ memo of a warm build (:mod:`.memo`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -47,6 +46,7 @@ from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import replace_directory
+from lemonpack.digest import Digest
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
@@ -190,7 +190,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
             described=described(d), tags=["official"],
             capabilities=sorted(recipe.capabilities), version=str(d.get("version", "1")),
             platforms=recipe_platforms(recipe), source=source,
-            digest="sha256:" + hashlib.sha256(data).hexdigest(), signature=sig, pinning=pinning(recipe),
+            digest=str(Digest.of_bytes(data)), signature=sig, pinning=pinning(recipe),
             reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"),
             commands=recipe_commands(recipe.recipe, recipe, source, True,
                                      shipped_example=shown.startswith("lemonpack/examples/"))))

@@ -49,6 +49,12 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
           insecure: bool = typer.Option(False, "--insecure", help="With a registry --base: allow plain HTTP "
                                         "to a registry that is not on a loopback address."),
           registry_config: Path = REGISTRY_CONFIG_OPTION,
+          source_url: str = typer.Option(None, "--source-url", metavar="URL",
+                                         help="Write org.opencontainers.image.source (the repository of the "
+                                              "recipes) on the image manifests."),
+          revision: str = typer.Option(None, "--revision", metavar="REV",
+                                       help="Write org.opencontainers.image.revision (the commit of the "
+                                            "recipes) on the image manifests."),
           dry_run: bool = typer.Option(False, "--dry-run", help="Print the build plan (the resolved recipes, "
                                        "targets and defaults) and build nothing."),
           json_out: bool = JSON_OPTION) -> int:
@@ -70,7 +76,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
     plan = plan_build(recipes or [], out=out, os=os_name, accelerator=accelerator, arch=arch, cpu_arch=cpu_arch,
                       compression=compression, mirror=mirror, allow_insecure_mirror=allow_insecure_mirror,
-                      base=base, example=example, known=discovered_recipes)
+                      base=base, example=example, known=discovered_recipes, source_url=source_url,
+                      revision=revision)
     if dry_run:
         return _print_plan(plan, json_out)
     result = write_build(plan, progress=progress, on_target=None if json_out else _print_target,
@@ -80,9 +87,11 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     else:
         for rid, digest in result.indexes.items():
             console.print(f"{rid}: {digest} -> {out} (tag {rid})", markup=False)
+        from lemonpack.digest import sha256_text
+
         for t in result.targets:
             if t.policy == "roll_forward":
-                console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
+                console.print(f"  {t.tag}: roll_forward, observed {sha256_text(t.sha256)}", markup=False)
         for rel in result.nix:
             console.print(f"  nix: {out / rel}/default.nix", markup=False)
         if base is not None:
@@ -95,7 +104,9 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
 def _print_target(t) -> None:
     """One progress line per target written (stderr)."""
-    what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
+    from lemonpack.digest import sha256_text
+
+    what = f"{t.source} {sha256_text(t.sha256)}" if t.source else (", ".join(t.images) or "recipe")
     err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
 
 

@@ -30,6 +30,7 @@ from lemonpack.contract.model import (RECIPE_ID_PATTERN, ArchOverride, ExecField
                                       freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
+from lemonpack.digest import Digest
 from lemonpack.errors import ManifestError, Problem, bound
 from lemonpack.schemacheck import MAX_PROBLEMS, bounded_schema_problems, more_problems, strict_validator
 from lemonpack.strictjson import parse_json_strict, read_json_text, short_repr
@@ -172,7 +173,8 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def _strip(sha: str | None) -> str | None:
-    return sha.removeprefix("sha256:") if sha else None
+    """The hex of a recipe's ``sha256`` field (``sha256:<hex>``, the schema's form)."""
+    return Digest.parse(sha, bare=True).hex if sha else None
 
 
 def _exec_kwargs(raw: dict) -> dict[str, Any]:

@@ -26,13 +26,13 @@ or when the interface changed and no record was added since the last lock.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
+from lemonpack.digest import Digest
 from lemonpack.files import replace_file
 from lemonpack.contract.schemalock import canonical_sha256
 from lemonpack.errors import LockError
@@ -51,7 +51,7 @@ _RECORD_LIKE = re.compile(r"\d.*\.md\Z", re.IGNORECASE | re.DOTALL)
 def _sha(path: Path) -> str:
     if path.name.endswith(".schema.json"):
         return canonical_sha256(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return Digest.of_bytes(path.read_bytes()).hex
 
 
 def record_names(tree: Path) -> list[str]:

@@ -1,6 +1,6 @@
 import pytest
 
-from lemonpack.oci.canonical import EMPTY_DIGEST, EMPTY_JSON
+from lemonpack.oci.mediatypes import EMPTY_DIGEST, EMPTY_JSON
 from lemonpack.canonical import canonical_json
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lemonpack.errors import IntegrityError, LemonpackError
-from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR
+from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_layout, split_layout_arg, verify_layout
 from lemonpack.oci.reference import InvalidReferenceError, is_tag, split_ref_name
