@@ -279,14 +279,21 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
                            reproducible=_reproduce(ctx, recipe, published, work),
                            commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
-    from lemonpack.extensions.includes import include_problems
-    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api
+    from lemonpack.extensions.includes import IncludeCheck, entry_problems, tree_problems
+    from lemonpack.extensions.collisions import collision_problems
+    from lemonpack.extensions.pipeline import api_problem, host_api
 
     try:
         ext = load_manifest(fetched.path)
     except LemonpackError as e:
         raise Rejected(f"extension manifest: {e}") from None
-    reasons = [f"extension: {r}" for r in include_problems(fetched.path)]
+    # the pipeline's rules for a community extension: the walk, the entry symbols and the
+    # compiler's include allowlist (lemonpack.extensions.includes)
+    unsafe = tree_problems(fetched.path)
+    reasons = [f"extension: {r}" for r in unsafe]
+    if not unsafe:
+        with IncludeCheck() as check:
+            reasons += [f"extension: {r}" for r in entry_problems(ext, check) + check.include_problems(ext)]
     reasons += [f"claims an official extension's {r}" if "official" not in r else r
                 for r in collision_problems(ext, ctx.official_exts)]
     minor, revision = host_api(ctx.source)

@@ -162,7 +162,10 @@ def _extension_dir(ext) -> Path:
 
 
 def _select(d: ImageDefinition, root: Path, lock: Path, lock_names: list[str]):
+    from lemonpack.extensions.apilock import require_record_lock
     from lemonpack.extensions.pipeline import run_pipeline
+
+    require_record_lock(root)  # a build step: the API revision must be the locked one
 
     if d.extensions != "lock":
         problems = [Problem(d.file, f"extensions[{i}]", "not-in-lock",
