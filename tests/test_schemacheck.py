@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from contract.conftest import BASE, VARIANT
+from support.recipes import PASSTHROUGH, VARIANT
 from lemonpack.cli import main
 from lemonpack.contract.loader import check_text
 
@@ -24,7 +24,7 @@ GOOD = {"requested_ports": "1", "expected_status": "200", "timeout_seconds": "60
 def test_integer_fields_refuse_a_fraction_or_exponent(where, suffix):
     """One policy for every integer field: 1.0 and 1e0 are floats to Python's and Go's parsers."""
     good = GOOD[where[-1]]
-    doc = json.loads(json.dumps(BASE))
+    doc = json.loads(json.dumps(PASSTHROUGH))
     if len(where) == 2:
         doc["health_probe"] = {"type": "http"}
     text = json.dumps(doc)
@@ -41,7 +41,7 @@ def test_integer_fields_refuse_a_fraction_or_exponent(where, suffix):
 
 
 def test_requested_ports_float_one_cites_rfc():
-    [p] = check_text(json.dumps(BASE)[:-1] + ', "requested_ports": 1.0}', "r.json")[1]
+    [p] = check_text(json.dumps(PASSTHROUGH)[:-1] + ', "requested_ports": 1.0}', "r.json")[1]
     assert p.rule == "integer" and "RFC 4.3" in p.message
 
 
@@ -59,13 +59,13 @@ def test_binary_with_command_is_not_a_pairing_problem():
 
 @pytest.mark.parametrize("field", ["command", "args"])
 def test_passthrough_block_without_binary_needs_command_and_args(field):
-    doc = json.loads(json.dumps(BASE))
+    doc = json.loads(json.dumps(PASSTHROUGH))
     del doc["platforms"]["linux"]["cpu"]["args" if field == "command" else "command"]
     assert (f"platforms.linux.cpu.{field}", "command-and-args") in _rules(doc)
 
 
 def _hostile(kind: str) -> str:
-    text = json.dumps(BASE)
+    text = json.dumps(PASSTHROUGH)
     if kind == "caps":
         return text.replace('["chat_completion", "completion"]', "[" + ",".join(['"chat_completion"'] * 50000) + "]")
     overrides = ",".join(f'"x{i}":{{"bogus":1}}' for i in range(20000))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = Path(__file__).resolve().parents[2] / "lemonpack" / "cli"
+CLI = Path(__file__).resolve().parents[1] / "lemonpack" / "cli"
 
 #: command -> (module, most body lines).
 BOUNDS = {"run": ("run_cmds.py", 30), "build": ("build_cmds.py", 35), "install": ("build_cmds.py", 40),

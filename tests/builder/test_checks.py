@@ -9,6 +9,8 @@ import pytest
 
 from lemonpack.builder.checks import lint_problems
 
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
+
 PINNED = "docker.io/library/busybox@sha256:" + "a" * 64
 
 

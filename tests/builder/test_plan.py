@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from buildkit import LEMONADE
+from support.buildkit import LEMONADE
 from lemonpack.builder.plan import plan_build
 from lemonpack.errors import FetchError, MirrorSettingError, UsageError
 from lemonpack.fetch import Mirror
 from lemonpack.oci.platform import goarch, host_arch, host_platform
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 PER_PLATFORM = LEMONADE / "llamacpp_per_platform.json"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from site_support import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
+from support.catalogue_site import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
 
 from lemonpack.catalogue.site import PAGE_FIELDS, entry_slug, render_markdown, render_site
 from lemonpack.errors import StorageError

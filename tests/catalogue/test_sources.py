@@ -11,7 +11,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.catalogue.sources import check_entry, check_publisher, lint_paths, schema
-from tests.support.catalogue import fingerprint, pem
+from support.catalogue import fingerprint, pem
 
 REPO = Path(__file__).resolve().parents[2]
 

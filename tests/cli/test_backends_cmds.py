@@ -12,46 +12,32 @@ from pathlib import Path
 import pytest
 
 from lemonpack.cli import main
+from support.recipes import recipe_doc, write_recipe
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 
-def recipe_doc(rid: str, **extra) -> dict:
-    doc = {"recipe": rid, "display_name": f"Recipe {rid}", "api_contract_version": "1",
-           "capabilities": ["completion"],
-           "platforms": {"linux": {"cpu": {"command": "/opt/engine", "args": ["--port", "{port}"]}}}}
-    doc.update(extra)
-    return doc
-
-
-from support.helpers import write_descriptor as write  # noqa: E402
-
-
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    user, system = tmp_path / "user", tmp_path / "system"
-    for d in (user, system):
-        d.mkdir()
-        os.chmod(d, 0o755)
-    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", os.pathsep.join([f"user:{user}", "system", str(system)]))
-    monkeypatch.setenv("LEMONPACK_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("COLUMNS", "250")
+def dirs(home):
+    """``(user, system)``: the search path's two directories, in that order and scope."""
+    user, system = home.root / "user", home.root / "system"
+    home.search_path(f"user:{user}", "system", system)
+    user.mkdir(mode=0o755)
     return user, system
 
 
-def test_list_json_has_recipes_and_rejected(env, capsys):
-    user, system = env
+def test_list_json_has_recipes_and_rejected(dirs, capsys):
+    user, system = dirs
     shutil.copy(EXAMPLES / "llamacpp_rocm_nightly.json", user / "llamacpp_rocm_nightly.json")
     os.chmod(user / "llamacpp_rocm_nightly.json", 0o644)
     tagged = (EXAMPLES / "dflash_rocm.json").read_text()  # its image digest has 62 hex digits: unpinned
     digest = next(w for w in tagged.split('"') if "@sha256:" in w).split("@sha256:")[1]
     pinned = json.loads(tagged.replace(digest, "ab" * 32))
-    write(user, "dflash_rocm.json", pinned)
-    write(system, "dflash.json", pinned)
-    write(user, "tagged.json", tagged)
-    write(user, "builtin.json", recipe_doc("sd-cpp"))
-    write(user, "open.json", recipe_doc("open"), mode=0o646)
+    write_recipe(user / "dflash_rocm.json", pinned)
+    write_recipe(system / "dflash.json", pinned)
+    write_recipe(user / "tagged.json", tagged)
+    write_recipe(user / "builtin.json", recipe_doc("sd-cpp", capabilities=["completion"]))
+    write_recipe(user / "open.json", recipe_doc("open", capabilities=["completion"]), mode=0o646)
     assert main(["backends", "list", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(r["recipe"], r["kind"], r["scope"]) for r in doc["recipes"]] == [
@@ -70,11 +56,11 @@ def test_list_json_has_recipes_and_rejected(env, capsys):
         "builtin-collision"
 
 
-def test_list_table_and_all(env, capsys):
-    user, system = env
-    write(user, "a.json", recipe_doc("alpha", recipe_options={"x": 1}))
-    write(user, "b.json", recipe_doc("beta", extends="alpha"))
-    write(user, "c.json", recipe_doc("kokoro"))
+def test_list_table_and_all(dirs, capsys):
+    user, system = dirs
+    write_recipe(user / "a.json", recipe_doc("alpha", capabilities=["completion"], recipe_options={"x": 1}))
+    write_recipe(user / "b.json", recipe_doc("beta", capabilities=["completion"], extends="alpha"))
+    write_recipe(user / "c.json", recipe_doc("kokoro", capabilities=["completion"]))
     assert main(["backends", "list"]) == 0
     out, err = capsys.readouterr()
     assert "alpha" in out and "beta" in out and "extends alpha" in out and "kokoro" not in out
@@ -85,15 +71,15 @@ def test_list_table_and_all(env, capsys):
     assert err == ""
 
 
-def test_empty_search_path(env, capsys, monkeypatch):
+def test_empty_search_path(dirs, capsys, monkeypatch):
     monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", "")
     assert main(["backends", "list"]) == 0
     assert "no external recipes found (LEMONPACK_BACKENDS_PATH is set but empty: no directory was searched)" in \
         capsys.readouterr().out
 
 
-def test_nothing_found_names_the_searched_directories(env, capsys, monkeypatch, tmp_path):
-    user, system = env
+def test_nothing_found_names_the_searched_directories(dirs, capsys, monkeypatch, tmp_path):
+    user, system = dirs
     assert main(["backends", "list"]) == 0
     out = capsys.readouterr().out
     assert "no external recipes found in the directories LEMONPACK_BACKENDS_PATH names" in out
@@ -105,7 +91,7 @@ def test_nothing_found_names_the_searched_directories(env, capsys, monkeypatch, 
     assert f"user: {tmp_path / 'config' / 'backends'}" in out and "system: /etc/lemonpack/backends" in out
 
 
-def test_help_documents_the_search_path(env):
+def test_help_documents_the_search_path(dirs):
     proc = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "backends", "list",
                            "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"},
                           timeout=60)
@@ -115,9 +101,9 @@ def test_help_documents_the_search_path(env):
     assert "LEMONPACK_BACKENDS_PATH replaces the whole list" in text and "user:DIR, system:DIR or DIR" in text
 
 
-def test_subprocess_json(env):
-    user, _ = env
-    write(user, "a.json", recipe_doc("alpha"))
+def test_subprocess_json(dirs):
+    user, _ = dirs
+    write_recipe(user / "a.json", recipe_doc("alpha", capabilities=["completion"]))
     proc = subprocess.run(["lemonpack", "backends", "list", "--all", "--json"], capture_output=True, text=True,
                           env=os.environ.copy(), timeout=60)
     assert proc.returncode == 0, proc.stderr

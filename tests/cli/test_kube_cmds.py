@@ -13,7 +13,8 @@ import kubernetes_validate
 import yaml
 
 from lemonpack.cli import main
-from support.kube import GPU_FORK, IMAGE, TOOLBOX, recipe
+from support.kube import GPU_FORK, IMAGE, TOOLBOX
+from support.recipes import recipe_doc
 
 K8S = "1.37.0"
 
@@ -84,21 +85,21 @@ def test_bad_input_is_one_line_naming_model_and_field(kube_env, capsys, tmp_path
     assert "model user.qwen" in line and "platforms.linux.vulkan" in line and "no block" in line
 
     # extends something unknown: discovery drops the recipe; the model names it
-    kube_env.descriptor(recipe("child", {"cpu": {"command": "/bin/true", "args": []}}, extends="no-such-base"))
+    kube_env.descriptor(recipe_doc("child", command="/bin/true", args=[], extends="no-such-base"))
     kube_env.register("user.child", "child")
     line = _bad(capsys, out, "user.child", "--image", f"child={IMAGE}")
     assert "model user.child" in line and ".recipe" in line and "no-such-base" in line
 
     # variant_of something unknown: the contract rejects it at load
-    kube_env.descriptor(recipe("forky", {"cpu": {"binary": "x"}}, variant_of="vllm-fork", **{
-        "source": "https://example.invalid/x.tar", "sha256": "sha256:" + "0" * 64}))
+    kube_env.descriptor(recipe_doc("forky", binary="x", variant_of="vllm-fork",
+                                   source="https://example.invalid/x.tar", sha256="sha256:" + "0" * 64))
     kube_env.register("user.forky", "forky")
     line = _bad(capsys, out, "user.forky", "--image", f"forky={IMAGE}")
     assert "model user.forky" in line and "variant_of" in line
 
     # an argv that resolves to a shell script ({custom:launcher} is `sh`)
-    kube_env.descriptor(recipe("shelly", {"cpu": {"command": "{custom:launcher:-sh}",
-                                                  "args": ["-c", "exec llama-server --port {port}"]}}))
+    kube_env.descriptor(recipe_doc("shelly", command="{custom:launcher:-sh}",
+                                   args=["-c", "exec llama-server --port {port}"]))
     kube_env.register("user.shelly", "shelly")
     line = _bad(capsys, out, "user.shelly", "--image", f"shelly={IMAGE}")
     assert "model user.shelly" in line and "platforms.linux.cpu.args" in line and "shell script" in line
@@ -113,9 +114,9 @@ def test_bad_input_is_one_line_naming_model_and_field(kube_env, capsys, tmp_path
     assert "--image llamacpp-gpu=" in line and "tag is mutable" in line
 
     # a container run whose command in the image resolves to a shell script ({custom:bin} is `sh`)
-    kube_env.descriptor(recipe("boxed", {"cpu": {"command": "podman", "args": [
+    kube_env.descriptor(recipe_doc("boxed", command="podman", args=[
         "run", "--rm", "--network", "host", "registry.example.test/x@sha256:" + "1" * 64, "{custom:bin:-srv}",
-        "-c", "exec srv --port {port}"]}}))
+        "-c", "exec srv --port {port}"]))
     kube_env.register("user.boxed", "boxed", bin="sh")
     line = _bad(capsys, out, "user.boxed")
     assert "model user.boxed" in line and "the container's command" in line and "shell script" in line

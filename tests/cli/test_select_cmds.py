@@ -4,16 +4,14 @@ and real engine files; the host is injected through ``LEMONPACK_HOST_FACTS``."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from lemonpack.cli import main
-from support.helpers import write_descriptor
+from support.recipes import recipe_doc, write_recipe
 from lemonpack.runtime.selector import RANK_KEY, SERVES_KEY
 
-CPU = '{"os": "linux", "accelerators": ["cpu"]}'
 ROCM = '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151"}'
 
 
@@ -21,25 +19,20 @@ def _descriptor(directory: Path, rid: str, *, command: str, serves=("*.gguf",), 
     ext = {SERVES_KEY: list(serves)}
     if rank is not None:
         ext[RANK_KEY] = rank
-    doc = {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["chat_completion"],
-           "platforms": {"linux": {accel: {"command": command, "args": ["--port", "{port}"]}}}, "extensions": ext}
-    write_descriptor(directory, f"{rid}.json", doc)
+    write_recipe(directory / f"{rid}.json",
+                 recipe_doc(rid, command=command, accelerator=accel, extensions=ext))
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    """Two descriptor dirs (user first), an engine binary that exists, a model file."""
-    user, system = tmp_path / "user", tmp_path / "sys"  # created 0755 by write_descriptor
+def engines(home):
+    """``(root, model, engine)``: two descriptor dirs (user first), an engine binary that exists, a model file."""
+    tmp_path = home.root
+    user, system = home.search_path(tmp_path / "user", tmp_path / "sys")
     engine = tmp_path / "engine"
     engine.write_text("#!/bin/sh\nexit 0\n")
     engine.chmod(0o755)
-    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", f"{user}{os.pathsep}{system}")
-    monkeypatch.setenv("LEMONPACK_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LEMONPACK_HOST_FACTS", CPU)
-    monkeypatch.delenv("LEMONPACK_BACKEND", raising=False)
-    model = tmp_path / "qwen.gguf"
-    model.write_bytes(b"GGUF")
+    home.host()
+    model = home.model("qwen.gguf")
     # fast: ranks 3 and 3 (user dir first), a rank-9 one for rocm only, a missing engine at rank 8,
     # a litertlm engine at rank 10.
     _descriptor(system, "fast-sys", command=str(engine), rank=3)
@@ -55,8 +48,8 @@ def _json(capsys, args):
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_auto_pick_tie_to_first_discovered_and_reasons(env, capsys):
-    _, model, _ = env
+def test_auto_pick_tie_to_first_discovered_and_reasons(engines, capsys):
+    _, model, _ = engines
     code, doc = _json(capsys, [str(model)])
     assert code == 0 and doc["outcome"] == "recipe" and doc["recipe"] == "fast-user"
     why = {c["recipe"]: c for c in doc["candidates"]}
@@ -70,23 +63,23 @@ def test_auto_pick_tie_to_first_discovered_and_reasons(env, capsys):
     assert code == 0 and "decision: recipe fast-user" in out and "fast-sys: not taken: same rank" in out
 
 
-def test_host_facts_change_the_pick(env, capsys, monkeypatch):
-    _, model, _ = env
+def test_host_facts_change_the_pick(engines, capsys, monkeypatch):
+    _, model, _ = engines
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", ROCM)
     code, doc = _json(capsys, [str(model)])
     assert code == 0 and doc["recipe"] == "rocm-eng"
 
 
-def test_litertlm_model_goes_to_its_engine(env, capsys):
-    tmp, _, _ = env
+def test_litertlm_model_goes_to_its_engine(engines, capsys):
+    tmp, _, _ = engines
     m = tmp / "gemma.litertlm"
     m.write_bytes(b"x")
     code, doc = _json(capsys, [str(m)])
     assert code == 0 and doc["recipe"] == "lite-eng"
 
 
-def test_no_candidate_can_serve_is_the_default(env, capsys):
-    tmp, _, _ = env
+def test_no_candidate_can_serve_is_the_default(engines, capsys):
+    tmp, _, _ = engines
     m = tmp / "weights.safetensors"
     m.write_bytes(b"x")
     code, doc = _json(capsys, [str(m)])
@@ -101,8 +94,8 @@ def test_no_candidate_can_serve_is_the_default(env, capsys):
     ("gone-eng", "error", None, "unavailable"),
     ("lite-eng", "error", None, "cannot-serve"),
 ])
-def test_env_override(env, capsys, monkeypatch, name, outcome, recipe, error):
-    _, model, _ = env
+def test_env_override(engines, capsys, monkeypatch, name, outcome, recipe, error):
+    _, model, _ = engines
     monkeypatch.setenv("LEMONPACK_BACKEND", name)
     code, doc = _json(capsys, [str(model)])
     assert (code, doc["outcome"], doc["recipe"], doc["error"]) == (1 if error else 0, outcome, recipe, error)
@@ -115,8 +108,8 @@ def test_env_override(env, capsys, monkeypatch, name, outcome, recipe, error):
         assert "Traceback" not in cap.err
 
 
-def test_registry_backend_field_and_env_precedence(env, capsys, monkeypatch):
-    tmp, model, _ = env
+def test_registry_backend_field_and_env_precedence(engines, capsys, monkeypatch):
+    tmp, model, _ = engines
     assert main(["models", "add", "user.qwen", "--recipe", "fast-user", "-c", f"main={model}",
                  "--backend", "fast-sys"]) == 0
     capsys.readouterr()
@@ -136,23 +129,23 @@ def test_registry_backend_field_and_env_precedence(env, capsys, monkeypatch):
     assert code == 1 and doc["error"] == "cannot-serve" and "user.lite" in doc["message"]
 
 
-def test_registry_without_backend_auto_selects(env, capsys):
-    _, model, _ = env
+def test_registry_without_backend_auto_selects(engines, capsys):
+    _, model, _ = engines
     assert main(["models", "add", "user.plain", "--recipe", "fast-sys", "-c", f"main={model}"]) == 0
     capsys.readouterr()
     code, doc = _json(capsys, ["user.plain"])
     assert code == 0 and doc["recipe"] == "fast-user" and doc["override"] is None
 
 
-def test_bad_backend_name_in_registry_is_refused(env, capsys):
-    _, model, _ = env
+def test_bad_backend_name_in_registry_is_refused(engines, capsys):
+    _, model, _ = engines
     code = main(["models", "add", "user.bad", "--recipe", "fast-sys", "-c", f"main={model}", "--backend", "a b"])
     err = capsys.readouterr().err
     assert code == 1 and "backend" in err and "Traceback" not in err
 
 
-def test_missing_model(env, capsys):
-    tmp, _, _ = env
+def test_missing_model(engines, capsys):
+    tmp, _, _ = engines
     assert main(["select", str(tmp / "absent.gguf")]) == 1
     assert "model file not found" in capsys.readouterr().err
     assert main(["select", "user.nobody"]) == 1

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from contract.conftest import BASE, VARIANT
+from support.recipes import PASSTHROUGH, VARIANT
 from lemonpack.contract import load_recipe_text
 from lemonpack.contract.builtins import BUILTIN_RECIPES
 from lemonpack.contract.loader import check_text
@@ -38,8 +38,8 @@ def with_value(doc: dict, where: tuple, value) -> dict:
 # (document, field path, a valid value for the field, JSON path of the field): every field
 # whose pattern ends in ``$`` (the engine paths' ``^/`` has no end anchor, as in the schema)
 PATTERNED = [
-    (BASE, ("recipe",), "my-engine", "recipe"),
-    (BASE, ("extends",), "base-engine", "extends"),
+    (PASSTHROUGH, ("recipe",), "my-engine", "recipe"),
+    (PASSTHROUGH, ("extends",), "base-engine", "extends"),
     (VARIANT, ("variant_of",), "llamacpp", "variant_of"),
     (VARIANT, ("sha256",), "sha256:" + "ab" * 32, "sha256"),
     (VARIANT, ("source",), "https://example.invalid/a.tar.gz", "source"),
@@ -56,10 +56,10 @@ def test_pattern_anchors_at_end_of_input(doc, where, good, path):
 
 def test_custom_option_patterns_anchor_at_end_of_input():
     opt = {"name": "gpu_layers", "cli_flag": "--gpu-layers", "default_value": 0, "help": "h"}
-    assert answer(with_value(BASE, ("custom_options",), [opt])) == []
+    assert answer(with_value(PASSTHROUGH, ("custom_options",), [opt])) == []
     for field in ("name", "cli_flag"):
         bad = dict(opt, **{field: opt[field] + "\n"})
-        assert f"custom_options[0].{field}" in paths(with_value(BASE, ("custom_options",), [bad]))
+        assert f"custom_options[0].{field}" in paths(with_value(PASSTHROUGH, ("custom_options",), [bad]))
 
 
 @pytest.mark.parametrize("binary", ["-x", ".hidden", "bin/llama", "..", "a\\b", "a b", "llama\n", ""])
@@ -80,21 +80,21 @@ def test_builtin_recipe_ids_of_the_reference():
                  "thenoise", "cloud", "thinksound", "acestep", "onnxruntime", "trellis", "openmoss"}
     assert reference <= BUILTIN_RECIPES
     for recipe in sorted(reference):
-        assert ("recipe", "builtin-collision") in answer(with_value(BASE, ("recipe",), recipe)), recipe
+        assert ("recipe", "builtin-collision") in answer(with_value(PASSTHROUGH, ("recipe",), recipe)), recipe
 
 
 @pytest.mark.parametrize(("field", "top"), [("timeout_seconds", 600), ("poll_interval_ms", 5000),
                                             ("expected_status", 599)])
 def test_probe_bounds(field, top):
     """Schema ``health_probe``: timeout_seconds 1..600, poll_interval_ms 10..5000."""
-    ok = with_value(BASE, ("health_probe",), {"type": "http", field: top})
+    ok = with_value(PASSTHROUGH, ("health_probe",), {"type": "http", field: top})
     assert answer(ok) == []
     assert (f"health_probe.{field}", "schema-maximum") in answer(with_value(ok, ("health_probe", field), top + 1))
 
 
 def test_probe_type_defaults_to_http():
     """RFC 4.3 / schema ``default: http``: a probe without ``type`` is an http probe."""
-    doc = with_value(BASE, ("health_probe",), {"endpoint": "/ready"})
+    doc = with_value(PASSTHROUGH, ("health_probe",), {"endpoint": "/ready"})
     recipe = load_recipe_text(json.dumps(doc))
     assert (recipe.health_probe.type, recipe.health_probe.endpoint) == ("http", "/ready")
 
@@ -102,8 +102,8 @@ def test_probe_type_defaults_to_http():
 @pytest.mark.parametrize("ports", [1.0, 2.0, 0, 2, -1, True, "1", None])
 def test_requested_ports_is_the_integer_one(ports):
     """RFC 4.3: any value other than 1 is rejected; 1.0 is a number, not the integer 1."""
-    assert "requested_ports" in paths(with_value(BASE, ("requested_ports",), ports))
-    assert answer(with_value(BASE, ("requested_ports",), 1)) == []
+    assert "requested_ports" in paths(with_value(PASSTHROUGH, ("requested_ports",), ports))
+    assert answer(with_value(PASSTHROUGH, ("requested_ports",), 1)) == []
 
 
 @pytest.mark.parametrize("where", [("reserved_args",), ("platforms", "linux", "rocm", "reserved_args")])
@@ -115,19 +115,19 @@ def test_reserved_args_unique(where):
 
 
 def test_capabilities_unique_by_json_equality():
-    got = answer(with_value(BASE, ("capabilities",), ["chat_completion", "completion", "chat_completion"]))
+    got = answer(with_value(PASSTHROUGH, ("capabilities",), ["chat_completion", "completion", "chat_completion"]))
     assert got == [("capabilities[2]", "duplicate-item")]
 
 
 @pytest.mark.parametrize("version", ["01", "0", "1\n", "²", "١", "1.0", " 1", ""])
 def test_api_contract_version_malformed(version):
     """Schema: ``const: "1"``; ours reports a newer well-formed major separately."""
-    assert ("api_contract_version", "schema-pattern") in answer(with_value(BASE, ("api_contract_version",), version))
+    assert ("api_contract_version", "schema-pattern") in answer(with_value(PASSTHROUGH, ("api_contract_version",), version))
 
 
 @pytest.mark.parametrize("version", ["2", "10", "9" * 5000])
 def test_api_contract_version_newer(version):
-    got = answer(with_value(BASE, ("api_contract_version",), version))
+    got = answer(with_value(PASSTHROUGH, ("api_contract_version",), version))
     assert got == [("api_contract_version", "contract-too-new")]
 
 
@@ -145,10 +145,10 @@ def test_arch_override_names_only_its_deltas():
     """RFC 4.6: an override's stop_command_args uses the base block's stop_command."""
     block = {"command": "/opt/e", "args": ["{port}"], "stop_command": "kill", "stop_command_args": ["{pid}"],
              "arch": {"gfx1151": {"stop_command_args": ["-9", "{pid}"]}}}
-    doc = with_value(BASE, ("platforms", "linux", "cpu"), block)
+    doc = with_value(PASSTHROUGH, ("platforms", "linux", "cpu"), block)
     assert answer(doc) == []
     del block["stop_command"], block["stop_command_args"]
-    assert answer(with_value(BASE, ("platforms", "linux", "cpu"), block)) == [
+    assert answer(with_value(PASSTHROUGH, ("platforms", "linux", "cpu"), block)) == [
         ("platforms.linux.cpu.arch.gfx1151.stop_command_args", "stop-command-args")]
 
 
@@ -156,5 +156,5 @@ def test_arch_override_names_only_its_deltas():
 def test_arch_alias_values_are_any_non_empty_string(value):
     """The normative schema: arch_aliases values are strings of minLength 1 (RFC 4.6: "a name,
     tag, or path that varies by arch is written once"); an empty one is refused."""
-    assert "arch_aliases.gfx1151" not in paths(with_value(BASE, ("arch_aliases", "gfx1151"), value))
-    assert "arch_aliases.gfx1151" in paths(with_value(BASE, ("arch_aliases", "gfx1151"), ""))
+    assert "arch_aliases.gfx1151" not in paths(with_value(PASSTHROUGH, ("arch_aliases", "gfx1151"), value))
+    assert "arch_aliases.gfx1151" in paths(with_value(PASSTHROUGH, ("arch_aliases", "gfx1151"), ""))

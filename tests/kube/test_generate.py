@@ -191,10 +191,10 @@ def test_the_schema_check_is_live():
 
 
 def _boxed(*options: str, tail=("srv", "--port", "{port}")) -> dict:
-    from support.kube import recipe
+    from support.recipes import recipe_doc
 
-    return recipe("boxed", {"cpu": {"command": "podman", "args": [
-        "run", "--rm", *options, "registry.example.test/x@sha256:" + "1" * 64, *tail]}})
+    return recipe_doc("boxed", command="podman",
+                      args=["run", "--rm", *options, "registry.example.test/x@sha256:" + "1" * 64, *tail])
 
 
 def test_container_run_options_map_to_the_pod():

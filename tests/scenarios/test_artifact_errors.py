@@ -4,7 +4,11 @@ without a traceback, and leaves nothing behind."""
 import hashlib
 import json
 
-from buildkit import tar_gz
+from support.buildkit import tar_gz
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 URL = "https://example.invalid/fork/linux-cpu.tar.gz"
 
@@ -45,7 +49,7 @@ def test_artifact_without_the_binary_is_refused_by_build_and_install(tmp_path, s
     assert res.code == 1 and "has no 'llama-server' at its top level" in res.text
 
 
-def test_install_of_a_non_archive_is_a_clean_error(tmp_path, site, lp, monkeypatch, build_env):
+def test_install_of_a_non_archive_is_a_clean_error(tmp_path, site, lp, monkeypatch, home):
     # a file that claims to be .tar.gz but is a truncated tar: not an archive lemonpack can read
     h = serve(site, b"\x1f\x8b" + b"\x00" * 40)
     r = recipe(tmp_path, h)
@@ -54,7 +58,7 @@ def test_install_of_a_non_archive_is_a_clean_error(tmp_path, site, lp, monkeypat
     assert res.code == 1
     err = json.loads(res.out)
     assert "platforms.linux.cpu.source" in err["message"] and "not a readable archive" in err["message"]
-    assert not (build_env / "external" / "fault-test").exists()
+    assert not (home.cache / "external" / "fault-test").exists()
 
 
 def test_same_recipe_twice_names_both_files(tmp_path, site, lp):
@@ -66,7 +70,7 @@ def test_same_recipe_twice_names_both_files(tmp_path, site, lp):
     assert res.code == 1 and str(a) in res.text and str(b) in res.text
 
 
-def test_install_by_discovered_recipe_id(tmp_path, site, lp, monkeypatch, build_env):
+def test_install_by_discovered_recipe_id(tmp_path, site, lp, monkeypatch, home):
     h = serve(site, tar_gz([("llama-server", b"#!/bin/sh\n", 0o755)]))
     backends = tmp_path / "backends"
     backends.mkdir(mode=0o755)
@@ -77,6 +81,6 @@ def test_install_by_discovered_recipe_id(tmp_path, site, lp, monkeypatch, build_
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", '{"os": "linux"}')
     res = lp("install", "fault-test", "--yes", "--mirror", site.base)
     assert res.code == 0, res.text
-    assert (build_env / "external" / "fault-test" / "llama-server").is_file()
+    assert (home.cache / "external" / "fault-test" / "llama-server").is_file()
     res = lp("install", "no-such-recipe", "--yes")
     assert res.code == 1 and "no-such-recipe" in res.text

@@ -8,7 +8,11 @@ import json
 import os
 from pathlib import Path
 
-from buildkit import blob_json, tags
+from support.buildkit import blob_json, tags
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 
 def _arch_recipe(tmp_path: Path) -> Path:

@@ -19,7 +19,9 @@ import pytest
 
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.oci_base import make_base, put_blob as _put
-from buildkit import artifact_for, blob, blob_json, need, tags
+from support.buildkit import artifact_for, blob, blob_json, need, tags
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 RECIPE_ID = "llamacpp-variant"
 URL = "https://example.invalid/engines/llama-server-cpu.tar.gz"

@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from buildkit import need, tags
+from support.buildkit import need, tags
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.helpers import free_port, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]
 
 
 def _load(layout: Path, tag: str, env: dict) -> str:

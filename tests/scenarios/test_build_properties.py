@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from buildkit import LEMONADE, blob_json, tags, tar_gz, tree_files
+from support.buildkit import LEMONADE, blob_json, tags, tar_gz, tree_files
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 ARCH = LEMONADE / "llamacpp_arch_overrides.json"
 RID = "llamacpp-arch-overrides"
@@ -90,7 +92,7 @@ def _single_recipe(tmp_path, url, sha):
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink"])
-def test_unsafe_archive_leaves_nothing(lp, site, tmp_path, build_env, kind):
+def test_unsafe_archive_leaves_nothing(lp, site, tmp_path, home, kind):
     url = "https://example.invalid/evil/evil.tar.gz"
     sha = site.put(url, _evil_tar(kind))
     recipe = _single_recipe(tmp_path, url, sha)
@@ -99,9 +101,9 @@ def test_unsafe_archive_leaves_nothing(lp, site, tmp_path, build_env, kind):
     r = lp("build", recipe, "--out", out, "--mirror", site.base)
     assert r.code == 5 and "unsafe" in r.text.lower(), r  # UnsafeContentError
     assert not out.exists()
-    assert set(tmp_path.iterdir()) - before <= {build_env}
+    assert set(tmp_path.iterdir()) - before <= {home.cache}
     assert not (tmp_path.parent / "evil").exists() and not os.path.exists("/tmp/lemonpack-evil")
-    assert tree_files(build_env / "layers") == set()
+    assert tree_files(home.cache / "layers") == set()
     # a pre-existing layout is unchanged
     good = site.pinned(ARCH, tmp_path / "recipes")
     ok = lp("build", good, "--out", out, "--mirror", site.base, "--os", "windows")
@@ -128,23 +130,23 @@ def test_non_layout_out_is_refused_untouched(lp, site, tmp_path):
     assert r.code != 0 and f.read_text() == "x", r
 
 
-def test_mismatch_leaves_existing_layout_unchanged(lp, site, tmp_path, build_env):
+def test_mismatch_leaves_existing_layout_unchanged(lp, site, tmp_path, home):
     recipe = site.pinned(ARCH, tmp_path / "recipes")
     out = tmp_path / "out"
     assert lp("build", recipe, "--out", out, "--mirror", site.base).code == 0
     index = (out / "index.json").read_bytes()
-    cached = tree_files(build_env / "artifacts")
+    cached = tree_files(home.cache / "artifacts")
     # the server now serves other bytes for one artifact, with a cold cache for it
     url = "https://example.invalid/llamacpp-fork/gfx115x.tar.gz"
     old = site.hashes[url]
     new = site.put(url, tar_gz([("llama-server", b"#!/bin/sh\necho tampered\n", 0o755)]))
-    (build_env / "artifacts" / "sha256" / old).chmod(0o644)
-    (build_env / "artifacts" / "sha256" / old).unlink()
+    (home.cache / "artifacts" / "sha256" / old).chmod(0o644)
+    (home.cache / "artifacts" / "sha256" / old).unlink()
     r = lp("build", recipe, "--out", out, "--mirror", site.base)
     assert r.code == 3, r
     assert old in r.text and new in r.text, r
     assert (out / "index.json").read_bytes() == index
-    assert tree_files(build_env / "artifacts") == cached - {f"sha256/{old}"}
+    assert tree_files(home.cache / "artifacts") == cached - {f"sha256/{old}"}
 
 
 # ---------------------------------------------------------------- warm cache
@@ -174,46 +176,46 @@ HOST_ROCM = json.dumps({"os": "linux", "accelerators": ["rocm"], "rocm_arch": "g
 HOST_BOTH = json.dumps({"os": "linux", "accelerators": ["rocm", "cuda"], "rocm_arch": "gfx1151"})
 
 
-def test_install_puts_binary_in_external_dir(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_puts_binary_in_external_dir(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", HOST_ROCM)
     recipe = site.pinned(LEMONADE / "llamacpp_per_platform.json", tmp_path / "recipes")
     r = lp("install", recipe, "--yes", "--mirror", site.base, "--accelerator", "rocm", "--json")
     assert r.code == 0, r
-    binary = build_env / "external" / "llamacpp-per-platform" / "llama-server"
+    binary = home.cache / "external" / "llamacpp-per-platform" / "llama-server"
     assert binary.is_file() and os.access(binary, os.X_OK)
     assert b"linux-rocm.tar.gz" in binary.read_bytes()
     assert r.json()["sha256"] == "sha256:" + site.hashes["https://example.invalid/llamacpp-fork/linux-rocm.tar.gz"]
 
 
-def test_install_arch_override_from_host_facts(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_arch_override_from_host_facts(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", HOST_ROCM)
     recipe = site.pinned(ARCH, tmp_path / "recipes")
     r = lp("install", recipe, "--yes", "--mirror", site.base, "--accelerator", "rocm")
     assert r.code == 0, r
-    binary = build_env / "external" / RID / "llama-server"
+    binary = home.cache / "external" / RID / "llama-server"
     assert b"gfx1151.tar.gz" in binary.read_bytes()
 
 
-def test_install_ambiguity_names_the_choices(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_ambiguity_names_the_choices(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", HOST_BOTH)
     recipe = site.pinned(LEMONADE / "llamacpp_per_platform.json", tmp_path / "recipes")
     r = lp("install", recipe, "--yes", "--mirror", site.base)
     assert r.code != 0, r
     assert "rocm" in r.text and "cuda" in r.text and "--accelerator" in r.text, r
-    assert not (build_env / "external").exists() or tree_files(build_env / "external") == set()
+    assert not (home.cache / "external").exists() or tree_files(home.cache / "external") == set()
     assert site.requests == []
 
 
-def test_install_without_yes_on_non_tty_refuses(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_without_yes_on_non_tty_refuses(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", HOST_ROCM)
     recipe = site.pinned(LEMONADE / "llamacpp_per_platform.json", tmp_path / "recipes")
     r = lp("install", recipe, "--mirror", site.base, "--accelerator", "rocm")
     assert r.code != 0 and "--yes" in r.text, r
-    assert tree_files(build_env / "external") == set()
+    assert tree_files(home.cache / "external") == set()
     assert site.requests == []
 
 
-def test_install_subprocess_non_tty(site, tmp_path, build_env):
+def test_install_subprocess_non_tty(site, tmp_path, home):
     """The real console script, stdin not a terminal: refuses; with --yes installs."""
     import subprocess
     recipe = site.pinned(LEMONADE / "llamacpp_per_platform.json", tmp_path / "recipes")
@@ -221,8 +223,8 @@ def test_install_subprocess_non_tty(site, tmp_path, build_env):
     argv = ["lemonpack", "install", str(recipe), "--mirror", site.base, "--accelerator", "rocm"]
     r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "--yes" in r.stderr, r
-    assert tree_files(build_env / "external") == set()
+    assert tree_files(home.cache / "external") == set()
     r = subprocess.run([*argv, "--yes"], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r
-    assert (build_env / "external" / "llamacpp-per-platform" / "llama-server").is_file()
+    assert (home.cache / "external" / "llamacpp-per-platform" / "llama-server").is_file()

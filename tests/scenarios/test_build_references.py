@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from buildkit import LEMONADE, SEED, blob, blob_json, tags, tree_files
+from support.buildkit import LEMONADE, SEED, blob, blob_json, tags, tree_files
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
@@ -90,7 +92,7 @@ def test_toolbox_build_fails_pinning(lp, tmp_path):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_placeholder_hashes_stop_with_mismatch(lp, site, tmp_path, build_env, name):
+def test_placeholder_hashes_stop_with_mismatch(lp, site, tmp_path, home, name):
     served = site.serve_recipe(LEMONADE / name)
     published = {h.removeprefix("sha256:") for h in _published(LEMONADE / name)}
     out = tmp_path / "out"
@@ -103,8 +105,8 @@ def test_placeholder_hashes_stop_with_mismatch(lp, site, tmp_path, build_env, na
     pairs = _published_by_url(LEMONADE / name)
     assert any(url in r.text and pairs[url] in r.text and served[url] in r.text for url in pairs), r
     assert published >= set(pairs.values())
-    assert tree_files(build_env / "artifacts") == set()
-    assert tree_files(build_env / "layers") == set()
+    assert tree_files(home.cache / "artifacts") == set()
+    assert tree_files(home.cache / "layers") == set()
 
 
 def _published_by_url(path):

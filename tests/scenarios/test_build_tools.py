@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from buildkit import LEMONADE, blob_json, need, podman_env, tags, tar_gz
+from support.buildkit import LEMONADE, blob_json, need, podman_env, tags, tar_gz
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]
 
 
 def run(argv, **kw):

@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import blob, tags, tar_gz
+from support.buildkit import blob, tags, tar_gz
 from support.helpers import reshape_entry
 from lemonpack.oci import verify_layout
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 URL = "https://example.invalid/bt/artifact.tar.gz"
 RECIPE = "hardening-test"
@@ -79,19 +81,19 @@ CHAIN = [("dir", DEEP, b""), ("sym", f"{DEEP}/s", "/".join([".."] * 24)),
 
 
 @pytest.mark.parametrize("top_level", [False, True])
-def test_case02_symlink_chain_refused_by_install_and_build(tmp_path, site, lp, host, build_env, top_level):
+def test_case02_symlink_chain_refused_by_install_and_build(tmp_path, site, lp, host, home, top_level):
     r = recipe(tmp_path, _serve(site, tar_with(CHAIN)), top_level=top_level)
     field = "source (used by platforms.linux.cpu)" if top_level else "platforms.linux.cpu.source"
     res = lp("install", r, "--yes", "--mirror", site.base)
     assert res.code == 5, res
     assert f"{r}: {field}" in res.text and "unsafe member 'llama-server'" in res.text
-    assert "resolves outside" in res.text and str(build_env) not in res.text
-    assert not (build_env / "external" / RECIPE).exists()
-    assert [p.name for p in (build_env / "external").iterdir()] == []  # no staging left
+    assert "resolves outside" in res.text and str(home.cache) not in res.text
+    assert not (home.cache / "external" / RECIPE).exists()
+    assert [p.name for p in (home.cache / "external").iterdir()] == []  # no staging left
     res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
     assert res.code == 5, res
     assert f"{r}: {field}" in res.text and "unsafe member 'llama-server'" in res.text
-    assert str(build_env) not in res.text and "scratch" not in res.text  # refused at extraction
+    assert str(home.cache) not in res.text and "scratch" not in res.text  # refused at extraction
     assert not (tmp_path / "oci").exists()
 
 
@@ -107,23 +109,23 @@ def test_case02_symlink_chain_refused_by_install_and_build(tmp_path, site, lp, h
     ([("sym", "a", "b"), ("sym", "b", "a")], "b", "more than 40 symlinks"),
     ([("file", "f", b"x"), ("sym", "a", "f/../../x")], "a", "'..' after 'f'"),
 ])
-def test_later_members_cannot_redirect_checked_paths(tmp_path, site, lp, host, build_env, members, member, why):
+def test_later_members_cannot_redirect_checked_paths(tmp_path, site, lp, host, home, members, member, why):
     data = tar_with([("file", "llama-server", b"#!/bin/sh\n")] + members)
     r = recipe(tmp_path, _serve(site, data))
     for args in (("install", r, "--yes"), ("build", r, "--out", tmp_path / "oci")):
         res = lp(*args, "--mirror", site.base)
         assert res.code == 5, res
         assert f"unsafe member {member!r}" in res.text and why in res.text, res.text
-    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
+    assert not (home.cache / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
 
 
-def test_links_that_stay_inside_are_installed_and_packaged_alike(tmp_path, site, lp, host, build_env):
+def test_links_that_stay_inside_are_installed_and_packaged_alike(tmp_path, site, lp, host, home):
     members = [("dir", "lib/sub", b""), ("file", "lib/sub/real", b"payload"),
                ("sym", "lib/cur", "sub"), ("sym", "lib/up", "cur/../sub/real"),
                ("sym", "llama-server", "bin/run"), ("file", "bin/run", b"#!/bin/sh\n")]
     r = recipe(tmp_path, _serve(site, tar_with(members)))
     assert lp("install", r, "--yes", "--mirror", site.base).code == 0
-    dest = build_env / "external" / RECIPE
+    dest = home.cache / "external" / RECIPE
     assert (dest / "lib" / "up").read_bytes() == b"payload"
     res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
     assert res.code == 0, res
@@ -139,7 +141,7 @@ def test_links_that_stay_inside_are_installed_and_packaged_alike(tmp_path, site,
 # ------------------------------------------------------------------ case 04: whiteouts
 
 @pytest.mark.parametrize("name", ["lib/.wh.", "lib/.wh.libggml.so", ".wh..wh..opq", "d/.wh.x/f"])
-def test_case04_whiteout_names_refused_by_build_and_install(tmp_path, site, lp, host, build_env, name):
+def test_case04_whiteout_names_refused_by_build_and_install(tmp_path, site, lp, host, home, name):
     data = tar_gz([("llama-server", b"#!/bin/sh\n", 0o755), ("lib/libggml.so", b"so", 0o755), (name, b"", 0o755)])
     r = recipe(tmp_path, _serve(site, data))
     res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
@@ -148,7 +150,7 @@ def test_case04_whiteout_names_refused_by_build_and_install(tmp_path, site, lp, 
     assert "whiteout" in res.text and not (tmp_path / "oci").exists()
     res = lp("install", r, "--yes", "--mirror", site.base)
     assert res.code == 5 and f"unsafe member {name!r}" in res.text
-    assert not (build_env / "external" / RECIPE).exists()
+    assert not (home.cache / "external" / RECIPE).exists()
 
 
 # ------------------------------------------------------------------ case 03: corrupted entries
@@ -161,19 +163,19 @@ def _layout_bytes(layout: Path) -> bytes:
                     for p in (layout / "blobs" / "sha256").iterdir())
 
 
-def test_case03_corrupted_artifact_entry_is_dropped_and_fetched_again(tmp_path, site, lp, host, build_env):
+def test_case03_corrupted_artifact_entry_is_dropped_and_fetched_again(tmp_path, site, lp, host, home):
     good = tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])
     h = _serve(site, good)
     r = recipe(tmp_path, h)
     assert lp("install", r, "--yes", "--mirror", site.base).code == 0
-    entry = build_env / "artifacts" / "sha256" / h
+    entry = home.cache / "artifacts" / "sha256" / h
     assert entry.stat().st_mode & 0o777 == 0o444
     entry.chmod(0o644)
     entry.write_bytes(TAMPERED)
     served = len(site.requests)
     res = lp("install", r, "--yes", "--mirror", site.base)
     assert res.code == 0, res
-    assert b"TAMPERED" not in (build_env / "external" / RECIPE / "llama-server").read_bytes()
+    assert b"TAMPERED" not in (home.cache / "external" / RECIPE / "llama-server").read_bytes()
     assert len(site.requests) == served + 1  # fetched again
     assert "lemonpack: warning: cache entry" in res.err and "does not hash to its name" in res.err  # said, on stderr
     assert hashlib.sha256(entry.read_bytes()).hexdigest() == h
@@ -185,30 +187,30 @@ def test_case03_corrupted_artifact_entry_is_dropped_and_fetched_again(tmp_path, 
     assert b"TAMPERED" not in _layout_bytes(tmp_path / "oci")
 
 
-def test_case03_refetch_that_is_wrong_too_exits_3_and_changes_nothing(tmp_path, site, lp, host, build_env):
+def test_case03_refetch_that_is_wrong_too_exits_3_and_changes_nothing(tmp_path, site, lp, host, home):
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("install", r, "--yes", "--mirror", site.base).code == 0
-    before = (build_env / "external" / RECIPE / "llama-server").read_bytes()
-    entry = build_env / "artifacts" / "sha256" / h
+    before = (home.cache / "external" / RECIPE / "llama-server").read_bytes()
+    entry = home.cache / "artifacts" / "sha256" / h
     entry.chmod(0o644)
     entry.write_bytes(TAMPERED)
     site.put(URL, TAMPERED)  # the mirror now serves other bytes too
     res = lp("install", r, "--yes", "--mirror", site.base)
     assert res.code == 3 and f"expected sha256:{h}" in res.text
     assert not entry.exists()
-    assert (build_env / "external" / RECIPE / "llama-server").read_bytes() == before
+    assert (home.cache / "external" / RECIPE / "llama-server").read_bytes() == before
     res = lp("build", r, "--out", tmp_path / "oci", "--mirror", site.base)
     assert res.code == 3 and not (tmp_path / "oci").exists()
 
 
 @pytest.mark.parametrize("damage", ["append", "other-gzip", "record-diff-id", "record-without-inputs",
                                     "record-other-epoch", "blob-is-a-directory", "record-is-a-directory"])
-def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build_env, damage):
+def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, home, damage):
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
-    layers = build_env / "layers"
+    layers = home.cache / "layers"
     (rec,) = layers.glob("*.json")
     info = json.loads(rec.read_text())
     cached = layers / "blobs" / info["digest"][7:]
@@ -242,7 +244,7 @@ def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, build
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == info["digest"][7:]
 
 
-def test_write_through_layout_does_not_reach_the_cache(tmp_path, site, lp, build_env):
+def test_write_through_layout_does_not_reach_the_cache(tmp_path, site, lp, home):
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
@@ -278,17 +280,17 @@ def _records(layers: Path) -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in layers.glob("*.json")}
 
 
-def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, build_env):
+def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, home):
     """Trial k3 'layer-record-swap': recipe B's record copied over recipe A's names a
     consistent blob, but not A's; the build of A must rebuild A's layer."""
     r = recipe(tmp_path, _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])))
     other = _other_recipe(tmp_path, site)
     assert lp("build", r, "--out", tmp_path / "cold", "--mirror", site.base).code == 0
     cold = _layout_files(tmp_path / "cold")
-    (rec_a,) = _records(build_env / "layers")
+    (rec_a,) = _records(home.cache / "layers")
     assert lp("build", other, "--out", tmp_path / "o", "--mirror", site.base).code == 0
-    (rec_b,) = set(_records(build_env / "layers")) - {rec_a}
-    layers = build_env / "layers"
+    (rec_b,) = set(_records(home.cache / "layers")) - {rec_a}
+    layers = home.cache / "layers"
     a_info = json.loads((layers / rec_a).read_text())
     assert a_info["artifact"] == "sha256:" + hashlib.sha256(site.path_of(URL).read_bytes()).hexdigest()
     assert a_info["prefix"] == f"opt/lemonpack/{RECIPE}"
@@ -314,14 +316,14 @@ def test_layer_record_of_another_recipe_is_never_used(tmp_path, site, lp, build_
 
 
 @pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
-def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_path, site, lp, host, build_env,
+def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_path, site, lp, host, home,
                                                                           kind):
     """Trial k3 'artifact-is-a-directory' / symlink: an entry must be a regular file by
     lstat; anything else is never used (not even a symlink to a good copy)."""
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("install", r, "--yes", "--mirror", site.base).code == 0
-    entry = build_env / "artifacts" / "sha256" / h
+    entry = home.cache / "artifacts" / "sha256" / h
     outside = tmp_path / "outside-copy"
     reshape_entry(entry, kind, outside)
     served = len(site.requests)
@@ -340,14 +342,14 @@ def test_artifact_entry_that_is_not_a_regular_file_is_dropped_and_fetched(tmp_pa
 
 @pytest.mark.parametrize("command", ["verify", "clean"])
 @pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
-def test_cache_lists_and_removes_entries_of_every_shape(tmp_path, site, lp, host, build_env, kind, command):
+def test_cache_lists_and_removes_entries_of_every_shape(tmp_path, site, lp, host, home, kind, command):
     """Trial k3 'symlink-entry-listed' / 'symlink-entry-clean'."""
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     assert lp("install", recipe(tmp_path, h), "--yes", "--mirror", site.base).code == 0
-    entry = build_env / "artifacts" / "sha256" / h
+    entry = home.cache / "artifacts" / "sha256" / h
     outside = tmp_path / "outside-copy"
     reshape_entry(entry, kind, outside)
-    stray = build_env / "artifacts" / "sha256" / "not-a-digest"
+    stray = home.cache / "artifacts" / "sha256" / "not-a-digest"
     stray.write_bytes(b"?")
     res = lp("cache", "list", "--json")
     assert res.code == 0
@@ -393,7 +395,7 @@ DEEP_LONG = "/".join(["d" * 250] * 20) + "/f"  # each name fits NAME_MAX, the pa
 
 
 @pytest.mark.parametrize("name", [LONG, f"lib/{LONG}", DEEP_LONG], ids=["component", "nested-component", "path"])
-def test_member_the_file_system_refuses_is_exit_5_naming_it(tmp_path, site, lp, host, build_env, name):
+def test_member_the_file_system_refuses_is_exit_5_naming_it(tmp_path, site, lp, host, home, name):
     """Trial k2 'long-component': install and build agree, exit 5, one line naming the
     recipe file, the field and the member; no scratch path, no traceback."""
     data = tar_with([("file", "llama-server", b"#!/bin/sh\n"), ("file", name, b"x")])
@@ -403,9 +405,9 @@ def test_member_the_file_system_refuses_is_exit_5_naming_it(tmp_path, site, lp, 
         assert res.code == 5, res
         (line,) = [ln for ln in res.err.splitlines() if ln.startswith("error")]
         assert f"{r}: platforms.linux.cpu.source" in line and f"unsafe member {name!r}" in line
-        assert "File name too long" in line and str(build_env) not in line
-    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
-    assert [p.name for p in (build_env / "external").iterdir()] == []
+        assert "File name too long" in line and str(home.cache) not in line
+    assert not (home.cache / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
+    assert [p.name for p in (home.cache / "external").iterdir()] == []
 
 
 _LIMITED = """
@@ -418,7 +420,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize("command", ["install", "build"])
-def test_disk_refusing_a_write_is_not_blamed_on_the_archive(tmp_path, site, build_env, monkeypatch, command):
+def test_disk_refusing_a_write_is_not_blamed_on_the_archive(tmp_path, site, home, monkeypatch, command):
     """The disk (here: RLIMIT_FSIZE, a real EFBIG from the kernel, as ENOSPC would be)
     refuses a member: exit 1, one line naming recipe, field and member and saying it is
     the local disk; nothing installed or written."""
@@ -433,13 +435,13 @@ def test_disk_refusing_a_write_is_not_blamed_on_the_archive(tmp_path, site, buil
     assert "Traceback" not in p.stderr
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error")]
     assert f"{r}: platforms.linux.cpu.source" in line and "member 'model.bin'" in line
-    assert "File too large" in line and "local disk, not of the archive" in line and str(build_env) not in line
-    assert not (build_env / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
+    assert "File too large" in line and "local disk, not of the archive" in line and str(home.cache) not in line
+    assert not (home.cache / "external" / RECIPE).exists() and not (tmp_path / "oci").exists()
 
 
 # ------------------------------------------------------------------ lemonpack cache
 
-def test_cache_list_verify_clean(tmp_path, site, lp, host, build_env):
+def test_cache_list_verify_clean(tmp_path, site, lp, host, home):
     data = tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)])
     r = recipe(tmp_path, _serve(site, data))
     assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
@@ -447,7 +449,7 @@ def test_cache_list_verify_clean(tmp_path, site, lp, host, build_env):
     res = lp("cache", "list", "--json")
     assert res.code == 0
     doc = res.json()
-    assert doc["root"] == str(build_env)
+    assert doc["root"] == str(home.cache)
     assert {e["cache"] for e in doc["entries"]} == {"artifacts", "layers"}
     art = [e for e in doc["entries"] if e["cache"] == "artifacts"]
     assert art[0]["size"] == len(data) and art[0]["name"] == "sha256:" + hashlib.sha256(data).hexdigest()
@@ -467,7 +469,7 @@ def test_cache_list_verify_clean(tmp_path, site, lp, host, build_env):
     res = lp("cache", "clean", "--json")
     assert res.code == 0 and res.json()["freed"] > 0
     assert lp("cache", "list", "--json").json()["entries"] == []
-    assert (build_env / "external" / RECIPE / "llama-server").is_file()  # installs are not a cache
+    assert (home.cache / "external" / RECIPE / "llama-server").is_file()  # installs are not a cache
 
 
 # ------------------------------------------------------------------ case 05: partial downloads
@@ -537,13 +539,13 @@ def _wait_partials(d: Path, n: int, known: set = frozenset()) -> set[Path]:
 
 
 @pytest.mark.slow
-def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_server, lp, build_env, monkeypatch):
+def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_server, lp, home, monkeypatch):
     host_facts = '{"os": "linux", "accelerators": ["cpu"]}'
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", host_facts)
     r = recipe(tmp_path, hashlib.sha256(slow_server.body).hexdigest())
     base = f"http://127.0.0.1:{slow_server.server_address[1]}"
-    env = {**os.environ, "LEMONPACK_CACHE_DIR": str(build_env), "LEMONPACK_HOST_FACTS": host_facts}
-    store = build_env / "artifacts" / "sha256"
+    env = {**os.environ, "LEMONPACK_CACHE_DIR": str(home.cache), "LEMONPACK_HOST_FACTS": host_facts}
+    store = home.cache / "artifacts" / "sha256"
 
     def killed_download(known: set) -> Path:
         p = _install_process(r, f"{base}/slow", env)
@@ -578,17 +580,17 @@ def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_serv
     assert list(store.glob(".tmp-*")) == []
 
 
-def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, build_env):
+def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, home):
     """Hits are trusted by the stat facts recorded when the bytes were hashed; an edit that
     keeps the size and puts the mtime back still changes the ctime, so the entry is re-hashed."""
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
-    layers = build_env / "layers"
+    layers = home.cache / "layers"
     (rec,) = layers.glob("*.json")
     info = json.loads(rec.read_text())
     assert info["stat"] == stat_facts(layers / "blobs" / info["digest"][7:])
-    for victim in (layers / "blobs" / info["digest"][7:], build_env / "artifacts" / "sha256" / h):
+    for victim in (layers / "blobs" / info["digest"][7:], home.cache / "artifacts" / "sha256" / h):
         st = victim.stat()
         victim.chmod(0o644)
         data = bytearray(victim.read_bytes())
@@ -600,4 +602,4 @@ def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, b
     assert res.code == 0, res
     verify_layout(tmp_path / "b")
     assert tags(tmp_path / "b") == tags(tmp_path / "a")
-    assert hashlib.sha256((build_env / "artifacts" / "sha256" / h).read_bytes()).hexdigest() == h
+    assert hashlib.sha256((home.cache / "artifacts" / "sha256" / h).read_bytes()).hexdigest() == h

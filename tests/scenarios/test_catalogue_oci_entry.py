@@ -16,8 +16,7 @@ import pytest
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from lemonpack.signing.remote import sign_image
-from tests.catalogue.test_build import by_id, run
-from tests.support.catalogue import S_CPU, S_ROCM, STRIX, CatalogueWorld, fingerprint
+from support.catalogue import CatalogueWorld, STRIX, S_CPU, S_ROCM, by_id, fingerprint, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -19,9 +19,8 @@ import pytest
 from lemonpack.catalogue.facts import extension_platforms
 from lemonpack.catalogue.dates import source_epoch
 from lemonpack.signing.keys import encode_key_pair
-from tests.catalogue.test_build import by_id, run
-from tests.support.catalogue import PASSWORD, REPO, CatalogueWorld, community_extension, fingerprint, git, sha
-from tests.support.catalogue import tree_listing
+from support.catalogue import CatalogueWorld, PASSWORD, REPO, by_id, community_extension, fingerprint, git, run, sha
+from support.catalogue import tree_listing
 
 pytestmark = pytest.mark.timeout(300)
 

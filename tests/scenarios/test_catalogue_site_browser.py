@@ -14,7 +14,7 @@ import json
 from urllib.parse import urlencode
 
 import pytest
-from site_support import QUERIES, hostile_index, reference_search
+from support.catalogue_site import QUERIES, hostile_index, reference_search
 from support.browser import artifacts_dir, chromium
 
 from lemonpack.catalogue.site import FACETS, entry_facets, entry_slug, render_site
@@ -147,7 +147,7 @@ def test_shared_query_table_in_the_page(browser, site):
     table = json.loads(QUERIES.read_text())
     assert len(table) >= 20
     # The shared table is written against the fixture index: run it on a site of that index.
-    from site_support import load_fixture
+    from support.catalogue_site import load_fixture
     fixture = load_fixture()
     sub = out.parent / (out.name + "-fixture")
     render_site(fixture, sub)

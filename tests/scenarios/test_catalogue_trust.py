@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.catalogue.test_build import by_id, run
-from tests.support.catalogue import REPO, CatalogueWorld, community_extension, git, sha, tree_listing
+from support.catalogue import CatalogueWorld, REPO, by_id, community_extension, git, run, sha, tree_listing
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -40,16 +40,14 @@ import io
 import random
 import secrets
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.containers import BUSYBOX  # noqa: E402
+from support.containers import BUSYBOX
 
-from lemonpack.oci.cmdline import read_container_argv  # noqa: E402
+from lemonpack.oci.cmdline import read_container_argv
 
 pytestmark = pytest.mark.slow
 

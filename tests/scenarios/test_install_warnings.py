@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
-from buildkit import LEMONADE
+from support.buildkit import LEMONADE
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 CPU_ONLY = json.dumps({"os": "linux", "accelerators": ["cpu"]})
 HOST_ROCM = json.dumps({"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151"})
@@ -19,7 +23,7 @@ def _rocm_only(site, tmp_path):
     return recipe
 
 
-def test_install_on_a_host_without_the_blocks_accelerator_warns(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_on_a_host_without_the_blocks_accelerator_warns(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", CPU_ONLY)
     recipe = _rocm_only(site, tmp_path)
     r = lp("install", recipe, "--yes", "--mirror", site.base)
@@ -35,7 +39,7 @@ def test_install_on_a_host_without_the_blocks_accelerator_warns(lp, site, tmp_pa
                                "accelerator this host has"]
 
 
-def test_install_of_a_requested_block_the_host_lacks_says_it_was_requested(lp, site, tmp_path, build_env,
+def test_install_of_a_requested_block_the_host_lacks_says_it_was_requested(lp, site, tmp_path, home,
                                                                             monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", CPU_ONLY)
     recipe = site.pinned(LEMONADE / "llamacpp_per_platform.json", tmp_path / "recipes")
@@ -46,7 +50,7 @@ def test_install_of_a_requested_block_the_host_lacks_says_it_was_requested(lp, s
     assert w.endswith("it was requested (--accelerator cuda)")
 
 
-def test_install_on_a_host_with_the_accelerator_does_not_warn(lp, site, tmp_path, build_env, monkeypatch):
+def test_install_on_a_host_with_the_accelerator_does_not_warn(lp, site, tmp_path, home, monkeypatch):
     monkeypatch.setenv("LEMONPACK_HOST_FACTS", HOST_ROCM)
     r = lp("install", _rocm_only(site, tmp_path), "--yes", "--mirror", site.base, "--json")
     assert r.code == 0, r

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.conftest import BASE
+from support.recipes import PASSTHROUGH
 from lemonpack.contract.loader import check_text
 from lemonpack.schemacheck import MAX_PROBLEMS
 
@@ -77,7 +77,7 @@ def test_many_schema_errors_bounded_memory_and_report(tmp_path, items):
 
 
 def test_unknown_megabyte_token_is_quoted_by_a_prefix(tmp_path):
-    doc = json.loads(json.dumps(BASE))
+    doc = json.loads(json.dumps(PASSTHROUGH))
     doc["platforms"]["linux"]["cpu"]["args"] = ["--port", "{port}", "{" + "a" * 1_000_000 + "}"]
     path = tmp_path / "token.json"
     path.write_text(json.dumps(doc))
@@ -89,13 +89,13 @@ def test_unknown_megabyte_token_is_quoted_by_a_prefix(tmp_path):
 
 
 def _block_with(**extra) -> dict:
-    doc = json.loads(json.dumps(BASE))
+    doc = json.loads(json.dumps(PASSTHROUGH))
     doc["platforms"]["linux"]["cpu"].update(extra)
     return doc
 
 
 @pytest.mark.parametrize("doc", [
-    dict(json.loads(json.dumps(BASE)), arch_aliases={"gfx1151": "amd/strix-halo"}),
+    dict(json.loads(json.dumps(PASSTHROUGH)), arch_aliases={"gfx1151": "amd/strix-halo"}),
     _block_with(arch={}),
     _block_with(arch={"gfx1151": {}}),
     _block_with(env={"X": "{env:MY-VAR:-0}"}),

@@ -6,18 +6,16 @@ previous install intact; `lemonpack uninstall`; a system descriptor is refused."
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import secrets
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from support.helpers import serve_directory
+from support.registry import engine_tar, variant_layout
 
 from lemonpack import files
 from lemonpack.registry import RegistryClient, parse_reference
@@ -25,39 +23,6 @@ from lemonpack.registry.transfer import publish_layout
 from lemonpack.builder import ociinstall
 from lemonpack.signing import keys
 from lemonpack.signing.remote import sign_image
-
-
-def engine_tar(version: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-        for name, data in (("engine", f"#!/bin/sh\necho engine {version}\n".encode()), ("VERSION", version.encode())):
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o755, 0
-            tf.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def build(tmp: Path, recipe: str, version: str) -> Path:
-    """A layout built by `lemonpack build` for a variant_of recipe whose artifact is ``engine_tar(version)``."""
-    mirror = tmp / f"mirror-{version}"
-    art = mirror / "example.invalid" / "eng" / f"engine-{version}.tar"
-    art.parent.mkdir(parents=True)
-    art.write_bytes(engine_tar(version))
-    doc = {"recipe": recipe, "display_name": "oci install test", "api_contract_version": "1",
-           "variant_of": "llamacpp", "capabilities": ["chat_completion"],
-           "source": f"https://example.invalid/eng/engine-{version}.tar",
-           "sha256": "sha256:" + hashlib.sha256(art.read_bytes()).hexdigest(), "version_policy": "pinned",
-           "platforms": {"linux": {"cpu": {"binary": "engine"}}}}
-    recipe_file = tmp / f"{recipe}-{version}.json"
-    recipe_file.write_text(json.dumps(doc))
-    out = tmp / f"layout-{version}"
-    with serve_directory(mirror) as base:
-        r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "build", str(recipe_file),
-                            "--out", str(out), "--mirror", base, "--no-progress"],
-                           env={**os.environ, "LEMONPACK_CACHE_DIR": str(tmp / "build-cache")},
-                           capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return out
 
 
 @pytest.fixture
@@ -69,7 +34,7 @@ def published(registry, tmp_path, monkeypatch):
     refs = {}
     with RegistryClient(registry.host) as client:
         for version in ("1", "2"):
-            layout = build(tmp_path, recipe, version)
+            layout = variant_layout(tmp_path, recipe, version)
             res = publish_layout(layout, parse_reference(f"{registry.host}/{repo}:v{version}"), client, tag=recipe)
             refs[version] = f"oci://{registry.host}/{repo}@{res.pushed[0].digest}"
     return recipe, refs, tmp_path

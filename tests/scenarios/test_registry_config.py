@@ -16,7 +16,7 @@ import pytest
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.auth import Credentials
 from lemonpack.registry.transfer import publish_layout
-from registry.test_oci_install import build
+from support.registry import variant_layout
 
 COMMANDS = [["publish"], ["pull"], ["pin"], ["sign"], ["verify"], ["install"], ["catalogue", "build"]]
 
@@ -36,7 +36,7 @@ def test_every_registry_command_offers_registry_config(command):
 def test_sign_verify_install_with_registry_config(auth_registry, tmp_path):
     (user, password), = auth_registry.users.items()
     recipe = f"regcfg-{secrets.token_hex(3)}"
-    layout = build(tmp_path, recipe, "1")
+    layout = variant_layout(tmp_path, recipe, "1")
     creds = Credentials(user, password, source="test")
     with RegistryClient(auth_registry.host, auth=creds) as client:
         res = publish_layout(layout, parse_reference(f"{auth_registry.host}/regcfg/{recipe}:v1"), client, tag=recipe)

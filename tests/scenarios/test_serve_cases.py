@@ -1,7 +1,7 @@
 """The serve cases (two models cut each other, disconnects, in-flight slots, load options,
 deep JSON, huge names), run from the outside against ``lemonpack serve`` as a new user would:
-each script (copied from the trials, standard library only; their harness and fake engine
-are one copy in ``cases/_common/``) prints PASS or FAIL."""
+each script in ``serve_cases/`` (copied from the trials; their harness and fake engine are
+tests/support/serve_harness.py and serve_fake_engine.py) prints PASS or FAIL."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "serve_cases"
 
 
 @pytest.mark.slow

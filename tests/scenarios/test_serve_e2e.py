@@ -14,18 +14,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import wait_for  # noqa: E402
-from support.llama_server import llama_server_dir, write_tiny_gguf  # noqa: E402
+from support.helpers import wait_for
+from support.llama_server import llama_server_dir, write_tiny_gguf
 
-from lemonpack.runtime.proctable import pid_alive  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -7,8 +7,8 @@ import logging
 
 import httpx
 
-from tests.server.conftest import fake_doc
-from tests.support.helpers import wait_for
+from support.recipes import recipe_doc
+from support.helpers import wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -16,7 +16,7 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 def test_a_broken_registry_keeps_the_last_good_one_and_says_why(live, caplog):
     caplog.set_level(logging.WARNING, logger="lemonpack.server")
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["user.fake"]
@@ -33,7 +33,7 @@ def test_a_broken_registry_keeps_the_last_good_one_and_says_why(live, caplog):
         warned = [r for r in caplog.records if str(lv.registry.path) in r.getMessage()]
         assert len(warned) == 1 and not warned[0].exc_info  # once, one line
         lv.registry.path.unlink()
-        lv.add("user.other", fake_doc("other"))
+        lv.add("user.other", recipe_doc("other", fake_engine=[]))
         assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["user.other"]
         assert "warnings" not in c.get("/v1/models").json()
 
@@ -51,7 +51,7 @@ def test_a_broken_registry_at_start_serves_nothing_and_says_why(live):
 
 def test_a_body_that_is_not_json_is_a_400_saying_so(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         for path in ("/v1/chat/completions", "/v1/load", "/v1/unload", "/api/v1/embeddings"):
@@ -69,7 +69,7 @@ def test_a_body_that_is_not_json_is_a_400_saying_so(live):
 def test_a_client_leaving_a_stream_logs_no_traceback(live, caplog):
     caplog.set_level(logging.DEBUG)
     lv = live()
-    lv.add("user.fake", fake_doc("slow", "--chunks", "40", "--chunk-delay", "0.05"))
+    lv.add("user.fake", recipe_doc("slow", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         c.post("/v1/load", json={"model_name": "user.fake"}).raise_for_status()
@@ -97,7 +97,7 @@ def test_trial_mistakes_bad_load_options_unknown_unload_and_unbounded_metric_lab
     from lemonpack.runtime.supervisor import State
 
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         c.post("/v1/load", json={"model_name": "user.fake"}).raise_for_status()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from support.helpers import FAKE_ENGINE, free_port, wait_for, write_descriptor
-from tests.server.conftest import fake_doc
+from support.recipes import recipe_doc
 
 CHAT = {"model": "user.gw", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -68,7 +68,7 @@ def engines(tmp_path):
 
 def gateway(live, *urls, capabilities=("chat_completion",), poll_ms: int = 20, **config):
     lv = live(**config)
-    doc = fake_doc("gw-engine", capabilities=capabilities)
+    doc = recipe_doc("gw-engine", fake_engine=[], capabilities=capabilities)
     doc["health_probe"]["poll_interval_ms"] = poll_ms
     write_descriptor(lv.backends, "gw-engine.json", doc)
     lv.registry.add("user.gw", "gw-engine", {}, endpoints=list(urls))

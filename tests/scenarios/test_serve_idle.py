@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from lemonpack.runtime.supervisor import State
-from tests.server.conftest import fake_doc
-from tests.support.helpers import FakeClock, wait_for
+from support.recipes import recipe_doc
+from support.helpers import FakeClock, wait_for
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -31,8 +31,7 @@ def test_ttl_unloads_only_after_the_last_request_never_while_starting_or_in_flig
     ready, answer, rec = tmp_path / "ready", tmp_path / "answer", tmp_path / "record.jsonl"
     clock = FakeClock()
     lv = live(ttl=0.5, idle_check=0.02, clock=clock)
-    lv.add("user.fake", fake_doc("fake-engine", "--health-gate", str(ready), "--first-byte-gate", str(answer),
-                                 "--record", str(rec)))
+    lv.add("user.fake", recipe_doc(fake_engine=["--health-gate", str(ready), "--first-byte-gate", str(answer), "--record", str(rec)]))
     lv.start()
     policy = lv.server.policy
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=HANG) as c, ThreadPoolExecutor(1) as pool:
@@ -71,7 +70,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
     ttl = 0.3
     clock = FakeClock()
     lv = live(ttl=ttl, idle_check=0.005, clock=clock)
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     rnd = random.Random(8)
     statuses: list[int] = []
@@ -104,7 +103,7 @@ def test_requests_at_ttl_expiry_neither_deadlock_nor_fail(live):
 
 def test_soft_idle_calls_downsize_endpoint_once_per_idle_period(live, tmp_path):
     rec = tmp_path / "record.jsonl"
-    doc = fake_doc("fake-engine", "--record", str(rec))
+    doc = recipe_doc(fake_engine=["--record", str(rec)])
     doc["downsize_endpoint"] = "/downsize"
     clock = FakeClock()
     lv = live(soft_idle=0.3, idle_check=0.02, clock=clock)

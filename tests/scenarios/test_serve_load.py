@@ -23,11 +23,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import wait_for  # noqa: E402
+from support.helpers import wait_for
 
-from lemonpack.runtime.proctable import pid_alive  # noqa: E402
-from tests.server.conftest import fake_doc  # noqa: E402
+from lemonpack.runtime.proctable import pid_alive
+from support.recipes import recipe_doc
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -129,7 +128,7 @@ def engine_children() -> list[int]:
 
 def test_64_clients_2000_requests_no_errors_no_leaks(live):
     lv = live(max_in_flight=CLIENTS)
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         c.get("/v1/health").raise_for_status()

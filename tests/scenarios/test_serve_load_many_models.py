@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections import Counter
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "_common"))
-from harness import Serve, fake_recipe, pids_tagged  # noqa: E402
+from support.recipes import recipe_doc
+from support.serve_harness import Serve, engine, pids_tagged
 
 CLIENTS = 64
 REQUESTS = int(os.environ.get("LP_LOAD_REQUESTS", "2000"))  # in all
@@ -27,7 +26,7 @@ def test_64_clients_over_4_models_with_a_budget_for_2(tmp_path):
     tag = f"load-{os.getpid()}"
     models = {f"user.m{i}": f"{tag}-{i}" for i in range(4)}
     # each model file is 9 bytes ("GGUF fake", size on disk): 20 bytes fit two engines
-    s = Serve([fake_recipe(r) for r in models.values()], models, root=str(tmp_path), args=["--memory-budget", "20"])
+    s = Serve([recipe_doc(r, **engine(r)) for r in models.values()], models, root=str(tmp_path), args=["--memory-budget", "20"])
     s.start()
     try:
         s.get("/v1/health")

@@ -3,73 +3,26 @@ inference routes (a long wait before the first byte is normal)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from lemonpack.runtime.models import ModelRegistry
-from tests.server.conftest import fake_doc
-from tests.support.helpers import wait_for, write_descriptor
+from support.recipes import recipe_doc
+from support.helpers import wait_for
+from support.serve import serve_cli
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 FIELDS = {"model", "route", "status", "bytes", "ttfb_ms", "total_ms"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve_cli(tmp_path, doc: dict, *options: str):
-    """``lemonpack serve --port P *options`` in a subprocess with ``user.fake`` registered for
-    the recipe ``doc``; yields (an httpx client on it, the stderr lines so far); SIGTERM at exit."""
-    cfg = tmp_path / "config"
-    backends = cfg / "backends"
-    write_descriptor(backends, f"{doc['recipe']}.json", doc)
-    model = tmp_path / "tiny.gguf"
-    model.write_bytes(b"GGUF")
-    ModelRegistry(cfg / "user_models.json").add("user.fake", doc["recipe"], {"main": str(model)})
-    port = _free_port()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "LEMONPACK_CONFIG_DIR": str(cfg), "LEMONPACK_CACHE_DIR": str(tmp_path / "cache"),
-           "LEMONPACK_BACKENDS_PATH": f"user:{backends}", "XDG_RUNTIME_DIR": str(tmp_path / "run")}
-    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port), *options],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    lines: list[str] = []
-    up = threading.Event()
-
-    def read() -> None:
-        for ln in proc.stderr:
-            lines.append(ln)
-            if "listening on" in ln:
-                up.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert up.wait(60), "".join(lines)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as c:
-            yield c, lines
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-        reader.join(10)
-
-
 def test_json_logs_one_object_per_request(tmp_path):
-    with serve_cli(tmp_path, fake_doc(), "--json-logs") as (c, lines):
+    with serve_cli(tmp_path, recipe_doc(fake_engine=[]), "--json-logs") as (c, lines):
         plain = c.post("/v1/chat/completions", json=CHAT)
         assert plain.status_code == 200
         streamed = c.post("/api/v1/chat/completions", json={**CHAT, "stream": True})
@@ -96,7 +49,7 @@ def test_json_logs_one_object_per_request(tmp_path):
 
 def test_no_read_timeout_on_inference_routes(live):
     lv = live()
-    lv.add("user.fake", fake_doc("fake-engine", "--first-byte-delay", "6"))
+    lv.add("user.fake", recipe_doc(fake_engine=["--first-byte-delay", "6"]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=60) as c:
         assert c.post("/v1/load", json={"model_name": "user.fake"}).status_code == 200
@@ -115,7 +68,7 @@ def test_ttl_and_soft_idle_options_of_the_cli(tmp_path):
     """``--soft-idle`` calls the recipe's downsize_endpoint, ``--ttl`` then unloads the model
     (its engine process is gone); both count from the end of the last request."""
     rec = tmp_path / "record.jsonl"
-    doc = fake_doc("fake-engine", "--record", str(rec))
+    doc = recipe_doc(fake_engine=["--record", str(rec)])
     doc["downsize_endpoint"] = "/downsize"
 
     def paths() -> list[str]:
@@ -164,10 +117,9 @@ def test_ttl_and_soft_idle_must_be_positive(tmp_path):
 
 
 def test_malformed_requests_and_early_disconnects_never_print_a_traceback(tmp_path):
-    import socket
     import urllib.parse
 
-    with serve_cli(tmp_path, fake_doc("slow", "--first-byte-delay", "0.5")) as (c, lines):
+    with serve_cli(tmp_path, recipe_doc("slow", fake_engine=["--first-byte-delay", "0.5"])) as (c, lines):
         port = urllib.parse.urlsplit(str(c.base_url)).port
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200  # engine up
         for raw in (b"GET /v1/models HTTP/1.1\r\nHost x\r\nBad\x00Header: 1\r\n\r\n",

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from lemonpack.runtime.supervisor import State
-from tests.server.conftest import fake_doc
-from tests.support.helpers import FakeClock, wait_for, write_descriptor
+from support.recipes import recipe_doc
+from support.helpers import FakeClock, wait_for, write_descriptor
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -22,7 +22,7 @@ def _add(lv, name, size, doc):
 
 def test_busy_models_are_not_evicted_idle_ones_are_and_too_big_is_refused(live):
     lv = live(memory_budget=1500)
-    doc = fake_doc("slow", "--chunks", "20", "--chunk-delay", "0.05")
+    doc = recipe_doc("slow", fake_engine=["--chunks", "20", "--chunk-delay", "0.05"])
     _add(lv, "user.a", 1000, doc)
     _add(lv, "user.b", 1000, doc)
     _add(lv, "user.huge", 2000, doc)
@@ -63,8 +63,8 @@ def test_busy_models_are_not_evicted_idle_ones_are_and_too_big_is_refused(live):
 def test_load_timeout_is_503_and_others_are_served(live, tmp_path):
     clock = FakeClock()  # the load timeout counts on it: the test says when it has passed
     lv = live(load_timeout=0.5, idle_check=0.02, clock=clock)
-    lv.add("user.slow", fake_doc("slowstart", "--health-gate", str(tmp_path / "never")))  # never ready
-    lv.add("user.fast", fake_doc("fast"))
+    lv.add("user.slow", recipe_doc("slowstart", fake_engine=["--health-gate", str(tmp_path / "never")]))  # never ready
+    lv.add("user.fast", recipe_doc("fast", fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c, ThreadPoolExecutor(1) as pool:
         slow = pool.submit(c.post, "/v1/chat/completions", json={**CHAT, "model": "user.slow"})
@@ -78,7 +78,7 @@ def test_load_timeout_is_503_and_others_are_served(live, tmp_path):
 
 def test_engine_failures_are_counted_and_metrics_are_loopback_only(live):
     lv = live()
-    lv.add("user.bad", fake_doc("bad", "--exit-now", "--exit-code", "4"))
+    lv.add("user.bad", recipe_doc("bad", fake_engine=["--exit-now", "--exit-code", "4"]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.bad"}).status_code == 500

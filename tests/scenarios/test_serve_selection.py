@@ -7,14 +7,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.server.conftest import fake_doc
-from tests.support.helpers import write_descriptor
+from support.recipes import recipe_doc
+from support.helpers import write_descriptor
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
 
 def _recipe(rid: str, serves, rank: int = 0, os_: str = "linux") -> dict:
-    doc = fake_doc(rid, "--model", f"{rid}-engine")  # the engine answers with its recipe's name
+    doc = recipe_doc(rid, fake_engine=["--model", f"{rid}-engine"])  # the engine answers with its recipe's name
     doc["extensions"] = {"dev.lemonpack.serves": serves, "dev.lemonpack.rank": rank}
     if os_ != "linux":
         doc["platforms"] = {os_: doc["platforms"]["linux"]}

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from lemonpack.server.catalog import Catalog
-from tests.server.conftest import fake_doc
-from tests.server.test_logs_timeouts import serve_cli
+from support.recipes import recipe_doc
+from support.serve import serve_cli
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -27,8 +27,8 @@ def _cmdline(pid: int) -> list[str]:
 
 def test_load_options_without_a_token_are_reported_ignored_and_not_applied(live):
     lv = live()
-    lv.add("user.lit", fake_doc("lit-engine", "--ctx-size", "256"))  # a literal, no {ctx_size}
-    lv.add("user.tok", fake_doc("tok-engine", "--ctx-size", "{ctx_size}"))
+    lv.add("user.lit", recipe_doc("lit-engine", fake_engine=["--ctx-size", "256"]))  # a literal, no {ctx_size}
+    lv.add("user.tok", recipe_doc("tok-engine", fake_engine=["--ctx-size", "{ctx_size}"]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         r = c.post("/v1/load", json={"model_name": "user.lit"})
@@ -51,7 +51,7 @@ def test_load_options_without_a_token_are_reported_ignored_and_not_applied(live)
 
 def test_load_accepts_unknown_fields_with_a_warning_and_refuses_wrong_types(live, caplog):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     caplog.set_level(logging.WARNING, logger="lemonpack.server")
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
@@ -67,7 +67,7 @@ def test_load_accepts_unknown_fields_with_a_warning_and_refuses_wrong_types(live
 
 def test_model_of_the_wrong_type_is_a_400_naming_the_field(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         for route, body in (("/v1/chat/completions", {**CHAT, "model": 123}),
@@ -83,7 +83,7 @@ def test_answers_carry_the_model_name_asked_for(live, tmp_path):
     release = tmp_path / "release"
     lv = live()
     # a stream of 3 chunks whose engine holds the last two until the test creates `release`
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "3", "--hold-stream", str(release)))
+    lv.add("user.fake", recipe_doc(fake_engine=["--chunks", "3", "--hold-stream", str(release)]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         r = c.post("/v1/chat/completions", json=CHAT)
@@ -105,7 +105,7 @@ def test_answers_carry_the_model_name_asked_for(live, tmp_path):
 
 def test_models_named_by_path_on_a_registered_only_server_reveal_no_file(live, tmp_path):
     lv = live(model_files=False)  # what `serve --host` with a non-loopback address builds
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     there = tmp_path / "secret.gguf"
     there.write_bytes(b"GGUF")
@@ -158,7 +158,7 @@ def test_a_registered_only_catalog_never_looks_at_a_path(monkeypatch):
 
 
 def test_engine_output_shown_on_serve_stderr_and_error_sizes_logged(tmp_path):
-    with serve_cli(tmp_path, fake_doc(), "--json-logs") as (c, lines):
+    with serve_cli(tmp_path, recipe_doc(fake_engine=[]), "--json-logs") as (c, lines):
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
         bad = c.post("/v1/embeddings", json={"model": "user.fake", "input": "x"})
         missing = c.post("/v1/chat/completions", json={**CHAT, "model": "user.none"})
@@ -175,10 +175,10 @@ def test_engine_output_shown_on_serve_stderr_and_error_sizes_logged(tmp_path):
 
 
 def test_engine_output_in_text_logs_is_prefixed_with_the_model(tmp_path):
-    with serve_cli(tmp_path, fake_doc()) as (c, lines):
+    with serve_cli(tmp_path, recipe_doc(fake_engine=[])) as (c, lines):
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
     assert any(ln.startswith("[user.fake] fake-engine[") for ln in lines), lines
-    with serve_cli(tmp_path / "quiet", fake_doc(), "--no-engine-output") as (c, lines):
+    with serve_cli(tmp_path / "quiet", recipe_doc(fake_engine=[]), "--no-engine-output") as (c, lines):
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
     assert not any(ln.startswith("[user.fake]") for ln in lines), lines
 
@@ -188,7 +188,7 @@ def test_json_answers_small_and_too_large_to_rewrite_pass_whole(live):
     answer is read whole and sent with its length, one over the rewrite bound streams through
     unchanged (nothing dropped, nothing held)."""
     lv = live()
-    lv.add("user.fake", fake_doc(capabilities=("chat_completion", "embeddings")))
+    lv.add("user.fake", recipe_doc(fake_engine=[], capabilities=("chat_completion", "embeddings")))
     lv.start()
     import base64
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.server.conftest import fake_doc
-from tests.support.helpers import wait_for, write_descriptor
+from support.recipes import recipe_doc
+from support.helpers import wait_for, write_descriptor
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -15,7 +15,7 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
 def test_recipe_added_and_removed_while_running(live):
     lv = live(idle_check=0.05)
-    lv.add("user.first", fake_doc("first"))
+    lv.add("user.first", recipe_doc("first", fake_engine=[]))
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         ids = lambda: [m["id"] for m in c.get("/v1/models").json()["data"]]  # noqa: E731
@@ -24,7 +24,7 @@ def test_recipe_added_and_removed_while_running(live):
         r = c.post("/v1/chat/completions", json={"model": "user.second", **CHAT})
         assert r.status_code == 404 and r.json()["error"]["type"] == "model_not_found"
 
-        lv.add("user.second", fake_doc("second"))  # a new recipe file and a new registration
+        lv.add("user.second", recipe_doc("second", fake_engine=[]))  # a new recipe file and a new registration
         assert wait_for(lambda: "second" in recipes()), "the watcher picks up the new recipe"
         assert ids() == ["user.first", "user.second"]
         m = {d["id"]: d for d in c.get("/v1/models").json()["data"]}["user.second"]
@@ -49,6 +49,6 @@ def test_recipe_added_and_removed_while_running(live):
         assert "user.first" not in ids()
 
         # put the recipe back: served again without a restart
-        write_descriptor(lv.backends, "second.json", fake_doc("second"))
+        write_descriptor(lv.backends, "second.json", recipe_doc("second", fake_engine=[]))
         assert wait_for(lambda: "second" in recipes())
         assert c.post("/v1/chat/completions", json={"model": "user.second", **CHAT}).status_code == 200

@@ -1,10 +1,11 @@
 """Helpers for the build tests: a real HTTP mirror on 127.0.0.1, artifacts made to fit
 the reference recipes, recipe copies pinned to the served hashes, and the CLI.
 
-Every test gets its own ``LEMONPACK_CACHE_DIR`` and its own server (a thread serving a
-directory laid out as ``<host>/<path>``, :mod:`lemonpack.fetch.mirror`). Artifacts are
-tiny (a shell script named as the block's ``binary``, with random bytes so no earlier
-run's Nix store path or cache entry can satisfy a test).
+Fixtures (registered in tests/conftest.py): ``site``, a per-test server (a thread serving a
+directory laid out as ``<host>/<path>``, :mod:`lemonpack.fetch.mirror`), and ``lp``, the CLI
+run in-process. The build tests take a private cache from the ``home`` fixture
+(:mod:`support.home`). Artifacts are tiny (a shell script named as the block's ``binary``, with
+random bytes so no earlier run's Nix store path or cache entry can satisfy a test).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
 
 from lemonpack.fetch import mirror_path
 from support.fileserver import LocalServer
@@ -177,3 +179,26 @@ def podman_env(tmp_path: Path):
     def cleanup():
         shutil.rmtree(runroot, ignore_errors=True)
     return env, podman, f"[vfs@{root}+{runroot}]", cleanup
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A :class:`Site` (the mirror) serving ``tmp_path/www``, stopped after the test."""
+    s = Site(tmp_path / "www")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def lp(capsys):
+    """``lp("build", ...)`` runs ``lemonpack.cli.main`` in-process; returns a :class:`CliResult`."""
+    from lemonpack.cli import main
+
+    def run(*args) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+    return run

@@ -8,7 +8,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "catalogue"  # the shared index and query table
 FIXTURE = HERE / "fixture-catalogue.json"
 QUERIES = HERE / "queries.json"
 

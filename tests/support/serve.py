@@ -1,15 +1,22 @@
-"""A real ``lemonpack serve`` application on 127.0.0.1 in a thread, over the fake engine."""
+"""A real ``lemonpack serve`` application on 127.0.0.1 in a thread, over the fake engine: the
+``live`` fixture (registered in tests/conftest.py) makes :class:`Live` servers and closes them
+after the test. Recipes come from :func:`support.recipes.recipe_doc` (``fake_engine=[flags]``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import FAKE_ENGINE, wait_for, write_descriptor  # noqa: E402
+from support.helpers import free_port, wait_for
+from support.recipes import write_recipe
 
 from lemonpack.runtime.discovery import Discovery, SearchDir
 from lemonpack.runtime.discoverywatch import DiscoveryWatcher
@@ -17,24 +24,6 @@ from lemonpack.runtime.models import ModelRegistry
 from lemonpack.server.app import Server, ServerConfig
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.main import bind, serve
-
-
-def fake_doc(recipe: str = "fake-engine", *flags: str, capabilities=("chat_completion",), endpoints=None,
-             timeout: int = 20) -> dict:
-    """A passthrough recipe running the fake engine with ``flags``."""
-    doc = {
-        "recipe": recipe, "display_name": f"Fake {recipe}", "api_contract_version": "1",
-        "capabilities": list(capabilities),
-        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
-                         "timeout_seconds": timeout, "poll_interval_ms": 20},
-        "platforms": {"linux": {"cpu": {
-            "command": sys.executable,
-            "args": [str(FAKE_ENGINE), "--host", "{host}", "--port", "{port}", "--model", "{model_name}", *flags],
-        }}},
-    }
-    if endpoints:
-        doc["endpoints"] = endpoints
-    return doc
 
 
 class Live:
@@ -51,7 +40,7 @@ class Live:
         self.config = config  # more ServerConfig fields (ttl, soft_idle, idle_check ...)
 
     def add(self, model: str, doc: dict) -> str:
-        write_descriptor(self.backends, f"{doc['recipe']}.json", doc)
+        write_recipe(self.backends / f"{doc['recipe']}.json", doc)
         self.registry.add(model, doc["recipe"], {"main": str(self.model_file)})
         return model
 
@@ -111,3 +100,41 @@ def live(tmp_path):
     for lv in made:
         if hasattr(lv, "thread"):
             lv.close()
+
+
+@contextlib.contextmanager
+def serve_cli(tmp_path, doc: dict, *options: str):
+    """``lemonpack serve --port P *options`` in a subprocess with ``user.fake`` registered for
+    the recipe ``doc``; yields (an httpx client on it, the stderr lines so far); SIGTERM at exit."""
+    cfg = tmp_path / "config"
+    backends = cfg / "backends"
+    write_recipe(backends / f"{doc['recipe']}.json", doc)
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    ModelRegistry(cfg / "user_models.json").add("user.fake", doc["recipe"], {"main": str(model)})
+    port = free_port()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "LEMONPACK_CONFIG_DIR": str(cfg), "LEMONPACK_CACHE_DIR": str(tmp_path / "cache"),
+           "LEMONPACK_BACKENDS_PATH": f"user:{backends}", "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    proc = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "serve", "--port", str(port), *options],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    lines: list[str] = []
+    up = threading.Event()
+
+    def read() -> None:
+        for ln in proc.stderr:
+            lines.append(ln)
+            if "listening on" in ln:
+                up.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert up.wait(60), "".join(lines)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as c:
+            yield c, lines
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        reader.join(10)
