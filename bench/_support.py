@@ -28,8 +28,8 @@ from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
 from lemonpack.files import replace_file
-from lemonpack.runtime.proctable import pid_alive
-from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.engines.proctable import pid_alive
+from lemonpack.runtime.launch.plan import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_ENGINE = ROOT / "tests" / "support" / "fake_engine.py"

@@ -86,7 +86,7 @@ def main() -> int:
     ap.add_argument("--chunks", type=int, default=5000, help="SSE events in the stream")
     ap.add_argument("--streams", type=int, default=11, help="stream pairs (direct, gateway)")
     a = ap.parse_args()
-    from lemonpack.runtime.models import ModelRegistry
+    from lemonpack.runtime.models.registry import ModelRegistry
 
     t_start = time.monotonic()
     serve = engine = None

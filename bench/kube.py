@@ -41,8 +41,8 @@ import yaml
 
 from lemonpack.contract import load_recipe_text
 from lemonpack.kube import GenerateOptions, KubeModel, Target, documents, generate_objects, render_yaml
-from lemonpack.runtime.modelfiles import ModelSpec
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.launch.modelfiles import ModelSpec
+from lemonpack.runtime.models.registry import ModelRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import best  # noqa: E402

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # runs from a plain in
 from _support import FAKE_ENGINE, all_gone, fake_plan, free_port, read_pids  # noqa: E402
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
-from lemonpack.runtime.containers import container_exists  # noqa: E402
-from lemonpack.runtime.engines import Engines  # noqa: E402
-from lemonpack.runtime.runner import Runner  # noqa: E402
+from lemonpack.runtime.engines.containers import container_exists  # noqa: E402
+from lemonpack.runtime.engines.handles import Engines  # noqa: E402
+from lemonpack.runtime.lifecycle.runner import Runner  # noqa: E402
 
 
 def direct_start(poll_s: float) -> float:
@@ -96,7 +96,7 @@ def container_stop(engines: Engines, tmp: Path) -> tuple[float, float] | None:
 def _container_stop(engines: Engines, image: str) -> tuple[float, float]:
     from _support import serve_argv
 
-    from lemonpack.runtime.plan import LaunchPlan
+    from lemonpack.runtime.launch.plan import LaunchPlan
 
     port = free_port()
     name = f"lemonpack-bench-{port}"

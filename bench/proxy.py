@@ -197,7 +197,7 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30)
 
 def start_lemonpack(tmp: Path, port: int, port_file: Path, profile: str | None = None) -> subprocess.Popen:
     """``python -m lemonpack.cli serve`` with a private config holding the bench recipe and model."""
-    from lemonpack.runtime.models import ModelRegistry
+    from lemonpack.runtime.models.registry import ModelRegistry
 
     config, cache = tmp / "config", tmp / "cache"
     backends = config / "backends"

@@ -1,6 +1,6 @@
 """The identity of a GGUF model file, read from its header alone (one GGUF reader for every
 room: the provider probes of :mod:`lemonpack.extensions.probe`, the memory estimate of
-:mod:`lemonpack.runtime.memory`).
+:mod:`lemonpack.runtime.models.memory`).
 
 :func:`read_identity` reads the GGUF header and tensor-info section only (format:
 https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, versions 2 and 3, either byte

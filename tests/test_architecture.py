@@ -213,3 +213,138 @@ def test_every_module_over_500_lines_is_listed_with_its_bound_and_one_job():
 ])
 def test_large_module_rows(row, expected):
     assert large_module_table(f"## Large modules and their one job\n\n{row}\n\n## Next\n| `lemonpack/y.py` | 1 | j |") == expected
+
+
+# ----------------------------------------------------------------- the runtime's sub-rooms
+
+RUNTIME = PACKAGE / "runtime"
+
+
+def subroom_table(text: str) -> dict[str, set[str]]:
+    """``{sub-room: allowed sub-rooms}`` from the rows of "The runtime's sub-rooms" whose first
+    cell is `` `runtime/NAME/` ``, in table order (top first)."""
+    table: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`runtime/(\w+)/`\s*\|([^|]*)\|([^|]*)\|\s*$", line)
+        if m:
+            table[m.group(1)] = set(re.findall(r"`(\w+)`", m.group(3)))
+    return table
+
+
+def subroom_modules(text: str) -> dict[str, set[str]]:
+    """``{sub-room: module names its "holds" cell names}``: each backticked name followed by its
+    job in parentheses (`` `policy` (the serving policy) ``)."""
+    out: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`runtime/(\w+)/`\s*\|([^|]*)\|", line)
+        if m:
+            out[m.group(1)] = set(re.findall(r"`(\w+)` \(", m.group(2)))
+    return out
+
+
+def subroom_edges() -> dict[tuple[str, str], list[str]]:
+    """``{(from sub-room, to sub-room): [where]}`` of every import between runtime sub-rooms."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(RUNTIME.rglob("*.py")):
+        rel = path.relative_to(RUNTIME).parts
+        if len(rel) < 2:
+            continue
+        for line, module, _ in imports(path):
+            parts = module.split(".")
+            if parts[:2] == ["lemonpack", "runtime"] and len(parts) > 2 and parts[2] != rel[0]:
+                edges.setdefault((rel[0], parts[2]), []).append(f"{path.relative_to(ROOT)}:{line}")
+    return edges
+
+
+def test_runtime_modules_live_in_the_sub_rooms_the_table_names():
+    text = DOC.read_text(encoding="utf-8")
+    table, named = subroom_table(text), subroom_modules(text)
+    flat = sorted(p.name for p in RUNTIME.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules directly in lemonpack/runtime/ (put each in its sub-room): {flat}"
+    on_disk = {p.name for p in RUNTIME.iterdir() if (p / "__init__.py").is_file()}
+    assert on_disk == set(table), f"sub-rooms on disk {sorted(on_disk)} != table {sorted(table)}"
+    wrong = []
+    for sub in sorted(on_disk):
+        modules = {p.stem for p in (RUNTIME / sub).glob("*.py")} - {"__init__"}
+        wrong += [f"runtime/{sub}/{m}.py is not named in its row" for m in sorted(modules - named[sub])]
+        wrong += [f"runtime/{sub}/'s row names {m}, which is not a module there" for m in sorted(named[sub] - modules)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_runtime_sub_room_imports_follow_the_table_both_ways():
+    """No import the table does not allow, and no allowed edge that nothing uses (an allowed
+    but unused edge is a map that no longer matches the code)."""
+    table = subroom_table(DOC.read_text(encoding="utf-8"))
+    edges = subroom_edges()
+    wrong = [f"{where[0]}: runtime/{a}/ imports runtime/{b}/ (the table allows {sorted(table.get(a, ()))})"
+             for (a, b), where in sorted(edges.items()) if b not in table.get(a, set())]
+    wrong += [f"the table lets runtime/{a}/ import runtime/{b}/, but nothing does: drop the edge"
+              for a, allowed in table.items() for b in sorted(allowed) if (a, b) not in edges]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_runtime_sub_room_table_is_ordered():
+    table = subroom_table(DOC.read_text(encoding="utf-8"))
+    order = list(table)
+    wrong = [f"runtime/{a}/ may import runtime/{b}/, listed above it" for a, allowed in table.items()
+             for b in allowed if b in order and order.index(b) <= order.index(a)]
+    assert not wrong, "\n".join(wrong)
+
+
+def module_import_graph() -> dict[str, set[str]]:
+    """``{module: modules it imports at import time}`` for every lemonpack module: imports at
+    module level, outside ``if TYPE_CHECKING:`` (the ones that can form a circle at import time);
+    ``from PKG import NAME`` counts as an import of ``PKG.NAME`` when that is a module."""
+    graph: dict[str, set[str]] = {}
+    names = {".".join(("lemonpack", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+             for p in PACKAGE.rglob("*.py")}
+    for path in PACKAGE.rglob("*.py"):
+        me = ".".join(("lemonpack", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        out: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lemonpack"):
+                out |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in names}
+                out.add(node.module)
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name.startswith("lemonpack")}
+        graph[me] = {m for m in out if m in names and m != me}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (each as a path ``a -> b -> ... -> a``), by depth-first search."""
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_circle():
+    cycles = import_cycles(module_import_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_import_cycles_finds_a_planted_circle():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_sub_room_rows_parse():
+    text = ("| `runtime/serving/` | `policy` (p, `X`), `gateway` (g) | `lifecycle` |\n"
+            "| `runtime/launch/` | `plan` (`LaunchPlan`) | (runtime's rooms only) |")
+    assert subroom_table(text) == {"serving": {"lifecycle"}, "launch": set()}
+    assert subroom_modules(text) == {"serving": {"policy", "gateway"}, "launch": {"plan"}}

@@ -109,7 +109,7 @@ class _CtrlC:
     while a command runs: typer (0.29) turns a KeyboardInterrupt into a plain exit code 130,
     which :func:`_main` can then tell from a command returning 130 and report. Installed only
     in the main thread over Python's default handler; a command that handles SIGINT itself
-    (``run``, ``serve``: :class:`~lemonpack.runtime.stop_signals.StopSignals`) replaces it for its
+    (``run``, ``serve``: :class:`~lemonpack.runtime.lifecycle.stop_signals.StopSignals`) replaces it for its
     own time."""
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """``lemonpack backends list``: the discovered recipe descriptors (RFC sections 8 and 10).
 
-The search path is the one of :mod:`lemonpack.runtime.discovery` (``LEMONPACK_BACKENDS_PATH``
+The search path is the one of :mod:`lemonpack.runtime.recipes.discovery` (``LEMONPACK_BACKENDS_PATH``
 replaces it). ``--all`` adds the rejected and shadowed descriptors with their reasons;
 ``--json`` always prints both lists (``{"recipes": [...], "rejected": [...]}``).
 """
@@ -43,7 +43,7 @@ def backends_list(show_all: bool = typer.Option(False, "--all", help="Also list 
     from rich.table import Table
     from rich.text import Text
 
-    from lemonpack.runtime.discovery import BACKENDS_PATH_ENV, Discovery
+    from lemonpack.runtime.recipes.discovery import BACKENDS_PATH_ENV, Discovery
 
     discovery = Discovery()
     result = discovery.scan()

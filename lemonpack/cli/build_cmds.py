@@ -66,7 +66,7 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
     from lemonpack.builder.plan import plan_build, write_build
     from lemonpack.registry.base import open_base_ref
-    from lemonpack.runtime.discovery import discovered_recipes
+    from lemonpack.runtime.recipes.discovery import discovered_recipes
 
     plan = plan_build(recipes or [], out=out, os=os_name, accelerator=accelerator, arch=arch, cpu_arch=cpu_arch,
                       compression=compression, mirror=mirror, allow_insecure_mirror=allow_insecure_mirror,
@@ -151,7 +151,7 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     from lemonpack.cli.signing_cmds import load_verification_key
     from lemonpack.contract import detect_host, load_recipe
     from lemonpack.examples import EXAMPLE_RECIPE
-    from lemonpack.runtime.discovery import Discovery
+    from lemonpack.runtime.recipes.discovery import Discovery
 
     plan: InstallPlan | OciInstallPlan
     if recipe_ref and recipe_ref.startswith("oci://"):

@@ -72,7 +72,7 @@ def generate_cmd(
     from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
                                 parse_publish, render_yaml, resolve_models, systemd_units)
     from lemonpack.kube.names import valid_namespace
-    from lemonpack.runtime.discovery import Discovery
+    from lemonpack.runtime.recipes.discovery import Discovery
 
     if namespace is not None and not valid_namespace(namespace):
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")

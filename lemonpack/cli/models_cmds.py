@@ -9,7 +9,7 @@ names a missing recipe would otherwise only fail at load time, far from the typo
 Checkpoints are ``NAME=PATH`` (anything else is a usage error, exit 2, as is a malformed
 ``--option``). ``PATH`` is a local file or a hub reference ``ORG/REPO:FILE``: a value
 naming an existing file is local, else one of the hub form is a hub reference (kept as
-text), else it is local (:func:`lemonpack.runtime.models.checkpoint_kind`). A local path is
+text), else it is local (:func:`lemonpack.runtime.models.registry.checkpoint_kind`). A local path is
 stored absolute (relative to the current directory) and must exist unless ``--force``.
 Problems with the arguments name the argument (``NAME``, ``--checkpoint`` ...), not the
 registry file.
@@ -17,7 +17,7 @@ registry file.
 ``--endpoint URL`` (repeatable) registers a model served by engines lemonpack does not spawn
 (``lemonpack serve`` is then their gateway); ``--checkpoint`` is then optional. Each URL
 must be ``http(s)://HOST:PORT`` without credentials, path or query
-(:func:`lemonpack.runtime.models.endpoint_problem`); a bad one is an error naming the model
+(:func:`lemonpack.runtime.models.registry.endpoint_problem`); a bad one is an error naming the model
 and ``--endpoint`` (exit 1, nothing written).
 """
 
@@ -88,7 +88,7 @@ def models_add(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
-    from lemonpack.runtime.models import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
+    from lemonpack.runtime.models.registry import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
                                           normalize_checkpoint, parse_checkpoint, parse_option)
 
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
@@ -136,7 +136,7 @@ def models_list(json_out: bool = JSON_OPTION) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from lemonpack.runtime.models import ModelRegistry
+    from lemonpack.runtime.models.registry import ModelRegistry
 
     registry = ModelRegistry()
     entries = registry.list()
@@ -160,7 +160,7 @@ def models_list(json_out: bool = JSON_OPTION) -> int:
 @models_app.command("remove")
 def models_remove(name: str = typer.Argument(..., help="Model name (user.*)."), json_out: bool = JSON_OPTION) -> int:
     """Remove a registered model."""
-    from lemonpack.runtime.models import ModelRegistry
+    from lemonpack.runtime.models.registry import ModelRegistry
 
     registry = ModelRegistry()
     entry = registry.remove(name)

@@ -72,7 +72,7 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     from lemonpack.registry.base import open_base_ref
     from lemonpack.registry.reference import parse_reference
     from lemonpack.registry.transfer import publish_layout
-    from lemonpack.runtime.discovery import discovered_recipes
+    from lemonpack.runtime.recipes.discovery import discovered_recipes
 
     dest = parse_reference(to)
     show = _show_progress(progress, json_out)

@@ -5,15 +5,15 @@ its health probe, prints the URL and the argv it ran, streams its log lines to s
 on Ctrl-C (SIGINT) or SIGTERM stops it and everything it started. An engine that fails to
 start or dies exits with code 7 and its last log lines; a stop by SIGINT exits 130, by
 SIGTERM 143 (as shells report them), after everything was stopped. The engine is driven by
-:class:`lemonpack.runtime.runner.Runner` (the supervisor), the same driver the server uses;
+:class:`lemonpack.runtime.lifecycle.runner.Runner` (the supervisor), the same driver the server uses;
 at start-up, leftovers of dead runtimes (labelled containers, tagged processes) are removed
 whatever the recipe. Runtime warnings (clean-up failures) are logged to stderr. If this process is killed outright
 (SIGKILL), the engine dies with it (parent-death signal) and a sentinel process removes
 whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
 
-The command parses and prints; the work is :func:`lemonpack.runtime.foreground.prepare_run`
-and :func:`~lemonpack.runtime.foreground.run_foreground`. Before anything is spawned: RECIPE
-is resolved by :meth:`lemonpack.runtime.discovery.Discovery.resolve` (a file, or a discovered
+The command parses and prints; the work is :func:`lemonpack.runtime.lifecycle.foreground.prepare_run`
+and :func:`~lemonpack.runtime.lifecycle.foreground.run_foreground`. Before anything is spawned: RECIPE
+is resolved by :meth:`lemonpack.runtime.recipes.discovery.Discovery.resolve` (a file, or a discovered
 id); a recipe whose container images are not pinned by digest is
 refused with the ``lint``/``build`` problems; ``--device`` must name an accelerator block
 the recipe has for this OS and ``--port`` must be 1..65535 and free (usage errors, exit 2,
@@ -32,7 +32,7 @@ import sys
 import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, err_console
-from lemonpack.cli.stop_signals import StopSignals
+from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 
 
 @app.command("run")
@@ -52,7 +52,7 @@ def run(
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
-    from lemonpack.runtime.foreground import prepare_run, run_foreground
+    from lemonpack.runtime.lifecycle.foreground import prepare_run, run_foreground
 
     if example:  # the shipped example: `lemonpack install --example` put its engine in place
         from lemonpack.examples import EXAMPLE_MODEL, EXAMPLE_RECIPE

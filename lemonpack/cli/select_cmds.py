@@ -1,7 +1,7 @@
 """``lemonpack select MODEL [--json]``: which recipe the backend selector picks for a model.
 
 MODEL is a model file (or bundle directory) or a registered model name (``user.*``). The
-decision is :func:`lemonpack.runtime.selector.select_backend` over the discovered recipes
+decision is :func:`lemonpack.runtime.selection.selector.select_backend` over the discovered recipes
 (discovery order), the host facts (``LEMONPACK_HOST_FACTS`` or detection) and the presence
 of each recipe's binary or image; the override is ``LEMONPACK_BACKEND``, else the
 registered model's ``backend`` field. Prints the decision and, per candidate, why it was
@@ -23,9 +23,10 @@ def select(
 ) -> int:
     """Show which recipe would serve MODEL, and why each candidate was taken or not."""
     from lemonpack.contract import detect_host
-    from lemonpack.runtime.discovery import Discovery
-    from lemonpack.runtime.modelref import resolve_model
-    from lemonpack.runtime.selector import discovery_order, effective_override, gather_presence, select_backend
+    from lemonpack.runtime.recipes.discovery import Discovery
+    from lemonpack.runtime.models.ref import resolve_model
+    from lemonpack.runtime.selection.presence import gather_presence
+    from lemonpack.runtime.selection.selector import discovery_order, effective_override, select_backend
 
     resolved = resolve_model(model, directories=True)  # a file, a bundle directory or a registered name
     artifact = resolved.artifact()

@@ -159,7 +159,7 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
     config digest. Prints NAME@sha256:<manifest digest>, the reference to run it by.
     """
     from lemonpack.registry.reference import split_layout_arg
-    from lemonpack.runtime.engineload import ENGINES, load_image
+    from lemonpack.builder.load import ENGINES, load_image
 
     if engine not in ENGINES:
         raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
@@ -194,7 +194,7 @@ def uninstall_cmd(recipe_ref: str = typer.Argument(..., metavar="RECIPE",
     manager owns it).
     """
     from lemonpack.builder.install import uninstall
-    from lemonpack.runtime.discovery import recipe_id as named_recipe, refuse_system_descriptor
+    from lemonpack.runtime.recipes.discovery import recipe_id as named_recipe, refuse_system_descriptor
 
     recipe_id = named_recipe(recipe_ref)  # the file-or-id rule, without discovery
     refuse_system_descriptor(recipe_id)

@@ -15,7 +15,7 @@ Per model:
    ``<mount>/<path relative to it>``; the model volume (read-only) is that directory as a
    ``hostPath`` (one host), or a PersistentVolumeClaim holding the same relative paths, or
    an OCI model artifact mounted as an ``image`` volume (Kubernetes 1.31+, "image volumes");
-3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build_launch_plan`)
+3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build.build_launch_plan`)
    for the target's host facts, with ``{port}`` = the container port, ``{host}`` = ``0.0.0.0``,
    ``{model_dir}`` and ``{hf_cache}`` = the mount, no parent environment (``{env:X:-D}`` takes
    its default: the pod does not run in this shell), the variant_of binary under
@@ -67,8 +67,8 @@ from lemonpack.kube.names import NameMappingError, label_value, object_name
 from lemonpack.kube.pod import PodContainer, container_for
 from lemonpack.kube.yamlout import dump_all
 from lemonpack.oci.reference import check_pinned
-from lemonpack.runtime.launch import build_launch_plan
-from lemonpack.runtime.modelfiles import ModelSpec
+from lemonpack.runtime.launch.build import build_launch_plan
+from lemonpack.runtime.launch.modelfiles import ModelSpec
 
 MANAGED_BY = "lemonpack"
 LABEL_NAME = "app.kubernetes.io/name"

@@ -1,9 +1,9 @@
 """The command line's inputs of ``kube generate``, read and checked: models, images, publish.
 
 - :func:`resolve_models`: each MODEL argument is a registered model (``user.*`` in the
-  model registry, :mod:`lemonpack.runtime.models`), served by the recipe it is registered
+  model registry, :mod:`lemonpack.runtime.models.registry`), served by the recipe it is registered
   for; or a model file, served by the recipe the backend selector picks
-  (:func:`lemonpack.runtime.selector.select_backend`, seed 001 section 2.3) for the target
+  (:func:`lemonpack.runtime.selection.selector.select_backend`, seed 001 section 2.3) for the target
   host, where a recipe counts as available when its image is known (an ``--image`` for it, or
   the image of its own container ``run``). Recipes come from one discovery scan; a recipe
   discovery rejected (an ``extends`` whose base is unknown, a ``variant_of`` that names no
@@ -27,10 +27,10 @@ from lemonpack.kube.accelerators import Target
 from lemonpack.kube.generate import KubeError, KubeModel, ModelSource
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import check_pinned
-from lemonpack.runtime.modelfiles import ModelSpec
-from lemonpack.runtime.modelref import resolve_model
-from lemonpack.runtime.models import ModelRegistry
-from lemonpack.runtime.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
+from lemonpack.runtime.launch.modelfiles import ModelSpec
+from lemonpack.runtime.models.ref import resolve_model
+from lemonpack.runtime.models.registry import ModelRegistry
+from lemonpack.runtime.selection.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
                                         select_backend)
 
 
@@ -101,7 +101,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
                    sources: Mapping[str, ModelSource] | None = None,
                    default_source: ModelSource | None = None) -> list[KubeModel]:
     """Each MODEL of ``refs`` as a :class:`KubeModel` (module docstring). ``discovered`` is a
-    :class:`~lemonpack.runtime.discovery.DiscoveryResult`; ``registry`` the model registry
+    :class:`~lemonpack.runtime.recipes.discovery.DiscoveryResult`; ``registry`` the model registry
     (default: the user's); ``sources`` a model source per MODEL argument, ``default_source``
     for the others (default ``hostpath``). Raises :class:`KubeError` naming the model and
     the field: no such model or file, a recipe not discovered or rejected, no recipe the
@@ -112,7 +112,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
     out: list[KubeModel] = []
     for ref in refs:
         source = sources.get(ref, default_source)
-        try:  # the one model-argument rule of run and select (runtime.modelref)
+        try:  # the one model-argument rule of run and select (runtime.models.ref)
             named = resolve_model(ref, registry=registry)
         except LemonpackError as e:
             raise KubeError(f"model {ref}: {e}") from None

@@ -1,6 +1,6 @@
 """A launch plan as a pod's container: image, command, args, env, port, model mount.
 
-The plan comes from the runtime (:func:`lemonpack.runtime.launch.build_launch_plan`, the same
+The plan comes from the runtime (:func:`lemonpack.runtime.launch.build.build_launch_plan`, the same
 code ``lemonpack run`` and ``serve`` use), resolved for the pod: ``{port}`` is the container
 port, ``{host}`` is ``0.0.0.0``, ``{checkpoint:NAME}`` a path under the model volume's mount.
 Two shapes:
@@ -35,7 +35,7 @@ from lemonpack.errors import LemonpackError
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import argv_problems
 from lemonpack.oci.reference import check_pinned
-from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.launch.plan import LaunchPlan
 
 #: ``run`` options that only concern the host's container runtime; a pod has its own
 #: answer to each (network namespace, devices from resource limits, its own name).

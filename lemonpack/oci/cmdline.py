@@ -160,7 +160,7 @@ CLI_TABLES: Mapping[str, CliTable] = {
     "podman-remote": _TABLES["podman"],
 }
 #: The container CLIs lemonpack reads, by basename, in the order the runtime scans them for
-#: leftovers (:meth:`lemonpack.runtime.engines.Engines.cleanup_leftovers`).
+#: leftovers (:meth:`lemonpack.runtime.engines.handles.Engines.cleanup_leftovers`).
 CONTAINER_CLIS: tuple[str, ...] = tuple(CLI_TABLES)
 
 #: Subcommands whose first positional is an image.

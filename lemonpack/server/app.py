@@ -8,8 +8,8 @@ one of each part and routes to them:
 - :mod:`lemonpack.server.management`: ``GET /v1/models``, ``POST /v1/load``,
   ``POST /v1/unload``, ``GET /v1/health``, ``GET /v1/system-info``, ``GET /metrics``;
 - :mod:`lemonpack.server.driver`: the loop driving the runtime's pure
-  :class:`~lemonpack.runtime.serving.ServingPolicy` (engines through the
-  :class:`~lemonpack.runtime.runner.Runner`, one start for N concurrent cold requests);
+  :class:`~lemonpack.runtime.serving.policy.ServingPolicy` (engines through the
+  :class:`~lemonpack.runtime.lifecycle.runner.Runner`, one start for N concurrent cold requests);
 - :mod:`lemonpack.server.endpoints`: endpoint models (engines lemonpack does not spawn);
 - :mod:`lemonpack.server.responses` (the error envelope), :mod:`lemonpack.server.logs`
   (access lines, engine output), :mod:`lemonpack.server.metrics`.
@@ -21,8 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
-from lemonpack.runtime.runner import Runner
-from lemonpack.runtime.serving import ServingPolicy, Shutdown
+from lemonpack.runtime.lifecycle.runner import Runner
+from lemonpack.runtime.serving.policy import ServingPolicy, Shutdown
 from lemonpack.server.body import MAX_JSON_BYTES, multipart_field
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.driver import DEFAULT_MAX_IN_FLIGHT, Driver, ServerConfig

@@ -1,22 +1,22 @@
 """The server's model catalog: registered models bound to discovered recipes (RFC sections 8, 10).
 
 A model served by ``lemonpack serve`` is an entry of the user model registry
-(``user_models.json``, :mod:`lemonpack.runtime.models`) whose recipe id is one that
-discovery loaded (:mod:`lemonpack.runtime.discovery`), resolved the way ``lemonpack run``
+(``user_models.json``, :mod:`lemonpack.runtime.models.registry`) whose recipe id is one that
+discovery loaded (:mod:`lemonpack.runtime.recipes.discovery`), resolved the way ``lemonpack run``
 resolves a registered model name (:meth:`ModelSpec.from_entry`, then
-:func:`~lemonpack.runtime.launch.build_launch_plan` on this host). Discovery results come
-from a :class:`~lemonpack.runtime.discoverywatch.DiscoveryWatcher`, so recipes added or removed
+:func:`~lemonpack.runtime.launch.build.build_launch_plan` on this host). Discovery results come
+from a :class:`~lemonpack.runtime.recipes.watch.DiscoveryWatcher`, so recipes added or removed
 on disk are picked up without a restart; the registry is re-read on each look-up (it is a
 small JSON file written atomically).
 
-Backend selection (seed 001 section 2.3, :mod:`lemonpack.runtime.selector`): a request may
+Backend selection (seed 001 section 2.3, :mod:`lemonpack.runtime.selection.selector`): a request may
 also name a model *file* (an existing path); its recipe is the one
-:func:`~lemonpack.runtime.selector.select_backend` picks among the discovered recipes (the
+:func:`~lemonpack.runtime.selection.selector.select_backend` picks among the discovered recipes (the
 ``dev.lemonpack.serves`` / ``dev.lemonpack.rank`` extensions keys), with the hard override
 ``LEMONPACK_BACKEND``. A registered model keeps its registered recipe unless an override
 (``LEMONPACK_BACKEND``, else the entry's ``backend``) names another: a recipe outcome
 replaces it, the default outcome keeps the registered recipe, a hard error raises
-:class:`~lemonpack.runtime.selector.BackendSelectionError` (HTTP 400
+:class:`~lemonpack.runtime.selection.selector.BackendSelectionError` (HTTP 400
 ``backend_selection_error``). The override is read at each look-up; an engine already
 running keeps the recipe it was started with until it is unloaded.
 """
@@ -32,17 +32,18 @@ from dataclasses import dataclass
 
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import InputError, LemonpackError, NotFoundError
-from lemonpack.runtime.ports import free_port
-from lemonpack.runtime.discovery import DiscoveryResult
-from lemonpack.runtime.discoverywatch import DiscoveryWatcher
-from lemonpack.runtime.launch import build_launch_plan
-from lemonpack.runtime.modelfiles import ModelSpec
-from lemonpack.runtime.modelref import resolve_model
-from lemonpack.runtime.models import ModelEntry, ModelRegistry
-from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.engines.ports import free_port
+from lemonpack.runtime.recipes.discovery import DiscoveryResult
+from lemonpack.runtime.recipes.watch import DiscoveryWatcher
+from lemonpack.runtime.launch.build import build_launch_plan
+from lemonpack.runtime.launch.modelfiles import ModelSpec
+from lemonpack.runtime.models.ref import resolve_model
+from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
+from lemonpack.runtime.launch.plan import LaunchPlan
+from lemonpack.runtime.selection.presence import gather_presence
 from lemonpack.server.body import shown
-from lemonpack.runtime.selector import (
-    OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, gather_presence, model_artifact, select_backend,
+from lemonpack.runtime.selection.selector import (
+    OVERRIDE_ENV, BackendSelectionError, Selection, discovery_order, effective_override, model_artifact, select_backend,
 )
 
 log = logging.getLogger("lemonpack.server")
@@ -204,7 +205,7 @@ class Catalog:
     @staticmethod
     def is_model_file(name: str) -> bool:
         """True when ``name`` is an existing file or directory path (absolute or ``~``-based):
-        what :func:`~lemonpack.runtime.modelref.resolve_model` takes for a file with
+        what :func:`~lemonpack.runtime.models.ref.resolve_model` takes for a file with
         ``paths="absolute"``."""
         p = os.path.expanduser(name)
         return os.path.isabs(p) and os.path.exists(p)

@@ -2,11 +2,11 @@
 
 Serving policy (who is answered, who waits, who starts, who gives way, memory admission, TTL
 and soft-idle, load timeouts, slot policies, load-option reloads) is the runtime's pure
-:class:`~lemonpack.runtime.serving.ServingPolicy`. This module only drives it: every event
+:class:`~lemonpack.runtime.serving.policy.ServingPolicy`. This module only drives it: every event
 (request arrived, finished or abandoned, time passed, engine ready/failed/exited/stopped) is
 posted from the event loop (engine transitions arrive through the loop's queue) and its
 effects are performed here (grant or reject a waiting handler, start or stop an engine
-through the :class:`~lemonpack.runtime.runner.Runner`, POST a ``downsize_endpoint``). The idle
+through the :class:`~lemonpack.runtime.lifecycle.runner.Runner`, POST a ``downsize_endpoint``). The idle
 sweep posts ``Tick`` every :attr:`ServerConfig.idle_check` seconds and unloads a model whose
 registration, recipe or model file went away (the discovery watcher).
 """
@@ -28,16 +28,16 @@ from aiohttp import web
 
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
-from lemonpack.runtime.gateway import DOWN, UP
-from lemonpack.runtime.tokens import OPTION_DEFAULTS
-from lemonpack.runtime.memory import estimate_model
-from lemonpack.runtime.runner import Runner
-from lemonpack.runtime.selector import BackendSelectionError
-from lemonpack.runtime.serving import (
+from lemonpack.runtime.serving.gateway import DOWN, UP
+from lemonpack.runtime.launch.tokens import OPTION_DEFAULTS
+from lemonpack.runtime.models.memory import estimate_model
+from lemonpack.runtime.lifecycle.runner import Runner
+from lemonpack.runtime.selection.selector import BackendSelectionError
+from lemonpack.runtime.serving.policy import (
     Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Event, Finish, ModelInfo, Phase, Req,
     ServingPolicy, Tick, Unload, options_key,
 )
-from lemonpack.runtime.supervisor import State
+from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import clip, shown
 from lemonpack.server.catalog import Catalog, ModelNotFound, ServedModel
 from lemonpack.server.metrics import Metrics
@@ -259,7 +259,7 @@ class Driver:
                          kind=modes[0] if modes else "chat", options=options_key(opts))
 
     async def _estimate(self, served: ServedModel, options: dict[str, Any]) -> int:
-        """:func:`lemonpack.runtime.memory.estimate_model` of the model's main file at the
+        """:func:`lemonpack.runtime.models.memory.estimate_model` of the model's main file at the
         context size its launch would use (cached per file, size, mtime and options; 0 when
         the model is not a local file)."""
         path = (served.spec.checkpoints or {}).get("main")

@@ -1,7 +1,7 @@
 """Endpoint models: registered models served by engines lemonpack does not spawn.
 
 Their health and the choice of endpoint per request are the runtime's pure
-:class:`~lemonpack.runtime.gateway.EndpointPool`; here a probe task runs the recipe's
+:class:`~lemonpack.runtime.serving.gateway.EndpointPool`; here a probe task runs the recipe's
 ``health_probe`` against each endpoint when the pool says it is due and reports the model up
 (``EngineReady``) or down (``EngineFailed``/``EngineExited``) to the serving policy. A
 request is granted like any other (same in-flight limits and metrics), then relayed by the
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from lemonpack.runtime.gateway import DOWN, UP, EndpointPool
-from lemonpack.runtime.probes import check_once
-from lemonpack.runtime.serving import EngineExited, EngineFailed, EngineReady, Event, Phase, Unload
+from lemonpack.runtime.serving.gateway import DOWN, UP, EndpointPool
+from lemonpack.runtime.engines.probes import check_once
+from lemonpack.runtime.serving.policy import EngineExited, EngineFailed, EngineReady, Event, Phase, Unload
 from lemonpack.server.body import clip
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.metrics import Metrics

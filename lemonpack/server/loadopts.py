@@ -22,7 +22,7 @@ from lemonpack.contract.model import Recipe
 from lemonpack.contract.select import select_block
 from lemonpack.contract.tokens import TokenSyntaxError, tokens_in
 from lemonpack.errors import LemonpackError
-from lemonpack.runtime.tokens import OPTION_DEFAULTS
+from lemonpack.runtime.launch.tokens import OPTION_DEFAULTS
 from lemonpack.server.body import BadBody, clip
 
 #: Load options a ``POST /v1/load`` may set at its top level (section 4.2 option tokens).

@@ -27,7 +27,7 @@ def log_request(fields: dict[str, Any]) -> None:
 
 
 def engine_output(model: str, engine: Any) -> None:
-    """Show ``engine``'s output (its :class:`~lemonpack.runtime.logs.LogRing`, replayed from
+    """Show ``engine``'s output (its :class:`~lemonpack.runtime.engines.logs.LogRing`, replayed from
     its start) on the ``lemonpack.server.engine`` logger, one record per line. Called from
     the runner's ``on_spawn`` (any thread): the logging handlers are thread-safe."""
     name = clip(model, 200)

@@ -71,7 +71,7 @@ async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable
 
 def serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> None:
     """Serve ``server`` (a :class:`lemonpack.server.app.Server`) on ``sock`` until ``stop``
-    (a ``threading.Event`` or a :class:`lemonpack.cli.stop_signals.StopSignals`: anything
+    (a ``threading.Event`` or a :class:`lemonpack.runtime.lifecycle.stop_signals.StopSignals`: anything
     whose ``wait()`` blocks until it is set) is set; then close the site, stop every engine (``Runner.close``) and the watcher."""
     try:
         asyncio.run(_serve(server, sock, stop, on_ready))
@@ -107,10 +107,10 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     ``--memory-budget`` or a taken port, before anything starts."""
     from lemonpack.errors import LemonpackError
     from lemonpack.hosts import is_loopback
-    from lemonpack.runtime.engines import Engines
-    from lemonpack.runtime.memory import default_budget, parse_size
-    from lemonpack.runtime.runner import Runner
-    from lemonpack.runtime.stop_signals import StopSignals
+    from lemonpack.runtime.engines.handles import Engines
+    from lemonpack.runtime.serving.budget import default_budget, parse_size
+    from lemonpack.runtime.lifecycle.runner import Runner
+    from lemonpack.runtime.lifecycle.stop_signals import StopSignals
     from lemonpack.server.app import Server, ServerConfig
     from lemonpack.server.catalog import Catalog
     from lemonpack.server.logs import configure_logging, engine_output

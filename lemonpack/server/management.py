@@ -17,10 +17,10 @@ from aiohttp import web
 
 from lemonpack.errors import LemonpackError, one_line
 from lemonpack.hosts import is_loopback
-from lemonpack.runtime.gateway import UP
-from lemonpack.runtime.tokens import check_load_options
-from lemonpack.runtime.serving import Unload, options_key
-from lemonpack.runtime.supervisor import State
+from lemonpack.runtime.serving.gateway import UP
+from lemonpack.runtime.launch.tokens import check_load_options
+from lemonpack.runtime.serving.policy import Unload, options_key
+from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import BadBody, parse_json, read_bounded, shown
 from lemonpack.server.driver import Driver
 from lemonpack.server.endpoints import EndpointModels

@@ -37,7 +37,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from lemonpack.contract.capabilities import CAPABILITIES
-from lemonpack.runtime.gateway import DOWN
+from lemonpack.runtime.serving.gateway import DOWN
 from lemonpack.server.body import BadBody, Body, clip, parse_json, read_bounded, read_multipart_model, shown
 from lemonpack.server.catalog import ServedModel
 from lemonpack.server.driver import Driver

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 
 from lemonpack.errors import LemonpackError
-from lemonpack.runtime.selector import BackendSelectionError
+from lemonpack.runtime.selection.selector import BackendSelectionError
 from lemonpack.server.body import BadBody, clip
 
 log = logging.getLogger("lemonpack.server")

@@ -5,5 +5,5 @@
 - :mod:`lemonpack.signing.remote`: sign / verify an image in a registry (tag fallback).
 
 Installing from a registry is :mod:`lemonpack.builder.ociinstall` (it verifies with
-:mod:`.remote`); loading a layout into podman or Docker is :mod:`lemonpack.runtime.engineload`.
+:mod:`.remote`); loading a layout into podman or Docker is :mod:`lemonpack.builder.load`.
 """

@@ -162,7 +162,7 @@ def test_ill_typed_argvs_are_left_to_the_contract(tmp_path):
 
 def test_runtime_and_builder_share_the_policy():
     import lemonpack.builder.checks as checks
-    import lemonpack.runtime.discovery as discovery
+    import lemonpack.runtime.recipes.discovery as discovery
     from lemonpack.oci import policy
     assert checks.require_pinned is policy.require_pinned
     assert discovery.recipe_policy_problems is policy.recipe_policy_problems

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lemonpack.cli import main
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models.registry import ModelRegistry
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 

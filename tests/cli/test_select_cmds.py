@@ -10,7 +10,7 @@ import pytest
 
 from lemonpack.cli import main
 from support.recipes import recipe_doc, write_recipe
-from lemonpack.runtime.selector import RANK_KEY, SERVES_KEY
+from lemonpack.runtime.selection.selector import RANK_KEY, SERVES_KEY
 
 ROCM = '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151"}'
 

@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from lemonpack.cli.stop_signals import StopSignals
+from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 
 TIGHT_LOOP = """
 import sys
-from lemonpack.cli.stop_signals import StopSignals
+from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 with StopSignals() as stop:
     print("go", flush=True)
     while not stop.wait(0.0001):

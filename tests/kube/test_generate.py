@@ -17,7 +17,7 @@ import yaml
 from lemonpack.contract import load_recipe_text
 from lemonpack.kube import GenerateOptions, KubeModel, ModelSource, Target, generate, render_yaml
 from lemonpack.kube.accelerators import AMD_FAMILY_LABEL, NVIDIA_MAJOR_LABEL, NVIDIA_MINOR_LABEL, TargetError
-from lemonpack.runtime.modelfiles import ModelSpec
+from lemonpack.runtime.launch.modelfiles import ModelSpec
 
 from support.kube import GPU_FORK, IMAGE, TOOLBOX, TOOLBOX_IMAGE
 

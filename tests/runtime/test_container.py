@@ -25,10 +25,10 @@ from support.helpers import RunProcess, fake_recipe, free_port, wait_for  # noqa
 
 from lemonpack.contract.model import HealthProbe  # noqa: E402
 from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
-from lemonpack.runtime.engines import Engines  # noqa: E402
-from lemonpack.runtime.proctable import pid_alive  # noqa: E402
-from lemonpack.runtime.plan import LaunchPlan  # noqa: E402
+from lemonpack.runtime.engines.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
+from lemonpack.runtime.engines.handles import Engines  # noqa: E402
+from lemonpack.runtime.engines.proctable import pid_alive  # noqa: E402
+from lemonpack.runtime.launch.plan import LaunchPlan  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200, timeout_seconds=60,
@@ -162,8 +162,8 @@ def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(po
 
 
 def test_runner_restarts_a_container_removed_behind_its_back(podman_env):
-    from lemonpack.runtime.runner import Runner
-    from lemonpack.runtime.supervisor import State
+    from lemonpack.runtime.lifecycle.runner import Runner
+    from lemonpack.runtime.lifecycle.supervisor import State
 
     port = free_port()
     plan = plan_for(podman_env["image"], port, delay=0)

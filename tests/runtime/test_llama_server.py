@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.helpers import RunProcess, serve_directory, wait_for  # noqa: E402
 from support.llama_server import llama_server_dir, write_tiny_gguf  # noqa: E402
 
-from lemonpack.runtime.proctable import pid_alive, process_table  # noqa: E402
+from lemonpack.runtime.engines.proctable import pid_alive, process_table  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 RECIPE = "llamacpp-test-fork"
@@ -125,8 +125,8 @@ def test_llama_server_503_while_loading(llama_bin, tmp_path):
     the probe, polling every 1 ms, sees it and keeps waiting until the 200. Loading is so
     quick that one start may miss the window, so up to five starts are tried."""
     from lemonpack.contract.model import HealthProbe
-    from lemonpack.runtime.engines import Engines
-    from lemonpack.runtime.plan import LaunchPlan
+    from lemonpack.runtime.engines.handles import Engines
+    from lemonpack.runtime.launch.plan import LaunchPlan
     from support.helpers import free_port
 
     model = write_tiny_gguf(tmp_path / "tiny.gguf")

@@ -23,7 +23,7 @@ from support.containers import TestImage, lemonpack_built_image, remove_image
 from support.helpers import RunProcess, free_port
 
 from lemonpack.oci.layout_reader import read_layout
-from lemonpack.runtime.engineload import podman_service
+from lemonpack.builder.load import podman_service
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ import pytest
 from support.helpers import wait_for
 from support.llama_server import llama_server_dir, write_tiny_gguf
 
-from lemonpack.runtime.proctable import pid_alive
+from lemonpack.runtime.engines.proctable import pid_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -94,7 +94,7 @@ def test_trial_mistakes_bad_load_options_unknown_unload_and_unbounded_metric_lab
     """From a new user's trial: a load with a bad option value is 400 before the running engine
     is touched; unloading a model that does not exist is 404, not success; client-chosen
     model names and paths never become metric labels (one ``<unknown>`` series)."""
-    from lemonpack.runtime.supervisor import State
+    from lemonpack.runtime.lifecycle.supervisor import State
 
     lv = live()
     lv.add("user.fake", recipe_doc(fake_engine=[]))

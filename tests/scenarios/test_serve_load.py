@@ -25,7 +25,7 @@ import pytest
 
 from support.helpers import wait_for
 
-from lemonpack.runtime.proctable import pid_alive
+from lemonpack.runtime.engines.proctable import pid_alive
 from support.recipes import recipe_doc
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

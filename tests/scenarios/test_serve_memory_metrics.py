@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from lemonpack.runtime.supervisor import State
+from lemonpack.runtime.lifecycle.supervisor import State
 from support.recipes import recipe_doc
 from support.helpers import FakeClock, wait_for, write_descriptor
 

@@ -28,7 +28,7 @@ HEAVY = ("pydantic", "typer._adapters", "rich", "jsonschema", "fastjsonschema", 
 #: (only for a command line that needs them), the error types, and the light modules they
 #: take names from at import time.
 BASE = {"lemonpack", "lemonpack.errors", "lemonpack.cli", "lemonpack.cli._app"}
-COMMAND_MODULES_OK = {"lemonpack.cli.stop_signals", "lemonpack.runtime", "lemonpack.runtime.stop_signals",
+COMMAND_MODULES_OK = {"lemonpack.runtime", "lemonpack.runtime.lifecycle", "lemonpack.runtime.lifecycle.stop_signals",
                       "lemonpack.extensions", "lemonpack.extensions.vocabulary"}
 SEARCH_OK = {"lemonpack.cli.catalogue_cmds", "lemonpack.catalogue", "lemonpack.catalogue.index",
              "lemonpack.catalogue.names", "lemonpack.catalogue.search", "lemonpack.canonical", "lemonpack.paths"}

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
-from lemonpack.runtime.proctable import pid_alive
-from lemonpack.runtime.plan import LaunchPlan
+from lemonpack.runtime.engines.proctable import pid_alive
+from lemonpack.runtime.launch.plan import LaunchPlan
 
 FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.models.registry import ModelRegistry
 from support.recipes import http_probe, recipe_doc, write_recipe
 
 DIGEST = "sha256:" + "ab" * 32

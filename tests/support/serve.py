@@ -18,9 +18,9 @@ import pytest
 from support.helpers import free_port, wait_for
 from support.recipes import write_recipe
 
-from lemonpack.runtime.discovery import Discovery, SearchDir
-from lemonpack.runtime.discoverywatch import DiscoveryWatcher
-from lemonpack.runtime.models import ModelRegistry
+from lemonpack.runtime.recipes.discovery import Discovery, SearchDir
+from lemonpack.runtime.recipes.watch import DiscoveryWatcher
+from lemonpack.runtime.models.registry import ModelRegistry
 from lemonpack.server.app import Server, ServerConfig
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.main import bind, serve

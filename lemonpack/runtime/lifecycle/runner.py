@@ -1,0 +1,230 @@
+"""The runner: the pure supervisor bound to real engines, the one driver of engines.
+
+Design notes: ``SUPERVISOR.md`` next to this file. :class:`Runner` feeds events to the
+:class:`~lemonpack.runtime.lifecycle.supervisor.Supervisor` (decisions, no I/O) under one lock and
+performs the commands it issues (the ``Effects`` protocol) through
+:class:`~lemonpack.runtime.engines.handles.Engines`, each on a worker thread that reports back with an
+event, so no effect blocks the machine. Thread-safe ``request`` / ``ensure_ready`` /
+``unload`` / ``close``; used by ``lemonpack run`` (one model) and the server (many).
+Failures of observers are logged to ``lemonpack.runtime.lifecycle.runner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+
+from lemonpack.errors import RuntimeFailure
+from lemonpack.runtime.engines import probes
+from lemonpack.runtime.engines.handles import EngineProcess, Engines
+from lemonpack.runtime.launch.plan import LaunchPlan
+from lemonpack.runtime.lifecycle.supervisor import (
+    Crashed, Request, Shutdown, StartFailed, Started, State, Stopped, Supervisor, Unload,
+)
+
+log = logging.getLogger("lemonpack.runtime.lifecycle.runner")
+
+
+@dataclass
+class _Live:
+    generation: int
+    engine: EngineProcess | None = None
+    watchdog: probes.Watchdog | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Runner:
+    """The supervisor bound to real engines: a thread-safe front for many models.
+
+    ``plans`` maps a model name to its :class:`LaunchPlan` (a mapping or a callable, called
+    at each start). :meth:`ensure_ready` blocks until the model's engine is ready (starting
+    it, or joining a start under way) and returns it. ``on_state(model, old, new)`` observes
+    transitions; ``on_spawn(model, engine)`` is called as soon as an engine is spawned,
+    before its probe (``lemonpack run`` streams its log lines from there). Decisions are the
+    :class:`Supervisor`'s; this class only performs them. It is the one driver of engines:
+    ``lemonpack run`` (one model) and the server (many) both use it.
+    """
+
+    def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
+                 engines: Engines | None = None, *, watchdog_interval: float | None = None,
+                 watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None,
+                 on_spawn: Callable[[str, EngineProcess], None] | None = None) -> None:
+        self._plans = plans
+        self._on_spawn = on_spawn
+        self.engines = engines or Engines()
+        self._own_engines = engines is None
+        self.watchdog_interval, self.watchdog_failures = watchdog_interval, watchdog_failures
+        self._on_state = on_state
+        self._observers: list[Callable[[str, State, State], None]] = []
+        self._lock = threading.RLock()
+        self._sv = Supervisor(self)
+        self._live: dict[str, _Live] = {}
+        self._idle = threading.Condition(self._lock)
+        self.starts = 0  # engines spawned (for tests and stats)
+
+    # -- public API
+
+    def ensure_ready(self, model: str, timeout: float | None = None) -> EngineProcess:
+        """Block until ``model`` is ready; return its engine. Raises RuntimeFailure when the
+        start fails, the model is unloaded meanwhile, or ``timeout`` seconds pass."""
+        fut = self.request(model)
+        try:
+            return fut.result(timeout)
+        except TimeoutError as e:
+            raise RuntimeFailure(f"{model}: not ready within {timeout}s") from e
+
+    def request(self, model: str) -> Future:
+        """Ask for ``model`` without blocking: a future resolved with its ready engine, or
+        failed with RuntimeFailure (start failed, unloaded, shutting down)."""
+        fut: Future = Future()
+        self._post(Request(model, fut))
+        return fut
+
+    def last_error(self, model: str) -> str | None:
+        """Why ``model``'s last engine failed or crashed (None: it did not)."""
+        with self._lock:
+            return self._sv.slot(model).last_error
+
+    def unload(self, model: str, timeout: float | None = 60.0) -> None:
+        """Stop ``model``'s engine and wait until it is stopped."""
+        self._post(Unload(model))
+        self._wait(lambda: self._sv.state(model) is State.STOPPED, timeout)
+
+    def state(self, model: str) -> State:
+        with self._lock:
+            return self._sv.state(model)
+
+    def models(self) -> dict[str, State]:
+        """Every model this runner has started or tried to start, and its state."""
+        with self._lock:
+            return self._sv.models()
+
+    def engine(self, model: str) -> EngineProcess | None:
+        """The current engine of ``model`` (None when there is none)."""
+        with self._lock:
+            live = self._live.get(model)
+            return live.engine if live else None
+
+    def wait_state(self, model: str, state: State, timeout: float | None = 30.0) -> bool:
+        """Block until ``model`` is in ``state``; False on timeout."""
+        return self._wait(lambda: self._sv.state(model) is state, timeout)
+
+    def close(self, timeout: float | None = 120.0) -> None:
+        """Stop every model and wait; then close the engines driver if we made it."""
+        self._post(Shutdown())
+        self._wait(lambda: self._sv.idle, timeout)
+        if self._own_engines:
+            self.engines.close()
+
+    # -- plumbing
+
+    def _post(self, event) -> None:
+        with self._lock:
+            self._sv.handle(event)
+            self._idle.notify_all()
+
+    def _wait(self, pred: Callable[[], bool], timeout: float | None) -> bool:
+        with self._idle:
+            return self._idle.wait_for(pred, timeout)
+
+    def _plan(self, model: str) -> LaunchPlan:
+        return self._plans(model) if callable(self._plans) else self._plans[model]
+
+    # -- Effects (called under the lock; must not block)
+
+    def start(self, model: str, generation: int) -> None:
+        live = self._live[model] = _Live(generation)
+        threading.Thread(target=self._do_start, args=(model, live), name=f"start-{model}", daemon=True).start()
+
+    def stop(self, model: str, generation: int) -> None:
+        live = self._live.get(model)
+        if live is None or live.generation != generation:
+            live = _Live(generation)
+        live.cancelled.set()
+        threading.Thread(target=self._do_stop, args=(model, live), name=f"stop-{model}", daemon=True).start()
+
+    def ready(self, model, generation, waiters) -> None:
+        eng = self._live[model].engine
+        for w in waiters:
+            _settle(w, eng, None)
+
+    def failed(self, model, waiters, error) -> None:
+        for w in waiters:
+            _settle(w, None, error)
+
+    def state_changed(self, model, old, new) -> None:
+        for fn in (self._on_state, *self._observers):
+            if fn is None:
+                continue
+            try:  # an observer must not break the machine in the middle of a transition
+                fn(model, old, new)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: state observer failed on %s -> %s", model, old.value, new.value)
+
+    def add_observer(self, fn: Callable[[str, State, State], None]) -> None:
+        """Also call ``fn(model, old, new)`` on every transition (under the runner's lock, on
+        whichever thread made it: ``fn`` must only hand the event on, never block)."""
+        with self._lock:
+            self._observers.append(fn)
+
+    # -- workers
+
+    def _do_start(self, model: str, live: _Live) -> None:
+        try:
+            plan = self._plan(model)
+            with live.lock:
+                if live.cancelled.is_set():
+                    raise RuntimeFailure(f"{model}: start cancelled")
+                live.engine = eng = self.engines.spawn(plan)
+                self.starts += 1
+            if self._on_spawn is not None:
+                try:
+                    self._on_spawn(model, eng)
+                except Exception:  # noqa: BLE001
+                    log.exception("%s: on_spawn observer failed", model)
+            self.engines.wait_ready(eng, cancelled=live.cancelled)
+        except Exception as e:  # noqa: BLE001 (every failure is reported as an event)
+            err = e if isinstance(e, RuntimeFailure) else RuntimeFailure(f"{model}: {e}")
+            self._post(StartFailed(model, live.generation, err))
+            return
+        gen = live.generation
+        if live.cancelled.is_set():  # unloaded while the probe ran: the stop worker cleans up
+            self._post(StartFailed(model, gen, RuntimeFailure(f"{model}: start cancelled")))
+            return
+        eng.on_exit(lambda rc: self._post(Crashed(model, gen, f"engine exited with code {rc}")))
+        if plan.health_probe.type == "http":
+            live.watchdog = probes.Watchdog(plan.health_probe, plan.host, plan.port,
+                                            lambda why: self._post(Crashed(model, gen, why)),
+                                            interval=self.watchdog_interval, failures=self.watchdog_failures,
+                                            name=model).start()
+        self._post(Started(model, gen))
+
+    def _do_stop(self, model: str, live: _Live) -> None:
+        try:
+            with live.lock:
+                eng = live.engine
+            if live.watchdog is not None:
+                live.watchdog.stop()
+            if eng is not None:
+                self.engines.stop(eng)
+        finally:
+            self._post(Stopped(model, live.generation))
+
+
+def _settle(waiter: Future, result, error: BaseException | None) -> None:
+    """Resolve ``waiter`` unless its owner already gave up on it (cancelled, or resolved by a
+    timeout): a waiter that is gone is dropped and never stops the others being answered."""
+    try:
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(result)
+    except InvalidStateError:
+        pass
+
+
+__all__ = ["Runner"]

@@ -1,0 +1,332 @@
+"""The serving policy's decisions, synchronously, with an injected clock (no sleeps, no I/O)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from lemonpack.runtime.serving.policy import (
+    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, ServingPolicy,
+    Shutdown, Tick, Unload,
+)
+
+GiB = 1 << 30
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Fx:
+    """Records effects; ``answers[req]`` is the one answer each request got."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+        self.answers: dict = {}
+        self.twice: list = []
+        self.running: set[str] = set()
+        self.starts = self.stops = 0
+
+    def _answer(self, req, what) -> None:
+        if req in self.answers:
+            self.twice.append(req)
+        self.answers[req] = what
+
+    def grant(self, req, model, engine):
+        self.log.append(("grant", req, model))
+        self._answer(req, ("grant", model, engine))
+
+    def reject(self, req, status, kind, message):
+        self.log.append(("reject", req, status, kind))
+        self._answer(req, ("reject", status, kind, message))
+
+    def start(self, model, info):
+        self.log.append(("start", model, info.options))
+        self.running.add(model)
+        self.starts += 1
+
+    def stop(self, model):
+        self.log.append(("stop", model))
+        self.stops += 1
+
+    def downsize(self, model, engine):
+        self.log.append(("downsize", model))
+
+
+def make(**kw):
+    clock, fx = Clock(), Fx()
+    return ServingPolicy(fx, clock=clock, **kw), fx, clock
+
+
+def up(p, fx, model, engine=None):
+    """Complete a start the policy asked for."""
+    p.handle(EngineReady(model, engine or f"eng-{model}"))
+
+
+def down(p, model):
+    p.handle(EngineStopped(model))
+
+
+def test_cold_requests_share_one_start_then_are_granted():
+    p, fx, _ = make()
+    for r in range(3):
+        p.handle(Arrive(r, "a"))
+    assert [e for e in fx.log if e[0] == "start"] == [("start", "a", ())]
+    up(p, fx, "a")
+    assert {r: a[0] for r, a in fx.answers.items()} == {0: "grant", 1: "grant", 2: "grant"}
+    assert p.in_flight() == {"a": 3}
+
+
+def test_a_stream_on_a_is_never_cut_by_b():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "a")); up(p, fx, "a")
+    p.handle(Arrive(2, "b")); up(p, fx, "b")
+    assert ("stop", "a") not in fx.log and fx.answers[2][0] == "grant"
+
+
+def test_exclusive_swap_waits_for_running_streams():
+    p, fx, _ = make()
+    npu = ModelInfo(slot_policy="exclusive_npu")
+    p.handle(Arrive(1, "a", npu)); up(p, fx, "a")
+    p.handle(Arrive(2, "b", npu))
+    assert ("stop", "a") not in fx.log and 2 not in fx.answers  # a's stream runs on
+    p.handle(Arrive(3, "a", npu))
+    assert 3 not in fx.answers  # a drains: no new grant
+    p.handle(Finish(1))
+    assert fx.log[-1] == ("stop", "a")
+    down(p, "a")
+    assert fx.log[-1] == ("start", "b", ())
+    up(p, fx, "b")
+    assert fx.answers[2][0] == "grant"
+    p.handle(Finish(2))  # then a's waiter gets its turn: b gives way
+    assert fx.log[-1] == ("stop", "b")
+
+
+def test_coexist_by_type_swaps_same_kind_only():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "chat1", ModelInfo(slot_policy="coexist_by_type", kind="chat"))); up(p, fx, "chat1")
+    p.handle(Arrive(2, "emb", ModelInfo(slot_policy="coexist_by_type", kind="embeddings"))); up(p, fx, "emb")
+    assert fx.answers[2][0] == "grant" and ("stop", "chat1") not in fx.log
+    p.handle(Finish(1))
+    p.handle(Arrive(3, "chat2", ModelInfo(slot_policy="coexist_by_type", kind="chat")))
+    assert ("stop", "chat1") in fx.log and ("stop", "emb") not in fx.log
+
+
+def test_memory_fits_starts_lru_idle_evicted_busy_never():
+    p, fx, clock = make(budget=10 * GiB)
+    m4 = ModelInfo(memory=4 * GiB)
+    p.handle(Arrive(1, "a", m4)); up(p, fx, "a"); p.handle(Finish(1))
+    clock.t = 1
+    p.handle(Arrive(2, "b", m4)); up(p, fx, "b"); p.handle(Finish(2))
+    clock.t = 2
+    p.handle(Arrive(3, "a", m4))  # a used last: b is the LRU
+    p.handle(Finish(3))
+    p.handle(Arrive(4, "c", m4))
+    assert fx.log[-1] == ("stop", "b") and 4 not in fx.answers
+    down(p, "b")
+    assert fx.log[-1] == ("start", "c", ())
+    up(p, fx, "c")
+    assert fx.answers[4][0] == "grant"
+    # a and c busy: d cannot fit: 503 at once, nobody stopped
+    p.handle(Arrive(5, "a", m4))
+    p.handle(Arrive(6, "d", m4))
+    st_, kind, msg = fx.answers[6][1:]
+    assert (st_, kind) == (503, "insufficient_memory") and "needs 4.0 GiB, 2.0 GiB free of 10.0 GiB" in msg
+    assert "busy: a 4.0 GiB, c 4.0 GiB" in msg and fx.stops == 1
+
+
+def test_larger_than_the_budget_is_refused_without_a_start():
+    p, fx, _ = make(budget=1 << 20)
+    p.handle(Arrive(1, "big", ModelInfo(memory=2 << 20)))
+    assert fx.answers[1][1:3] == (503, "insufficient_memory") and fx.starts == 0
+    assert "more than the whole memory budget" in fx.answers[1][3]
+
+
+def test_unmetered_is_not_counted():
+    p, fx, _ = make(budget=1 << 20)
+    p.handle(Arrive(1, "u", ModelInfo(memory=2 << 20, slot_policy="unmetered")))
+    assert fx.starts == 1
+
+
+def test_ttl_and_soft_idle_from_the_last_request_never_while_busy():
+    p, fx, clock = make(ttl=10, soft_idle=4)
+    p.handle(Arrive(1, "a")); up(p, fx, "a")
+    clock.t = 50; p.handle(Tick())
+    assert ("stop", "a") not in fx.log  # busy
+    p.handle(Finish(1))
+    clock.t = 53.9; p.handle(Tick())
+    assert ("downsize", "a") not in fx.log
+    clock.t = 54; p.handle(Tick()); p.handle(Tick())
+    assert fx.log.count(("downsize", "a")) == 1
+    clock.t = 60; p.handle(Tick())
+    assert fx.log[-1] == ("stop", "a")
+
+
+def test_load_timeout_answers_the_waiter_others_still_served():
+    p, fx, clock = make(load_timeout=5)
+    p.handle(Arrive(1, "slow"))
+    p.handle(Arrive(2, "a")); up(p, fx, "a")
+    clock.t = 5; p.handle(Tick())
+    assert fx.answers[1][1:3] == (503, "model_load_timeout") and fx.answers[2][0] == "grant"
+
+
+def test_max_in_flight_and_slot_freed_at_finish():
+    p, fx, _ = make(max_in_flight=1)
+    p.handle(Arrive(1, "a")); up(p, fx, "a")
+    p.handle(Arrive(2, "a"))
+    assert fx.answers[2][1] == 429
+    p.handle(Finish(1))
+    p.handle(Arrive(3, "a"))
+    assert fx.answers[3][0] == "grant"
+
+
+def test_load_with_other_options_reloads_after_in_flight():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "a")); up(p, fx, "a")
+    p.handle(Arrive(2, "a", ModelInfo(options=(("ctx_size", "512"),)), load=True))
+    assert ("stop", "a") not in fx.log and 2 not in fx.answers
+    p.handle(Finish(1))
+    assert fx.log[-1] == ("stop", "a")
+    down(p, "a")
+    assert fx.log[-1] == ("start", "a", (("ctx_size", "512"),))
+    up(p, fx, "a")
+    assert fx.answers[2][0] == "grant" and p.in_flight() == {}
+
+
+def test_start_failure_answers_waiters_and_is_not_sticky():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "a")); p.handle(EngineFailed("a", "boom"))
+    assert fx.answers[1][1:] == (500, "model_load_error", "boom")
+    down(p, "a")
+    p.handle(Arrive(2, "a"))
+    assert fx.starts == 2
+
+
+def test_crash_then_waiters_restart_it_once_stopped():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "a")); up(p, fx, "a")
+    p.handle(EngineExited("a", "exit 3"))
+    p.handle(Arrive(2, "a"))
+    assert fx.starts == 1
+    down(p, "a")
+    assert fx.starts == 2
+
+
+def test_cancelled_waiter_is_dropped():
+    p, fx, _ = make()
+    p.handle(Arrive(1, "a")); p.handle(Arrive(2, "a"))
+    p.handle(Finish(1))  # client gone while waiting
+    up(p, fx, "a")
+    assert 1 not in fx.answers and fx.answers[2][0] == "grant"
+
+
+# ---------------------------------------------------------------- property test
+
+MODELS = ("a", "b", "c", "d")
+INFOS = {"a": ModelInfo(memory=3), "b": ModelInfo(memory=4), "c": ModelInfo(memory=5, slot_policy="exclusive_npu"),
+         "d": ModelInfo(memory=6)}
+
+event = st.one_of(
+    st.tuples(st.just("arrive"), st.sampled_from(MODELS), st.booleans()),
+    st.tuples(st.just("finish"), st.integers(0, 40)),
+    st.tuples(st.just("tick"), st.floats(0, 30)),
+    st.tuples(st.just("ready"), st.sampled_from(MODELS)),
+    st.tuples(st.just("fail"), st.sampled_from(MODELS)),
+    st.tuples(st.just("crash"), st.sampled_from(MODELS)),
+    st.tuples(st.just("stopped"), st.sampled_from(MODELS)),
+    st.tuples(st.just("unload"), st.sampled_from(MODELS)),
+)
+
+
+class World(Fx):
+    """Effects with an engine world that only does what was asked (start -> may become
+    ready, stop -> may become stopped), checking the invariants at each effect."""
+
+    def __init__(self, budget):
+        super().__init__()
+        self.budget = budget
+        self.phase = {m: "stopped" for m in MODELS}  # the engines' truth
+        self.held: dict[str, int] = {}
+        self.p = None
+
+    def start(self, model, info):
+        super().start(model, info)
+        assert self.phase[model] == "stopped", "started twice"
+        self.phase[model] = "starting"
+        self.held[model] = info.metered
+        assert sum(self.held.values()) <= self.budget, "started beyond the budget"
+
+    def stop(self, model):
+        super().stop(model)
+        if self.p is not None and self.p._models[model].draining in ("evict", "swap"):
+            assert not self.p._models[model].busy, "a busy engine was evicted"
+        if self.phase[model] != "stopped":
+            self.phase[model] = "stopping"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(event, max_size=60), st.integers(5, 14))
+def test_random_event_sequences_keep_the_invariants(events, budget):
+    clock = Clock()
+    w = World(budget)
+    p = ServingPolicy(w, clock=clock, budget=budget, max_in_flight=4, ttl=20, soft_idle=5, load_timeout=15)
+    w.p = p
+    asked: list[int] = []
+    finished: set[int] = set()
+    for ev in events:
+        kind = ev[0]
+        if kind == "arrive":
+            req = len(asked)
+            asked.append(req)
+            p.handle(Arrive(req, ev[1], INFOS[ev[1]], load=ev[2]))
+        elif kind == "finish" and ev[1] < len(asked):
+            finished.add(ev[1])
+            p.handle(Finish(ev[1]))
+        elif kind == "tick":
+            clock.t += ev[1]
+            p.handle(Tick())
+        elif kind == "ready" and w.phase[ev[1]] == "starting":
+            w.phase[ev[1]] = "ready"
+            p.handle(EngineReady(ev[1], "eng"))
+        elif kind == "fail" and w.phase[ev[1]] == "starting":
+            w.phase[ev[1]] = "stopping"
+            p.handle(EngineFailed(ev[1], "boom"))
+        elif kind == "crash" and w.phase[ev[1]] == "ready":
+            w.phase[ev[1]] = "stopping"
+            p.handle(EngineExited(ev[1], "exit"))
+        elif kind == "stopped" and w.phase[ev[1]] == "stopping":
+            w.phase[ev[1]] = "stopped"
+            w.held.pop(ev[1], None)
+            p.handle(EngineStopped(ev[1]))
+        elif kind == "unload":
+            p.handle(Unload(ev[1]))
+        assert not w.twice, "a waiter answered twice"
+    # settle: engines do what was asked, clients end what they were granted, until quiet
+    for _ in range(20):
+        for m in MODELS:
+            if w.phase[m] == "starting":
+                w.phase[m] = "ready"
+                p.handle(EngineReady(m, "eng"))
+            elif w.phase[m] == "stopping":
+                w.phase[m] = "stopped"
+                w.held.pop(m, None)
+                p.handle(EngineStopped(m))
+        for req, a in list(w.answers.items()):
+            if a[0] == "grant" and req not in finished:
+                finished.add(req)
+                p.handle(Finish(req))
+    # no waiter lost: every request its client did not leave was answered, exactly once
+    for req in asked:
+        assert req in w.answers or req in finished, f"request {req} never answered"
+    assert not w.twice
+    # close: every engine started is stopped
+    p.handle(Shutdown())
+    for m in MODELS:
+        if w.phase[m] == "stopping":
+            w.phase[m] = "stopped"
+            p.handle(EngineStopped(m))
+    assert all(ph == "stopped" for ph in w.phase.values()), w.phase
+    assert p.idle
