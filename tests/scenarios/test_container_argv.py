@@ -20,22 +20,20 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support.helpers import RunProcess, free_port, wait_for  # noqa: E402
+from support.helpers import RunProcess, free_port, wait_for
 
-from lemonpack.contract.model import HealthProbe  # noqa: E402
-from lemonpack.oci.cmdline import valid_container_name  # noqa: E402
-from lemonpack.runtime.engines.containers import (  # noqa: E402
+from lemonpack.contract.model import HealthProbe
+from lemonpack.oci.cmdline import valid_container_name
+from lemonpack.runtime.engines.containers import (
     LABEL_ENGINE, LABEL_OWNER, ContainerCLI, container_exists, container_labels,
 )
-from lemonpack.runtime.engines.handles import Engines  # noqa: E402
-from lemonpack.runtime.launch.plan import LaunchPlan  # noqa: E402
+from lemonpack.runtime.engines.handles import Engines
+from lemonpack.runtime.launch.plan import LaunchPlan
 
 pytestmark = pytest.mark.slow
 

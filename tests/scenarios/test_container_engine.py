@@ -15,20 +15,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import RunProcess, fake_recipe, free_port, wait_for  # noqa: E402
+from support.helpers import RunProcess, free_port, wait_for
+from support.recipes import recipe_doc, write_recipe
 
-from lemonpack.contract.model import HealthProbe  # noqa: E402
-from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.engines.containers import LABEL_OWNER, container_exists, container_labels  # noqa: E402
-from lemonpack.runtime.engines.handles import Engines  # noqa: E402
-from lemonpack.runtime.engines.proctable import pid_alive  # noqa: E402
-from lemonpack.runtime.launch.plan import LaunchPlan  # noqa: E402
+from lemonpack.contract.model import HealthProbe
+from lemonpack.errors import RuntimeFailure
+from lemonpack.runtime.engines.containers import LABEL_OWNER, container_exists, container_labels
+from lemonpack.runtime.engines.handles import Engines
+from lemonpack.runtime.engines.proctable import pid_alive
+from lemonpack.runtime.launch.plan import LaunchPlan
 
 pytestmark = pytest.mark.slow
 PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200, timeout_seconds=60,
@@ -257,7 +256,7 @@ def test_case08_a_dead_runtimes_container_is_removed_by_the_next_run_of_a_proces
     # case 08: the runtime and its whole tree (the sentinel too) are SIGKILLed at once; the
     # next `lemonpack run`, of a *process* recipe, removes the container left behind.
     recipe = container_recipe(tmp_path / "bb.json", podman_env["image"])
-    proc_recipe = fake_recipe(tmp_path / "fake.json")
+    proc_recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=[]))
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "c"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "f")}

@@ -20,11 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import RunProcess, serve_directory, wait_for  # noqa: E402
-from support.llama_server import llama_server_dir, write_tiny_gguf  # noqa: E402
+from support.helpers import RunProcess, serve_directory, wait_for
+from support.llama_server import llama_server_dir, write_tiny_gguf
 
-from lemonpack.runtime.engines.proctable import pid_alive, process_table  # noqa: E402
+from lemonpack.runtime.engines.proctable import pid_alive, process_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 RECIPE = "llamacpp-test-fork"

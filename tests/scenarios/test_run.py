@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 import signal
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.helpers import RunProcess, all_gone, fake_recipe, read_pids, wait_for  # noqa: E402
+from support.helpers import RunProcess, all_gone, read_pids, wait_for
+from support.recipes import recipe_doc, write_recipe
 
 
 @pytest.fixture
-def env(tmp_path):
-    return {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "config")}
-
-
-@pytest.fixture
-def model(tmp_path):
-    m = tmp_path / "tiny.gguf"
-    m.write_bytes(b"GGUF")
-    return m
+def model(home):
+    """A model file in the test's sandboxed lemonpack home (the runs below inherit its variables)."""
+    return home.model()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_run_ready_serves_and_stops_everything_on_signal(tmp_path, env, model, sig):
+def test_run_ready_serves_and_stops_everything_on_signal(tmp_path, model, sig):
     pids = tmp_path / "pids"
-    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "0.3", "--fork-child", "--grandchild",
-                         "--pid-file", str(pids))
-    run = RunProcess([str(recipe), "--model", str(model)], env)
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=[
+        "--health-delay", "0.3", "--fork-child", "--grandchild", "--pid-file", str(pids)]))
+    run = RunProcess([str(recipe), "--model", str(model)])
     ready = run.wait_line("ready: ")
     assert ready, run.err
     url = ready.split()[1]
@@ -46,33 +38,33 @@ def test_run_ready_serves_and_stops_everything_on_signal(tmp_path, env, model, s
     assert "listening on" in run.err and f"stopped fake-engine ({sig.name})" in run.err
 
 
-def test_run_engine_failing_at_start_exits_7_with_code_and_logs(tmp_path, env, model):
-    recipe = fake_recipe(tmp_path / "fake.json", "--exit-now", "--exit-code", "4")
-    run = RunProcess([str(recipe), "--model", str(model), "--quiet"], env)
+def test_run_engine_failing_at_start_exits_7_with_code_and_logs(tmp_path, model):
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=["--exit-now", "--exit-code", "4"]))
+    run = RunProcess([str(recipe), "--model", str(model), "--quiet"])
     assert run.finish() == 7
     assert "exited with code 4" in run.err and "cannot load model: giving up with code 4" in run.err
 
 
-def test_run_engine_crashing_after_ready_exits_7(tmp_path, env, model):
-    recipe = fake_recipe(tmp_path / "fake.json", "--crash-after-ready", "1.0", "--exit-code", "11")
-    run = RunProcess([str(recipe), "--model", str(model)], env)
+def test_run_engine_crashing_after_ready_exits_7(tmp_path, model):
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=["--crash-after-ready", "1.0", "--exit-code", "11"]))
+    run = RunProcess([str(recipe), "--model", str(model)])
     assert run.wait_line("ready: ")
     assert run.finish() == 7
     assert "engine exited with code 11" in run.err and "crashing with code 11" in run.err
 
 
-def test_run_bad_recipe_is_a_clear_error(tmp_path, env, model):
+def test_run_bad_recipe_is_a_clear_error(tmp_path, model):
     bad = tmp_path / "bad.json"
     bad.write_text('{"recipe": "x"}')
-    run = RunProcess([str(bad), "--model", str(model)], env)
+    run = RunProcess([str(bad), "--model", str(model)])
     assert run.finish() == 1
     assert "error:" in run.err and "Traceback" not in run.err
 
 
-def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_path, env, model):
+def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_path, model):
     pids = tmp_path / "pids"
-    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "{custom:delay:-0}", "--pid-file", str(pids))
-    run = RunProcess([str(recipe), "--model", str(model), "--option", "delay=60", "--device", "cpu"], env)
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=["--health-delay", "{custom:delay:-0}", "--pid-file", str(pids)]))
+    run = RunProcess([str(recipe), "--model", str(model), "--option", "delay=60", "--device", "cpu"])
     assert wait_for(lambda: read_pids(pids), 20)
     assert wait_for(lambda: "listening on" in run.err, 20)
     assert "--health-delay 60" in run.err  # the "starting ..." line shows the resolved argv
@@ -82,9 +74,9 @@ def test_run_options_reach_the_argv_and_sigint_during_the_probe_stops_it(tmp_pat
     assert not [line for line in run.stdout if line.startswith("ready: ")]
 
 
-def test_run_json_prints_one_ready_event(tmp_path, env, model):
-    recipe = fake_recipe(tmp_path / "fake.json", "--health-delay", "0.2")
-    run = RunProcess([str(recipe), "--model", str(model), "--json", "--quiet"], env)
+def test_run_json_prints_one_ready_event(tmp_path, model):
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=["--health-delay", "0.2"]))
+    run = RunProcess([str(recipe), "--model", str(model), "--json", "--quiet"])
     line = run.wait_line('{"event": "ready"')
     assert line, run.err
     import json

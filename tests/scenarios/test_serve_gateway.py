@@ -12,8 +12,8 @@ import threading
 import httpx
 import pytest
 
-from support.helpers import FAKE_ENGINE, free_port, wait_for, write_descriptor
-from support.recipes import recipe_doc
+from support.helpers import free_port, wait_for
+from support.recipes import FAKE_ENGINE, recipe_doc, write_recipe
 
 CHAT = {"model": "user.gw", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -70,7 +70,7 @@ def gateway(live, *urls, capabilities=("chat_completion",), poll_ms: int = 20, *
     lv = live(**config)
     doc = recipe_doc("gw-engine", fake_engine=[], capabilities=capabilities)
     doc["health_probe"]["poll_interval_ms"] = poll_ms
-    write_descriptor(lv.backends, "gw-engine.json", doc)
+    write_recipe(lv.backends / "gw-engine.json", doc)
     lv.registry.add("user.gw", "gw-engine", {}, endpoints=list(urls))
     return lv.start()
 

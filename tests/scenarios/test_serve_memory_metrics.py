@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from lemonpack.runtime.lifecycle.supervisor import State
-from support.recipes import recipe_doc
-from support.helpers import FakeClock, wait_for, write_descriptor
+from support.recipes import recipe_doc, write_recipe
+from support.helpers import FakeClock, wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -16,7 +16,7 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 def _add(lv, name, size, doc):
     f = lv.backends.parent / f"{name}.bin"
     f.write_bytes(b"x" * size)
-    write_descriptor(lv.backends, f"{doc['recipe']}.json", doc)
+    write_recipe(lv.backends / f"{doc['recipe']}.json", doc)
     lv.registry.add(name, doc["recipe"], {"main": str(f)})
 
 

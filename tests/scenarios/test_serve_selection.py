@@ -7,8 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from support.recipes import recipe_doc
-from support.helpers import write_descriptor
+from support.recipes import recipe_doc, write_recipe
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -27,7 +26,7 @@ def sel(live, monkeypatch):
     lv = live()
     for doc in (_recipe("alpha", ["*.gguf"], 1), _recipe("beta", ["*.GGUF"], 5),
                 _recipe("gamma", ["*.litertlm"], 9), _recipe("ghost", ["*.gguf"], 50, os_="darwin")):
-        write_descriptor(lv.backends, f"{doc['recipe']}.json", doc)
+        write_recipe(lv.backends / f"{doc['recipe']}.json", doc)
     lv.registry.add("user.reg", "alpha", {"main": str(lv.model_file)})
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from support.recipes import recipe_doc
-from support.helpers import wait_for, write_descriptor
+from support.recipes import recipe_doc, write_recipe
+from support.helpers import wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -49,6 +49,6 @@ def test_recipe_added_and_removed_while_running(live):
         assert "user.first" not in ids()
 
         # put the recipe back: served again without a restart
-        write_descriptor(lv.backends, "second.json", recipe_doc("second", fake_engine=[]))
+        write_recipe(lv.backends / "second.json", recipe_doc("second", fake_engine=[]))
         assert wait_for(lambda: "second" in recipes())
         assert c.post("/v1/chat/completions", json={"model": "user.second", **CHAT}).status_code == 200

@@ -11,14 +11,13 @@ import pytest
 
 from lemonpack.errors import UsageError
 from lemonpack.server.main import parse_listen
-from support.recipes import recipe_doc
-from support.helpers import write_descriptor
+from support.recipes import recipe_doc, write_recipe
 
 
 def test_models_load_unload_health_system_info(live):
     lv = live()
     lv.add("user.fake", recipe_doc(fake_engine=[]))
-    write_descriptor(lv.backends, "broken.json", '{"recipe": "broken"}')
+    write_recipe(lv.backends / "broken.json", '{"recipe": "broken"}')
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         assert c.get("/v1/health").json()["status"] == "ok"

@@ -11,8 +11,7 @@ from pathlib import Path
 from lemonpack.contract.model import HealthProbe
 from lemonpack.runtime.engines.proctable import pid_alive
 from lemonpack.runtime.launch.plan import LaunchPlan
-
-FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
+from support.recipes import FAKE_ENGINE
 
 
 def free_port() -> int:
@@ -77,24 +76,6 @@ class FakeClock:
 def all_gone(pids) -> bool:
     """True when none of ``pids`` is alive (zombies count as gone)."""
     return not any(pid_alive(p) for p in pids)
-
-
-def fake_recipe(path: Path, *flags: str, recipe: str = "fake-engine", timeout: int = 20, poll_ms: int = 20) -> Path:
-    """Write a passthrough recipe running the fake engine with ``flags``; return its path."""
-    import json
-
-    doc = {
-        "recipe": recipe, "display_name": "Fake engine", "api_contract_version": "1",
-        "capabilities": ["chat_completion"],
-        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
-                         "timeout_seconds": timeout, "poll_interval_ms": poll_ms},
-        "platforms": {"linux": {"cpu": {
-            "command": sys.executable,
-            "args": [str(FAKE_ENGINE), "--host", "{host}", "--port", "{port}", "--model", "{model_name}", *flags],
-        }}},
-    }
-    path.write_text(json.dumps(doc, indent=2))
-    return path
 
 
 class RunProcess:
@@ -176,20 +157,6 @@ class serve_directory:  # noqa: N801 (a context manager used like a function)
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def write_descriptor(directory, name: str, doc, mode: int = 0o644):
-    """Write a recipe descriptor ``directory/name`` (dict → JSON) with ``mode``; the
-    directory is created 0755 so discovery's trust checks pass unless a test says otherwise."""
-    import json
-    import os
-
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o755)
-    p = directory / name
-    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    os.chmod(p, mode)
-    return p
 
 
 #: The shapes a cache entry can be turned into by :func:`reshape_entry`.
