@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from support.interrupt import popen_interruptible
 
 from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 
@@ -32,7 +33,7 @@ sys.exit(128 + stop.got[0])
 def test_a_signal_during_a_tight_wait_loop_always_stops_it():
     """40 processes in the loop that hung with threading.Event each stop within 5 s."""
     for _ in range(40):
-        p = subprocess.Popen([sys.executable, "-c", TIGHT_LOOP], stdout=subprocess.PIPE, text=True)
+        p = popen_interruptible([sys.executable, "-c", TIGHT_LOOP], stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline() == "go\n"
         time.sleep(0.02)
         p.send_signal(signal.SIGINT)

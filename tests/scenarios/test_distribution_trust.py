@@ -26,6 +26,7 @@ from lemonpack.oci.layout_reader import read_layout, verify_layout
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
 from support.helpers import wait_for
+from support.interrupt import popen_interruptible
 from support.registry import layout_tags, lemonpack
 from support.registry_proxy import RegistryProxy
 
@@ -228,8 +229,8 @@ def test_pull_adds_its_tag_to_an_existing_layout_and_keeps_everything_else(regis
 # --- Ctrl-C --------------------------------------------------------------------------------
 
 def _interrupt(argv: list[str], proxy: RegistryProxy) -> subprocess.CompletedProcess:
-    p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", *argv], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = popen_interruptible([sys.executable, "-m", "lemonpack.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(proxy.held.is_set, timeout=60), "the command never reached the held request"
         p.send_signal(signal.SIGINT)
@@ -267,10 +268,10 @@ def test_ctrl_c_while_publish_signs_says_every_tag_was_pushed(registry, example_
     (tmp_path / "k.key").write_bytes(pair.private_pem)
     repo = _repo()
     with RegistryProxy(registry, hold={"GET", "HEAD"}, hold_path=".sig") as proxy:
-        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "publish", str(example_layout), "--to",
-                              f"{proxy.host}/{repo}", "--sign", str(tmp_path / "k.key"), "--no-progress"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "LEMONPACK_PASSWORD": "pw"})
+        p = popen_interruptible([sys.executable, "-m", "lemonpack.cli", "publish", str(example_layout), "--to",
+                                 f"{proxy.host}/{repo}", "--sign", str(tmp_path / "k.key"), "--no-progress"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "LEMONPACK_PASSWORD": "pw"})
         try:
             assert wait_for(proxy.held.is_set, timeout=60), "publish never reached the signature"
             p.send_signal(signal.SIGINT)

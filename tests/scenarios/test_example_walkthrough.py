@@ -30,6 +30,7 @@ import pytest
 from lemonpack.examples import (ENGINE_SOURCE, EXAMPLE_ARCHIVE, EXAMPLE_MODEL, EXAMPLE_RECIPE, EXAMPLES_DIR,
                                 engine_archive)
 from support.helpers import free_port
+from support.interrupt import popen_interruptible
 from support.tools import need
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,8 +137,8 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
 
     # 3. run to ready (on a free port instead of the README's), 4. chat, 5. Ctrl-C
     port = free_port()
-    proc = subprocess.Popen(cli(run_line.replace(f"--port {readme_port}", f"--port {port}")), cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    proc = popen_interruptible(cli(run_line.replace(f"--port {readme_port}", f"--port {port}")), cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         ready = proc.stdout.readline()
         assert ready.startswith(f"ready: http://127.0.0.1:{port} "), (ready, proc.stderr.read() if proc.poll() else "")

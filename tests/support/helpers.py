@@ -11,6 +11,7 @@ from pathlib import Path
 from lemonpack.contract.model import HealthProbe
 from lemonpack.runtime.engines.proctable import pid_alive
 from lemonpack.runtime.launch.plan import LaunchPlan
+from support.interrupt import popen_interruptible
 from support.recipes import FAKE_ENGINE
 
 
@@ -87,9 +88,10 @@ class RunProcess:
         import subprocess
         import threading
 
-        self.proc = subprocess.Popen([sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
+        self.proc = popen_interruptible(  # the tests stop it with SIGINT (support.interrupt)
+            [sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._err = threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True)
