@@ -1,6 +1,8 @@
+"""The one canonical JSON encoder (lemonpack/canonical.py): sorted keys, compact separators, UTF-8,
+no trailing newline, floats refused."""
+
 import pytest
 
-from lemonpack.oci.canonical import EMPTY_DIGEST, EMPTY_JSON
 from lemonpack.canonical import canonical_json
 
 
@@ -18,7 +20,3 @@ def test_canonical_json_refuses_floats():
         canonical_json({"a": 1.5})
 
 
-def test_empty_descriptor_constants():
-    import hashlib
-    assert canonical_json({}) == EMPTY_JSON
-    assert "sha256:" + hashlib.sha256(EMPTY_JSON).hexdigest() == EMPTY_DIGEST

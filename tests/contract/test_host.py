@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from lemonpack.contract.host import HostFacts, detect_host
+from lemonpack.errors import LemonpackError
 
 
 @pytest.fixture(autouse=True)
@@ -126,3 +128,36 @@ def test_this_machine_agrees_with_detection_of_its_own_root():
     gpus = Path("/proc/driver/nvidia/gpus")
     assert ("cuda" in facts.accelerators) == (gpus.is_dir() and any(gpus.iterdir()))
     assert ("rocm" in facts.accelerators) == (facts.rocm_arch is not None)
+
+
+def test_detect_host_on_this_machine_and_injected(monkeypatch):
+    monkeypatch.delenv("LEMONPACK_HOST_FACTS", raising=False)
+    facts = detect_host()
+    assert facts.os == "linux" and "cpu" in facts.accelerators and facts == detect_host("/")
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", json.dumps({"os": "linux", "accelerators": ["rocm"],
+                                                           "rocm_arch": "gfx1151"}))
+    assert detect_host() == HostFacts("linux", frozenset({"cpu", "rocm"}), rocm_arch="gfx1151")
+
+
+def test_platform_key_constants_match_the_schema():
+    from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
+    from lemonpack.contract.schemalock import load_schema
+
+    schema = load_schema(1)
+    assert tuple(schema["properties"]["platforms"]["propertyNames"]["enum"]) == OS_NAMES
+    assert tuple(schema["$defs"]["accelerator"]["enum"]) == ACCELERATORS
+
+
+@pytest.mark.parametrize("facts, needle", [
+    ('{"os": "linux", "accelerators": "rocm"}', "'accelerators' must be a list"),
+    ('{"os": "plan9"}', "'os' must be one of linux, darwin, windows"),
+    ('{"os": "linux", "gpu": "x"}', "unknown key 'gpu'"),
+    ('{"os": "linux", "accelerators": ["quantum"]}', "unknown accelerator 'quantum'"),
+    ('{"os": "linux", "rocm_arch": 1151}', "'rocm_arch' must be a string"),
+    ('[]', "not a JSON object"),
+])
+def test_injected_host_facts_are_validated(monkeypatch, facts, needle):
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", facts)
+    with pytest.raises(LemonpackError, match="LEMONPACK_HOST_FACTS") as e:
+        detect_host()
+    assert needle in str(e.value)

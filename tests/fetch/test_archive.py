@@ -1,21 +1,24 @@
-"""extract(): real archives (built with tarfile, zipfile and the system tar), hostile ones."""
+"""extract() (lemonpack/fetch/archive.py): real archives (built with tarfile, zipfile and the system tar),
+hostile ones, and members or writes the file system itself refuses."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import shutil
 import stat
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from lemonpack.errors import UnsafeContentError
-from lemonpack.fetch import detect_format, extract
+from lemonpack.errors import StorageError, UnsafeContentError
+from lemonpack.fetch import ArtifactCache, detect_format, extract
 
 
 def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], mode: str = "w:gz") -> Path:
@@ -229,10 +232,9 @@ def test_read_only_dirs_cleaned_on_failure(tmp_path):
 
 def test_fetch_then_extract(server, tmp_path):
     """The two halves together: a served tar.gz, fetched into the cache, extracted from it."""
-    import hashlib
     from urllib.parse import urlsplit
 
-    from lemonpack.fetch import ArtifactCache, fetch
+    from lemonpack.fetch import fetch
 
     arc = _tar(tmp_path / "engine.tar.gz", [(_info("bin/llama-server", mode=0o755), b"#!/bin/sh\necho hi\n")])
     data = arc.read_bytes()
@@ -288,3 +290,72 @@ def test_later_members_cannot_change_what_was_checked(tmp_path, members, why):
     with pytest.raises(UnsafeContentError, match=why):
         extract(arc, tmp_path / "out" / "d", name_hint="m.tar.gz")
     assert os.listdir(tmp_path / "out") == []
+
+
+# ------------------------------------------------------------------ extraction: the file system refuses
+
+def _tar_named(path: Path, names: list[str]) -> Path:
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for n in names:
+            ti = tarfile.TarInfo(n)
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+    return path
+
+
+def _zip_named(path: Path, names: list[str]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for n in names:
+            zf.writestr(n, b"x")
+    return path
+
+
+@pytest.mark.parametrize("make", [_tar_named, _zip_named], ids=["tar", "zip"])
+@pytest.mark.parametrize("name", ["y" * 256, "a/" + "y" * 300, "/".join(["d" * 255] * 17) + "/f"],
+                         ids=["component-256", "nested-300", "path-over-4096"])
+def test_member_name_the_file_system_refuses_is_unsafe_naming_it(tmp_path, make, name):
+    archive = make(tmp_path / "a", ["ok", name])
+    dest = tmp_path / "work" / "out"
+    with pytest.raises(UnsafeContentError) as exc:
+        extract(archive, dest, name_hint="a.tar.gz", label="artifact X")
+    msg = str(exc.value)
+    assert msg.startswith(f"artifact X: unsafe member {name!r}: the file system refuses it: File name too long")
+    assert str(tmp_path) not in msg  # no scratch path
+    assert list((tmp_path / "work").iterdir()) == []  # nothing left
+
+
+def test_long_single_file_name_is_unsafe(tmp_path):
+    src = tmp_path / "blob"
+    src.write_bytes(b"not an archive")
+    with pytest.raises(UnsafeContentError, match="File name too long"):
+        extract(src, tmp_path / "work" / "out", name_hint="z" * 300, label="artifact X")
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+_LIMITED = """
+import resource, signal, sys
+from pathlib import Path
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+from lemonpack.errors import StorageError
+from lemonpack.fetch import extract
+try:
+    extract(Path(sys.argv[1]), Path(sys.argv[2]), name_hint="a.tar.gz", label="artifact X")
+except StorageError as e:
+    print(type(e).__name__, e.exit_code, e)
+"""
+
+
+def test_disk_refusing_a_write_is_a_storage_error(tmp_path):
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        ti = tarfile.TarInfo("big")
+        ti.size = 1 << 20
+        tf.addfile(ti, io.BytesIO(bytes(1 << 20)))
+    out = subprocess.run([sys.executable, "-c", _LIMITED, str(archive), str(tmp_path / "work" / "out")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("StorageError 1 artifact X: cannot unpack member 'big': File too large "
+                                  "(a problem of the local disk, not of the archive)")
+    assert list((tmp_path / "work").iterdir()) == []
+    assert StorageError.exit_code == 1

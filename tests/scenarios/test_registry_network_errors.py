@@ -4,25 +4,12 @@ nothing listens on fail at once (no five retries), exit 4, and the message keeps
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.errors import FetchError
-from lemonpack.registry import RegistryClient
-from lemonpack.registry.transport import short as _short
-from support.helpers import FakeClock
+from support.helpers import closed_port
 from support.registry import lemonpack
-
-
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.mark.parametrize("command", ["publish", "pull", "verify"])
@@ -50,21 +37,3 @@ def test_a_closed_port_is_tried_twice_at_most(example_layout):
            "(after 2 attempts)" in r.stderr
 
 
-def test_the_client_does_not_spend_its_retry_policy_on_refused_or_unresolvable():
-    for host, waits in ((f"127.0.0.1:{closed_port()}", [0.2]), ("lemonpack-test.invalid", [])):
-        client = RegistryClient(host, retries=6, backoff=0.2)
-        clock = FakeClock()
-        client.transport.sleep = clock.sleep
-        with pytest.raises(FetchError):
-            client.head_manifest("x/y", "v1")
-        assert clock.slept == waits  # refused: one more try after one backoff; unresolvable: none
-        assert client.stats.requests <= 2
-        client.close()
-
-
-def test_short_never_cuts_a_word():
-    text = " ".join(f"word{i:03d}" for i in range(100))
-    out = _short(text)
-    assert out.endswith(" …") and len(out) <= 302
-    assert all(w in text.split() for w in out[:-2].split())
-    assert _short("short message") == "short message"

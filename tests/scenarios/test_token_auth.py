@@ -29,6 +29,7 @@ from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.auth import Credentials
 from lemonpack.registry.transfer import publish_layout, pull_layout
 from lemonpack.signing import keys
+
 from support.registry import layout_tags, lemonpack
 
 pytestmark = pytest.mark.slow
@@ -256,10 +257,3 @@ def test_anonymous_client_is_denied_with_exit_4(token_registry, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_the_same_scopes_in_another_order_are_one_token_key():
-    from lemonpack.registry.authn import normal_scopes as _normal_scopes
-
-    assert _normal_scopes(["repository:x/y:push,pull", "repository:a:pull"]) == \
-        _normal_scopes(["repository:a:pull", "repository:x/y:pull,push"]) == \
-        ("repository:a:pull", "repository:x/y:pull,push")
-    assert _normal_scopes(["registry:catalog:*"]) == ("registry:catalog:*",)

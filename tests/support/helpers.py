@@ -22,6 +22,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def fake_plan(*flags: str, port: int | None = None, probe: HealthProbe | None = None, model: str = "fake",
               stop_argv: tuple[str, ...] | None = None, env: dict | None = None) -> LaunchPlan:
     """A launch plan running the fake engine with ``flags`` on ``port`` (a free one)."""
