@@ -58,17 +58,24 @@
       pkgsFor = system: import nixpkgs { inherit system; overlays = [ overlay ]; };
 
       # packages.<system>: <recipe> (its Linux CPU build, else its first Linux one) and
-      # <recipe>-<os>-<accelerator>[-<arch>]
+      # <recipe>-<os>-<accelerator>[-<arch>], for the packages available on the system: a
+      # recipe package is for its artifact's OS and CPU (meta.platforms), and nixpkgs refuses
+      # to evaluate one elsewhere (check-meta.nix), so it is not offered there (it stays in
+      # lemonpackRecipes, marked unsupported)
       recipePackages = pkgs:
-        let r = pkgs.lemonpackRecipes; in
+        let
+          r = pkgs.lemonpackRecipes;
+          available = recipe: builtins.filter (attr: lib.meta.availableOn pkgs.stdenv.hostPlatform r.${recipe}.${attr})
+            (builtins.attrNames r.${recipe});
+        in
         builtins.listToAttrs (builtins.concatLists (map
           (recipe:
             let
-              attrs = builtins.attrNames r.${recipe};
+              attrs = available recipe;
               linux = builtins.filter (a: lib.hasPrefix "linux-" a) attrs;
-              main = if r.${recipe} ? linux-cpu then "linux-cpu" else builtins.head (linux ++ attrs);
+              main = if builtins.elem "linux-cpu" attrs then "linux-cpu" else builtins.head (linux ++ attrs);
             in
-            [ { name = recipe; value = r.${recipe}.${main}; } ]
+            lib.optional (attrs != [ ]) { name = recipe; value = r.${recipe}.${main}; }
             ++ map (attr: { name = "${recipe}-${attr}"; value = r.${recipe}.${attr}; }) attrs)
           (builtins.attrNames r)));
     in
@@ -86,7 +93,9 @@
         let app = { type = "app"; program = "${self.packages.${system}.lemonpack}/bin/lemonpack"; }; in
         { lemonpack = app; default = app; });
 
-      # `nix flake check`: the CLI imports, the release lock builds, and its registry runs
+      # `nix flake check`: the CLI imports, the release lock builds, and its registry runs.
+      # Evaluating them needs no build (no import from derivation), so `nix flake check`
+      # evaluates every system's checks on a machine that builds one
       checks = lib.genAttrs systems (system:
         let pkgs = pkgsFor system; in
         {

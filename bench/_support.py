@@ -41,7 +41,7 @@ SECTIONS = ("build", "catalogue", "catalogue_site", "extensions", "gateway", "ku
             "publish", "startup")
 RESULTS_HEAD = """# Benchmark results
 
-Written by the benches themselves (`bench/_support.py`'s `record`): each `python3 bench/NAME.py`
+Written by the benches themselves (`bench/_support.py`'s `record`): each `python3 bench/<name>.py`
 replaces its own section below with the figures it printed, the command line (so the sizes
 used), the date, the machine and the git commit. Do not edit by hand; run the bench again.
 Wall times on this shared 2-core machine move with its load: compare the ratios each bench

@@ -12,7 +12,10 @@ this file, ``--engine`` mode, launched by ``lemonpack serve`` from a recipe in a
    and through ``nginx -c FILE -p DIR -g 'daemon off;'`` (127.0.0.1 only, proxy_buffering off,
    keepalive upstream) when nginx is installed; p50 and p99 of each and what each proxy adds;
 2. an SSE stream of ``--chunks`` events: time to first chunk and total time, direct versus
-   through lemonpack (best of ``--streams``), and the throughput ratio.
+   through lemonpack (best of ``--streams``), and the throughput ratio;
+3. the relay client alone (:func:`relay_clients`): the proxy's own ``server/upstream.py``
+   against an httpx stream made by ``lemonpack.httpclient``, in this process, on the same
+   engine: why the proxy keeps its relay (``docs/architecture.md``, the server room).
 
 Targets (issue 8): added p50 <= 1 ms; streaming throughput >= 0.9x direct. The client is a
 raw blocking socket that reads a chunked stream whole without decoding it (no HTTP library
@@ -324,6 +327,79 @@ def stream(port: int, chunks: int) -> tuple[float, float]:
     return first[0] - t0, total
 
 
+def relay_clients(port: int, chunks: int, runs: int, requests: int) -> dict[str, dict]:
+    """The proxy's relay client alone, in this process, against the engine at ``port``:
+    :class:`lemonpack.server.upstream.Upstream` (what the proxy uses) versus an httpx stream
+    from :func:`lemonpack.httpclient.async_client` (what it would use without its own relay),
+    each writing to a sink standing for the client's response. Interleaved: ``runs`` SSE
+    streams of ``chunks`` events and ``requests`` small POSTs each. Per client: stream
+    seconds, CPU seconds per stream, writes per stream, whether the bytes written are the
+    engine's chunked body as it sent it (framing kept), small-POST seconds."""
+    from multidict import CIMultiDict
+
+    from lemonpack import httpclient
+    from lemonpack.server.upstream import Upstream
+
+    stream_body = json.dumps({"model": MODEL, "messages": [], "stream": True, "n_chunks": chunks}).encode()
+    frame = b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
+    done = b"data: [DONE]\n\n"
+    framed = frame * chunks + b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+    headers = {"Content-Type": "application/json"}
+
+    async def run() -> dict[str, dict]:
+        up = Upstream("127.0.0.1", port)
+        hx = httpclient.async_client(timeout=30.0, trust_env=False, user_agent=None, max_connections=None)
+        out: dict[str, dict] = {k: {"stream": [], "cpu": [], "writes": 0, "framed": True, "small": []}
+                                for k in ("upstream", "httpx")}
+
+        async def via_upstream(body: bytes) -> list[bytes]:
+            got: list[bytes] = []
+
+            async def write(b: bytes) -> None:
+                got.append(b)
+            answer, lease = await up.request("POST", "/v1/chat/completions", CIMultiDict(headers), body, None,
+                                             lambda: True)
+            try:
+                await answer.relay(write)
+            finally:
+                lease.release(answer)
+            return got
+
+        async def via_httpx(body: bytes) -> list[bytes]:
+            got: list[bytes] = []
+            async with hx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=body,
+                                 headers=headers) as r:
+                async for b in r.aiter_raw():  # undecoded, but de-chunked by h11
+                    got.append(b)
+            return got
+
+        clients = {"upstream": via_upstream, "httpx": via_httpx}
+        try:
+            for f in clients.values():  # warm-up
+                for _ in range(50):
+                    await f(SMALL_BODY)
+                await f(stream_body)
+            for _ in range(runs):
+                for k, f in clients.items():
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    got = await f(stream_body)
+                    out[k]["stream"].append(time.perf_counter() - t0)
+                    out[k]["cpu"].append(time.process_time() - c0)
+                    out[k]["writes"] = max(out[k]["writes"], len(got))
+                    out[k]["framed"] = out[k]["framed"] and b"".join(got) == framed
+            for _ in range(requests):
+                for k, f in clients.items():
+                    t0 = time.perf_counter()
+                    await f(SMALL_BODY)
+                    out[k]["small"].append(time.perf_counter() - t0)
+        finally:
+            up.close()
+            await hx.aclose()
+        return out
+
+    return asyncio.run(run())
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds used so far by process ``pid`` (/proc/PID/stat): a figure
     the machine's load changes far less than wall-clock latency."""
@@ -397,6 +473,7 @@ def main() -> int:
                     streams[k].append(stream(ports[k], a.chunks))
                     if k == "lemonpack":
                         cpu_stream += cpu_seconds(serve.pid) - c0
+            relays = relay_clients(eng_port, a.chunks, a.streams, max(100, a.requests // 4))
         finally:
             stop(nginx, signal.SIGQUIT)
             stop(relay)
@@ -447,6 +524,16 @@ def main() -> int:
         if k in streams:
             r = statistics.median(d[1] / x[1] for d, x in zip(streams["direct"], streams[k]))
             print(f"  throughput through {k} / direct: {r:.2f}x (median), {best['direct'] / best[k]:.2f}x best vs best")
+    print(f"relay client alone (in this process, same engine, {a.streams} interleaved streams of {a.chunks} "
+          "events, then small POSTs): lemonpack.server.upstream vs an httpx stream (lemonpack.httpclient):")
+    for k, r in relays.items():
+        print(f"  {k:9s} stream best {ms(min(r['stream']))} | median {ms(statistics.median(r['stream']))}   "
+              f"CPU {ms(statistics.median(r['cpu']))}/stream   writes/stream {r['writes']:5d}   "
+              f"framing passed on: {'yes' if r['framed'] else 'no'}   small POST p50 {us(pct(r['small'], 50))}")
+    up_r, hx_r = relays["upstream"], relays["httpx"]
+    print(f"  httpx / upstream: stream {statistics.median(hx_r['stream']) / statistics.median(up_r['stream']):.2f}x "
+          f"(median), CPU {statistics.median(hx_r['cpu']) / statistics.median(up_r['cpu']):.2f}x, "
+          f"small POST p50 {pct(hx_r['small'], 50) / pct(up_r['small'], 50):.2f}x")
     print("targets:")
     print(f"  added p50 <= 1 ms:              {'met' if ok_lat else 'MISSED'} ({add_lp[0] * 1e3:.3f} ms)")
     print(f"  streaming >= 0.9x direct:       {'met' if ok_stream else 'MISSED'} ({ratio:.2f}x)")

@@ -1,8 +1,17 @@
 """lemonpack: reproducible, verifiable, runnable out-of-tree inference engines.
 
-Rooms (see DESIGN.md): ``contract`` (recipe contract major 1), ``oci`` (deterministic
-OCI layouts), ``nix`` (Nix emitter), ``fetch`` (verified downloads and safe archives),
-``build`` (the build pipeline), ``runtime`` (discovery, supervisor, probes).
+Rooms, from the top (each imports only rooms below it; docs/architecture.md, "Rooms", says
+what each holds and may import): ``cli`` (the command line: parsing and printing), ``kube``
+(Kubernetes objects and systemd units), ``server`` (``lemonpack serve``: the HTTP front and
+the proxy), ``catalogue`` (community recipes and extensions: the signed index, search, the
+site), ``release`` (release images from the release lock), ``builder`` (builds, installs,
+loads, publishes), ``signing`` (cosign-format keys and signatures), ``registry`` (OCI
+registries: transport, auth, operations, publish and pull), ``runtime`` (engines on this
+machine, in seven sub-rooms), ``extensions`` (Gufo extensions, seed 002), ``examples`` (the
+shipped example), ``nix`` (the Nix emitter), ``fetch`` (verified downloads, mirrors, safe
+archives), ``oci`` (image references, deterministic layers, OCI layouts), ``contract`` (the
+recipe contract, major 1). Below them the primitives, one module each: errors, atomic files,
+paths, digests, canonical JSON, strict JSON and schema checks ...
 """
 
 from typing import TYPE_CHECKING

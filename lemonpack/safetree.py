@@ -2,7 +2,27 @@
 (:mod:`lemonpack.fetch.archive`, used by ``install`` and ``build``) and the OCI layer writer
 (:mod:`lemonpack.oci.layer`). It sits below both rooms, like :mod:`lemonpack.errors`.
 
-Two checks, each returning ``None`` (fine) or a one-line reason:
+It also holds the one path-component rule and the one "is P inside B" test, used wherever a
+name or a relative path taken from a file, an archive, a URL or an argument becomes part of a
+path on disk or in an image (archive members, layer paths, mirror paths, ``--binary``, the Nix
+sources, include headers, extension files, release recipe files, model checkpoints):
+
+- :func:`component_problem` / :func:`safe_component`: one name. Refused: empty, ``.``, ``..``,
+  and a name holding ``/``, a backslash (a separator on Windows: ``a\\..\\b`` is one harmless
+  name here and a way out of the directory where a Windows artifact is unpacked) or NUL
+  (which ends the name at the kernel);
+- :func:`path_problem` / :func:`safe_relative_path`: a relative ``/``-separated path: not
+  empty, not absolute (no leading ``/``), every component a safe one (so no empty component:
+  ``a//b`` and ``a/`` are refused). Callers that read a format whose names are written
+  loosely (tar's ``./a``, ``dir/``) normalise them first, then apply the rule;
+- :func:`inside`: ``path`` is ``base`` or below it, lexically (no file is touched, no symlink
+  resolved: pass ``os.path.realpath`` results to judge where a path resolves).
+
+Each ``*_problem`` returns ``None`` (fine) or a short reason (``"'..' component"``,
+``"absolute path"``, ...) that the caller puts in its own typed error naming the file and
+the field.
+
+And two checks on what a tree holds, each returning ``None`` (fine) or a one-line reason:
 
 - :func:`name_problem`: a path component starting with ``.wh.`` is refused. In an OCI
   layer such a name is a *whiteout* (image-spec v1.1 ``layer.md``, "Whiteouts"): it
@@ -43,6 +63,67 @@ WHITEOUT_PREFIX = ".wh."
 MAX_SYMLINK_HOPS = 40
 """Symlinks followed in one resolution before giving up: Linux's ``MAXSYMLINKS``
 (``include/linux/namei.h``), so a chain the kernel refuses (ELOOP) is refused here too."""
+
+
+def component_problem(name: str) -> str | None:
+    """Why ``name`` may not be one component of a path, or ``None`` (module docstring):
+    ``"empty component"``, ``"'.' component"``, ``"'..' component"``, ``"'/' in name"``,
+    ``"backslash in name"``, ``"NUL in name"``."""
+    if not name:
+        return "empty component"
+    if name in (".", ".."):
+        return f"{name!r} component"
+    if "/" in name:
+        return "'/' in name"
+    if "\\" in name:
+        return "backslash in name"
+    if "\x00" in name:
+        return "NUL in name"
+    return None
+
+
+def safe_component(name: str) -> bool:
+    """True when ``name`` is a safe path component (:func:`component_problem` finds nothing)."""
+    return component_problem(name) is None
+
+
+def path_problem(rel: str) -> str | None:
+    """Why ``rel`` may not be a relative ``/``-separated path below a directory, or ``None``:
+    ``"empty path"``, ``"absolute path"`` (a leading ``/``), or the first component's
+    :func:`component_problem`."""
+    if not rel:
+        return "empty path"
+    if rel.startswith("/"):
+        return "absolute path"
+    for part in rel.split("/"):
+        why = component_problem(part)
+        if why:
+            return why
+    return None
+
+
+def safe_relative_path(rel: str) -> bool:
+    """True when ``rel`` is a safe relative path (:func:`path_problem` finds nothing)."""
+    return path_problem(rel) is None
+
+
+def inside(path: str | os.PathLike[str], base: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is ``base`` itself or below it, compared component by component after
+    ``os.path.normpath`` (``..`` folded lexically: ``/a/b/../c`` is inside ``/a``; ``/ab`` is
+    not inside ``/a``). Lexical only: no file is touched and no symlink resolved (pass
+    ``os.path.realpath`` results to judge where a path resolves). An absolute path is never
+    inside a relative base, nor the other way round; never raises."""
+    p, b = os.fspath(path), os.fspath(base)
+    if not p or not b or os.path.isabs(p) != os.path.isabs(b):
+        return False
+    pp = _parts(p)
+    bp = _parts(b)
+    return pp[:len(bp)] == bp and ".." not in pp[len(bp):]
+
+
+def _parts(path: str) -> list[str]:
+    norm = os.path.normpath(path)
+    return [x for x in norm.split(os.sep) if x and x != "."]
 
 
 def name_problem(rel: str) -> str | None:
@@ -122,4 +203,5 @@ def symlink_problem(root: str | os.PathLike[str], rel: str) -> str | None:
     return None
 
 
-__all__ = ["name_problem", "symlink_problem", "target_problem", "WHITEOUT_PREFIX", "MAX_SYMLINK_HOPS"]
+__all__ = ["MAX_SYMLINK_HOPS", "WHITEOUT_PREFIX", "component_problem", "inside", "name_problem", "path_problem",
+           "safe_component", "safe_relative_path", "symlink_problem", "target_problem"]

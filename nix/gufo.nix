@@ -2,27 +2,55 @@
 #
 #   gufo.override { extensions = [ "qwen" ./my-extension ]; features = [ "linux" "hip" ]; }
 #
-# Arguments (callPackage fills lib, stdenv, runCommand, lemonpack; `tree` is the flake's):
+# Arguments (callPackage fills lib, stdenv, runCommand, python3, lemonpack; `tree` is the
+# flake's). Each is checked for its type at evaluation: a wrong one is an error naming it.
 #   tree          : the Gufo tree: catalogue/extensions, api/, extensions.lock
 #   extensions    : null = the release lock; "all" = every extension a target of which the
 #                   features build; else a list of names (strings) and extension directories
-#                   (paths, or store-path strings)
+#                   (paths, or store-path strings); [ ] = no extension
 #   extensionDirs : more directories to discover (each an extension or a directory of them)
-#   features      : the build's feature set
+#   features      : the build's feature set, as written: the default [ "linux" ] is in this
+#                   expression and [ ] is the empty set (the builder is never probed, so one
+#                   expression builds the same on every machine)
 #   lockFile      : the release lock (default: tree/extensions.lock)
 #
 # One set of rules: Nix does not read manifests itself. Every decision (schema, names, paths,
 # encodings, file types, symlinks, sizes, collisions, the lock, API versions, dependencies)
-# is `lemonpack extensions generate`'s, run as a build step (`selection` below) whose
-# verdict evaluation reads back (import from derivation): a manifest the CLI rejects fails
-# evaluation with the CLI's message, the copied directories renamed back to the paths the
-# user gave. The package then compiles exactly what `lemonpack extensions build` compiles.
-{ lib, stdenv, runCommand, lemonpack, tree
+# is `lemonpack extensions generate`'s, run as a build step (`verdict` below). A selection
+# the CLI refuses fails that build with the CLI's message, the copied directories named back
+# as the user gave them; evaluation never reads a build result (no import from derivation),
+# so the package evaluates for every system on any machine. The package then compiles exactly
+# what `lemonpack extensions build` compiles. `passthru.selection` shows what was selected; it
+# is the one place that reads the build's result while evaluating (import from derivation),
+# and nothing else depends on it.
+{ lib, stdenv, runCommand, python3, lemonpack, tree
 , extensions ? null, extensionDirs ? [ ], features ? [ "linux" ], lockFile ? null }:
 let
-  inherit (builtins) fromJSON isString isList match replaceStrings concatMap filter;
-  # the verdict's files, read while evaluating (the build depends on `verdict` itself)
-  readFile = f: builtins.unsafeDiscardStringContext (builtins.readFile f);
+  inherit (builtins) fromJSON isString isList isPath match concatMap filter typeOf toJSON;
+
+  # argument checks (nixpkgs users expect a wrong type to be an error, not a default)
+  described = v: if isString v then "the string ${toJSON v}" else "a ${typeOf v}";
+  argError = name: expected: v:
+    builtins.throw "gufo: the argument '${name}' must be ${expected}, not ${described v}";
+  isDir = v: isPath v || isString v && match ".*/.*" v != null;
+  checkList = name: expected: ok: v:
+    if !(isList v) then argError name "a list of ${expected}" v
+    else
+      let bad = filter (e: !(ok e)) v; in
+      if bad == [ ] then v else argError name "a list of ${expected}" (builtins.head bad);
+  extensionsChecked =
+    if extensions == null || extensions == "all" then extensions
+    else if isList extensions then
+      checkList "extensions" "extension names (strings) and directories (paths)"
+        (e: isString e || isPath e) extensions
+    else argError "extensions"
+      ''null (the release lock), "all", or a list of extension names and directories (one extension: [ "qwen" ])''
+      extensions;
+  featuresChecked = checkList "features" "feature names (strings)" isString features;
+  extensionDirsChecked = checkList "extensionDirs" "directories (paths or strings)" isDir extensionDirs;
+  lockChecked =
+    if lockFile == null || isDir lockFile then lockFile
+    else argError "lockFile" "null or a file (a path)" lockFile;
 
   isStorePath = s: isString s && lib.hasPrefix builtins.storeDir s;
   isDirItem = e: !(isString e) || match ".*/.*" e != null;
@@ -41,18 +69,20 @@ let
         shown = toString d;
       };
 
-  items = if isList extensions then extensions else [ ];
+  items = if isList extensionsChecked then extensionsChecked else [ ];
   selectedDirs = map stored (filter isDirItem items);
-  extraDirs = map stored extensionDirs;
-  lock = if lockFile == null then null else stored lockFile;
+  extraDirs = map stored extensionDirsChecked;
+  lock = if lockChecked == null then null else stored lockChecked;
 
-  # the selection, as `lemonpack extensions` options (the tree comes first, apart)
+  # the selection, as `lemonpack extensions` options (the tree comes first, apart); the
+  # features are always given (`--feature none`: the empty set), so the CLI never probes
   selectArgs =
     lib.optionals (lock != null) [ "--lock" lock.path ]
-    ++ concatMap (f: [ "--feature" f ]) features
+    ++ (if featuresChecked == [ ] then [ "--feature" "none" ] else concatMap (f: [ "--feature" f ]) featuresChecked)
     ++ concatMap (d: [ "--extension-dir" d.path ]) extraDirs
-    ++ (if extensions == null then [ "--select" "lock" ]
-        else if extensions == "all" then [ "--select" "all" ]
+    ++ (if extensionsChecked == null then [ "--select" "lock" ]
+        else if extensionsChecked == "all" then [ "--select" "all" ]
+        else if items == [ ] then [ "--select" "none" ]
         else concatMap (e: [ "--select" (if isDirItem e then (stored e).path else e) ]) items);
   args = [ "--tree" "${tree}" ] ++ selectArgs;
 
@@ -61,62 +91,27 @@ let
   lemonpackArgs = lib.concatMapStrings (a: a + "\n") args;
   readArgs = ''mapfile -t args < "$lemonpackArgsPath"'';
 
-  # the CLI's verdict on the selection, as files: this derivation succeeds when the CLI gives
-  # a verdict (accepts, or refuses with its JSON error or a usage error), and fails otherwise
-  # (a crash, a missing module), so that no such failure is kept in the store as a verdict
+  # store copies -> the paths the user wrote, for the CLI's messages
+  renames = toJSON (map (d: [ d.path d.shown ]) (filter (d: d != null) ([ lock ] ++ selectedDirs ++ extraDirs)));
+
+  # the CLI's verdict on the selection: succeeds with selection.json and dirs (see
+  # gufo-verdict.py) when the CLI accepts it; fails, printing the CLI's message, when the
+  # CLI refuses it (exit 1 with its JSON error, or a usage error) or crashes
   verdict = runCommand "gufo-selection" {
-    nativeBuildInputs = [ lemonpack ];
-    inherit lemonpackArgs;
-    passAsFile = [ "lemonpackArgs" ];
+    nativeBuildInputs = [ lemonpack python3 ];
+    inherit lemonpackArgs renames;
+    passAsFile = [ "lemonpackArgs" "renames" ];
   } ''
     ${readArgs}
     mkdir -p $out
     rc=0
-    lemonpack extensions generate --json --out $out/generated "''${args[@]}" > $out/stdout 2> $out/stderr || rc=$?
+    lemonpack extensions generate --json --out $out/generated "''${args[@]}" > gen.out 2> gen.err || rc=$?
     if [ $rc -eq 0 ]; then
-      lemonpack extensions list --json "''${args[@]}" > $out/list.json 2>> $out/stderr || rc=$?
+      lemonpack extensions list --json "''${args[@]}" > list.json 2>> gen.err || rc=$?
     fi
-    case "$rc:$(head -c 1 $out/stdout)" in
-      0:* | "1:{") ;;
-      2:*) grep -q "Error: " $out/stderr || { cat $out/stderr >&2; exit 1; } ;;
-      *) cat $out/stderr >&2; exit 1 ;;
-    esac
-    printf %s $rc > $out/rc
+    cat gen.err >&2
+    python3 ${./gufo-verdict.py} "$rc" gen.out gen.err list.json "$renamesPath" "$out"
   '';
-
-  renamed = [ lock ] ++ selectedDirs ++ extraDirs;
-  shown = replaceStrings
-    (map (d: d.path) (filter (d: d != null) renamed))
-    (map (d: d.shown) (filter (d: d != null) renamed));
-  rc = readFile "${verdict}/rc";
-  # the CLI's message: its JSON error (exit 1), or a usage error's text (exit 2)
-  failure =
-    let
-      out = readFile "${verdict}/stdout";
-      err = readFile "${verdict}/stderr";
-      usage = match ".*Error: (Invalid value for [^:]*: )?([^\n]*)\n?" err;
-    in
-    if rc == "1" && lib.hasPrefix "{" out then (fromJSON out).message
-    else if usage != null then builtins.elemAt usage 1
-    else "lemonpack extensions generate failed (exit ${rc}): ${err}";
-
-  selection =
-    if rc != "0" then builtins.throw (shown failure)
-    else
-      let
-        doc = fromJSON (readFile "${verdict}/generated/extensions.json");
-        listed = fromJSON (readFile "${verdict}/list.json");
-        pathOf = builtins.listToAttrs (map (e: { inherit (e) name; value = e.path; })
-          (filter (e: e.selected) listed.extensions));
-      in
-      {
-        api = doc.api_version;
-        inherit (doc) features;
-        extensions = map (e: e // { path = pathOf.${e.name}; }) doc.extensions;
-        providers = concatMap (e: map (p: p // { extension = e.name; }) e.providers) doc.extensions;
-        # manifests discovered but not selected that the CLI rejects (generate warns of them)
-        rejected = map (r: { manifest = shown r.manifest; reasons = map shown r.reasons; }) listed.rejected;
-      };
 in
 stdenv.mkDerivation {
   pname = "gufo";
@@ -129,9 +124,7 @@ stdenv.mkDerivation {
   # into bin/gufo-registry, include/ and lib/libgufo-ext.a, with the same options as the
   # selection above
   inherit lemonpackArgs;
-  # each selected extension: its name, a tab, its directory
-  extensionDirsList = lib.concatMapStrings (e: "${e.name}\t${e.path}\n") selection.extensions;
-  passAsFile = [ "lemonpackArgs" "extensionDirsList" ];
+  passAsFile = [ "lemonpackArgs" ];
   buildPhase = ''
     runHook preBuild
     ${readArgs}
@@ -149,15 +142,22 @@ stdenv.mkDerivation {
     cp ${if lock == null then "${tree}/extensions.lock" else lock.path} $out/share/gufo/extensions.lock
     while IFS=$'\t' read -r name dir; do
       cp -r --no-preserve=mode "$dir" "$out/share/gufo/extensions/$name"
-    done < "$extensionDirsListPath"
+    done < ${verdict}/dirs
     runHook postInstall
   '';
   passthru = {
-    inherit selection;
+    # what was selected (api, features, extensions with their directories, providers, the
+    # unselected manifests the CLI rejects): read from the verdict's build while evaluating
+    # (import from derivation), on demand only
+    selection = fromJSON (builtins.unsafeDiscardStringContext (builtins.readFile "${verdict}/selection.json"));
+    inherit verdict;
     generated = "${verdict}/generated";
   };
   meta = {
     description = "Gufo's extension registry with the selected extensions compiled in";
+    license = lib.licenses.asl20;
+    # compiled with the C++ toolchain for Linux (lemonpack extensions build)
+    platforms = lib.platforms.linux;
     mainProgram = "gufo-registry";
   };
 }

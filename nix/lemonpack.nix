@@ -2,10 +2,16 @@
 # `nix run .#lemonpack -- --help`. `src` is the repository top; only pyproject.toml,
 # README.md, the lemonpack/ package and the extension tree its symlinks in
 # lemonpack/extensions/tree/ point at (catalogue/extensions, api/, extensions.lock) are copied
-# into the store, so changing tests or Nix files does not rebuild it. Dependencies are pyproject.toml's [project] dependencies under
-# their nixpkgs attribute names.
+# into the store, so changing tests or Nix files does not rebuild it. Dependencies are
+# pyproject.toml's [project] dependencies: nixpkgs' python3Packages attributes (each recorded
+# from nixpkgs' sources in tests/nix/nixpkgs_attributes.json), and what nixpkgs lacks built by
+# ./python-packages.nix (typer 0.28, lightkube with lightkube-models).
 { lib, python3Packages, src }:
-python3Packages.buildPythonApplication {
+let
+  own = import ./python-packages.nix { inherit lib python3Packages; };
+  py = python3Packages;
+in
+py.buildPythonApplication {
   pname = "lemonpack";
   version = "0.1.0";
   pyproject = true;
@@ -18,14 +24,18 @@ python3Packages.buildPythonApplication {
       || builtins.any (top: lib.hasPrefix top rel) [ "catalogue/extensions/" "api/" ]
       || lib.hasPrefix "lemonpack/" rel && !(lib.hasSuffix ".pyc" rel) && baseNameOf rel != "__pycache__";
   };
-  build-system = [ python3Packages.setuptools ];
-  dependencies = with python3Packages; [
-    typer jsonschema fastjsonschema httpx rich platformdirs aiohttp cryptography pynacl podman
-    docker gguf jinja2 markdown-it-py nh3 prometheus-client zstandard pyyaml lightkube lightkube-models
+  build-system = [ py.setuptools ];
+  dependencies = [
+    own.typer py.jsonschema py.fastjsonschema py.httpx py.rich py.platformdirs py.aiohttp py.cryptography
+    py.pynacl py.podman py.docker py.gguf py.jinja2 py.markdown-it-py py.nh3 py.prometheus-client
+    py.zstandard py.pyyaml own.lightkube
   ];
-  pythonImportsCheck = [ "lemonpack" ];
+  pythonImportsCheck = [ "lemonpack" "lemonpack.kube.generate" ];
+  passthru.pythonPackages = own;
   meta = {
     description = "Reproducible, verifiable, runnable out-of-tree inference engines";
+    license = lib.licenses.asl20;
+    platforms = lib.platforms.linux;
     mainProgram = "lemonpack";
   };
 }

@@ -1,5 +1,7 @@
-"""The room map of docs/architecture.md is the code's: every cross-room import is one the table
-allows, every room is in the table, and no room reaches into another room's private names."""
+"""The room map of docs/architecture.md is the code's, both ways: every cross-room import is one
+the table allows and every edge the table allows is used, every room is in the table, every
+module is named in the page, no room reaches into another room's private names; and the package
+docstrings list the real rooms, sub-rooms and modules."""
 
 from __future__ import annotations
 
@@ -23,29 +25,35 @@ def primitives(text: str) -> set[str]:
 PRIMITIVES = primitives(DOC.read_text(encoding="utf-8"))
 
 
-def room_table(text: str) -> dict[str, set[str] | None]:
+def room_table(text: str) -> dict[str, set[str]]:
     """``{room: allowed rooms}`` from the rows of the table whose first cell is
-    `` `lemonpack/NAME/` ``; ``None`` stands for "every room"."""
-    table: dict[str, set[str] | None] = {}
+    `` `lemonpack/NAME/` ``, in table order (top first). A cell starting "every room" allows
+    every other room of the table but the ones it names (`` every room but `nix` ``)."""
+    table: dict[str, set[str]] = {}
+    every: dict[str, set[str]] = {}
     for line in text.splitlines():
         m = re.match(r"\|\s*`lemonpack/(\w+)/`\s*\|[^|]*\|([^|]*)\|\s*$", line)
         if not m:
             continue
-        cell = m.group(2)
-        table[m.group(1)] = None if "every room" in cell else set(re.findall(r"`(\w+)`", cell))
+        cell, names = m.group(2), set(re.findall(r"`(\w+)`", m.group(2)))
+        table[m.group(1)] = names
+        if cell.strip().startswith("every room"):
+            every[m.group(1)] = names
+    for room, but in every.items():
+        table[room] = set(table) - {room} - but
     return table
 
 
-def room_of(path: Path) -> str:
-    rel = path.relative_to(PACKAGE).parts
+def room_of(path: Path, package: Path = PACKAGE) -> str:
+    rel = path.relative_to(package).parts
     return rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
 
 
-def imports(path: Path) -> list[tuple[int, str, list[str]]]:
+def imports(path: Path, package_dir: Path = PACKAGE) -> list[tuple[int, str, list[str]]]:
     """``[(line, absolute module, imported names)]`` of every ``lemonpack`` import in a file,
     relative imports made absolute, function-level imports included."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = ["lemonpack", *path.relative_to(PACKAGE).parts[:-1]]
+    package = ["lemonpack", *path.relative_to(package_dir).parts[:-1]]
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -70,31 +78,93 @@ def test_the_table_parses_and_names_every_room_on_disk():
     missing = sorted(on_disk - set(table))
     assert not missing, f"rooms missing from docs/architecture.md's table: {missing}"
     for room, allowed in table.items():
-        if allowed is not None:
-            unknown = allowed - set(table)
-            assert not unknown, f"{room} may import unknown rooms {sorted(unknown)}"
+        unknown = allowed - set(table)
+        assert not unknown, f"{room} may import unknown rooms {sorted(unknown)}"
+
+
+def room_edges(package: Path, primitives: set[str]) -> dict[tuple[str, str], list[str]]:
+    """``{(room, room it imports): ["FILE:LINE", ...]}`` of every import from one room into
+    another under ``package`` (a primitive counts as a room of its own; imports of primitives
+    are left out: every room may import them). ``from lemonpack import NAME`` imports room NAME
+    when NAME is a room (``__version__`` is the package's own)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        room = room_of(path, package)
+        for line, module, names in imports(path, package):
+            parts = module.split(".")
+            for target in parts[1:2] or [n for n in names if (package / n / "__init__.py").is_file()]:
+                if target != room and target not in primitives:
+                    edges.setdefault((room, target), []).append(f"{path.relative_to(package.parent)}:{line}")
+    return edges
+
+
+def forbidden_edges(table: dict[str, set[str]], edges: dict[tuple[str, str], list[str]],
+                    primitives: set[str]) -> list[str]:
+    """The imports ``table`` does not allow (a primitive imports no room)."""
+    wrong = []
+    for (room, target), where in sorted(edges.items()):
+        if room in primitives:
+            wrong.append(f"{where[0]}: primitive {room} imports lemonpack.{target}")
+        elif target not in table.get(room, set()):
+            wrong.append(f"{where[0]}: {room} imports lemonpack.{target} "
+                         f"(docs/architecture.md allows {sorted(table.get(room, set()))})")
+    return wrong
+
+
+def unused_edges(table: dict[str, set[str]], edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    """The edges ``table`` allows that no import uses: a map that no longer matches the code."""
+    return [f"docs/architecture.md lets {room} import {target}, but nothing in {room} does: drop the edge"
+            for room, allowed in table.items() for target in sorted(allowed) if (room, target) not in edges]
 
 
 def test_every_cross_room_import_is_allowed_by_the_table():
     table = room_table(DOC.read_text(encoding="utf-8"))
-    wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        room = room_of(path)
-        for line, module, _ in imports(path):
-            parts = module.split(".")
-            if len(parts) < 2:
-                continue
-            target = parts[1]
-            if target == room or target in PRIMITIVES:
-                continue
-            if room in PRIMITIVES:
-                wrong.append(f"{path.relative_to(ROOT)}:{line}: primitive {room} imports {module}")
-                continue
-            allowed = table.get(room, set())
-            if allowed is not None and target not in allowed:
-                wrong.append(f"{path.relative_to(ROOT)}:{line}: {room} imports {module} "
-                             f"(docs/architecture.md allows {sorted(allowed)})")
+    wrong = forbidden_edges(table, room_edges(PACKAGE, PRIMITIVES), PRIMITIVES)
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_allowed_room_edge_is_used():
+    table = room_table(DOC.read_text(encoding="utf-8"))
+    wrong = unused_edges(table, room_edges(PACKAGE, PRIMITIVES))
+    assert not wrong, "\n".join(wrong)
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (``{relative path: text}``) under ``root``; returns ``root``."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+PLANTED_TABLE = """| room | holds | may import |
+|---|---|---|
+| `lemonpack/cli/` | the CLI | every room but `c` |
+| `lemonpack/a/` | a | `b`, `c` |
+| `lemonpack/b/` | b | `c` |
+| `lemonpack/c/` | c | (primitives only) |
+| primitives | `errors.py`, `files.py` | (other primitives only) |
+"""
+
+
+def test_both_directions_fail_on_a_planted_package(tmp_path):
+    package = _tree(tmp_path, {
+        "lemonpack/__init__.py": "", "lemonpack/errors.py": "", "lemonpack/files.py": "from lemonpack.c import x\n",
+        "lemonpack/cli/__init__.py": "from lemonpack import a, b\nfrom lemonpack.a import z\n",
+        "lemonpack/a/__init__.py": "", "lemonpack/a/z.py": "from lemonpack.b import y\nfrom lemonpack.errors import E\n",
+        "lemonpack/b/__init__.py": "", "lemonpack/b/y.py": "def f():\n    from ..a import z\n",
+        "lemonpack/c/__init__.py": "", "lemonpack/c/x.py": "from . import x\n",
+    }) / "lemonpack"
+    table = room_table(PLANTED_TABLE)
+    assert table == {"cli": {"a", "b"}, "a": {"b", "c"}, "b": {"c"}, "c": set()}
+    edges = room_edges(package, primitives(PLANTED_TABLE))
+    assert set(edges) == {("cli", "a"), ("cli", "b"), ("a", "b"), ("b", "a"), ("files", "c")}
+    assert forbidden_edges(table, edges, primitives(PLANTED_TABLE)) == [
+        "lemonpack/b/y.py:2: b imports lemonpack.a (docs/architecture.md allows ['c'])",
+        "lemonpack/files.py:1: primitive files imports lemonpack.c"]
+    assert unused_edges(table, edges) == [
+        "docs/architecture.md lets a import c, but nothing in a does: drop the edge",
+        "docs/architecture.md lets b import c, but nothing in b does: drop the edge"]
 
 
 def test_no_room_imports_another_rooms_private_names():
@@ -113,7 +183,7 @@ def test_no_room_imports_another_rooms_private_names():
 
 
 @pytest.mark.parametrize("row, expected", [
-    ("| `lemonpack/cli/` | x | every room |", None),
+    ("| `lemonpack/cli/` | x | every room |", set()),
     ("| `lemonpack/oci/` | x | (primitives only) |", set()),
     ("| `lemonpack/kube/` | x, y | `runtime`, `oci` |", {"runtime", "oci"}),
 ])
@@ -162,7 +232,7 @@ def test_rooms_import_only_rooms_below_them_in_the_table():
     order = list(table)
     wrong = [f"{room} may import {sorted(a for a in allowed if order.index(a) <= order.index(room))}, "
              f"listed above it" for room, allowed in table.items()
-             if allowed is not None and any(order.index(a) <= order.index(room) for a in allowed)]
+             if any(order.index(a) <= order.index(room) for a in allowed)]
     assert not wrong, "docs/architecture.md's table is not ordered:\n" + "\n".join(wrong)
 
 
@@ -172,7 +242,7 @@ LARGE_MODULE_LINES = 500
 
 def large_module_table(text: str) -> dict[str, tuple[int, str]]:
     """``{module path: (lines at most, its one job)}`` from the rows of docs/architecture.md's
-    "Large modules and their one job" section (`` | `lemonpack/PATH.py` | BOUND | JOB | ``)."""
+    "Large modules and their one job" section (`` | `lemonpack/<path>.py` | BOUND | JOB | ``)."""
     section = text.split("## Large modules and their one job", 1)[1].split("\n## ", 1)[0]
     table = {}
     for line in section.splitlines():
@@ -348,3 +418,193 @@ def test_sub_room_rows_parse():
             "| `runtime/launch/` | `plan` (`LaunchPlan`) | (runtime's rooms only) |")
     assert subroom_table(text) == {"serving": {"lifecycle"}, "launch": set()}
     assert subroom_modules(text) == {"serving": {"policy", "gateway"}, "launch": {"plan"}}
+
+
+# ----------------------------------------------------------------- every module named in the page
+
+def section(text: str, title: str) -> str:
+    """The body of the section whose heading is ``title`` (any level), up to the next heading."""
+    m = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, re.S | re.M)
+    return m.group(1) if m else ""
+
+
+def module_lists(text: str) -> dict[str, set[str]]:
+    """``{room: module names}`` the page gives: the bullets of "Modules of each room"
+    (`` - `ROOM/`: `a` (its job), `b` (its job) ``, a bullet may wrap onto indented lines), the
+    server room's module table (`` | `NAME.py` | job | ``) and, as room ``primitives``, the
+    room table's primitives row."""
+    out: dict[str, set[str]] = {}
+    bullets = re.split(r"^- ", section(text, "Modules of each room"), flags=re.M)[1:]
+    for bullet in bullets:
+        m = re.match(r"`(\w+)/`:", bullet)
+        if m:
+            out[m.group(1)] = set(re.findall(r"`(\w+)` \(", " ".join(bullet.split())))
+    out["server"] = set(re.findall(r"^\|\s*`(\w+)\.py`\s*\|", section(text, "The server room"), re.M))
+    out["primitives"] = primitives(text) if "| primitives |" in text else set()
+    return out
+
+
+def modules_on_disk(package: Path) -> dict[str, set[str]]:
+    """``{room: module names}`` of every room under ``package`` (``__init__`` left out,
+    ``__main__`` kept), and ``primitives``: the modules directly in ``package``. ``runtime``
+    is left out: its modules are in sub-rooms, held by the sub-room table."""
+    out = {"primitives": {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}}
+    for room in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file() and p.name != "runtime"):
+        out[room.name] = {p.stem for p in room.glob("*.py")} - {"__init__"}
+    return out
+
+
+def module_map_problems(on_disk: dict[str, set[str]], named: dict[str, set[str]]) -> list[str]:
+    """Both ways: a module the page does not name, a name the page gives that is no module."""
+    wrong = []
+    for room in sorted(on_disk):
+        where = "lemonpack/" if room == "primitives" else f"lemonpack/{room}/"
+        wrong += [f"{where}{m}.py is not named in docs/architecture.md" for m in sorted(on_disk[room] - named.get(room, set()))]
+        wrong += [f"docs/architecture.md names {m} in {room}, which has no such module"
+                  for m in sorted(named.get(room, set()) - on_disk[room])]
+    wrong += [f"docs/architecture.md lists modules of {room}, which is no room" for room in sorted(set(named) - set(on_disk))]
+    return wrong
+
+
+def test_every_module_is_named_in_the_page():
+    wrong = module_map_problems(modules_on_disk(PACKAGE), module_lists(DOC.read_text(encoding="utf-8")))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_module_map_fails_on_a_planted_mismatch(tmp_path):
+    package = _tree(tmp_path, {
+        "lemonpack/__init__.py": "", "lemonpack/errors.py": "", "lemonpack/files.py": "",
+        "lemonpack/a/__init__.py": "", "lemonpack/a/one.py": "", "lemonpack/a/two.py": "", "lemonpack/a/__main__.py": "",
+        "lemonpack/server/__init__.py": "", "lemonpack/server/main.py": "", "lemonpack/server/app.py": "",
+        "lemonpack/runtime/__init__.py": "", "lemonpack/runtime/x/__init__.py": "", "lemonpack/runtime/x/y.py": "",
+    }) / "lemonpack"
+    doc = PLANTED_TABLE + """
+### Modules of each room
+
+- `a/`: `one` (the first), `gone` (a module since removed), `__main__`
+  (`python -m lemonpack.a`); `two` is not in the form.
+- `b/`: `z` (a room that is not on disk).
+
+### The server room
+
+| module | job |
+|---|---|
+| `main.py` | `run` |
+
+## Next
+| `app.py` | not the server's table any more |
+"""
+    named = module_lists(doc)
+    assert named == {"a": {"one", "gone", "__main__"}, "b": {"z"}, "server": {"main"}, "primitives": {"errors", "files"}}
+    assert module_map_problems(modules_on_disk(package), named) == [
+        "lemonpack/a/two.py is not named in docs/architecture.md",
+        "docs/architecture.md names gone in a, which has no such module",
+        "lemonpack/server/app.py is not named in docs/architecture.md",
+        "docs/architecture.md lists modules of b, which is no room"]
+
+
+# ----------------------------------------------------------------- package docstrings
+
+def docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def docstring_rooms(doc: str) -> list[str]:
+    """The rooms ``lemonpack/__init__.py``'s docstring lists: each ``NAME`` followed by its job in
+    parentheses, in the paragraph starting "Rooms", in order."""
+    para = next((p for p in doc.split("\n\n") if p.startswith("Rooms")), "")
+    return re.findall(r"``(\w+)`` \(", " ".join(para.split()))
+
+
+def test_the_package_docstring_lists_every_room_in_table_order():
+    rooms = docstring_rooms(docstring(PACKAGE / "__init__.py"))
+    order = list(room_table(DOC.read_text(encoding="utf-8")))
+    on_disk = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert set(rooms) == on_disk, f"lemonpack/__init__.py lists {sorted(rooms)}; the rooms are {sorted(on_disk)}"
+    assert rooms == order, f"lemonpack/__init__.py lists the rooms as {rooms}; the table's order is {order}"
+
+
+def test_docstring_rooms_of_a_planted_docstring():
+    doc = ("lemonpack.\n\nRooms (from the top): ``cli`` (the CLI), ``build``\n(the build), and ``oci`` "
+           "(OCI). Below them ``errors``.\n\nNot rooms: ``x`` (y).")
+    assert docstring_rooms(doc) == ["cli", "build", "oci"]
+
+
+def import_claims(doc: str, prefix: str = "lemonpack.") -> set[str] | None:
+    """The rooms a room's docstring says it imports: the names in its sentences starting
+    "Imports" (``NAME``, :mod:`lemonpack.NAME`; with ``prefix="runtime."``, ``runtime.NAME``);
+    ``None`` when no sentence says (a sentence "Imports no ..." says: none)."""
+    out: set[str] | None = None
+    for sentence in re.findall(r"(?:^|(?<=[.!?]\s))Imports\b[^.]*(?:\.(?!\s|$)[^.]*)*", " ".join(doc.split())):
+        out = out or set()
+        if prefix == "lemonpack.":
+            out |= {a or b for a, b in re.findall(r"``(\w+)``|:mod:`~?lemonpack\.(\w+)`", sentence)}
+        else:
+            out |= set(re.findall(rf"``{re.escape(prefix)}(\w+)``", sentence))
+    return out
+
+
+def docstring_problems(package: Path, table: dict[str, set[str]], subtable: dict[str, set[str]]) -> list[str]:
+    """What the room and sub-room docstrings get wrong: no docstring (no job said); a sentence
+    "Imports ..." naming other rooms than the table allows; a module list (a ``Modules:``
+    paragraph or ``- :mod:`` bullets in a room, ``name`` (job) entries in a sub-room) that misses
+    a module or names a module the room does not have."""
+    wrong = []
+    rooms = sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
+    subs = sorted(p for p in (package / "runtime").iterdir() if (p / "__init__.py").is_file()) \
+        if (package / "runtime").is_dir() else []
+    for room in rooms + subs:
+        rel = room.relative_to(package.parent)
+        doc = docstring(room / "__init__.py")
+        modules = {p.stem for p in room.glob("*.py")} - {"__init__", "__main__"}
+        if not doc.strip():
+            wrong.append(f"{rel}/__init__.py has no docstring saying the room's job")
+            continue
+        is_sub = room.parent.name == "runtime"
+        claims = import_claims(doc, "runtime." if is_sub else "lemonpack.")
+        allowed = subtable.get(room.name, set()) if is_sub else table.get(room.name, set())
+        if claims is not None and claims != allowed:
+            wrong.append(f"{rel}/__init__.py says it imports {sorted(claims)}; the table allows {sorted(allowed)}")
+        if is_sub:  # module names are lower case: ``LaunchPlan`` (argv, env, cwd) is no entry
+            listed = set(re.findall(r"``([a-z][a-z0-9_]*)`` \(", " ".join(doc.split())))
+        else:
+            paras = [p for p in doc.split("\n\n") if p.startswith("Modules:") or p.lstrip().startswith("- :mod:")]
+            listed = {m.split(".")[-1] for p in paras for m in re.findall(r":mod:`~?([\w.]+)`", p)
+                      if m.startswith(".") or m.startswith(f"lemonpack.{room.name}.")}
+            if not paras:
+                continue
+        wrong += [f"{rel}/__init__.py's module list misses {m}" for m in sorted(modules - listed)]
+        wrong += [f"{rel}/__init__.py lists {m}, which is no module there" for m in sorted(listed - modules)]
+    return wrong
+
+
+def test_room_docstrings_say_their_job_and_their_modules():
+    text = DOC.read_text(encoding="utf-8")
+    wrong = docstring_problems(PACKAGE, room_table(text), subroom_table(text))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_docstring_problems_of_a_planted_tree(tmp_path):
+    package = _tree(tmp_path, {
+        "lemonpack/__init__.py": "",
+        "lemonpack/a/__init__.py": '"""Room a.\n\nModules: :mod:`.one`, :mod:`.gone`.\n\nImports ``b`` and ``c``."""\n',
+        "lemonpack/a/one.py": "", "lemonpack/a/two.py": "",
+        "lemonpack/b/__init__.py": '"""Room b, no list.\n\nImports :mod:`lemonpack.c` only."""\n', "lemonpack/b/x.py": "",
+        "lemonpack/c/__init__.py": "", "lemonpack/c/x.py": "",
+        "lemonpack/runtime/__init__.py": '"""The runtime."""\n',
+        "lemonpack/runtime/s/__init__.py": '"""``p`` (the p), ``q`` (a gone one). Imports ``runtime.t`` only."""\n',
+        "lemonpack/runtime/s/p.py": "", "lemonpack/runtime/s/r.py": "",
+        "lemonpack/runtime/t/__init__.py": '"""``u`` (u). Imports no other runtime sub-room."""\n', "lemonpack/runtime/t/u.py": "",
+        "lemonpack/runtime/v/__init__.py": '"""``w`` (w). Imports no other runtime sub-room."""\n', "lemonpack/runtime/v/w.py": "",
+    }) / "lemonpack"
+    table = {"a": {"b"}, "b": {"c"}, "c": set(), "runtime": set()}
+    assert docstring_problems(package, table, {"s": set(), "t": set(), "v": {"t"}}) == [
+        "lemonpack/a/__init__.py says it imports ['b', 'c']; the table allows ['b']",
+        "lemonpack/a/__init__.py's module list misses two",
+        "lemonpack/a/__init__.py lists gone, which is no module there",
+        "lemonpack/c/__init__.py has no docstring saying the room's job",
+        "lemonpack/runtime/s/__init__.py says it imports ['t']; the table allows []",
+        "lemonpack/runtime/s/__init__.py's module list misses r",
+        "lemonpack/runtime/s/__init__.py lists q, which is no module there",
+        "lemonpack/runtime/v/__init__.py says it imports []; the table allows ['t']"]
+    assert import_claims("Room.\n\nNo claim here.") is None

@@ -36,7 +36,6 @@ one on the way (nothing from a cache reaches a layout unverified).
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.errors import (BuildError, ConfigError, LemonpackError, SelectionError,
+from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
@@ -65,17 +64,6 @@ RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 ANNOTATION_PREFIX = "dev.lemonpack."
 
 from lemonpack.oci.platform import GOARCH  # noqa: E402,F401  (the one host -> GOARCH mapping)
-
-
-def source_date_epoch() -> int:
-    """``SOURCE_DATE_EPOCH`` as an int (reproducible-builds.org), or 0 when unset.
-    Raises :class:`~lemonpack.errors.ConfigError` when it is set but not a non-negative integer."""
-    raw = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not raw:
-        return 0
-    if not raw.isdigit():
-        raise ConfigError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -407,7 +395,7 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
-                            gpu_arch=t.gpu_arch, binary=t.binary))
+                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch))
                     descs.append(desc)
                     tags[result.tag] = desc
                     results.append(result)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lemonpack.builder.pipeline import BuildOptions, BuildResult, TargetResult, build_recipes, source_date_epoch
+from lemonpack.builder.pipeline import BuildOptions, BuildResult, TargetResult, build_recipes
 from lemonpack.contract import load_recipe, targets
 from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
 from lemonpack.contract.model import Recipe
@@ -32,6 +32,7 @@ from lemonpack.errors import ManifestError, Problem, SelectionError, UsageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.oci.base import BaseSource
 from lemonpack.oci.platform import OCI_ARCHITECTURES, host_arch
+from lemonpack.sourcedate import source_date_epoch
 
 #: Layer compressions (:mod:`lemonpack.oci.layer`).
 COMPRESSIONS = ("gzip", "zstd")

@@ -11,4 +11,6 @@ a signed, byte-reproducible index, searched from the CLI and browsed as a static
   :mod:`.commands`: the commands shown; :mod:`.signing`: ``catalogue sign``.
 - :mod:`.official`: the shipped index of official entries; :mod:`.dates`: the build date;
   :mod:`.memo`: what a warm build reuses.
+- :mod:`.facts`: an entry's platforms and pinning; :mod:`.archs`: GPU arch tables and arch
+  patterns; :mod:`.names`: names and checks the build and the readers share.
 """

@@ -50,6 +50,7 @@ from lemonpack.files import replace_directory
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
+from lemonpack.safetree import inside
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
 
@@ -113,8 +114,10 @@ class _Context:
 
 
 def _rel(ctx: _Context, path: str | Path) -> str:
-    rel = os.path.relpath(os.path.abspath(path), ctx.source_resolved)
-    return Path(path).name if rel.startswith("..") else Path(rel).as_posix()
+    full = os.path.abspath(path)
+    if not inside(full, ctx.source_resolved):
+        return Path(path).name
+    return Path(os.path.relpath(full, ctx.source_resolved)).as_posix()
 
 
 def _official_recipe_files(source: Path) -> list[tuple[str, Path]]:
@@ -328,13 +331,13 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     LemonpackError only for what stops the whole build (an unreadable key, a bad lock)."""
     import time
 
-    import httpx
+    from lemonpack.fetch.download import download_client
 
     ctx = _Context(cfg)
     rejected: list[dict] = []
     own_client = cfg.client is None
     if own_client:
-        cfg.client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+        cfg.client = download_client()
     with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, cfg.client if own_client else _nullctx():
         work = Path(tmp)
         t0 = time.perf_counter()

@@ -1,6 +1,7 @@
 """The date of a catalogue build: the sources' date, reproducibly.
 
-``SOURCE_DATE_EPOCH`` when it is set (reproducible-builds.org); otherwise the committer time
+``SOURCE_DATE_EPOCH`` when it is set (reproducible-builds.org, read by
+:mod:`lemonpack.sourcedate`); otherwise the committer time
 of the source tree's last commit (``git log -1 --format=%ct``), which the same checkout
 always gives; otherwise (a tree outside git) the newest modification time of the files the
 index is built from (``catalogue/``, ``extensions.lock``, the shipped example recipes). Never
@@ -12,7 +13,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+
+from lemonpack.sourcedate import from_environ
 
 
 def _git_time(source: Path) -> int | None:
@@ -46,15 +50,12 @@ def _newest_mtime(source: Path) -> int:
     return newest
 
 
-def source_epoch(source: Path, environ: dict[str, str] | None = None) -> int:
-    """Seconds since the epoch to date a build of ``source`` with (see the module docstring).
-    Raises :class:`~lemonpack.errors.ConfigError` for a ``SOURCE_DATE_EPOCH`` that is not a non-negative integer."""
-    from lemonpack.errors import ConfigError
-
-    env = os.environ if environ is None else environ
-    raw = env.get("SOURCE_DATE_EPOCH", "").strip()
-    if raw:
-        if not raw.isdigit():
-            raise ConfigError(f"SOURCE_DATE_EPOCH must be a non-negative integer, got {raw!r}")
-        return int(raw)
+def source_epoch(source: Path, environ: Mapping[str, str] | None = None) -> int:
+    """Seconds since the epoch to date a build of ``source`` with (see the module docstring);
+    ``environ``: where ``SOURCE_DATE_EPOCH`` is read (default ``os.environ``), by
+    :func:`lemonpack.sourcedate.from_environ`. Raises :class:`~lemonpack.errors.ConfigError`
+    for a ``SOURCE_DATE_EPOCH`` that is not a non-negative integer."""
+    epoch = from_environ(environ)
+    if epoch is not None:
+        return epoch
     return _git_time(Path(source)) or _newest_mtime(Path(source))

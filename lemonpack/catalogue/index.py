@@ -169,14 +169,12 @@ def update(source: str, public_pem: bytes) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))
     try:
         if source.startswith(("http://", "https://")):
-            import httpx
-
-            from lemonpack.fetch.download import get_bytes
+            from lemonpack.fetch.download import download_client, get_bytes
 
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
-            with httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0)) as client:
+            with download_client() as client:
                 data = get_bytes(f"{base}/{INDEX_NAME}", max_bytes=MAX_INDEX_BYTES, client=client)
                 (tmp / INDEX_NAME).write_bytes(data)
                 try:

@@ -215,10 +215,9 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
     from lemonpack.errors import UnsafeContentError
     from lemonpack.fetch.archive import extract
     from lemonpack.files import remove_tree
-    from lemonpack.safetree import name_problem
+    from lemonpack.safetree import name_problem, path_problem
 
-    if binary is not None and (not binary or binary.startswith("/") or name_problem(binary)
-                               or any(part in ("", ".", "..") for part in binary.split("/"))):
+    if binary is not None and (path_problem(binary) or name_problem(binary)):
         raise typer.BadParameter(f"not a relative path inside the artifact: {binary!r}", param_hint="--binary")
     extract(archive, out, name_hint=name or archive.name, label=label or str(archive))
     if binary is not None:

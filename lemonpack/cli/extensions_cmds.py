@@ -28,16 +28,24 @@ DIR_OPTION = typer.Option([], "--extension-dir", metavar="DIR",
 LOCK_OPTION = typer.Option(None, "--lock", metavar="FILE", help="Release lock (default: TREE/extensions.lock).")
 SELECT_OPTION = typer.Option([], "--select", metavar="WHAT",
                              help="'lock' (default: the release lock's extensions), 'all' (every valid extension "
-                                  "at least one of whose targets the features build), or extension names / "
-                                  "directories (repeatable).")
+                                  "at least one of whose targets the features build), 'none' (no extension), or "
+                                  "extension names / directories (repeatable).")
 FEATURE_OPTION = typer.Option([], "--feature", metavar="FEATURE",
-                              help="Build feature (repeatable): hip, cuda, vulkan, testing, linux, windows, macos. "
-                                   "Default: the host OS, plus hip when ROCm is detected.")
+                              help="Build feature (repeatable): hip, cuda, vulkan, testing, linux, windows, macos; "
+                                   "'none' alone: the empty set. Default: the host OS, plus hip when ROCm is detected.")
+
+#: ``--select`` and ``--feature`` values that stand alone (Nix's gufo package passes them so that an
+#: empty list in its arguments never falls back to a default: nix/gufo.nix)
+_SELECT_WORDS = ("lock", "all", "none")
 
 
 def _features(values: list[str]) -> frozenset[str] | None:
+    """``--feature`` values as a set; None (probe the host) when none are given; ``none``
+    alone is the empty set. Raises typer.BadParameter on an unknown feature."""
     from lemonpack.extensions.manifest import REQUIREMENTS
 
+    if values == ["none"]:
+        return frozenset()
     bad = [v for v in values if v not in REQUIREMENTS]
     if bad:
         raise typer.BadParameter(f"unknown feature {bad[0]!r} (one of {', '.join(REQUIREMENTS)})",
@@ -51,11 +59,13 @@ def _run(tree: Path | None, dirs: list[Path], lock: Path | None, select: list[st
     from lemonpack.extensions.tree import find_tree
 
     what: str | list[str] = "lock"
-    if len(select) == 1 and select[0] in ("lock", "all"):
+    if select == ["none"]:
+        what = []
+    elif len(select) == 1 and select[0] in _SELECT_WORDS:
         what = select[0]
     elif select:
-        if any(s in ("lock", "all") for s in select):
-            raise typer.BadParameter("'lock' and 'all' cannot be combined with names", param_hint="--select")
+        if any(s in _SELECT_WORDS for s in select):
+            raise typer.BadParameter("'lock', 'all' and 'none' cannot be combined with names", param_hint="--select")
         what = list(select)
     return run_pipeline(find_tree(tree), extra_dirs=[Path(d) for d in dirs], select=what, lock=lock,
                         features=_features(features))

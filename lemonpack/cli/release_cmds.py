@@ -44,7 +44,7 @@ def release(lock: Path = typer.Option(..., "--lock", help="The release lock (ext
     definition's base) gufo is compiled and shipped as /opt/gufo/bin/gufo-registry, the
     image's Entrypoint.
     """
-    from lemonpack.builder.pipeline import source_date_epoch
+    from lemonpack.sourcedate import source_date_epoch
     from lemonpack.fetch import Mirror
     from lemonpack.release import ReleaseOptions
     from lemonpack.release import release as run_release

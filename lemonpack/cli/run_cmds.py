@@ -9,7 +9,7 @@ SIGTERM 143 (as shells report them), after everything was stopped. The engine is
 at start-up, leftovers of dead runtimes (labelled containers, tagged processes) are removed
 whatever the recipe. Runtime warnings (clean-up failures) are logged to stderr. If this process is killed outright
 (SIGKILL), the engine dies with it (parent-death signal) and a sentinel process removes
-whatever else it started (see ``lemonpack/runtime/SUPERVISOR.md``).
+whatever else it started (see ``lemonpack/runtime/lifecycle/SUPERVISOR.md``).
 
 The command parses and prints; the work is :func:`lemonpack.runtime.lifecycle.foreground.prepare_run`
 and :func:`~lemonpack.runtime.lifecycle.foreground.run_foreground`. Before anything is spawned: RECIPE

@@ -5,8 +5,10 @@ decision is :func:`lemonpack.runtime.selection.selector.select_backend` over the
 (discovery order), the host facts (``LEMONPACK_HOST_FACTS`` or detection) and the presence
 of each recipe's binary or image; the override is ``LEMONPACK_BACKEND``, else the
 registered model's ``backend`` field. Prints the decision and, per candidate, why it was
-taken or not. Exit codes: 0 decided (a recipe or the default), 1 a hard error (an
-override naming an unknown, unavailable or unable recipe) or bad input.
+taken or not, and the memory estimate ``lemonpack serve`` admits the model with (at the launch
+options of the recipe that would serve it: :func:`lemonpack.runtime.launch.options.launch_options`).
+Exit codes: 0 decided (a recipe or the default), 1 a hard error (an override naming an unknown,
+unavailable or unable recipe) or bad input.
 """
 
 from __future__ import annotations
@@ -35,14 +37,14 @@ def select(
     recipes = [d.recipe for d in discovery_order(Discovery().scan().recipes.values())]
     presence = gather_presence(recipes, host)
     sel = select_backend(artifact, recipes, host, presence, override=override, override_source=source)
+    serving = sel.serving_recipe(resolved.recipe, [r.recipe for r in recipes])  # serve's rule
+    mem = resolved.memory(next((r for r in recipes if r.recipe == serving), None))  # at its launch options
     if json_out:
         doc = sel.to_json()
-        mem = resolved.memory()
         if mem is not None:
             doc["memory"] = mem
         print_json(doc)
         return 0 if sel.ok else 1
-    mem = resolved.memory()
     if sel.outcome == "recipe":
         head = f"recipe {sel.recipe}"
     elif sel.outcome == "default":

@@ -24,7 +24,8 @@ import jsonschema
 
 from lemonpack import jsonpath
 from lemonpack.canonical import canonical_json
-from lemonpack.contract.model import (ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe, freeze)
+from lemonpack.contract.model import (RECIPE_ID_PATTERN, ArchOverride, ExecFields, HealthProbe, PlatformBlock, Recipe,
+                                      freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
 from lemonpack.errors import ManifestError, Problem
@@ -44,7 +45,7 @@ def _validator(major: int = 1) -> jsonschema.protocols.Validator:
 
 
 def recipe_explain(err: jsonschema.ValidationError, path: list, file: str) -> list[Problem] | None:
-    """The recipe contract's own wording for schema errors (see :data:`Explain`): unknown
+    """The recipe contract's own wording for schema errors (see :data:`~lemonpack.schemacheck.Explain`): unknown
     capabilities, host OSes and accelerators, ``requested_ports``, binary names, recipe ids,
     https sources, sha256 forms (seed 000 sections 4 and 9)."""
     where = jsonpath.join(path)
@@ -74,7 +75,7 @@ def recipe_explain(err: jsonschema.ValidationError, path: list, file: str) -> li
                            "letters, digits, '.', '_' or '-' (no path separator, no leading '-' or '.')"))
     elif err.validator == "pattern" and path == ["recipe"]:
         out.append(Problem(file, where, "recipe-id",
-                           f"recipe id {short_repr(err.instance)} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$"))
+                           f"recipe id {short_repr(err.instance)} must match {RECIPE_ID_PATTERN}"))
     elif err.validator == "pattern" and path and path[-1] == "source":
         out.append(Problem(file, where, "source-https", f"source {short_repr(err.instance)} must be an https:// URL "
                            "(plain http is only for mirrors: --mirror)"))

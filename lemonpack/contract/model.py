@@ -15,6 +15,14 @@ from typing import Any
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
+#: A recipe id (RFC section 4.1, "recipe: stable id, ^[a-z0-9][a-z0-9_-]{1,63}$"): the pattern
+#: of the recipe schema's ``recipe``, ``extends`` and ``variant_of``
+#: (``contract/schema/recipe-v1.schema.json``), as JSON Schema (ECMA-262) writes it. The one
+#: spelling in the code: the loader's message, the model registry (``user_models.json``'s
+#: ``recipe``, whose schema carries a copy) use it; ``tests/test_concept_owners.py`` holds the
+#: schemas' copies equal to it and fails on a recipe-id regex anywhere else.
+RECIPE_ID_PATTERN = "^[a-z0-9][a-z0-9_-]{1,63}$"
+
 
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON data: dicts become read-only mappings, lists become tuples."""

@@ -2,5 +2,4 @@
 ``extensions.lock``, discovery / validation / selection / collision and API-version rules
 (:mod:`lemonpack.extensions.pipeline`), the generated registry, constants header and JSON
 (:mod:`lemonpack.extensions.generate`) and GGUF provider probes
-(:mod:`lemonpack.extensions.probe`). Imports only :mod:`lemonpack.contract`,
-:mod:`lemonpack.oci` and the bottom modules."""
+(:mod:`lemonpack.extensions.probe`). Imports only :mod:`lemonpack.contract` and the primitives."""

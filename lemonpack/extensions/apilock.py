@@ -6,7 +6,7 @@ Records are append-only and every change to the public interface needs a new one
 ``api/changes.lock.json`` makes both checkable:
 
     {"revision": N,
-     "records": {"0001-initial-extension-api.md": "<sha256 of the file's bytes>", ...},
+     "records": {"NNNN-<slug>.md": "<sha256 of the file's bytes>", ...},
      "interface": {"include/gufo/ext/registry.hpp": "<sha256>", ...}}
 
 The interface is :data:`INTERFACE_GLOBS` (paths relative to the tree): the manifest schema

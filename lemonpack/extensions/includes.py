@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from lemonpack.errors import one_line
+from lemonpack.safetree import inside, safe_relative_path
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]')
@@ -127,7 +128,7 @@ def _scan_source(path: str, root) -> list[str]:
             continue
         if kind == '"':  # the extension's own file, where the source really is
             full = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(path)), header))
-            if os.path.commonpath([root(), full]) == root() and os.path.isfile(full):
+            if inside(full, root()) and os.path.isfile(full):
                 continue
         out.append(one_line(f"{path}:{lineno}: #include {kind}{header}{'>' if kind == '<' else kind} is not "
                             "allowed: community extensions may include only gufo/ext/... public headers, "
@@ -136,11 +137,11 @@ def _scan_source(path: str, root) -> list[str]:
 
 
 def _public_or_standard(header: str) -> bool:
-    """A public header ``gufo/ext/...`` (no ``..`` or empty part), a standard header or the
+    """A public header ``gufo/ext/...`` (a safe relative path: no ``.``, ``..`` or empty
+    part, no backslash: :func:`lemonpack.safetree.path_problem`), a standard header or the
     generated constants header."""
     if header.startswith("gufo/ext/"):
-        parts = header.split("/")
-        return ".." not in parts and "" not in parts
+        return safe_relative_path(header)
     return header in STANDARD_HEADERS or header in GENERATED_HEADERS
 
 

@@ -36,6 +36,7 @@ from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.contract.schemalock import check_lock, load_schema, refresh_lock
 from lemonpack.errors import LemonpackError, LockError, ManifestError, Problem
 from lemonpack.extensions.vocabulary import CAPABILITIES, COMMANDS, PLATFORMS, REQUIREMENTS
+from lemonpack.safetree import inside
 
 SCHEMA_DIR = Path(str(resources.files("lemonpack.extensions") / "schema"))
 SCHEMA_LOCK = SCHEMA_DIR / "lock.json"
@@ -321,7 +322,7 @@ def semantic_problems(doc: dict, file: str, directory: Path | None) -> list[Prob
                 pass
             root = root or os.path.realpath(directory)
             full = os.path.realpath(os.path.join(root, rel))
-            if os.path.commonpath([root, full]) != root:
+            if not inside(full, root):
                 add(["files", i], "file-outside", f"file {rel!r} resolves outside the extension directory")
             elif not os.path.isfile(full):
                 add(["files", i], "missing-file", f"file {rel!r} does not exist in {directory}")

@@ -39,6 +39,7 @@ from lemonpack.errors import LemonpackError, Problem
 from lemonpack.extensions import templates
 from lemonpack.extensions.includes import include_problems
 from lemonpack.extensions.manifest import MANIFEST_NAME, Extension, Provider, build_extension, check_manifest
+from lemonpack.safetree import inside
 
 #: Environment variable naming extra extension directories, ``:``-separated (seed 002 section 6).
 ENV_DIRS = "GUFO_EXTENSION_DIRS"
@@ -431,7 +432,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
         else:
             kept.append(e)
     for i, n in missing_official:  # stale lock names fail every mode (seed 002 section 6)
-        where = [str(m) for m, _ in rejected.items() if m.parent.name == n and str(m).startswith(str(tree / CATALOGUE_DIR))]
+        where = [str(m) for m, _ in rejected.items() if m.parent.name == n and inside(m, tree / CATALOGUE_DIR)]
         why = f" (its manifest was rejected: {'; '.join(rejected[Path(where[0])])})" if where else ""
         if not why:
             raise ExtensionError(f"{lock_path}: extensions[{i}]: {n!r} names no extension in {tree / CATALOGUE_DIR}")

@@ -9,7 +9,9 @@ compressed single file such as ``model.gguf.gz``, is "not an archive" and is pla
 
 Safety rules (as Python's ``tarfile`` "data" filter, PEP 706, but raising instead of
 skipping), each violation an ``UnsafeContentError`` naming the archive and the member: no
-absolute member names, no ``..`` component, no OCI whiteout names (``.wh.*``), no
+absolute member names, no ``..`` component, no backslash or NUL in a name (the one
+path-component rule, :func:`lemonpack.safetree.path_problem`, after tar's ``./`` and
+trailing ``/`` are dropped), no OCI whiteout names (``.wh.*``), no
 symlink that resolves outside ``dest`` (judged by :func:`lemonpack.safetree.symlink_problem`,
 the same function the OCI layer writer uses: the target is walked following the links
 already extracted, right after the link is created, and once more over the finished
@@ -52,7 +54,7 @@ from typing import Any, Callable
 from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.files import commit
 from lemonpack.fetch.staging import remove_tree
-from lemonpack.safetree import name_problem, symlink_problem, target_problem
+from lemonpack.safetree import name_problem, path_problem, safe_component, symlink_problem, target_problem
 
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz")
 _COPY_CHUNK = 1 << 20
@@ -149,8 +151,7 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
 
 def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
     """Copy a non-archive to ``tmp/<name_hint>`` with mode 0755."""
-    if (not name_hint or "/" in name_hint or "\\" in name_hint or "\x00" in name_hint
-            or name_hint in (".", "..")):
+    if not safe_component(name_hint):  # safetree's rule: not empty, '.', '..', no '/', backslash, NUL
         raise UnsafeContentError(f"{label}: unsafe file name {name_hint!r} for a single-file artifact")
     why = name_problem(name_hint)
     if why:
@@ -179,13 +180,9 @@ class _Extractor:
         """Normalised relative path of a member name; '' for the root. Raises on escapes."""
         if name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
             raise self.unsafe(name, "absolute path")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if ".." in parts:
-            raise self.unsafe(name, "'..' component")
-        if any("\x00" in p for p in parts):
-            raise self.unsafe(name, "NUL in name")
+        parts = [p for p in name.split("/") if p not in ("", ".")]  # tar's "./a", "dir/"
         rel = "/".join(parts)
-        why = name_problem(rel)
+        why = (path_problem(rel) if parts else None) or name_problem(rel)
         if why:
             raise self.unsafe(name, why)
         return rel
@@ -256,9 +253,12 @@ class _Extractor:
         if link.startswith("/"):
             raise self.unsafe(member, f"hardlink to absolute path {link!r}")
         parts = [p for p in link.split("/") if p not in ("", ".")]
-        if ".." in parts or not parts:
-            raise self.unsafe(member, f"hardlink target {link!r} leaves the destination")
         source_rel = "/".join(parts)
+        why = path_problem(source_rel)
+        if why in ("empty path", "'..' component"):
+            raise self.unsafe(member, f"hardlink target {link!r} leaves the destination")
+        if why:
+            raise self.unsafe(member, f"hardlink target {link!r}: {why}")
         cur = str(self.root)
         for p in parts:
             cur = os.path.join(cur, p)

@@ -39,6 +39,21 @@ CHUNK_SIZE = 1 << 20
 
 MAX_REDIRECTS = 10
 
+READ_TIMEOUT = 60.0
+"""Seconds a download's read or write may wait (one chunk, not the whole body)."""
+CONNECT_TIMEOUT = 30.0
+"""Seconds to connect to a mirror or an origin."""
+
+
+def download_client() -> httpx.Client:
+    """A new client (the caller closes it) with the download policy: :data:`READ_TIMEOUT`,
+    :data:`CONNECT_TIMEOUT`, the environment's proxies and CA files honoured (``trust_env``,
+    as curl and Nix's fetcher do), redirects left to :func:`fetch`'s checked hops. Made by
+    :func:`lemonpack.httpclient.client` (imported here: a cache hit never loads httpx); the
+    catalogue's documents are fetched with one too."""
+    from lemonpack import httpclient
+
+    return httpclient.client(timeout=READ_TIMEOUT, connect_timeout=CONNECT_TIMEOUT, trust_env=True)
 
 
 @dataclass(frozen=True)
@@ -129,11 +144,9 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
 
     if progress is None:
         progress = sys.stderr.isatty()
-    import httpx
-
     own_client = client is None
     if client is None:
-        client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+        client = download_client()
     try:
         return _download(url, source, expected, cache, client, progress, insecure_ok)
     finally:
@@ -196,7 +209,7 @@ def get_bytes(url: str, *, max_bytes: int, client: httpx.Client | None = None) -
 
     own = client is None
     if client is None:
-        client = httpx.Client(timeout=httpx.Timeout(60.0, connect=30.0))
+        client = download_client()
     try:
         with _follow(url, url, client, False) as (current, response):
             chunks, size = [], 0
@@ -247,4 +260,4 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
     return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=size)
 
 
-__all__ = ["Fetched", "fetch", "get_bytes", "CHUNK_SIZE"]
+__all__ = ["CHUNK_SIZE", "CONNECT_TIMEOUT", "Fetched", "READ_TIMEOUT", "download_client", "fetch", "get_bytes"]

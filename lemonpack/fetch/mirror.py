@@ -10,8 +10,10 @@ static file server over the tree decodes it to the on-disk name.
 Query strings and fragments are dropped: a mirror is a plain file tree, and every artifact
 is pinned by sha256, so two URLs that differ only in their query and land on one mirror
 file cannot silently swap content (a mismatch raises ``IntegrityError``). Scheme and user
-info are dropped too. URLs whose path is empty, ends in ``/`` or has ``.``/``..``/empty
-segments cannot be mirrored (``FetchError`` / ``UnsafeContentError``).
+info are dropped too. URLs whose path is empty, ends in ``/`` or has a segment the one
+path-component rule refuses once decoded (``.``, ``..``, empty, ``%2F``, a backslash, NUL:
+:func:`lemonpack.safetree.component_problem`) cannot be mirrored (``FetchError`` /
+``UnsafeContentError``).
 
 The same ``mirror_path`` is written into ``sources.json`` (``mirrorPath``) so that the
 Nix expression rewrites URLs the same way.
@@ -24,6 +26,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from lemonpack.errors import FetchError, MirrorSettingError, UnsafeContentError
+from lemonpack.safetree import component_problem
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -32,8 +35,9 @@ def mirror_path(url: str) -> str:
     """``"host/path"`` of an http(s) URL in a mirror tree (see the module docstring).
 
     Raises ``FetchError`` for a non-http(s) URL, no host, or an empty/directory path,
-    ``UnsafeContentError`` for ``.``/``..``/empty path segments (they would step
-    outside, or alias, the host's directory).
+    ``UnsafeContentError`` naming the segment for ``.``/``..``/empty path segments (they
+    would step outside, or alias, the host's directory) and any other segment
+    :func:`lemonpack.safetree.component_problem` refuses once decoded.
     """
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
@@ -53,10 +57,10 @@ def mirror_path(url: str) -> str:
     path = parts.path.lstrip("/")
     if not path or path.endswith("/"):
         raise FetchError(f"cannot mirror {url}: the path does not name a file")
-    segments = path.split("/")
-    decoded = [urllib.parse.unquote(s) for s in segments]
-    if any(s in ("", ".", "..") or "/" in s for s in decoded):
-        raise UnsafeContentError(f"cannot mirror {url}: path has empty, '.' or '..' segments")
+    for segment in path.split("/"):
+        why = component_problem(urllib.parse.unquote(segment))  # %2F, %2E%2E, %5C, %00 decoded first
+        if why:
+            raise UnsafeContentError(f"cannot mirror {url}: path segment {segment!r}: {why}")
     return f"{host}/{path}"
 
 

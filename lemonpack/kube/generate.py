@@ -69,6 +69,7 @@ from lemonpack.kube.yamlout import dump_all
 from lemonpack.oci.reference import check_pinned
 from lemonpack.runtime.launch.build import build_launch_plan
 from lemonpack.runtime.launch.modelfiles import ModelSpec
+from lemonpack.safetree import inside
 
 MANAGED_BY = "lemonpack"
 LABEL_NAME = "app.kubernetes.io/name"
@@ -192,9 +193,10 @@ def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str]:
                 raise _fail(model.name, f"checkpoints.{name}: {path!r} is a hub reference; lemonpack does not "
                                         "download model weights: register the downloaded file")
             path = os.path.join(local_dir, path)
-        rel = os.path.relpath(os.path.normpath(path), local_dir)
-        if rel == "." or rel.startswith(".."):
+        norm = os.path.normpath(path)
+        if norm == local_dir or not inside(norm, local_dir):
             raise _fail(model.name, f"checkpoints.{name}: {path} is not inside the model directory {local_dir}")
+        rel = os.path.relpath(norm, local_dir)
         out[name] = posixpath.join(mount, *rel.split(os.sep))
     pod_spec = ModelSpec(name=spec.name, checkpoints=MappingProxyType(out), recipe_options=spec.recipe_options,
                          mode=spec.mode, model_dir=mount)

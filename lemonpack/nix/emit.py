@@ -9,7 +9,13 @@ GPU arch the recipe builds for). Output, in a directory:
       { "recipe": "<id>",
         "sources": { "<attr>": { "url": ..., "mirrorPath": "host/path", "hash": "sha256-...",
                                  "storeName": ..., "os": ..., "accelerator": ...,
-                                 "gpuArch": ... | null, "binary": ... | null } } }
+                                 "gpuArch": ... | null, "binary": ... | null,
+                                 "cpuArch": "<OCI architecture>", "system": "<Nix system>" } } }
+
+  ``cpuArch`` is the OCI architecture the artifact was built for (``lemonpack build
+  --cpu-arch``, default the host's) and ``system`` the Nix system of that OS and CPU
+  (:func:`nix_system`): the package's ``meta.platforms``, so that nixpkgs marks it unsupported
+  on every other system (``check-meta.nix``) instead of building a binary that cannot run.
 
   ``storeName`` is an addition to the brief's field list: the store-path name of the
   fetched file, computed here (from the URL basename) so that the Nix side does no
@@ -28,7 +34,10 @@ GPU arch the recipe builds for). Output, in a directory:
   (also ``passthru.artifact``), unpacked by ``lemonpack unpack`` (the rules of
   :func:`lemonpack.fetch.archive.extract`, as ``lemonpack install``) into
   ``$out/libexec/<recipe>/``, the binary linked at ``$out/bin/<basename>``, the recipe
-  installed, and ``pkgs.autoPatchelfHook`` for Linux artifacts. ``mirror`` (a base URL
+  installed, and ``pkgs.autoPatchelfHook`` for Linux artifacts; ``meta`` has ``description``,
+  ``platforms`` (the artifact's system), ``mainProgram`` (the binary's name, when there is
+  one) and no ``license``: a recipe states none, and a licence lemonpack guessed would be a
+  false statement to nixpkgs' licence checks (add one with ``overrideAttrs``). ``mirror`` (a base URL
   string) replaces every URL with ``mirror + "/" + mirrorPath`` (the layout of
   :mod:`lemonpack.fetch.mirror`).
 
@@ -47,6 +56,7 @@ from pathlib import Path
 from lemonpack.files import replace_file
 from lemonpack.digest import is_sha256_hex
 from lemonpack.nix.hashes import sri_from_hex
+from lemonpack.safetree import path_problem
 
 _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
 """A Nix identifier (Nix manual, "Language: Identifiers"), usable unquoted with ``-A``."""
@@ -55,6 +65,22 @@ _STORE_BAD = re.compile(r"[^A-Za-z0-9+\-._?=]")
 """Characters not allowed in a store path name (Nix: ``checkName`` in ``path.cc``)."""
 
 _STORE_NAME_MAX = 211
+
+#: OCI ``architecture`` -> the CPU part of a Nix system (nixpkgs ``lib/systems/parse.nix`` cpu
+#: types; the OCI names are Go's GOARCH, image-spec "Properties": ``architecture``).
+NIX_CPUS = {"amd64": "x86_64", "arm64": "aarch64", "arm": "armv7l", "386": "i686", "ppc64le": "powerpc64le",
+            "s390x": "s390x", "riscv64": "riscv64", "mips64le": "mips64el", "loong64": "loongarch64"}
+#: OCI ``os`` -> the kernel part of a Nix system (nixpkgs ``lib/systems/doubles.nix``).
+NIX_KERNELS = {"linux": "linux", "darwin": "darwin", "windows": "windows"}
+
+
+def nix_system(os_name: str, cpu_arch: str) -> str:
+    """The Nix system double of an OCI ``os`` and ``architecture``, e.g.
+    ``nix_system("linux", "arm64") == "aarch64-linux"`` (nixpkgs ``lib/systems/doubles.nix``).
+    Raises ``ValueError`` for an OS or architecture with no Nix system."""
+    if cpu_arch not in NIX_CPUS or os_name not in NIX_KERNELS:
+        raise ValueError(f"no Nix system for os {os_name!r}, architecture {cpu_arch!r}")
+    return f"{NIX_CPUS[cpu_arch]}-{NIX_KERNELS[os_name]}"
 
 
 def attr_name(os_name: str, accelerator: str, gpu_arch: str | None = None) -> str:
@@ -95,8 +121,11 @@ class NixSource:
     :func:`attr_name`); ``url``: the origin URL; ``mirror_path``: ``"host/path"`` of that
     URL in a mirror (:func:`lemonpack.fetch.mirror.mirror_path`); ``sha256_hex``: 64
     lowercase hex characters; ``os``, ``accelerator``, ``gpu_arch`` (or None): the platform
-    it is for; ``binary``: the executable inside the artifact (a relative path, no ``..``),
-    or None. Raises ``ValueError`` on a bad name, digest, URL, mirror path or binary.
+    it is for; ``binary``: the executable inside the artifact (a relative path), or None;
+    ``cpu_arch``: the OCI architecture it is built for (default ``amd64``). Raises
+    ``ValueError`` on a bad name, digest or URL, on a mirror path or binary that is not a safe
+    relative path (:func:`lemonpack.safetree.path_problem`), and on an OS/architecture with no
+    Nix system (:func:`nix_system`).
     """
 
     name: str
@@ -107,19 +136,19 @@ class NixSource:
     accelerator: str
     gpu_arch: str | None = None
     binary: str | None = None
+    cpu_arch: str = "amd64"
 
     def __post_init__(self) -> None:
+        nix_system(self.os, self.cpu_arch)
         if not _ATTR.fullmatch(self.name):
             raise ValueError(f"not a Nix attribute name: {self.name!r}")
         if not is_sha256_hex(self.sha256_hex):
             raise ValueError(f"{self.name}: not a sha256 hex digest: {self.sha256_hex!r}")
         if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
             raise ValueError(f"{self.name}: not an http(s) URL: {self.url!r}")
-        parts = self.mirror_path.split("/")
-        if self.mirror_path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        if path_problem(self.mirror_path):
             raise ValueError(f"{self.name}: bad mirror path: {self.mirror_path!r}")
-        if self.binary is not None and (self.binary.startswith("/") or not self.binary
-                                        or ".." in self.binary.split("/")):
+        if self.binary is not None and path_problem(self.binary):
             raise ValueError(f"{self.name}: binary must be a relative path inside the artifact: "
                              f"{self.binary!r}")
 
@@ -134,6 +163,8 @@ class NixSource:
             "accelerator": self.accelerator,
             "gpuArch": self.gpu_arch,
             "binary": self.binary,
+            "cpuArch": self.cpu_arch,
+            "system": nix_system(self.os, self.cpu_arch),
         }
 
 
@@ -232,9 +263,13 @@ let
         cp ${{./recipe.json}} $out/share/lemonpack/${{escapeShellArg recipe}}.json
         runHook postInstall
       '';
-      passthru = {{ inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch; }};
-      meta = {{ description = "${{recipe}} engine (${{attr}}), built by lemonpack"; }}
-        // (if bin == null then {{ }} else {{ mainProgram = bin; }});
+      passthru = {{ inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch cpuArch; }};
+      # no license: the recipe states none (add one with overrideAttrs); platforms: the
+      # artifact's OS and CPU, so nixpkgs marks the package unsupported on any other system
+      meta = {{
+        description = "${{recipe}} engine (${{attr}}), built by lemonpack";
+        platforms = [ src.system ];
+      }} // (if bin == null then {{ }} else {{ mainProgram = bin; }});
     }};
 in
 assert recipe == {recipe};
@@ -272,5 +307,5 @@ def write_package_nix(out_dir: Path | str, recipe_id: str) -> Path:
     return path
 
 
-__all__ = ["NixSource", "attr_name", "store_name", "nix_string", "sources_document",
+__all__ = ["NIX_CPUS", "NIX_KERNELS", "NixSource", "nix_system", "attr_name", "store_name", "nix_string", "sources_document",
            "write_sources_json", "write_recipe_json", "package_nix", "write_package_nix"]

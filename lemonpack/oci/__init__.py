@@ -1,4 +1,5 @@
-"""lemonpack.oci: image references, deterministic layers, OCI image layouts (stdlib only).
+"""lemonpack.oci: image references, deterministic layers, OCI image layouts (the standard library,
+and ``zstandard`` for zstd layers).
 
 Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descriptor.md,
 layer.md, config.md, annotations.md) and the distribution/reference grammar.
@@ -10,6 +11,9 @@ layer.md, config.md, annotations.md) and the distribution/reference grammar.
 - :mod:`~lemonpack.oci.layer`: ``write_dir_layer``, ``write_files_layer`` -> ``LayerInfo``.
 - :mod:`~lemonpack.oci.layout`: ``LayoutWriter``; :mod:`~lemonpack.oci.layout_reader`: ``read_layout``,
   ``verify_layout``; :mod:`~lemonpack.oci.descriptor`: ``Descriptor``.
+- :mod:`~lemonpack.oci.base`: base images read from a layout; :mod:`~lemonpack.oci.layerscan`: one read
+  of a base layer's tar.
+- :mod:`~lemonpack.oci.platform`: this machine's OCI platform names.
 """
 
 from lemonpack.oci.canonical import *  # noqa: F401,F403

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Literal, Sequence
 
 from lemonpack.errors import StorageError, UnsafeContentError
-from lemonpack.safetree import name_problem, symlink_problem
+from lemonpack.safetree import component_problem, name_problem, path_problem, symlink_problem
 from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD
 
 CHUNK = 1 << 20
@@ -340,8 +340,9 @@ def _stream_file(entry: _Entry, pipe: _Pipeline) -> None:
 def _clean_prefix(prefix: str) -> str:
     parts = [p for p in prefix.strip("/").split("/") if p]
     for part in parts:
-        if part in (".", ".."):
-            raise UnsafeContentError(f"layer prefix {prefix!r} must not contain '.' or '..'")
+        why = component_problem(part)
+        if why:
+            raise UnsafeContentError(f"layer prefix {prefix!r}: {why}")
     return "/".join(parts)
 
 
@@ -370,7 +371,7 @@ def _scan(src: Path, prefix: str) -> list[_Entry]:
             for de in it:
                 rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
                 _check_name(rel, rel)
-                why = name_problem(rel)
+                why = component_problem(de.name) or name_problem(rel)  # as the extractor: no backslash
                 if why:
                     raise UnsafeContentError(f"{rel!r}: {why}")
                 st = de.stat(follow_symlinks=False)
@@ -417,7 +418,8 @@ def write_dir_layer(src_dir: Path, prefix: str, out: BinaryIO, *, mtime: int,
     Returns :class:`LayerInfo`. Memory stays flat (files are read in 1 MiB chunks).
     Raises :class:`UnsafeContentError` (naming the path inside ``src_dir``) for devices,
     fifos, sockets, symlinks resolving outside ``src_dir``, whiteout (``.wh.``) and
-    non-UTF-8 names (:mod:`lemonpack.safetree`), ``.``/``..`` in ``prefix``; :class:`StorageError` when
+    non-UTF-8 names and names holding a backslash (:mod:`lemonpack.safetree`), ``.``/``..`` in
+    ``prefix``; :class:`StorageError` when
     a file changes size while being read; ``NotADirectoryError``/``OSError`` from the OS.
 
     Spec: OCI image-spec v1.1 ``layer.md`` (tar+gzip changesets) and ``config.md`` (diff_ids).
@@ -438,8 +440,9 @@ def write_files_layer(files: Sequence[tuple[str, bytes, int]], out: BinaryIO, *,
     ``mode`` only decides executable (0755) or not (0644). Parent directories are added
     as 0755 entries. Same normalisation and ordering as :func:`write_dir_layer`.
 
-    Returns :class:`LayerInfo`. Raises :class:`UnsafeContentError` for empty, ``.`` or
-    ``..`` path components and ``ValueError`` for a path given twice or a path that is
+    Returns :class:`LayerInfo`. Raises :class:`UnsafeContentError` for a path the one
+    path-component rule refuses (:func:`lemonpack.safetree.path_problem`: empty, ``.`` or
+    ``..`` components, a backslash or NUL) and ``ValueError`` for a path given twice or a path that is
     both a file and a parent directory.
 
     Spec: OCI image-spec v1.1 ``layer.md``.
@@ -448,9 +451,9 @@ def write_files_layer(files: Sequence[tuple[str, bytes, int]], out: BinaryIO, *,
     dirs: set[str] = set()
     for path, content, mode in files:
         clean = path.lstrip("/")
-        parts = clean.split("/")
-        if not clean or any(p in ("", ".", "..") for p in parts):
-            raise UnsafeContentError(f"in-layer path {path!r} has an empty, '.' or '..' component")
+        why = path_problem(clean)
+        if why:
+            raise UnsafeContentError(f"in-layer path {path!r}: {why}")
         if clean in entries:
             raise ValueError(f"in-layer path {clean!r} given twice")
         entries[clean] = _Entry(clean, "file", mode=mode, size=len(content), data=bytes(content))

@@ -11,7 +11,7 @@ A layout is a directory (OCI image-spec v1.1 ``image-layout.md``)::
 :class:`LayoutWriter` builds into a temporary sibling directory and renames it into place
 only when the ``with`` block succeeds, so a reader never sees a half-written layout and a
 failed build leaves the old one untouched. Every JSON document goes through
-:func:`~lemonpack.oci.canonical.canonical_json`, so the same inputs give the same digests.
+:func:`~lemonpack.canonical.canonical_json`, so the same inputs give the same digests.
 Blobs are written through a temporary file in ``blobs/sha256/`` and renamed to their
 digest name, so even a big layer is streamed once and never held in memory.
 """

@@ -1,11 +1,11 @@
 """The execution policy beyond the contract: images pinned by digest, no shell strings.
 
 Used by lint and build (:mod:`lemonpack.builder`) and by discovery and ``run``
-(:mod:`lemonpack.runtime`), so it lives here, below both (DESIGN.md, "a rule used by two rooms
-lives below both"). It imports nothing above :mod:`lemonpack.oci`: recipes are walked either as
-the raw JSON document (:func:`document_policy_problems`, which lint uses even when the document
-breaks the contract) or as the loader's frozen model, read through its attributes
-(:func:`recipe_policy_problems`).
+(:mod:`lemonpack.runtime`), so it lives here, below both (a rule two rooms use lives in a room
+below both: docs/architecture.md, "Rooms"). It imports nothing above :mod:`lemonpack.oci`:
+recipes are walked either as the raw JSON document (:func:`document_policy_problems`, which
+lint uses even when the document breaks the contract) or as the loader's frozen model, read
+through its attributes (:func:`recipe_policy_problems`).
 
 The RFC (sections 8, 13.2, 19) leaves container digest pinning to convention; lemonpack enforces
 it. Every image a container ``run``/``create``/``pull`` argv names (as read by

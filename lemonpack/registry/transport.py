@@ -20,7 +20,7 @@ the auth's, never printed; a URL's query is left out of error messages).
 
 Spec: OCI distribution-spec v1.1 (``spec.md``: status codes, "error codes"); RFC 9110
 section 10.2.3 (``Retry-After``); httpx ``Client``, ``Timeout`` and ``Auth`` (the auth flow
-runs inside :meth:`httpx.Client.send`).
+runs inside :meth:`httpx.Client.send`); the client is :func:`lemonpack.httpclient.client`'s.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Literal, overload
 
 import httpx
 
+from lemonpack import httpclient
 from lemonpack.errors import FetchError, one_line
 from lemonpack.hosts import is_loopback
 from lemonpack.registry.answers import error_body, error_detail
@@ -191,8 +192,9 @@ class Transport:
         self.sleep = sleep  # the wait between attempts (seconds); tests pass a fake that records it
         self.stats = stats if stats is not None else TransferStats()
         self.auth = auth
-        self.client = httpx.Client(auth=auth, follow_redirects=False,
-                                   timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)))
+        # the user's proxies and CA files honoured (trust_env), redirects followed by request()
+        self.client = httpclient.client(timeout=timeout, connect_timeout=min(30.0, timeout), trust_env=True,
+                                        auth=auth, follow_redirects=False)
 
     def close(self) -> None:
         """Close the connections."""

@@ -2,7 +2,8 @@
 lock into one byte-reproducible OCI image layout per image (``lemonpack release``).
 
 Imports the rooms below it: ``contract``, ``oci``, ``fetch``, ``builder`` (the verified
-artifact fetch + unpack) and ``extensions`` (the pipeline and the generator)."""
+artifact fetch + unpack), ``extensions`` (the pipeline and the generator) and ``examples``
+(the example's mirror, for the example artifact)."""
 
 from lemonpack.release.build import ImageSummary, ReleaseOptions, ReleaseResult, release
 from lemonpack.release.definition import ImageDefinition, RecipeRef, load_definition, load_definitions

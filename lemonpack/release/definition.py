@@ -38,6 +38,7 @@ from lemonpack import jsonpath
 from lemonpack.contract.builtins import ACCELERATORS
 from lemonpack.errors import BuildError, ManifestError, Problem
 from lemonpack.files import open_regular
+from lemonpack.safetree import inside
 
 SCHEMA_FILE = "release-image-v1.schema.json"
 
@@ -98,7 +99,7 @@ def _short(value: Any) -> str:
 
 def _explain(err: Any, path: list, file: str) -> list[Problem] | None:
     """A release image definition's own wording for some schema errors (see
-    :data:`lemonpack.contract.loader.Explain`)."""
+    :data:`lemonpack.schemacheck.Explain`)."""
     where = jsonpath.join(path)
     if err.validator == "oneOf" and path == ["extensions"]:
         return [Problem(file, where, "extensions", f"{_short(err.instance)} is neither \"lock\" nor a non-empty "
@@ -123,7 +124,7 @@ def _inside(tree: Path, rel: str) -> Path | None:
     """``tree/rel`` resolved, or None when it leaves ``tree`` (a symlink) or is not a file."""
     root = tree.resolve()
     target = (root / rel).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
+    if not inside(target, root) or not target.is_file():
         return None
     return target
 

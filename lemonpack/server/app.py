@@ -1,6 +1,8 @@
 """The HTTP front of ``lemonpack serve``: the aiohttp application and the parts it wires.
 
-Built on aiohttp (server and upstream client in one asyncio stack). :class:`Server` holds
+Built on one asyncio loop: aiohttp's server, the proxy's own relay client
+(:mod:`lemonpack.server.upstream`) and httpx clients from :mod:`lemonpack.httpclient` (the
+endpoint probes, ``downsize_endpoint`` calls). :class:`Server` holds
 one of each part and routes to them:
 
 - :mod:`lemonpack.server.proxy`: the inference routes (RFC section 5 under ``/v1/`` and

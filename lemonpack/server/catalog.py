@@ -178,8 +178,7 @@ class Catalog:
             sel = None
             if override and not entry.endpoints:  # an endpoint model runs what its engine runs
                 sel = self._select(model_artifact(name, entry.main), found, override, source or OVERRIDE_ENV).require()
-                if sel.outcome == "recipe" and sel.recipe is not None:
-                    chosen = sel.recipe
+                chosen = sel.serving_recipe(entry.recipe, ()) or entry.recipe
             found_rec = found.get(chosen)
             problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
             return ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
@@ -187,11 +186,9 @@ class Catalog:
         path = os.path.abspath(os.path.expanduser(name))  # as named: a symlink (a hub cache) keeps its file name
         override, source = effective_override(None, None)
         sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
-        rid = sel.recipe
+        rid = sel.serving_recipe(None, [r.id for r in discovery_order(found.recipes.values())])
         if sel.outcome == "default":
             default = sel.default
-            rid = next((r.id for r in discovery_order(found.recipes.values()) if default.matches(r.id)), None) \
-                if default is not None else None
             if rid is None:
                 raise BackendSelectionError(f"{name}: {sel.message}; the default ({default.name if default else ''}) is not a "
                                             f"discovered recipe here, so nothing serves this model file")

@@ -19,17 +19,18 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
+import httpx
 from aiohttp import web
 
+from lemonpack import httpclient
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
-from lemonpack.runtime.launch.tokens import OPTION_DEFAULTS
+from lemonpack.runtime.launch.options import launch_options, memory_options
 from lemonpack.runtime.models.memory import estimate_model
 from lemonpack.runtime.lifecycle.runner import Runner
 from lemonpack.runtime.selection.selector import BackendSelectionError
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lemonpack.server")
 
 DEFAULT_MAX_IN_FLIGHT = 64
+DOWNSIZE_TIMEOUT = 30.0
+"""Seconds a ``downsize_endpoint`` call may take in all (connect, send, answer)."""
 
 
 @dataclass
@@ -96,7 +99,7 @@ class Driver:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._estimates: dict[tuple[Any, ...], int] = {}
-        self._sessions: dict[int, tuple[Any, aiohttp.ClientSession]] = {}  # downsize calls
+        self._sessions: dict[int, tuple[Any, httpx.AsyncClient]] = {}  # downsize calls
         #: called on the loop when an engine has stopped (the proxy drops its connections)
         self.on_engine_stopped: list[Any] = []
         runner.add_observer(self._engine_event)
@@ -246,40 +249,42 @@ class Driver:
             return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
         return served
 
-    async def info(self, served: ServedModel) -> ModelInfo:
+    async def info(self, served: ServedModel, options: dict[str, Any] | None = None) -> ModelInfo:
         """What admission needs of ``served`` (memory estimated before start; an endpoint
-        model is ``remote`` and holds nothing here)."""
+        model is ``remote`` and holds nothing here). ``options``: the load options the engine
+        is to start with (a ``POST /v1/load``'s, applied); None: the ones it was last loaded
+        with (:attr:`Catalog.load_options`)."""
         rec = served.recipe
         modes = sorted({m for c in rec.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)}) \
             if rec is not None else []
         if served.remote:
             return ModelInfo(kind=modes[0] if modes else "chat", remote=True)
-        opts = self.catalog.load_options.get(served.name, {})
+        opts = self.catalog.load_options.get(served.name, {}) if options is None else options
         return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
                          kind=modes[0] if modes else "chat", options=options_key(opts))
 
-    async def _estimate(self, served: ServedModel, options: dict[str, Any]) -> int:
+    async def _estimate(self, served: ServedModel, options: Mapping[str, Any]) -> int:
         """:func:`lemonpack.runtime.models.memory.estimate_model` of the model's main file at the
-        context size its launch would use (cached per file, size, mtime and options; 0 when
-        the model is not a local file)."""
+        context size and KV cache types its launch would use: the options of
+        :func:`lemonpack.runtime.launch.options.launch_options` (the launch plan's own merge)
+        read by :func:`~lemonpack.runtime.launch.options.memory_options`. Cached per file,
+        size, mtime and those figures; 0 when the model is not a local file or an option
+        value is one the launch would refuse (the start then says why)."""
         path = (served.spec.checkpoints or {}).get("main")
         if not path or not os.path.isabs(os.path.expanduser(str(path))):
             return 0
         path = os.path.expanduser(str(path))
-        merged = {**(served.recipe.recipe_options if served.recipe else {}), **served.spec.recipe_options, **options}
-        ctx = merged.get("ctx_size") or OPTION_DEFAULTS["ctx_size"]
-        k = str(merged.get("cache_type_k") or OPTION_DEFAULTS["cache_type_k"])
-        v = str(merged.get("cache_type_v") or OPTION_DEFAULTS["cache_type_v"])
         try:
+            mem = memory_options(launch_options(served.recipe, served.spec.recipe_options, options))
             st = os.stat(path)
-            ctx_n = int(ctx)
-        except (OSError, ValueError):
+        except (OSError, LemonpackError):
             return 0
-        key = (path, st.st_size, st.st_mtime_ns, ctx_n, k, v)
+        key = (path, st.st_size, st.st_mtime_ns, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
         got = self._estimates.get(key)
         if got is None:
             try:
-                est = await asyncio.get_running_loop().run_in_executor(None, estimate_model, path, ctx_n, k, v)
+                est = await asyncio.get_running_loop().run_in_executor(
+                    None, estimate_model, path, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
             except LemonpackError:
                 return 0
             got = self._estimates[key] = est.total
@@ -299,7 +304,7 @@ class Driver:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for _eng, s in list(self._sessions.values()):
-            await s.close()
+            await s.aclose()
         self._sessions.clear()
 
     async def _sweep_loop(self) -> None:
@@ -326,25 +331,24 @@ class Driver:
         """Close the downsize sessions of engines that have exited."""
         for k, (eng, sess) in list(self._sessions.items()):
             if eng.poll() is not None:
-                asyncio.ensure_future(sess.close())
+                asyncio.ensure_future(sess.aclose())
                 del self._sessions[k]
 
-    def _session(self, eng: Any) -> aiohttp.ClientSession:
-        """The downsize client session of engine ``eng``: one per engine, kept for the
-        engine's life (never shared with another engine). Sessions of engines that have
-        exited are closed here, never one in use."""
+    def _session(self, eng: Any) -> httpx.AsyncClient:
+        """The downsize client of engine ``eng``: one per engine, kept for the engine's life
+        (never shared with another engine). Clients of engines that have exited are closed
+        here, never one in use. Made by :func:`lemonpack.httpclient.async_client`: no proxy
+        (``trust_env=False``), no ``User-Agent``, no pool bound; the time bound is
+        :data:`DOWNSIZE_TIMEOUT` on the whole call (:meth:`_downsize`)."""
         key = id(eng)
         got = self._sessions.get(key)
         if got is not None and got[0] is eng:
             return got[1]
         for k, (old_eng, old) in list(self._sessions.items()):
             if old_eng.poll() is not None or k == key:  # an engine gone (or an id reused)
-                asyncio.ensure_future(old.close())
+                asyncio.ensure_future(old.aclose())
                 del self._sessions[k]
-        s = aiohttp.ClientSession(
-            auto_decompress=False, trust_env=False, skip_auto_headers=("User-Agent", "Content-Type"),
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, use_dns_cache=False),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None))
+        s = httpclient.async_client(timeout=None, trust_env=False, user_agent=None, max_connections=None)
         self._sessions[key] = (eng, s)
         return s
 
@@ -357,12 +361,18 @@ class Driver:
         path = served.recipe.downsize_endpoint if served.recipe is not None else None
         if not path:
             return
+        client = self._session(eng)
+
+        async def post() -> int:
+            async with client.stream("POST", eng.url + path, content=b"") as r:
+                async for _ in r.aiter_raw():  # read whole (keep-alive), never decoded
+                    pass
+                return r.status_code
+
         try:
-            async with self._session(eng).post(eng.url + path, data=b"",
-                                               timeout=aiohttp.ClientTimeout(total=30)) as r:
-                await r.read()
-                log.info("%s: downsize %s -> %s", name, path, r.status, extra={"fields": {"model": name}})
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            status = await asyncio.wait_for(post(), DOWNSIZE_TIMEOUT)
+            log.info("%s: downsize %s -> %s", name, path, status, extra={"fields": {"model": name}})
+        except (httpx.HTTPError, httpx.InvalidURL, asyncio.TimeoutError) as e:
             log.warning("%s: downsize %s failed: %s", name, path, e)
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from lemonpack.runtime.serving.gateway import DOWN, UP, EndpointPool
-from lemonpack.runtime.engines.probes import check_once
+from lemonpack.runtime.engines.probes import check_once, probe_client
 from lemonpack.runtime.serving.policy import EngineExited, EngineFailed, EngineReady, Event, Phase, Unload
 from lemonpack.server.body import clip
 from lemonpack.server.catalog import Catalog
@@ -211,10 +211,8 @@ class EndpointModels:
         the CA bundle takes ~100 ms; it verifies certificates of https endpoints)."""
         with self._lock:
             if self._client is None:
-                import httpx
-
                 # the system trust store (SSL_CERT_FILE / SSL_CERT_DIR honoured), as the relay's
-                self._client = httpx.Client(trust_env=False, verify=ssl.create_default_context())
+                self._client = probe_client(verify=ssl.create_default_context())
             return self._client
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -18,8 +17,9 @@ from aiohttp import web
 from lemonpack.errors import LemonpackError, one_line
 from lemonpack.hosts import is_loopback
 from lemonpack.runtime.serving.gateway import UP
+from lemonpack.runtime.launch.options import launch_options
 from lemonpack.runtime.launch.tokens import check_load_options
-from lemonpack.runtime.serving.policy import Unload, options_key
+from lemonpack.runtime.serving.policy import Unload
 from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import BadBody, parse_json, read_bounded, shown
 from lemonpack.server.driver import Driver
@@ -128,13 +128,14 @@ class Management:
                 check_load_options(options)
             except LemonpackError as e:
                 return error(400, "invalid_request_error", one_line(str(e)))
-            used = options_used(served.recipe, self.catalog.facts, str(options.get("device") or "") or None)
+            device = launch_options(served.recipe, served.spec.recipe_options, options).get("device")
+            used = options_used(served.recipe, self.catalog.facts, str(device or "") or None)  # the launch's block
             applied, ignored = split_options(options, used, served.recipe_id)
             if ignored:
                 log.warning("%s: load options not applied: %s", model,
                             "; ".join(f"{k}: {why}" for k, why in ignored.items()), extra={"fields": {"model": model}})
                 extra["ignored_options"] = ignored
-            info = replace(info, options=options_key(applied))
+            info = await self.driver.info(served, applied)  # admitted at the options it starts with
         try:
             req, eng = await self.driver.acquire(model, info, load=True)
         except Rejected as e:

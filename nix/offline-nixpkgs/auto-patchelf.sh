@@ -1,17 +1,35 @@
-# setup hook of the stand-in autoPatchelfHook (see auto-patchelf-hook.nix)
-autoPatchelfPostFixup() {
-    local f found=()
-    while IFS= read -r -d '' f; do
-        if [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then found+=("$f"); fi
-    done < <(find "$out" -type f -print0 | sort -z)
-    mkdir -p "$out/nix-support"
-    : > "$out/nix-support/auto-patchelf"
-    for f in ${found[@]+"${found[@]}"}; do
-        echo "auto-patchelf: ${f#$out/}"
-        echo "${f#$out/}" >> "$out/nix-support/auto-patchelf"
-        if command -v patchelf > /dev/null && [ -d "$out/lib" ]; then
-            chmod u+w "$f"; patchelf --add-rpath "$out/lib" "$f" || true
-        fi
-    done
+# setup hook of the stand-in autoPatchelfHook (nixpkgs' pkgs/build-support/setup-hooks/auto-patchelf.sh,
+# written anew): the lib/ of every buildInputs entry is searched (an environment hook at offset 0),
+# `addAutoPatchelfSearchPath DIR...` adds directories holding shared objects, and after the fixup
+# phase every output is patched (auto-patchelf.py), unless dontAutoPatchelf is set.
+declare -a autoPatchelfLibs=()
+declare -a extraAutoPatchelfLibs=()
+gatherLibraries() { autoPatchelfLibs+=("$1/lib"); }
+addEnvHooks "$targetOffset" gatherLibraries
+addAutoPatchelfSearchPath() {
+    local dir
+    while IFS= read -r -d '' dir; do extraAutoPatchelfLibs+=("$dir"); done < <(
+        find "$@" \! -type d \( -name '*.so' -o -name '*.so.*' \) -print0 | sed -z 's#/[^/]*$##' | uniq -z)
 }
-postFixupHooks+=(autoPatchelfPostFixup)
+autoPatchelf() {
+    local norecurse=
+    while [ $# -gt 0 ]; do
+        case "$1" in --) shift; break ;; --no-recurse) shift; norecurse=1 ;; *) break ;; esac
+    done
+    local ignore=(${autoPatchelfIgnoreMissingDeps:-})
+    local runtimeDeps=(${runtimeDependencies:-})
+    local appendRpaths=(${appendRunpaths:-})
+    @python@ @script@ ${norecurse:+--no-recurse} --interpreter @interpreter@ --libc @libc@ \
+        --ignore-missing ${ignore[@]+"${ignore[@]}"} --paths "$@" \
+        --libs ${autoPatchelfLibs[@]+"${autoPatchelfLibs[@]}"} ${extraAutoPatchelfLibs[@]+"${extraAutoPatchelfLibs[@]}"} \
+        --runtime-dependencies ${runtimeDeps[@]+"${runtimeDeps[@]/%//lib}"} \
+        --append-rpaths ${appendRpaths[@]+"${appendRpaths[@]}"}
+}
+postFixupHooks+=('
+    if [ -z "${dontAutoPatchelf-}" ]; then
+        autoPatchelf -- $(for output in $(getAllOutputNames); do
+            [ -e "${!output}" ] || continue
+            echo "${!output}"
+        done)
+    fi
+')

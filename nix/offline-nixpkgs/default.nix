@@ -5,7 +5,7 @@ let
   lib = import ./lib.nix;
   base = final: {
     inherit lib system config;
-    stdenv = import ./stdenv.nix { inherit lib system; };
+    stdenv = import ./stdenv.nix { inherit lib system config; };
     # pkgs/top-level/splice.nix (callPackage): functions of a package set's attributes
     callPackage = lib.callPackageWith final;
     # pkgs/build-support/fetchurl: a fixed-output fetch (here Nix's builtin fetcher)
@@ -17,8 +17,8 @@ let
         passAsFile = [ "buildCommand" ] ++ (env.passAsFile or [ ]);
       });
     writeText = name: text: builtins.toFile name text;
-    autoPatchelfHook = import ./auto-patchelf-hook.nix { inherit (final) stdenv; };
-    python3 = import ./python.nix { inherit lib system; inherit (final) stdenv; };
+    autoPatchelfHook = import ./auto-patchelf-hook.nix { inherit (final) stdenv; inherit (final.stdenv.cc) libc; };
+    python3 = import ./python.nix { inherit lib system; inherit (final) stdenv fetchurl; };
     python3Packages = final.python3.pkgs;
     # nixpkgs' pkgs.extend: this set with one more overlay
     extend = overlay: import ./. { inherit system config; overlays = overlays ++ [ overlay ]; };

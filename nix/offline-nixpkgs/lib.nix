@@ -22,6 +22,7 @@ rec {
   optionalString = cond: s: if cond then s else "";
   optionalAttrs = cond: as: if cond then as else { };
   concatMap = f: list: builtins.concatLists (map f list);
+  inherit concatStringsSep;
   concatMapStrings = f: list: concatStringsSep "" (map f list);
   concatMapStringsSep = sep: f: list: concatStringsSep sep (map f list);
   genAttrs = names: f: listToAttrs (map (n: { name = n; value = f n; }) names);
@@ -67,6 +68,35 @@ rec {
     if missing != [ ] then
       builtins.throw "callPackage: function called without required argument '${builtins.head missing}'"
     else makeOverridable f allArgs;
+
+  # lib/licenses.nix: the licences lemonpack's packages name (same attribute names and
+  # fields: shortName, spdxId, fullName, free)
+  licenses = {
+    asl20 = { shortName = "asl20"; spdxId = "Apache-2.0"; fullName = "Apache License 2.0"; free = true; redistributable = true; };
+    mit = { shortName = "mit"; spdxId = "MIT"; fullName = "MIT License"; free = true; redistributable = true; };
+    unfree = { shortName = "unfree"; fullName = "Unfree"; free = false; redistributable = false; };
+  };
+
+  # lib/systems/doubles.nix (a subset of the doubles; `platforms` lists are lists of doubles)
+  platforms = rec {
+    linux = [ "aarch64-linux" "armv7l-linux" "i686-linux" "loongarch64-linux" "mips64el-linux"
+              "powerpc64le-linux" "riscv64-linux" "s390x-linux" "x86_64-linux" ];
+    darwin = [ "x86_64-darwin" "aarch64-darwin" ];
+    windows = [ "i686-windows" "x86_64-windows" "aarch64-windows" ];
+    unix = linux ++ darwin;
+    all = unix ++ windows;
+  };
+
+  # lib/meta.nix: platformMatch (a double, or a pattern attrset: here only { system = ...; }
+  # style doubles are used), availableOn
+  meta = {
+    platformMatch = platform: elem:
+      if builtins.isString elem then platform.system == elem
+      else elem ? system && platform.system == elem.system;
+    availableOn = platform: pkg:
+      ((!pkg ? meta.platforms) || builtins.any (meta.platformMatch platform) pkg.meta.platforms)
+      && builtins.all (elem: !meta.platformMatch platform elem) (pkg.meta.badPlatforms or [ ]);
+  };
 
   # lib/sources.nix: cleanSourceWith (a filtered copy of a directory into the store)
   cleanSourceWith = { src, filter ? _path: _type: true, name ? "source" }:

@@ -1,6 +1,6 @@
 """The catalogue's static site at the Python level: files, escaping and sanitising of hostile
 community input, no external references, byte-reproducibility. (The page's behaviour in a
-real browser is tests/catalogue/test_site_browser.py.)"""
+real browser is tests/scenarios/test_catalogue_site_browser.py.)"""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_sources_json_canonical_and_deterministic(tmp_path):
     a = _src("linux-rocm-gfx1151", "https://github.com/o/r/releases/download/v1/rocm.tar.gz", b"a",
              os="linux", accelerator="rocm", gpu_arch="gfx1151", binary="bin/llama-server")
     b = _src("linux-cpu", "https://github.com/o/r/releases/download/v1/cpu.zip", b"b",
-             os="linux", accelerator="cpu")
+             os="linux", accelerator="cpu", cpu_arch="arm64")
     p1 = write_sources_json(tmp_path / "one", "org.example.llama", [a, b])
     p2 = write_sources_json(tmp_path / "two", "org.example.llama", [b, a])
     raw = p1.read_bytes()
@@ -67,13 +67,30 @@ def test_sources_json_canonical_and_deterministic(tmp_path):
     assert doc == {"recipe": "org.example.llama", "sources": {
         "linux-cpu": {"url": b.url, "mirrorPath": "github.com/o/r/releases/download/v1/cpu.zip",
                       "hash": sri_from_hex(hashlib.sha256(b"b").hexdigest()), "storeName": "cpu.zip",
-                      "os": "linux", "accelerator": "cpu", "gpuArch": None, "binary": None},
+                      "os": "linux", "accelerator": "cpu", "gpuArch": None, "binary": None,
+                      "cpuArch": "arm64", "system": "aarch64-linux"},
         "linux-rocm-gfx1151": {"url": a.url, "mirrorPath": "github.com/o/r/releases/download/v1/rocm.tar.gz",
                                "hash": sri_from_hex(hashlib.sha256(b"a").hexdigest()),
                                "storeName": "rocm.tar.gz", "os": "linux", "accelerator": "rocm",
-                               "gpuArch": "gfx1151", "binary": "bin/llama-server"}}}
+                               "gpuArch": "gfx1151", "binary": "bin/llama-server",
+                               "cpuArch": "amd64", "system": "x86_64-linux"}}}
     assert raw == (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode()
     assert sorted(os.listdir(tmp_path / "one")) == ["sources.json"]  # no temp files left
+
+
+def test_nix_system_of_oci_platforms():
+    from lemonpack.nix import nix_system
+
+    assert nix_system("linux", "amd64") == "x86_64-linux"
+    assert nix_system("linux", "arm64") == "aarch64-linux"
+    assert nix_system("darwin", "arm64") == "aarch64-darwin"
+    assert nix_system("windows", "amd64") == "x86_64-windows"
+    for bad in (("plan9", "amd64"), ("linux", "vax")):
+        with pytest.raises(ValueError, match="no Nix system"):
+            nix_system(*bad)
+    with pytest.raises(ValueError):
+        NixSource(name="linux-cpu", url="https://h/a", mirror_path="h/a", sha256_hex="0" * 64, os="linux",
+                  accelerator="cpu", cpu_arch="vax")
 
 
 def test_duplicate_names_refused():

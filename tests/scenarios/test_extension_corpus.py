@@ -1,6 +1,6 @@
 """The shared corpus of good and bad extensions: ``lemonpack extensions check`` gives each
 entry its expected verdict (exit code, selected extensions, rejected manifests and reasons).
-The Nix package's test (tests/nix_flake/test_nix_corpus.py) runs the same entries (support.extcorpus)."""
+The Nix package's test (tests/scenarios/test_flake_extension_corpus.py) runs the same entries (support.extcorpus)."""
 
 from __future__ import annotations
 

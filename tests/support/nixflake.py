@@ -42,7 +42,12 @@ OVERRIDE = ["--override-input", "nixpkgs", f"path:{OFFLINE_NIXPKGS}"]
 
 def lock_offline(flake: Path) -> None:
     """Write ``flake/flake.lock`` with nixpkgs (of the flake, or of its ``lemonpack`` input
-    when it has one) replaced by the stand-in; raises AssertionError with nix's stderr."""
+    when it has one) replaced by the stand-in; raises AssertionError with nix's stderr. The
+    files the lemonpack package fetches (nix/python/pins.json) are put into the store first
+    (support.nixpins), so that its builds fetch nothing."""
+    from support.nixpins import add_pins_to_store
+
+    add_pins_to_store()
     text = (flake / "flake.nix").read_text()
     which = "lemonpack/nixpkgs" if "inputs.lemonpack" in text else "nixpkgs"
     out = nix("flake", "lock", f"path:{flake}", "--override-input", which, f"path:{OFFLINE_NIXPKGS}")

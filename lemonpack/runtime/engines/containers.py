@@ -1,6 +1,6 @@
 """Container control: the container CLI calls the runtime makes about its engines.
 
-Design notes: ``SUPERVISOR.md`` next to this file ("Containers"). Every call is an argv run
+Design notes: ``lemonpack/runtime/lifecycle/SUPERVISOR.md`` ("Containers"). Every call is an argv run
 through :func:`lemonpack.runtime.engines.proctable.run_child` (never a shell) with a timeout;
 ``<cli>`` is podman, docker, nerdctl or podman-remote (their ``ps``/``inspect``/``rm``
 flags used here are common to all four: podman 4.3.1, docker 28.2.2, nerdctl 1.x).

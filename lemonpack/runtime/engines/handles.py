@@ -1,6 +1,6 @@
 """Engine handles: spawn, probe, stop and clean up real engines (RFC section 9).
 
-Design notes live in ``SUPERVISOR.md`` next to this file. This module holds
+Design notes live in ``lemonpack/runtime/lifecycle/SUPERVISOR.md``. This module holds
 :class:`EngineProcess` (one spawned engine) and :class:`Engines` (the driver that spawns,
 probes and stops them). It builds on :mod:`~lemonpack.runtime.engines.ports` (free ports, and the
 checks that tie a listening port to the engine's processes),

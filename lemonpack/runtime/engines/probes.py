@@ -21,6 +21,7 @@ endpoint model's engine (``serve`` as a gateway) may be ``https``: :func:`check_
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from typing import Protocol
 
 import httpx
 
+from lemonpack import httpclient
 from lemonpack.contract.model import HealthProbe
 from lemonpack.errors import RuntimeFailure
 from lemonpack.runtime.engines.logs import LogRing
@@ -50,6 +52,19 @@ def probe_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
+PROBE_TIMEOUT = 5.0
+"""Seconds a probe request may take when its caller gives none (each probe passes its own)."""
+
+
+def probe_client(verify: bool | ssl.SSLContext) -> httpx.Client:
+    """A new client for health probes (the caller closes it): the environment's proxy
+    variables ignored (``trust_env=False``: an engine on this machine, or an endpoint the user
+    named, is never reached through a proxy), :data:`PROBE_TIMEOUT`; ``verify``: False for
+    plain-http loopback engines (no CA bundle loaded), True or an ``ssl.SSLContext`` for an
+    https endpoint. Made by :func:`lemonpack.httpclient.client`."""
+    return httpclient.client(timeout=PROBE_TIMEOUT, trust_env=False, verify=verify)
+
+
 def _url(host: str, port: int, endpoint: str, scheme: str = "http") -> str:
     h = probe_host(host)
     h = f"[{h}]" if ":" in h else h
@@ -64,7 +79,7 @@ def check_once(probe: HealthProbe, host: str, port: int, client: httpx.Client | 
     verify certificates: the one made here does only for https)."""
     if probe.type == "http":
         own = client is None
-        c = client or httpx.Client(trust_env=False, verify=scheme == "https")
+        c = client or probe_client(verify=scheme == "https")
         try:
             r = c.get(_url(host, port, probe.endpoint, scheme), timeout=timeout)
             return r.status_code == probe.expected_status, f"HTTP {r.status_code}"
@@ -155,7 +170,7 @@ def wait_ready(probe: HealthProbe, host: str, port: int, child: Watched, *, name
         if child.wait_exit(interval):
             exited()
         return clock() - t0
-    with httpx.Client(trust_env=False, verify=False) as client:
+    with probe_client(verify=False) as client:
         while True:
             exited()
             if cancelled is not None and cancelled.is_set():
@@ -213,7 +228,7 @@ class Watchdog:
 
     def _run(self) -> None:
         bad = 0
-        with httpx.Client(trust_env=False, verify=False) as client:
+        with probe_client(verify=False) as client:
             while not self._stop.wait(self.interval):
                 ok, seen = check_once(self.probe, self.host, self.port, client, timeout=max(self.interval, 1.0))
                 bad = 0 if ok else bad + 1
@@ -223,4 +238,5 @@ class Watchdog:
                     return
 
 
-__all__ = ["LOG_TAIL", "Watchdog", "Watched", "check_once", "describe_probe", "failure", "probe_host", "wait_ready"]
+__all__ = ["LOG_TAIL", "PROBE_TIMEOUT", "Watchdog", "Watched", "check_once", "describe_probe", "failure",
+           "probe_client", "probe_host", "wait_ready"]

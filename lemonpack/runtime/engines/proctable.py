@@ -1,6 +1,6 @@
 """The process table and signalling: what the runtime reads in ``/proc`` and how it ends processes.
 
-Linux only (``/proc``, ``prctl``). Design notes: ``SUPERVISOR.md`` next to this file.
+Linux only (``/proc``, ``prctl``). Design notes: ``lemonpack/runtime/lifecycle/SUPERVISOR.md``.
 
 - **Reading** ``/proc/<pid>/stat`` (:func:`proc_info`, :func:`process_table`; proc(5),
   field 22 ``starttime`` tells a reused pid apart) and ``/proc/<pid>/environ`` (the *initial*

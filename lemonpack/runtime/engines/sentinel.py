@@ -1,6 +1,6 @@
 """The crash sentinel: clean up after a runtime that dies, however it dies (SIGKILL included).
 
-Design notes: ``SUPERVISOR.md`` next to this file ("When the runtime itself dies").
+Design notes: ``lemonpack/runtime/lifecycle/SUPERVISOR.md`` ("When the runtime itself dies").
 
 The runtime (:class:`lemonpack.runtime.engines.handles.Engines` with ``sentinel=True``) starts
 ``python -m lemonpack.runtime.engines.sentinel reap <runtime-id>`` (:func:`start_sentinel`) in its own

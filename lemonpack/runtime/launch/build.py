@@ -9,7 +9,9 @@ Pipeline of :func:`build_launch_plan`:
 
 1. select the effective block: OS, accelerator (requested device, ``default_accelerator``,
    detection, first key), arch override (section 9, :func:`contract.select.select_block`);
-2. build a :class:`TokenContext` (the load-time snapshot every token resolves from);
+2. build a :class:`TokenContext` (the load-time snapshot every token resolves from), over
+   the options :func:`lemonpack.runtime.launch.options.launch_options` merges (the one
+   merge: custom_options defaults, recipe_options, the model's, the load's);
 3. passthrough: resolve ``command`` + ``args``; variant_of: call the built-in's launch
    plan (:mod:`lemonpack.runtime.launch.builtin`), re-target the executable to
    ``<cache>/external/<recipe>/<binary>`` and append the resolved ``argv_extra``;
@@ -47,6 +49,7 @@ from lemonpack.runtime.launch.engine_flags import table_for
 from lemonpack.runtime.launch.builtin import BuiltinInputs, builtin_plan
 from lemonpack.runtime.launch.modelfiles import (ModelSpec, absolute_checkpoints, check_binary, check_checkpoints,
                                           check_installed_pin, derive_model_dir, main_checkpoint)
+from lemonpack.runtime.launch.options import launch_options
 from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.launch.tokens import (OPTION_DEFAULTS, TokenContext, default_hf_cache, option_text, option_value,
                                       resolve_token)
@@ -95,16 +98,6 @@ def _valid_names(argv: list[str], stop: tuple[str, ...] | None) -> tuple[list[st
     if stop is not None:
         stop = tuple(safe if a == inv.name else f"--name={safe}" if a == f"--name={inv.name}" else a for a in stop)
     return argv, stop
-
-
-def _merged_options(recipe: Recipe, model: ModelSpec, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Options by precedence: custom_options ``default_value``s, the recipe's (and its
-    bases') ``recipe_options``, the model's, then the load's ``options``."""
-    merged = {o["name"]: o["default_value"] for o in recipe.custom_options if "name" in o and "default_value" in o}
-    merged.update(recipe.recipe_options)
-    merged.update(model.recipe_options)
-    merged.update(options or {})
-    return merged
 
 
 def _exe_dir(recipe: Recipe, eff: EffectiveBlock, external: Path) -> str:
@@ -185,7 +178,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     variant_of with no launch plan.
     """
     env_snapshot = dict(os.environ if environ is None else environ)
-    merged = _merged_options(recipe, model, options)
+    merged = launch_options(recipe, model.recipe_options, options)
     eff = select_block(recipe, host, device or merged.get("device"))
     chosen_mode = deployment_mode(recipe, mode or model.mode)
 
@@ -206,7 +199,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
         checkpoints=MappingProxyType(checkpoints), model_dir=model_dir, resolved_path=resolved,
         hf_cache=hf_cache, cache_dir=str(cache), exe_dir=_exe_dir(recipe, eff, external),
         **option_tokens,
-        recipe_options=MappingProxyType(merged), custom_args=merged.get("custom_args"),
+        recipe_options=merged, custom_args=merged.get("custom_args"),
         reserved_args=eff.reserved_args, environ=MappingProxyType(env_snapshot),
         host_facts=host, accelerator=eff.accelerator, gpu_arch=eff.gpu_arch,
         arch_alias_resolver=partial(arch_alias, recipe) if recipe.arch_aliases else None,

@@ -23,6 +23,7 @@ from lemonpack.contract.model import EMPTY
 from lemonpack.contract.select import EffectiveBlock
 from lemonpack.errors import InputError, LemonpackError
 from lemonpack.paths import install_record
+from lemonpack.safetree import inside
 
 
 class MissingCheckpointError(LemonpackError):
@@ -100,13 +101,6 @@ def main_checkpoint(checkpoints: Mapping[str, str]) -> str | None:
     if len(checkpoints) == 1:
         return next(iter(checkpoints.values()))
     return None
-
-
-def inside(path: str, base: str) -> bool:
-    try:
-        return os.path.commonpath([path, base]) == os.path.normpath(base)
-    except ValueError:
-        return False
 
 
 def derive_model_dir(model: ModelSpec, hf_cache: str | None) -> str | None:

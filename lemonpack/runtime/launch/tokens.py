@@ -58,7 +58,7 @@ from lemonpack.errors import SelectionError, TokenError
 from lemonpack.runtime.launch.customargs import split_custom_args
 from lemonpack.runtime.launch.engine_flags import EngineFlagTable
 from lemonpack.runtime.launch.envallow import DEFAULT_ALLOWLIST, resolve_env
-from lemonpack.runtime.launch.modelfiles import inside
+from lemonpack.safetree import inside
 
 #: Defaults of the option tokens (section 4.2) when neither the recipe, the model nor
 #: the load sets the option of the same name.

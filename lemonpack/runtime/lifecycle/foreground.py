@@ -112,10 +112,11 @@ def _lacking(rec, spec, facts, accelerator: str | None, device: str | None, opti
     """The warning (a list of 0 or 1) when the chosen block is for an accelerator the host
     lacks; the device asked for is ``--device``, else the ``device`` option."""
     from lemonpack.contract.select import lacking_accelerator_warning
+    from lemonpack.runtime.launch.options import launch_options
 
     if accelerator is None:
         return []
-    asked = device or options.get("device") or spec.recipe_options.get("device") or rec.recipe_options.get("device")
+    asked = device or launch_options(rec, spec.recipe_options, options).get("device")  # as the plan reads it
     w = lacking_accelerator_warning(rec, facts, accelerator, requested=asked,
                                     requested_by="--device" if device else "the device option")
     return [w] if w else []

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
 
 if TYPE_CHECKING:
+    from lemonpack.contract.model import Recipe
     from lemonpack.runtime.launch.modelfiles import ModelSpec
     from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
     from lemonpack.runtime.selection.selector import ModelArtifact
@@ -103,25 +104,28 @@ class ResolvedModel:
 
         return model_artifact(self.ref, self.main)
 
-    def memory(self) -> dict[str, Any] | None:
+    def memory(self, recipe: Recipe | None = None,
+               options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The serve admission estimate of the main file (:mod:`lemonpack.runtime.models.memory`)
-        at the entry's ``ctx_size`` (else the default) and KV cache types: ``{"bytes",
-        "weights", "kv", "ctx_size", "how"}``; None when the main file is not local or
-        cannot be estimated."""
-        from lemonpack.runtime.launch.tokens import OPTION_DEFAULTS
+        at the context size and KV cache types a launch of it with ``recipe`` (the recipe that
+        serves it; None: none known) and the load ``options`` would use: the one merge,
+        :func:`lemonpack.runtime.launch.options.launch_options` (the recipe's
+        ``custom_options`` defaults and ``recipe_options``, the entry's ``recipe_options``,
+        ``options``), read by :func:`~lemonpack.runtime.launch.options.memory_options`.
+        ``{"bytes", "weights", "kv", "ctx_size", "how"}``; None when the main file is not local
+        or cannot be estimated, or an option value is one the launch would refuse."""
+        from lemonpack.runtime.launch.options import launch_options, memory_options
         from lemonpack.runtime.models.memory import estimate_model
 
-        opts = dict(getattr(self.entry, "recipe_options", None) or {})
         path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
         if not path.exists():
             return None
         try:
-            ctx = int(opts.get("ctx_size") or OPTION_DEFAULTS["ctx_size"])
-            est = estimate_model(str(path), ctx, str(opts.get("cache_type_k") or "f16"),
-                                 str(opts.get("cache_type_v") or "f16"))
-        except (LemonpackError, ValueError):
+            mem = memory_options(launch_options(recipe, getattr(self.entry, "recipe_options", None), options))
+            est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+        except LemonpackError:
             return None
-        return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": ctx, "how": est.how}
+        return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": mem.ctx_size, "how": est.how}
 
 
 def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistry | None = None,

@@ -11,27 +11,21 @@ Models reference a recipe through this file. Its location is
       }
     }
 
-Rules (every violation is reported, each naming the file and the JSON path of the
-entry, as a :class:`~lemonpack.errors.ManifestError`):
-
-- a name is ``user.`` followed by ``[A-Za-z0-9][A-Za-z0-9._-]*`` (at most 128 characters);
-- an entry has exactly the fields ``recipe`` (required, a recipe id
-  ``^[a-z0-9][a-z0-9_-]{1,63}$``), ``checkpoints`` (required), ``recipe_options``
-  and ``backend`` (optional); unknown fields are rejected, as in the recipe contract;
-- checkpoint names match ``[A-Za-z0-9_.-]+`` (the ``{checkpoint:NAME}`` token grammar),
-  ``main`` is required, values are non-empty strings without NUL or line breaks: a local
-  file path, or a hub reference ``org/repo:file`` kept as text (nothing is downloaded);
-- ``recipe_options`` keys match ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` and values are JSON
-  scalars (string, finite number, boolean, null);
-- ``endpoints`` (optional): a non-empty list of engine URLs (``"endpoint"``: one URL, the
-  same as a list of one) for a model served by engines lemonpack does not spawn (a
-  Kubernetes Service ...; ``lemonpack serve`` is then its gateway). Each is
-  ``http://HOST:PORT`` or ``https://HOST:PORT`` (:func:`endpoint_problem`: an explicit
-  port, no user or password, no query or fragment, no path but ``/``), given at most
-  once. ``checkpoints`` may then be left out (the engine has its model already);
-- ``backend`` (optional) is the model's hard backend override for the selector
-  (:mod:`lemonpack.runtime.selection.selector`; ``LEMONPACK_BACKEND`` wins over it): a recipe id or a
-  name of the built-in default (``llama.cpp``), matching ``[A-Za-z0-9][A-Za-z0-9._-]*``.
+Rules (every violation is reported, each naming the file and the JSON path of the entry, as a
+:class:`~lemonpack.errors.ManifestError`): the JSON Schema ``schema/user_models.schema.json``
+(draft 2020-12, package data; its descriptions say each field's rule) through
+:mod:`lemonpack.schemacheck` like every other description file, in the registry's own wording
+(:data:`_WORDING`), then what a schema cannot say (:func:`registry_problems`). In short: a name
+is ``user.`` then ``[A-Za-z0-9][A-Za-z0-9._-]*`` (at most 128 characters); an entry has
+``recipe`` (a recipe id, :data:`lemonpack.contract.model.RECIPE_ID_PATTERN`), ``checkpoints``
+(names of the ``{checkpoint:NAME}`` grammar, ``main`` required, values non-empty text without
+NUL or line breaks: a local path or a hub reference ``org/repo:file``, nothing downloaded),
+optional ``recipe_options`` (JSON scalars, numbers finite) and ``backend`` (the selector's
+hard override, :mod:`lemonpack.runtime.selection.selector`; ``LEMONPACK_BACKEND`` wins), no
+other field. ``endpoints`` (or ``endpoint``, one URL), for a model served by engines lemonpack
+does not spawn (``lemonpack serve`` is then its gateway; ``checkpoints`` may be left out): each
+``http(s)://HOST:PORT`` by :func:`endpoint_problem` (an explicit port, no user or password,
+no path, query or fragment), none given twice.
 
 Local path or hub reference (:func:`checkpoint_kind`, used by ``models add``): a value
 that names an existing file is a local path; otherwise a value of the form
@@ -60,14 +54,17 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from lemonpack.contract.model import RECIPE_ID_PATTERN
 from lemonpack.files import replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
-from lemonpack.strictjson import parse_json_strict
+from lemonpack.strictjson import parse_json_strict, short_repr
 from lemonpack.errors import InputError, ManifestError, NotFoundError, Problem, StorageError
 
 try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
@@ -75,13 +72,8 @@ try:  # POSIX advisory locks; on other systems updates are atomic but not serial
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-MODEL_NAME_RE = re.compile(r"^user\.[A-Za-z0-9][A-Za-z0-9._-]*$")
-MODEL_NAME_MAX = 128
-CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-RECIPE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
-OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ENTRY_FIELDS = ("recipe", "checkpoints", "recipe_options", "backend", "endpoint", "endpoints")
+#: The registry's JSON Schema, package data beside this module.
+SCHEMA_FILE = "user_models.schema.json"
 
 Scalar = str | int | float | bool | None
 
@@ -133,14 +125,6 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-def _text_problem(value: Any) -> str | None:
-    if not isinstance(value, str) or not value:
-        return "must be a non-empty string"
-    if any(c in value for c in "\x00\r\n"):
-        return "must not contain NUL or line breaks"
-    return None
-
-
 def endpoint_problem(url: Any) -> str | None:
     """Why ``url`` is not a valid engine endpoint (None: valid): it must be a string
     ``http://HOST:PORT`` or ``https://HOST:PORT`` (RFC 3986 authority, parsed by
@@ -185,89 +169,146 @@ def normalize_endpoint(url: str) -> str:
 
 def entry_endpoints(value: Mapping[str, Any]) -> list:
     """The endpoint URLs of a raw entry (``endpoint`` and ``endpoints`` together), unchecked."""
-    out: list = []
-    if "endpoint" in value:
-        out.append(value["endpoint"])
+    return [url for _rel, url in _endpoint_fields(value)]
+
+
+def _endpoint_fields(value: Mapping[str, Any]) -> list[tuple[list, Any]]:
+    """``(path in the entry, URL)`` of ``endpoint`` and each ``endpoints`` item, unchecked."""
     eps = value.get("endpoints")
-    if isinstance(eps, list):
-        out.extend(eps)
-    return out
+    return ([(["endpoint"], value["endpoint"])] if "endpoint" in value else []) \
+        + ([(["endpoints", i], url) for i, url in enumerate(eps)] if isinstance(eps, list) else [])
 
 
-def entry_problems(name: Any, value: Any, file: str) -> list[Problem]:
-    """Every problem of one registry entry ``name: value`` (empty list: valid).
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The registry's JSON Schema (a dict), read from the package (:data:`SCHEMA_FILE`)."""
+    return json.loads(resources.files("lemonpack.runtime.models").joinpath("schema", SCHEMA_FILE).read_text("utf-8"))
 
-    ``file`` is used in the :class:`Problem` records; paths are JSON paths such as
-    ``["user.x"].checkpoints.main``.
-    """
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    from lemonpack.schemacheck import strict_validator  # jsonschema: only when a registry is checked
+
+    return strict_validator(schema())
+
+
+def _shown_url(value: Any) -> str:
+    """An endpoint value for a message: at most 200 characters, a password never echoed."""
+    return re.sub(r"//[^/@]*@", "//***@", str(value)[:200])
+
+
+_MISSING = "required field {field!r} is missing"
+_NOT_ENTRY = "a model entry must be an object with 'recipe' and 'checkpoints'"
+_BAD_ENDPOINT = "endpoint {url} must be a non-empty URL string"
+_NOT_SCALAR = "option {item} must be a JSON scalar (string, number, boolean or null)"
+
+#: The registry's wording of schema errors, by (field, part[, validator]): ``field`` the entry
+#: field (``registry``: the document, ``entry``: an entry), ``part`` ``key`` (a member's name,
+#: JSON Schema ``propertyNames``), ``value`` (the field itself) or ``item`` (a member of it);
+#: the validator ``null`` is a ``type`` error on a null. Each gives the rule, the message
+#: (formatted with ``value``, ``key``, ``item``, ``url``, ``field``, ``most``, ``pattern``) and
+#: what the problem's path adds to the error's (``key``: the member's name, ``main``).
+_WORDING: dict[tuple[str, ...], tuple[str, str, str | None]] = {
+    ("registry", "key"): ("model-name", "model name {key} must be 'user.' followed by [A-Za-z0-9][A-Za-z0-9._-]* "
+                                        "(at most {most} characters)", "key"),
+    ("registry", "value"): ("schema-type", "the model registry must be a JSON object of 'user.NAME' -> entry", None),
+    ("entry", "value", "type"): ("schema-type", _NOT_ENTRY, None),
+    ("entry", "value", "null"): ("schema-type", _NOT_ENTRY, None),
+    ("recipe", "value", "null"): ("missing-field", _MISSING, None),
+    ("recipe", "value"): ("recipe-id", "recipe {value} must be a recipe id matching {pattern}", None),
+    ("checkpoints", "value", "null"): ("missing-field", _MISSING, None),
+    ("checkpoints", "value", "required"): ("missing-field", "the 'main' checkpoint is required", "main"),
+    ("checkpoints", "value"): ("schema-type", "'checkpoints' must be an object of name -> path or hub reference",
+                               None),
+    ("checkpoints", "key"): ("checkpoint-name", "checkpoint name {key} must match [A-Za-z0-9_.-]+", "key"),
+    ("checkpoints", "item", "pattern"): ("checkpoint-value", "checkpoint {item} must not contain NUL or line breaks",
+                                         None),
+    ("checkpoints", "item"): ("checkpoint-value", "checkpoint {item} must be a non-empty string", None),
+    ("recipe_options", "value"): ("schema-type", "'recipe_options' must be an object", None),
+    ("recipe_options", "key"): ("option-name", "option name {key} must match [A-Za-z0-9_][A-Za-z0-9_.-]*", "key"),
+    ("recipe_options", "item"): ("option-value", _NOT_SCALAR, None),
+    ("backend", "value"): ("backend-name", "backend {value} must be a recipe id or a default's name matching "
+                                           "[A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)", None),
+    ("endpoint", "value"): ("endpoint-url", _BAD_ENDPOINT, None),
+    ("endpoints", "value"): ("schema-type", "'endpoints' must be a non-empty list of http(s)://HOST:PORT URLs", None),
+    ("endpoints", "item"): ("endpoint-url", _BAD_ENDPOINT, None),
+}
+
+
+def registry_explain(err: Any, path: list, file: str) -> list[Problem] | None:
+    """The model registry's own wording for schema errors (a :data:`lemonpack.schemacheck.Explain`):
+    the messages ``lemonpack models`` has always given, each with its rule (:data:`_WORDING`;
+    an unknown field lists the allowed ones). None: the shared wording (a missing field)."""
+    field = "registry" if not path else "entry" if len(path) == 1 else str(path[1])
+    inner = path[2:]
+    part = "key" if "propertyNames" in err.schema_path else "item" if inner else "value"
+    if field == "entry" and err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = list(err.schema.get("properties", {}))
+        return [Problem(file, jsonpath.join(path + [k]), "unknown-field",
+                        f"unknown field {short_repr(k)} (allowed: {', '.join(allowed)})")
+                for k in err.instance if k not in allowed]
+    vkey = "null" if err.validator == "type" and err.instance is None else str(err.validator)
+    wording = _WORDING.get((field, part, vkey)) or _WORDING.get((field, part))
+    if wording is None:
+        return None
+    rule, message, suffix = wording
+    text = message.format(value=short_repr(err.instance), key=short_repr(err.instance), field=field,
+                          item=short_repr(inner[0]) if inner else "", url=repr(_shown_url(err.instance)),
+                          most=schema()["propertyNames"]["maxLength"], pattern=RECIPE_ID_PATTERN)
+    where = path + [err.instance] if suffix == "key" else path + ["main"] if suffix == "main" else path
+    return [Problem(file, jsonpath.join(where), rule, text)]
+
+
+def _endpoint_problems(name: str, value: Mapping[str, Any], file: str) -> list[Problem]:
+    """The endpoint rules a schema cannot say: each URL by :func:`endpoint_problem`, none given
+    twice (``endpoint`` and ``endpoints`` together); a value that is no non-empty string is the schema's."""
     out: list[Problem] = []
-    base = [name] if isinstance(name, str) else ["?"]
-
-    def add(rel: list, rule: str, message: str) -> None:
-        out.append(Problem(file, jsonpath.join(base + rel), rule, message))
-
-    if not isinstance(name, str) or not MODEL_NAME_RE.match(name) or len(name) > MODEL_NAME_MAX:
-        add([], "model-name", f"model name {name!r} must be 'user.' followed by [A-Za-z0-9][A-Za-z0-9._-]* "
-                              f"(at most {MODEL_NAME_MAX} characters)")
-    if not isinstance(value, dict):
-        add([], "schema-type", "a model entry must be an object with 'recipe' and 'checkpoints'")
-        return out
-    for key in value:
-        if key not in ENTRY_FIELDS:
-            add([key], "unknown-field", f"unknown field {key!r} (allowed: {', '.join(ENTRY_FIELDS)})")
-    recipe = value.get("recipe")
-    if recipe is None:
-        add(["recipe"], "missing-field", "required field 'recipe' is missing")
-    elif not isinstance(recipe, str) or not RECIPE_ID_RE.match(recipe):
-        add(["recipe"], "recipe-id", f"recipe {recipe!r} must be a recipe id matching ^[a-z0-9][a-z0-9_-]{{1,63}}$")
-    if "endpoints" in value and (not isinstance(value["endpoints"], list) or not value["endpoints"]):
-        add(["endpoints"], "schema-type", "'endpoints' must be a non-empty list of http(s)://HOST:PORT URLs")
     seen: set[str] = set()
-    for i, url in enumerate(entry_endpoints(value)):
-        rel = ["endpoint"] if ("endpoint" in value and i == 0) else \
-            ["endpoints", i - (1 if "endpoint" in value else 0)]
+    for rel, url in _endpoint_fields(value):
+        if not isinstance(url, str) or not url:
+            continue
         why = endpoint_problem(url)
         if why:
-            shown_url = re.sub(r"//[^/@]*@", "//***@", str(url)[:200])  # never echo a password
-            add(rel, "endpoint-url", f"endpoint {shown_url!r} {why}")
+            out.append(Problem(file, jsonpath.join([name, *rel]), "endpoint-url",
+                               f"endpoint {_shown_url(url)!r} {why}"))
         elif normalize_endpoint(url) in seen:
-            add(rel, "endpoint-url", f"endpoint {url!r} is given twice")
+            out.append(Problem(file, jsonpath.join([name, *rel]), "endpoint-url", f"endpoint {url!r} is given twice"))
         else:
             seen.add(normalize_endpoint(url))
-    remote = bool(entry_endpoints(value))
-    checkpoints = value.get("checkpoints")
-    if checkpoints is None and remote:
-        pass  # an endpoint model needs no checkpoint
-    elif checkpoints is None:
-        add(["checkpoints"], "missing-field", "required field 'checkpoints' is missing")
-    elif not isinstance(checkpoints, dict):
-        add(["checkpoints"], "schema-type", "'checkpoints' must be an object of name -> path or hub reference")
-    else:
-        if "main" not in checkpoints and not remote:
-            add(["checkpoints", "main"], "missing-field", "the 'main' checkpoint is required")
-        for ck, cv in checkpoints.items():
-            if not CHECKPOINT_NAME_RE.match(ck):
-                add(["checkpoints", ck], "checkpoint-name", f"checkpoint name {ck!r} must match [A-Za-z0-9_.-]+")
-            why = _text_problem(cv)
-            if why:
-                add(["checkpoints", ck], "checkpoint-value", f"checkpoint {ck!r} {why}")
-    options = value.get("recipe_options")
-    if options is not None:
-        if not isinstance(options, dict):
-            add(["recipe_options"], "schema-type", "'recipe_options' must be an object")
-        else:
-            for ok, ov in options.items():
-                if not OPTION_KEY_RE.match(ok):
-                    add(["recipe_options", ok], "option-name",
-                        f"option name {ok!r} must match [A-Za-z0-9_][A-Za-z0-9_.-]*")
-                if not _is_scalar(ov):
-                    add(["recipe_options", ok], "option-value",
-                        f"option {ok!r} must be a JSON scalar (string, number, boolean or null)")
-    backend = value.get("backend")
-    if "backend" in value and (not isinstance(backend, str) or not BACKEND_NAME_RE.match(backend)):
-        add(["backend"], "backend-name", f"backend {backend!r} must be a recipe id or a default's name "
-                                         "matching [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return out
+
+
+def _finite_option_problems(name: str, value: Mapping[str, Any], file: str) -> list[Problem]:
+    """A ``recipe_options`` number that is not finite (only the Python API can pass one: the
+    strict JSON reader refuses ``NaN`` and ``Infinity``; JSON Schema's ``number`` takes it)."""
+    options = value.get("recipe_options")
+    if not isinstance(options, dict):
+        return []
+    return [Problem(file, jsonpath.join([name, "recipe_options", k]), "option-value",
+                    _NOT_SCALAR.format(item=short_repr(k)))
+            for k, v in options.items() if isinstance(v, float) and not math.isfinite(v)]
+
+
+def registry_problems(doc: Any, file: str) -> list[Problem]:
+    """Every problem of a parsed registry document ``doc`` read from ``file`` (empty list: valid):
+    the schema's (:func:`schema` through :func:`lemonpack.schemacheck.schema_problems`, worded by
+    :func:`registry_explain`), then the endpoint and finite-number checks of each entry that is an
+    object; each once, at JSON paths such as ``["user.x"].checkpoints.main``. Raises nothing."""
+    from lemonpack.schemacheck import schema_problems
+
+    problems = schema_problems(doc, file, validator=_validator(), explain=registry_explain)
+    if isinstance(doc, dict):
+        for name, value in doc.items():
+            if isinstance(value, dict):
+                problems += _endpoint_problems(name, value, file) + _finite_option_problems(name, value, file)
+    return list(dict.fromkeys(problems))  # once each (a name both too long and badly formed ...)
+
+
+def entry_problems(name: str, value: Any, file: str) -> list[Problem]:
+    """Every problem of one registry entry ``name: value`` (empty list: valid): the
+    :func:`registry_problems` of the document ``{name: value}``. ``file`` is used in the
+    :class:`Problem` records (``models add`` passes ``""`` and names its arguments)."""
+    return registry_problems({name: value}, file)
 
 
 def _build(name: str, value: dict) -> ModelEntry:
@@ -281,17 +322,13 @@ def _build(name: str, value: dict) -> ModelEntry:
 def parse_registry(text: str, file: str) -> dict[str, ModelEntry]:
     """Parse and validate the text of a registry file into entries, by name.
 
-    Raises :class:`ManifestError` with every problem (JSON syntax, duplicate keys, a
-    top level that is not an object, and each entry's problems).
+    Raises :class:`ManifestError` with every problem (JSON syntax, duplicate keys:
+    :func:`lemonpack.strictjson.parse_json_strict`; then :func:`registry_problems`).
     """
     doc, problems = parse_json_strict(text, file)
-    if doc is None:
+    if problems and doc is None:  # not JSON (a None document without problems is the JSON null)
         raise ManifestError(problems)
-    if not isinstance(doc, dict):
-        raise ManifestError([Problem(file, "", "schema-type",
-                            "the model registry must be a JSON object of 'user.NAME' -> entry")])
-    for name, value in doc.items():
-        problems.extend(entry_problems(name, value, file))
+    problems += registry_problems(doc, file)
     if problems:
         raise ManifestError(problems)
     return {name: _build(name, value) for name, value in doc.items()}
@@ -505,8 +542,8 @@ def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
 
 
 __all__ = [
-    "CHECKPOINT_NAME_RE", "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "checkpoint_kind", "looks_like_path",
-    "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "MODEL_NAME_RE", "ModelEntry",
+    "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "SCHEMA_FILE", "checkpoint_kind", "looks_like_path",
+    "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "ModelEntry",
     "ModelRegistry", "check_model_recipe", "default_path", "entry_endpoints", "entry_problems",
-    "parse_checkpoint", "parse_option", "parse_registry",
+    "parse_checkpoint", "parse_option", "parse_registry", "registry_explain", "registry_problems", "schema",
 ]

@@ -191,6 +191,22 @@ class Selection:
             raise BackendSelectionError(self.message, self.error)
         return self
 
+    def serving_recipe(self, registered: str | None, discovered: Sequence[str]) -> str | None:
+        """The recipe id that serves the model, the rule of ``lemonpack serve``
+        (:class:`lemonpack.server.catalog.Catalog`) that ``lemonpack select`` reports too:
+        a registered model (``registered``: its recipe id) keeps it unless an override
+        selected a recipe; a model file gets the selected recipe, or on the default outcome
+        the first of the ``discovered`` recipe ids (discovery order) the default names.
+        None when nothing serves a model file (a hard error, a default not discovered).
+        Pure; raises nothing."""
+        if registered is not None:
+            return self.recipe if self.override and self.outcome == "recipe" and self.recipe else registered
+        if self.outcome == "recipe":
+            return self.recipe
+        if self.outcome == "default":
+            return next((rid for rid in discovered if self.default.matches(rid)), None)
+        return None
+
     def to_json(self) -> dict[str, Any]:
         """JSON-serialisable form (``lemonpack select --json``)."""
         return {"model": self.model, "outcome": self.outcome, "recipe": self.recipe, "error": self.error,

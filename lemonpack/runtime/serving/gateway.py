@@ -2,7 +2,7 @@
 
 A registered model with ``endpoints`` (:mod:`lemonpack.runtime.models.registry`) is served by engines
 running elsewhere (a Kubernetes Service, another host): ``lemonpack serve`` is their gateway.
-This module holds every decision about them, in the style of :mod:`.serving`: facts in (a
+This module holds every decision about them, in the style of :mod:`.policy`: facts in (a
 probe result, a connection that failed, a request that began or ended), answers out, time
 read from an injected ``clock``. The driver (:mod:`lemonpack.server.endpoints`) runs the
 probes (the recipe's ``health_probe``, :func:`lemonpack.runtime.engines.probes.check_once` against

@@ -55,9 +55,13 @@ let
         cp ${./recipe.json} $out/share/lemonpack/${escapeShellArg recipe}.json
         runHook postInstall
       '';
-      passthru = { inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch; };
-      meta = { description = "${recipe} engine (${attr}), built by lemonpack"; }
-        // (if bin == null then { } else { mainProgram = bin; });
+      passthru = { inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch cpuArch; };
+      # no license: the recipe states none (add one with overrideAttrs); platforms: the
+      # artifact's OS and CPU, so nixpkgs marks the package unsupported on any other system
+      meta = {
+        description = "${recipe} engine (${attr}), built by lemonpack";
+        platforms = [ src.system ];
+      } // (if bin == null then { } else { mainProgram = bin; });
     };
 in
 assert recipe == "hello-engine";

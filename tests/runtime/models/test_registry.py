@@ -106,6 +106,7 @@ def test_invalid_add_raises_and_changes_nothing(reg, name, recipe, checkpoints, 
 @pytest.mark.parametrize("text, rule, where", [
     ("{nope", "json-syntax", ""),
     ("[]", "schema-type", ""),
+    ("null", "schema-type", ""),  # a null document: named (it once gave an empty message)
     ('{"user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"}}, "user.a": {}}', "duplicate-key", '["user.a"]'),
     ('{"user.a": {"recipe": "llamacpp"}}', "missing-field", '["user.a"].checkpoints'),
     ('{"user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"}, "extra": 1}}', "unknown-field",
@@ -213,3 +214,80 @@ def test_load_is_cached_while_the_file_is_unchanged_and_sees_every_change(tmp_pa
         f.truncate()
     os.utime(reg.path, ns=(1, 1))  # even with an mtime set back, size and ctime change
     assert set(reg.load()) == {"user.a"}
+
+
+# --- the JSON Schema (schema/user_models.schema.json) and the checks after it -------------------
+
+
+def test_the_schema_ships_as_package_data_and_is_the_validator():
+    """The schema is read from the package (a wheel carries it: pyproject's package-data
+    glob covers it) and checked against its metaschema; the wording is the registry's."""
+    import glob
+    import tomllib
+    from pathlib import Path
+
+    import jsonschema
+
+    from lemonpack.runtime.models import registry
+
+    doc = registry.schema()
+    jsonschema.validators.validator_for(doc).check_schema(doc)
+    pkg = Path(registry.__file__).parent
+    data = tomllib.loads((pkg.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    shipped = {Path(f) for pattern in data["lemonpack.runtime.models"] for f in glob.glob(str(pkg / pattern))}
+    assert pkg / "schema" / registry.SCHEMA_FILE in shipped
+
+
+@pytest.mark.parametrize("entry, rule, where, message", [
+    ({"recipe": None, "checkpoints": {"main": "/m"}}, "missing-field", '["user.a"].recipe',
+     "required field 'recipe' is missing"),
+    ({"recipe": "llamacpp", "checkpoints": None}, "missing-field", '["user.a"].checkpoints',
+     "required field 'checkpoints' is missing"),
+    ({"recipe": "llamacpp", "checkpoints": {}}, "missing-field", '["user.a"].checkpoints.main',
+     "the 'main' checkpoint is required"),
+    ({"recipe": "llamacpp", "checkpoints": {"main": "/m\x00"}}, "checkpoint-value", '["user.a"].checkpoints.main',
+     "checkpoint 'main' must not contain NUL or line breaks"),
+    ({"recipe": "llamacpp", "checkpoints": {"main": "/m"}, "zz": 1}, "unknown-field", '["user.a"].zz',
+     "unknown field 'zz' (allowed: recipe, checkpoints, recipe_options, backend, endpoint, endpoints)"),
+    ({"recipe": "a", "checkpoints": {"main": "/m"}}, "recipe-id", '["user.a"].recipe',
+     "recipe 'a' must be a recipe id matching ^[a-z0-9][a-z0-9_-]{1,63}$"),
+    ({"recipe": "llamacpp", "checkpoints": {"main": "/m"}, "backend": "-x"}, "backend-name", '["user.a"].backend',
+     "backend '-x' must be a recipe id or a default's name matching [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)"),
+    ({"recipe": "llamacpp", "endpoints": []}, "schema-type", '["user.a"].endpoints',
+     "'endpoints' must be a non-empty list of http(s)://HOST:PORT URLs"),
+    ({"recipe": "llamacpp", "endpoints": []}, "missing-field", '["user.a"].checkpoints',  # not served by endpoints
+     "required field 'checkpoints' is missing"),
+    ({"recipe": "llamacpp", "endpoints": [3]}, "endpoint-url", '["user.a"].endpoints[0]',
+     "endpoint '3' must be a non-empty URL string"),
+    ({"recipe": "llamacpp", "endpoint": "http://u:pw@h:1"}, "endpoint-url", '["user.a"].endpoint',
+     "endpoint 'http://***@h:1' must not carry a user or password (credentials do not belong in the model registry)"),
+    ({"recipe": "llamacpp", "endpoint": "http://a:1", "endpoints": ["http://A:1/"]}, "endpoint-url",
+     '["user.a"].endpoints[0]', "endpoint 'http://A:1/' is given twice"),
+])
+def test_schema_and_semantic_problems_keep_the_registrys_wording(reg, entry, rule, where, message):
+    reg.path.parent.mkdir(parents=True)
+    reg.path.write_text(json.dumps({"user.a": entry}))
+    with pytest.raises(ManifestError) as info:
+        reg.load()
+    assert (str(reg.path), where, rule, message) in [(p.file, p.path, p.rule, p.message) for p in info.value.problems]
+
+
+def test_nulls_the_registry_has_always_accepted():
+    """A remote model's ``checkpoints`` and any model's ``recipe_options`` may be null."""
+    from lemonpack.runtime.models.registry import registry_problems
+
+    assert registry_problems({"user.r": {"recipe": "llamacpp", "endpoint": "http://a:1", "checkpoints": None},
+                              "user.a": {"recipe": "llamacpp", "checkpoints": {"main": "/m"},
+                                         "recipe_options": None}}, "F") == []
+
+
+def test_every_problem_is_found_at_once_in_document_order(reg):
+    """Names first (the document's keys), then each entry: its unknown fields, then its fields."""
+    reg.path.parent.mkdir(parents=True)
+    reg.path.write_text(json.dumps({"user.a": {"recipe": "Bad", "checkpoints": "x", "recipe_options": 3, "zz": 1},
+                                    "bad": 1}))
+    with pytest.raises(ManifestError) as info:
+        reg.load()
+    assert [(p.path, p.rule) for p in info.value.problems] == [
+        ("bad", "model-name"), ('["user.a"].zz', "unknown-field"), ('["user.a"].recipe', "recipe-id"),
+        ('["user.a"].checkpoints', "schema-type"), ('["user.a"].recipe_options', "schema-type"), ("bad", "schema-type")]

@@ -342,3 +342,23 @@ def test_model_artifact_names(tmp_path):
     assert model_artifact("user.g", str(bundle)).names == ("gemma", "manifest.json", "text.mlpackage")
     assert model_artifact("user.h", "org/repo:sub/model.litertlm").names == ("model.litertlm",)
     assert stat.S_ISDIR(os.stat(bundle).st_mode)
+
+
+def test_serving_recipe_is_serves_rule_for_registered_models_and_files():
+    """The recipe that serves a model (lemonpack serve's catalog; lemonpack select reports it):
+    a registered model keeps its recipe unless an override selected one; a file gets the
+    selected recipe, or the first discovered recipe the default names."""
+    a, b = recipe("eng-a", rank=1), recipe("eng-b", rank=2)
+    picked = select_backend(GGUF, [a, b], CPU_HOST, present(a, b))
+    assert picked.outcome == "recipe" and picked.recipe == "eng-b"
+    assert picked.serving_recipe("registered", ()) == "registered"  # no override: the registration wins
+    assert picked.serving_recipe(None, ["eng-a", "eng-b"]) == "eng-b"
+    forced = select_backend(GGUF, [a, b], CPU_HOST, present(a, b), override="eng-a")
+    assert forced.serving_recipe("registered", ()) == "eng-a"
+    default = select_backend(LITERT, [a, b], CPU_HOST, present(a, b))
+    assert default.outcome == "default"
+    assert default.serving_recipe(None, ["eng-a", "llamacpp"]) == "llamacpp"
+    assert default.serving_recipe(None, ["eng-a"]) is None
+    assert default.serving_recipe("registered", ()) == "registered"
+    broken = select_backend(GGUF, [a, b], CPU_HOST, present(a, b), override="nope")
+    assert broken.outcome == "error" and broken.serving_recipe(None, ["eng-a"]) is None

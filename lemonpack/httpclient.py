@@ -1,0 +1,112 @@
+"""The one factory of lemonpack's HTTP clients, below every room: every outgoing request
+lemonpack makes goes through an ``httpx`` client made here.
+
+Who uses it: downloads and the catalogue's documents (:mod:`lemonpack.fetch.download`,
+``catalogue update``/``build``), the registry transport (:mod:`lemonpack.registry.transport`:
+its auth flow and retries wrap the client made here), the engines' health probes and watchdog
+(:mod:`lemonpack.runtime.engines.probes`), and ``serve``'s endpoint probes and ``downsize_endpoint``
+calls (:mod:`lemonpack.server.endpoints`, :mod:`lemonpack.server.driver`). The one path that
+is not an httpx client is the proxy's streaming relay, :mod:`lemonpack.server.upstream`: it
+passes a chunked answer on with its framing, which no httpx client can (h11 decodes the
+framing), and the proxy bench measured the difference (``docs/architecture.md``, the server
+room).
+
+Every parameter a caller may want is explicit here, and two have no default on purpose,
+because httpx's defaults are wrong for half of the callers: ``timeout`` (httpx's is 5 s for
+everything, too short for a multi-GB download, too long for a probe) and ``trust_env`` (the
+proxy policy: whether ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY``,
+``SSL_CERT_FILE``/``SSL_CERT_DIR`` and ``~/.netrc`` are honoured, httpx's "Environment
+Variables" page). Requests to the user's internet (mirrors, registries, catalogue hosts) honour
+them, like curl; requests to an engine on this machine or an endpoint the user named do not,
+so a proxy set for the internet never sits between ``serve`` and its engines.
+
+The rest follows httpx's own defaults unless a caller says otherwise: ``verify=True``
+(certifi's bundle, or the environment's with ``trust_env``), no redirects followed (callers
+that follow them check every hop themselves), 100 connections and 20 kept alive, and httpx's
+``User-Agent`` (:data:`HTTPX_USER_AGENT`). Spec: httpx ``Client``/``AsyncClient``,
+``Timeout``, ``Limits`` (https://www.python-httpx.org/advanced/).
+
+The module imports httpx: a command that may not need the network (a cache hit, ``catalogue
+search``) imports this module where it makes its client, not at its top.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from typing import Any, Final
+
+import httpx
+
+HTTPX_USER_AGENT: Final = f"python-httpx/{httpx.__version__}"
+"""httpx's own ``User-Agent``, the default: what every lemonpack request has sent so far."""
+
+DEFAULT_MAX_CONNECTIONS: Final = 100
+DEFAULT_MAX_KEEPALIVE: Final = 20
+
+
+def _options(*, timeout: float | None, connect_timeout: float | None, trust_env: bool,
+             verify: bool | ssl.SSLContext, follow_redirects: bool, headers: Mapping[str, str] | None,
+             user_agent: str | None, auth: httpx.Auth | None, max_connections: int | None,
+             max_keepalive: int | None) -> dict[str, Any]:
+    if isinstance(timeout, bool) or (timeout is not None and timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    merged = httpx.Headers({"User-Agent": user_agent} if user_agent is not None else {})
+    merged.update(dict(headers or {}))
+    return {
+        "timeout": httpx.Timeout(timeout, connect=timeout if connect_timeout is None else connect_timeout),
+        "trust_env": trust_env, "verify": verify, "follow_redirects": follow_redirects,
+        "headers": merged, "auth": auth,
+        "limits": httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive),
+    }
+
+
+def _drop_user_agent(c: httpx.Client | httpx.AsyncClient, user_agent: str | None,
+                     headers: Mapping[str, str] | None) -> None:
+    if user_agent is None and "user-agent" not in {k.lower() for k in headers or {}}:
+        c.headers.pop("User-Agent", None)  # httpx adds its own when none is given
+
+
+def client(*, timeout: float | None, trust_env: bool, connect_timeout: float | None = None,
+           verify: bool | ssl.SSLContext = True, follow_redirects: bool = False,
+           headers: Mapping[str, str] | None = None, user_agent: str | None = HTTPX_USER_AGENT,
+           auth: httpx.Auth | None = None, max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+           max_keepalive: int | None = DEFAULT_MAX_KEEPALIVE) -> httpx.Client:
+    """A new ``httpx.Client`` (the caller closes it, or uses it as a context manager).
+
+    ``timeout``: seconds each read, write and wait for a pooled connection may take (None: no
+    limit); ``connect_timeout``: seconds to connect (None: the same as ``timeout``); a request
+    may pass its own ``timeout=`` to override both. ``trust_env``: the proxy policy (module
+    docstring): True honours the environment's proxies, CA files and ``.netrc``; False ignores
+    them. ``verify``: check certificates (True: the default bundle, an ``ssl.SSLContext``:
+    that context; False: no check, for plain-http loopback clients where loading a CA bundle
+    costs ~100 ms for nothing). ``follow_redirects``: httpx follows redirects by itself (off:
+    callers that follow them check each hop). ``headers``: sent with every request (they win
+    over ``user_agent``); ``user_agent``: the ``User-Agent`` header (None: none at all).
+    ``auth``: an ``httpx.Auth`` whose flow runs inside every ``send`` (the registry's
+    challenges). ``max_connections``/``max_keepalive``: pool bounds (None: unbounded).
+    Raises ``ValueError`` for a timeout that is not positive (a caller's bug)."""
+    c = httpx.Client(**_options(timeout=timeout, connect_timeout=connect_timeout, trust_env=trust_env,
+                                verify=verify, follow_redirects=follow_redirects, headers=headers,
+                                user_agent=user_agent, auth=auth, max_connections=max_connections,
+                                max_keepalive=max_keepalive))
+    _drop_user_agent(c, user_agent, headers)
+    return c
+
+
+def async_client(*, timeout: float | None, trust_env: bool, connect_timeout: float | None = None,
+                 verify: bool | ssl.SSLContext = True, follow_redirects: bool = False,
+                 headers: Mapping[str, str] | None = None, user_agent: str | None = HTTPX_USER_AGENT,
+                 auth: httpx.Auth | None = None, max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+                 max_keepalive: int | None = DEFAULT_MAX_KEEPALIVE) -> httpx.AsyncClient:
+    """A new ``httpx.AsyncClient`` for code on an asyncio loop (``serve``); the caller closes
+    it (``await c.aclose()``). The parameters are :func:`client`'s."""
+    c = httpx.AsyncClient(**_options(timeout=timeout, connect_timeout=connect_timeout, trust_env=trust_env,
+                                     verify=verify, follow_redirects=follow_redirects, headers=headers,
+                                     user_agent=user_agent, auth=auth, max_connections=max_connections,
+                                     max_keepalive=max_keepalive))
+    _drop_user_agent(c, user_agent, headers)
+    return c
+
+
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_KEEPALIVE", "HTTPX_USER_AGENT", "async_client", "client"]

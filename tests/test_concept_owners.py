@@ -1,0 +1,525 @@
+"""One owner per concept (issue 22), guarded by the syntax tree, not by text patterns: each
+guard walks every module of ``lemonpack/`` with :mod:`ast` and fails on a second copy of a
+concept outside its owner; each guard has a test that plants a copy in a temporary package
+and shows the guard catching it (and leaving the owner alone)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "lemonpack"
+
+
+# -- shared helpers -----------------------------------------------------------------------
+
+def modules(package: Path) -> Iterator[tuple[str, ast.Module]]:
+    """``(path relative to the package's parent, e.g. "lemonpack/fetch/download.py", tree)``
+    of every module under ``package``, sorted."""
+    for path in sorted(package.rglob("*.py")):
+        yield path.relative_to(package.parent).as_posix(), ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def import_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted name of what it was imported as, over the whole module (imports
+    inside functions included): ``import httpx as h`` gives ``{"h": "httpx"}``, ``from httpx
+    import Client as C`` gives ``{"C": "httpx.Client"}``."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """``httpx.Client`` for the expression ``httpx.Client`` (or an alias of it), else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(aliases.get(node.id, node.id))
+    return ".".join(reversed(parts))
+
+
+def enclosing_functions(tree: ast.Module) -> dict[ast.AST, str]:
+    """Every node -> the name of the innermost function (or class) holding it ("" at module level)."""
+    out: dict[ast.AST, str] = {}
+
+    def visit(node: ast.AST, owner: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else owner
+            out[child] = name
+            visit(child, name)
+    visit(tree, "")
+    return out
+
+
+# -- one HTTP client factory: lemonpack/httpclient.py ----------------------------------------
+
+HTTP_OWNER = "lemonpack/httpclient.py"
+#: What makes an HTTP client (or sends a request with a client of its own) outside the factory.
+HTTP_CONSTRUCTORS = frozenset({
+    "httpx.Client", "httpx.AsyncClient", "aiohttp.ClientSession", "aiohttp.request",
+    "httpx.get", "httpx.post", "httpx.put", "httpx.patch", "httpx.delete", "httpx.head", "httpx.options",
+    "httpx.request", "httpx.stream", "urllib.request.urlopen", "http.client.HTTPConnection",
+    "http.client.HTTPSConnection",
+})
+#: Raw connections that speak HTTP by hand, each with its reason.
+RAW_HTTP_ALLOWED = {
+    "lemonpack/server/upstream.py": "the proxy's streaming relay: passes a chunked answer on with its framing, "
+                                    "faster than an httpx stream (bench/proxy.py; docs/architecture.md, server room)",
+}
+
+
+def http_client_problems(package: Path) -> list[str]:
+    """``file:line: what`` for every HTTP client made outside :data:`HTTP_OWNER` (a call or a
+    subclass of one of :data:`HTTP_CONSTRUCTORS`), and every ``asyncio.open_connection``
+    outside :data:`RAW_HTTP_ALLOWED`."""
+    wrong: list[tuple[str, int, int, str]] = []
+    for rel, tree in modules(package):
+        if rel == HTTP_OWNER:
+            continue
+        aliases = import_aliases(tree)
+        for node in ast.walk(tree):
+            targets = [node.func] if isinstance(node, ast.Call) else list(node.bases) if isinstance(node, ast.ClassDef) else []
+            for target in targets:
+                name = dotted(target, aliases)
+                if name in HTTP_CONSTRUCTORS:
+                    wrong.append((rel, target.lineno, target.col_offset,
+                                  f"{rel}:{node.lineno}: {name} (make clients with lemonpack.httpclient)"))
+                elif name == "asyncio.open_connection" and rel not in RAW_HTTP_ALLOWED:
+                    wrong.append((rel, target.lineno, target.col_offset,
+                                  f"{rel}:{node.lineno}: {name} (a hand-made HTTP connection)"))
+    return [w[-1] for w in sorted(wrong)]
+
+
+def test_every_http_client_is_made_by_the_factory():
+    assert (PACKAGE.parent / HTTP_OWNER).is_file()
+    wrong = http_client_problems(PACKAGE)
+    assert not wrong, "HTTP clients made outside lemonpack/httpclient.py:\n" + "\n".join(wrong)
+
+
+def test_http_guard_catches_a_planted_client(tmp_path):
+    pkg = tmp_path / "lemonpack"
+    (pkg / "server").mkdir(parents=True)
+    (pkg / "httpclient.py").write_text("import httpx\n\ndef client():\n    return httpx.Client()\n")
+    (pkg / "server" / "upstream.py").write_text("import asyncio\nasync def f():\n    await asyncio.open_connection('h', 1)\n")
+    (pkg / "server" / "planted.py").write_text(
+        "import aiohttp\nimport httpx as hx\nfrom httpx import AsyncClient as AC\nimport asyncio\n\n"
+        "def f():\n    import httpx\n    return httpx.Client(trust_env=False)\n\n"
+        "def g():\n    return AC(), hx.get('http://x'), aiohttp.ClientSession()\n\n"
+        "class Mine(hx.Client):\n    pass\n\n"
+        "async def h():\n    await asyncio.open_connection('h', 1)\n\n"
+        "def typed(c: hx.Client) -> hx.AsyncClient: ...\n")  # annotations are not clients
+    got = http_client_problems(pkg)
+    assert [g.split(": ", 1)[1].split(" (")[0] for g in got] == [
+        "httpx.Client", "httpx.AsyncClient", "httpx.get", "aiohttp.ClientSession", "httpx.Client",
+        "asyncio.open_connection"], got
+    assert all(g.startswith("lemonpack/server/planted.py:") for g in got)
+
+
+# -- one SOURCE_DATE_EPOCH reader: lemonpack/sourcedate.py -----------------------------------
+
+EPOCH_OWNER = "lemonpack/sourcedate.py"
+EPOCH_VARIABLE = "SOURCE_DATE_EPOCH"
+
+
+def epoch_reader_problems(package: Path) -> list[str]:
+    """``file:line`` of every read of ``SOURCE_DATE_EPOCH`` outside :data:`EPOCH_OWNER`: the
+    name as an argument of a call (``os.environ.get(...)``, ``os.getenv(...)``), as the key
+    of a subscript that is read (``os.environ[...]``) or as an operand of a comparison
+    (``... in os.environ``). Docstrings, and an environment a child is given
+    (``env["SOURCE_DATE_EPOCH"] = ...``, ``{"SOURCE_DATE_EPOCH": ...}``), are not reads."""
+    wrong: list[tuple[str, int, int]] = []
+    for rel, tree in modules(package):
+        if rel == EPOCH_OWNER:
+            continue
+        for node in ast.walk(tree):
+            operands: list[ast.AST] = []
+            if isinstance(node, ast.Call):
+                operands = [*node.args, *(k.value for k in node.keywords)]
+            elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store):
+                operands = [node.slice]
+            elif isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+            wrong += [(rel, o.lineno, o.col_offset) for o in operands
+                      if isinstance(o, ast.Constant) and o.value == EPOCH_VARIABLE]
+    return [f"{rel}:{line}" for rel, line, _ in sorted(wrong)]
+
+
+def test_source_date_epoch_is_read_in_one_place():
+    assert (PACKAGE.parent / EPOCH_OWNER).is_file()
+    wrong = epoch_reader_problems(PACKAGE)
+    assert not wrong, "SOURCE_DATE_EPOCH read outside lemonpack/sourcedate.py:\n" + "\n".join(wrong)
+
+
+def test_epoch_guard_catches_a_planted_reader(tmp_path):
+    pkg = tmp_path / "lemonpack"
+    (pkg / "catalogue").mkdir(parents=True)
+    (pkg / "sourcedate.py").write_text("import os\nos.environ.get('SOURCE_DATE_EPOCH')\n")
+    (pkg / "catalogue" / "planted.py").write_text(
+        '"""Dates from SOURCE_DATE_EPOCH."""\nimport os\n\n'
+        "def a():\n    return os.environ.get('SOURCE_DATE_EPOCH', '0')\n\n"
+        "def b():\n    return int(os.environ['SOURCE_DATE_EPOCH'])\n\n"
+        "def c():\n    return 'SOURCE_DATE_EPOCH' in os.environ and os.getenv(key='SOURCE_DATE_EPOCH')\n\n"
+        "def child_env(env):\n    env['SOURCE_DATE_EPOCH'] = '0'\n    return {'SOURCE_DATE_EPOCH': '0'}\n")
+    assert epoch_reader_problems(pkg) == ["lemonpack/catalogue/planted.py:5", "lemonpack/catalogue/planted.py:8",
+                                          "lemonpack/catalogue/planted.py:11", "lemonpack/catalogue/planted.py:11"]
+
+
+# -- one inside() test: lemonpack/safetree.py -------------------------------------------------
+
+INSIDE_OWNER = "lemonpack/safetree.py"
+#: Calls that answer "is P inside B" (``relative_to`` raises when it is not; ``commonpath``
+#: compared with the base; ``str(p).startswith(str(b))`` is wrong for ``/ab`` and ``/a``).
+INSIDE_METHODS = frozenset({"relative_to", "is_relative_to"})
+#: ``(file, function)`` that call one of them for another reason, with that reason.
+INSIDE_ALLOWED = {
+    ("lemonpack/extensions/apilock.py", "interface"):
+        "names the files a glob found under the tree (below it by construction), as /-separated keys",
+    ("lemonpack/catalogue/fetching.py", "tree_digest"):
+        "names the files os.walk found under the root in the tree's listing",
+    ("lemonpack/catalogue/memo.py", "code_fingerprint"):
+        "names the package's own files (rglob under the package) in a fingerprint",
+    ("lemonpack/fetch/staging.py", "ensure_dir"):
+        "walks the components below base of a path its caller built under base (a precondition, not a check)",
+}
+
+
+def inside_check_problems(package: Path) -> list[str]:
+    """``file:line: what`` for every ``.relative_to(``/``.is_relative_to(``,
+    ``os.path.commonpath(`` and ``.startswith(str(...))`` outside :data:`INSIDE_OWNER` and
+    :data:`INSIDE_ALLOWED`: use :func:`lemonpack.safetree.inside`."""
+    wrong: list[tuple[str, int, int, str]] = []
+    for rel, tree in modules(package):
+        if rel == INSIDE_OWNER:
+            continue
+        aliases = import_aliases(tree)
+        owner_of = enclosing_functions(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            what = None
+            if isinstance(node.func, ast.Attribute) and node.func.attr in INSIDE_METHODS:
+                what = f".{node.func.attr}()"
+            elif dotted(node.func, aliases) in ("os.path.commonpath", "posixpath.commonpath"):
+                what = "os.path.commonpath()"
+            elif (isinstance(node.func, ast.Attribute) and node.func.attr == "startswith" and node.args
+                  and isinstance(node.args[0], ast.Call) and dotted(node.args[0].func, aliases) == "str"):
+                what = ".startswith(str(...))"
+            if what and (rel, owner_of.get(node, "")) not in INSIDE_ALLOWED:
+                wrong.append((rel, node.lineno, node.col_offset,
+                              f"{rel}:{node.lineno}: {what} in {owner_of.get(node) or 'the module'}"))
+    return [w[-1] for w in sorted(wrong)]
+
+
+def test_inside_checks_have_one_owner():
+    assert (PACKAGE.parent / INSIDE_OWNER).is_file()
+    wrong = inside_check_problems(PACKAGE)
+    assert not wrong, ("'is P inside B' answered outside lemonpack.safetree.inside (or allow it in INSIDE_ALLOWED "
+                       "with its reason):\n" + "\n".join(wrong))
+
+
+def test_inside_allowlist_entries_exist():
+    """An allowlist entry whose function no longer calls ``relative_to`` is stale."""
+    used = set()
+    for rel, tree in modules(PACKAGE):
+        owner_of = enclosing_functions(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in INSIDE_METHODS:
+                used.add((rel, owner_of.get(node, "")))
+    assert set(INSIDE_ALLOWED) <= used, set(INSIDE_ALLOWED) - used
+
+
+def test_inside_guard_catches_a_planted_check(tmp_path):
+    pkg = tmp_path / "lemonpack"
+    (pkg / "fetch").mkdir(parents=True)
+    (pkg / "safetree.py").write_text("import os\ndef inside(p, b):\n    return os.path.commonpath([p, b]) == b\n")
+    (pkg / "fetch" / "staging.py").write_text("def ensure_dir(path, base):\n    return path.relative_to(base)\n")
+    (pkg / "fetch" / "planted.py").write_text(
+        "import os\nfrom os.path import commonpath as cp\nfrom pathlib import Path\n\n"
+        "def a(p: Path, b: Path):\n    return p.is_relative_to(b)\n\n"
+        "def b(p: Path, b: Path):\n    try:\n        p.relative_to(b)\n    except ValueError:\n        return False\n\n"
+        "def c(p, b):\n    return os.path.commonpath([p, b]) == b or cp([p, b]) == b\n\n"
+        "def d(p, b):\n    return str(p).startswith(str(b))\n\n"
+        "def ensure_dir(path, base):\n    return path.relative_to(base)\n")  # allowed in staging.py only
+    got = inside_check_problems(pkg)
+    assert [g.split(": ", 1)[1] for g in got] == [
+        ".is_relative_to() in a", ".relative_to() in b", "os.path.commonpath() in c", "os.path.commonpath() in c",
+        ".startswith(str(...)) in d", ".relative_to() in ensure_dir"], got
+    assert all(g.startswith("lemonpack/fetch/planted.py:") for g in got)
+
+
+# -- launch options: lemonpack/runtime/launch/options.py ------------------------------------------
+# (The guards of this section and the next do not look at docstrings: documentation, not code.)
+
+OPTIONS_OWNER = "lemonpack/runtime/launch/options.py"
+#: ``extends`` merges options between recipes (RFC section 6): the contract's own merge, which
+#: the launch merge applies step by step.
+OPTIONS_MERGE_ALLOWED = {"lemonpack/contract/extends.py": "extends: a base's options into the child (RFC 6)"}
+#: The attributes that hold one layer of launch options (a recipe's, a model's).
+_LAYERS = frozenset({"recipe_options", "custom_options"})
+
+
+def _layer(node: ast.AST) -> str | None:
+    """The source of ``node`` when it reads one options layer: ``X.recipe_options``,
+    ``X.custom_options`` or ``getattr(X, "recipe_options", ...)``; else None."""
+    if isinstance(node, ast.Attribute) and node.attr in _LAYERS:
+        return ast.unparse(node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in _LAYERS:
+        return ast.unparse(node)
+    return None
+
+
+def _layer_base(node: ast.AST) -> str | None:
+    """The object whose layer ``node`` reads (``served.spec`` of ``served.spec.recipe_options``)."""
+    if _layer(node) is None:
+        return None
+    if isinstance(node, ast.Attribute):
+        return ast.unparse(node.value)
+    assert isinstance(node, ast.Call)  # getattr(X, "recipe_options")
+    return ast.unparse(node.args[0])
+
+
+def options_merges(module: str, tree: ast.AST) -> list[str]:
+    """Launch options merged outside :mod:`lemonpack.runtime.launch.options`, as
+    ``module:line: what``: a call of ``merge_recipe_options``; a custom option's
+    ``default_value`` read (``o["default_value"]``, ``o.get("default_value")``); a layer
+    combined with others (``{**X.recipe_options, ...}``, ``d.update(X.recipe_options)``,
+    ``dict(X.recipe_options, ...)`` with a second source, ``ChainMap``, ``|``); one function
+    reading the layers of two objects (``a.recipe_options.get(k) or b.recipe_options.get(k)``)."""
+    out: list[str] = []
+
+    def hit(node: ast.AST, what: str) -> None:
+        out.append(f"{module}:{getattr(node, 'lineno', 0)}: {what}: {ast.unparse(node)[:120]}")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                node.func.id if isinstance(node.func, ast.Name) else ""
+            args = [*node.args, *(k.value for k in node.keywords)]
+            if name == "merge_recipe_options":
+                hit(node, "merge_recipe_options called")
+            elif name == "get" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "default_value":
+                hit(node, "a custom option's default_value read")
+            elif name in ("update", "ChainMap") and any(_layer(a) for a in args):
+                hit(node, "an options layer merged")
+            elif name == "dict" and len(args) > 1 and any(_layer(a) for a in args):
+                hit(node, "an options layer merged")
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and node.slice.value == "default_value":
+            hit(node, "a custom option's default_value read")
+        elif isinstance(node, ast.Dict) and any(k is None and _layer(v) for k, v in zip(node.keys, node.values)):
+            hit(node, "an options layer merged")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr) and (_layer(node.left) or _layer(node.right)):
+            hit(node, "an options layer merged")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bases = {b for n in ast.walk(node) if (b := _layer_base(n)) is not None}
+            if len(bases) > 1:
+                out.append(f"{module}:{node.lineno}: {node.name} reads the options of {', '.join(sorted(bases))}")
+    return sorted(set(out))
+
+
+def _walk_package(package: Path, check, skip: set[str]) -> list[str]:
+    """``check(module, tree)`` over every module of ``package`` (:func:`modules`) not in ``skip``."""
+    return [f for rel, tree in modules(package) if rel not in skip for f in check(rel, tree)]
+
+
+def test_launch_options_are_merged_in_launch_options_py_only():
+    found = _walk_package(PACKAGE, options_merges, {OPTIONS_OWNER, *OPTIONS_MERGE_ALLOWED})
+    assert not found, ("launch options merged outside lemonpack/runtime/launch/options.py (call launch_options, "
+                       "and memory_options for the estimate's figures):\n" + "\n".join(found))
+
+
+def test_the_options_guard_catches_planted_merges(tmp_path):
+    """Each way of merging (or picking across) option layers by hand, planted in a module:
+    every one is found; the owner and a module reading one merged mapping pass."""
+    planted = {
+        "driver_copy.py": "def est(served, options):\n"
+                          "    merged = {**served.recipe.recipe_options, **served.spec.recipe_options, **options}\n"
+                          "    return merged.get('ctx_size')\n",
+        "build_copy.py": "def merged(recipe, model, options):\n"
+                         "    out = {o['name']: o['default_value'] for o in recipe.custom_options}\n"
+                         "    out.update(model.recipe_options)\n"
+                         "    return out\n",
+        "pick_copy.py": "def device(rec, spec, options):\n"
+                        "    return options.get('device') or spec.recipe_options.get('device') "
+                        "or rec.recipe_options.get('device')\n",
+        "getattr_copy.py": "def memory(self, recipe):\n"
+                           "    opts = dict(getattr(self.entry, 'recipe_options', None) or {})\n"
+                           "    return opts | recipe.recipe_options\n",
+        "extends_copy.py": "from lemonpack.contract.extends import merge_recipe_options\n"
+                           "def opts(recipe, model):\n"
+                           "    return merge_recipe_options(recipe.recipe_options, model.recipe_options)\n",
+        "chain_copy.py": "from collections import ChainMap\n"
+                         "def opts(load, model, defaults):\n"
+                         "    return ChainMap(load, model.recipe_options, defaults)\n",
+        "get_default.py": "def default(option):\n    return option.get('default_value')\n",
+    }
+    pkg = tmp_path / "lemonpack"
+    (pkg / "runtime" / "launch").mkdir(parents=True)
+    for name, source in planted.items():
+        (pkg / name).write_text(source)
+    (pkg / "runtime" / "launch" / "options.py").write_text(planted["build_copy.py"])  # the owner may
+    (pkg / "clean.py").write_text("def token(ctx, kind):\n    return ctx.recipe_options.get(kind)\n"
+                                  "def show(e):\n    return dict(e.recipe_options)\n")
+    found = _walk_package(pkg, options_merges, {OPTIONS_OWNER})
+    assert {f.split(":")[0].removeprefix("lemonpack/") for f in found} == set(planted), found
+    assert any("reads the options of rec, spec" in f for f in found)
+    assert any("default_value read" in f and "build_copy" in f for f in found)
+
+
+# -- the recipe-id pattern: lemonpack/contract/model.py --------------------------------------------
+
+RECIPE_ID_OWNER = "lemonpack/contract/model.py"
+#: JSON schemas that carry a copy of the pattern (JSON cannot import), each path to it; held
+#: equal to ``RECIPE_ID_PATTERN`` by :func:`test_the_schema_copies_equal_the_owner`.
+RECIPE_ID_SCHEMA_COPIES = {
+    "lemonpack/contract/schema/recipe-v1.schema.json": (("properties", "recipe", "pattern"),
+                                                       ("properties", "extends", "pattern"),
+                                                       ("properties", "variant_of", "pattern")),
+    "lemonpack/runtime/models/schema/user_models.schema.json": (("$defs", "recipe_id", "pattern"),),
+}
+#: Strings a recipe id pattern accepts, and strings it refuses (RFC 4.1: ^[a-z0-9][a-z0-9_-]{1,63}$).
+_IDS = ("ab", "llamacpp", "llamacpp-vulkan_custom", "0x", "a-", "a_", "9" + "z" * 63)
+_NOT_IDS = ("", "a", "A", "Ab", "aB", "-ab", "_ab", "a.b", "a b", "a/b", "é1", "a" * 65, "ab\n", "ab:c")
+
+
+def is_recipe_id_regex(text: str) -> bool:
+    """Whether ``text`` is a regex that behaves as the recipe-id pattern (it accepts every one
+    of :data:`_IDS` and none of :data:`_NOT_IDS`): a copy in any spelling
+    (``\\A[a-z\\d][-_a-z\\d]{1,63}\\Z`` too), not only the one text."""
+    if "[" not in text:
+        return False
+    try:
+        rx = re.compile(text)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return all(rx.fullmatch(s) for s in _IDS) and not any(rx.fullmatch(s) for s in _NOT_IDS)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def recipe_id_regexes(module: str, tree: ast.AST) -> list[str]:
+    """Recipe-id regexes in string constants of a module (f-string parts included), the whole
+    constant or one of its words (a pattern quoted in a message): ``module:line: text``."""
+    docs = _docstrings(tree)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            words = [node.value, *(w.strip("`'\"(),;.") for w in node.value.split())]
+            if any(is_recipe_id_regex(w) for w in dict.fromkeys(words)):
+                out.append(f"{module}:{node.lineno}: {node.value[:120]}")
+    return out
+
+
+def _json_patterns(doc, path=()):
+    """``(path, value)`` of every ``pattern`` keyword's string in a JSON document."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k == "pattern" and isinstance(v, str):
+                yield (*path, k), v
+            else:
+                yield from _json_patterns(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _json_patterns(v, (*path, i))
+
+
+def schema_recipe_id_copies(package: Path, allowed) -> list[str]:
+    """Recipe-id patterns in the JSON files of ``package`` other than the ``allowed``
+    ``{file: (path, ...)}`` places: ``file: path: pattern``."""
+    out = []
+    for path in sorted(package.rglob("*.json")):
+        rel = path.relative_to(package.parent).as_posix()
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+        for where, value in _json_patterns(doc):
+            if is_recipe_id_regex(value) and where not in allowed.get(rel, ()):
+                out.append(f"{rel}: {'/'.join(map(str, where))}: {value}")
+    return out
+
+
+def schema_copy_drift(package: Path, copies, pattern: str) -> list[str]:
+    """The listed schema copies that are not ``pattern`` (or are missing): ``file: path: value``."""
+    out = []
+    for rel, wheres in copies.items():
+        doc = json.loads((package.parent / rel).read_text(encoding="utf-8"))
+        for where in wheres:
+            node = doc
+            for key in where:
+                node = node.get(key) if isinstance(node, dict) else None
+            if node != pattern:
+                out.append(f"{rel}: {'/'.join(where)}: {node!r}")
+    return out
+
+
+def test_the_recipe_id_regex_is_written_in_its_owner_only():
+    from lemonpack.contract.model import RECIPE_ID_PATTERN
+
+    assert is_recipe_id_regex(RECIPE_ID_PATTERN)
+    owner = recipe_id_regexes(RECIPE_ID_OWNER, ast.parse((ROOT / RECIPE_ID_OWNER).read_text(), RECIPE_ID_OWNER))
+    assert len(owner) == 1, owner  # RECIPE_ID_PATTERN itself
+    found = _walk_package(PACKAGE, recipe_id_regexes, {RECIPE_ID_OWNER})
+    found += schema_recipe_id_copies(PACKAGE, RECIPE_ID_SCHEMA_COPIES)
+    assert not found, ("a recipe-id regex outside lemonpack/contract/model.py (use RECIPE_ID_PATTERN; a JSON "
+                       "schema's copy is listed in RECIPE_ID_SCHEMA_COPIES):\n" + "\n".join(found))
+
+
+def test_the_schema_copies_equal_the_owner():
+    from lemonpack.contract.model import RECIPE_ID_PATTERN
+
+    assert schema_copy_drift(PACKAGE, RECIPE_ID_SCHEMA_COPIES, RECIPE_ID_PATTERN) == []
+
+
+def test_the_recipe_id_guard_catches_planted_copies(tmp_path):
+    """A copy in the owner's spelling, one reshaped, one quoted in a message, one in a schema,
+    and a listed schema copy that drifted: each is found; near-miss patterns (other ids of the
+    house: a release image name, a publisher id, a catalogue entry id) and docstrings are not."""
+    pkg = tmp_path / "lemonpack"
+    (pkg / "contract" / "schema").mkdir(parents=True)
+    planted = {
+        "same.py": 'import re\nRECIPE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")\n',
+        "reshaped.py": 'import re\nRID = re.compile(r"\\A[a-z\\d][-_a-z\\d]{1,63}\\Z")\n',
+        "message.py": 'def why(v):\n    return f"recipe {v!r} must match ^[a-z0-9][a-z0-9_-]{{1,63}}$ (RFC 4.1)"\n',
+    }
+    for name, source in planted.items():
+        (pkg / name).write_text(source)
+    (pkg / "near.py").write_text('"""A recipe id is ^[a-z0-9][a-z0-9_-]{1,63}$ (a docstring)."""\n'
+                                 'NAME = r"^[a-z0-9][a-z0-9_-]*$"\nPUB = r"^[a-z0-9][a-z0-9-]{0,62}$"\n'
+                                 'ENTRY = r"^[a-z0-9][a-z0-9_.-]{0,99}$"\n')
+    found = _walk_package(pkg, recipe_id_regexes, set())
+    assert {f.split(":")[0].removeprefix("lemonpack/") for f in found} == set(planted), found
+    schema = {"properties": {"recipe": {"pattern": "^[a-z0-9][a-z0-9_-]{1,63}$"},
+                             "id": {"pattern": "^[a-z0-9][a-z0-9_-]{1,63}$"}}}
+    (pkg / "contract" / "schema" / "x.schema.json").write_text(json.dumps(schema))
+    listed = {"lemonpack/contract/schema/x.schema.json": (("properties", "recipe", "pattern"),)}
+    assert schema_recipe_id_copies(pkg, listed) == [
+        "lemonpack/contract/schema/x.schema.json: properties/id/pattern: ^[a-z0-9][a-z0-9_-]{1,63}$"]
+    assert schema_copy_drift(pkg, listed, "^[a-z0-9][a-z0-9_-]{1,63}$") == []
+    schema["properties"]["recipe"]["pattern"] = "^[a-z0-9][a-z0-9_-]{1,62}$"  # drifted: no longer a copy
+    (pkg / "contract" / "schema" / "x.schema.json").write_text(json.dumps(schema))
+    assert schema_copy_drift(pkg, listed, "^[a-z0-9][a-z0-9_-]{1,63}$") == [
+        "lemonpack/contract/schema/x.schema.json: properties/recipe/pattern: '^[a-z0-9][a-z0-9_-]{1,62}$'"]

@@ -1,0 +1,130 @@
+"""lemonpack.httpclient: the one factory of lemonpack's HTTP clients, against a real HTTP
+server on 127.0.0.1 (what each client sends, its proxy policy, timeouts)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from lemonpack import httpclient
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request with 200 and records ``(method, request target, headers)``."""
+
+    seen: list[tuple[str, str, dict[str, str]]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        type(self).seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, list]]:
+    handler = type("Handler", (_Recorder,), {"seen": []})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", handler.seen
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_client_sends_httpx_user_agent_and_given_headers(server):
+    url, seen = server
+    with httpclient.client(timeout=5.0, trust_env=False, headers={"X-Test": "1"}) as c:
+        assert c.get(url + "/a").status_code == 200
+    _, target, headers = seen[-1]
+    assert target == "/a" and headers["user-agent"] == httpclient.HTTPX_USER_AGENT == f"python-httpx/{httpx.__version__}"
+    assert headers["x-test"] == "1"
+
+
+def test_user_agent_none_sends_none_and_headers_win(server):
+    url, seen = server
+    with httpclient.client(timeout=5.0, trust_env=False, user_agent=None) as c:
+        c.get(url)
+    assert "user-agent" not in seen[-1][2]
+    with httpclient.client(timeout=5.0, trust_env=False, user_agent=None, headers={"User-Agent": "me/1"}) as c:
+        c.get(url)
+    assert seen[-1][2]["user-agent"] == "me/1"
+    with httpclient.client(timeout=5.0, trust_env=False, user_agent="lemonpack-test/0") as c:
+        c.get(url)
+    assert seen[-1][2]["user-agent"] == "lemonpack-test/0"
+
+
+def test_async_client_posts_an_empty_body_as_the_downsize_call_does(server):
+    """What ``serve`` sends to a ``downsize_endpoint``: POST, ``Content-Length: 0``, no
+    ``User-Agent``, no ``Content-Type`` (as aiohttp's session with skip_auto_headers did)."""
+    url, seen = server
+
+    async def go() -> int:
+        c = httpclient.async_client(timeout=None, trust_env=False, user_agent=None, max_connections=None)
+        try:
+            async with c.stream("POST", url + "/downsize", content=b"") as r:
+                async for _ in r.aiter_raw():
+                    pass
+                return r.status_code
+        finally:
+            await c.aclose()
+
+    assert asyncio.run(go()) == 200
+    method, target, headers = seen[-1]
+    assert (method, target, headers["content-length"]) == ("POST", "/downsize", "0")
+    assert "user-agent" not in headers and "content-type" not in headers
+
+
+def test_trust_env_is_the_proxy_policy(server, monkeypatch):
+    """``trust_env=True`` sends a request through ``HTTP_PROXY`` (the recorder stands for the
+    proxy: it sees the absolute URL); ``trust_env=False`` ignores it and connects itself, to a
+    port where nothing listens."""
+    proxy, seen = server
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/file"
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with httpclient.client(timeout=5.0, trust_env=True) as c:
+        assert c.get(closed).status_code == 200
+    assert seen[-1][1] == closed
+    with httpclient.client(timeout=5.0, trust_env=False) as c, pytest.raises(httpx.ConnectError):
+        c.get(closed)
+    assert len(seen) == 1
+
+
+def test_timeouts_and_redirects_are_what_the_caller_says():
+    with httpclient.client(timeout=60.0, connect_timeout=30.0, trust_env=True) as c:
+        assert c.timeout == httpx.Timeout(60.0, connect=30.0)
+        assert c.follow_redirects is False
+    with httpclient.client(timeout=2.0, trust_env=False, follow_redirects=True) as c:
+        assert c.timeout == httpx.Timeout(2.0) and c.follow_redirects is True
+    with httpclient.client(timeout=None, connect_timeout=10.0, trust_env=False) as c:
+        assert c.timeout == httpx.Timeout(None, connect=10.0)
+    for bad in (0, -1.0, True):
+        with pytest.raises(ValueError, match="timeout"):
+            httpclient.client(timeout=bad, trust_env=False)
+
+
+def test_both_parameters_without_defaults_must_be_given():
+    with pytest.raises(TypeError):
+        httpclient.client(trust_env=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        httpclient.async_client(timeout=1.0)  # type: ignore[call-arg]
