@@ -72,7 +72,7 @@ let
   dropped = [ "dependencies" "build-system" "propagatedBuildInputs" "pyproject" "format" ];
 
   pythonPackages = lib.genAttrs [
-    # nixpkgs' python-modules this repository names (see tests/nix/nixpkgs_attributes.json)
+    # nixpkgs' python-modules this repository names (see tests/fixtures/nixpkgs_attributes.json)
     "aiohttp" "annotated-doc" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "httpx2"
     "jinja2" "jsonschema" "markdown-it-py" "msgspec" "nh3" "pdm-backend" "platformdirs" "podman"
     "prometheus-client" "pynacl" "pyyaml" "rich" "setuptools" "shellingham" "zstandard"

@@ -1,7 +1,7 @@
 """Package code that real nixpkgs takes (issue 26 point 1): every nixpkgs attribute name the
-package code takes (tests/nix/nixnames.py reads them from flake.nix, nix/*.nix and the
+package code takes (tests/support/nixnames.py reads them from flake.nix, nix/*.nix and the
 default.nix `lemonpack build` writes) is one recorded from nixpkgs' sources in
-tests/nix/nixpkgs_attributes.json (the file and the commit each was read at), and nothing the
+tests/fixtures/nixpkgs_attributes.json (the file and the commit each was read at), and nothing the
 record says nixpkgs lacks (lightkube, lightkube-models) is taken from it. The stand-in offers
 no Python package name outside the record either, so a build with it cannot hide a missing
 one."""
@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
-sys.path.insert(0, str(Path(__file__).parent))
-import nixnames  # noqa: E402
+from support import nixnames
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD = json.loads((Path(__file__).parent / "nixpkgs_attributes.json").read_text())
+RECORD = json.loads((REPO / "tests" / "fixtures" / "nixpkgs_attributes.json").read_text())
 
 
 def test_record_names_a_commit_and_a_file_for_every_name():
