@@ -10,7 +10,7 @@
 # python3Packages:
 # - the nixpkgs packages lemonpack names (python3Packages.httpx ...): attribute sets marked
 #   `fromHost`, standing for what that interpreter has; they build nothing. Only names that
-#   nixpkgs has are here (tests/nix/test_nixpkgs_names.py holds them against nixpkgs' sources);
+#   nixpkgs has are here (tests/scenarios/test_nixpkgs_names.py holds them against nixpkgs' sources);
 # - fetchPypi: nixpkgs' URL scheme (mirror://pypi/<p>/<pname>/<pname>-<version>.<ext> for a
 #   source distribution, files.pythonhosted.org/packages/<dist>/... for a wheel), a
 #   fixed-output fetch by hash (fetchurl);
