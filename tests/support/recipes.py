@@ -88,12 +88,13 @@ def write_recipe(path: Path, doc: Mapping[str, Any] | str, mode: int = 0o644) ->
 
 
 def load_doc(doc: Mapping[str, Any], name: str | None = None):
-    """``doc`` loaded by the real loader (``lemonpack.contract.load_recipe_text``) as if read from
-    the file ``name`` (``<recipe>.json`` by default); a :class:`~lemonpack.errors.ManifestError`
-    when it is not valid."""
+    """``doc`` loaded by the real loader (``lemonpack.contract.load_recipe_text``), as if read from the
+    file ``name`` (the loader's default when omitted); a :class:`~lemonpack.errors.ManifestError` when
+    it is not valid."""
     from lemonpack.contract import load_recipe_text
 
-    return load_recipe_text(json.dumps(doc), name or f"{doc.get('recipe', 'recipe')}.json")
+    text = json.dumps(doc)
+    return load_recipe_text(text) if name is None else load_recipe_text(text, name)
 
 
 #: The smallest valid passthrough recipe the contract tests mutate.
