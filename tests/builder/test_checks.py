@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lemonpack.builder.checks import lint_problems
+from support.recipes import recipe_doc, write_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
@@ -15,11 +16,9 @@ PINNED = "docker.io/library/busybox@sha256:" + "a" * 64
 
 
 def recipe(tmp_path, block):
-    doc = {"recipe": "policy-test", "display_name": "x", "api_contract_version": "1",
-           "capabilities": ["completion"], "platforms": {"linux": {"cpu": block}}}
-    p = tmp_path / "r.json"
-    p.write_text(json.dumps(doc))
-    return p
+    """``r.json``: a recipe whose only block (linux/cpu) is ``block``."""
+    return write_recipe(tmp_path / "r.json", recipe_doc("policy-test", display_name="x", capabilities=["completion"],
+                                                        platforms={"linux": {"cpu": block}}))
 
 
 def rules(tmp_path, block):

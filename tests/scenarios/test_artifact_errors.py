@@ -7,6 +7,7 @@ import json
 from support.buildkit import tar_gz
 
 import pytest
+from support.recipes import recipe_doc, write_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
@@ -14,12 +15,10 @@ URL = "https://example.invalid/fork/linux-cpu.tar.gz"
 
 
 def recipe(tmp_path, sha_hex, binary="llama-server"):
-    doc = {"recipe": "fault-test", "display_name": "x", "api_contract_version": "1", "variant_of": "llamacpp",
-           "capabilities": ["completion"],
-           "platforms": {"linux": {"cpu": {"binary": binary, "source": URL, "sha256": "sha256:" + sha_hex}}}}
-    p = tmp_path / "fault.json"
-    p.write_text(json.dumps(doc))
-    return p
+    """``fault.json``: a variant_of recipe whose linux/cpu block fetches :data:`URL` pinned to ``sha_hex``."""
+    return write_recipe(tmp_path / "fault.json", recipe_doc(
+        "fault-test", display_name="x", capabilities=["completion"], variant_of="llamacpp", binary=binary,
+        block={"source": URL, "sha256": "sha256:" + sha_hex}))
 
 
 def serve(site, data):

@@ -11,20 +11,17 @@ from pathlib import Path
 from support.buildkit import blob_json, tags
 
 import pytest
+from support.recipes import recipe_doc, write_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
 
 def _arch_recipe(tmp_path: Path) -> Path:
-    doc = {"recipe": "arch-demo", "display_name": "Arch demo", "api_contract_version": "1",
-           "capabilities": ["chat_completion"],
-           "platforms": {"linux": {"rocm": {"command": "/opt/x", "args": ["--port", "{port}"],
-                                            "arch": {"gfx1151": {"args": ["--port", "{port}", "--fast"]},
-                                                     "gfx110*": {"args": ["--port", "{port}", "--rdna3"]}}},
-                                   "cpu": {"command": "/opt/x", "args": ["--port", "{port}"]}}}}
-    p = tmp_path / "arch.json"
-    p.write_text(json.dumps(doc))
-    return p
+    return write_recipe(tmp_path / "arch.json", recipe_doc("arch-demo", display_name="Arch demo", platforms={"linux": {
+        "rocm": {"command": "/opt/x", "args": ["--port", "{port}"],
+                 "arch": {"gfx1151": {"args": ["--port", "{port}", "--fast"]},
+                          "gfx110*": {"args": ["--port", "{port}", "--rdna3"]}}},
+        "cpu": {"command": "/opt/x", "args": ["--port", "{port}"]}}}))
 
 
 def test_arch_matching_no_override_is_a_usage_error_naming_the_overrides(lp, tmp_path):
@@ -42,9 +39,8 @@ def test_arch_matching_no_override_is_a_usage_error_naming_the_overrides(lp, tmp
     assert {t["target"] for t in r.json()["targets"]} == {"linux-rocm-gfx1103", "linux-cpu"}
 
 
-def _passthrough(rid: str, **extra) -> dict:
-    return {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["chat_completion"],
-            "platforms": {"linux": {"cpu": {"command": f"/opt/{rid}", "args": ["--port", "{port}"]}}}, **extra}
+def _passthrough(rid: str, **fields) -> dict:
+    return recipe_doc(rid, display_name=rid, command=f"/opt/{rid}", **fields)
 
 
 def test_extends_packages_the_base_chain_given_on_the_command_line(lp, tmp_path):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from support.buildkit import LEMONADE, blob_json, tags, tar_gz, tree_files
+from support.recipes import recipe_doc, write_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
@@ -83,12 +84,9 @@ def _evil_tar(kind: str) -> bytes:
 
 
 def _single_recipe(tmp_path, url, sha):
-    doc = {"recipe": "evil", "display_name": "Evil", "api_contract_version": "1", "variant_of": "llamacpp",
-           "capabilities": ["completion"],
-           "platforms": {"linux": {"cpu": {"binary": "llama-server", "source": url, "sha256": f"sha256:{sha}"}}}}
-    p = tmp_path / "evil.json"
-    p.write_text(json.dumps(doc))
-    return p
+    return write_recipe(tmp_path / "evil.json", recipe_doc(
+        "evil", display_name="Evil", capabilities=["completion"], variant_of="llamacpp", binary="llama-server",
+        block={"source": url, "sha256": f"sha256:{sha}"}))
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink"])

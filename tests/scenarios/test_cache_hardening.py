@@ -24,6 +24,7 @@ import pytest
 from support.buildkit import blob, tags, tar_gz
 from support.helpers import reshape_entry
 from lemonpack.oci import verify_layout
+from support.recipes import recipe_doc, write_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
 
@@ -33,15 +34,10 @@ RECIPE = "hardening-test"
 
 def recipe(tmp_path: Path, sha_hex: str, *, top_level: bool = False) -> Path:
     """A pinned variant_of recipe for :data:`URL`; ``top_level`` puts ``source`` at the top."""
-    block = {"binary": "llama-server"}
-    doc = {"recipe": RECIPE, "display_name": "x", "api_contract_version": "1", "variant_of": "llamacpp",
-           "capabilities": ["chat_completion"], "version_policy": "pinned",
-           "platforms": {"linux": {"cpu": block}}}
-    where = doc if top_level else block
-    where["source"], where["sha256"] = URL, "sha256:" + sha_hex
-    p = tmp_path / "recipe.json"
-    p.write_text(json.dumps(doc))
-    return p
+    pin = {"source": URL, "sha256": "sha256:" + sha_hex}
+    doc = recipe_doc(RECIPE, display_name="x", variant_of="llamacpp", version_policy="pinned", binary="llama-server",
+                     block={} if top_level else pin, **(pin if top_level else {}))
+    return write_recipe(tmp_path / "recipe.json", doc)
 
 
 def tar_with(members: list[tuple[str, str, bytes | str]]) -> bytes:
@@ -267,13 +263,9 @@ def _other_recipe(tmp_path: Path, site) -> Path:
     """A second recipe (id ``other-recipe``) with its own artifact, served by ``site``."""
     data = tar_gz([("llama-server", b"#!/bin/sh\necho OTHERRECIPE\n", 0o755)])
     site.put(OTHER_URL, data)
-    doc = {"recipe": "other-recipe", "display_name": "o", "api_contract_version": "1", "variant_of": "llamacpp",
-           "capabilities": ["chat_completion"], "version_policy": "pinned",
-           "platforms": {"linux": {"cpu": {"binary": "llama-server", "source": OTHER_URL,
-                                           "sha256": "sha256:" + hashlib.sha256(data).hexdigest()}}}}
-    p = tmp_path / "other.json"
-    p.write_text(json.dumps(doc))
-    return p
+    return write_recipe(tmp_path / "other.json", recipe_doc(
+        "other-recipe", display_name="o", variant_of="llamacpp", version_policy="pinned", binary="llama-server",
+        block={"source": OTHER_URL, "sha256": "sha256:" + hashlib.sha256(data).hexdigest()}))
 
 
 def _records(layers: Path) -> dict[str, dict]:

@@ -15,7 +15,6 @@ slow: real podman + runc with the suite's busybox image referenced by digest.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -25,8 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import RunProcess, free_port, wait_for
-
 from lemonpack.contract.model import HealthProbe
 from lemonpack.oci.cmdline import valid_container_name
 from lemonpack.runtime.engines.containers import (
@@ -35,26 +32,21 @@ from lemonpack.runtime.engines.containers import (
 from lemonpack.runtime.engines.handles import Engines
 from lemonpack.runtime.launch.plan import LaunchPlan
 
+from support.helpers import RunProcess, free_port, wait_for
+from support.recipes import http_probe, recipe_doc, write_recipe
+
 pytestmark = pytest.mark.slow
 
 
-def write_recipe(path: Path, image, prefix: list[str], name_template: str) -> Path:
-    """A container recipe whose argv is ``prefix`` + ``run ...`` (prefix: wrappers, the CLI,
-    global options, the subcommand's group word)."""
-    doc = {
-        "recipe": "argv-container", "display_name": "busybox httpd", "api_contract_version": "1",
-        "capabilities": ["chat_completion"],
-        "health_probe": {"type": "http", "endpoint": "/cgi-bin/health", "expected_status": 200,
-                         "timeout_seconds": 60, "poll_interval_ms": 100},
-        "platforms": {"linux": {"cpu": {
-            "command": prefix[0],
-            "args": [*prefix[1:], "run", "--rm", "--name", name_template, "--network", "host", image.ref,
-                     *image.shell, image.command("{port}", 0, "{host}")],
-            "stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", name_template],
-        }}},
-    }
-    path.write_text(json.dumps(doc))
-    return path
+def argv_recipe(path: Path, image, prefix: list[str], name_template: str) -> Path:
+    """A container recipe at ``path`` whose argv is ``prefix`` + ``run ...`` (prefix: wrappers, the
+    CLI, global options, the subcommand's group word)."""
+    return write_recipe(path, recipe_doc(
+        "argv-container", display_name="busybox httpd", command=prefix[0],
+        args=[*prefix[1:], "run", "--rm", "--name", name_template, "--network", "host", image.ref,
+              *image.shell, image.command("{port}", 0, "{host}")],
+        block={"stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", name_template]},
+        health_probe=http_probe("/cgi-bin/health", timeout=60, poll_ms=100)))
 
 
 def run_and_stop(tmp_path: Path, recipe: Path, model: Path, expected_name: str) -> None:
@@ -83,7 +75,7 @@ def test_case06_model_name_in_container_name(podman_env, tmp_path):
     models.mkdir()
     model = models / "Qwen3:Q4_K_M.gguf"
     model.write_bytes(b"GGUF")
-    recipe = write_recipe(tmp_path / "r.json", podman_env["image"], ["podman"], "lp-{model_name}")
+    recipe = argv_recipe(tmp_path / "r.json", podman_env["image"], ["podman"], "lp-{model_name}")
     name = valid_container_name("lp-Qwen3:Q4_K_M")  # `run --model FILE` names the model by the file's stem
     assert name != "lp-Qwen3:Q4_K_M" and name.startswith("lp-Qwen3-Q4_K_M-")
     run_and_stop(tmp_path, recipe, model, name)
@@ -100,7 +92,7 @@ def test_wrapped_and_grouped_forms_get_labels_and_clean_up(podman_env, tmp_path,
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     name_template = "lp-argv-{port}"
-    recipe = write_recipe(tmp_path / "r.json", podman_env["image"], prefix, name_template)
+    recipe = argv_recipe(tmp_path / "r.json", podman_env["image"], prefix, name_template)
     # the port is chosen by `lemonpack run`; find the container by the runtime's label instead
     env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "c"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "f"),
            "LEMONPACK_HOST_FACTS": '{"os":"linux","accelerators":["cpu"]}'}
@@ -188,7 +180,7 @@ def test_sentinel_removes_a_container_of_a_killed_runtime_from_its_store(podman_
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     # the recipe's stop command (`podman rm` without the global options) misses the private store
-    recipe = write_recipe(tmp_path / "r.json", podman_env["image"], [*private_store, "container"], "lp-store-{port}")
+    recipe = argv_recipe(tmp_path / "r.json", podman_env["image"], [*private_store, "container"], "lp-store-{port}")
     env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "c"), "LEMONPACK_CONFIG_DIR": str(tmp_path / "f"),
            "LEMONPACK_HOST_FACTS": '{"os":"linux","accelerators":["cpu"]}'}
     port = free_port()

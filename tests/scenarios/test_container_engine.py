@@ -11,7 +11,6 @@ runtime's container is removed by the next ``lemonpack run`` of any recipe).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import RunProcess, free_port, wait_for
-from support.recipes import recipe_doc, write_recipe
-
 from lemonpack.contract.model import HealthProbe
 from lemonpack.errors import RuntimeFailure
 from lemonpack.runtime.engines.containers import LABEL_OWNER, container_exists, container_labels
 from lemonpack.runtime.engines.handles import Engines
 from lemonpack.runtime.engines.proctable import pid_alive
 from lemonpack.runtime.launch.plan import LaunchPlan
+
+from support.helpers import RunProcess, free_port, wait_for
+from support.recipes import http_probe, recipe_doc, write_recipe
 
 pytestmark = pytest.mark.slow
 PROBE = HealthProbe(type="http", endpoint="/cgi-bin/health", expected_status=200, timeout_seconds=60,
@@ -123,20 +122,14 @@ def test_leftover_of_dead_runtime_is_removed_foreign_one_is_refused(podman_env):
 
 
 def container_recipe(path: Path, image) -> Path:
-    doc = {
-        "recipe": "bb-container", "display_name": "busybox httpd in a container", "api_contract_version": "1",
-        "capabilities": ["chat_completion"],
-        "health_probe": {"type": "http", "endpoint": "/cgi-bin/health", "expected_status": 200,
-                         "timeout_seconds": 60, "poll_interval_ms": 100},
-        "platforms": {"linux": {"cpu": {
-            "command": "podman",
-            "args": ["run", "--rm", "--name", "lemonpack-{recipe}-{port}", "--network", "host", image.ref,
-                     *image.shell, image.command("{port}", 0, "{host}")],
-            "stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", "lemonpack-{recipe}-{port}"],
-        }}},
-    }
-    path.write_text(json.dumps(doc))
-    return path
+    """A recipe at ``path`` running busybox httpd from ``image`` in a podman container."""
+    name = "lemonpack-{recipe}-{port}"
+    return write_recipe(path, recipe_doc(
+        "bb-container", display_name="busybox httpd in a container", command="podman",
+        args=["run", "--rm", "--name", name, "--network", "host", image.ref, *image.shell,
+              image.command("{port}", 0, "{host}")],
+        block={"stop_command": "podman", "stop_command_args": ["rm", "-f", "-t", "0", name]},
+        health_probe=http_probe("/cgi-bin/health", timeout=60, poll_ms=100)))
 
 
 def test_lemonpack_run_container_stops_on_sigint_and_is_cleaned_after_sigkill(podman_env, tmp_path):

@@ -25,8 +25,10 @@ from lemonpack.errors import FetchError
 from lemonpack.oci.layout_reader import read_layout, verify_layout
 from lemonpack.registry import RegistryClient, parse_reference
 from lemonpack.registry.transfer import publish_layout
+
 from support.helpers import wait_for
 from support.interrupt import popen_interruptible
+from support.recipes import http_probe, recipe_doc
 from support.registry import layout_tags, lemonpack
 from support.registry_proxy import RegistryProxy
 
@@ -123,12 +125,10 @@ def test_pin_and_head_without_docker_content_digest_hash_the_manifest(registry, 
 
 
 def _recipe(image: str) -> dict:
-    return {"recipe": "dist-pin", "display_name": "t", "api_contract_version": "1",
-            "capabilities": ["chat_completion"],
-            "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
-                             "timeout_seconds": 30, "poll_interval_ms": 500},
-            "platforms": {"linux": {"vulkan": {"command": "podman", "args": [
-                "run", "--rm", "--network", "host", image, "llama-server", "--port", "{port}"]}}}}
+    """A Vulkan recipe running ``image`` under podman (what ``pin`` rewrites)."""
+    return recipe_doc("dist-pin", display_name="t", accelerator="vulkan", command="podman",
+                      args=["run", "--rm", "--network", "host", image, "llama-server", "--port", "{port}"],
+                      health_probe=http_probe(timeout=30, poll_ms=500))
 
 
 # --- a mount answered 202 -------------------------------------------------------------------
