@@ -265,9 +265,9 @@ def engine(tmp_path):
     model = tmp_path / "tiny.gguf"
     model.write_bytes(b"GGUF")
     port = free_port()
-    proc = subprocess.Popen([str(ENGINE_SOURCE), "-m", str(model), "--ctx-size", "512", "--port", str(port),
-                             "--host", "127.0.0.1", "--jinja", "--metrics", "--threads", "2"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen_interruptible([str(ENGINE_SOURCE), "-m", str(model), "--ctx-size", "512", "--port", str(port),
+                                "--host", "127.0.0.1", "--jinja", "--metrics", "--threads", "2"],
+                               stderr=subprocess.PIPE, text=True)
     assert "serving tiny on" in proc.stderr.readline()
     try:
         yield proc, f"http://127.0.0.1:{port}"
