@@ -13,7 +13,7 @@ from lemonpack.errors import SelectionError, TokenError
 from lemonpack.runtime.launch.build import build_launch_plan
 from lemonpack.runtime.launch.modelfiles import MissingBinaryError, ModelSpec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "lemonade-examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 GFX1151 = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1151")
 GFX1150 = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1150")
