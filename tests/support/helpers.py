@@ -1,5 +1,6 @@
-"""Helpers for runtime tests: free ports, hand-made launch plans for the fake engine,
-and process checks through ``/proc``."""
+"""Helpers for the runtime and server tests: free and closed ports, hand-made launch plans for the
+fake engine, ``lemonpack run`` as a child (:class:`RunProcess`), process checks through ``/proc``,
+a fake clock, a static file server, cache entries reshaped."""
 
 from __future__ import annotations
 
