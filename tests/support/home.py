@@ -47,12 +47,6 @@ class Home:
     def backends(self) -> Path:
         return self.config / "backends"
 
-    @property
-    def env(self) -> dict[str, str]:
-        """The ``LEMONPACK_*`` variables this home set, for a child given an environment of its own
-        (a child started from ``os.environ`` has them already)."""
-        return {k: v for k, v in os.environ.items() if k.startswith("LEMONPACK_") or k == "COLUMNS"}
-
     def host(self, facts: dict | None = None) -> None:
         """Inject host facts (``LEMONPACK_HOST_FACTS``; RFC section 9's OS, accelerators, GPU
         archs): ``facts`` as a dict, :data:`CPU_HOST` when omitted."""
