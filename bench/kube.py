@@ -70,7 +70,7 @@ def main() -> int:
                                                          checkpoints={"main": f"/srv/models/m{i}/model.gguf"}), recipe)
               for i in range(n)]
     opts = GenerateOptions(images={"llamacpp-bench": IMAGE}, target=Target.parse("cuda:sm_90"),
-                           publish=("127.0.0.1", 20000))
+                           publish=("127.0.0.1", 20000), liveness=False)  # the CLI drops it with --publish
     out: dict[str, bytes] = {}
 
     def generate() -> None:

@@ -23,7 +23,16 @@ Output, in ``--out`` (an OCI image layout, image-spec v1.1 ``image-layout.md``):
   every artifact, :mod:`lemonpack.nix`), for recipes that have artifacts.
 
 Annotations use the vendor namespace ``dev.lemonpack.*`` (recipe, os, accelerator,
-gpu-arch, source, sha256, version-policy, images). Byte-reproducible: mtimes are
+gpu-arch, source, sha256, version-policy, images). Image manifests also carry the image-spec's
+pre-defined keys (``annotations.md``): ``org.opencontainers.image.created``, the RFC 3339 form
+of the build's epoch (``SOURCE_DATE_EPOCH``, the config's ``created`` too), and
+``org.opencontainers.image.source`` / ``.revision`` when the build is told them
+(``--source-url``, ``--revision``: the repository and commit of the recipe; lemonpack does not
+read them from a git checkout, so the build directory never changes the bytes).
+
+Images run as a non-root user: the config's ``User`` is :data:`IMAGE_USER` (``65532:65532``,
+numeric so a kubelet can check ``runAsNonRoot``) unless a base sets its own ``User``, which
+is kept. Byte-reproducible: mtimes are
 ``SOURCE_DATE_EPOCH`` (or 0), owners 0, modes normalised, gzip has no name or time, JSON is
 canonical, and nothing depends on the build directory or the clock. The layout is built
 in a temporary sibling and renamed into place; any failure (hash mismatch, unsafe
@@ -54,6 +63,7 @@ from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource
+from lemonpack.oci.canonical import ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE
 from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 
@@ -62,6 +72,9 @@ log = logging.getLogger(__name__)
 RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 ANNOTATION_PREFIX = "dev.lemonpack."
+#: The ``User`` of an engine image whose base sets none: uid and gid 65532 (distroless's
+#: ``nonroot``), numeric so that Kubernetes can verify ``runAsNonRoot`` without a passwd file.
+IMAGE_USER = "65532:65532"
 
 from lemonpack.oci.platform import GOARCH  # noqa: E402,F401  (the one host -> GOARCH mapping)
 
@@ -76,7 +89,8 @@ class BuildOptions:
     ``progress``: download progress bars (None: when stderr is a terminal); ``base``: the
     base image the engine images are built on (:func:`lemonpack.oci.base.open_base`; None:
     artifact images holding the engine alone); ``compression``: ``gzip`` (``tar+gzip``
-    layers, default) or ``zstd`` (``tar+zstd``)."""
+    layers, default) or ``zstd`` (``tar+zstd``); ``source_url``/``revision``: the image
+    manifests' ``org.opencontainers.image.source``/``.revision`` (None: not written)."""
 
     out: Path
     os: str | None = None
@@ -90,6 +104,8 @@ class BuildOptions:
     compresslevel: int = 1
     base: BaseSource | None = None
     compression: str = "gzip"
+    source_url: str | None = None
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,16 @@ def _annotations(t: EffectiveBlock, extra: dict[str, str | None]) -> dict[str, s
     base.update(extra)
     out = {ANNOTATION_PREFIX + k: v for k, v in base.items() if v}
     out[ANNOTATION_TITLE] = t.recipe.display_name
+    return out
+
+
+def _image_annotations(opts: BuildOptions) -> dict[str, str]:
+    """The image-spec's pre-defined annotations of an image manifest (module docstring)."""
+    out = {ANNOTATION_CREATED: rfc3339(opts.epoch)}
+    if opts.source_url:
+        out[ANNOTATION_SOURCE] = opts.source_url
+    if opts.revision:
+        out[ANNOTATION_REVISION] = opts.revision
     return out
 
 
@@ -312,6 +338,7 @@ def _based_config(image: BaseImage, t: EffectiveBlock, opts: BuildOptions, prefi
                   labels: dict[str, str], added: int) -> dict:
     config: dict = {"architecture": opts.cpu_arch, "os": t.os,
                     "config": image.config_for(prefix, entrypoint, labels)}
+    config["config"].setdefault("User", IMAGE_USER)
     if image.config.get("variant"):
         config["variant"] = image.config["variant"]
     history = image.history(added, rfc3339(opts.epoch), f"lemonpack build {t.recipe.recipe}.{t.target_name}")
@@ -323,7 +350,7 @@ def _based_config(image: BaseImage, t: EffectiveBlock, opts: BuildOptions, prefi
 def _image_config(t: EffectiveBlock, opts: BuildOptions, labels: dict[str, str]) -> dict:
     prefix = f"/opt/lemonpack/{t.recipe.recipe}"
     config: dict = {"Env": [f"PATH={prefix}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                    "Labels": labels, "WorkingDir": prefix}
+                    "Labels": labels, "WorkingDir": prefix, "User": IMAGE_USER}
     if t.binary:
         config["Entrypoint"] = [f"{prefix}/{t.binary}"]
     return {"architecture": opts.cpu_arch, "os": t.os, "config": config}
@@ -440,12 +467,13 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
                  "variant-of": recipe.variant_of, "binary": t.binary}
         ann = _annotations(t, notes)
         if image is None:
-            desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer], ann,
-                                         created=opts.epoch)
+            desc = lw.add_image_manifest(_image_config(t, opts, ann), [artifact, recipe_layer],
+                                         {**ann, **_image_annotations(opts)}, created=opts.epoch)
         else:
             config = _based_config(image, t, opts, prefix, [f"/{prefix}/{t.binary}"], ann, 2)
             desc = lw.add_image_manifest(config, [*base_layers, artifact, recipe_layer],
-                                         {**ann, **image.annotations()}, created=opts.epoch)
+                                         {**ann, **image.annotations(), **_image_annotations(opts)},
+                                         created=opts.epoch)
         desc = desc.with_annotations(ann)
         return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
                             t.gpu_arch, prov.source, fetched.sha256, prov.policy, (), fetched.from_cache), desc
@@ -456,7 +484,8 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
         base_layers = based.put(image, (prefix,))
         ann = _annotations(t, {})
         config = _based_config(image, t, opts, prefix, [t.command], ann, 1)
-        desc = lw.add_image_manifest(config, [*base_layers, recipe_layer], {**ann, **image.annotations()},
+        desc = lw.add_image_manifest(config, [*base_layers, recipe_layer],
+                                     {**ann, **image.annotations(), **_image_annotations(opts)},
                                      created=opts.epoch).with_annotations(ann)
         return TargetResult(recipe.recipe, t.target_name, tag, "image", desc.digest, t.os, t.accelerator,
                             t.gpu_arch), desc

@@ -47,7 +47,9 @@ class BuildPlan:
     architecture; ``compression``; ``mirror`` (None: origins; for ``example`` the mirror is
     served from the package when written); ``base``: the ``--base`` reference or None;
     ``epoch``: the timestamp of every file; ``example``: the shipped example;
-    ``cache``: the artifact cache (None: the default)."""
+    ``cache``: the artifact cache (None: the default); ``source_url``/``revision``: the
+    ``org.opencontainers.image.source``/``.revision`` of the images (``--source-url``,
+    ``--revision``; None: not written)."""
 
     recipes: tuple[Recipe, ...]
     files: tuple[Path | None, ...]
@@ -63,6 +65,8 @@ class BuildPlan:
     example: bool = False
     bases: Mapping[str, Recipe] = field(default_factory=dict)
     cache: ArtifactCache | None = None
+    source_url: str | None = None
+    revision: str | None = None
 
     def targets(self) -> list[tuple[Recipe, Any]]:
         """``(recipe, EffectiveBlock)`` per target the build will write (a narrowing that
@@ -85,8 +89,22 @@ class BuildPlan:
             "compression": self.compression,
             "mirror": "example (served from the installed package on 127.0.0.1)" if self.example
             else (self.mirror.base_url if self.mirror else None),
-            "base": self.base, "epoch": self.epoch,
+            "base": self.base, "epoch": self.epoch, "source_url": self.source_url, "revision": self.revision,
         }
+
+
+def _check_provenance(source_url: str | None, revision: str | None) -> None:
+    """``--source-url`` must be an absolute URL (image-spec ``annotations.md``: "URL to get
+    source code"), ``--revision`` one word of printable characters; raises :class:`UsageError`."""
+    from urllib.parse import urlsplit
+
+    if source_url is not None:
+        u = urlsplit(source_url)
+        if not u.scheme or not u.netloc or any(c.isspace() for c in source_url):
+            raise UsageError(f"{source_url!r} is not an absolute URL (e.g. https://git.example/team/recipes)",
+                             param="--source-url")
+    if revision is not None and (not revision or not revision.isprintable() or any(c.isspace() for c in revision)):
+        raise UsageError(f"{revision!r} is not a revision (a commit id or tag, no spaces)", param="--revision")
 
 
 def _choice(value: str | None, choices: Sequence[str], param: str) -> None:
@@ -98,6 +116,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
                accelerator: str | None = None, arch: str | None = None, cpu_arch: str | None = None,
                compression: str = "gzip", mirror: str | Mirror | None = None, allow_insecure_mirror: bool = False,
                base: str | None = None, example: bool = False, epoch: int | None = None,
+               source_url: str | None = None, revision: str | None = None,
                cache: ArtifactCache | None = None,
                known: Callable[[], Mapping[str, Recipe]] | None = None) -> BuildPlan:
     """Resolve a build's inputs into a :class:`BuildPlan` (nothing fetched or written).
@@ -105,7 +124,8 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     ``recipes``: recipe files (or already loaded recipes); ``example``: build the shipped
     example instead (then no recipes and no ``mirror``; ``$LEMONPACK_MIRROR`` is ignored);
     ``cpu_arch``: default the host's; ``mirror``: a URL or :class:`Mirror` (default
-    ``$LEMONPACK_MIRROR``); ``epoch``: default ``SOURCE_DATE_EPOCH``; ``known``: returns the
+    ``$LEMONPACK_MIRROR``); ``epoch``: default ``SOURCE_DATE_EPOCH``; ``source_url``/``revision``:
+    the images' ``org.opencontainers.image.source``/``.revision`` (None: none); ``known``: returns the
     recipes an ``extends`` base may come from when it is not among ``recipes`` (called only
     then; the CLI passes discovery). Raises as the module docstring says."""
     recipes = list(recipes)
@@ -122,6 +142,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     _choice(accelerator, ACCELERATORS, "--accelerator")
     _choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
     _choice(compression, COMPRESSIONS, "--compression")
+    _check_provenance(source_url, revision)
     resolved_mirror = None if example else (
         mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
     loaded: list[Recipe] = []
@@ -145,7 +166,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
                      arch=arch, cpu_arch=cpu_arch or host_arch(), compression=compression,
                      mirror=resolved_mirror, base=base, example=example,
                      epoch=source_date_epoch() if epoch is None else epoch,
-                     bases=_missing_bases(loaded, known), cache=cache)
+                     bases=_missing_bases(loaded, known), cache=cache, source_url=source_url, revision=revision)
 
 
 def _missing_bases(recipes: Sequence[Recipe], known) -> dict[str, Recipe]:
@@ -202,7 +223,8 @@ def write_build(plan: BuildPlan, *, progress: bool | None = None,
             mirror = Mirror(stack.enter_context(serve_mirror()))
         opts = BuildOptions(out=plan.out, os=plan.os, accelerator=plan.accelerator, arch=plan.arch, mirror=mirror,
                             cache=plan.cache, epoch=plan.epoch, cpu_arch=plan.cpu_arch, progress=progress,
-                            base=base_source, compression=plan.compression)
+                            base=base_source, compression=plan.compression, source_url=plan.source_url,
+                            revision=plan.revision)
         return build_recipes(list(plan.recipes), opts, on_target=on_target, bases=plan.bases)
 
 

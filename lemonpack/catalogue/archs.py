@@ -19,7 +19,7 @@ from lemonpack.contract.select import is_glob
 ROCM_ARCHS: tuple[str, ...] = (
     "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941", "gfx942",
     "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034",
-    "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+    "gfx1035", "gfx1036", "gfx1037", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
     "gfx1200", "gfx1201",
 )
 #: NVIDIA compute capabilities as ``sm_XY`` (what :func:`lemonpack.contract.host.detect_cuda_arch` reports).

@@ -49,6 +49,12 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
           insecure: bool = typer.Option(False, "--insecure", help="With a registry --base: allow plain HTTP "
                                         "to a registry that is not on a loopback address."),
           registry_config: Path = REGISTRY_CONFIG_OPTION,
+          source_url: str = typer.Option(None, "--source-url", metavar="URL",
+                                         help="Write org.opencontainers.image.source (the repository of the "
+                                              "recipes) on the image manifests."),
+          revision: str = typer.Option(None, "--revision", metavar="REV",
+                                       help="Write org.opencontainers.image.revision (the commit of the "
+                                            "recipes) on the image manifests."),
           dry_run: bool = typer.Option(False, "--dry-run", help="Print the build plan (the resolved recipes, "
                                        "targets and defaults) and build nothing."),
           json_out: bool = JSON_OPTION) -> int:
@@ -70,7 +76,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
     plan = plan_build(recipes or [], out=out, os=os_name, accelerator=accelerator, arch=arch, cpu_arch=cpu_arch,
                       compression=compression, mirror=mirror, allow_insecure_mirror=allow_insecure_mirror,
-                      base=base, example=example, known=discovered_recipes)
+                      base=base, example=example, known=discovered_recipes, source_url=source_url,
+                      revision=revision)
     if dry_run:
         return _print_plan(plan, json_out)
     result = write_build(plan, progress=progress, on_target=None if json_out else _print_target,

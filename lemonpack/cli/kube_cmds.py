@@ -53,8 +53,9 @@ def generate_cmd(
                                          "vulkan:intel, oneapi ... (selects the recipe block; gives resource limits "
                                          "and node affinity)."),
     models_from: list[str] = typer.Option([], "--models", metavar="[MODEL=]hostpath|pvc:CLAIM|oci:REF@sha256:D",
-                                          help="Where pods get the model (default hostpath: the model's directory "
-                                               "on the node). Repeatable, per model with MODEL=."),
+                                          help="Where pods get the model (default hostpath: the model's own files "
+                                               "on the node, never their directory). Repeatable, per model with "
+                                               "MODEL=."),
     publish: str | None = typer.Option(None, "--publish", metavar="HOST:PORT",
                                        help="Publish the engines on HOST:PORT, PORT+1 ... (hostIP/hostPort: podman "
                                             "kube play, single-node clusters). HOST must be loopback."),
@@ -63,21 +64,27 @@ def generate_cmd(
     replicas: int = typer.Option(1, "--replicas", help="Pods per model (one GPU each)."),
     out: str = typer.Option(..., "--out", "-o", metavar="FILE|-", help="Where to write the YAML ('-': stdout)."),
     systemd: Path | None = typer.Option(None, "--systemd", metavar="DIR",
-                                        help="Also write a podman-kube@ drop-in and a quadlet .kube file into DIR "
-                                             "(needs --out FILE)."),
+                                        help="Also write a podman-kube@ drop-in and a quadlet .kube file named "
+                                             "after the models (lemonpack-NAME.kube) into DIR (needs --out FILE)."),
+    liveness: bool | None = typer.Option(None, "--liveness/--no-liveness",
+                                         help="Give the pods a livenessProbe (default: yes, but not with "
+                                              "--publish: podman kube play runs it as curl inside the image "
+                                              "and restarts an engine image without curl)."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
-    from lemonpack.files import replace_file
     from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
                                 parse_publish, render_yaml, resolve_models, systemd_units)
+    from lemonpack.kube.inputs import check_outputs, write_output
     from lemonpack.kube.names import valid_namespace
+    from lemonpack.kube.systemd import check_quadlet_free, quadlet_name
     from lemonpack.runtime.recipes.discovery import Discovery
 
     if namespace is not None and not valid_namespace(namespace):
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
+    check_outputs(out, systemd)
     target = Target.parse(accelerator)
     images = parse_images(image)
     pub = parse_publish(publish, any_address=publish_any)
@@ -87,28 +94,33 @@ def generate_cmd(
         raise KubeError(f"--models {unknown[0]}=...: {unknown[0]} is not one of the MODEL arguments")
     resolved = resolve_models(models, target=target, images=images, discovered=Discovery().scan(),
                               sources=per_model, default_source=default_source)
-    opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub)
+    opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub,
+                           liveness=pub is None if liveness is None else liveness)
     generated = generate_objects(resolved, opts)
     data = render_yaml(documents(generated))
     units = None
     if systemd is not None:
         budget = max((g.startup_budget_seconds for g in generated), default=0)
-        units = systemd_units(out, startup_budget_seconds=budget)
+        units = systemd_units(out, startup_budget_seconds=budget, name=quadlet_name(g.name for g in generated))
+        check_quadlet_free(systemd / units.quadlet, out)
     # Everything is checked: now write (each file atomically).
     if out == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        replace_file(out, data)
+        write_output(out, data, "--out")
     written = [] if out == "-" else [os.path.abspath(out)]
     if units is not None and systemd is not None:  # units are made only for --systemd
         for rel, text in units.files:
             path = systemd / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(path, text.encode("utf-8"))
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise KubeError(f"--systemd {systemd}: cannot create {path.parent}: {e.strerror or e}") from None
+            write_output(str(path), text.encode("utf-8"), "--systemd")
             written.append(str(path))
     summary = [{"model": g.model.name, "name": g.name, "recipe": g.model.recipe.recipe, "image": g.container.image,
-                "port": g.container.port} for g in generated]
+                "port": g.container.port, "memory": g.memory} for g in generated]
     if json_out and out != "-":
         print_json({"written": written, "objects": summary,
                     "systemd": {"instance": units.instance, "quadlet": units.quadlet} if units else None})
@@ -116,6 +128,10 @@ def generate_cmd(
     # Plain writes: one line per model, and a thousand models should not wait on rich's renderer.
     lines = [f"{g.model.name}: Deployment and Service {g.name} ({g.model.recipe.recipe}, {g.container.image})"
              for g in generated]
+    for g in generated:
+        if g.memory is None:
+            lines.append(f"warning: model {g.model.name}: its main file is not on this machine, so the pod has no "
+                         "memory request (its size is unknown)")
     if pub is not None and replicas > 1:
         lines.append(f"warning: --publish with --replicas {replicas}: a node holds one pod per host port, so one "
                      "node (podman kube play, a single-node cluster) runs one replica of each model")

@@ -28,13 +28,25 @@ def serve(
                                                   "the host's available RAM minus 1 GiB."),
     engine_output: bool = typer.Option(True, "--engine-output/--no-engine-output",
                                        help="Show the engines' output lines on stderr, prefixed [MODEL]."),
+    drain_timeout: float = typer.Option(30.0, "--drain-timeout", min=0, metavar="SECONDS",
+                                        help="Requests in flight may finish this long when a model gives way "
+                                             "(unload, removal) or serve stops; then they are cut."),
+    upstream_read_timeout: float | None = typer.Option(None, "--upstream-read-timeout", min=0.1, metavar="SECONDS",
+                                                       help="An engine silent this long (before its answer or "
+                                                            "mid-body) fails the request: 504, or a cut stream."),
 ) -> int:
-    """Serve registered models over an OpenAI-compatible API, starting engines on demand."""
+    """Serve registered models over an OpenAI-compatible API, starting engines on demand.
+
+    Stopping: SIGTERM or SIGINT stops listening and lets requests in flight finish within
+    --drain-timeout, then cuts them; a second SIGTERM/SIGINT cuts them at once. Exit code 0
+    when every request finished, 1 when some were cut, 2 for a usage error.
+    """
     from lemonpack.server.main import ServeConfig, run
 
     config = ServeConfig(host=host, port=port, max_in_flight=max_in_flight, json_logs=json_logs, ttl=ttl,
                          soft_idle=soft_idle, metrics_remote=metrics_remote, load_timeout=load_timeout,
-                         memory_budget=memory_budget, engine_output=engine_output)
+                         memory_budget=memory_budget, engine_output=engine_output, drain_timeout=drain_timeout,
+                         upstream_read_timeout=upstream_read_timeout)
     return run(config, notice=lambda text: err_console.print(text, markup=False))
 
 

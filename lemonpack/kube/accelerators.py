@@ -27,8 +27,16 @@ Node affinity (required during scheduling) on the labels that node-labelling age
   option ``-family``): ``amd.com/gpu.family``, the GPU family libdrm names (``AI``, ``NV``,
   ``GC_11_0_0``, ``GC_11_5_0`` ...). A family groups several gfx archs (gfx1150, gfx1151 and
   gfx1152 are all ``GC_11_5_0``): the finest label the labeller publishes about the arch.
-  :data:`AMD_FAMILIES` maps the archs lemonpack knows; another gfx arch is refused rather
-  than scheduled anywhere;
+  :data:`AMD_FAMILIES` maps the archs lemonpack knows (every arch of
+  :data:`lemonpack.catalogue.archs.ROCM_ARCHS`, the tests hold the two tables equal), from the
+  family the kernel gives each graphics-core IP version (Linux
+  ``drivers/gpu/drm/amd/amdgpu/amdgpu_discovery.c``, ``amdgpu_discovery_set_ip_blocks``:
+  GC 9.4.2 (gfx90a) and 9.4.3 (gfx940-942) are ``AMDGPU_FAMILY_AI``, GC 9.3.0 (gfx90c) ``RV``,
+  GC 10.1.3 (gfx1013) ``NV``, GC 11.5.x (gfx1150-1153) ``GC_11_5_0`` ...); another gfx arch is
+  refused rather than scheduled anywhere. An arch is an LLVM AMDGPU processor name: ``gfx``, the
+  major version in decimal, then one digit each for minor and stepping, the stepping in hex
+  (``gfx90a`` is 9.0.10, ``gfx1151`` is 11.5.1, the spelling
+  :func:`lemonpack.contract.host.detect_rocm_arch` derives from KFD's ``gfx_target_version``);
 - Intel: ``intel.feature.node.kubernetes.io/gpu: "true"``, the label of the NFD rules shipped
   with the Intel device plugins.
 
@@ -69,18 +77,19 @@ INTEL_GPU_LABEL = "intel.feature.node.kubernetes.io/gpu"
 AMD_FAMILIES: Mapping[str, str] = MappingProxyType({
     **{a: "AI" for a in ("gfx900", "gfx904", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")},
     **{a: "RV" for a in ("gfx902", "gfx909", "gfx90c")},
-    **{a: "NV" for a in ("gfx1010", "gfx1011", "gfx1012", "gfx1030", "gfx1031", "gfx1032", "gfx1034")},
+    **{a: "NV" for a in ("gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1034")},
     "gfx1033": "VGH",
     "gfx1035": "YC",
     "gfx1036": "GC_10_3_6",
     "gfx1037": "GC_10_3_7",
     **{a: "GC_11_0_0" for a in ("gfx1100", "gfx1101", "gfx1102")},
     "gfx1103": "GC_11_0_1",
-    **{a: "GC_11_5_0" for a in ("gfx1150", "gfx1151", "gfx1152")},
+    **{a: "GC_11_5_0" for a in ("gfx1150", "gfx1151", "gfx1152", "gfx1153")},
     **{a: "GC_12_0_0" for a in ("gfx1200", "gfx1201")},
 })
 
-_GFX = re.compile(r"^gfx[0-9]{3,4}[0-9a-f]?$")
+#: ``gfx`` + major (1-2 decimal digits) + minor (1 digit) + stepping (1 hex digit): gfx900, gfx90a, gfx1151.
+_GFX = re.compile(r"^gfx[1-9][0-9]?[0-9][0-9a-f]$")
 _SM = re.compile(r"^sm_([0-9]{2,3})$")
 _NO_PLUGIN = ("metal", "npu", "tpu")
 
@@ -118,8 +127,8 @@ class Target:
             return cls("cpu")
         vendor = _vendor_of(arch) if arch else None
         if arch and vendor is None:
-            raise TargetError(f"--accelerator {text!r}: arch {arch!r} is not gfxNNNN (AMD), sm_NN (NVIDIA) "
-                              "or intel")
+            raise TargetError(f"--accelerator {text!r}: arch {arch!r} is not gfx<major><minor><stepping> (AMD: "
+                              "gfx90a, gfx1151), sm_NN (NVIDIA) or intel")
         want = {"cuda": "nvidia", "rocm": "amd", "oneapi": "intel"}.get(accel)
         if want is not None:
             if vendor not in (None, want):

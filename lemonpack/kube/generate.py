@@ -12,9 +12,11 @@ Per model:
    ``--accelerator``; a recipe without that block is refused, never run on another block);
 2. the checkpoints are given pod paths: each must lie in the model's directory (its
    ``model_dir``, else the main checkpoint's directory) and becomes
-   ``<mount>/<path relative to it>``; the model volume (read-only) is that directory as a
-   ``hostPath`` (one host), or a PersistentVolumeClaim holding the same relative paths, or
-   an OCI model artifact mounted as an ``image`` volume (Kubernetes 1.31+, "image volumes");
+   ``<mount>/<path relative to it>``; the model's volumes (read-only) are each checkpoint
+   file (or bundle directory) itself as a ``hostPath`` (one host; never the directory
+   around it, :mod:`lemonpack.kube.admitted`), or a PersistentVolumeClaim holding the same
+   relative paths, or an OCI model artifact mounted as an ``image`` volume (Kubernetes
+   1.31+, "image volumes");
 3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build.build_launch_plan`)
    for the target's host facts, with ``{port}`` = the container port, ``{host}`` = ``0.0.0.0``,
    ``{model_dir}`` and ``{hf_cache}`` = the mount, no parent environment (``{env:X:-D}`` takes
@@ -22,13 +24,24 @@ Per model:
    ``/opt/lemonpack/<recipe>/`` (where ``lemonpack build`` puts it in the image) and no check
    of this machine's files;
 4. the plan becomes a container (:mod:`lemonpack.kube.pod`);
-5. ``health_probe`` becomes three probes on the named port ``http``: a ``startupProbe``
+5. ``health_probe`` becomes three probes on the container port, by number (podman before
+   4.6 does not resolve a named probe port, containers/podman#18645): a ``startupProbe``
    polling every ``poll_interval_ms`` (rounded up to whole seconds) for ``timeout_seconds``
    (``failureThreshold`` = the budget over the period), a ``readinessProbe`` at the same
-   period, a ``livenessProbe`` every 10 s (3 failures) once started; ``http`` probes GET the
-   endpoint (Kubernetes counts 200-399 as success, so an ``expected_status`` outside it is
-   refused), ``tcp`` probes connect, ``process`` has no probe (the container running is all);
-6. the target gives resource limits and node affinity (:mod:`lemonpack.kube.accelerators`);
+   period, a ``livenessProbe`` every 10 s (3 failures) once started; each attempt may take
+   :data:`PROBE_TIMEOUT_SECONDS` (at least the period: a loaded engine answers late, and
+   KServe's runtimes allow 15 s); ``http`` probes GET the endpoint (Kubernetes counts
+   200-399 as success, so an ``expected_status`` outside it is refused), ``tcp`` probes
+   connect, ``process`` has no probe (the container running is all). Without a
+   ``livenessProbe`` when ``GenerateOptions.liveness`` is False (the CLI's default with
+   ``--publish``): ``podman kube play`` (4.3) turns a livenessProbe into a healthcheck run
+   *inside the image* (``curl`` for httpGet, ``nc`` for tcpSocket, through ``/bin/sh``) and
+   restarts the container when it fails, and engine images hold neither tool; the kubelet
+   runs probes itself, so a cluster file keeps all three;
+6. the target gives resource limits and node affinity (:mod:`lemonpack.kube.accelerators`),
+   and with a device the NoSchedule toleration and the ``Recreate`` strategy; every pod gets
+   cpu/memory requests, a memory limit and the Pod Security "restricted" security context
+   (:mod:`lemonpack.kube.admitted`);
 7. ``--publish HOST:PORT`` gives the container port a ``hostIP``/``hostPort`` (the first
    model in name order gets PORT, the next PORT+1 ...): what ``podman kube play`` and
    single-node clusters publish on.
@@ -63,6 +76,8 @@ from lightkube.models import apps_v1, core_v1, meta_v1
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import LemonpackError
 from lemonpack.kube.accelerators import Target
+from lemonpack.kube.admitted import (TMP_VOLUME, container_security, host_mounts, memory_bytes, pod_security,
+                                     resources, tolerations)
 from lemonpack.kube.names import NameMappingError, label_value, object_name
 from lemonpack.kube.pod import PodContainer, container_for
 from lemonpack.kube.yamlout import dump_all
@@ -84,6 +99,8 @@ CONTAINER_NAME = "engine"
 PORT_NAME = "http"
 MODEL_VOLUME = "model"
 LIVENESS_PERIOD_SECONDS = 10
+#: The least time one probe attempt may take (KServe's vLLM runtime: 15 s).
+PROBE_TIMEOUT_SECONDS = 15
 
 
 class KubeError(LemonpackError):
@@ -94,7 +111,7 @@ class KubeError(LemonpackError):
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a pod gets the model: ``kind`` ``hostpath`` (the model's directory on the node),
+    """Where a pod gets the model: ``kind`` ``hostpath`` (the model's own files on the node),
     ``pvc`` (``claim``: a PersistentVolumeClaim holding the files at the same relative paths)
     or ``oci`` (``reference``: an OCI model artifact pinned by digest, mounted as an image
     volume)."""
@@ -141,7 +158,7 @@ class GenerateOptions:
     """``images`` recipe id -> pinned image; ``target`` the accelerator; ``namespace`` (None:
     none written); ``replicas``; ``publish`` ``(host IP, first port)`` or None;
     ``container_port`` what ``{port}`` resolves to; ``mount`` where the model volume is
-    mounted."""
+    mounted; ``liveness`` whether pods get a livenessProbe (module docstring, step 5)."""
 
     images: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     target: Target = field(default_factory=lambda: Target("cpu"))
@@ -150,12 +167,14 @@ class GenerateOptions:
     publish: tuple[str, int] | None = None
     container_port: int = 8080
     mount: str = "/models"
+    liveness: bool = True
 
 
 @dataclass(frozen=True)
 class Generated:
     """One model's objects: the lightkube ``deployment`` and ``service``, the ``container``
-    description, and ``name`` (the object name)."""
+    description, ``name`` (the object name), the startup budget and ``memory`` (the bytes
+    requested; None: the model is not on this machine, no memory request)."""
 
     name: str
     model: KubeModel
@@ -163,6 +182,7 @@ class Generated:
     deployment: apps_v1.Deployment
     service: core_v1.Service
     startup_budget_seconds: int
+    memory: int | None = None
 
 
 # ----------------------------------------------------------------------------- per model
@@ -171,10 +191,11 @@ def _fail(model: str, text: str) -> KubeError:
     return KubeError(f"model {model}: {text}")
 
 
-def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str]:
-    """``(spec with pod paths, the model directory on this machine)``: every checkpoint as
-    ``<mount>/<path relative to the model directory>``. Raises :class:`KubeError` for a hub
-    reference, a relative path without a model directory, or a checkpoint outside it."""
+def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str, dict[str, str]]:
+    """``(spec with pod paths, the model directory on this machine, {checkpoint: its
+    absolute path on this machine})``: every checkpoint as ``<mount>/<path relative to the
+    model directory>``. Raises :class:`KubeError` for a hub reference, a relative path
+    without a model directory, or a checkpoint outside it."""
     spec = model.spec
     main = spec.checkpoints.get("main") or (next(iter(spec.checkpoints.values())) if spec.checkpoints else None)
     if main is None:
@@ -187,6 +208,7 @@ def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str]:
         raise _fail(model.name, f"checkpoints.main: {main!r} is not a local path; lemonpack does not download "
                                 "model weights: register the downloaded file")
     out: dict[str, str] = {}
+    local: dict[str, str] = {}
     for name, path in spec.checkpoints.items():
         if not os.path.isabs(path):
             if ":" in path:
@@ -198,38 +220,49 @@ def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str]:
             raise _fail(model.name, f"checkpoints.{name}: {path} is not inside the model directory {local_dir}")
         rel = os.path.relpath(norm, local_dir)
         out[name] = posixpath.join(mount, *rel.split(os.sep))
+        local[name] = norm
     pod_spec = ModelSpec(name=spec.name, checkpoints=MappingProxyType(out), recipe_options=spec.recipe_options,
                          mode=spec.mode, model_dir=mount)
-    return pod_spec, local_dir
+    return pod_spec, local_dir, local
 
 
-def _probes(probe, period_ms: int, timeout_s: int) -> tuple[Any, Any, Any, int]:
+def _probes(probe, period_ms: int, timeout_s: int, port: int) -> tuple[Any, Any, Any, int]:
     period = max(1, math.ceil(period_ms / 1000))
     budget = max(period, int(timeout_s))
     if probe.type == "process":
         return None, None, None, budget
     action: dict[str, Any]
     if probe.type == "http":
-        action = {"httpGet": core_v1.HTTPGetAction(port=PORT_NAME, path=probe.endpoint)}
+        action = {"httpGet": core_v1.HTTPGetAction(port=port, path=probe.endpoint)}
     else:
-        action = {"tcpSocket": core_v1.TCPSocketAction(port=PORT_NAME)}
+        action = {"tcpSocket": core_v1.TCPSocketAction(port=port)}
+    attempt = max(PROBE_TIMEOUT_SECONDS, period)
     startup = core_v1.Probe(periodSeconds=period, failureThreshold=max(1, math.ceil(budget / period)),
-                            timeoutSeconds=period, **action)
-    ready = core_v1.Probe(periodSeconds=period, failureThreshold=3, timeoutSeconds=period, **action)
-    live = core_v1.Probe(periodSeconds=LIVENESS_PERIOD_SECONDS, failureThreshold=3, timeoutSeconds=period, **action)
+                            timeoutSeconds=attempt, **action)
+    ready = core_v1.Probe(periodSeconds=period, failureThreshold=3, timeoutSeconds=attempt, **action)
+    live = core_v1.Probe(periodSeconds=LIVENESS_PERIOD_SECONDS, failureThreshold=3,
+                         timeoutSeconds=max(PROBE_TIMEOUT_SECONDS, LIVENESS_PERIOD_SECONDS), **action)
     return startup, ready, live, budget
 
 
-def _volume(model: KubeModel, local_dir: str) -> core_v1.Volume:
+def _volumes(model: KubeModel, local: dict[str, str], local_dir: str,
+             mount: str) -> tuple[list[core_v1.Volume], list[core_v1.VolumeMount]]:
+    """The model's volumes and their mounts in the container (module docstring, step 2)."""
     src = model.source
-    if src.kind == "pvc":
-        assert src.claim is not None, "ModelSource.parse gives a pvc source its claim"
-        return core_v1.Volume(name=MODEL_VOLUME, persistentVolumeClaim=core_v1.PersistentVolumeClaimVolumeSource(
-            claimName=src.claim, readOnly=True))
-    if src.kind == "oci":
-        return core_v1.Volume(name=MODEL_VOLUME, image=core_v1.ImageVolumeSource(
-            reference=src.reference, pullPolicy="IfNotPresent"))
-    return core_v1.Volume(name=MODEL_VOLUME, hostPath=core_v1.HostPathVolumeSource(path=local_dir, type="Directory"))
+    if src.kind in ("pvc", "oci"):
+        if src.kind == "pvc":
+            assert src.claim is not None, "ModelSource.parse gives a pvc source its claim"
+            vol = core_v1.Volume(name=MODEL_VOLUME, persistentVolumeClaim=core_v1.PersistentVolumeClaimVolumeSource(
+                claimName=src.claim, readOnly=True))
+        else:
+            vol = core_v1.Volume(name=MODEL_VOLUME, image=core_v1.ImageVolumeSource(
+                reference=src.reference, pullPolicy="IfNotPresent"))
+        return [vol], [core_v1.VolumeMount(name=MODEL_VOLUME, mountPath=mount, readOnly=True)]
+    mounts = host_mounts(local, local_dir, mount)
+    names = [MODEL_VOLUME] if len(mounts) == 1 else [f"{MODEL_VOLUME}-{i}" for i in range(1, len(mounts) + 1)]
+    vols = [core_v1.Volume(name=n, hostPath=core_v1.HostPathVolumeSource(path=m.host, type=m.kind))
+            for n, m in zip(names, mounts)]
+    return vols, [core_v1.VolumeMount(name=n, mountPath=m.pod, readOnly=True) for n, m in zip(names, mounts)]
 
 
 def _affinity(target: Target) -> core_v1.Affinity | None:
@@ -256,7 +289,7 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     if target.accelerator not in blocks:
         raise _fail(model.name, f"{recipe.file}: platforms.linux.{target.accelerator}: recipe {recipe.recipe!r} has "
                                 f"no block for the target accelerator (it has: {', '.join(blocks) or 'none'})")
-    pod_spec, local_dir = pod_checkpoints(model, opts.mount)
+    pod_spec, local_dir, local = pod_checkpoints(model, opts.mount)
     try:
         plan = build_launch_plan(
             recipe, pod_spec, target.host_facts(), device=target.accelerator, port=opts.container_port,
@@ -274,7 +307,14 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     if probe.type == "http" and not 200 <= probe.expected_status <= 399:
         raise _fail(model.name, f"{recipe.file}: health_probe.expected_status: {probe.expected_status} is outside "
                                 "200-399, what a Kubernetes http probe counts as success")
-    startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds)
+    startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds, c.port)
+    if not opts.liveness:
+        live = None
+    main = local.get("main") or next(iter(local.values()))
+    try:
+        memory = memory_bytes(recipe, model.spec, main, list(local.values()))
+    except LemonpackError as e:
+        raise _fail(model.name, str(e)) from None
 
     labels = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY, LABEL_RECIPE: recipe_label, LABEL_MODEL: model_label}
     selector = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY}
@@ -284,28 +324,32 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     if opts.publish is not None and host_port is not None:
         port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP",
                                      hostIP=opts.publish[0], hostPort=host_port)
-    limits = target.resource_limits()
+    volumes, mounts = _volumes(model, local, local_dir, c.model_mount)
+    volumes.append(core_v1.Volume(name=TMP_VOLUME, emptyDir=core_v1.EmptyDirVolumeSource()))
+    mounts.append(core_v1.VolumeMount(name=TMP_VOLUME, mountPath="/tmp"))
     container = core_v1.Container(
         name=CONTAINER_NAME, image=c.image, imagePullPolicy="IfNotPresent",
         command=list(c.command) if c.command is not None else None, args=list(c.args) or None,
         env=[core_v1.EnvVar(name=k, value=v) for k, v in c.env] or None, workingDir=c.working_dir,
         ports=[port], startupProbe=startup, readinessProbe=ready, livenessProbe=live,
-        resources=core_v1.ResourceRequirements(limits=limits) if limits else None,
-        volumeMounts=[core_v1.VolumeMount(name=MODEL_VOLUME, mountPath=c.model_mount, readOnly=True)],
+        resources=resources(target, memory), securityContext=container_security(), volumeMounts=mounts,
     )
-    pod = core_v1.PodSpec(containers=[container], volumes=[_volume(model, local_dir)], affinity=_affinity(target))
+    pod = core_v1.PodSpec(containers=[container], volumes=volumes, affinity=_affinity(target),
+                          securityContext=pod_security(), automountServiceAccountToken=False,
+                          tolerations=tolerations(target))
     meta = meta_v1.ObjectMeta(name=name, namespace=opts.namespace, labels=labels, annotations=annotations)
     deployment = apps_v1.Deployment(
         apiVersion="apps/v1", kind="Deployment", metadata=meta,
         spec=apps_v1.DeploymentSpec(
             replicas=opts.replicas, selector=meta_v1.LabelSelector(matchLabels=selector),
+            strategy=apps_v1.DeploymentStrategy(type="Recreate") if target.vendor else None,
             template=core_v1.PodTemplateSpec(metadata=meta_v1.ObjectMeta(labels=labels, annotations=annotations),
                                              spec=pod)))
     service = core_v1.Service(
         apiVersion="v1", kind="Service", metadata=meta,
         spec=core_v1.ServiceSpec(selector=selector, ports=[core_v1.ServicePort(
             name=PORT_NAME, port=c.port, targetPort=PORT_NAME, protocol="TCP")]))
-    return Generated(name, model, c, deployment, service, budget)
+    return Generated(name, model, c, deployment, service, budget, memory)
 
 
 # ----------------------------------------------------------------------------- all models

@@ -12,6 +12,9 @@
   refused, as ``lint`` refuses it in recipes).
 - :func:`parse_publish`: ``HOST:PORT`` with a loopback HOST unless publishing on any address
   is asked for explicitly.
+- :func:`check_outputs` / :func:`write_output`: ``--out`` and ``--systemd`` checked before
+  anything is generated, and written atomically, every failure naming the user's path (never
+  the temporary file a write goes through).
 """
 
 from __future__ import annotations
@@ -73,6 +76,32 @@ def parse_publish(text: str | None, *, any_address: bool = False) -> tuple[str, 
         raise KubeError(f"--publish {text}: {bare} is not a loopback address; publishing the engines on other "
                         "hosts' reach needs --publish-any")
     return str(addr), port
+
+
+def check_outputs(out: str, systemd: Path | None) -> None:
+    """Refuse an ``--out`` (``-``: stdout) that is a directory or lies in no directory, and a
+    ``--systemd`` that exists and is not a directory. Raises :class:`KubeError` naming the
+    option and the user's path."""
+    if out != "-":
+        if os.path.isdir(out):
+            raise KubeError(f"--out {out}: is a directory; give the YAML file's path "
+                            f"(e.g. {Path(out) / 'engines.yaml'})")
+        parent = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(parent):
+            raise KubeError(f"--out {out}: the directory {parent} does not exist")
+    if systemd is not None and systemd.exists() and not systemd.is_dir():
+        raise KubeError(f"--systemd {systemd}: is not a directory")
+
+
+def write_output(path: str, data: bytes, option: str) -> None:
+    """Write ``data`` to ``path`` atomically (:func:`lemonpack.files.replace_file`). Raises
+    :class:`KubeError` naming ``option`` and ``path`` when the disk refuses."""
+    from lemonpack.files import replace_file
+
+    try:
+        replace_file(path, data)
+    except OSError as e:
+        raise KubeError(f"{option}: cannot write {path}: {e.strerror or e}") from None
 
 
 def _recipe_image(recipe) -> str | None:
@@ -156,4 +185,4 @@ def _file_model(ref: str, path: Path, target: Target, images: Mapping[str, str],
     return KubeModel(resolved.stem, spec, recipe, source)
 
 
-__all__ = ["parse_images", "parse_publish", "resolve_models"]
+__all__ = ["check_outputs", "parse_images", "parse_publish", "resolve_models", "write_output"]

@@ -12,6 +12,11 @@ Two ways, one per podman generation, both written by ``kube generate --systemd D
 - podman 4.4 and later read quadlet files (podman-systemd.unit(5)): ``<name>.kube`` with
   ``[Kube] Yaml=<path>``, placed in ``/etc/containers/systemd/`` (or
   ``~/.config/containers/systemd/``); the generator makes ``<name>.service`` from it.
+  ``<name>`` is named after what the file holds, the model set (:func:`quadlet_name`), so two
+  installs of different models side by side in that directory never replace each other; a
+  ``<name>.kube`` already in ``--systemd DIR`` that starts another YAML file is not overwritten
+  (:func:`check_quadlet_free`). The same models generated into two YAML files get one name on
+  purpose: they are the same pods (same object names) and cannot both run on one host.
 
 Escaping follows systemd-escape(1) ``--path`` (systemd.unit(5), "String Escaping for
 Inclusion in Unit Names"): the path is simplified, its leading and trailing ``/`` dropped,
@@ -21,9 +26,12 @@ each ``/`` becomes ``-``, every byte outside ``[A-Za-z0-9:_.]`` (and a leading `
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from lemonpack.kube.generate import KubeError
 
@@ -52,6 +60,47 @@ def systemd_escape_path(path: str) -> str:
     return "".join(out)
 
 
+#: Longest quadlet stem made of the object names themselves (systemd allows 255 bytes per unit name).
+MAX_QUADLET_STEM = 120
+
+
+def quadlet_name(object_names: Iterable[str]) -> str:
+    """The quadlet file's stem for the models whose Deployments have ``object_names`` (RFC
+    1035 labels, :func:`lemonpack.kube.names.object_name`): ``lemonpack-`` and the sorted,
+    distinct names joined by ``_`` (which no object name holds, so two model sets never
+    give one stem: ``lemonpack-qwen``, ``lemonpack-llama-3b_qwen``); when that is longer than
+    :data:`MAX_QUADLET_STEM`, ``lemonpack-<first>_and-<N>-more-<8 hex>``, the hex the start of
+    the sha256 of the sorted names joined by newlines. Deterministic; raises
+    :class:`~lemonpack.kube.generate.KubeError` for no names."""
+    names = sorted(set(object_names))
+    if not names:
+        raise KubeError("no models: a quadlet names the models it starts")
+    stem = "lemonpack-" + "_".join(names)
+    if len(stem) <= MAX_QUADLET_STEM:
+        return stem
+    digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:8]
+    return f"lemonpack-{names[0]}_and-{len(names) - 1}-more-{digest}"
+
+
+def check_quadlet_free(path: Path, yaml_path: str) -> None:
+    """Refuse to replace ``path``, a quadlet file of another install: one whose ``Yaml=``
+    line names another file than ``yaml_path`` (made absolute). A missing file, or one of
+    this same YAML file (a re-run), is fine. Raises :class:`~lemonpack.kube.generate.KubeError`
+    naming both files."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise KubeError(f"--systemd: {path}: cannot read: {e.strerror or e}") from None
+    want = os.path.abspath(yaml_path)
+    held = [line.partition("=")[2].strip() for line in text.splitlines() if line.startswith("Yaml=")]
+    if held != [want]:
+        other = held[0] if held else "no Yaml= line"
+        raise KubeError(f"--systemd: {path} already exists and starts {other}, not {want}: another install's "
+                        "quadlet; remove it or write the units into another directory")
+
+
 @dataclass(frozen=True)
 class SystemdUnits:
     """The files to write, as ``(relative path, text)`` pairs, and ``instance`` (the
@@ -62,11 +111,11 @@ class SystemdUnits:
     quadlet: str
 
 
-def systemd_units(yaml_path: str, *, startup_budget_seconds: int, name: str = "lemonpack-engines") -> SystemdUnits:
+def systemd_units(yaml_path: str, *, startup_budget_seconds: int, name: str) -> SystemdUnits:
     """The drop-in and quadlet file for the Kubernetes YAML at ``yaml_path`` (absolute; it
     is made absolute against the current directory otherwise). ``startup_budget_seconds`` is
     the slowest engine's startup budget; ``name`` the quadlet file's stem (its unit is
-    ``<name>.service``). Raises nothing for valid paths."""
+    ``<name>.service``; :func:`quadlet_name` of the models). Raises nothing for valid paths."""
     path = os.path.abspath(yaml_path)
     instance = f"podman-kube@{systemd_escape_path(path)}.service"
     timeout = int(startup_budget_seconds) + START_MARGIN_SECONDS
@@ -96,4 +145,5 @@ def systemd_units(yaml_path: str, *, startup_budget_seconds: int, name: str = "l
     return SystemdUnits(files, instance, f"{name}.kube")
 
 
-__all__ = ["START_MARGIN_SECONDS", "SystemdUnits", "systemd_escape_path", "systemd_units"]
+__all__ = ["MAX_QUADLET_STEM", "START_MARGIN_SECONDS", "SystemdUnits", "check_quadlet_free", "quadlet_name",
+           "systemd_escape_path", "systemd_units"]

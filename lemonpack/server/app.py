@@ -19,12 +19,16 @@ one of each part and routes to them:
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from lemonpack.runtime.lifecycle.runner import Runner
-from lemonpack.runtime.serving.policy import ServingPolicy, Shutdown
+from lemonpack.runtime.serving.policy import Drain, ServingPolicy, Shutdown
 from lemonpack.server.body import MAX_JSON_BYTES, multipart_field
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.driver import DEFAULT_MAX_IN_FLIGHT, Driver, ServerConfig
@@ -34,6 +38,8 @@ from lemonpack.server.management import Management
 from lemonpack.server.metrics import Metrics
 from lemonpack.server.proxy import HOP_BY_HOP, ROUTES, Proxy
 from lemonpack.server.responses import error, errors_middleware
+
+log = logging.getLogger("lemonpack.server")
 
 
 class Server:
@@ -57,6 +63,7 @@ class Server:
         self.policy = self.driver.policy
         self.endpoints = self.driver.endpoints = EndpointModels(
             catalog, self.metrics, self.driver.post, self.policy.phase, cfg.idle_check)
+        self.endpoints.read_timeout = cfg.upstream_read_timeout
         self.proxy = Proxy(self.driver, self.endpoints, self.metrics)
         self.management = Management(self.driver, self.endpoints)
 
@@ -94,6 +101,31 @@ class Server:
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
+
+    async def drain(self, again: Callable[[], bool], grace: float = 3.0) -> int:
+        """A graceful shutdown, on the loop (the server no longer listens): the policy's
+        ``Drain`` (waiting and new requests get 503, idle engines stop, running requests
+        finish within ``drain_timeout``, then are cut), until nothing runs or ``again()``
+        says a second stop signal came (then everything left is cut at once: ``Shutdown``).
+        Waits up to ``grace`` seconds more for cut requests to write their error ends.
+        Returns how many requests the shutdown cut."""
+        policy = self.policy
+        before = policy.cuts
+        busy = policy.busy()
+        if busy:
+            t = self.config.drain_timeout
+            log.info("stopping: %d request(s) in flight may finish%s; a second SIGTERM/SIGINT cuts them", busy,
+                     f" within {t:g}s" if t is not None else "")
+        self.driver.post(Drain())
+        while policy.busy() and not again():
+            await asyncio.sleep(0.05)
+        if policy.busy():
+            log.warning("stopping now: cutting %d request(s) in flight", policy.busy())
+        self.driver.post(Shutdown())
+        end = time.monotonic() + grace
+        while policy.busy() and time.monotonic() < end:
+            await asyncio.sleep(0.02)
+        return policy.cuts - before
 
     async def _startup(self, _app: web.Application) -> None:
         self.driver.start_loops()

@@ -183,7 +183,11 @@ class Catalog:
             problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
             return ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
                                entry.endpoints)
-        path = os.path.abspath(os.path.expanduser(name))  # as named: a symlink (a hub cache) keeps its file name
+        # one file, one model: its real path names the model, its engine and its metric label
+        # (resolve_model's), however the request spelled it; the selector reads the file name
+        # as named (a symlink of a hub cache keeps its file name) and the engine is given it
+        path = os.path.abspath(os.path.expanduser(name))
+        real = str(got.path) if got.path is not None else path
         override, source = effective_override(None, None)
         sel = self._select(model_artifact(name, path), found, override, source or OVERRIDE_ENV).require()
         rid = sel.serving_recipe(None, [r.id for r in discovery_order(found.recipes.values())])
@@ -195,8 +199,8 @@ class Catalog:
         if rid is None:  # not an outcome select_backend gives after require(); said plainly if it did
             raise BackendSelectionError(f"{name}: {sel.message}")
         rec = found.get(rid)
-        spec = ModelSpec(name=name, checkpoints={"main": path})
-        return ServedModel(name, rid, rec.recipe if rec else None, spec,
+        spec = ModelSpec(name=real, checkpoints={"main": path})
+        return ServedModel(real, rid, rec.recipe if rec else None, spec,
                            None if rec else f"recipe {rid!r} is not discovered", sel)
 
     @staticmethod

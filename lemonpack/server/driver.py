@@ -43,6 +43,7 @@ from lemonpack.server.body import clip, shown
 from lemonpack.server.catalog import Catalog, ModelNotFound, ServedModel
 from lemonpack.server.metrics import Metrics
 from lemonpack.server.responses import Rejected, error, selection_error
+from lemonpack.server.upstream import Exchange
 
 if TYPE_CHECKING:
     from lemonpack.server.endpoints import EndpointModels
@@ -64,7 +65,10 @@ class ServerConfig:
     together (None: no limit); ``metrics_remote``: ``/metrics`` answers non-loopback clients;
     ``clock``: the seconds (monotonic) the serving policy reads for idle times and load
     timeouts (a test passes a fake one and moves it; the sweeps still wake up every
-    ``idle_check`` real seconds)."""
+    ``idle_check`` real seconds); ``drain_timeout`` seconds a model giving way (or the
+    server shutting down) lets running requests finish before cutting them (None: no bound);
+    ``upstream_read_timeout`` seconds an engine may stay silent during an exchange (None: no
+    bound)."""
 
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     load_timeout: float | None = None
@@ -73,6 +77,8 @@ class ServerConfig:
     idle_check: float = 0.25
     memory_budget: int | None = None
     metrics_remote: bool = False
+    drain_timeout: float | None = 30.0
+    upstream_read_timeout: float | None = None
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
 
@@ -91,10 +97,11 @@ class Driver:
         self.sweeps = 0
         self.policy = ServingPolicy(self, clock=config.clock, budget=config.memory_budget,
                                     max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
-                                    load_timeout=config.load_timeout)
+                                    load_timeout=config.load_timeout, drain_timeout=config.drain_timeout)
         self._events: deque[Event] = deque()
         self._handling = False
         self._waiters: dict[Req, asyncio.Future[Any]] = {}
+        self._exchanges: dict[Req, Exchange] = {}  # how a granted request is cut (policy's ``cut``)
         self._ids = itertools.count(1)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -178,6 +185,11 @@ class Driver:
         if fut is not None and not fut.done():
             fut.set_exception(Rejected(status, kind, message))
 
+    def cut(self, req: Req, reason: str) -> None:
+        ex = self._exchanges.get(req)
+        if ex is not None:
+            ex.cut(reason)
+
     def start(self, model: str, info: ModelInfo) -> None:
         self.known.add(model)
         if info.remote:  # nothing to start: the endpoints' verdict, now or after their first probe
@@ -210,6 +222,7 @@ class Driver:
         then the policy forgets a request still waiting)."""
         req = next(self._ids)
         fut = self._waiters[req] = asyncio.get_running_loop().create_future()
+        self._exchanges[req] = Exchange()
         self.post(Arrive(req, model, info, load))
         try:
             return req, await fut
@@ -217,9 +230,14 @@ class Driver:
             self.release(req)
             raise
 
+    def exchange(self, req: Req) -> Exchange:
+        """The :class:`Exchange` of granted request ``req``: the policy's ``cut`` ends it."""
+        return self._exchanges[req]
+
     def release(self, req: Req) -> None:
         """The request ``req`` ended (answered, failed or abandoned)."""
         self._waiters.pop(req, None)
+        self._exchanges.pop(req, None)
         self.post(Finish(req))
 
     async def engine_left(self, model: str, eng: Any, limit: float = 5.0) -> None:
@@ -320,7 +338,8 @@ class Driver:
         registration, recipe or model file went away (the discovery watcher)."""
         self.post(Tick())
         for name in list(self.known):
-            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.catalog.exists(name):
+            if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.policy.giving_way(name) \
+                    and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
                 self.post(Unload(name))
         self.sweeps += 1

@@ -75,6 +75,11 @@ class EndpointModels:
         self._client: Any = None
         self._ssl_ctx: ssl.SSLContext | None = None
         self._lock = threading.Lock()
+        #: called on the loop with ``(url, reason)`` when a probe takes an endpoint down (the
+        #: proxy ends the requests in flight there)
+        self.on_down: list[Callable[[str, str], Any]] = []
+        #: ``serve --upstream-read-timeout`` (set by the server)
+        self.read_timeout: float | None = None
 
     def engine(self, model: str) -> RemoteEngine:
         """The :class:`RemoteEngine` of ``model`` (one per model)."""
@@ -91,7 +96,8 @@ class EndpointModels:
             ctx = None
             if u.scheme == "https":  # one context (the trust store is read once), shared
                 ctx = self._ssl_ctx = self._ssl_ctx or ssl.create_default_context()
-            pool = self._upstreams[url] = Upstream(u.hostname or "", u.port or 80, ssl=ctx)
+            pool = self._upstreams[url] = Upstream(u.hostname or "", u.port or 80, ssl=ctx,
+                                                   read_timeout=self.read_timeout)
         return pool
 
     def _drop_upstream(self, url: str) -> None:
@@ -202,6 +208,8 @@ class EndpointModels:
                 ok, what = False, f"probe failed: {type(e).__name__}"
         if ok is False:
             self._drop_upstream(url)
+            for fn in self.on_down:  # a failed probe takes it down at once: so are its requests
+                fn(url, what)
         change = self.pool.observe(model, url, bool(ok), what)
         if change is not None:
             self._changed(model, change)

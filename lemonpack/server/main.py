@@ -57,8 +57,8 @@ def bind(host: str, port: int) -> socket.socket:
     return s
 
 
-async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> None:
-    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
+async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> int:
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE)
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()
@@ -66,15 +66,26 @@ async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable
         on_ready()
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, stop.wait)
+    await site.stop()  # no new connection; requests on open ones get 503 server_shutting_down
+    cut = await server.drain(lambda: len(getattr(stop, "got", ())) >= 2)
     await runner.cleanup()
+    return cut
 
 
-def serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> None:
+#: Seconds the HTTP server waits, after the drain, for handlers still writing (a client that
+#: does not read) before it closes their connections.
+SHUTDOWN_GRACE = 2.0
+
+
+def serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> int:
     """Serve ``server`` (a :class:`lemonpack.server.app.Server`) on ``sock`` until ``stop``
     (a ``threading.Event`` or a :class:`lemonpack.runtime.lifecycle.stop_signals.StopSignals`: anything
-    whose ``wait()`` blocks until it is set) is set; then close the site, stop every engine (``Runner.close``) and the watcher."""
+    whose ``wait()`` blocks until it is set) is set; then stop listening and drain
+    (:meth:`lemonpack.server.app.Server.drain`: running requests finish within the drain
+    timeout, a second signal of a ``StopSignals`` cuts them at once), stop every engine
+    (``Runner.close``) and the watcher. Returns how many requests the shutdown cut."""
     try:
-        asyncio.run(_serve(server, sock, stop, on_ready))
+        return asyncio.run(_serve(server, sock, stop, on_ready))
     finally:
         server.runner.close()
         server.catalog.stop()
@@ -86,7 +97,10 @@ class ServeConfig:
     ``:PORT`` or ``HOST:PORT``), ``max_in_flight`` requests per model, ``json_logs``,
     ``ttl``/``soft_idle``/``load_timeout`` seconds (None: never), ``memory_budget`` as typed
     (``24GiB``; None: the host's available RAM minus 1 GiB), ``metrics_remote``,
-    ``engine_output`` (show the engines' output lines on stderr)."""
+    ``engine_output`` (show the engines' output lines on stderr), ``drain_timeout`` seconds
+    running requests may take to finish when a model gives way or serve stops (None: no
+    bound), ``upstream_read_timeout`` seconds an engine may stay silent mid-exchange (None:
+    no bound)."""
 
     host: str = "127.0.0.1"
     port: str = "8000"
@@ -98,12 +112,15 @@ class ServeConfig:
     load_timeout: float | None = None
     memory_budget: str | None = None
     engine_output: bool = True
+    drain_timeout: float | None = 30.0
+    upstream_read_timeout: float | None = None
 
 
 def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) -> int:
     """Serve until a stop signal (SIGINT/SIGTERM; or ``stop``, anything whose ``wait()``
     blocks until set); ``notice`` prints a line for the user (listening, stopped). Returns
-    the exit code 0. Raises :class:`UsageError` (exit 2) for a bad ``--port``,
+    the exit code: 0 when every request in flight finished, 1 when the shutdown cut some
+    (the drain timeout passed, or a second SIGTERM/SIGINT came). Raises :class:`UsageError` (exit 2) for a bad ``--port``,
     ``--memory-budget`` or a taken port, before anything starts."""
     from lemonpack.errors import LemonpackError
     from lemonpack.hosts import is_loopback
@@ -130,18 +147,19 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
         server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output),
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
-                                     metrics_remote=config.metrics_remote))
+                                     metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,
+                                     upstream_read_timeout=config.upstream_read_timeout))
         ready = lambda: notice(f"listening on http://{host}:{port} (OpenAI API under /v1 and /api/v1)")  # noqa: E731
         if stop is not None:
-            serve(server, sock, stop, on_ready=ready)
+            cut = serve(server, sock, stop, on_ready=ready)
         else:
             with StopSignals() as signals:
-                serve(server, sock, signals, on_ready=ready)
+                cut = serve(server, sock, signals, on_ready=ready)
     finally:
         engines.close()
         undo_logging()
-    notice("stopped")
-    return 0
+    notice(f"stopped; {cut} request(s) in flight were cut" if cut else "stopped")
+    return 1 if cut else 0
 
 
 __all__ = ["ServeConfig", "run", "serve", "bind", "parse_listen"]

@@ -19,7 +19,7 @@ from lemonpack.hosts import is_loopback
 from lemonpack.runtime.serving.gateway import UP
 from lemonpack.runtime.launch.options import launch_options
 from lemonpack.runtime.launch.tokens import check_load_options
-from lemonpack.runtime.serving.policy import Unload
+from lemonpack.runtime.serving.policy import Cut, Phase, Unload
 from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import BadBody, parse_json, read_bounded, shown
 from lemonpack.server.driver import Driver
@@ -81,17 +81,24 @@ class Management:
             doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
         return web.json_response(doc)
 
-    async def _body_model(self, request: web.Request) -> str | None:
-        """The model an unload names (``model_name``, ``model`` or ``?model=``); a field of
-        the wrong type is :class:`BadBody` (400 naming it)."""
+    async def _body_model(self, request: web.Request) -> tuple[str | None, bool]:
+        """The model an unload names (``model_name``, ``model`` or ``?model=``) and whether
+        it is forced (``"force": true`` or ``?force=true``); a field of the wrong type is
+        :class:`BadBody` (400 naming it)."""
         doc = parse_json(await read_bounded(request) or b"{}")
+        force = request.query.get("force", "").lower() in ("1", "true", "yes")
+        name = None
         if isinstance(doc, dict):
+            if "force" in doc:
+                if not isinstance(doc["force"], bool):
+                    raise BadBody(f"field 'force' must be true or false, not {type(doc['force']).__name__}")
+                force = force or doc["force"]
             for k in ("model_name", "model"):
                 if k in doc and not isinstance(doc[k], str):
                     raise BadBody(f"field {k!r} must be a string (the model's name), not {type(doc[k]).__name__}")
-                if doc.get(k):
-                    return str(doc[k])
-        return request.query.get("model")
+                if doc.get(k) and name is None:
+                    name = str(doc[k])
+        return name or request.query.get("model"), force
 
     async def load(self, request: web.Request) -> web.Response:
         """``POST /v1/load {"model_name": ..., options}``: start the engine and wait until
@@ -145,20 +152,39 @@ class Management:
                                   "options": dict(info.options), **extra})
 
     async def unload(self, request: web.Request) -> web.Response:
-        """``POST /v1/unload {"model_name": ...}``: stop the model's engine and wait."""
-        model = await self._body_model(request)
+        """``POST /v1/unload {"model_name": ...}``: the model gives way (no new request is
+        granted, running ones finish within ``drain_timeout``, then it stops) and the answer
+        comes once it stopped; ``"force": true`` (or ``?force=true``) cuts its running
+        requests and stops it at once. The answer says how many requests were cut."""
+        model, force = await self._body_model(request)
         if not model:
             return error(400, "invalid_request_error", "no model given")
         entry = self.catalog.entries().get(model)
+        if entry is None and model not in self.driver.known:
+            try:  # a model file spelled another way: the name it is served under (its real path)
+                model = (await self.driver.get(model)).name
+            except LemonpackError:
+                pass
         if entry is None and model not in self.driver.known:
             return error(404, "model_not_found", f"model {shown(model)} is not registered (lemonpack models list)")
         if entry is not None and entry.endpoints:
             return web.json_response({"status": "success", "model": model, "state": "remote", "remote": True,
                                       "message": f"{model} is served by its endpoints "
                                                  f"({', '.join(entry.endpoints)}); lemonpack does not stop them"})
-        self.driver.post(Unload(model))
+        policy = self.driver.policy
+        before = policy.cuts_of(model)
+        running = policy.in_flight().get(model, 0)
+        log.info("%s: unload%s requested (%d request(s) in flight)", model, " (force)" if force else "", running,
+                 extra={"fields": {"model": model}})
+        self.driver.post(Cut(model) if force else Unload(model))
+        while policy.phase(model) is not Phase.STOPPED:  # drained (bounded by drain_timeout), then stopped
+            await asyncio.sleep(0.05)
         await asyncio.get_running_loop().run_in_executor(None, self.runner.unload, model)
-        return web.json_response({"status": "success", "model": model, "state": "unloaded"})
+        cut = policy.cuts_of(model) - before
+        return web.json_response({"status": "success", "model": model, "state": "unloaded", "force": force,
+                                  "cut": cut, "message": f"{model}: unloaded" + (
+                                      f"; {cut} request(s) in flight were cut" if cut else
+                                      "; no request was cut" if running else "")})
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /v1/health``: the server's own liveness and the loaded models."""

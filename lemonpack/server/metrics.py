@@ -9,7 +9,9 @@ estimate of each engine not stopped) and ``lemonpack_memory_budget_bytes``. Endp
 (served by engines lemonpack does not spawn) have the same request series, plus
 ``lemonpack_endpoint_up{model,endpoint}`` (1 up, 0 down or not probed yet) and
 ``lemonpack_endpoint_inflight_requests{model,endpoint}``; ``reason="endpoints_down"`` counts
-the times every endpoint of a model went down. Model names are
+the times every endpoint of a model went down. A request whose answer was cut after its head
+was sent (the engine died or stalled, a drain timed out, a forced unload) counts as
+``status="502"``. Model names are
 clipped to 200 characters in labels.
 """
 

@@ -14,18 +14,27 @@ response streams chunk by chunk (``X-Accel-Buffering: no`` on event streams), it
 Each engine has its own upstream connection pool for its whole life (one model's traffic
 never touches another's connections). A client that leaves, before or after the first byte,
 cancels the handler (aiohttp's handler cancellation), which closes the upstream request at
-once and frees its slot; an engine dying mid-stream ends the stream. One access line per
+once and frees its slot; an engine dying mid-stream ends the stream as an error (below). One access line per
 request (:func:`lemonpack.server.logs.log_request`; status 499: the client left).
 
 Endpoint models are relayed to the endpoint the pool picks
 (:mod:`lemonpack.server.endpoints`): a connection that cannot be made takes the endpoint out
 and the request goes once to another live endpoint (nothing reached the first engine); an
 answer that started is never retried.
+
+Truthful ends: an answer the engine does not finish (it exits, resets, sends a bad frame,
+stays silent longer than ``--upstream-read-timeout``, or the server cuts it: a drain that
+timed out, a forced unload, its endpoint marked down by the probe) is never ended as if
+complete. Before its head was sent the client gets 502 (504 for the read timeout); after,
+an event stream gets a last ``event: error`` line in the OpenAI error shape and the
+connection is closed without the body's end, so clients raise. The access line and the
+metrics then say ``status=502`` (the access line adds ``cut=true``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -46,7 +55,7 @@ from lemonpack.server.logs import log_request
 from lemonpack.server.metrics import Metrics
 from lemonpack.server.responses import Rejected, error
 from lemonpack.server.rewrite import Dechunker, ModelRewriter
-from lemonpack.server.upstream import Answer, ConnectFailed, Upstream, UpstreamError
+from lemonpack.server.upstream import Answer, ConnectFailed, Cut, Exchange, ReadTimeout, Upstream, UpstreamError
 
 log = logging.getLogger("lemonpack.server")
 
@@ -95,6 +104,14 @@ class RawResponse(web.StreamResponse):
         self._length_check = False
 
 
+def sse_error(message: str, kind: str = "upstream_error", code: str = "stream_cut") -> bytes:
+    """The last event of a stream that could not end normally: ``event: error`` with the
+    OpenAI error shape as its data (the ``openai`` client raises ``APIError`` on it). It
+    starts with an empty line, so it never joins a partly sent event."""
+    doc = {"error": {"message": message, "type": kind, "code": code}}
+    return b"\nevent: error\ndata: " + json.dumps(doc).encode() + b"\n\n"
+
+
 class _EndpointFailed(Exception):
     def __init__(self, why: str, unsent: bool) -> None:
         super().__init__(why)
@@ -105,6 +122,16 @@ class _EngineGone(Exception):
     def __init__(self, why: str = "the engine exited") -> None:
         super().__init__(why)
         self.why = why
+
+
+async def _exits(eng: Any, within: float = 0.5) -> bool:
+    """Whether engine ``eng`` exits within ``within`` seconds (it closed its answer: a
+    SIGKILLed process closes its sockets a moment before it can be reaped)."""
+    for _ in range(int(within / 0.02)):
+        if eng.poll() is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return eng.poll() is not None
 
 
 def _gone(request: web.Request) -> bool:
@@ -118,7 +145,19 @@ class Proxy:
     def __init__(self, driver: Driver, endpoints: EndpointModels, metrics: Metrics) -> None:
         self.driver, self.endpoints, self.metrics = driver, endpoints, metrics
         self._pools: dict[int, tuple[Any, Upstream]] = {}  # the proxy's upstream connections, by engine
+        self._by_url: dict[str, set[Exchange]] = {}  # exchanges in flight on each endpoint URL
         driver.on_engine_stopped.append(self.drop_pools)
+        endpoints.on_down.append(self.cut_endpoint)
+
+    def cut_endpoint(self, url: str, reason: str) -> int:
+        """End every request in flight on endpoint ``url`` (its probe marked it down); they
+        end as errors (:meth:`_answer`). Returns how many were cut."""
+        cut = list(self._by_url.get(url, ()))
+        for ex in cut:
+            ex.cut(f"endpoint {url} is down: {reason}")
+        if cut:
+            log.warning("endpoint %s is down: cutting %d request(s) in flight", url, len(cut))
+        return len(cut)
 
     def drop_pools(self) -> None:
         """Close the connection pools of engines that have exited."""
@@ -143,7 +182,7 @@ class Proxy:
             return got[1]
         self.drop_pools()
         u = urllib.parse.urlsplit(eng.url)
-        pool = Upstream(u.hostname or "127.0.0.1", u.port or 80)
+        pool = Upstream(u.hostname or "127.0.0.1", u.port or 80, read_timeout=self.driver.config.upstream_read_timeout)
         self._pools[id(eng)] = (eng, pool)
         return pool
 
@@ -191,12 +230,15 @@ class Proxy:
             return web.Response(status=499)
         finally:
             info["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
+            known = info.pop("known", None)  # the served model's name (a model file's: its real path)
+            if known is not None:
+                info["model"] = known
             if info["model"] is not None:
                 info["model"] = clip(info["model"])
             log_request(info)
             # labels stay bounded whatever clients send: a model name only once it resolved to a
             # served model, a route as the router's pattern (``/v1/slots/{id}``), never the path
-            label = info["model"] if info.get("known") else ("<unknown>" if info["model"] else "")
+            label = info["model"] if known is not None else ("<unknown>" if info["model"] else "")
             resource = request.match_info.route.resource
             self.metrics.request(label, resource.canonical if resource is not None else "<other>", info["status"],
                                  info["total_ms"] / 1000, None if info["ttfb_ms"] is None else info["ttfb_ms"] / 1000)
@@ -215,7 +257,7 @@ class Proxy:
             served = await self.driver.served_or_error(model)
             if isinstance(served, web.Response):
                 return served
-            info["known"] = True
+            info["known"] = served.name
             if cap not in served.capabilities:
                 return error(400, "unsupported_operation",
                              f"model {shown(model)} (recipe {served.recipe_id!r}) does not declare the {cap!r} "
@@ -230,15 +272,16 @@ class Proxy:
             req, eng = await self.driver.acquire(served.name, await self.driver.info(served))
         except Rejected as e:
             return e.response()
+        ex = self.driver.exchange(req)
         if isinstance(eng, RemoteEngine):
             try:
-                return await self._forward_remote(request, served, route, body, info, t0)
+                return await self._forward_remote(request, served, route, body, info, t0, ex)
             finally:
                 self.driver.release(req)
         try:
             if eng.poll() is not None:  # exited, and the policy has not heard yet
                 raise _EngineGone()
-            return await self._relay(request, served, eng, route, body, info, t0)
+            return await self._relay(request, served, eng, route, body, info, t0, ex)
         except _EngineGone as e:
             if info.get("retried") or not body.replayable:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e.why}")
@@ -249,7 +292,7 @@ class Proxy:
         return await self._forward(request, served, route, body, info, t0)
 
     async def _forward_remote(self, request: web.Request, served: ServedModel, route: str, body: Body,
-                              info: dict[str, Any], t0: float) -> web.StreamResponse:
+                              info: dict[str, Any], t0: float, ex: Exchange) -> web.StreamResponse:
         """Relay to the endpoint the :class:`EndpointPool` picks; a connection that cannot be
         made takes that endpoint out and the request goes once to another live endpoint
         (nothing reached the first); an answer that started is never retried."""
@@ -263,7 +306,7 @@ class Proxy:
                              headers={"Retry-After": "1"})
             info["endpoint"] = url
             try:
-                return await self._relay(request, served, Target(url), route, body, info, t0)
+                return await self._relay(request, served, Target(url), route, body, info, t0, ex)
             except _EndpointFailed as e:
                 self.endpoints.connect_failed(served.name, url, e.why)
                 tried.append(url)
@@ -276,7 +319,7 @@ class Proxy:
                 pool.done(served.name, url)
 
     async def _relay(self, request: web.Request, served: ServedModel, eng: Any, route: str, body: Body,
-                     info: dict[str, Any], t0: float) -> web.StreamResponse:
+                     info: dict[str, Any], t0: float, ex: Exchange) -> web.StreamResponse:
         """Send the request to ``eng`` and stream its answer back (:mod:`.upstream`: a chunked
         answer passes with its framing, unparsed, unless its ``model`` is rewritten). A client
         that leaves cancels this handler (aiohttp's handler cancellation), whatever the phase:
@@ -288,9 +331,31 @@ class Proxy:
         headers = strip_headers(request.headers, drop=("host", "content-length", "accept-encoding"))
         headers["Accept-Encoding"] = "identity"
         pool = self._upstream(eng)
+        remote = isinstance(eng, Target)
+        if remote:
+            self._by_url.setdefault(eng.url, set()).add(ex)
+        try:
+            return await self._exchange(request, served, eng, pool, target, headers, body, info, t0, ex)
+        finally:
+            if remote:
+                left = self._by_url.get(eng.url)
+                if left is not None:
+                    left.discard(ex)
+                    if not left:
+                        del self._by_url[eng.url]
+
+    async def _exchange(self, request: web.Request, served: ServedModel, eng: Any, pool: Upstream, target: str,
+                        headers: CIMultiDict[str], body: Body, info: dict[str, Any], t0: float,
+                        ex: Exchange) -> web.StreamResponse:
         try:
             up, lease = await pool.request(request.method, target, headers, body.payload(), body.length,
-                                           lambda: body.replayable)
+                                           lambda: body.replayable, exchange=ex)
+        except (Cut, ReadTimeout) as e:  # ended on purpose, or silent too long: never retried
+            info["cut"] = True
+            log.warning("%s: request cut before the engine answered: %s", served.name, e,
+                        extra={"fields": {"model": clip(served.name)}})
+            status = 504 if isinstance(e, ReadTimeout) else 502
+            return error(status, "upstream_error", f"{served.name}: {e}")
         except UpstreamError as e:
             if isinstance(eng, Target):  # an endpoint: out until its probe passes
                 raise _EndpointFailed(str(e), isinstance(e, ConnectFailed)) from None
@@ -303,13 +368,15 @@ class Proxy:
                 return error(502, "upstream_error", f"{served.name}: engine at {eng.url} did not answer: {e}")
             raise _EngineGone(str(e)) from None
         try:
-            return await self._answer(request, served, up, info, t0)
+            return await self._answer(request, served, up, info, t0, None if isinstance(eng, Target) else eng)
         finally:
             lease.release(up)
 
     async def _answer(self, request: web.Request, served: ServedModel, up: Answer, info: dict[str, Any],
-                      t0: float) -> web.StreamResponse:
-        """Stream the engine's answer ``up`` to the client."""
+                      t0: float, eng: Any = None) -> web.StreamResponse:
+        """Stream the engine's answer ``up`` to the client. ``eng``: the local engine (None for
+        an endpoint): an event stream delimited by the close of the connection that ends
+        without ``data: [DONE]`` while its engine exits was cut, not finished."""
         ctype = up.headers.get("Content-Type", "")
         rewriter = ModelRewriter(str(info["model"]), ctype)
         dechunk = Dechunker() if up.chunked and rewriter.active else None
@@ -337,7 +404,12 @@ class Proxy:
                 info["bytes"] += len(data)
                 await out.write(data)
 
+        closing = up.framing[0] == "close" and eng is not None and ctype.startswith("text/event-stream")
+        tail = [b""]
+
         async def write(data: bytes) -> None:
+            if closing:
+                tail[0] = (tail[0] + data)[-32:]
             if dechunk is not None:
                 data = dechunk.feed(data)
             if rewriter.active:
@@ -356,20 +428,44 @@ class Proxy:
             if _gone(request):
                 info["status"] = 499
                 return out
-            log.warning("%s: engine stream ended early: %s", served.name, e)
-            if sized[0]:
-                return error(502, "upstream_error", f"{served.name}: the engine's answer ended early: {e}")
-            out.force_close()
-            return out  # the client sees the answer end early (no clean end of a sized or chunked body)
+            why = str(e) if isinstance(e, Cut) else f"the engine's answer ended early: {e}"
+            log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
+            if sized[0]:  # nothing sent yet: a plain error answer
+                return error(504 if isinstance(e, ReadTimeout) else 502, "upstream_error", f"{served.name}: {why}")
+            return await self._cut(request, out, info, ctype, raw, f"{served.name}: {why}")
         if _gone(request):
             info["status"] = 499
             return out
+        if closing and b"[DONE]" not in tail[0] and await _exits(eng):
+            why = f"{served.name}: the engine exited during its answer (code {eng.poll()})"
+            log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
+            return await self._cut(request, out, info, ctype, raw, why)
         rest = rewriter.end() if rewriter.active else b""
         if sized[0]:
             out.content_length = len(rest)
             await out.prepare(request)
         await send(rest)
         await out.write_eof()
+        return out
+
+    async def _cut(self, request: web.Request, out: web.StreamResponse, info: dict[str, Any], ctype: str,
+                   raw: bool, message: str) -> web.StreamResponse:
+        """End an answer whose head was sent as an error the client cannot miss: an event
+        stream gets a last ``event: error`` (:func:`sse_error`), then the connection is
+        closed without the body's end (no last chunk, or fewer bytes than its length), so
+        an HTTP client raises. Logged and counted as status 502 with ``cut=true``."""
+        info["status"], info["cut"] = 502, True
+        if ctype.startswith("text/event-stream") and not raw:
+            data = sse_error(message)
+            try:
+                info["bytes"] += len(data)
+                await out.write(data)
+            except ConnectionError:
+                pass
+        out.force_close()
+        t = request.transport
+        if t is not None:
+            t.close()  # what was written is flushed, then FIN: aiohttp's end of body cannot be sent
         return out
 
 

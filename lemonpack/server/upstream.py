@@ -36,6 +36,16 @@ class UpstreamError(ConnectionError):
     """The engine did not answer (refused, reset, closed before an answer, malformed head)."""
 
 
+class Cut(UpstreamError):
+    """The exchange was ended on purpose (:meth:`Exchange.cut`): the
+    server stopped waiting for this engine (a drain that timed out, a forced unload, an
+    endpoint its probe marked down). Its text is the reason."""
+
+
+class ReadTimeout(UpstreamError):
+    """The engine sent nothing for ``read_timeout`` seconds (``serve --upstream-read-timeout``)."""
+
+
 class ConnectFailed(UpstreamError):
     """No connection could be made: not one byte of the request reached the engine (safe to
     send elsewhere)."""
@@ -63,16 +73,17 @@ class Answer:
         """Pass the body to ``write`` as it arrives (a chunked body with its framing);
         ``first()`` before the first bytes. Raises :class:`UpstreamError` when the engine
         ends it early."""
-        reader = self._conn.reader
+        conn = self._conn
+        read = conn.read
         kind, n = self.framing
         if kind == "none":
             return
         if kind == "length":
             left = n
             while left > 0:
-                data = await reader.read(min(READ, left))
+                data = await read(min(READ, left))
                 if not data:
-                    raise UpstreamError(f"the engine closed its answer {left} bytes short")
+                    raise conn.ended(f"the engine closed its answer {left} bytes short")
                 if first is not None:
                     first(); first = None
                 left -= len(data)
@@ -81,8 +92,10 @@ class Answer:
             return
         if kind == "close":
             while True:
-                data = await reader.read(READ)
+                data = await read(READ)
                 if not data:
+                    if conn.cut is not None:
+                        raise conn.ended("")
                     self.done = True
                     self._conn.reusable = False
                     return
@@ -99,9 +112,9 @@ class Answer:
         waiting = 0
         tail = b""
         while True:
-            data = await reader.read(READ)
+            data = await read(READ)
             if not data:
-                raise UpstreamError("the engine closed its chunked answer before its end")
+                raise conn.ended("the engine closed its chunked answer before its end")
             if first is not None:
                 first(); first = None
             await write(data)
@@ -182,9 +195,34 @@ class _ChunkWalker:
 
 
 class _Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 read_timeout: float | None = None) -> None:
         self.reader, self.writer = reader, writer
         self.reusable = True
+        self.cut: str | None = None  # why the exchange was ended on purpose
+        self.read_timeout = read_timeout
+        self.read = reader.read if read_timeout is None else self._read_timed
+
+    async def _read_timed(self, n: int) -> bytes:
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                return await self.reader.read(n)
+        except TimeoutError:
+            self.reusable = False
+            raise ReadTimeout(f"the engine sent nothing for {self.read_timeout:g}s "
+                              "(serve --upstream-read-timeout)") from None
+
+    def ended(self, why: str) -> UpstreamError:
+        """The error for an answer that ended early: :class:`Cut` when it was cut on purpose."""
+        self.reusable = False
+        return Cut(self.cut) if self.cut is not None else UpstreamError(why)
+
+    def abort(self, reason: str) -> None:
+        """End the exchange now (the engine's connection is reset); readers see :class:`Cut`."""
+        if self.cut is None:
+            self.cut = reason
+        self.reusable = False
+        self.writer.transport.abort()
 
     def close(self) -> None:
         self.writer.close()
@@ -193,10 +231,14 @@ class _Conn:
 class Upstream:
     """Keep-alive connections to one engine at ``host:port`` (module docstring)."""
 
-    def __init__(self, host: str, port: int, max_idle: int = 64, ssl=None) -> None:
-        """``ssl``: an :class:`ssl.SSLContext` for an https endpoint (None: plain http)."""
+    def __init__(self, host: str, port: int, max_idle: int = 64, ssl=None, read_timeout: float | None = None) -> None:
+        """``ssl``: an :class:`ssl.SSLContext` for an https endpoint (None: plain http);
+        ``read_timeout``: seconds the engine may stay silent (waiting for the answer's head,
+        or between two reads of its body) before the exchange fails with
+        :class:`ReadTimeout` (None: no bound)."""
         self.host, self.port, self.ssl = host, port, ssl
         self.max_idle = max_idle
+        self.read_timeout = read_timeout
         self._idle: list[_Conn] = []
         self.closed = False
 
@@ -206,21 +248,29 @@ class Upstream:
                                                                   ssl=self.ssl), CONNECT_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as e:
             raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {e}") from None
-        return _Conn(r, w)
+        return _Conn(r, w, self.read_timeout)
 
     async def request(self, method: str, target: str, headers: CIMultiDict, body: object,
-                      length: int | None, replayable: Callable[[], bool]) -> tuple[Answer, "_Lease"]:
+                      length: int | None, replayable: Callable[[], bool],
+                      exchange: "Exchange | None" = None) -> tuple[Answer, "_Lease"]:
         """Send one request; ``(answer head, lease)``. ``body``: None, bytes, or an async
         iterator of bytes (sent with ``Content-Length: length`` when given, else chunked);
         ``replayable()`` says whether it may be sent again on a fresh connection. The lease
-        must be released (:meth:`_Lease.release`) when the exchange ends, however it ends."""
+        must be released (:meth:`_Lease.release`) when the exchange ends, however it ends.
+        ``exchange``: an :class:`Exchange` through which the caller may cut it, from the
+        first byte sent to the end of the answer."""
         while self._idle:
             conn = self._idle.pop()
             if conn.writer.is_closing() or conn.reader.at_eof():
                 conn.close()
                 continue
             try:
+                if exchange is not None:
+                    exchange.attach(conn)
                 return await self._exchange(conn, method, target, headers, body, length)
+            except (Cut, ReadTimeout):
+                conn.close()
+                raise
             except UpstreamError:
                 conn.close()
                 if not replayable():
@@ -230,6 +280,8 @@ class Upstream:
                 raise
         conn = await self._connect()
         try:
+            if exchange is not None:
+                exchange.attach(conn)
             return await self._exchange(conn, method, target, headers, body, length)
         except BaseException:
             conn.close()
@@ -266,15 +318,26 @@ class Upstream:
             await w.drain()
             while True:
                 try:
-                    raw = await conn.reader.readuntil(b"\r\n\r\n")
+                    if conn.read_timeout is None:
+                        raw = await conn.reader.readuntil(b"\r\n\r\n")
+                    else:
+                        async with asyncio.timeout(conn.read_timeout):
+                            raw = await conn.reader.readuntil(b"\r\n\r\n")
                 except asyncio.IncompleteReadError:
-                    raise UpstreamError("the engine closed the connection without an answer") from None
+                    raise conn.ended("the engine closed the connection without an answer") from None
+                except TimeoutError:
+                    raise ReadTimeout(f"the engine sent no answer for {conn.read_timeout:g}s "
+                                      "(serve --upstream-read-timeout)") from None
                 except asyncio.LimitOverrunError:
                     raise UpstreamError(f"the engine's answer head is larger than {HEAD_LIMIT} bytes") from None
                 status, reason, hdrs = _parse_head(raw)
                 if status >= 200 or status == 101:
                     break
+        except UpstreamError:
+            raise
         except ConnectionError as e:
+            if conn.cut is not None:
+                raise Cut(conn.cut) from None
             raise UpstreamError(str(e) or type(e).__name__) from None
         framing = _framing(method, status, hdrs)
         if any(t.strip().lower() == "close" for v in hdrs.getall("Connection", []) for t in v.split(",")):
@@ -295,6 +358,28 @@ class Upstream:
         self._idle.clear()
 
 
+class Exchange:
+    """A handle on one request's exchange with the engine, for cutting it on purpose
+    (:meth:`cut`: a drain that timed out, a forced unload, an endpoint marked down). A cut
+    before a connection is attached applies as soon as one is."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._conn: _Conn | None = None
+
+    def attach(self, conn: _Conn) -> None:
+        self._conn = conn
+        if self.reason is not None:
+            conn.abort(self.reason)
+
+    def cut(self, reason: str) -> None:
+        """End the exchange now: the relay raises :class:`Cut` with ``reason``."""
+        if self.reason is None:
+            self.reason = reason
+        if self._conn is not None:
+            self._conn.abort(self.reason)
+
+
 class _Lease:
     def __init__(self, pool: Upstream, conn: _Conn) -> None:
         self._pool = pool
@@ -309,6 +394,7 @@ class _Lease:
             self._pool._give_back(conn)
         else:
             conn.close()
+
 
 
 def _parse_head(raw: bytes) -> tuple[int, str, CIMultiDict]:
@@ -344,4 +430,4 @@ def _framing(method: str, status: int, hdrs: CIMultiDict) -> tuple:
     return ("close", None)
 
 
-__all__ = ["Answer", "Upstream", "UpstreamError"]
+__all__ = ["Answer", "ConnectFailed", "Cut", "Exchange", "ReadTimeout", "Upstream", "UpstreamError"]

@@ -42,7 +42,7 @@ def test_registered_models_and_a_model_file(kube_env, capsys, tmp_path):
     qwen = docs[2]["spec"]["template"]["spec"]
     args = qwen["containers"][0]["args"]
     assert args[args.index("--ctx-size") + 1] == "2048"  # the registered model's option
-    assert qwen["volumes"][0]["hostPath"]["path"] == str(kube_env.models)
+    assert qwen["volumes"][0]["hostPath"] == {"path": str(kube_env.models / "qwen.gguf"), "type": "File"}
     assert [d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"] for d in docs[::2]] == [18080, 18081]
     assert all(d["metadata"]["namespace"] == "ai" for d in docs)
     assert "wrote" in err
@@ -59,7 +59,9 @@ def test_container_run_recipe_needs_no_image_option(kube_env, capsys):
     code, out, err = _run(capsys, "user.tb", "--accelerator", "vulkan:sm_86", "--out", "-")
     assert code == 0, err
     dep = next(yaml.safe_load_all(out))
-    assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["limits"] == {"nvidia.com/gpu": "1", "memory": "1025Mi"}  # a 4-byte model: 1 MiB + 1 GiB headroom
+    assert res["requests"] == {"cpu": "1", "memory": "1Mi"}
 
 
 def _bad(capsys, out: Path, *args: str) -> str:
@@ -163,7 +165,8 @@ def test_systemd_units_are_well_formed(kube_env, capsys, tmp_path):
     instance = f"podman-kube@{escaped}.service"
     assert doc["systemd"]["instance"] == instance
     dropin = units / f"{instance}.d" / "lemonpack.conf"
-    quadlet = units / "lemonpack-engines.kube"
+    quadlet = units / "lemonpack-qwen.kube"  # named after the model set it holds
+    assert doc["systemd"]["quadlet"] == quadlet.name
     assert dropin.is_file() and quadlet.is_file()
 
     # The quadlet file: sections and keys podman-systemd.unit(5) reads.

@@ -57,7 +57,7 @@ def test_golden_gpu_blocks(target, golden):
 def test_nvidia_and_amd_specifics():
     nv = generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}, target=Target.parse("cuda:sm_90")))
     c = _pod(nv)["containers"][0]
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}  # no file here: no memory
     exprs = _pod(nv)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"]
     assert exprs == [{"key": NVIDIA_MAJOR_LABEL, "operator": "In", "values": ["9"]},
@@ -71,7 +71,7 @@ def test_nvidia_and_amd_specifics():
 
     amd = generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}, target=Target.parse("rocm:gfx1151")))
     c = _pod(amd)["containers"][0]
-    assert c["resources"] == {"limits": {"amd.com/gpu": "1"}}
+    assert c["resources"] == {"limits": {"amd.com/gpu": "1"}, "requests": {"cpu": "1"}}
     assert _pod(amd)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"] == [{"key": AMD_FAMILY_LABEL, "operator": "In",
                                                          "values": ["GC_11_5_0"]}]
@@ -79,7 +79,8 @@ def test_nvidia_and_amd_specifics():
     assert {"name": "LP_ARCH", "value": "gfx1151"} in c["env"]  # {rocm_arch}
 
     cpu = generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}))
-    assert "affinity" not in _pod(cpu) and "resources" not in _pod(cpu)["containers"][0]
+    assert "affinity" not in _pod(cpu) and _pod(cpu)["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    assert "tolerations" not in _pod(cpu) and "strategy" not in cpu[0]["spec"]
     _validate(nv + amd + cpu)
 
 
@@ -87,14 +88,18 @@ def test_probes_from_health_probe():
     docs = generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}))
     c = _pod(docs)["containers"][0]
     # poll_interval_ms 500 -> 1 s period; timeout_seconds 300 -> 300 startup attempts
-    assert c["startupProbe"] == {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
-                                 "failureThreshold": 300, "timeoutSeconds": 1}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
-    assert c["livenessProbe"]["periodSeconds"] == 10
+    # numeric ports (podman < 4.6 cannot resolve a named one); each attempt may take 15 s
+    assert c["startupProbe"] == {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 1,
+                                 "failureThreshold": 300, "timeoutSeconds": 15}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8080}
+    assert c["livenessProbe"]["periodSeconds"] == 10 and c["livenessProbe"]["timeoutSeconds"] == 15
+    # no livenessProbe on request (the CLI's default with --publish: podman kube play's curl-in-the-image)
+    c = _pod(generate([_model()], GenerateOptions(images={"llamacpp-gpu": IMAGE}, liveness=False)))["containers"][0]
+    assert "livenessProbe" not in c and {"startupProbe", "readinessProbe"} <= set(c)
     tcp = generate([_model(recipe_doc=TOOLBOX)], GenerateOptions(target=Target.parse("vulkan:gfx1151")))
     c = _pod(tcp)["containers"][0]
-    assert c["startupProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 2, "failureThreshold": 30,
-                                 "timeoutSeconds": 2}
+    assert c["startupProbe"] == {"tcpSocket": {"port": 8080}, "periodSeconds": 2, "failureThreshold": 30,
+                                 "timeoutSeconds": 15}
     proc = dict(TOOLBOX, recipe="toolbox-proc", health_probe={"type": "process"})
     c = _pod(generate([_model(recipe_doc=proc)], GenerateOptions(target=Target.parse("vulkan:gfx1151"))))[
         "containers"][0]
@@ -109,10 +114,12 @@ def test_container_run_recipe_takes_its_image_and_model_mount():
     c = pod["containers"][0]
     assert c["image"] == TOOLBOX_IMAGE and "command" not in c  # the image's entrypoint, as podman run keeps it
     assert c["args"] == ["llama-server", "-m", "/data/qwen-0.5b-q4.gguf", "--host", "0.0.0.0", "--port", "8080"]
-    assert c["volumeMounts"] == [{"mountPath": "/data", "name": "model", "readOnly": True}]  # -v {model_dir}:/data
+    assert c["volumeMounts"] == [{"mountPath": "/data/qwen-0.5b-q4.gguf", "name": "model", "readOnly": True},
+                                 {"mountPath": "/tmp", "name": "tmp"}]  # -v {model_dir}:/data: the file under /data
     assert c["env"] == [{"name": "GGML_VK_VISIBLE_DEVICES", "value": "0"}]
-    assert c["resources"] == {"limits": {"amd.com/gpu": "1"}}  # vulkan on a gfx arch: the AMD plugin
-    assert pod["volumes"] == [{"name": "model", "hostPath": {"path": "/srv/models/qwen", "type": "Directory"}}]
+    assert c["resources"]["limits"] == {"amd.com/gpu": "1"}  # vulkan on a gfx arch: the AMD plugin
+    assert pod["volumes"] == [{"name": "model", "hostPath": {"path": "/srv/models/qwen/qwen-0.5b-q4.gguf",
+                                                             "type": "File"}}, {"name": "tmp", "emptyDir": {}}]
 
 
 def test_model_sources_and_publish():
@@ -124,9 +131,10 @@ def test_model_sources_and_publish():
     docs = generate([oci, pvc], GenerateOptions(images={"llamacpp-gpu": IMAGE}, publish=("127.0.0.1", 18080)))
     _validate(docs)
     a, b = _pod(docs, 0), _pod(docs, 2)  # name order: a, then b
-    assert a["volumes"] == [{"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}]
+    assert a["volumes"][0] == {"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}
     assert "/models/sub/a.gguf" in a["containers"][0]["args"]
-    assert b["volumes"] == [{"name": "model", "image": {"reference": oci_ref, "pullPolicy": "IfNotPresent"}}]
+    assert b["volumes"][0] == {"name": "model", "image": {"reference": oci_ref, "pullPolicy": "IfNotPresent"}}
+    assert a["containers"][0]["volumeMounts"][0] == {"name": "model", "mountPath": "/models", "readOnly": True}
     assert [x["containers"][0]["ports"][0]["hostPort"] for x in (a, b)] == [18080, 18081]
     assert {x["containers"][0]["ports"][0]["hostIP"] for x in (a, b)} == {"127.0.0.1"}
     with pytest.raises(Exception, match="tag is mutable"):
@@ -204,7 +212,7 @@ def test_container_run_options_map_to_the_pod():
     assert c["command"] == ["/bin/srv"] and c["workingDir"] == "/work"
     assert c["args"] == ["--port", "80", "-m", "/weights/qwen-0.5b-q4.gguf"]
     assert c["ports"][0]["containerPort"] == 80  # -p {port}:80: the engine listens on 80 in the container
-    assert c["volumeMounts"][0]["mountPath"] == "/weights"
+    assert c["volumeMounts"][0]["mountPath"] == "/weights/qwen-0.5b-q4.gguf"  # the model file under the mount
     assert c["env"] == [{"name": "MODE", "value": "fast"}]
 
 

@@ -71,6 +71,8 @@ def test_image_on_a_base_starts_with_its_layers_byte_for_byte(lp, site, recipe, 
     assert cfg["Entrypoint"][0].startswith(prefix + "/") and cfg["Cmd"] == []
     assert cfg["Env"][0] == f"PATH={prefix}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     assert "LANG=C.UTF-8" in cfg["Env"]
+    assert cfg["User"] == "65532:65532"  # the base sets no User: the engine runs as non-root
+    assert manifest["annotations"]["org.opencontainers.image.created"] == config["created"]
     assert len(config["history"]) == 4 and config["history"][0] == {"created_by": "layer 0"}
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == made["manifests"]["amd64"]
     assert "org.opencontainers.image.base.name" not in manifest["annotations"]  # a path is not a reference
@@ -191,6 +193,16 @@ def test_base_diff_id_mismatch(lp, site, recipe, tmp_path):
     _fails(lp, site, recipe, tmp_path, f"oci:{base}", 3, "uncompressed", "0" * 64)
 
 
+def test_a_base_user_is_kept(lp, site, recipe, tmp_path):
+    base = tmp_path / "base"
+    make_base(base, user="1000:1000")
+    out = tmp_path / "out"
+    r = lp("build", recipe, "--out", out, "--mirror", site.base, "--os", "linux", "--accelerator", "cpu",
+           "--cpu-arch", "amd64", "--base", f"oci:{base}:base")
+    assert r.code == 0, r
+    assert _image(out, _first_image_tag(out))[1]["config"]["User"] == "1000:1000"
+
+
 def test_without_base_the_image_is_the_engine_alone(lp, site, recipe, tmp_path):
     out = tmp_path / "out"
     r = lp("build", recipe, "--out", out, "--mirror", site.base, "--os", "linux", "--accelerator", "cpu")
@@ -198,6 +210,7 @@ def test_without_base_the_image_is_the_engine_alone(lp, site, recipe, tmp_path):
     manifest, config = _image(out, _first_image_tag(out))
     assert len(manifest["layers"]) == 2
     assert "org.opencontainers.image.base.digest" not in (manifest.get("annotations") or {})
+    assert config["config"]["User"] == "65532:65532"
 
 
 def test_registry_base_pulled_by_digest(lp, site, recipe, tmp_path, registry):

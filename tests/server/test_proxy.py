@@ -7,6 +7,7 @@ import json
 import threading
 
 import httpx
+import pytest
 import openai
 
 from support.recipes import recipe_doc
@@ -130,9 +131,12 @@ def test_engine_dying_mid_stream_ends_stream_and_next_request_restarts(live):
     lv.add("user.fake", recipe_doc("dying", fake_engine=["--die-mid-stream", "--chunks", "10"]))
     lv.start()
     with client(lv.url) as c:
-        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
-            got = b"".join(r.iter_raw())  # ends, no hang, no exception
-        assert got.count(b"data: ") == 2
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError):  # ends, no hang: as an error (issue 27)
+            with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                for part in r.iter_raw():
+                    got += part
+        assert got.count(b"data: ") == 3 and b"event: error" in got and b"[DONE]" not in got
         r = c.post("/v1/chat/completions", json=CHAT)  # plain: restarts the engine
         assert r.status_code == 200, r.text
     assert lv.server.runner.starts == 2

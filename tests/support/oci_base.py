@@ -42,9 +42,9 @@ def put_blob(root: Path, data: bytes) -> dict:
 
 
 def make_base(root: Path, *, layers=None, arch="amd64", os_name="linux", index_archs=None,
-              tag="base") -> dict:
-    """An OCI layout at ``root`` with one image per arch (an index when ``index_archs``);
-    returns ``{"manifests": {arch: digest}, "layers": [layer digests of the first arch]}``."""
+              tag="base", user: str | None = None) -> dict:
+    """An OCI layout at ``root`` with one image per arch (an index when ``index_archs``), its
+    config's ``User`` ``user`` (None: none); returns ``{"manifests": {arch: digest}, "layers": [layer digests of the first arch]}``."""
     layers = layers if layers is not None else [
         [("bin", "dir", b""), ("bin/sh", "file", b"#!fake\n"), ("etc", "dir", b""), ("etc/os-release", "file", b"x\n")],
         [("usr", "dir", b""), ("usr/lib", "dir", b""), ("usr/lib/libfake.so", "file", b"\x7fELF fake")],
@@ -58,7 +58,8 @@ def make_base(root: Path, *, layers=None, arch="amd64", os_name="linux", index_a
             diffs.append("sha256:" + hashlib.sha256(tar).hexdigest())
             lds.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
                         **put_blob(root, gzip.compress(tar, mtime=0))})
-        config = {"architecture": a, "os": os_name, "config": {"Env": BASE_ENV, "Cmd": ["/bin/sh"]},
+        config = {"architecture": a, "os": os_name, "config": {"Env": BASE_ENV, "Cmd": ["/bin/sh"],
+                                                               **({"User": user} if user else {})},
                   "rootfs": {"type": "layers", "diff_ids": diffs},
                   "history": [{"created_by": f"layer {i}"} for i in range(len(lds))]}
         cdesc = {"mediaType": "application/vnd.oci.image.config.v1+json", **put_blob(root, json.dumps(config).encode())}

@@ -55,6 +55,9 @@ class Fx:
     def downsize(self, model, engine):
         self.log.append(("downsize", model))
 
+    def cut(self, req, reason):
+        self.log.append(("cut", req, reason))
+
 
 def make(**kw):
     """``(policy, effects, clock)``: a :class:`ServingPolicy` over :class:`Fx` and :class:`Clock`; ``kw`` its options."""

@@ -13,11 +13,13 @@ Events
   whose ``info.options`` are the load options wanted); ``Finish(req)`` it ended (answered,
   failed, or the client left: granted or still waiting); ``Tick()`` time passed;
   ``EngineReady/EngineFailed/EngineExited/EngineStopped(model)`` what the engine did;
-  ``Unload(model)``; ``Shutdown()``.
+  ``Unload(model)`` (give way gracefully); ``Cut(model)`` (a forced unload); ``Drain()`` (a
+  graceful shutdown begins); ``Shutdown()`` (stop everything now).
 
 Effects
   ``grant(req, model, engine)``, ``reject(req, status, kind, message)``, ``start(model,
-  info)``, ``stop(model)``, ``downsize(model, engine)``.
+  info)``, ``stop(model)``, ``downsize(model, engine)``, ``cut(req, reason)`` (end a granted
+  request now, as an error the client sees).
 
 Decisions
   - A request on a ready model is granted at once and counted *busy* until it finishes; on
@@ -40,6 +42,15 @@ Decisions
   - **Load options**: a ``load`` request whose options differ from the running engine's
     drains and restarts it with the new options (after its in-flight requests end).
   - ``load_timeout``: a request waiting longer gets 503 ``model_load_timeout``; the others go on.
+  - **Giving way** (``Unload``: ``/v1/unload``, a model or recipe removed): requests still
+    waiting for it get 503 ``model_unloaded``; no new request is granted to it; the running
+    ones finish, then it stops. ``drain_timeout`` seconds after the ``Unload`` the ones still
+    running are ``cut`` and it stops (None: no bound). ``Cut`` is the forced unload: its
+    running requests are cut and it stops at once.
+  - **Shutdown**: ``Drain`` rejects every waiting and later request (503
+    ``server_shutting_down``), stops idle engines and lets busy ones finish within
+    ``drain_timeout`` (then cuts, as above); ``Shutdown`` cuts whatever still runs and stops
+    every engine. :attr:`ServingPolicy.cuts` counts the requests cut.
   - ``ttl``: a ready model idle that long (no request busy since) is stopped; ``soft_idle``:
     ``downsize`` once per idle period. A model starting, stopping or busy is never touched.
   - A start failure answers every request waiting for it (500 ``model_load_error``); an
@@ -138,7 +149,21 @@ class EngineStopped:
 # machines: stop this model / stop everything), imported above.
 
 #: Every event :meth:`ServingPolicy.handle` takes.
-Event = Arrive | Finish | Tick | EngineReady | EngineFailed | EngineExited | EngineStopped | Unload | Shutdown
+@dataclass(frozen=True)
+class Cut:
+    """A forced unload of ``model``: its running requests are cut (``reason``), it stops."""
+
+    model: str
+    reason: str = "unloaded (force)"
+
+
+@dataclass(frozen=True)
+class Drain:
+    """A graceful shutdown begins (the first SIGTERM/SIGINT)."""
+
+
+Event = (Arrive | Finish | Tick | EngineReady | EngineFailed | EngineExited | EngineStopped | Unload | Cut | Drain
+         | Shutdown)
 
 
 class ServingEffects(Protocol):
@@ -149,6 +174,7 @@ class ServingEffects(Protocol):
     def start(self, model: str, info: ModelInfo) -> None: ...
     def stop(self, model: str) -> None: ...
     def downsize(self, model: str, engine: Any) -> None: ...
+    def cut(self, req: Req, reason: str) -> None: ...
 
 
 @dataclass
@@ -160,6 +186,8 @@ class _Model:
     busy: set = field(default_factory=set)
     since: float = 0.0  # ready, or the end of its last request
     draining: str | None = None
+    deadline: float | None = None  # a giving-way drain cuts what still runs then (clock seconds)
+    cuts: int = 0  # its requests cut so far
     downsized: bool = False
     remote: bool = False
     down: str | None = None  # a remote model's reason while every endpoint is down
@@ -186,16 +214,20 @@ def size(b: int) -> str:
 
 class ServingPolicy:
     """See the module docstring. ``budget`` bytes (None: no memory limit), ``clock`` seconds
-    (monotonic), ``ttl``/``soft_idle``/``load_timeout`` seconds (None: never)."""
+    (monotonic), ``ttl``/``soft_idle``/``load_timeout``/``drain_timeout`` seconds (None:
+    never)."""
 
     def __init__(self, effects: ServingEffects, *, clock: Callable[[], float], budget: int | None = None,
                  max_in_flight: int = 64, ttl: float | None = None, soft_idle: float | None = None,
-                 load_timeout: float | None = None) -> None:
+                 load_timeout: float | None = None, drain_timeout: float | None = 30.0) -> None:
         self._fx = effects
         self.clock = clock
         self.budget = budget
         self.max_in_flight = max_in_flight
         self.ttl, self.soft_idle, self.load_timeout = ttl, soft_idle, load_timeout
+        self.drain_timeout = drain_timeout
+        #: requests cut so far (a drain that timed out, a forced unload, a shutdown)
+        self.cuts = 0
         self._models: dict[str, _Model] = {}
         self._waiting: dict[Req, _Pending] = {}
         self._granted: dict[Req, str] = {}
@@ -229,6 +261,20 @@ class ServingPolicy:
         """Estimated bytes of each model whose engine is not stopped."""
         return {n: m.info.memory for n, m in self._models.items()
                 if m.phase is not Phase.STOPPED and m.info and not m.remote}
+
+    def giving_way(self, model: str) -> bool:
+        """Whether ``model`` drains to stop (an ``Unload`` or a ``Drain`` waits for its requests)."""
+        m = self._models.get(model)
+        return bool(m and m.draining in ("unload", "shutdown"))
+
+    def cuts_of(self, model: str) -> int:
+        """Requests of ``model`` cut so far."""
+        m = self._models.get(model)
+        return m.cuts if m else 0
+
+    def busy(self) -> int:
+        """Requests granted and not finished, over every model."""
+        return len(self._granted)
 
     @property
     def idle(self) -> bool:
@@ -276,19 +322,33 @@ class ServingPolicy:
             case EngineStopped():
                 m = self._model(ev.model)
                 if m.phase is not Phase.STOPPED:
-                    m.phase, m.engine, m.info, m.draining = Phase.STOPPED, None, None, None
+                    m.phase, m.engine, m.info, m.draining, m.deadline = Phase.STOPPED, None, None, None, None
             case Unload():
                 m = self._model(ev.model)
                 self._reject_model(ev.model, 503, "model_unloaded", f"{ev.model}: unloaded")
                 if m.remote:  # nothing of ours runs: forget the verdict (and that it was remote)
                     m.phase, m.engine, m.info, m.down, m.remote = Phase.STOPPED, None, None, None, False
                 elif m.phase in (Phase.STARTING, Phase.READY):
+                    self._give_way(ev.model, m, "unload", now)
+            case Cut():
+                m = self._model(ev.model)
+                self._reject_model(ev.model, 503, "model_unloaded", f"{ev.model}: unloaded")
+                self._cut(m, f"{ev.model}: {ev.reason}")
+                if not m.remote and m.phase in (Phase.STARTING, Phase.READY):
                     self._stop(ev.model, m)
+            case Drain():
+                self._closing = True
+                for req in list(self._waiting):
+                    self._reject(req, 503, "server_shutting_down", "the server is shutting down")
+                for name, m in self._models.items():
+                    if m.busy or (not m.remote and m.phase in (Phase.STARTING, Phase.READY)):
+                        self._give_way(name, m, "shutdown", now)
             case Shutdown():
                 self._closing = True
                 for req in list(self._waiting):
                     self._reject(req, 503, "server_shutting_down", "the server is shutting down")
                 for name, m in self._models.items():
+                    self._cut(m, "the server is shutting down")
                     if m.remote:
                         m.phase, m.engine = Phase.STOPPED, None
                     elif m.phase in (Phase.STARTING, Phase.READY):
@@ -340,6 +400,12 @@ class ServingPolicy:
             self._stop(name, m)
 
     def _tick(self, now: float) -> None:
+        for name, m in self._models.items():
+            if m.deadline is not None and now >= m.deadline:
+                m.deadline = None
+                self._cut(m, f"{name}: not finished within the drain timeout ({self.drain_timeout:g}s)")
+                if not m.remote and m.phase is Phase.READY:
+                    self._stop(name, m)
         if self.load_timeout is not None:
             for req, p in list(self._waiting.items()):
                 if now - p.arrived >= self.load_timeout:
@@ -435,6 +501,24 @@ class ServingPolicy:
             return  # a load waits for a passing probe (or its timeout)
         m.phase, m.engine, m.info = Phase.STOPPED, None, None
 
+    def _give_way(self, name: str, m: _Model, why: str, now: float) -> None:
+        """``name`` takes no new request; it stops once its running ones finished, or at
+        its drain deadline (then they are cut)."""
+        if not m.busy:
+            if not m.remote:
+                self._stop(name, m)
+            return
+        m.draining = why
+        if m.deadline is None and self.drain_timeout is not None:
+            m.deadline = now + self.drain_timeout
+
+    def _cut(self, m: _Model, reason: str) -> None:
+        for req in sorted(m.busy, key=str):
+            self.cuts += 1
+            m.cuts += 1
+            self._fx.cut(req, reason)
+        m.deadline = None
+
     def _stop(self, name: str, m: _Model) -> None:
         m.phase = Phase.STOPPING
         self._fx.stop(name)
@@ -464,6 +548,6 @@ def options_key(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...
     return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
 
 
-__all__ = ["Arrive", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Event", "Finish", "ModelInfo",
+__all__ = ["Arrive", "Cut", "Drain", "EngineExited", "EngineFailed", "EngineReady", "EngineStopped", "Event", "Finish", "ModelInfo",
            "POLICIES", "Phase", "ServingEffects", "ServingPolicy", "Shutdown", "Tick", "Unload", "options_key",
            "size"]

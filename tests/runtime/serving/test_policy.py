@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from lemonpack.runtime.serving.policy import (
-    Arrive, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, ServingPolicy,
-    Shutdown, Tick, Unload,
+    Arrive, Cut, Drain, EngineExited, EngineFailed, EngineReady, EngineStopped, Finish, ModelInfo, Phase,
+    ServingPolicy, Shutdown, Tick, Unload,
 )
 
 from support.serving import Clock, Fx, GiB, make
@@ -281,3 +281,99 @@ def test_random_event_sequences_keep_the_invariants(events, budget):
             p.handle(EngineStopped(m))
     assert all(ph == "stopped" for ph in w.phase.values()), w.phase
     assert p.idle
+
+
+# -- giving way and shutting down: drains with a deadline, cuts (issue 27, points 3 and 4)
+
+
+def busy_model(p, fx, model="a", reqs=(1, 2)):
+    for r in reqs:
+        p.handle(Arrive(r, model))
+    up(p, fx, model)
+    assert all(fx.answers[r][0] == "grant" for r in reqs)
+
+
+def cuts(fx):
+    return [e[1] for e in fx.log if e[0] == "cut"]
+
+
+def test_unload_lets_running_requests_finish_then_stops():
+    p, fx, clock = make(drain_timeout=30)
+    busy_model(p, fx)
+    p.handle(Unload("a"))
+    assert fx.stops == 0 and p.phase("a") is Phase.READY and p.giving_way("a")  # running ones go on
+    p.handle(Arrive(3, "a"))
+    assert 3 not in fx.answers  # no new request is granted while it gives way
+    clock.t = 29.9
+    p.handle(Tick())
+    p.handle(Finish(1))
+    assert fx.stops == 0
+    p.handle(Finish(2))
+    assert fx.stops == 1 and cuts(fx) == [] and p.cuts == 0  # drained in time: nothing cut
+    down(p, "a")
+    assert fx.starts == 2  # the request that came meanwhile starts it afresh
+    up(p, fx, "a")
+    assert fx.answers[3][0] == "grant"
+
+
+def test_unload_cuts_what_still_runs_at_the_drain_deadline():
+    p, fx, clock = make(drain_timeout=30)
+    busy_model(p, fx)
+    p.handle(Finish(1))
+    p.handle(Unload("a"))
+    clock.t = 10
+    p.handle(Unload("a"))  # the sweep asks again: the deadline stays where it was
+    clock.t = 29.9
+    p.handle(Tick())
+    assert cuts(fx) == [] and fx.stops == 0
+    clock.t = 30
+    p.handle(Tick())
+    assert cuts(fx) == [2] and fx.stops == 1 and p.cuts == p.cuts_of("a") == 1
+    assert "drain timeout (30s)" in [e for e in fx.log if e[0] == "cut"][0][2]
+    p.handle(Tick())
+    assert cuts(fx) == [2]  # cut once
+
+
+def test_unload_without_drain_timeout_waits_for_ever():
+    p, fx, clock = make(drain_timeout=None)
+    busy_model(p, fx, reqs=(1,))
+    p.handle(Unload("a"))
+    clock.t = 1e6
+    p.handle(Tick())
+    assert cuts(fx) == [] and fx.stops == 0
+    p.handle(Finish(1))
+    assert fx.stops == 1
+
+
+def test_forced_unload_cuts_at_once_and_rejects_waiting():
+    p, fx, _ = make()
+    busy_model(p, fx)
+    p.handle(Arrive(9, "b"))
+    p.handle(Cut("a"))
+    assert cuts(fx) == [1, 2] and fx.stops == 1 and p.cuts_of("a") == 2 and p.cuts_of("b") == 0
+
+
+def test_drain_rejects_new_stops_idle_cuts_late_then_shutdown_cuts_the_rest():
+    p, fx, clock = make(drain_timeout=5)
+    busy_model(p, fx, "a", (1,))
+    busy_model(p, fx, "b", (2,))
+    p.handle(Finish(2))  # b is idle
+    p.handle(Arrive(3, "c"))  # c is starting, nobody granted
+    p.handle(Drain())
+    assert fx.answers[3][:3] == ("reject", 503, "server_shutting_down")
+    assert ("stop", "b") in fx.log and ("stop", "a") not in fx.log  # idle stops, busy drains
+    p.handle(Arrive(4, "a"))
+    assert fx.answers[4][:3] == ("reject", 503, "server_shutting_down")
+    assert p.busy() == 1
+    clock.t = 5
+    p.handle(Tick())
+    assert cuts(fx) == [1] and ("stop", "a") in fx.log
+
+
+def test_shutdown_cuts_every_running_request():
+    p, fx, _ = make()
+    busy_model(p, fx, "a", (1, 2))
+    p.handle(Drain())
+    assert cuts(fx) == []
+    p.handle(Shutdown())  # a second signal
+    assert cuts(fx) == [1, 2] and p.cuts == 2
