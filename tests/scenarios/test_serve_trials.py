@@ -1,8 +1,9 @@
 """The serve trials of issue 27 (cases 78, 80, 82, 83, 84: an engine SIGKILLed mid-stream, a
 gateway endpoint SIGSTOPped, one model file spelled four ways, SIGTERM then SIGINT with a long
 stream, a model removed while it streams), run from the outside against ``lemonpack serve``
-as an operator would: each ``check.py`` (copied from the trials; their harness, fake engine
-and recipe writer are one copy in ``trials/_common/``) prints PASS or FAIL."""
+as an operator would: each ``serve_trials/*/check.py`` (copied from the trials; their harness,
+fake engine and recipe writer are tests/support/trial_harness.py, trial_engine.py and
+trial_recipe.py) prints PASS or FAIL."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-TRIALS = Path(__file__).parent / "trials"
+TRIALS = Path(__file__).parent / "serve_trials"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("case", sorted(p.name for p in TRIALS.iterdir() if p.is_dir() and p.name[0].isdigit()))
 def test_serve_trial(case, tmp_path):
     assert shutil.which("lemonpack"), "lemonpack must be on PATH"
-    path = os.pathsep.join([str(TRIALS / "_common"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])  # support.*
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": path,
            "LEMONPACK_HOST_FACTS": '{"os":"linux","accelerators":["cpu"]}'}
     r = subprocess.run([sys.executable, str(TRIALS / case / "check.py")], capture_output=True, text=True, env=env,

@@ -15,8 +15,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.conftest import fake_doc
-from tests.support.helpers import wait_for
+from support.recipes import recipe_doc
+from support.helpers import wait_for
 
 STREAM = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -55,7 +55,7 @@ def _stream_with_openai(url: str, on_first) -> tuple[int, Exception | None]:
 def test_engine_killed_mid_stream_is_an_error_for_the_openai_client(live, caplog, kill):
     caplog.set_level(logging.INFO, logger="lemonpack.server")
     lv = live()
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "200", "--chunk-delay", "0.02"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "200", "--chunk-delay", "0.02"]))
     lv.start()
     assert httpx.post(lv.url + "/v1/chat/completions", json={**STREAM, "stream": False},
                       trust_env=False, timeout=30).status_code == 200
@@ -71,7 +71,7 @@ def test_engine_killed_mid_stream_is_an_error_for_the_openai_client(live, caplog
 
 def test_the_last_event_of_a_cut_stream_is_an_openai_error_and_the_body_is_unterminated(live):
     lv = live()
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "200", "--chunk-delay", "0.02"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "200", "--chunk-delay", "0.02"]))
     lv.start()
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     pid = _engine_pid(lv)
@@ -88,7 +88,7 @@ def test_the_last_event_of_a_cut_stream_is_an_openai_error_and_the_body_is_unter
 
 def test_a_silent_engine_is_bounded_by_the_upstream_read_timeout(live, tmp_path):
     lv = live(upstream_read_timeout=1.0)
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "400", "--chunk-delay", "0.02"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "400", "--chunk-delay", "0.02"]))
     lv.start()
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     pid = _engine_pid(lv)
@@ -121,7 +121,7 @@ def _stream_in_thread(url: str, out: dict) -> threading.Thread:
 
 def test_unload_lets_a_running_stream_finish_and_force_cuts_it(live):
     lv = live(drain_timeout=30)
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "40", "--chunk-delay", "0.05"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
     lv.start()
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     out: dict = {}
@@ -147,7 +147,7 @@ def test_unload_lets_a_running_stream_finish_and_force_cuts_it(live):
 
 def test_unload_cuts_at_the_drain_timeout(live):
     lv = live(drain_timeout=0.5)
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "200", "--chunk-delay", "0.05"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "200", "--chunk-delay", "0.05"]))
     lv.start()
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     out: dict = {}
@@ -161,7 +161,7 @@ def test_unload_cuts_at_the_drain_timeout(live):
 
 def test_recipe_deleted_while_streaming_lets_the_stream_finish_then_stops(live):
     lv = live(drain_timeout=30)
-    lv.add("user.fake", fake_doc("fake-engine", "--chunks", "40", "--chunk-delay", "0.05"))
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
     lv.start()
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     out: dict = {}

@@ -1,5 +1,9 @@
-"""Reproducer harness (one copy for the trials of tests/server/trials/, from /work/shared/cases/78-84): a private `lemonpack serve` over fe.py fake engines, cleaned up at exit."""
+"""Reproducer harness of the serve trials (tests/scenarios/serve_trials/, from the trials' cases 78-85): a
+private `lemonpack serve` over trial_engine.py fake engines (recipes by trial_recipe.py), cleaned up at exit."""
 import atexit, json, os, random, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
+
+from support.interrupt import popen_interruptible
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = tempfile.mkdtemp(prefix="lp-serve-repro-")
 _serves = []
@@ -35,7 +39,7 @@ class Serve:
             if recipe not in done:
                 env = dict(os.environ, PROBE_TIMEOUT=str(probe_timeout))
                 if serves_glob: env["SERVES"] = serves_glob
-                subprocess.run([sys.executable, f"{HERE}/mkrecipe.py", f"{self.root}/backends", recipe,
+                subprocess.run([sys.executable, f"{HERE}/trial_recipe.py", f"{self.root}/backends", recipe,
                                 "--pidfile", self.pidfile, *flags], check=True, env=env)
                 done.add(recipe)
             mf = f"{self.root}/{name}.bin"
@@ -54,9 +58,8 @@ class Serve:
     def start(self):
         self.errf = open(f"{self.root}/serve.log", "w")
         # SIGINT may arrive ignored (a background job inherits it so): serve gets the default
-        self.proc = subprocess.Popen(["lemonpack", "serve", "--port", str(self.port), *self.args], env=self.env,
-                                     stdout=self.errf, stderr=subprocess.STDOUT,
-                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.proc = popen_interruptible(["lemonpack", "serve", "--port", str(self.port), *self.args], env=self.env,
+                                        stdout=self.errf, stderr=subprocess.STDOUT)
         t = time.time()
         while time.time() - t < 30:
             try:

@@ -4,11 +4,11 @@ down ("timed out") within seconds, and new requests go to the other one; but the
 already relayed to the hung endpoint are never answered, failed over or timed out: they hang
 until the client gives up (there is no upstream timeout to set)."""
 import os, signal, subprocess, sys, threading, time, json, urllib.request
-import rh
-from rh import Serve, post, verdict
-HERE = rh.HERE  # the fake engine and the recipe writer (the trials' _common)
+from support import trial_harness as rh
+from support.trial_harness import Serve, post, verdict
+HERE = rh.HERE  # tests/support: the fake engine and the recipe writer
 ports = [rh.free_port(), rh.free_port()]
-ups = [subprocess.Popen([sys.executable, f"{HERE}/fe.py", "--port", str(p), "--chunks", "3"],
+ups = [subprocess.Popen([sys.executable, f"{HERE}/trial_engine.py", "--port", str(p), "--chunks", "3"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in ports]
 def _kill():
     for u in ups:
@@ -18,7 +18,7 @@ def _kill():
             pass
 import atexit; atexit.register(_kill)
 s = Serve({}, args=["--no-engine-output"])
-subprocess.run([sys.executable, f"{HERE}/mkrecipe.py", f"{s.root}/backends", "fe-gw"], check=True,
+subprocess.run([sys.executable, f"{HERE}/trial_recipe.py", f"{s.root}/backends", "fe-gw"], check=True,
                env=dict(os.environ, PROBE_TIMEOUT="2"))
 subprocess.run(["lemonpack", "models", "add", "user.gw", "-r", "fe-gw", "-e", f"http://127.0.0.1:{ports[0]}",
                 "-e", f"http://127.0.0.1:{ports[1]}"], env=s.env, check=True, capture_output=True)

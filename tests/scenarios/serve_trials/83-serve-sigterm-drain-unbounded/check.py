@@ -2,7 +2,7 @@
 it must stop within 20 s of the second signal, its engine gone. Today it keeps relaying the
 stream until the stream ends, whatever signals come (no drain deadline, second signal ignored)."""
 import signal, threading, time, urllib.request, json
-from rh import Serve, verdict
+from support.trial_harness import Serve, verdict
 s = Serve({"user.a": ("fe-a", ["--chunks", "1500", "--chunk-delay", "0.05"], 1 << 20)}, args=["--no-engine-output"]).start()
 events = [0]
 def client():

@@ -2,7 +2,7 @@
 short stream finish (exit 0) but cuts a long one after 1 s: the client sees `event: error` and
 an unterminated body, serve exits 1 within a few seconds, its engine gone."""
 import http.client, json, signal, threading, time
-from rh import Serve, verdict
+from support.trial_harness import Serve, verdict
 
 
 def stream(s, out):
