@@ -4,7 +4,8 @@
   private ``_module.py`` maps to ``test_module.py``, a package's ``__init__.py`` to
   ``test_<package>.py``); a root module ``lemonpack/<module>.py`` maps to ``tests/test_<module>.py``;
 - ``tests/scenarios/`` holds the scenarios and end-to-end files (a user's path through the CLI,
-  ``lemonpack serve``, real registries, podman, Nix, a browser), named after their topic;
+  ``lemonpack serve``, real registries, podman, Nix, a browser), named after their topic, and the
+  scripts of replayed cases (``serve_cases/<case>/check.py``) that they run as children;
 - ``tests/support/`` holds every helper and fixture (registered in ``tests/conftest.py``, the only
   conftest), ``tests/fixtures/`` data.
 
@@ -211,7 +212,7 @@ def layout_problems(package: Path, tests: Path, table: dict[str, str], suite: di
             if rel != Path("conftest.py"):
                 problems.append(f"tests/{rel}: fixtures belong in tests/support/ (registered in tests/conftest.py)")
         elif not path.name.startswith("test_"):
-            if not (where == "scenarios" and path.name == "test.py"):  # a serve case's script
+            if not (where == "scenarios" and path.name == "check.py"):  # a case's script, run as a child
                 problems.append(f"tests/{rel}: a helper module outside tests/support/")
         elif where == "scenarios":
             continue
@@ -235,7 +236,7 @@ def test_layout_problems_of_a_planted_tree(tmp_path):
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     for rel in ("test_pkg.py", "test_a.py", "test_b.py", "room/test_c.py", "room/test_topic.py", "room/conftest.py",
-                "room/kit.py", "scenarios/test_walk.py", "scenarios/cases/01/test.py", "test_meta.py"):
+                "room/kit.py", "scenarios/test_walk.py", "scenarios/cases/01/check.py", "test_meta.py"):
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_text("")
     table = {"pkg.room.d": "tested through tests/scenarios/test_walk.py", "pkg.room.c": "stale",
