@@ -182,7 +182,8 @@ def reexports_only(module: Path) -> bool:
 def layout_problems(package: Path, tests: Path, table: dict[str, str], suite: dict[str, str]) -> list[str]:
     """What breaks the mirror: modules without a test file or an entry, stale entries, test files
     named after no module outside tests/scenarios/, helper modules outside tests/support/,
-    conftest files other than the root one. One line each."""
+    conftest files other than the root one, a test file importing another test file (or ``tests.``,
+a second name for the support package). One line each."""
     mods = modules(package)
     problems = []
     owners: dict[Path, str] = {}
@@ -205,7 +206,15 @@ def layout_problems(package: Path, tests: Path, table: dict[str, str], suite: di
                 problems.append(f"WITHOUT_OWN_FILE's reason for {name} names {ref}, which does not exist")
     for path in sorted(tests.rglob("*.py")):
         rel = path.relative_to(tests)
-        if "__pycache__" in rel.parts or rel.parts[0] in ("support", "fixtures"):
+        if "__pycache__" in rel.parts or rel.parts[0] == "fixtures":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name.split(".")[0] in ("tests", "conftest") or name.split(".")[-1].startswith("test_"):
+                    problems.append(f"tests/{rel}:{node.lineno}: imports {name}: shared code belongs in tests/support/")
+        if rel.parts[0] == "support":
             continue
         where = rel.parts[0] if len(rel.parts) > 1 else ""
         if path.name == "conftest.py":
@@ -239,6 +248,7 @@ def test_layout_problems_of_a_planted_tree(tmp_path):
                 "room/kit.py", "scenarios/test_walk.py", "scenarios/cases/01/check.py", "test_meta.py"):
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_text("")
+    (tests / "scenarios" / "test_walk.py").write_text("from test_a import helper\nimport support.kit\n")
     table = {"pkg.room.d": "tested through tests/scenarios/test_walk.py", "pkg.room.c": "stale",
              "pkg.gone": "x", "pkg.room.e": "in tests/scenarios/test_missing.py"}
     assert layout_problems(pkg, tests, table, {"test_meta.py": "a suite check"}) == [
@@ -249,6 +259,7 @@ def test_layout_problems_of_a_planted_tree(tmp_path):
         "tests/room/conftest.py: fixtures belong in tests/support/ (registered in tests/conftest.py)",
         "tests/room/kit.py: a helper module outside tests/support/",
         "tests/room/test_topic.py is named after no module of pkg/: a scenario belongs in tests/scenarios/",
+        "tests/scenarios/test_walk.py:1: imports test_a: shared code belongs in tests/support/",
     ]
 
 

@@ -19,23 +19,9 @@ import pytest
 
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.oci_base import make_base, put_blob as _put
-from support.buildkit import artifact_for, blob, blob_json, need, tags
-from support.recipes import recipe_doc, write_recipe
+from support.buildkit import RECIPE_ID, artifact_for, blob, blob_json, need, tags, variant_recipe
 
 pytestmark = pytest.mark.usefixtures("home")  # a private cache and config for every test
-
-RECIPE_ID = "llamacpp-variant"
-URL = "https://example.invalid/engines/llama-server-cpu.tar.gz"
-
-
-def variant_recipe(path: Path, site, url: str = URL, artifact: bytes | None = None) -> Path:
-    """A ``variant_of: llamacpp`` recipe with one linux/cpu block whose artifact ``site`` serves."""
-    sha = site.put(url, artifact if artifact is not None else artifact_for(url, "llama-server"))
-    return write_recipe(path, recipe_doc(
-        RECIPE_ID, display_name="llama.cpp on a base", capabilities=["chat_completion", "completion"],
-        variant_of="llamacpp", binary="llama-server",
-        block={"source": url, "sha256": f"sha256:{sha}", "reserved_args": ["--port", "--host", "-m"]}))
-
 
 @pytest.fixture
 def recipe(site, tmp_path):

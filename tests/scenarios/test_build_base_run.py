@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.buildkit import need, tags
+from support.buildkit import need, tags, variant_recipe
 from support.containers import podman_conf  # noqa: F401 (fixture)
 from support.helpers import free_port, wait_for
 
@@ -116,7 +116,6 @@ def _artifact(directory: Path) -> bytes:
 
 def test_real_llama_server_image_runs_on_the_debian_base(lp, site, tmp_path, debian_layout, podman_conf):  # noqa: F811
     from support.llama_server import llama_server_dir, write_tiny_gguf
-    from test_build_base import variant_recipe
 
     server = llama_server_dir(build=True)
     recipe = variant_recipe(tmp_path / "recipes" / "llamacpp-variant.json", site, artifact=_artifact(server))

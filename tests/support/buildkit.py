@@ -26,6 +26,7 @@ import pytest
 
 from lemonpack.fetch import mirror_path
 from support.fileserver import LocalServer
+from support.recipes import recipe_doc, write_recipe
 from support.tools import CONTAINERS_CONF, need  # noqa: F401  (re-exported to the build tests)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +127,22 @@ class Site(LocalServer):
         out = dest / recipe.name
         out.write_text(json.dumps(doc2, indent=2))
         return out
+
+
+# ---------------------------------------------------------------- a variant_of recipe
+
+#: The variant_of recipe of the ``build --base`` tests and the artifact URL it fetches.
+RECIPE_ID = "llamacpp-variant"
+URL = "https://example.invalid/engines/llama-server-cpu.tar.gz"
+
+
+def variant_recipe(path: Path, site, url: str = URL, artifact: bytes | None = None) -> Path:
+    """A ``variant_of: llamacpp`` recipe with one linux/cpu block whose artifact ``site`` serves."""
+    sha = site.put(url, artifact if artifact is not None else artifact_for(url, "llama-server"))
+    return write_recipe(path, recipe_doc(
+        RECIPE_ID, display_name="llama.cpp on a base", capabilities=["chat_completion", "completion"],
+        variant_of="llamacpp", binary="llama-server",
+        block={"source": url, "sha256": f"sha256:{sha}", "reserved_args": ["--port", "--host", "-m"]}))
 
 
 class CliResult:
