@@ -6,10 +6,13 @@ Pipeline. ``--extensions`` (default 2,000) generated community extension directo
 an ``extension.json`` (two providers, one option, two targets, a dependency on the previous
 extension in every tenth) and its ``extension.cpp``, given as an extension directory beside
 the repository's own tree (the 8 official extensions, its lock and API records). Timed:
-:func:`lemonpack.extensions.pipeline.run_pipeline` (discover, validate, select ``all``,
-collisions, API version) plus :func:`lemonpack.extensions.generate.generate` (registry,
-constants header, JSON). Baseline, measured in the same run: reading the same manifest files
-and ``json.loads`` of each. Target: the whole pipeline under 0.5 s (it was 1.06 s against a
+:func:`lemonpack.extensions.pipeline.run_pipeline` with ``includes=False`` (discover, validate
+with the entry symbols read as text, select ``all``, collisions, API version) plus
+:func:`lemonpack.extensions.generate.generate` (registry, constants header, JSON). Baseline,
+measured in the same run: reading the same manifest files and ``json.loads`` of each. The
+compiler's include check (one preprocessor run per translation unit, what the CLI adds for a
+community extension) is timed apart over ``--include-check`` (default 50) of them, against
+the baseline of compiling the same units. Target: the whole pipeline under 0.5 s (it was 1.06 s against a
 0.035 s baseline, ratio 30, before schema validation got a compiled fast acceptor, the include
 scan and discovery stopped resolving every path, and collisions built the official claims
 once; a shared machine's wall time varies, so compare the ratio, wall or CPU (this process's CPU time, which waiting for a
@@ -38,7 +41,7 @@ beside the main ones (a shared machine's wall time includes waiting for a core).
 dependency; no pytest, no tests/support).
 
 Usage: ``python bench/extensions.py [--extensions N] [--files N] [--nix-extensions N] [--repeat N]
-[--only pipeline|probe|nix]``.
+[--include-check N] [--only pipeline|probe|nix]``.
 """
 
 from __future__ import annotations
@@ -129,12 +132,12 @@ def make_extensions(root: Path, count: int) -> tuple[Path, list[Path]]:
         d = exts / f"bench_{i:05d}"
         d.mkdir(parents=True)
         (d / "extension.json").write_text(json.dumps(manifest(i), indent=2))
-        (d / "extension.cpp").write_text('#include "gufo/ext/registry.hpp"\n')
+        (d / "extension.cpp").write_text('#include "gufo/ext/registry.hpp"\n' + CPP.format(name=d.name))
         paths.append(d / "extension.json")
     return exts, paths
 
 
-def bench_pipeline(count: int, repeat: int) -> None:
+def bench_pipeline(count: int, repeat: int, checked: int = 50) -> None:
     try:
         from lemonpack.extensions.generate import generate
         from lemonpack.extensions.pipeline import run_pipeline
@@ -146,7 +149,8 @@ def bench_pipeline(count: int, repeat: int) -> None:
         paths += sorted(ROOT.glob("catalogue/extensions/*/extension.json"))
 
         def pipeline():
-            selection = run_pipeline(ROOT, extra_dirs=(exts,), select="all", features=frozenset({"linux", "hip"}))
+            selection = run_pipeline(ROOT, extra_dirs=(exts,), select="all", features=frozenset({"linux", "hip"}),
+                                     includes=False)
             return selection, generate(selection)
 
         selection, files = pipeline()
@@ -161,6 +165,32 @@ def bench_pipeline(count: int, repeat: int) -> None:
               f"({t_pipe / count * 1e6:.0f} us per extension; CPU {c_pipe:.3f} s); reading + json.loads of the same "
               f"manifests: {t_read:.3f} s (CPU {c_read:.3f} s); ratio {t_pipe / t_read:.1f} (CPU {c_pipe / c_read:.1f}); "
               f"target < 0.5 s (ratio < 14): {'met' if t_pipe < 0.5 or min(t_pipe / t_read, c_pipe / c_read) < 14 else 'MISSED'}")
+        if checked:
+            bench_include_check([e for e in selection.extensions if not e.official][:checked])
+
+
+def bench_include_check(exts: list) -> None:
+    """The compiler's include check of ``exts`` (one preprocessor run each: their one unit
+    includes ``gufo/ext/registry.hpp``), against ``g++ -c`` of the same units (the build's
+    flags and include directory), both one at a time."""
+    import subprocess
+
+    from lemonpack.extensions.compile import CXXFLAGS, stage_include
+    from lemonpack.extensions.includes import IncludeCheck
+
+    with IncludeCheck() as check, tempfile.TemporaryDirectory(prefix="lemonpack-bench-inc-") as tmp:
+        start = time.perf_counter()
+        problems = [r for e in exts for r in check.include_problems(e)]
+        t_check = time.perf_counter() - start
+        assert not problems, problems[:3]
+        include = stage_include(Path(tmp) / "include", b"#pragma once\n")
+        start = time.perf_counter()
+        for i, e in enumerate(exts):
+            subprocess.run(["g++", *CXXFLAGS, "-I", str(include), "-c", str(e.path / "extension.cpp"), "-o",
+                            f"{tmp}/{i}.o"], check=True, capture_output=True)
+        t_cc = time.perf_counter() - start
+    print(f"include check (g++ -E -dI -MD, judged), {len(exts)} community extensions: {t_check:.2f} s "
+          f"({t_check / len(exts) * 1e3:.0f} ms each); compiling the same units: {t_cc:.2f} s; ratio {t_check / t_cc:.2f}")
 
 
 # --- probing --------------------------------------------------------------------------------------
@@ -323,10 +353,11 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nix-extensions", type=int, default=2000)
+    ap.add_argument("--include-check", type=int, default=50, help="community extensions the include check is timed on")
     ap.add_argument("--only", choices=("pipeline", "probe", "nix"))
     opts = ap.parse_args()
     if opts.only in (None, "pipeline"):
-        bench_pipeline(opts.extensions, opts.repeat)
+        bench_pipeline(opts.extensions, opts.repeat, opts.include_check)
     if opts.only in (None, "probe"):
         bench_probe(opts.files, opts.repeat)
     if opts.only in (None, "nix"):

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.registry import LocalRegistry  # noqa: E402
 
-from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP  # noqa: E402
+from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR_GZIP  # noqa: E402
 from lemonpack.oci.layout import LayoutWriter  # noqa: E402
 
 

@@ -1,23 +1,51 @@
-"""sha256 digests, parsed once: the one place that knows their text forms.
+"""sha256 digests, parsed once: the one place that knows their text forms and hashes bytes
+in passing.
 
 A digest is ``algorithm ":" encoded`` (OCI image-spec v1.1 ``descriptor.md``, "Digests");
 lemonpack writes and accepts the registered ``sha256`` algorithm only, encoded as 64 lowercase
-hex digits, and also uses the bare hex form (cache file names, Nix's ``sha256`` attribute).
-Every check of either form goes through this module (``tests/test_architecture.py`` fails on a
-hex-64 pattern anywhere else), so "what is a digest" has one answer. The general reference
-grammar (any algorithm, for parsing what others wrote) stays in :mod:`lemonpack.oci.reference`.
+hex digits, and also uses the bare hex form (cache file names, blob file names under
+``blobs/sha256/``, Nix's ``sha256`` attribute, a recipe's ``sha256`` field).
+
+What this module owns (``tests/test_concept_owners.py`` fails on a copy elsewhere):
+
+- the text forms: :class:`Digest` (``Digest.parse(text)``, ``Digest.from_hex(hex)``,
+  ``Digest.of_bytes(data)``, ``d.hex``, ``str(d)``) and the two conversions most callers
+  need, :func:`sha256_text` (bare hex to ``sha256:<hex>``) and :func:`hex_of` (the other way);
+  no other module spells ``"sha256:"`` or splits a digest at its ``:``;
+- the checks of either form (:func:`is_sha256_digest`, :func:`is_sha256_hex`; a hex-64 pattern
+  elsewhere fails ``tests/test_architecture.py``);
+- hashing bytes as they pass: :class:`Hasher` (a write-only file object: the digest and the
+  size of what went through, passed on to any number of files, optionally on a thread of its
+  own), :class:`HashingReader` (the same on the reading side) and :func:`file_digest`.
+
+The general reference grammar (any algorithm, for parsing what others wrote) stays in
+:mod:`lemonpack.oci.reference`. ``hashlib`` (OpenSSL) is imported on first use, so importing
+this module costs a quick command nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
+import os
+import queue
 import re
+import threading
 from dataclasses import dataclass
+from typing import Any, BinaryIO
 
+#: The one algorithm lemonpack writes and accepts (descriptor.md, "Registered Algorithms").
+ALGORITHM = "sha256"
 #: Length of a sha256 digest's encoded part (hex digits).
 SHA256_HEX_LENGTH = 64
+_PREFIX = ALGORITHM + ":"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_READ = 1 << 20
+
+
+def _sha256(data: bytes = b"") -> Any:
+    import hashlib
+
+    return hashlib.sha256(data)
 
 
 def is_sha256_hex(text: object) -> bool:
@@ -30,12 +58,20 @@ def is_sha256_digest(text: object) -> bool:
     return isinstance(text, str) and _DIGEST.fullmatch(text) is not None
 
 
+def names_sha256(text: object) -> bool:
+    """Whether ``text`` is written as a sha256 digest (starts ``sha256:``), well formed or not:
+    what tells a digest from a tag in a manifest reference (a tag holds no ``:``) before the
+    digest itself is checked."""
+    return isinstance(text, str) and text.startswith(_PREFIX)
+
+
 @dataclass(frozen=True, slots=True)
 class Digest:
     """A sha256 digest. ``str(d)`` is ``sha256:<hex>``; ``d.hex`` the 64 hex digits.
 
     Build one with :meth:`parse` (text from a file, a registry, a user), :meth:`from_hex`
-    (a bare hex string) or :meth:`of_bytes` (hash some bytes)."""
+    (a bare hex string) or :meth:`of_bytes` (hash some bytes); a :class:`Hasher` gives the
+    digest of a stream. Raises ``ValueError`` for anything but 64 lowercase hex digits."""
 
     hex: str
 
@@ -46,12 +82,15 @@ class Digest:
     @property
     def algorithm(self) -> str:
         """Always ``"sha256"`` (the only algorithm lemonpack accepts)."""
-        return "sha256"
+        return ALGORITHM
 
     @classmethod
-    def parse(cls, text: object) -> "Digest":
-        """The digest ``text`` spells (``sha256:<64 lowercase hex>``). Raises ``ValueError``
-        naming what was given for anything else (another algorithm, upper case, a bare hex)."""
+    def parse(cls, text: object, *, bare: bool = False) -> "Digest":
+        """The digest ``text`` spells (``sha256:<64 lowercase hex>``; with ``bare``, a bare
+        64-hex string too). Raises ``ValueError`` naming what was given for anything else
+        (another algorithm, upper case, a bare hex without ``bare``)."""
+        if bare and is_sha256_hex(text):
+            return cls(text)  # type: ignore[arg-type]
         m = _DIGEST.fullmatch(text) if isinstance(text, str) else None
         if m is None:
             raise ValueError(f"a digest must be 'sha256:<64 lowercase hex>', got {text!r}")
@@ -67,10 +106,152 @@ class Digest:
     @classmethod
     def of_bytes(cls, data: bytes) -> "Digest":
         """The sha256 digest of ``data``."""
-        return cls(hashlib.sha256(data).hexdigest())
+        return cls(_sha256(data).hexdigest())
 
     def __str__(self) -> str:
-        return f"sha256:{self.hex}"
+        return _PREFIX + self.hex
 
 
-__all__ = ["Digest", "SHA256_HEX_LENGTH", "is_sha256_digest", "is_sha256_hex"]
+def sha256_text(hex_digest: object) -> str:
+    """``sha256:<hex>`` for the bare hex ``hex_digest`` (a recipe's ``sha256`` field, a cache
+    file name). Raises ``ValueError`` unless it is 64 lowercase hex digits."""
+    return str(Digest.from_hex(hex_digest))
+
+
+def hex_of(digest: object) -> str:
+    """The 64 hex digits of the digest text ``sha256:<hex>`` (a blob's file name under
+    ``blobs/sha256/``). Raises ``ValueError`` for anything else."""
+    return Digest.parse(digest).hex
+
+
+_END = object()
+
+
+class Hasher:
+    """A write-only binary file object: every byte written is sha256-hashed, counted
+    (:attr:`size`) and passed on, in order, to each of ``outs`` (none: hash only; two: a tee,
+    e.g. a layout's blob and the layer cache's copy). :meth:`digest` is the :class:`Digest` of
+    all bytes written so far.
+
+    ``threaded=True`` hands the hashing and the writes to ``outs`` to a thread of its own,
+    at most ``ahead`` pieces queued (flat memory), so they overlap the caller's next read from
+    a socket (``hashlib`` and file writes release the GIL); each byte is still hashed once.
+    Then :meth:`digest` waits for the queue to drain (no write after it), an error of the
+    thread (a full disk) is raised by the next :meth:`write` or by :meth:`digest`, and
+    :meth:`close` stops the thread without a result (call it on every exit path: a context
+    manager does; safe twice). Unthreaded, an error of an out propagates from :meth:`write`.
+
+    Spec: OCI image-spec v1.1 ``descriptor.md`` ("Verification": content is verified against
+    its digest as it is read)."""
+
+    def __init__(self, *outs: BinaryIO, threaded: bool = False, ahead: int = 4):
+        self.outs = outs
+        self.size = 0
+        self._sha = _sha256()
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._pieces: queue.Queue = queue.Queue(maxsize=ahead)
+            self._error: BaseException | None = None
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, daemon=True, name="lemonpack-hasher")
+            self._thread.start()
+
+    def _take(self, data) -> None:
+        self._sha.update(data)
+        for out in self.outs:
+            out.write(data)
+
+    def write(self, data) -> int:
+        """Hash ``data`` (bytes or a buffer), count it and pass it on; returns ``len(data)``."""
+        self.size += len(data)
+        if self._thread is None:
+            self._take(data)
+        else:
+            self._put(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        """Flush every out that can be (unthreaded: what was written has reached them)."""
+        for out in self.outs:
+            flush = getattr(out, "flush", None)
+            if flush is not None:
+                flush()
+
+    def digest(self) -> Digest:
+        """The digest of every byte written so far (threaded: once all are hashed and written)."""
+        if self._thread is not None:
+            self._put(_END)
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+        return Digest(self._sha.hexdigest())
+
+    def close(self) -> None:
+        """Stop the thread (what is queued is dropped); nothing to do unthreaded."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def __enter__(self) -> "Hasher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    item = self._pieces.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if item is _END:
+                    return
+                self._take(item)
+        except BaseException as exc:  # noqa: BLE001 - raised in the writing thread
+            self._error = exc
+            self._stop.set()
+
+    def _put(self, item: object) -> None:
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._stop.is_set():
+                raise RuntimeError("Hasher closed")  # a bug: written after close() or digest()
+            try:
+                self._pieces.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+
+class HashingReader:
+    """A readable binary file object over ``f`` whose :attr:`hasher` (a :class:`Hasher`)
+    sees every byte read, in order: the digest of a blob while ``tarfile`` or a decompressor
+    reads it."""
+
+    def __init__(self, f: Any):
+        self.f, self.hasher = f, Hasher()
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes of ``f`` (all that is left when ``n < 0``), hashed."""
+        data = self.f.read(n)
+        self.hasher.write(data)
+        return data
+
+
+def file_digest(path: str | os.PathLike[str]) -> tuple[Digest, int]:
+    """``(digest, size in bytes)`` of the regular file at ``path``, read in 1 MiB chunks
+    through :func:`lemonpack.files.open_regular` (a symlink is not followed, a fifo never
+    blocks). Raises ``OSError`` when it cannot be read or is not a regular file itself."""
+    from lemonpack.files import open_regular
+
+    h = Hasher()
+    with open_regular(path) as f:
+        while chunk := f.read(_READ):
+            h.write(chunk)
+    return h.digest(), h.size
+
+
+__all__ = ["ALGORITHM", "Digest", "Hasher", "HashingReader", "SHA256_HEX_LENGTH", "file_digest", "hex_of",
+           "is_sha256_digest", "is_sha256_hex", "names_sha256", "sha256_text"]

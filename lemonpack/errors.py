@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 #: Characters that would split, hide or reorder a line of text output: C0/C1 controls, DEL,
 #: the Unicode line/paragraph separators, the bidirectional embedding, override and isolate
@@ -84,6 +84,48 @@ class Problem:
     def to_json(self) -> dict[str, str]:
         """``{"file", "path", "rule", "message"}``."""
         return {"file": self.file, "path": self.path, "rule": self.rule, "message": self.message}
+
+
+#: Problems one file's report holds; the rest are counted in one last ``more-problems``
+#: problem (docs/recipes-and-policy.md: "A file's report is bounded").
+MAX_PROBLEMS = 200
+
+
+@dataclass(frozen=True)
+class MoreProblems(Problem):
+    """The last problem of a capped report (rule ``more-problems``), carrying its count:
+    ``more`` problems found and not kept, and ``stopped``: why that count is only a lower
+    bound (a check that stopped early), or ``""``. :func:`bound` adds the counts of the
+    parts it joins."""
+
+    more: int = 0
+    stopped: str = ""
+
+    @classmethod
+    def of(cls, file: str, more: int, stopped: str = "") -> "MoreProblems":
+        """``and N more problems: fix these and run lint again`` (``at least N ... (STOPPED)``)."""
+        what = f"at least {more} more problems ({stopped})" if stopped else f"{more} more problems"
+        return cls(file, "", "more-problems", f"and {what}: fix these and run lint again", more, stopped)
+
+
+def bound(problems: Iterable[Problem], file: str, limit: int = MAX_PROBLEMS) -> list[Problem]:
+    """A file's report: the first ``limit`` problems of ``problems`` in their order, then,
+    when there were more, one :class:`MoreProblems` counting them. A :class:`MoreProblems`
+    met on the way (the bound of a part: the parser's, the schema's, the semantic rules',
+    the policy's) is folded in: its count added, its ``stopped`` kept. Consumes
+    ``problems`` lazily and holds at most ``limit`` of them, so a generator of a million
+    problems costs the memory of ``limit``."""
+    kept: list[Problem] = []
+    more, stopped = 0, ""
+    for p in problems:
+        if isinstance(p, MoreProblems):
+            more += p.more
+            stopped = stopped or p.stopped
+        elif len(kept) < limit:
+            kept.append(p)
+        else:
+            more += 1
+    return kept + ([MoreProblems.of(file, more, stopped)] if more or stopped else [])
 
 
 class ManifestError(LemonpackError):
@@ -239,9 +281,18 @@ class LayoutError(LemonpackError):
     is not a layout, or does not hold together: a malformed ``index.json``, descriptor or
     manifest, a blob missing or of another size than its descriptor, a tag that is not there or
     would be repointed, a manifest that is not an image. Exit 1 (a digest that does not match is
-    :class:`IntegrityError`)."""
+    :class:`IntegrityError`; a blob the layout readers refuse for its bytes or size is
+    :class:`LayoutBlobError`, both at once)."""
 
     kind = "layout"
+
+
+class LayoutBlobError(IntegrityError, LayoutError):
+    """A blob of an OCI image layout that is not what its descriptor says: bytes that do not
+    hash to its digest, or another size (image-spec ``descriptor.md``, "Verification"). Both
+    an :class:`IntegrityError` (exit 3, kind ``integrity``: what callers catch and print
+    for any digest mismatch) and a :class:`LayoutError` (the layout does not hold together).
+    ``what`` names the blob (its label and digest)."""
 
 
 class RegistryError(LemonpackError):
@@ -318,9 +369,9 @@ class Interrupted(LemonpackError):
 
 
 __all__ = [
-    "Interrupted", "LemonpackError", "Problem", "ManifestError", "SelectionError", "TokenError", "InputError",
+    "Interrupted", "LemonpackError", "MAX_PROBLEMS", "MoreProblems", "Problem", "bound", "ManifestError", "SelectionError", "TokenError", "InputError",
     "NotFoundError",
     "IntegrityError", "FetchError", "UnsafeContentError", "StorageError", "ToolError", "RuntimeFailure",
-    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "RegistryError", "OutputError",
+    "UsageError", "MirrorSettingError", "ConfigError", "LayoutError", "LayoutBlobError", "RegistryError", "OutputError",
     "BuildError", "CatalogueError", "LockError", "NotConfirmed", "UnreadableFileError",
 ]

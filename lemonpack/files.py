@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import hashlib
 import os
 import secrets
 import shutil
@@ -85,18 +84,6 @@ def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
         if reason is None:
             reason = str(e.strerror or e)
         raise UnreadableFileError(f"cannot read {what} {os.fspath(path)}: {reason}") from None
-
-
-def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """``(sha256 hex, size in bytes)`` of the regular file at ``path``, read in 1 MiB
-    chunks through :func:`open_regular` (a symlink is not followed, a fifo never blocks).
-    Raises ``OSError`` when it cannot be read or is not a regular file itself."""
-    sha, size = hashlib.sha256(), 0
-    with open_regular(path) as f:
-        while chunk := f.read(_READ):
-            sha.update(chunk)
-            size += len(chunk)
-    return sha.hexdigest(), size
 
 
 def stat_facts(path: str | os.PathLike[str]) -> list[int]:
@@ -239,5 +226,5 @@ def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         raise
 
 
-__all__ = ["commit", "exchange", "fsync_dir", "hash_file", "kind_of", "open_regular", "read_user_file", "remove_tree",
+__all__ = ["commit", "exchange", "fsync_dir", "kind_of", "open_regular", "read_user_file", "remove_tree",
            "replace_directory", "replace_file"]

@@ -21,7 +21,8 @@ from typing import Any
 import jsonschema
 
 from lemonpack import jsonpath
-from lemonpack.errors import Problem
+from lemonpack.errors import MAX_PROBLEMS as ERRORS_MAX_PROBLEMS
+from lemonpack.errors import MoreProblems, Problem, bound
 from lemonpack.strictjson import short_repr
 
 def _ecma_regex(pattern: str) -> str:
@@ -186,8 +187,9 @@ class DocumentOrder:
         return tuple(key)
 
 
-#: Problems reported per file; the rest are counted in one last problem ("and N more").
-MAX_PROBLEMS = 200
+#: Problems reported per file; the rest are counted in one last problem ("and N more"):
+#: :data:`lemonpack.errors.MAX_PROBLEMS`, the bound of every file's report (:func:`lemonpack.errors.bound`).
+MAX_PROBLEMS = ERRORS_MAX_PROBLEMS
 #: Schema errors examined per file: ``jsonschema`` finds them lazily (``iter_errors``), and
 #: past this many the check stops (the report then says "at least"), so time and memory stay
 #: bounded whatever the input (a 4 MiB array of wrong items is two million errors).
@@ -260,12 +262,10 @@ class _Reverse:
         return other.key < self.key
 
 
-def more_problems(file: str, more: int, stopped: bool = False) -> Problem:
-    """The last problem of a capped list: ``and N more problems`` (``at least`` when the check
-    stopped before the end of the file)."""
-    what = f"at least {more} more problems (the check stopped after {MAX_SCHEMA_ERRORS} schema errors)" \
-        if stopped else f"{more} more problems"
-    return Problem(file, "", "more-problems", f"and {what}: fix these and run lint again")
+def more_problems(file: str, more: int, stopped: bool = False) -> MoreProblems:
+    """The last problem of a capped list: ``and N more problems`` (``at least`` when the
+    schema check stopped before the end of the file, :data:`MAX_SCHEMA_ERRORS`)."""
+    return MoreProblems.of(file, more, f"the check stopped after {MAX_SCHEMA_ERRORS} schema errors" if stopped else "")
 
 
 def schema_error_problems(err: jsonschema.ValidationError, file: str,
@@ -321,5 +321,6 @@ def _short_text(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 10] + " ..."
 
 
-__all__ = ["Explain", "DocumentOrder", "MAX_PROBLEMS", "MAX_SCHEMA_ERRORS", "bounded_schema_problems",
+__all__ = ["Explain", "DocumentOrder", "MAX_PROBLEMS", "MAX_SCHEMA_ERRORS", "MoreProblems", "bound",
+           "bounded_schema_problems",
            "inline_local_refs", "more_problems", "schema_error_problems", "schema_problems", "strict_validator"]

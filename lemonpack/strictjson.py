@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lemonpack import jsonpath
-from lemonpack.errors import Problem
+from lemonpack.errors import MAX_PROBLEMS, MoreProblems, Problem
 from lemonpack.files import open_regular
 
 #: Largest description file read by default (bytes). Real recipes are a few KB; the bound keeps
@@ -142,13 +142,16 @@ def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
     if depth > MAX_DEPTH:
         return None, [Problem(file, "", "json-syntax",
                               f"not accepted JSON: nested {depth} levels deep (at most {MAX_DEPTH})")]
-    duplicates: list[tuple[dict, str, Any]] = []  # (object, key, overwritten value): kept alive
+    duplicates: list[tuple[dict, str, Any]] = []  # the first MAX_PROBLEMS: (object, key, overwritten value)
+    counted = [0]  # every duplicate key, kept or not
 
     def hook(pairs: list[tuple[str, Any]]) -> dict:
         seen: dict[str, Any] = {}
         for key, value in pairs:
             if key in seen:
-                duplicates.append((seen, key, seen[key]))
+                counted[0] += 1
+                if len(duplicates) < MAX_PROBLEMS:
+                    duplicates.append((seen, key, seen[key]))
             seen[key] = value
         return seen
 
@@ -159,33 +162,66 @@ def parse_json_strict(text: str, file: str) -> tuple[Any, list[Problem]]:
         return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")]
     except (ValueError, RecursionError) as e:
         return None, [Problem(file, "", "json-syntax", f"not valid JSON: {e}")]
-    if not duplicates and not _SURROGATE_IN_TEXT.search(text):
+    surrogates = bool(_SURROGATE_IN_TEXT.search(text))
+    if not duplicates and not surrogates:
         return doc, []  # nothing to locate: no walk
-    return doc, _walk_problems(doc, duplicates, file)
+    return doc, _walk_problems(doc, duplicates, counted[0] - len(duplicates), file, surrogates)
 
 
-def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], file: str) -> list[Problem]:
-    """Paths of the duplicate keys and lone surrogates of a parsed document (iterative)."""
+def _walk(root: Any, base: tuple) -> Any:
+    """``(path, value, key_of_dict_entry)`` of every value under ``root`` (``root`` first),
+    depth first, iteratively: memory grows with the depth (at most :data:`MAX_DEPTH`), not
+    with the document. ``key_of_dict_entry`` is the key when the value is an object's member."""
+    yield base, root, None
+    path = list(base)
+    stack: list[Any] = []
+    if isinstance(root, (dict, list)):
+        stack.append(iter(root.items()) if isinstance(root, dict) else enumerate(root))
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            if len(path) > len(base):
+                path.pop()
+            continue
+        key, value = item
+        here = (*path, key)
+        yield here, value, key if isinstance(key, str) else None
+        if isinstance(value, (dict, list)) and value:
+            path.append(key)
+            stack.append(iter(value.items()) if isinstance(value, dict) else enumerate(value))
+
+
+def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], untold: int, file: str,
+                   surrogates: bool) -> list[Problem]:
+    """The duplicate keys (``duplicates``, the first found, and ``untold`` more) and lone
+    surrogates of a parsed document, each with its path: at most :data:`MAX_PROBLEMS` in
+    all, then one ``more-problems`` problem counting the rest (``lemonpack.errors.bound``).
+    Walks iteratively, keeping the paths only of the objects that hold a kept duplicate."""
+    wanted = {id(obj) for obj, _, _ in duplicates}
     paths: dict[int, tuple] = {}
     problems: list[Problem] = []
+    more = untold
+
+    def note(problem: Problem) -> None:
+        nonlocal more
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(problem)
+        else:
+            more += 1
 
     def walk(root: Any, base: tuple, report: bool) -> None:
-        stack = [(root, base)]
-        while stack:
-            value, path = stack.pop()
-            if isinstance(value, dict):
-                paths[id(value)] = path
-                for key, child in value.items():
-                    if report and _SURROGATE.search(key):
-                        problems.append(Problem(file, jsonpath.join(path + (key,)), "invalid-unicode",
-                                                f"key {short_repr(key)} holds a lone UTF-16 surrogate: not Unicode text"))
-                    stack.append((child, path + (key,)))
-            elif isinstance(value, list):
-                paths[id(value)] = path
-                stack.extend((child, path + (i,)) for i, child in enumerate(value))
-            elif report and isinstance(value, str) and _SURROGATE.search(value):
-                problems.append(Problem(file, jsonpath.join(path), "invalid-unicode",
-                                        f"{short_repr(value)} holds a lone UTF-16 surrogate: not Unicode text"))
+        for path, value, key in _walk(root, base):
+            if isinstance(value, dict) and id(value) in wanted:
+                paths.setdefault(id(value), path)
+            if not (report and surrogates):
+                continue
+            if key is not None and _SURROGATE.search(key):
+                note(Problem(file, jsonpath.join(path), "invalid-unicode",
+                             f"key {short_repr(key)} holds a lone UTF-16 surrogate: not Unicode text"))
+            if isinstance(value, str) and _SURROGATE.search(value):
+                note(Problem(file, jsonpath.join(path), "invalid-unicode",
+                             f"{short_repr(value)} holds a lone UTF-16 surrogate: not Unicode text"))
 
     walk(doc, (), True)
     # a duplicate inside a value that a later duplicate overwrote: locate it through that key
@@ -194,9 +230,9 @@ def _walk_problems(doc: Any, duplicates: list[tuple[dict, str, Any]], file: str)
             walk(old, paths[id(obj)] + (key,), False)
     for obj, key, _ in duplicates:
         where = paths.get(id(obj), ())
-        problems.append(Problem(file, jsonpath.join(where + (key,)), "duplicate-key",
-                                f"duplicate key {short_repr(key)} in one object (JSON names must be unique, RFC 8259 section 4)"))
-    return problems
+        note(Problem(file, jsonpath.join(where + (key,)), "duplicate-key",
+                     f"duplicate key {short_repr(key)} in one object (JSON names must be unique, RFC 8259 section 4)"))
+    return problems + ([MoreProblems.of(file, more)] if more else [])
 
 
 def short_repr(value: Any, limit: int = 120) -> str:

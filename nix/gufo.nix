@@ -2,7 +2,7 @@
 #
 #   gufo.override { extensions = [ "qwen" ./my-extension ]; features = [ "linux" "hip" ]; }
 #
-# Arguments (callPackage fills lib, stdenv, runCommand, python3, lemonpack; `tree` is the
+# Arguments (callPackage fills lib, stdenv, python3, lemonpack; `tree` is the
 # flake's). Each is checked for its type at evaluation: a wrong one is an error naming it.
 #   tree          : the Gufo tree: catalogue/extensions, api/, extensions.lock
 #   extensions    : null = the release lock; "all" = every extension a target of which the
@@ -23,7 +23,7 @@
 # what `lemonpack extensions build` compiles. `passthru.selection` shows what was selected; it
 # is the one place that reads the build's result while evaluating (import from derivation),
 # and nothing else depends on it.
-{ lib, stdenv, runCommand, python3, lemonpack, tree
+{ lib, stdenv, python3, lemonpack, tree
 , extensions ? null, extensionDirs ? [ ], features ? [ "linux" ], lockFile ? null }:
 let
   inherit (builtins) fromJSON isString isList isPath match concatMap filter typeOf toJSON;
@@ -96,22 +96,27 @@ let
 
   # the CLI's verdict on the selection: succeeds with selection.json and dirs (see
   # gufo-verdict.py) when the CLI accepts it; fails, printing the CLI's message, when the
-  # CLI refuses it (exit 1 with its JSON error, or a usage error) or crashes
-  verdict = runCommand "gufo-selection" {
+  # CLI refuses it (exit 1 with its JSON error, or a usage error) or crashes. A stdenv build
+  # with its C++ compiler, not runCommand (nixpkgs' runCommand is stdenvNoCC: no compiler),
+  # because the CLI's include allowlist check runs the compiler's preprocessor on community
+  # sources (lemonpack.extensions.includes)
+  verdict = stdenv.mkDerivation {
+    name = "gufo-selection";
     nativeBuildInputs = [ lemonpack python3 ];
     inherit lemonpackArgs renames;
     passAsFile = [ "lemonpackArgs" "renames" ];
-  } ''
-    ${readArgs}
-    mkdir -p $out
-    rc=0
-    lemonpack extensions generate --json --out $out/generated "''${args[@]}" > gen.out 2> gen.err || rc=$?
-    if [ $rc -eq 0 ]; then
-      lemonpack extensions list --json "''${args[@]}" > list.json 2>> gen.err || rc=$?
-    fi
-    cat gen.err >&2
-    python3 ${./gufo-verdict.py} "$rc" gen.out gen.err list.json "$renamesPath" "$out"
-  '';
+    buildCommand = ''
+      ${readArgs}
+      mkdir -p $out
+      rc=0
+      lemonpack extensions generate --json --out $out/generated "''${args[@]}" > gen.out 2> gen.err || rc=$?
+      if [ $rc -eq 0 ]; then
+        lemonpack extensions list --json "''${args[@]}" > list.json 2>> gen.err || rc=$?
+      fi
+      cat gen.err >&2
+      python3 ${./gufo-verdict.py} "$rc" gen.out gen.err list.json "$renamesPath" "$out"
+    '';
+  };
 in
 stdenv.mkDerivation {
   pname = "gufo";

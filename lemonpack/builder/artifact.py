@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lemonpack.contract import EffectiveBlock
+from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, FetchError, IntegrityError, StorageError, UnsafeContentError
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
 from lemonpack.fetch.staging import remove_tree
@@ -54,7 +55,7 @@ def fetch_target(eff: EffectiveBlock, *, cache: ArtifactCache, mirror: Mirror | 
     """
     prov = eff.provenance
     assert prov.source is not None, "called only for a block with a source"
-    expected = None if prov.policy == "roll_forward" else f"sha256:{prov.sha256}"
+    expected = None if prov.policy == "roll_forward" else sha256_text(prov.sha256)
     try:
         return fetch(prov.source, sha256=expected, cache=cache, mirror=mirror, progress=progress)
     except IntegrityError as e:
@@ -76,7 +77,7 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock) -> None:
     """
     source = eff.provenance.source or ""
     name = Path(urlsplit(source).path).name or "artifact"
-    artifact = f"artifact {source} (sha256:{fetched.sha256})"
+    artifact = f"artifact {source} ({sha256_text(fetched.sha256)})"
     what = f"{_where(eff)}: {artifact}"
     try:
         extract(fetched.path, dest, name_hint=name, label=artifact)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemonpack.builder.layercache import LayerCache
-from lemonpack.fetch.cache import ArtifactCache, hash_file
+from lemonpack.digest import file_digest, hex_of, sha256_text
+from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.staging import is_stale, kind_of, partials, remove_entry, sweep, tree_size
 from lemonpack.paths import require_cache_root
 
@@ -98,7 +99,7 @@ class Caches:
         are gone from disk when this returns)."""
         out: builtins.list[CacheItem] = []
         for e in self.artifacts.entries():
-            problem = e.problem or _hash_problem(e.path, e.digest[7:])
+            problem = e.problem or _hash_problem(e.path, hex_of(e.digest))
             if problem:
                 self.artifacts.remove(e)
             out.append(CacheItem("artifacts", e.digest, e.path, e.size, problem=problem))
@@ -143,10 +144,10 @@ def _hash_problem(path: Path, hex_name: str) -> str | None:
     if kind != "file":
         return f"not a regular file ({kind})"
     try:
-        actual, _ = hash_file(path)
+        actual = file_digest(path)[0].hex
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
-    return None if actual == hex_name else f"hashes to sha256:{actual}"
+    return None if actual == hex_name else f"hashes to {sha256_text(actual)}"
 
 
 __all__ = ["Caches", "CacheItem"]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
 from lemonpack.contract.select import block_for_arch
+from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, NotFoundError, SelectionError, StorageError
 from lemonpack.builder.artifact import fetch_target, unpack_target
 from lemonpack.fetch import ArtifactCache, Mirror
@@ -52,7 +53,7 @@ class InstallPlan:
         r, p = self.recipe, self.block.provenance
         rows = [("recipe", f"{r.recipe} ({r.display_name})"), ("variant_of", r.variant_of or "-"),
                 ("platform", self.block.path), ("source", p.source or "- (user-provided binary)"),
-                ("sha256", f"sha256:{p.sha256}" if p.sha256 else "-"), ("version_policy", p.policy),
+                ("sha256", sha256_text(p.sha256) if p.sha256 else "-"), ("version_policy", p.policy),
                 ("capabilities", ", ".join(r.capabilities))]
         return [f"{k + ':':<16}{v}" for k, v in rows] + [DISCLOSURE]
 
@@ -155,7 +156,7 @@ def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
     eff, recipe = plan.block, plan.recipe
     prov = eff.provenance
     record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
-              "sha256": f"sha256:{fetched.sha256}", "policy": prov.policy, "platform": eff.path}
+              "sha256": sha256_text(fetched.sha256), "policy": prov.policy, "platform": eff.path}
     return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff))
 
 

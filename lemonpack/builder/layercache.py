@@ -37,7 +37,6 @@ every entry. A bad entry is dropped and the layer rebuilt from the (verified) ar
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.digest import is_sha256_hex
+from lemonpack.digest import Digest, Hasher, hex_of, is_sha256_hex
 from lemonpack.files import commit, stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
@@ -77,18 +76,15 @@ def read_layer(path: Path, out: BinaryIO | None = None, zstd: bool = False) -> L
     file itself (:func:`lemonpack.fetch.staging.open_regular`); errors writing to ``out``
     propagate."""
     feed, finish = _zstd_inflater() if zstd else _gzip_inflater()
-    sha, diff, size = hashlib.sha256(), hashlib.sha256(), 0
+    raw, diff = Hasher(*(() if out is None else (out,))), Hasher()
     good = True
     with open_regular(path) as f:
         while chunk := f.read(_READ):
-            sha.update(chunk)
-            size += len(chunk)
-            if out is not None:
-                out.write(chunk)
+            raw.write(chunk)
             if good:
-                good = feed(chunk, diff.update)
-    good = good and finish(diff.update)
-    return LayerFacts("sha256:" + sha.hexdigest(), "sha256:" + diff.hexdigest() if good else None, size)
+                good = feed(chunk, diff.write)
+    good = good and finish(diff.write)
+    return LayerFacts(str(raw.digest()), str(diff.digest()) if good else None, raw.size)
 
 
 def _gzip_inflater():
@@ -168,9 +164,9 @@ class LayerCache:
         LAYER_FORMAT (``+zstd`` for a zstd layer), "artifact": "sha256:<hex>", "prefix",
         "epoch", "level"}``. ``artifact_sha``: the artifact's sha256, hex (with or without
         ``sha256:``)."""
-        hex_ = artifact_sha.split(":", 1)[1] if artifact_sha.startswith("sha256:") else artifact_sha
+        artifact = Digest.parse(artifact_sha, bare=True)
         fmt = LAYER_FORMAT if compression == "gzip" else f"{LAYER_FORMAT}+{compression}"
-        return {"format": fmt, "artifact": "sha256:" + hex_, "prefix": prefix, "epoch": epoch, "level": level}
+        return {"format": fmt, "artifact": str(artifact), "prefix": prefix, "epoch": epoch, "level": level}
 
     @staticmethod
     def key_of(inputs: dict) -> str:
@@ -180,10 +176,14 @@ class LayerCache:
             fmt, art, prefix, epoch, level = (inputs[k] for k in _INPUTS)
         except (KeyError, TypeError):
             raise ValueError("record does not state every input of its key") from None
-        if not (isinstance(fmt, str) and isinstance(art, str) and art.startswith("sha256:")
-                and isinstance(prefix, str) and type(epoch) is int and type(level) is int):
+        if not (isinstance(fmt, str) and isinstance(art, str) and isinstance(prefix, str)
+                and type(epoch) is int and type(level) is int):
             raise ValueError("record states inputs of the wrong type")
-        return hashlib.sha256(f"{fmt}\0{art[7:]}\0{prefix}\0{epoch}\0{level}".encode()).hexdigest()
+        try:
+            art_hex = Digest.parse(art).hex
+        except ValueError:
+            raise ValueError("record states inputs of the wrong type") from None
+        return Digest.of_bytes(f"{fmt}\0{art_hex}\0{prefix}\0{epoch}\0{level}".encode()).hex
 
     @classmethod
     def key(cls, artifact_sha: str, prefix: str, epoch: int, level: int) -> str:
@@ -198,9 +198,8 @@ class LayerCache:
             with open_regular(rec) as f:
                 info = json.loads(f.read(1 << 16).decode())
             digest, size = info["digest"], info["size"]
-            hex_ = digest.split(":", 1)[1]
-            if not (digest.startswith("sha256:") and is_sha256_hex(hex_) and type(size) is int
-                    and isinstance(info["diff_id"], str)):
+            hex_ = hex_of(digest)
+            if not (type(size) is int and isinstance(info["diff_id"], str)):
                 return None, {}, "record is malformed"
         except FileNotFoundError:
             return None, {}, "record is missing"
@@ -261,7 +260,7 @@ class LayerCache:
         key = self.key_of(inputs)
         fh.flush()
         os.chmod(tmp, 0o444)
-        blob = self.blobs / digest.split(":", 1)[1]
+        blob = self.blobs / hex_of(digest)
         clear_non_regular(blob)
         commit(tmp, blob, durable=False)  # content-addressed: checked by stat facts and digest
         fh.close()
@@ -355,8 +354,9 @@ class LayerCache:
         Trust: the facts are a function of the layer's bytes, which are hashed against
         ``digest`` every time they are copied into a layout; the record itself is as
         trusted as the rest of this cache (its user's)."""
-        hex_ = digest.split(":", 1)[-1]
-        if not is_sha256_hex(hex_):
+        try:
+            hex_ = Digest.parse(digest, bare=True).hex
+        except ValueError:
             return None
         try:
             with open_regular(self.bases / f"{hex_}.json") as f:
@@ -367,8 +367,8 @@ class LayerCache:
 
     def put_base_facts(self, digest: str, doc: dict) -> None:
         """Record ``doc`` for the base layer ``digest`` (temp + rename; errors are logged,
-        never raised: the facts are only a shortcut)."""
-        hex_ = digest.split(":", 1)[-1]
+        never raised: the facts are only a shortcut); ``ValueError`` for a malformed ``digest``."""
+        hex_ = Digest.parse(digest, bare=True).hex
         try:
             for bad in ensure_dir(self.bases, self.root.parent):
                 log.warning("%s was not a directory; removed", bad)

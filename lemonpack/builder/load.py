@@ -18,7 +18,6 @@ is loaded unchanged, so ``NAME@<manifest digest>`` runs it by digest.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,73 +28,49 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from lemonpack.errors import (ConfigError, InputError, IntegrityError, LayoutError, LemonpackError, StorageError,
-                              ToolError)
-from lemonpack.files import hash_file, open_regular
-from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.digest import Digest
+from lemonpack.errors import (ConfigError, InputError, IntegrityError, LayoutError, LemonpackError, ToolError)
+from lemonpack.files import open_regular
+from lemonpack.oci.descriptor import Descriptor
+from lemonpack.oci.mediatypes import (ANNOTATION_REF_NAME, IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES,
+                                      MEDIA_TYPE_IMAGE_INDEX, OCI_LAYOUT_VERSION)
 from lemonpack.canonical import canonical_json
-from lemonpack.oci.layout_reader import read_layout
+from lemonpack.oci.layout_reader import blob_path, read_json_blob, read_layout, verify_blob
 from lemonpack.oci.reference import split_ref_name
 
+
 ENGINES = ("podman", "docker")
-_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-
-
-def _hash_file(path: Path) -> tuple[str, int]:
-    try:
-        hexd, n = hash_file(path)  # a fifo or symlink planted as a blob is refused, never blocked on
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read blob: {exc.strerror or exc}") from None
-    return "sha256:" + hexd, n
-
-
-def _index_children(path: Path) -> set[str]:
-    """The manifest digests an image index blob lists (empty when it cannot be read)."""
-    try:
-        with open_regular(path) as f:
-            doc = json.loads(f.read())
-        return {m["digest"] for m in doc.get("manifests", []) if isinstance(m, dict) and "digest" in m}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return set()
 
 
 def image_blobs(layout: Path, tag: str) -> tuple[dict, list[dict]]:
     """The image ``tag`` of ``layout``: ``(manifest_descriptor, [descriptors of manifest,
-    config and layers])``, each blob re-hashed and size-checked. Raises LemonpackError for
-    an unknown tag (naming the tags there) or a tag that is not an image manifest,
-    IntegrityError for a blob whose bytes do not hash to its name."""
+    config and layers])``, each blob checked through the layout reader
+    (:func:`~lemonpack.oci.layout_reader.read_json_blob` for the manifest,
+    :func:`~lemonpack.oci.layout_reader.verify_blob` for the config and layers: a regular
+    file of the descriptor's size and digest). Raises LayoutError for an unknown tag (naming
+    the tags there), a tag that is not an image manifest, or a blob that is missing, a
+    symlink, or not what its descriptor says (:class:`~lemonpack.errors.LayoutBlobError`,
+    also an IntegrityError: exit 3)."""
     tags = read_layout(layout)
     if tag not in tags:
         raise LayoutError(f"{layout}: no tag {tag!r} (tags: {', '.join(sorted(tags)) or 'none'})")
-    desc = tags[tag].to_json()
-    blobs = layout / "blobs" / "sha256"
-    if desc["mediaType"] in (MEDIA_TYPE_IMAGE_INDEX, _DOCKER_LIST):
-        children = _index_children(blobs / desc["digest"].split(":", 1)[1])
+    root = tags[tag]
+    if root.media_type in IMAGE_INDEX_TYPES:
+        index = read_json_blob(layout, root, f"{layout}:{tag}: image index")
+        children = {m.get("digest") for m in index.get("manifests") or [] if isinstance(m, dict)}
         per_platform = sorted(t for t, d in tags.items() if d.digest in children)
         raise LayoutError(f"{layout}:{tag} is an image index; load one of its per-platform tags: "
                          + (", ".join(per_platform) or "none is tagged in this layout"))
-    if desc["mediaType"] not in (MEDIA_TYPE_IMAGE_MANIFEST, _DOCKER_MANIFEST):
-        raise LayoutError(f"{layout}:{tag} is a {desc['mediaType']}, not an image manifest")
-    manifest_path = blobs / desc["digest"].split(":", 1)[1]
+    if root.media_type not in IMAGE_MANIFEST_TYPES:
+        raise LayoutError(f"{layout}:{tag} is a {root.media_type}, not an image manifest")
+    manifest = read_json_blob(layout, root, f"{layout}:{tag}: manifest")
     try:
-        with open_regular(manifest_path) as f:
-            manifest = json.loads(f.read())
-    except FileNotFoundError:
-        raise LayoutError(f"{layout}: manifest blob {desc['digest']} is missing") from None
-    except OSError as exc:
-        raise StorageError(f"{manifest_path}: cannot read manifest: {exc.strerror or exc}") from None
-    descs = [desc, manifest["config"], *manifest.get("layers", [])]
-    for d in descs:
-        path = blobs / d["digest"].split(":", 1)[1]
-        if not path.is_file():
-            raise LayoutError(f"{layout}: blob {d['digest']} is missing")
-        actual, size = _hash_file(path)
-        if actual != d["digest"]:
-            raise IntegrityError(str(path), d["digest"], actual)
-        if size != d["size"]:
-            raise IntegrityError(f"{path} (size)", f"{d['size']} bytes", f"{size} bytes")
-    return desc, descs
+        descs = [root.to_json(), manifest["config"], *manifest.get("layers", [])]
+    except (KeyError, TypeError, AttributeError):
+        raise LayoutError(f"{layout}: manifest {root.digest} names no config and layers") from None
+    for d in descs[1:]:
+        verify_blob(layout, Descriptor.from_json(d), f"{layout}:{tag}: blob")
+    return descs[0], descs
 
 
 def write_oci_archive(layout: Path, tag: str, dest: Path, ref_name: str) -> tuple[str, str]:
@@ -105,9 +80,8 @@ def write_oci_archive(layout: Path, tag: str, dest: Path, ref_name: str) -> tupl
     desc, descs = image_blobs(layout, tag)
     entry = {k: v for k, v in desc.items() if k != "annotations"}
     entry["annotations"] = {ANNOTATION_REF_NAME: ref_name}
-    index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                            "manifests": [entry]})
-    layout_header = canonical_json({"imageLayoutVersion": "1.0.0"})
+    index = canonical_json({"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX, "manifests": [entry]})
+    layout_header = canonical_json({"imageLayoutVersion": OCI_LAYOUT_VERSION})
     import io
 
     with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tf:
@@ -120,11 +94,12 @@ def write_oci_archive(layout: Path, tag: str, dest: Path, ref_name: str) -> tupl
             if d["digest"] in seen:
                 continue
             seen.add(d["digest"])
-            hexd = d["digest"].split(":", 1)[1]
-            info = tf.gettarinfo(str(layout / "blobs" / "sha256" / hexd), f"blobs/sha256/{hexd}")
+            blob = Descriptor.from_json(d)
+            path = blob_path(layout, blob)
+            info = tf.gettarinfo(str(path), f"blobs/sha256/{blob.hex}")
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            with open(layout / "blobs" / "sha256" / hexd, "rb") as f:
+            with open_regular(path) as f:
                 tf.addfile(info, f)
     return desc["digest"], descs[1]["digest"]
 
@@ -174,8 +149,13 @@ def podman_service(timeout: float = 30.0) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _bare(image_id: str) -> str:
-    return image_id.split(":", 1)[1] if image_id.startswith("sha256:") else image_id
+def _image_digest(image_id: str) -> str:
+    """An engine's image ID as digest text (podman answers the bare hex, Docker
+    ``sha256:<hex>``); anything else as given, for the mismatch message."""
+    try:
+        return str(Digest.parse(image_id, bare=True))
+    except ValueError:
+        return image_id
 
 
 def _load_podman(url: str, archive: Path) -> tuple[Any, str]:
@@ -250,8 +230,9 @@ def load_image(layout: str | os.PathLike[str], tag: str, *, engine: str = "podma
             raise
         except Exception as exc:  # noqa: BLE001  (the SDKs' own API / connection errors)
             raise ToolError(f"{engine}: loading {root}:{layout_tag} failed: {exc}") from None
-    if _bare(image_id) != _bare(config_digest):
-        raise IntegrityError(f"image ID {engine} reports for {root}:{layout_tag}", config_digest, f"sha256:{_bare(image_id)}")
-    return {"engine": engine, "name": repo, "tag": tag, "image_id": f"sha256:{_bare(image_id)}",
+    loaded = _image_digest(image_id)
+    if loaded != config_digest:
+        raise IntegrityError(f"image ID {engine} reports for {root}:{layout_tag}", config_digest, loaded)
+    return {"engine": engine, "name": repo, "tag": tag, "image_id": loaded,
             "config_digest": config_digest, "manifest_digest": manifest_digest,
             "reference": f"{repo}@{manifest_digest}"}

@@ -35,40 +35,36 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.builder.install import DISCLOSURE, commit_install
+from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
 from lemonpack.fetch.archive import extract
-from lemonpack.files import open_regular
+from lemonpack.oci.descriptor import Descriptor
+from lemonpack.oci.layout_reader import read_json_blob, read_layout, verify_blob
+from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_INDEX
 from lemonpack.paths import external_dir, require_cache_root
 
 ANNOTATION_PREFIX = "dev.lemonpack."
 TREE_RECEIPT = ".lemonpack-install.json"
-_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
-def _blob(layout: Path, digest: str) -> Path:
-    return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+def _json(layout: Path, desc: Descriptor, what: str) -> dict:
+    """The JSON object of the small blob ``desc`` (:func:`~lemonpack.oci.layout_reader.read_json_blob`)."""
+    return read_json_blob(layout, desc, f"{layout}: {what}")
 
 
-def _json(path: Path) -> dict:
-    try:
-        with open_regular(path) as f:
-            return json.loads(f.read())
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def image_manifests(layout: Path, root_digest: str, root_type: str) -> list[tuple[str, dict]]:
-    """``[(digest, manifest)]`` of the image manifests the pulled root reaches (itself, or an
-    index's children)."""
-    doc = _json(_blob(layout, root_digest))
-    if root_type == _INDEX or doc.get("mediaType") == _INDEX:
+def image_manifests(layout: Path, root: Descriptor) -> list[tuple[str, dict]]:
+    """``[(digest, manifest)]`` of the image manifests the pulled ``root`` (a descriptor of the
+    layout's index) reaches: itself, or an index's children. Every blob is read through
+    :func:`~lemonpack.oci.layout_reader.read_blob` (regular file, size, digest): LayoutError
+    (:class:`~lemonpack.errors.LayoutBlobError` for other bytes or size) naming the blob."""
+    doc = _json(layout, root, "image")
+    if root.media_type == MEDIA_TYPE_IMAGE_INDEX or doc.get("mediaType") == MEDIA_TYPE_IMAGE_INDEX:
         out = []
         for d in doc.get("manifests", []):
-            child = _json(_blob(layout, d["digest"]))
-            out.append((d["digest"], child))
+            child = Descriptor.from_json(d)
+            out.append((child.digest, _json(layout, child, "image manifest")))
         return out
-    return [(root_digest, doc)]
+    return [(root.digest, doc)]
 
 
 def recipe_from_image(layout: Path, manifest: dict, where: str):
@@ -80,7 +76,8 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
     layers = manifest.get("layers", [])
     if len(layers) < 2:
         raise RegistryError(f"{where}: not a lemonpack image (no recipe layer)")
-    with tarfile.open(_blob(layout, layers[1]["digest"]), "r:*") as tf:
+    recipe_layer = verify_blob(layout, Descriptor.from_json(layers[1]), f"{where}: recipe layer")
+    with tarfile.open(recipe_layer, "r:*") as tf:
         for member in tf:
             if member.isfile() and member.name.startswith("etc/lemonpack/recipes/") and member.name.endswith(".json"):
                 f = tf.extractfile(member)
@@ -91,12 +88,12 @@ def recipe_from_image(layout: Path, manifest: dict, where: str):
 
 def install_reference(reference: str):
     """``reference`` (``[oci://]HOST/REPO@sha256:...``) parsed, as :func:`install_from_registry`
-    needs it: a :class:`~lemonpack.registry.Reference` with a digest. Raises LemonpackError
+    needs it: a :class:`~lemonpack.oci.reference.ImageReference` with a digest. Raises LemonpackError
     (exit 1) for a malformed reference or one without a digest (a tag can move: what is
     installed must be what was reviewed). Checked before anything is printed or fetched."""
-    from lemonpack.registry import parse_reference
+    from lemonpack.oci.reference import parse_registry_reference
 
-    ref = parse_reference(reference)
+    ref = parse_registry_reference(reference)
     if not ref.digest:
         raise RegistryError(f"{reference}: install from a registry needs a digest: oci://HOST/REPO@sha256:... "
                             "(`lemonpack publish --json` prints it)")
@@ -133,7 +130,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
         with tempfile.TemporaryDirectory(dir=cache, prefix=".oci-install-") as tmp:
             layout = Path(tmp) / "layout"
             pulled = pull_layout(ref, layout, c, tag="install")
-            images = image_manifests(layout, pulled.digest, pulled.media_type)
+            images = image_manifests(layout, read_layout(layout)[pulled.tag])
             if not images:
                 raise RegistryError(f"{ref}: holds no image manifest")
             recipe = recipe_from_image(layout, images[0][1], str(ref))
@@ -149,8 +146,8 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             ann = manifest.get("annotations") or {}
             prov = plan.block.provenance
             recorded = ann.get(ANNOTATION_PREFIX + "sha256", "")
-            if prov.sha256 and recorded != f"sha256:{prov.sha256}":
-                raise IntegrityError(f"{ref}: artifact recorded for {target}", f"sha256:{prov.sha256}",
+            if prov.sha256 and recorded != sha256_text(prov.sha256):
+                raise IntegrityError(f"{ref}: artifact recorded for {target}", sha256_text(prov.sha256),
                                      recorded or "(none)")
             layer = manifest["layers"][0]
             record = {"recipe": recipe.recipe, "path": str(external_dir(recipe.recipe)), "binary": plan.block.binary,
@@ -161,7 +158,8 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                                "signature": None if signature is None else
                                {"verified": len(signature["verified"]), "checked": signature["checked"]}}}
             unpacked = Path(tmp) / "unpacked"
-            extract(_blob(layout, layer["digest"]), unpacked, name_hint="layer.tar.gz",
+            artifact = verify_blob(layout, Descriptor.from_json(layer), f"{ref}: artifact layer")
+            extract(artifact, unpacked, name_hint="layer.tar.gz",
                     label=f"{ref} layer {layer['digest']}")
             tree = unpacked / "opt" / "lemonpack" / recipe.recipe
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):

@@ -55,6 +55,7 @@ from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
+from lemonpack.digest import sha256_text
 from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
@@ -63,14 +64,14 @@ from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource
-from lemonpack.oci.canonical import ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE
+from lemonpack.oci.mediatypes import (ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE,
+                                      MEDIA_TYPE_LEMONPACK_RECIPE)
 from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.policy import container_images, require_pinned
 
 log = logging.getLogger(__name__)
 
-RECIPE_ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
-RECIPE_MEDIA_TYPE = "application/vnd.lemonpack.recipe.v1+json"
+RECIPE_ARTIFACT_TYPE = RECIPE_MEDIA_TYPE = MEDIA_TYPE_LEMONPACK_RECIPE
 ANNOTATION_PREFIX = "dev.lemonpack."
 #: The ``User`` of an engine image whose base sets none: uid and gid 65532 (distroless's
 #: ``nonroot``), numeric so that Kubernetes can verify ``runAsNonRoot`` without a passwd file.
@@ -132,7 +133,7 @@ class TargetResult:
         """JSON form; ``sha256`` is written ``sha256:<hex>`` like every digest lemonpack prints."""
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
         if self.sha256:
-            out["sha256"] = f"sha256:{self.sha256}"
+            out["sha256"] = sha256_text(self.sha256)
         return out
 
 
@@ -188,22 +189,6 @@ def _recipe_layer(lw: LayoutWriter, recipe: Recipe, epoch: int, level: int, comp
     return lw.add_blob_file(_media_type(compression),
                             lambda f: write_files_layer([(path, recipe.canonical, 0o644)], f,
                                                         mtime=epoch, compresslevel=level, compression=compression))
-
-
-class _Tee:
-    """A write-only file object passing every write to two others (layout and cache)."""
-
-    def __init__(self, a, b):
-        self.a, self.b = a, b
-
-    def write(self, data) -> int:
-        self.a.write(data)
-        self.b.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        self.a.flush()
-        self.b.flush()
 
 
 class _BadEntry(Exception):
@@ -299,15 +284,15 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
         built: list[LayerInfo] = []
 
         def write(f):
-            built.append(write_dir_layer(unpacked, prefix, _Tee(f, fh), mtime=opts.epoch,
+            built.append(write_dir_layer(unpacked, prefix, f, mtime=opts.epoch,
                                          compresslevel=opts.compresslevel, compression=opts.compression))
             return built[0]
         try:
             try:
-                desc = lw.add_blob_file(_media_type(opts.compression), write)
+                desc = lw.add_blob_file(_media_type(opts.compression), write, tee=(fh,))
             except UnsafeContentError as e:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
-                                         f"(sha256:{fetched.sha256}): unsafe member {e}") from None
+                                         f"({sha256_text(fetched.sha256)}): unsafe member {e}") from None
             info = built[0]
             layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size)
         except BaseException:
@@ -316,7 +301,7 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
         return desc
     except OSError as exc:
         raise StorageError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
-                           f"(sha256:{fetched.sha256}): cannot write its layer into {opts.out} and the layer cache "
+                           f"({sha256_text(fetched.sha256)}): cannot write its layer into {opts.out} and the layer cache "
                            f"{layers.root}: {exc.strerror or exc}") from None
     finally:
         remove_tree(unpacked.parent)
@@ -463,7 +448,7 @@ def _build_target(lw: LayoutWriter, t: EffectiveBlock, opts: BuildOptions, cache
             base_layers = based.put(image, (prefix,))
         fetched = fetch_target(t, cache=cache, mirror=opts.mirror, progress=opts.progress)
         artifact = _artifact_layer(lw, fetched, t, opts, layers, scratch)
-        notes = {"source": prov.source, "sha256": f"sha256:{fetched.sha256}", "version-policy": prov.policy,
+        notes = {"source": prov.source, "sha256": sha256_text(fetched.sha256), "version-policy": prov.policy,
                  "variant-of": recipe.variant_of, "binary": t.binary}
         ann = _annotations(t, notes)
         if image is None:

@@ -25,7 +25,6 @@ memo of a warm build (:mod:`.memo`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -47,6 +46,7 @@ from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
 from lemonpack.files import replace_directory
+from lemonpack.digest import Digest
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, fetch
 from lemonpack.canonical import canonical_json
@@ -190,7 +190,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
             described=described(d), tags=["official"],
             capabilities=sorted(recipe.capabilities), version=str(d.get("version", "1")),
             platforms=recipe_platforms(recipe), source=source,
-            digest="sha256:" + hashlib.sha256(data).hexdigest(), signature=sig, pinning=pinning(recipe),
+            digest=str(Digest.of_bytes(data)), signature=sig, pinning=pinning(recipe),
             reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"),
             commands=recipe_commands(recipe.recipe, recipe, source, True,
                                      shipped_example=shown.startswith("lemonpack/examples/"))))
@@ -279,14 +279,21 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
                            reproducible=_reproduce(ctx, recipe, published, work),
                            commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
-    from lemonpack.extensions.includes import include_problems
-    from lemonpack.extensions.pipeline import api_problem, collision_problems, host_api
+    from lemonpack.extensions.includes import IncludeCheck, entry_problems, tree_problems
+    from lemonpack.extensions.collisions import collision_problems
+    from lemonpack.extensions.pipeline import api_problem, host_api
 
     try:
         ext = load_manifest(fetched.path)
     except LemonpackError as e:
         raise Rejected(f"extension manifest: {e}") from None
-    reasons = [f"extension: {r}" for r in include_problems(fetched.path)]
+    # the pipeline's rules for a community extension: the walk, the entry symbols and the
+    # compiler's include allowlist (lemonpack.extensions.includes)
+    unsafe = tree_problems(fetched.path)
+    reasons = [f"extension: {r}" for r in unsafe]
+    if not unsafe:
+        with IncludeCheck() as check:
+            reasons += [f"extension: {r}" for r in entry_problems(ext, check) + check.include_problems(ext)]
     reasons += [f"claims an official extension's {r}" if "official" not in r else r
                 for r in collision_problems(ext, ctx.official_exts)]
     minor, revision = host_api(ctx.source)

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from lemonpack.catalogue import archs
+from lemonpack.digest import Digest
 from lemonpack.errors import LemonpackError
 
 
@@ -75,8 +76,8 @@ def pinning(recipe) -> dict:
             if t.provenance.source:
                 pinned = t.provenance.sha256 and t.provenance.policy != "roll_forward"
                 sha = t.provenance.sha256 if pinned else None
-                if sha and not sha.startswith("sha256:"):
-                    sha = "sha256:" + sha
+                if sha:
+                    sha = str(Digest.parse(sha, bare=True))
                 arts[t.provenance.source] = sha
     except LemonpackError:
         pass

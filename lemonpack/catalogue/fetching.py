@@ -11,8 +11,6 @@ extracted size and expansion ratio before extraction.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -21,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lemonpack.digest import Digest, sha256_text
 from lemonpack.files import commit, replace_file
 from lemonpack.catalogue import bounded
 from lemonpack.errors import CatalogueError, FetchError, IntegrityError, OutputError, one_line
@@ -55,10 +54,10 @@ def tree_digest(root: Path) -> tuple[str, bytes]:
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
-            lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {rel}\n".encode())
+            lines.append(f"{Digest.of_bytes(p.read_bytes()).hex}  {rel}\n".encode())
     lines.sort(key=lambda line: line.split(b"  ", 1)[1])
     listing = b"".join(lines)
-    return "sha256:" + hashlib.sha256(listing).hexdigest(), listing
+    return str(Digest.of_bytes(listing)), listing
 
 
 def _git(*args: str, cwd: Path | None = None) -> bytes:
@@ -94,11 +93,11 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
         if kind == "recipe":
             bounded.check_recipe_size(got.path, bounded.short(src["url"], 120))
             data = got.path.read_bytes()
-            return Fetched("sha256:" + got.sha256, data, got.path, recipe_text=data.decode("utf-8", "replace"))
+            return Fetched(sha256_text(got.sha256), data, got.path, recipe_text=data.decode("utf-8", "replace"))
         dest = work / "tree"
         label = bounded.short(src["url"], 200)
         _bounded_extract(got.path, dest, src["url"].rsplit("/", 1)[-1].split("?", 1)[0] or "archive", label)
-        return Fetched("sha256:" + got.sha256, got.path.read_bytes(), _extension_root(dest))
+        return Fetched(sha256_text(got.sha256), got.path.read_bytes(), _extension_root(dest))
     if src["type"] == "git":
         label = bounded.short(f"{src['url']}@{src['commit']}", 200)
         repo = work / "repo.git"
@@ -120,7 +119,7 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
                 raise FetchError(f"{src['path']} is not a file at commit {src['commit']}")
             bounded.check_recipe_size(target, label)
             data = target.read_bytes()
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            digest = str(Digest.of_bytes(data))
             subject, text = data, data.decode("utf-8", "replace")
         else:
             if not target.is_dir():
@@ -147,19 +146,19 @@ def _extension_root(dest: Path) -> Path:
 def _fetch_oci(kind: str, src: dict, work: Path, insecure: bool, registry_config: Path | None) -> Fetched:
     """Pull ``HOST/REPO@sha256:..`` into an OCI layout (every digest verified by the registry
     client) and read the recipe from the image's recipe layer (what ``lemonpack build`` writes)."""
-    from lemonpack.registry import RegistryClient, parse_reference
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry import RegistryClient
     from lemonpack.registry.transfer import pull_layout
     from lemonpack.builder.ociinstall import image_manifests, recipe_from_image
+    from lemonpack.oci.layout_reader import read_layout
 
     if kind != "recipe":
         raise CatalogueError("OCI sources are supported for recipes only")
-    ref = parse_reference(src["ref"])
+    ref = parse_registry_reference(src["ref"])
     layout = work / "layout"
     client = RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
-    pull_layout(ref, layout, client)
-    index = json.loads((layout / "index.json").read_bytes())
-    root = index["manifests"][0]
-    manifests = image_manifests(layout, root["digest"], root.get("mediaType", ""))
+    pulled = pull_layout(ref, layout, client)
+    manifests = image_manifests(layout, read_layout(layout)[pulled.tag])
     if not manifests:
         raise CatalogueError("the image has no image manifest")
     recipe = recipe_from_image(layout, manifests[0][1], src["ref"])

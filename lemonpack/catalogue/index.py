@@ -162,7 +162,7 @@ def update(source: str, public_pem: bytes) -> dict:
     directory, verify it (:func:`verify_dir`) and only then replace the cached copy
     atomically. Returns ``{"entries": n, "generated", "path"}``. Raises
     :class:`SignatureError` (the cached copy untouched) or FetchError."""
-    import hashlib  # here, not at the top: loading OpenSSL is a visible part of a search's start-up
+    from lemonpack.digest import Digest  # here, not at the top: a search's start-up stays light
 
     dest = cached_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ def update(source: str, public_pem: bytes) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"entries": len(index.get("entries", [])), "generated": index.get("generated"), "path": str(dest),
-            "sha256": "sha256:" + hashlib.sha256((dest / INDEX_NAME).read_bytes()).hexdigest()}
+            "sha256": str(Digest.of_bytes((dest / INDEX_NAME).read_bytes()))}
 
 
 def index_summary(index: dict[str, Any]) -> str:

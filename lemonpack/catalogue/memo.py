@@ -27,11 +27,12 @@ A memo that cannot be read is ignored (the build verifies everything, as a cold 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from lemonpack.digest import Digest, Hasher
 
 VERSION = 1
 
@@ -43,25 +44,27 @@ def code_fingerprint() -> str:
     import lemonpack
 
     root = Path(lemonpack.__file__).parent
-    h = hashlib.sha256(f"memo {VERSION}\n".encode())
+    h = Hasher()
+    h.write(f"memo {VERSION}\n".encode())
     for p in sorted(root.rglob("*")):
         if p.suffix in (".py", ".json", ".html", ".js", ".css") and p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
+            h.write(p.relative_to(root).as_posix().encode() + b"\0")
+            h.write(bytes.fromhex(Digest.of_bytes(p.read_bytes()).hex))
+    return h.digest().hex
 
 
 def file_key(data: bytes, kind: str) -> str:
     """The memo key of a source file of ``kind`` (``entry`` / ``publisher``) with ``data``."""
-    return hashlib.sha256(f"{code_fingerprint()}\n{kind}\n".encode() + data).hexdigest()
+    return Digest.of_bytes(f"{code_fingerprint()}\n{kind}\n".encode() + data).hex
 
 
 def entry_key(entry_bytes: bytes, publisher: dict, publisher_pems: list[str], official_ids: list[str]) -> str:
     """The memo key of a community entry (see the module docstring)."""
-    h = hashlib.sha256(f"{code_fingerprint()}\nentry\n".encode())
-    h.update(json.dumps([publisher, publisher_pems, sorted(official_ids)], sort_keys=True).encode() + b"\0")
-    h.update(entry_bytes)
-    return h.hexdigest()
+    h = Hasher()
+    h.write(f"{code_fingerprint()}\nentry\n".encode())
+    h.write(json.dumps([publisher, publisher_pems, sorted(official_ids)], sort_keys=True).encode() + b"\0")
+    h.write(entry_bytes)
+    return h.digest().hex
 
 
 def memoizable(ent, rebuild: bool) -> bool:

@@ -20,11 +20,11 @@ An invalid signature (verifies with no key) is not a status: the entry is reject
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
+from lemonpack.digest import Digest
 from lemonpack.errors import FetchError, LemonpackError
 from lemonpack.files import read_user_file
 
@@ -115,7 +115,7 @@ def file_status(signature: dict | None, subject: bytes, keys, fetch_signature) -
 
 def index_digest(data: bytes) -> str:
     """``sha256:<hex>`` of an index's ``catalogue.json`` bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return str(Digest.of_bytes(data))
 
 
 def describe(sig: dict[str, Any], digest: str | None = None) -> str:

@@ -38,7 +38,6 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -56,6 +55,7 @@ from lemonpack.catalogue.commands import ORDER as COMMAND_ORDER
 from lemonpack.errors import BIDI_CONTROLS, StorageError, visible_bidi
 from lemonpack.files import replace_file
 from lemonpack.canonical import canonical_json
+from lemonpack.digest import Digest
 
 #: Facets in display order: (filter key as in ``lemonpack catalogue search`` and the URL fragment, label).
 FACETS: tuple[tuple[str, str], ...] = (
@@ -176,7 +176,7 @@ def entry_slug(entry_id: str) -> str:
     if safe.startswith("."):
         safe = "_" + safe[1:]
     if safe != raw or safe.startswith("_") or not safe:
-        safe = f"{safe}-{hashlib.sha256(entry_id.encode('utf-8')).hexdigest()[:8]}"
+        safe = f"{safe}-{Digest.of_bytes(entry_id.encode('utf-8')).hex[:8]}"
     return safe
 
 
@@ -357,7 +357,7 @@ def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, inde
     """sha256 of what an entry's page and list item are rendered from (the templates are the
     cache owner's concern: :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
     data = json.dumps([entry, publisher, generated, schema, index_digest], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+    return Digest.of_bytes(data.encode("utf-8")).hex
 
 
 def _cached(cache: Any, key: str) -> str | None:

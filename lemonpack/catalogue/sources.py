@@ -10,7 +10,6 @@ the SHA-256 of its public key, the entry's publisher exists). Every problem is r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import tomllib
@@ -24,6 +23,7 @@ import jsonschema
 
 from lemonpack.schemacheck import schema_problems
 from lemonpack.strictjson import read_source_bytes
+from lemonpack.digest import Digest
 from lemonpack.errors import ManifestError, Problem
 from lemonpack.jsonpath import join
 
@@ -118,7 +118,7 @@ def key_fingerprint(pem: str | bytes) -> str:
     data = pem.encode() if isinstance(pem, str) else pem
     key = serialization.load_pem_public_key(data)
     der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return "sha256:" + hashlib.sha256(der).hexdigest()
+    return str(Digest.of_bytes(der))
 
 
 def _read_toml(path: Path, file: str) -> tuple[dict | None, list[Problem], bytes]:

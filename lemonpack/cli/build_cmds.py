@@ -87,9 +87,11 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     else:
         for rid, digest in result.indexes.items():
             console.print(f"{rid}: {digest} -> {out} (tag {rid})", markup=False)
+        from lemonpack.digest import sha256_text
+
         for t in result.targets:
             if t.policy == "roll_forward":
-                console.print(f"  {t.tag}: roll_forward, observed sha256:{t.sha256}", markup=False)
+                console.print(f"  {t.tag}: roll_forward, observed {sha256_text(t.sha256)}", markup=False)
         for rel in result.nix:
             console.print(f"  nix: {out / rel}/default.nix", markup=False)
         if base is not None:
@@ -102,7 +104,9 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
 
 def _print_target(t) -> None:
     """One progress line per target written (stderr)."""
-    what = f"{t.source} sha256:{t.sha256}" if t.source else (", ".join(t.images) or "recipe")
+    from lemonpack.digest import sha256_text
+
+    what = f"{t.source} {sha256_text(t.sha256)}" if t.source else (", ".join(t.images) or "recipe")
     err_console.print(f"  {t.tag:<48} {t.kind:<6} {t.digest[:19]}  {what}", markup=False)
 
 

@@ -54,9 +54,17 @@ def _features(values: list[str]) -> frozenset[str] | None:
 
 
 def _run(tree: Path | None, dirs: list[Path], lock: Path | None, select: list[str],
-         features: list[str]) -> Selection:
+         features: list[str], *, build_step: bool = False, cxx: str | None = None) -> Selection:
+    """The pipeline's selection for the command's options. ``build_step`` (generate, build):
+    first refuse a tree whose change records disagree with their lock
+    (:func:`lemonpack.extensions.apilock.require_record_lock`), so no build derives an API
+    revision a removed or edited record made up. ``cxx``: the compiler of the include check."""
+    from lemonpack.extensions.apilock import require_record_lock
     from lemonpack.extensions.pipeline import run_pipeline
     from lemonpack.extensions.tree import find_tree
+
+    if build_step:
+        require_record_lock(find_tree(tree))
 
     what: str | list[str] = "lock"
     if select == ["none"]:
@@ -68,7 +76,7 @@ def _run(tree: Path | None, dirs: list[Path], lock: Path | None, select: list[st
             raise typer.BadParameter("'lock', 'all' and 'none' cannot be combined with names", param_hint="--select")
         what = list(select)
     return run_pipeline(find_tree(tree), extra_dirs=[Path(d) for d in dirs], select=what, lock=lock,
-                        features=_features(features))
+                        features=_features(features), cxx=cxx)
 
 
 def _ext_json(ext, selection) -> dict:
@@ -144,11 +152,12 @@ def generate_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Dir
                  select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
                  json_out: bool = JSON_OPTION) -> int:
     """Write extensions.json, gufo_ext_registry.cpp and gufo_ext_constants.hpp for the
-    selection (byte format: docs/extensions-generated.md). Rejected manifests that were
-    not selected are reported as warnings on stderr."""
+    selection (byte format: docs/extensions-generated.md). Refused when the API change
+    records disagree with api/changes.lock.json. Rejected manifests that were not selected
+    are reported as warnings on stderr."""
     from lemonpack.extensions.generate import generate, write_generated
 
-    sel = _run(tree, extension_dir, lock, select, feature)
+    sel = _run(tree, extension_dir, lock, select, feature, build_step=True)
     written = write_generated(generate(sel), out)
     for m, reasons in sel.rejected:
         err_console.print(one_line(f"warning: {m} rejected: {'; '.join(reasons)}"), markup=False)
@@ -171,11 +180,11 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR",
               json_out: bool = JSON_OPTION) -> int:
     """Compile the selection: the generated registry, the constants header, the public API
     headers and the selected extensions' sources into OUT/bin/gufo-registry (prints what
-    registered; --json for JSON), OUT/include and OUT/lib/libgufo-ext.a. Same flags as
-    'generate'. Deterministic; OUT is replaced atomically."""
+    registered; --json for JSON), OUT/include and OUT/lib/libgufo-ext.a. Same flags and
+    checks as 'generate'. Deterministic; OUT is replaced atomically."""
     from lemonpack.extensions.compile import compile_gufo
 
-    sel = _run(tree, extension_dir, lock, select, feature)
+    sel = _run(tree, extension_dir, lock, select, feature, build_step=True, cxx=cxx)
     built = compile_gufo(sel, out, cxx=cxx, jobs=jobs)
     for m, reasons in sel.rejected:
         err_console.print(one_line(f"warning: {m} rejected: {'; '.join(reasons)}"), markup=False)

@@ -70,11 +70,11 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     from lemonpack.builder.publish import publish_source
     from lemonpack.registry.base import open_base_ref
-    from lemonpack.registry.reference import parse_reference
+    from lemonpack.oci.reference import parse_registry_reference
     from lemonpack.registry.transfer import publish_layout
     from lemonpack.runtime.recipes.discovery import discovered_recipes
 
-    dest = parse_reference(to)
+    dest = parse_registry_reference(to)
     show = _show_progress(progress, json_out)
     private = None
     if sign is not None:
@@ -139,10 +139,10 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; a
     non-empty directory that is not a layout is refused.
     """
-    from lemonpack.registry.reference import parse_reference
+    from lemonpack.oci.reference import parse_registry_reference
     from lemonpack.registry.transfer import pull_layout
 
-    r = parse_reference(ref)
+    r = parse_registry_reference(ref)
     with _client(r.host, insecure, registry_config) as client:
         result = pull_layout(r, out, client, tag=tag, progress=_show_progress(progress, json_out))
     if json_out:

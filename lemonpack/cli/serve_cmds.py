@@ -28,6 +28,20 @@ def serve(
                                                   "the host's available RAM minus 1 GiB."),
     engine_output: bool = typer.Option(True, "--engine-output/--no-engine-output",
                                        help="Show the engines' output lines on stderr, prefixed [MODEL]."),
+    max_connections: int = typer.Option(1024, "--max-connections", min=1, metavar="N",
+                                        help="Client connections open at once (lowered to fit the open-files "
+                                             "limit); at the cap the longest idle one is closed, and when all are "
+                                             "busy a new one gets HTTP 503."),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", min=0.1, metavar="SECONDS",
+                                         help="A connection must send a complete request head within this; "
+                                              "else 408 and closed."),
+    keepalive_timeout: float = typer.Option(75.0, "--keepalive-timeout", min=0.1, metavar="SECONDS",
+                                            help="Close a kept-alive connection idle this long between requests."),
+    body_timeout: float = typer.Option(60.0, "--body-timeout", min=0.1, metavar="SECONDS",
+                                       help="Longest wait for the next bytes of a request body; else HTTP 408."),
+    body_budget: str = typer.Option("256MiB", "--body-budget", metavar="SIZE",
+                                    help="Request bodies all requests may hold in memory together; past it "
+                                         "HTTP 503 (413 for one body larger than it)."),
     drain_timeout: float = typer.Option(30.0, "--drain-timeout", min=0, metavar="SECONDS",
                                         help="Requests in flight may finish this long when a model gives way "
                                              "(unload, removal) or serve stops; then they are cut."),
@@ -41,13 +55,10 @@ def serve(
     --drain-timeout, then cuts them; a second SIGTERM/SIGINT cuts them at once. Exit code 0
     when every request finished, 1 when some were cut, 2 for a usage error.
     """
+    options = dict(locals())  # every parameter is the ServeConfig field of its name
     from lemonpack.server.main import ServeConfig, run
 
-    config = ServeConfig(host=host, port=port, max_in_flight=max_in_flight, json_logs=json_logs, ttl=ttl,
-                         soft_idle=soft_idle, metrics_remote=metrics_remote, load_timeout=load_timeout,
-                         memory_budget=memory_budget, engine_output=engine_output, drain_timeout=drain_timeout,
-                         upstream_read_timeout=upstream_read_timeout)
-    return run(config, notice=lambda text: err_console.print(text, markup=False))
+    return run(ServeConfig(**options), notice=lambda text: err_console.print(text, markup=False))
 
 
 __all__ = ["serve"]

@@ -158,7 +158,7 @@ def load(source: str = typer.Argument(..., metavar="DIR:TAG", help="An OCI layou
     Every blob is verified first; afterwards the engine's image ID must equal the layout's
     config digest. Prints NAME@sha256:<manifest digest>, the reference to run it by.
     """
-    from lemonpack.registry.reference import split_layout_arg
+    from lemonpack.oci.layout_reader import split_layout_arg
     from lemonpack.builder.load import ENGINES, load_image
 
     if engine not in ENGINES:

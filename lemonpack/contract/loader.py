@@ -16,7 +16,9 @@ nothing here raises for a file's content, and recursion is bounded by
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,8 @@ from lemonpack.contract.model import (RECIPE_ID_PATTERN, ArchOverride, ExecField
                                       freeze)
 from lemonpack.contract.rules import semantic_problems
 from lemonpack.contract.schemalock import load_schema
-from lemonpack.errors import ManifestError, Problem
+from lemonpack.digest import Digest
+from lemonpack.errors import ManifestError, Problem, bound
 from lemonpack.schemacheck import MAX_PROBLEMS, bounded_schema_problems, more_problems, strict_validator
 from lemonpack.strictjson import parse_json_strict, read_json_text, short_repr
 
@@ -114,17 +117,20 @@ def check_document(doc: Any, file: str) -> list[Problem]:
         kind = "null" if doc is None else type(doc).__name__.replace("dict", "object").replace("list", "array")
         return [Problem(file, "", "document-type", f"the document must be a JSON object, not {kind}")]
     problems, more, stopped = bounded_schema_problems(doc, file, validator=_validator(), explain=recipe_explain)
-    problems += semantic_problems(doc, file)
-    seen: set[tuple[str, str, str]] = set()
-    unique = []
-    for p in problems:
-        if (p.path, p.rule, p.message) not in seen:
-            seen.add((p.path, p.rule, p.message))
-            unique.append(p)
-    if len(unique) > MAX_PROBLEMS:  # the semantic rules' problems come after the schema's
-        more += len(unique) - MAX_PROBLEMS
-        unique = unique[:MAX_PROBLEMS]
-    return unique + ([more_problems(file, more, stopped)] if more or stopped else [])
+    if more or stopped:
+        problems.append(more_problems(file, more, stopped))
+    seen: set[tuple[str, str, str]] = set()  # what the report keeps (at most MAX_PROBLEMS)
+
+    def unique(parts: Iterable[Problem]) -> Iterator[Problem]:
+        for p in parts:
+            key = (p.path, p.rule, p.message)
+            if key not in seen:
+                if len(seen) < MAX_PROBLEMS:
+                    seen.add(key)
+                yield p
+
+    # the semantic rules' problems come after the schema's; the report is bounded as a whole
+    return bound(chain(unique(problems), unique(semantic_problems(doc, file))), file)
 
 
 def check_text(text: str, file: str) -> tuple[Any, list[Problem]]:
@@ -132,7 +138,7 @@ def check_text(text: str, file: str) -> tuple[Any, list[Problem]]:
     doc, problems = parse_json_strict(text, file)
     if any(p.rule == "json-syntax" for p in problems):
         return None, problems
-    return doc, problems + check_document(doc, file)
+    return doc, bound(chain(problems, check_document(doc, file)), file)
 
 
 def check_file(path: str | Path) -> tuple[Any, list[Problem]]:
@@ -167,7 +173,8 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def _strip(sha: str | None) -> str | None:
-    return sha.removeprefix("sha256:") if sha else None
+    """The hex of a recipe's ``sha256`` field (``sha256:<hex>``, the schema's form)."""
+    return Digest.parse(sha, bare=True).hex if sha else None
 
 
 def _exec_kwargs(raw: dict) -> dict[str, Any]:

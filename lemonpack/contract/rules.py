@@ -16,7 +16,7 @@ from lemonpack.contract.builtins import (BUILTIN_RECIPES, LAUNCH_PLAN_BUILTINS, 
                                          is_loader_env_key)
 from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.contract.tokens import TokenSyntaxError, parse_template
-from lemonpack.errors import Problem
+from lemonpack.errors import MAX_PROBLEMS, MoreProblems, Problem
 
 Path = tuple[str | int, ...]
 
@@ -27,19 +27,36 @@ VARIANT_ONLY_FIELDS = ("binary", "argv_extra", "source", "sha256", "version_poli
 
 
 class _Collector:
+    """The problems of one document: the first :data:`~lemonpack.errors.MAX_PROBLEMS` kept,
+    the rest only counted (a 4 MiB recipe can hold half a million bad tokens)."""
+
     def __init__(self, file: str):
         self.file = file
         self.problems: list[Problem] = []
+        self.more = 0
 
     def add(self, path: Path, rule: str, message: str) -> None:
-        self.problems.append(Problem(self.file, jsonpath.join(path), rule, message))
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(Problem(self.file, jsonpath.join(path), rule, message))
+        else:
+            self.more += 1
+
+    @property
+    def full(self) -> bool:
+        """True once further problems are only counted (their wording is not needed)."""
+        return len(self.problems) >= MAX_PROBLEMS
+
+    def report(self) -> list[Problem]:
+        return self.problems + ([MoreProblems.of(self.file, self.more)] if self.more else [])
 
 
 def semantic_problems(doc: Any, file: str) -> list[Problem]:
-    """Every semantic problem in ``doc`` (a parsed JSON value), in document order."""
+    """The semantic problems of ``doc`` (a parsed JSON value), in document order: at most
+    :data:`~lemonpack.errors.MAX_PROBLEMS`, then one ``more-problems`` problem counting the
+    rest (:func:`lemonpack.errors.bound` folds it into the file's report)."""
     c = _Collector(file)
     if not isinstance(doc, dict):
-        return c.problems
+        return c.report()
     _identity(doc, c)
     _capabilities(doc, c)
     _top_level(doc, c)
@@ -48,7 +65,7 @@ def semantic_problems(doc: Any, file: str) -> list[Problem]:
             if isinstance(block, dict):
                 _block(doc, block, ("platforms", os_name, accel), c)
     _provenance(doc, c)
-    return c.problems
+    return c.report()
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:
@@ -203,7 +220,7 @@ def _template_list(values: list, path: Path, c: _Collector, *, custom_args_ok: b
 
 def _template(value: str, path: Path, c: _Collector, *, whole_custom_args_ok: bool = False) -> None:
     try:
-        parts = parse_template(value)
+        parts = parse_template(value, suggest=not c.full)
     except TokenSyntaxError as e:
         c.add(path, "token", str(e))
         return

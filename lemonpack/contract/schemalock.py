@@ -12,12 +12,12 @@ check`` run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lemonpack.digest import Digest
 from lemonpack.files import replace_file
 from lemonpack.errors import LockError
 
@@ -45,7 +45,7 @@ def canonical_sha256(path: Path) -> str:
     from lemonpack.canonical import canonical_json
 
     doc = json.loads(path.read_text(encoding="utf-8"))
-    return hashlib.sha256(canonical_json(doc, floats="shortest")).hexdigest()
+    return Digest.of_bytes(canonical_json(doc, floats="shortest")).hex
 
 
 def read_lock(lock_file: Path = LOCK_FILE) -> dict[str, Any]:

@@ -2,15 +2,26 @@
 
 A template is a string from ``command``, ``args``, ``env`` values, ``stop_command``,
 ``stop_command_args``, ``argv_extra``, ``working_dir`` or ``capability_enable_args``.
-Every ``{`` opens a token and the next ``}`` closes it; there is no escape. Tokens are
-parsed when a manifest is loaded (unknown, empty, unterminated or nested tokens, and a
-default on a token that takes none, are rejected) and resolved only when a process is
-spawned, each into a single argv element or env value, never through a shell.
+Every ``{`` opens a token and the next ``}`` closes it; there is no escape; a ``}`` outside
+a token is literal text. Tokens are parsed when a manifest is loaded (unknown, empty,
+unterminated or nested tokens, and a default on a token that takes none, are rejected) and
+resolved only when a process is spawned, each into a single argv element or env value,
+never through a shell.
+
+The grammar is the prototype's (abn/lemonade ``src/cpp/server/backends/external/
+token_vocabulary.cpp``: ``validate_tokens_in_string`` finds each ``{`` and the next ``}``;
+``is_name`` takes a parameter name of ASCII letters, digits, ``_`` and ``-``, nothing after
+it), so a name ends where that grammar ends: ``{custom:x\n}`` is refused, ``{custom:gpu-layers}``
+and ``a}b`` are accepted. lemonpack's narrowings, each named in ``docs/recipes-and-policy.md``:
+a default only on the tokens seed 000 gives one (``{custom:NAME:-DEFAULT}``,
+``{env:NAME:-DEFAULT}``), and ``{checkpoint:NAME}`` names of ``[A-Za-z0-9_.-]`` (the model
+registry's checkpoint names).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,12 +49,14 @@ PARAM_TOKENS: dict[str, bool] = {
     "env": True,
 }
 
+#: Parameter names, matched whole (``\Z``: a trailing newline is not part of a name). The
+#: prototype's ``is_name`` (ASCII alphanumerics, ``_``, ``-``) for ``custom`` and ``env``; the
+#: RFC gives no grammar. Checkpoint names also take ``.``, as the model registry's do.
 _PARAM_NAME = {
-    "checkpoint": re.compile(r"^[A-Za-z0-9_.-]+$"),
-    "checkpoint_relative": re.compile(r"^[A-Za-z0-9_.-]+$"),
-    "custom": re.compile(r"^[A-Za-z0-9_]+$"),
-    # the reference implementation reads {env:NAME} for NAME in [A-Za-z0-9_-] (the RFC gives no grammar)
-    "env": re.compile(r"^[A-Za-z0-9_-]+$"),
+    "checkpoint": re.compile(r"[A-Za-z0-9_.-]+\Z"),
+    "checkpoint_relative": re.compile(r"[A-Za-z0-9_.-]+\Z"),
+    "custom": re.compile(r"[A-Za-z0-9_-]+\Z"),
+    "env": re.compile(r"[A-Za-z0-9_-]+\Z"),
 }
 
 _NEGATIVE_NUMBER = re.compile(r"^-(?:\d+(?:\.\d+)?|\.\d+)$")
@@ -68,23 +81,24 @@ class TokenSyntaxError(ValueError):
 Part = str | Token
 
 
-def parse_template(template: str) -> tuple[Part, ...]:
+def parse_template(template: str, *, suggest: bool = True) -> tuple[Part, ...]:
     """Split ``template`` into literal strings and :class:`Token` objects.
 
+    ``suggest``: an unknown token's message says which known one is close (``did you mean
+    {port}?``); False leaves that out (a caller that only counts the error: the search costs
+    far more than the parse).
+
     Raises :class:`TokenSyntaxError` for an unknown token, ``{}``, a ``{`` without ``}``,
-    a ``{`` inside a token, a stray ``}``, a bad parameter name, or a default on a token
-    that takes none.
+    a ``{`` inside a token, a bad parameter name, or a default on a token that takes none.
+    A ``}`` outside a token is literal text (the prototype's grammar).
     """
     parts: list[Part] = []
     i, n = 0, len(template)
     literal_start = 0
     while i < n:
-        ch = template[i]
-        if ch == "}":
-            raise TokenSyntaxError(f"unmatched '}}' at offset {i} in {_clip(template)!r}")
-        if ch != "{":
-            i += 1
-            continue
+        i = template.find("{", i)
+        if i < 0:
+            break
         if i > literal_start:
             parts.append(template[literal_start:i])
         j = i + 1
@@ -94,7 +108,7 @@ def parse_template(template: str) -> tuple[Part, ...]:
             raise TokenSyntaxError(f"unterminated token at offset {i} in {_clip(template)!r}")
         if template[j] == "{":
             raise TokenSyntaxError(f"nested token at offset {j} in {_clip(template)!r}")
-        parts.append(_parse_token(template[i + 1:j], template[i:j + 1]))
+        parts.append(_parse_token(template[i + 1:j], template[i:j + 1], suggest))
         i = j + 1
         literal_start = i
     if literal_start < n:
@@ -108,6 +122,7 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+@functools.lru_cache(maxsize=1024)
 def _did_you_mean(name: str) -> str:
     if len(name) > 64:
         return ""
@@ -118,7 +133,7 @@ def _did_you_mean(name: str) -> str:
     return f" (did you mean {{{hint}}}?)"
 
 
-def _parse_token(body: str, text: str) -> Token:
+def _parse_token(body: str, text: str, suggest: bool = True) -> Token:
     if not body:
         raise TokenSyntaxError("empty token '{}'")
     head, sep, rest = body.partition(":")
@@ -127,13 +142,13 @@ def _parse_token(body: str, text: str) -> Token:
             return Token(body, None, None, text)
         if body in PARAM_TOKENS:
             raise TokenSyntaxError(f"token {_clip(text)} needs a name: {{{body}:NAME}}")
-        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(body)}")
+        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(body) if suggest else ''}")
     if head in SIMPLE_TOKENS:
         if rest.startswith("-"):
             raise TokenSyntaxError(f"token {{{head}}} takes no default (in {_clip(text)})")
         raise TokenSyntaxError(f"token {{{head}}} takes no parameter (in {_clip(text)})")
     if head not in PARAM_TOKENS:
-        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(head)}")
+        raise TokenSyntaxError(f"unknown token {_clip(text)}{_did_you_mean(head) if suggest else ''}")
     name, dsep, default = rest.partition(":-")
     if not dsep and ":" in rest:
         raise TokenSyntaxError(f"malformed token {_clip(text)}: a default is written {{{head}:NAME:-DEFAULT}}")

@@ -3,10 +3,10 @@ and pin its sha256 in ``hello-engine.json`` (run it after editing the engine).""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
+from lemonpack.digest import Digest
 from lemonpack.files import replace_file
 from lemonpack.examples import ENGINE_SOURCE, EXAMPLE_ARCHIVE, EXAMPLE_RECIPE, engine_archive
 
@@ -18,7 +18,7 @@ def _write(path: Path, data: bytes) -> None:
 def main() -> None:
     """Write the archive and the recipe's ``sha256`` (atomically); print the new digest."""
     data = engine_archive(ENGINE_SOURCE)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = str(Digest.of_bytes(data))
     EXAMPLE_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     _write(EXAMPLE_ARCHIVE, data)
     doc = json.loads(EXAMPLE_RECIPE.read_text())

@@ -218,14 +218,25 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
                         tuple(e.name for e in exts))
 
 
+def stage_include(include: Path, constants: bytes) -> Path:
+    """Write the include directory every compile uses (``-I include``): the public API
+    headers as ``include/gufo/ext/*.hpp`` and ``constants`` as
+    ``include/gufo_ext_constants.hpp``. The include check
+    (:class:`lemonpack.extensions.includes.IncludeCheck`) preprocesses against the same
+    layout. Returns ``include``."""
+    (include / "gufo" / "ext").mkdir(parents=True, exist_ok=True)
+    for h in api_headers():
+        shutil.copyfile(h, include / "gufo" / "ext" / h.name)
+    (include / "gufo_ext_constants.hpp").write_bytes(constants)
+    return include
+
+
 def _build(stage: Path, files: Mapping[str, bytes], exts: Sequence["Extension"], cxx: str, ar: str, jobs: int,
            cxxflags: tuple[str, ...]) -> None:
     include, share, obj = stage / "include", stage / "share" / "gufo", stage / "obj"
-    for d in (include / "gufo" / "ext", share, obj, stage / "bin", stage / "lib"):
+    for d in (share, obj, stage / "bin", stage / "lib"):
         d.mkdir(parents=True)
-    for h in api_headers():
-        shutil.copyfile(h, include / "gufo" / "ext" / h.name)
-    (include / "gufo_ext_constants.hpp").write_bytes(files["gufo_ext_constants.hpp"])
+    stage_include(include, files["gufo_ext_constants.hpp"])
     (share / "gufo_ext_registry.cpp").write_bytes(files["gufo_ext_registry.cpp"])
     (share / "extensions.json").write_bytes(files["extensions.json"])
     shutil.copyfile(MAIN_SOURCE, share / "gufo-registry.cpp")
@@ -269,4 +280,4 @@ def _run(argv: list[str], cwd: Path, what: str) -> None:
 
 
 __all__ = ["API_INCLUDE", "CXX_DIR", "CXXFLAGS", "CompileError", "CompiledGufo", "MAIN_SOURCE", "api_headers",
-           "compile_gufo", "translation_units"]
+           "compile_gufo", "stage_include", "translation_units"]

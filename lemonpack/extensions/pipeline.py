@@ -6,14 +6,22 @@
    either an extension directory or a directory of them. A directory reached twice (a
    symlink, or named twice) counts once: the first way it was reached wins.
 2. **Validate** every manifest (:mod:`lemonpack.extensions.manifest`), even those that
-   will not be built, keeping every reason; community sources are scanned against the
-   include allowlist (:func:`lemonpack.extensions.includes.include_problems`); each extension's ``api_version`` is
-   checked against the host API (``0.MINOR.REVISION`` from ``<tree>/api/``, seed 002
-   section 7). An extension with any reason is *rejected* (``Selection.rejected``).
-3. **Collisions** (seed 002 section 4): a community extension claiming an extension name,
-   artifact key, option name, contributed option value or provider id that an official
-   extension owns is rejected, the reason naming both manifests. Official = named in the
-   release lock and found in the tree's ``catalogue/extensions``; community = every other.
+   will not be built, keeping every reason; a community ``extension.json`` that is a symlink
+   leaving its directory is refused unread; each extension's ``api_version`` is checked
+   against the host API (``0.MINOR.REVISION`` from ``<tree>/api/``, seed 002 section 7) and
+   its entry symbols against its sources (:func:`lemonpack.extensions.includes.entry_problems`);
+   a community extension's directory must hold no symlink leaving it and no fifo
+   (:func:`~lemonpack.extensions.includes.tree_problems`), and the compiler's preprocessor
+   decides whether its sources keep to the include allowlist
+   (:class:`~lemonpack.extensions.includes.IncludeCheck`, seed 002 sections 5 and 8 step 5).
+   An extension with any reason is *rejected* (``Selection.rejected``), filed under its
+   manifest's ``name`` (when it has a readable one) and its directory's, so selecting it by
+   either says why.
+3. **Collisions** (seed 002 section 4, :mod:`lemonpack.extensions.collisions`): a community
+   extension claiming an extension name, artifact key, option name, contributed option value
+   or provider id that an official extension owns is rejected, the reason naming both
+   manifests. Official = named in the release lock and found in the tree's
+   ``catalogue/extensions``; community = every other.
 4. **Select**: ``"lock"`` (the release lock's names), ``"all"`` (every valid extension with
    at least one target the features can build), or a list of names and directories;
    always closed over ``dependencies``. A missing, rejected or cyclic dependency of what
@@ -36,8 +44,11 @@ from typing import Iterable, Sequence
 from lemonpack import jsonpath
 from lemonpack.strictjson import parse_json_strict, read_json_text
 from lemonpack.errors import LemonpackError, Problem
+from lemonpack.safetree import symlink_problem
 from lemonpack.extensions import templates
-from lemonpack.extensions.includes import include_problems
+from lemonpack.extensions.apilock import record_names
+from lemonpack.extensions.collisions import claim_owners, collision_problems
+from lemonpack.extensions.includes import IncludeCheck, entry_problems, symlink_reason, tree_problems
 from lemonpack.extensions.manifest import MANIFEST_NAME, Extension, Provider, build_extension, check_manifest
 from lemonpack.safetree import inside
 
@@ -102,7 +113,9 @@ def default_features(host=None) -> frozenset[str]:
 
 def host_api(tree: Path) -> tuple[int, int]:
     """``(MINOR, REVISION)`` of the host extension API: MINOR from ``<tree>/api/minor`` (one
-    integer), REVISION the number of ``*.md`` change records in ``<tree>/api/changes/``.
+    integer), REVISION the number of change records ``<tree>/api/changes/NNNN-<slug>.md``
+    (:func:`lemonpack.extensions.apilock.record_names`: a README or any other file there does
+    not count).
     Raises :class:`ExtensionError` when ``api/minor`` is missing or not an integer."""
     minor_file = Path(tree) / "api" / "minor"
     try:
@@ -113,9 +126,7 @@ def host_api(tree: Path) -> tuple[int, int]:
                              "leave --tree out to read the tree shipped with lemonpack)") from None
     if not text.isdigit():
         raise ExtensionError(f"{minor_file}: the extension API minor number must be one integer, got {text[:40]!r}")
-    changes = Path(tree) / "api" / "changes"
-    revision = len(list(changes.glob("*.md"))) if changes.is_dir() else 0
-    return int(text), revision
+    return int(text), len(record_names(tree))
 
 
 def api_problem(ext: Extension, minor: int, revision: int) -> str | None:
@@ -220,49 +231,6 @@ def discover(tree: Path, extra_dirs: Iterable[Path] = (), environ=None) -> list[
     return out
 
 
-# ---------------------------------------------------------------- collisions
-
-def _claims(ext: Extension) -> list[tuple[str, str]]:
-    """What an extension claims: ``(kind, value)`` pairs (name, key, option, option value, provider)."""
-    out = [("extension name", ext.name)]
-    for p in ext.providers:
-        out.append(("provider id", p.id))
-        out += [("key", k) for k in p.keys]
-    for o in ext.options:
-        if o.contributes_to:
-            out += [(f"value of {o.contributes_to}", v) for v in o.values]
-        else:
-            out.append(("option", o.name))
-    return out
-
-
-def claim_owners(officials: Sequence[Extension]) -> dict[tuple[str, str], Extension]:
-    """``{(kind, value): the first official extension claiming it}`` for
-    :func:`collision_problems` (build it once for many community extensions)."""
-    owners: dict[tuple[str, str], Extension] = {}
-    for off in officials:
-        for claim in _claims(off):
-            owners.setdefault(claim, off)
-    return owners
-
-
-def collision_problems(ext: Extension, officials: Sequence[Extension],
-                       owners: dict[tuple[str, str], Extension] | None = None) -> list[str]:
-    """Reasons community extension ``ext`` is rejected: each claim (extension name, key,
-    option name, contributed option value, provider id) that an official extension owns,
-    naming both manifests (seed 002 section 4). ``owners``: :func:`claim_owners` of
-    ``officials``, when the caller has it already."""
-    if owners is None:
-        owners = claim_owners(officials)
-    out = []
-    for kind, value in _claims(ext):
-        off = owners.get((kind, value))
-        if off is not None:
-            out.append(f"community extension {ext.name} ({ext.manifest}) claims {kind} {value!r}, which official "
-                       f"extension {off.name} ({off.manifest}) owns")
-    return out
-
-
 # ---------------------------------------------------------------- selection
 
 def registry_order(extensions: Iterable[Extension], lock: Sequence[str]) -> list[Extension]:
@@ -357,8 +325,13 @@ def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name
     return order, errors
 
 
+def _jobs() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequence[str] = "lock",
-                 lock: Path | None = None, features: frozenset[str] | None = None, environ=None) -> Selection:
+                 lock: Path | None = None, features: frozenset[str] | None = None, environ=None, *,
+                 includes: bool = True, cxx: str | None = None, jobs: int | None = None) -> Selection:
     """Run discovery, validation, collisions, API check and selection (module docstring).
 
     ``tree``: the repository top (``catalogue/extensions``, ``api/``, ``extensions.lock``);
@@ -366,8 +339,13 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     ``"all"`` or a list of extension names and directories (a directory is discovered too);
     ``lock``: the release lock (default ``<tree>/extensions.lock``; absent: no official
     extensions, and ``"lock"`` is an error); ``features``: default :func:`default_features`;
-    ``environ``: where ``GUFO_EXTENSION_DIRS`` is read (default ``os.environ``).
-    Raises :class:`ExtensionError` (exit 1) when the selection cannot be built.
+    ``environ``: where ``GUFO_EXTENSION_DIRS`` is read (default ``os.environ``);
+    ``includes``: run the compiler's include check on every valid community extension and
+    confirm a missing entry symbol on the preprocessed sources (``cxx``: the compiler,
+    default ``$CXX`` or ``g++``; ``jobs``: preprocessors run at once, default the CPU count
+    up to 8); False leaves both out (validation of metadata and sources as text only, what
+    the benchmark of step 2 times). Raises :class:`ExtensionError` (exit 1) when the
+    selection cannot be built.
     """
     tree = Path(tree)
     features = default_features() if features is None else frozenset(features)
@@ -385,7 +363,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
         wanted_names = []
         for item in select:
             if "/" in item or os.sep in item or Path(item).is_dir() and not re.fullmatch(r"[a-z][a-z0-9_]*", item):
-                if not (Path(item) / MANIFEST_NAME).is_file():
+                if not os.path.lexists(Path(item) / MANIFEST_NAME):  # a dangling link is judged, not missed
                     raise ExtensionError(f"{item} is not an extension directory (no {MANIFEST_NAME})")
                 extra.append(Path(item))
                 wanted_dirs.append(os.path.realpath(item))
@@ -396,12 +374,20 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
 
     found = discover(tree, extra, environ)
     rejected: dict[Path, list[str]] = {}
+    rejected_names: dict[Path, list[str]] = {}  # the names a rejected manifest is selected by
     valid: list[Extension] = []
     for directory, in_tree in found:
         manifest = directory / MANIFEST_NAME
+        rejected_names[manifest] = [directory.name]
+        why = None if in_tree or not os.path.islink(manifest) else symlink_problem(directory, MANIFEST_NAME)
+        if why:  # judged by the link's text: the same on a copy where it dangles (Nix's store)
+            rejected[manifest] = [symlink_reason(manifest, why)]
+            continue
         doc, problems = check_manifest(manifest)
         if problems:
             rejected[manifest] = [str(p) for p in problems]
+            if isinstance(doc, dict) and isinstance(doc.get("name"), str):
+                rejected_names[manifest].insert(0, doc["name"])
             continue
         valid.append(build_extension(doc, directory, official=in_tree and doc["name"] in lock_names))
 
@@ -412,23 +398,36 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
     by_name: dict[str, list[Extension]] = {}
     for e in valid:
         by_name.setdefault(e.name, []).append(e)
+    reasons_of: dict[Path, list[str]] = {}
+    to_check: list[Extension] = []   # community extensions for the compiler's include check
+    with IncludeCheck(cxx=cxx) as check:
+        for e in valid:
+            reasons: list[str] = []
+            unsafe: list[str] = []  # a symlink leaving it, a fifo: its files are not read
+            if not e.official:
+                reasons += collision_problems(e, officials, owners)
+                if not reasons:
+                    twins = [o for o in by_name[e.name] if o is not e and not o.official]
+                    reasons += [f"extension name {e.name!r} is used by two manifests: {e.manifest} and {o.manifest}"
+                                for o in twins]
+                unsafe = tree_problems(e.path)
+                reasons += unsafe
+            elif len([o for o in by_name[e.name] if o.official]) > 1:
+                reasons.append(f"official extension name {e.name!r} is used by two manifests in the tree")
+            problem = api_problem(e, minor, revision)
+            if problem:
+                reasons.append(f"{e.manifest}: extension {e.name} {problem}")
+            if not unsafe:
+                reasons += entry_problems(e, check if includes else None)
+                if includes and not e.official:
+                    to_check.append(e)
+            reasons_of[e.manifest] = reasons
+        for e, found_reasons in zip(to_check, check.include_problems_of(to_check, jobs or _jobs())):
+            reasons_of[e.manifest] += found_reasons
     kept: list[Extension] = []
     for e in valid:
-        reasons: list[str] = []
-        if not e.official:
-            reasons += collision_problems(e, officials, owners)
-            if not reasons:
-                twins = [o for o in by_name[e.name] if o is not e and not o.official]
-                reasons += [f"extension name {e.name!r} is used by two manifests: {e.manifest} and {o.manifest}"
-                            for o in twins]
-            reasons += include_problems(e.path)
-        elif len([o for o in by_name[e.name] if o.official]) > 1:
-            reasons.append(f"official extension name {e.name!r} is used by two manifests in the tree")
-        problem = api_problem(e, minor, revision)
-        if problem:
-            reasons.append(f"{e.manifest}: extension {e.name} {problem}")
-        if reasons:
-            rejected[e.manifest] = reasons
+        if reasons_of[e.manifest]:
+            rejected[e.manifest] = reasons_of[e.manifest]
         else:
             kept.append(e)
     for i, n in missing_official:  # stale lock names fail every mode (seed 002 section 6)
@@ -445,7 +444,8 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
         if e.manifest in rejected:
             rejected_by_name.setdefault(e.name, rejected[e.manifest])
     for m, reasons in rejected.items():
-        rejected_by_name.setdefault(m.parent.name, reasons)
+        for name in rejected_names.get(m, [m.parent.name]):
+            rejected_by_name.setdefault(name, reasons)
 
     if select == "lock":
         if not lock_path.exists():
@@ -459,7 +459,8 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
             hit = [e for e in kept if os.path.realpath(e.path) == real]
             if not hit:
                 m = Path(real) / MANIFEST_NAME
-                reasons = next((r for k, r in rejected.items() if os.path.realpath(k) == str(m)), ["not discovered"])
+                reasons = next((r for k, r in rejected.items() if os.path.realpath(k.parent) == real),
+                               ["not discovered"])
                 raise ExtensionError(f"selected extension {m} was rejected:\n  " + "\n  ".join(reasons))
             roots.append(hit[0].name)
     names, errors = _closure(roots, valid_by_name, rejected_by_name)
@@ -479,5 +480,5 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                      features, tuple(discovered), tuple(lock_names))
 
 
-__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "claim_owners", "collision_problems", "default_features",
+__all__ = ["ENV_DIRS", "ExtensionError", "ProviderStatus", "Selection", "default_features",
            "discover", "host_api", "read_lock", "registry_order", "run_pipeline"]

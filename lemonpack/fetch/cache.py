@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.digest import is_sha256_hex
-from lemonpack.files import commit, hash_file, open_regular, stat_facts
+from lemonpack.digest import file_digest, is_sha256_hex, sha256_text
+from lemonpack.files import commit, open_regular, stat_facts
 from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
 from lemonpack.paths import require_cache_root
@@ -122,7 +122,7 @@ class ArtifactCache:
         except OSError:
             pass
         try:
-            actual, _ = hash_file(path)
+            actual = file_digest(path)[0].hex
         except OSError as exc:
             log.warning("cache entry %s cannot be read (%s); dropped", path, exc.strerror or exc)
             self.drop(hex_digest)
@@ -182,7 +182,7 @@ class ArtifactCache:
             kind = kind_of(p)
             if kind == "missing":
                 continue
-            digest = "sha256:" + name if is_sha256_hex(name) else name
+            digest = sha256_text(name) if is_sha256_hex(name) else name
             size = tree_size(p) if kind in ("file", "directory") else 0
             if not is_sha256_hex(name):
                 yield Entry(p, digest, size, "name is not a sha256 digest")
@@ -251,4 +251,4 @@ class ArtifactCache:
         fh.close()
 
 
-__all__ = ["ArtifactCache", "Entry", "default_cache_root", "hash_file", "PARTIAL_PREFIXES"]
+__all__ = ["ArtifactCache", "Entry", "default_cache_root", "PARTIAL_PREFIXES"]

@@ -17,7 +17,6 @@ the server stored (as curl and Nix's fetcher see it).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import urllib.parse
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lemonpack.hosts import is_loopback
-from lemonpack.digest import Digest
+from lemonpack.digest import Digest, Hasher, sha256_text
 from lemonpack.errors import FetchError, IntegrityError
 from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.mirror import Mirror
@@ -231,8 +230,7 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
            response: httpx.Response, progress: bool) -> Fetched:
     """Write the response body to the cache, hashing as it streams; verify; commit."""
     fh, tmp = cache.staging()
-    digest = hashlib.sha256()
-    size = 0
+    sink = Hasher(fh)
     try:
         total = response.headers.get("Content-Length")
         bar = task = None
@@ -242,22 +240,20 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
             bar.start()
         try:
             for chunk in response.iter_raw(CHUNK_SIZE):
-                fh.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
+                sink.write(chunk)
                 if bar is not None:
                     bar.update(task, advance=len(chunk))
         finally:
             if bar is not None:
                 bar.stop()
-        actual = digest.hexdigest()
+        actual = sink.digest().hex
         if expected is not None and actual != expected:
-            raise IntegrityError(url, f"sha256:{expected}", f"sha256:{actual}")
+            raise IntegrityError(url, sha256_text(expected), sha256_text(actual))
     except BaseException:
         cache.discard(fh, tmp)
         raise
     path = cache.commit(fh, tmp, actual)
-    return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=size)
+    return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=sink.size)
 
 
 __all__ = ["CHUNK_SIZE", "CONNECT_TIMEOUT", "Fetched", "READ_TIMEOUT", "download_client", "fetch", "get_bytes"]

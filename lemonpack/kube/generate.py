@@ -62,7 +62,6 @@ order of the inputs. Errors: :class:`KubeError`, one line naming the model and t
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import posixpath
@@ -74,6 +73,7 @@ from typing import Any
 from lightkube.models import apps_v1, core_v1, meta_v1
 
 from lemonpack.contract.model import Recipe
+from lemonpack.digest import Digest
 from lemonpack.errors import LemonpackError
 from lemonpack.kube.accelerators import Target
 from lemonpack.kube.admitted import (TMP_VOLUME, container_security, host_mounts, memory_bytes, pod_security,
@@ -319,7 +319,7 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     labels = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY, LABEL_RECIPE: recipe_label, LABEL_MODEL: model_label}
     selector = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY}
     annotations = {LABEL_MODEL: model.name,
-                   ANNOTATION_RECIPE_DIGEST: f"sha256:{hashlib.sha256(recipe.canonical).hexdigest()}"}
+                   ANNOTATION_RECIPE_DIGEST: str(Digest.of_bytes(recipe.canonical))}
     port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP")
     if opts.publish is not None and host_port is not None:
         port = core_v1.ContainerPort(name=PORT_NAME, containerPort=c.port, protocol="TCP",

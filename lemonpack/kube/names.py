@@ -26,9 +26,9 @@ the caller (:func:`lemonpack.kube.generate.generate`) naming both.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
+from lemonpack.digest import Digest
 from lemonpack.errors import LemonpackError
 
 MAX_NAME = 63
@@ -46,7 +46,7 @@ class NameMappingError(LemonpackError):
 def _shorten(slug: str, full: str) -> str:
     if len(slug) <= MAX_NAME:
         return slug
-    digest = hashlib.sha256(full.encode("utf-8")).hexdigest()[:8]
+    digest = Digest.of_bytes(full.encode("utf-8")).hex[:8]
     return f"{slug[:54].rstrip('-')}-{digest}"
 
 

@@ -4,7 +4,7 @@ and ``zstandard`` for zstd layers).
 Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descriptor.md,
 layer.md, config.md, annotations.md) and the distribution/reference grammar.
 
-- :mod:`~lemonpack.oci.canonical`: media types, annotation keys and constants (canonical JSON is :mod:`lemonpack.canonical`).
+- :mod:`~lemonpack.oci.mediatypes`: every media type (OCI, Docker, cosign, lemonpack), the empty descriptor, annotation keys (canonical JSON is :mod:`lemonpack.canonical`).
 - :mod:`~lemonpack.oci.reference`: ``parse_reference``, ``check_pinned``.
 - :mod:`~lemonpack.oci.cmdline`: ``read_container_argv`` -> ``ContainerInvocation`` (one reader of container CLIs).
 - :mod:`~lemonpack.oci.policy`: digest pinning and shell strings in recipe argvs.
@@ -16,8 +16,8 @@ layer.md, config.md, annotations.md) and the distribution/reference grammar.
 - :mod:`~lemonpack.oci.platform`: this machine's OCI platform names.
 """
 
-from lemonpack.oci.canonical import *  # noqa: F401,F403
-from lemonpack.oci.canonical import __all__ as _canonical_all
+from lemonpack.oci.mediatypes import *  # noqa: F401,F403
+from lemonpack.oci.mediatypes import __all__ as _mediatypes_all
 from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter, rfc3339
@@ -26,7 +26,7 @@ from lemonpack.oci.cmdline import ContainerInvocation, UnreadableCommandLine, re
 from lemonpack.oci.reference import ImageReference, InvalidReferenceError, check_pinned, parse_reference
 
 __all__ = [
-    *_canonical_all, "DEFAULT_COMPRESSLEVEL", "LayerInfo", "write_dir_layer", "write_files_layer",
+    *_mediatypes_all, "DEFAULT_COMPRESSLEVEL", "LayerInfo", "write_dir_layer", "write_files_layer",
     "Descriptor", "LayoutWriter", "read_layout", "rfc3339", "verify_layout",
     "ImageReference", "InvalidReferenceError", "check_pinned", "parse_reference",
     "ContainerInvocation", "UnreadableCommandLine", "read_container_argv",

@@ -33,13 +33,13 @@ from typing import Any, Callable
 
 from lemonpack.errors import IntegrityError, LayoutError, LemonpackError, SelectionError, UnsafeContentError
 from lemonpack.oci.descriptor import Descriptor
-from lemonpack.oci.layerscan import LAYER_TYPES, BadLayer, LayerFacts, shadow_problem
-from lemonpack.oci.layout_reader import _INDEX_TYPES, _MANIFEST_TYPES, read_blob, read_layout
+from lemonpack.oci.layerscan import BadLayer, LayerFacts, shadow_problem
+from lemonpack.oci.layout_reader import MAX_JSON_BLOB, read_blob, read_json_blob, read_layout
+from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES, LAYER_TYPES
 
 ANNOTATION_BASE_DIGEST = "org.opencontainers.image.base.digest"
 ANNOTATION_BASE_NAME = "org.opencontainers.image.base.name"
 
-_MAX_JSON = 4 << 20
 
 
 def _arch_name(platform: dict) -> str:
@@ -145,18 +145,11 @@ class BaseSource:
     _cache: dict = field(default_factory=dict)
 
     def _json(self, desc: Descriptor, what: str) -> dict:
-        data = read_blob(self.layout, desc, f"base {self.name}: {what}", limit=_MAX_JSON)
-        try:
-            doc = json.loads(data)
-        except ValueError as exc:
-            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise LayoutError(f"base {self.name}: {what} {desc.digest} is not a JSON object")
-        return doc
+        return read_json_blob(self.layout, desc, f"base {self.name}: {what}")
 
     def platforms(self) -> list[str]:
         """``os/architecture[/variant]`` of every image the base offers."""
-        if self.root.media_type in _INDEX_TYPES:
+        if self.root.media_type in IMAGE_INDEX_TYPES:
             doc = self._json(self.root, "image index")
             return [_arch_name(m.get("platform") or {}) for m in doc.get("manifests") or [] if isinstance(m, dict)]
         return [_arch_name(self._config(self.root)[1])]
@@ -178,7 +171,7 @@ class BaseSource:
         if key in self._cache:
             return self._cache[key]
         desc = self.root
-        if desc.media_type in _INDEX_TYPES:
+        if desc.media_type in IMAGE_INDEX_TYPES:
             doc = self._json(desc, "image index")
             found = None
             offered = []
@@ -189,14 +182,14 @@ class BaseSource:
                     continue
                 plat = dict(d.platform or {})
                 offered.append(_arch_name(plat))
-                if plat.get("os") == os_name and plat.get("architecture") == arch and d.media_type in _MANIFEST_TYPES:
+                if plat.get("os") == os_name and plat.get("architecture") == arch and d.media_type in IMAGE_MANIFEST_TYPES:
                     found = d
                     break
             if found is None:
                 raise SelectionError(f"base {self.name}: its index offers {', '.join(offered) or 'no platform'}; "
                                      f"{target} is {os_name}/{arch}")
             desc = found
-        elif desc.media_type not in _MANIFEST_TYPES:
+        elif desc.media_type not in IMAGE_MANIFEST_TYPES:
             raise LayoutError(f"base {self.name}: {desc.digest} is a {desc.media_type}, not an image "
                               "manifest or index")
         manifest, config = self._config(desc)
@@ -227,13 +220,23 @@ def built_without_base(layout: Path, tag: str) -> bool:
     """True when ``layout:tag`` is an image manifest that ``lemonpack build`` wrote without a
     base (a ``dev.lemonpack.recipe`` annotation and no ``org.opencontainers.image.base.digest``):
     the engine alone, which does not start by itself. False for anything else (an image on
-    a base, an index, another tool's image) or when the layout cannot be read."""
+    a base, an index, another tool's image) or when the layout cannot be read (no layout,
+    no such tag, a manifest that is not JSON).
+
+    The manifest is read through :func:`~lemonpack.oci.layout_reader.read_blob`: a manifest
+    blob that is not what the layout's index says (other bytes, another size, a symlink) is
+    refused with its :class:`LayoutError` (:class:`~lemonpack.errors.LayoutBlobError` for
+    bytes or size), never judged."""
     try:
         desc = read_layout(layout).get(tag)
-        if desc is None or desc.media_type not in _MANIFEST_TYPES:
-            return False
-        doc = json.loads((Path(layout) / "blobs" / "sha256" / desc.hex).read_bytes())
-    except (LemonpackError, OSError, ValueError):
+    except LemonpackError:
+        return False
+    if desc is None or desc.media_type not in IMAGE_MANIFEST_TYPES:
+        return False
+    data = read_blob(Path(layout), desc, f"{layout}:{tag}: manifest", limit=MAX_JSON_BLOB)
+    try:
+        doc = json.loads(data)
+    except ValueError:
         return False
     ann = doc.get("annotations") or {} if isinstance(doc, dict) else {}
     return "dev.lemonpack.recipe" in ann and ANNOTATION_BASE_DIGEST not in ann
@@ -277,7 +280,7 @@ def open_base(spec: str, *, layout: Path | None = None, tag: str | None = None,
     if tag not in tags:
         raise LayoutError(f"base {spec}: no tag {tag!r} in {layout} (tags: {', '.join(sorted(tags)) or 'none'})")
     root = tags[tag]
-    if root.media_type not in (*_INDEX_TYPES, *_MANIFEST_TYPES):
+    if root.media_type not in (*IMAGE_INDEX_TYPES, *IMAGE_MANIFEST_TYPES):
         raise LayoutError(f"base {spec}: tag {tag!r} is a {root.media_type}, not an image manifest or index")
     return BaseSource(spec, Path(layout), root, reference)
 

@@ -52,7 +52,6 @@ and allowed.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import re
@@ -61,6 +60,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+from lemonpack.digest import Digest
 from lemonpack.errors import LemonpackError
 
 
@@ -634,7 +634,7 @@ def valid_container_name(name: str) -> str:
     text = re.sub(r"[^a-zA-Z0-9_.-]", "-", name)
     if not text[:1].isascii() or not text[:1].isalnum():
         text = "x" + text
-    return f"{text}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    return f"{text}-{Digest.of_bytes(name.encode('utf-8', 'surrogatepass')).hex[:8]}"
 
 
 __all__ = [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from lemonpack.digest import is_sha256_digest
+from lemonpack.digest import hex_of, is_sha256_digest
 from lemonpack.errors import LayoutError
 
 
@@ -56,7 +56,7 @@ class Descriptor:
     @property
     def hex(self) -> str:
         """The hex part of the digest (the blob's file name under ``blobs/sha256/``)."""
-        return self.digest.split(":", 1)[1]
+        return hex_of(self.digest)
 
     def with_annotations(self, annotations: Mapping[str, str] | None) -> "Descriptor":
         """A copy with ``annotations`` replaced (``None`` removes them)."""

@@ -42,7 +42,6 @@ source root, both judged by :mod:`lemonpack.safetree`, the same rule the extract
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import struct
@@ -54,9 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Literal, Sequence
 
+from lemonpack.digest import Hasher
 from lemonpack.errors import StorageError, UnsafeContentError
 from lemonpack.safetree import component_problem, name_problem, path_problem, symlink_problem
-from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD
+from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD
 
 CHUNK = 1 << 20
 """Read and queue granularity in bytes (1 MiB)."""
@@ -125,25 +125,6 @@ def _header(entry: _Entry, mtime: int) -> bytes:
 
 
 # --- the streaming pipeline ----------------------------------------------------------
-
-class HashingWriter:
-    """Writable file object that sha256-hashes and counts what it passes on to ``out``
-    (used for compressed layer bytes and for every blob of a layout)."""
-
-    def __init__(self, out: BinaryIO):
-        self.out, self.sha, self.size = out, hashlib.sha256(), 0
-
-    def write(self, data) -> int:
-        self.sha.update(data)
-        self.size += len(data)
-        self.out.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        flush = getattr(self.out, "flush", None)
-        if flush is not None:
-            flush()
-
 
 BLOCK = 1 << 20
 """Input bytes per deflate block: the tar stream is cut at every multiple of this, whatever
@@ -250,16 +231,16 @@ class _Pipeline:
             raise ValueError(f"compresslevel must be 0..9, got {compresslevel}")
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
-        self._diff = hashlib.sha256()
+        self._diff = Hasher()
         self._buf = bytearray()
-        self._sink = HashingWriter(out)
+        self._sink = Hasher(out)
         workers = _workers()
         self._z = _ParallelGzip(self._sink, compresslevel, workers) if compression == "gzip" else \
             _Zstd(self._sink, workers)
         self.tar_size = 0
 
     def _push(self, block) -> None:
-        self._diff.update(block)
+        self._diff.write(block)
         self._z.add(block)
 
     def write(self, data: bytes) -> None:
@@ -286,8 +267,7 @@ class _Pipeline:
             self._buf.clear()
         self._z.close()
         self._sink.flush()
-        return ("sha256:" + self._diff.hexdigest(), "sha256:" + self._sink.sha.hexdigest(),
-                self._sink.size)
+        return str(self._diff.digest()), str(self._sink.digest()), self._sink.size
 
     def abort(self) -> None:
         """Stop the compressor after an error in the producer."""

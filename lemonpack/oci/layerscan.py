@@ -9,31 +9,14 @@ Spec: OCI image-spec v1.1 ``layer.md`` (whiteouts), ``config.md`` (``rootfs.diff
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from lemonpack.oci.canonical import (MEDIA_TYPE_LAYER_TAR,
-                                     MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD)
-
-
-_DOCKER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-
-
-_DOCKER_TAR = "application/vnd.docker.image.rootfs.diff.tar"
-
-
-_GZIP_TYPES = (MEDIA_TYPE_LAYER_TAR_GZIP, _DOCKER_GZIP)
-
-
-_TAR_TYPES = (MEDIA_TYPE_LAYER_TAR, _DOCKER_TAR)
-
-
-LAYER_TYPES = (*_GZIP_TYPES, *_TAR_TYPES, MEDIA_TYPE_LAYER_TAR_ZSTD)
-
+from lemonpack.digest import Hasher, HashingReader, is_sha256_digest
+from lemonpack.oci.mediatypes import GZIP_LAYER_TYPES, LAYER_TYPES, MEDIA_TYPE_LAYER_TAR_ZSTD
 
 _READ = 1 << 20
 
@@ -66,21 +49,9 @@ class LayerFacts:
             entries = tuple((str(p), str(k)) for p, k in doc["entries"])
         except (KeyError, TypeError, ValueError):
             raise ValueError("malformed layer facts") from None
-        if not isinstance(diff_id, str) or not diff_id.startswith("sha256:"):
+        if not is_sha256_digest(diff_id):
             raise ValueError("malformed layer facts")
         return cls(diff_id, entries)
-
-
-class _RawHasher:
-    """``read`` from ``f``, sha256-hashing what passes (the blob's own digest)."""
-
-    def __init__(self, f):
-        self.f, self.sha = f, hashlib.sha256()
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.sha.update(data)
-        return data
 
 
 class _HashingReader:
@@ -88,10 +59,10 @@ class _HashingReader:
     decompressed bytes as ``tarfile`` reads them."""
 
     def __init__(self, f, media_type: str):
-        self.f, self.sha, self.buf, self.pos = f, hashlib.sha256(), b"", 0
+        self.f, self.tar, self.buf, self.pos = f, Hasher(), b"", 0
         self.inflate = None
         self.zstd = None
-        if media_type in _GZIP_TYPES:
+        if media_type in GZIP_LAYER_TYPES:
             self.inflate = zlib.decompressobj(wbits=31)
         elif media_type == MEDIA_TYPE_LAYER_TAR_ZSTD:
             import zstandard
@@ -137,7 +108,7 @@ class _HashingReader:
             if not more:
                 self.done = True
                 break
-            self.sha.update(more)
+            self.tar.write(more)
             if n >= 0 and have + len(more) > n:
                 take = n - have
                 parts.append(more[:take])
@@ -169,7 +140,7 @@ def scan_layer(path: Path, media_type: str) -> LayerFacts:
         raise ValueError(f"layer media type {media_type} is not a tar layer lemonpack reads")
     entries: list[tuple[str, str]] = []
     with open(path, "rb") as raw_f:
-        f = _RawHasher(raw_f)
+        f = HashingReader(raw_f)
         reader = _HashingReader(f, media_type)
         try:
             with tarfile.open(fileobj=cast(IO[bytes], reader), mode="r|") as tar:  # reads through read() only
@@ -189,14 +160,14 @@ def scan_layer(path: Path, media_type: str) -> LayerFacts:
         except (tarfile.TarError, zlib.error, EOFError) as exc:
             while f.read(_READ):
                 pass
-            raise BadLayer(f"not a readable tar layer: {exc}", "sha256:" + f.sha.hexdigest()) from None
+            raise BadLayer(f"not a readable tar layer: {exc}", str(f.hasher.digest())) from None
         except Exception as exc:  # zstandard.ZstdError
             if type(exc).__name__ == "ZstdError":
                 while f.read(_READ):
                     pass
-                raise BadLayer(f"not a readable zstd tar layer: {exc}", "sha256:" + f.sha.hexdigest()) from None
+                raise BadLayer(f"not a readable zstd tar layer: {exc}", str(f.hasher.digest())) from None
             raise
-    return LayerFacts("sha256:" + reader.sha.hexdigest(), tuple(entries), "sha256:" + f.sha.hexdigest())
+    return LayerFacts(str(reader.tar.digest()), tuple(entries), str(f.hasher.digest()))
 
 
 class BadLayer(ValueError):

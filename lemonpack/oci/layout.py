@@ -19,7 +19,6 @@ digest name, so even a big layer is streamed once and never held in memory.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -29,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Mapping, Sequence, cast
 
+from lemonpack.digest import Digest, Hasher, hex_of
 from lemonpack.errors import IntegrityError, LayoutError, OutputError
 from lemonpack.files import commit, replace_directory, replace_file
-from lemonpack.oci.canonical import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
+from lemonpack.oci.mediatypes import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
 from lemonpack.oci.descriptor import Descriptor, _plain
-from lemonpack.oci.layer import CHUNK, HashingWriter, LayerInfo
+from lemonpack.oci.layer import CHUNK, LayerInfo
 from lemonpack.oci.layout_reader import _is_layout, _load_json, read_layout
 
 # annotations.md: org.opencontainers.image.ref.name
@@ -180,7 +180,7 @@ class LayoutWriter:
         return self._tmp
 
     def _blob_path(self, digest: str) -> Path:
-        return self._root() / "blobs" / "sha256" / digest.split(":", 1)[1]
+        return self._root() / "blobs" / "sha256" / hex_of(digest)
 
     def _tmp_blob(self) -> Path:
         return self._root() / "blobs" / "sha256" / f".tmp-{secrets.token_hex(8)}"
@@ -193,7 +193,7 @@ class LayoutWriter:
         Idempotent: the same bytes twice give the same blob. Spec: ``image-layout.md``
         (blobs), ``descriptor.md``.
         """
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        digest = str(Digest.of_bytes(data))
         dest = self._blob_path(digest)
         if not dest.exists():
             tmp = self._tmp_blob()
@@ -203,7 +203,8 @@ class LayoutWriter:
 
     def add_blob_file(self, media_type: str,
                       source: str | os.PathLike[str] | Callable[[BinaryIO], Any],
-                      annotations: Mapping[str, str] | None = None) -> Descriptor:
+                      annotations: Mapping[str, str] | None = None, *,
+                      tee: Sequence[BinaryIO] = ()) -> Descriptor:
         """Stream a blob into ``blobs/sha256/`` and return its :class:`Descriptor`.
 
         ``source`` is either a file path (copied in 1 MiB chunks) or a callback
@@ -212,20 +213,21 @@ class LayoutWriter:
         file next to the blobs and are renamed to their digest name; the digest is always
         computed here. If the callback returns a :class:`LayerInfo`, its digest and size
         must match (else :class:`IntegrityError`) and its ``diff_id`` is remembered for
-        :meth:`add_image_manifest`.
+        :meth:`add_image_manifest`. ``tee``: files that get a copy of every byte of the blob
+        as it is written (e.g. the layer cache's entry); their errors propagate.
         """
         tmp = self._tmp_blob()
         result = None
         try:
             with open(tmp, "wb") as raw:
-                hf = HashingWriter(raw)
+                hf = Hasher(raw, *tee)
                 if callable(source):
                     result = source(cast(BinaryIO, hf))  # a write-only file object
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(CHUNK):
                             hf.write(chunk)
-            digest = "sha256:" + hf.sha.hexdigest()
+            digest = str(hf.digest())
             if isinstance(result, LayerInfo):
                 if result.digest != digest:
                     raise IntegrityError("layer written by callback", result.digest, digest)
@@ -258,10 +260,10 @@ class LayoutWriter:
         try:
             if verify:
                 with open(src, "rb") as f, open(tmp, "wb") as raw:
-                    hf = HashingWriter(raw)
+                    hf = Hasher(raw)
                     while chunk := f.read(CHUNK):
                         hf.write(chunk)
-                actual = "sha256:" + hf.sha.hexdigest()
+                actual = str(hf.digest())
                 if actual != descriptor.digest:
                     raise IntegrityError(str(src), descriptor.digest, actual)
                 size = hf.size
@@ -306,11 +308,11 @@ class LayoutWriter:
         if layer.media_type != MEDIA_TYPE_LAYER_TAR_GZIP:
             raise LayoutError(f"cannot compute the diff_id of a {layer.media_type} layer; "
                               "pass a LayerInfo or diff_id when adding it")
-        sha = hashlib.sha256()
+        tar = Hasher()
         with gzip.open(self._blob_path(layer.digest), "rb") as f:
             while chunk := f.read(CHUNK):
-                sha.update(chunk)
-        diff_id = "sha256:" + sha.hexdigest()
+                tar.write(chunk)
+        diff_id = str(tar.digest())
         self._diff_ids[layer.digest] = diff_id
         return diff_id
 

@@ -4,31 +4,48 @@ writer is :mod:`lemonpack.oci.layout`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from lemonpack.errors import IntegrityError, LayoutError, LemonpackError
-from lemonpack.files import hash_file, open_regular
-from lemonpack.oci.canonical import ANNOTATION_REF_NAME, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, OCI_LAYOUT_VERSION
+from lemonpack.digest import Digest, Hasher, file_digest, is_sha256_hex, sha256_text
+from lemonpack.errors import IntegrityError, LayoutBlobError, LayoutError, LemonpackError
+from lemonpack.files import open_regular
+from lemonpack.oci.mediatypes import ANNOTATION_REF_NAME, IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES, OCI_LAYOUT_VERSION
 from lemonpack.oci.descriptor import Descriptor
 
-
-_MANIFEST_TYPES = (MEDIA_TYPE_IMAGE_MANIFEST, "application/vnd.docker.distribution.manifest.v2+json")
-
-
-_INDEX_TYPES = (MEDIA_TYPE_IMAGE_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+_READ = 1 << 20
+#: The most bytes of a JSON blob (manifest, index, config) :func:`read_json_blob` reads.
+MAX_JSON_BLOB = 4 << 20
 
 
 def _is_layout(path: Path) -> bool:
     return (path / "oci-layout").is_file()
 
 
-def _hash_file(path: Path) -> tuple[str, int]:
-    hexdigest, size = hash_file(path)
-    return "sha256:" + hexdigest, size
+def blob_path(layout: Path, desc: Descriptor) -> Path:
+    """Where the blob ``desc`` names lives in the layout at ``layout``: ``blobs/sha256/<hex>``
+    (image-layout.md, "Blobs"). Nothing is checked: read it through :func:`read_blob` or
+    :func:`verify_blob`."""
+    return Path(layout) / "blobs" / "sha256" / desc.hex
+
+
+def _open_blob(layout: Path, desc: Descriptor, label: str):
+    path = blob_path(layout, desc)
+    try:
+        return open_regular(path)
+    except FileNotFoundError:
+        raise LayoutError(f"{label} {desc.digest} is missing from {layout}") from None
+    except OSError as exc:  # a symlink, a fifo, a directory planted as the blob
+        raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
+
+
+def _check(label: str, desc: Descriptor, actual: str, size: int) -> None:
+    if actual != desc.digest:
+        raise LayoutBlobError(f"{label} {desc.digest}", desc.digest, actual)
+    if size != desc.size:
+        raise LayoutBlobError(f"{label} {desc.digest} (size)", f"{desc.size} bytes", f"{size} bytes")
 
 
 def read_blob(layout: Path, desc: Descriptor, label: str, *, limit: int | None = None) -> bytes:
@@ -36,24 +53,59 @@ def read_blob(layout: Path, desc: Descriptor, label: str, *, limit: int | None =
     a regular file, symlinks refused), checked against the descriptor (image-spec
     ``descriptor.md``: digest and size). For the small JSON blobs (manifests, indexes,
     configs): at most ``min(desc.size, limit) + 1`` bytes are read. ``label`` starts every
-    message (e.g. ``"base X: image index"``).
+    message (e.g. ``"base X: image index"``); a large blob is checked by :func:`verify_blob`.
 
-    Raises :class:`LayoutError` when the blob is missing or unreadable, :class:`IntegrityError`
-    when its digest or size is not the descriptor's."""
-    path = layout / "blobs" / "sha256" / desc.hex
-    try:
-        with open_regular(path) as f:
+    Raises :class:`LayoutError` when the blob is missing or not a regular file (a symlink),
+    :class:`~lemonpack.errors.LayoutBlobError` (an :class:`IntegrityError` and a
+    :class:`LayoutError`) when its digest or size is not the descriptor's, naming the blob."""
+    with _open_blob(layout, desc, label) as f:
+        try:
             data = f.read((desc.size if limit is None else min(desc.size, limit)) + 1)
-    except FileNotFoundError:
-        raise LayoutError(f"{label} {desc.digest} is missing from {layout}") from None
-    except OSError as exc:
-        raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
-    actual = "sha256:" + hashlib.sha256(data).hexdigest()
-    if actual != desc.digest:
-        raise IntegrityError(label, desc.digest, actual)
-    if len(data) != desc.size:
-        raise IntegrityError(f"{label} {desc.digest} (size)", f"{desc.size} bytes", f"{len(data)} bytes")
+        except OSError as exc:
+            raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
+    _check(label, desc, str(Digest.of_bytes(data)), len(data))
     return data
+
+
+def read_json_blob(layout: Path, desc: Descriptor, label: str, *, limit: int = MAX_JSON_BLOB) -> dict:
+    """The JSON object of the small blob ``desc`` (a manifest, an index, a config) in the layout
+    at ``layout``, read and checked by :func:`read_blob` (at most ``limit`` bytes, default
+    :data:`MAX_JSON_BLOB`). ``label`` starts every message (``"base X: manifest"``).
+
+    Raises what :func:`read_blob` raises, and :class:`LayoutError` naming the blob when its
+    bytes are not JSON or not a JSON object."""
+    data = read_blob(layout, desc, label, limit=limit)
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise LayoutError(f"{label} {desc.digest} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise LayoutError(f"{label} {desc.digest} is not a JSON object")
+    return doc
+
+
+def verify_blob(layout: Path, desc: Descriptor, label: str) -> Path:
+    """Check the blob ``desc`` names in the layout at ``layout`` as :func:`read_blob` does
+    (a regular file, symlinks refused; size, then digest, streamed in 1 MiB reads: flat memory
+    for a layer of any size) and return its path, for a caller that hands the file on (packs
+    it into an archive, unpacks it). The check holds for the bytes read here: a caller
+    verifies a layout it wrote or pulled itself, or reads it before anyone can change it.
+
+    Raises :class:`LayoutError` (missing, not a regular file, unreadable) or
+    :class:`~lemonpack.errors.LayoutBlobError` (another size or digest), naming the blob with
+    ``label`` and its digest."""
+    with _open_blob(layout, desc, label) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size != desc.size:  # known without reading: refuse a wrong size first
+                raise LayoutBlobError(f"{label} {desc.digest} (size)", f"{desc.size} bytes", f"{size} bytes")
+            h = Hasher()
+            while chunk := f.read(_READ):
+                h.write(chunk)
+        except OSError as exc:
+            raise LayoutError(f"{label}: cannot read {desc.digest}: {exc.strerror or exc}") from None
+    _check(label, desc, str(h.digest()), h.size)
+    return blob_path(layout, desc)
 
 
 def _load_json(path: Path) -> Any:
@@ -141,8 +193,8 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
     blob_dir = root / "blobs" / "sha256"
     count = 0
     for entry in sorted(blob_dir.iterdir()) if blob_dir.is_dir() else []:
-        expected = "sha256:" + entry.name
-        actual, _ = _hash_file(entry)
+        expected = sha256_text(entry.name) if is_sha256_hex(entry.name) else entry.name  # a stray file: no digest
+        actual = str(file_digest(entry)[0])
         if actual != expected:
             raise IntegrityError(str(entry), expected, actual)
         count += 1
@@ -160,14 +212,14 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
         if blob.stat().st_size != desc.size:
             raise LayoutError(f"{root}: blob {desc.digest} has size {blob.stat().st_size}, "
                               f"descriptor says {desc.size}")
-        if desc.media_type in _MANIFEST_TYPES:
+        if desc.media_type in IMAGE_MANIFEST_TYPES:
             doc = _load_json(blob)
             todo.append(Descriptor.from_json(doc["config"]))
             todo.extend(Descriptor.from_json(l) for l in doc.get("layers", []))
-        elif desc.media_type in _INDEX_TYPES:
+        elif desc.media_type in IMAGE_INDEX_TYPES:
             doc = _load_json(blob)
             todo.extend(Descriptor.from_json(m) for m in doc.get("manifests", []))
     return count
 
 
-__all__ = ["read_layout", "split_layout_arg", "verify_layout"]
+__all__ = ["blob_path", "read_blob", "read_layout", "split_layout_arg", "verify_blob", "verify_layout"]

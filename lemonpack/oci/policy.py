@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lemonpack import jsonpath
-from lemonpack.errors import ManifestError, Problem
+from lemonpack.errors import ManifestError, Problem, bound
 from lemonpack.oci.cmdline import UnreadableCommandLine, program_index, read_container_argv
 from lemonpack.oci.reference import check_pinned
 
@@ -57,7 +57,15 @@ def argv_problems(file: str, path: str, fields: tuple[str, str], command: str,
                   args: Sequence[str]) -> list[Problem]:
     """Policy problems of one argv ``[command, *args]`` found at JSON ``path`` (a block or an
     arch override) in the fields ``fields`` = ``(command field, args field)``. Problem paths
-    name the element: ``<path>.<args field>[i]`` (``<path>.<command field>`` for ``argv[0]``)."""
+    name the element: ``<path>.<args field>[i]`` (``<path>.<command field>`` for ``argv[0]``).
+    All of them, in argv order (:func:`iter_argv_problems` yields them one at a time)."""
+    return list(iter_argv_problems(file, path, fields, command, args))
+
+
+def iter_argv_problems(file: str, path: str, fields: tuple[str, str], command: str,
+                       args: Sequence[str]) -> Iterator[Problem]:
+    """:func:`argv_problems` one at a time: a ``podman pull`` of a million tag-only images
+    yields a million problems without holding them."""
     cmd_field, args_field = fields
     argv = (command, *args)
 
@@ -71,25 +79,27 @@ def argv_problems(file: str, path: str, fields: tuple[str, str], command: str,
     except UnreadableCommandLine as e:
         bad = argv[e.index] if e.index is not None else ""
         if bad in ("-S", "--split-string") or bad.startswith(("-S", "--split-string=")) or e.reason.startswith("env -"):
-            return [Problem(file, f"{path}.{args_field}", "shell-string",
-                            f"{e.reason} (RFC section 4.2: a recipe gives an argv)")]
-        return [Problem(file, where(e.index), "container-argv", str(e))]
+            yield Problem(file, f"{path}.{args_field}", "shell-string",
+                          f"{e.reason} (RFC section 4.2: a recipe gives an argv)")
+            return
+        yield Problem(file, where(e.index), "container-argv", str(e))
+        return
     if start < len(argv) and _is_shell_script(argv[start:]):
-        return [Problem(file, f"{path}.{args_field}", "shell-string",
-                        f"{os.path.basename(argv[start])} -c runs a shell script; a recipe gives an argv "
-                        "(RFC section 4.2): call the program directly")]
+        yield Problem(file, f"{path}.{args_field}", "shell-string",
+                      f"{os.path.basename(argv[start])} -c runs a shell script; a recipe gives an argv "
+                      "(RFC section 4.2): call the program directly")
+        return
     try:
         inv = read_container_argv(argv)
     except UnreadableCommandLine as e:
-        return [Problem(file, where(e.index), "container-argv", str(e))]
+        yield Problem(file, where(e.index), "container-argv", str(e))
+        return
     if inv is None:
-        return []
-    problems = []
+        return
     for index, image in inv.images:
         why = check_pinned(image)
         if why:
-            problems.append(Problem(file, where(index), "digest-pinning", f"container image not pinned by digest: {why}"))
-    return problems
+            yield Problem(file, where(index), "digest-pinning", f"container image not pinned by digest: {why}")
 
 
 def _str_list(value: Any) -> bool:
@@ -156,13 +166,14 @@ def platform_argvs(platforms: Any) -> Iterator[ArgvSite]:
 def document_policy_problems(file: str, document: Any) -> list[Problem]:
     """Policy problems of a raw recipe document (parsed JSON, valid or not): every argv
     under ``platforms`` whose fields are well-typed is checked; ill-typed ones are the
-    contract's to report. Never raises for any JSON value."""
+    contract's to report. At most :data:`~lemonpack.errors.MAX_PROBLEMS`, then one
+    ``more-problems`` problem counting the rest (:func:`lemonpack.errors.bound`: the report
+    bound holds for policy problems too). Never raises for any JSON value."""
     if not isinstance(document, Mapping):
         return []
-    problems: list[Problem] = []
-    for site in platform_argvs(document.get("platforms")):
-        problems.extend(argv_problems(file, jsonpath.join(site.path), site.fields, site.command, site.args))
-    return problems
+    return bound((p for site in platform_argvs(document.get("platforms"))
+                  for p in iter_argv_problems(file, jsonpath.join(site.path), site.fields, site.command, site.args)),
+                 file)
 
 
 def _model_level(level: Any) -> dict[str, Any]:
@@ -198,5 +209,5 @@ def container_images(command: str, args: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(image for _, image in inv.images)) if inv is not None else ()
 
 
-__all__ = ["ArgvSite", "EXEC_FIELDS", "SHELLS", "argv_problems", "platform_argvs", "container_images", "document_policy_problems",
+__all__ = ["ArgvSite", "EXEC_FIELDS", "SHELLS", "argv_problems", "iter_argv_problems", "platform_argvs", "container_images", "document_policy_problems",
            "recipe_policy_problems", "require_pinned"]

@@ -1,5 +1,7 @@
-"""Image references: the distribution/reference grammar and pinning checks. Container command
-lines are read by :mod:`lemonpack.oci.cmdline`.
+"""Image references, the one type and its parsers: the distribution/reference grammar
+(:func:`parse_reference`), the registry form lemonpack pushes to and pulls from
+(:func:`parse_registry_reference`: an explicit registry host), and pinning checks. Container
+command lines are read by :mod:`lemonpack.oci.cmdline`.
 
 Grammar (github.com/distribution/reference, ``reference.go``)::
 
@@ -14,15 +16,17 @@ Grammar (github.com/distribution/reference, ``reference.go``)::
 The first ``/``-separated component is the domain only if it contains ``.`` or ``:`` or is
 ``localhost`` (the Docker convention); names are not normalised (no implicit
 ``docker.io/library/``). OCI image-spec v1.1 ``descriptor.md`` ("Digests") governs the
-digest part.
+digest part. A registry reference (``HOST[:PORT]/REPO[:TAG][@sha256:HEX]``, an ``oci://``
+prefix accepted) additionally needs its registry host and a sha256 digest, since lemonpack
+talks to the registry named, never to a default one.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from lemonpack.digest import is_sha256_digest
+from lemonpack.digest import is_sha256_digest, names_sha256
 from lemonpack.errors import LemonpackError
 
 _ALNUM = r"[a-z0-9]+"
@@ -60,7 +64,9 @@ class ImageReference:
 
     ``name`` is ``domain/path`` (or ``path`` when there is no domain), ``domain`` is
     ``host[:port]`` or ``None``, ``path`` the repository path, ``tag`` and ``digest``
-    (``algo:hex``) are ``None`` when absent.
+    (``algo:hex``) are ``None`` when absent. The registry's view of the same reference
+    (distribution-spec: ``/v2/<name>/manifests/<reference>``): :attr:`host`,
+    :attr:`repository`, :attr:`ref`, :meth:`with_ref`.
     """
 
     name: str
@@ -81,6 +87,30 @@ class ImageReference:
     def pinned(self) -> bool:
         """True when the reference carries a digest (whatever its tag)."""
         return self.digest is not None
+
+    @property
+    def host(self) -> str:
+        """The registry host (``host[:port]``, the :attr:`domain`) of a registry reference
+        (:func:`parse_registry_reference` guarantees one). ``ValueError`` for a reference without
+        one (a bug: a caller talking to a registry parsed it with :func:`parse_reference`)."""
+        if self.domain is None:
+            raise ValueError(f"{self} names no registry host")
+        return self.domain
+
+    @property
+    def repository(self) -> str:
+        """The repository path on the registry (the :attr:`path`, lowercase)."""
+        return self.path
+
+    @property
+    def ref(self) -> str | None:
+        """The manifest reference to request: the digest (preferred) or the tag, ``None`` when
+        neither (distribution-spec "pulling manifests": ``<reference>`` is a tag or a digest)."""
+        return self.digest or self.tag
+
+    def with_ref(self, *, tag: str | None = None, digest: str | None = None) -> "ImageReference":
+        """A copy naming ``tag`` / ``digest`` instead (both replaced; ``None`` drops one)."""
+        return replace(self, tag=tag, digest=digest)
 
 
 def parse_reference(s: str) -> ImageReference:
@@ -123,6 +153,28 @@ def parse_reference(s: str) -> ImageReference:
             raise InvalidReferenceError(s, f"repository path {path!r} must be lowercase")
         raise InvalidReferenceError(s, f"malformed repository path {path!r}")
     return ImageReference(name=rest, domain=domain, path=path, tag=tag, digest=digest)
+
+
+def parse_registry_reference(s: str) -> ImageReference:
+    """Parse ``HOST[:PORT]/REPO[:TAG][@sha256:HEX]`` (an ``oci://`` prefix is accepted and
+    dropped): a reference lemonpack sends to the registry it names.
+
+    Raises :class:`InvalidReferenceError` (a ``LemonpackError``, exit 1) for a malformed
+    reference, a reference without a registry host (``library/x``: the first component must
+    look like a host: contain ``.`` or ``:`` or be ``localhost``; nothing is normalised to
+    ``docker.io``), or a digest that is not sha256.
+
+    Spec: distribution/reference grammar; OCI distribution-spec v1.1 ("pulling manifests":
+    ``<reference>`` is a tag or a digest).
+    """
+    text = s[len("oci://"):] if s.startswith("oci://") else s
+    img = parse_reference(text)
+    if img.domain is None:
+        raise InvalidReferenceError(s, "no registry host: write HOST[:PORT]/REPOSITORY[:TAG] "
+                                       "(e.g. 127.0.0.1:5000/engines/llamacpp:v1)")
+    if img.digest is not None and not names_sha256(img.digest):
+        raise InvalidReferenceError(s, "only sha256 digests are supported")
+    return img
 
 
 def _split_domain(name: str) -> tuple[str | None, str]:
@@ -202,5 +254,5 @@ def split_ref_name(ref_name: str) -> tuple[str | None, str]:
 
 __all__ = [
     "is_tag", "split_ref_name",
-    "ImageReference", "InvalidReferenceError", "parse_reference", "check_pinned",
+    "ImageReference", "InvalidReferenceError", "parse_reference", "parse_registry_reference", "check_pinned",
 ]

@@ -39,11 +39,11 @@ def open_base_ref(spec: str | None, stack: contextlib.ExitStack, *, insecure: bo
         return open_base(spec)
     from lemonpack.oci.reference import InvalidReferenceError
     from lemonpack.registry import RegistryClient
-    from lemonpack.registry.reference import parse_reference
+    from lemonpack.oci.reference import parse_registry_reference
     from lemonpack.registry.transfer import pull_layout
 
     try:
-        ref = parse_reference(spec)
+        ref = parse_registry_reference(spec)
     except InvalidReferenceError as exc:
         raise RegistryError(f"base {spec}: not oci:DIR[:TAG] (a local OCI image layout) or HOST/REPO@sha256:<hex> "
                             f"(a registry image pinned by digest): {exc}") from None

@@ -31,7 +31,6 @@ authentication (distribution ``docs/spec/auth/token.md``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -44,24 +43,19 @@ from typing import Callable, Literal, overload
 import httpx
 
 from lemonpack.files import commit
-from lemonpack.digest import is_sha256_digest
+from lemonpack.digest import Digest, Hasher, is_sha256_digest, names_sha256
 from lemonpack.errors import FetchError, IntegrityError, LayoutError, RegistryError, StorageError
-from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.oci.mediatypes import MANIFEST_MEDIA_TYPES
 from lemonpack.registry.auth import Credentials, FileKeychain, Keychain, StaticKeychain
 from lemonpack.registry.authn import RegistryAuth
-from lemonpack.registry.download import HashingSink
 from lemonpack.registry.transport import Transient as _Transient
 from lemonpack.registry.transport import TransferStats, Transport, plain_http_for, short as _short
-from lemonpack.registry.upload import BlobHasher, FileSlice
+from lemonpack.registry.upload import UploadDigest, FileSlice
 
 log = logging.getLogger(__name__)
 
-#: Media types asked for when reading a manifest (OCI and Docker v2 schema 2).
-MANIFEST_MEDIA_TYPES = (
-    MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_IMAGE_INDEX,
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
+#: Pieces queued for the hashing writer of a download ahead of the one being written (flat memory).
+DOWNLOAD_AHEAD = 4
 #: Largest manifest read (distribution's own limit for a manifest PUT is 4 MiB).
 MAX_MANIFEST_BYTES = 4 << 20
 #: Bytes handed to the hashing writer at once when downloading blobs (large: Python's
@@ -167,7 +161,7 @@ class RegistryClient:
                 return None
             data, media_type, digest = fetched
             return digest, media_type, len(data)
-        if ref.startswith("sha256:") and digest != ref:
+        if names_sha256(ref) and digest != ref:
             raise IntegrityError(f"{self.host}/{repo}@{ref} (HEAD)", ref, digest)
         return digest, media_type, size
 
@@ -194,9 +188,9 @@ class RegistryClient:
             data = self._read_limited(resp, MAX_MANIFEST_BYTES, f"manifest {repo}:{ref}")
         finally:
             resp.close()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        what = f"manifest {self.host}/{repo}@{ref}" if ref.startswith("sha256:") else f"manifest {self.host}/{repo}:{ref}"
-        if ref.startswith("sha256:") and digest != ref:
+        digest = str(Digest.of_bytes(data))
+        what = f"manifest {self.host}/{repo}@{ref}" if names_sha256(ref) else f"manifest {self.host}/{repo}:{ref}"
+        if names_sha256(ref) and digest != ref:
             raise IntegrityError(what, ref, digest)
         header = resp.headers.get("Docker-Content-Digest")
         if header and header != digest:
@@ -218,8 +212,8 @@ class RegistryClient:
         ``ref``: a tag, or the manifest's own digest. The registry's ``Docker-Content-Digest``
         must be the sha256 of ``data`` (:class:`IntegrityError`). Spec: "pushing manifests".
         """
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if ref.startswith("sha256:") and ref != digest:
+        digest = str(Digest.of_bytes(data))
+        if names_sha256(ref) and ref != digest:
             raise IntegrityError(f"manifest to push as {repo}@{ref}", ref, digest)
         resp = self.transport.request("PUT", f"{repo}/manifests/{ref}", body=data, ok=(201, 200),
                              headers={"Content-Type": media_type})
@@ -285,7 +279,7 @@ class RegistryClient:
         """Upload a blob (a file path or bytes) to ``repo``; returns ``digest``.
 
         A file is streamed from disk (flat memory) in ``PATCH`` chunks of up to ``chunk_size``
-        bytes, hashed as it goes (:class:`~lemonpack.registry.upload.BlobHasher`); the closing
+        bytes, hashed as it goes (:class:`~lemonpack.registry.upload.UploadDigest`); the closing
         ``PUT ?digest=`` that commits the blob is sent only when the bytes sent hash to
         ``digest``, else :class:`IntegrityError` naming the file (the session is cancelled and
         the registry stores nothing, whether or not it re-hashes). Bytes are hashed first and
@@ -300,7 +294,7 @@ class RegistryClient:
         hasher = None
         if isinstance(source, (bytes, bytearray)):
             data = bytes(source)
-            actual = "sha256:" + hashlib.sha256(data).hexdigest()
+            actual = str(Digest.of_bytes(data))
             if actual != digest or len(data) != size:
                 raise IntegrityError(f"blob to push to {repo}", digest, actual)
             path = None
@@ -308,7 +302,7 @@ class RegistryClient:
             path = Path(source)
             if path.stat().st_size != size:
                 raise LayoutError(f"{path}: size {path.stat().st_size} is not the descriptor's {size}")
-            hasher = BlobHasher(path, size)
+            hasher = UploadDigest(path, size)
         offset = 0
         last: Exception | None = None
         for attempt in range(self.retries + 1):
@@ -359,7 +353,7 @@ class RegistryClient:
         return session, (int(m.group(1)) + 1 if m else 0)
 
     def _upload_from(self, session: str, offset: int, path: Path | None, data: bytes | None, size: int,
-                     digest: str, on_bytes: Callable[[int], None], hasher: BlobHasher | None) -> str:
+                     digest: str, on_bytes: Callable[[int], None], hasher: UploadDigest | None) -> str:
         def sent(n: int) -> None:
             self.stats.bytes_sent += n
             on_bytes(n)
@@ -436,7 +430,7 @@ class RegistryClient:
                              headers={"Accept-Encoding": "identity"})
         got = 0
         what = f"blob {self.host}/{repo}@{digest}"
-        sink = HashingSink(out)  # hashes and writes while the next bytes are read
+        sink = Hasher(out, threaded=True, ahead=DOWNLOAD_AHEAD)  # hashes and writes while the next bytes are read
         try:
             declared = resp.headers.get("Content-Length")
             if size is not None and declared and declared.isdigit() and int(declared) != size:
@@ -450,7 +444,7 @@ class RegistryClient:
                 self.stats.bytes_received += len(chunk)
                 if on_bytes:
                     on_bytes(len(chunk))
-            actual = sink.finish()
+            actual = str(sink.digest())
         except httpx.HTTPError as exc:
             raise FetchError(f"GET {what}: {type(exc).__name__}: {_short(exc) or 'connection dropped'}") from None
         except OSError as exc:

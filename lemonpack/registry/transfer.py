@@ -38,14 +38,9 @@ from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryE
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
-from lemonpack.oci.reference import is_tag
+from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
+from lemonpack.oci.reference import ImageReference, is_tag
 from lemonpack.registry.client import RegistryClient
-from lemonpack.registry.reference import Reference
-
-_MANIFESTS = ("application/vnd.oci.image.manifest.v1+json",
-              "application/vnd.docker.distribution.manifest.v2+json")
-_INDEXES = ("application/vnd.oci.image.index.v1+json",
-            "application/vnd.docker.distribution.manifest.list.v2+json")
 
 
 @dataclass(frozen=True)
@@ -108,7 +103,7 @@ def byte_progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[i
 def _children(doc: dict, media_type: str) -> tuple[list[Descriptor], list[Descriptor], Descriptor | None]:
     """(manifests, blobs, subject) a manifest or index names."""
     subject = Descriptor.from_json(doc["subject"]) if isinstance(doc.get("subject"), dict) else None
-    if media_type in _INDEXES:
+    if media_type in IMAGE_INDEX_TYPES:
         return [Descriptor.from_json(m) for m in doc.get("manifests") or []], [], subject
     blobs = [Descriptor.from_json(doc["config"])] if isinstance(doc.get("config"), dict) else []
     blobs += [Descriptor.from_json(layer) for layer in doc.get("layers") or []]
@@ -123,7 +118,7 @@ def _media_type_of(data: bytes, declared: str, what: str) -> tuple[dict, str]:
     if not isinstance(doc, dict):
         raise LayoutError(f"{what}: not a JSON object")
     media_type = doc.get("mediaType") or declared
-    if media_type not in _MANIFESTS + _INDEXES:
+    if media_type not in IMAGE_MANIFEST_TYPES + IMAGE_INDEX_TYPES:
         raise LayoutError(f"{what}: media type {media_type!r} is not an image manifest or index")
     return doc, media_type
 
@@ -151,7 +146,7 @@ def select_tags(layout: Path, tag: str | None, dest_tag: str | None) -> list[tup
     return [(t, d, t) for t, d in sorted(tags.items())]
 
 
-def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, str]], dest: Reference) -> None:
+def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, str]], dest: ImageReference) -> None:
     """Refuse, before anything is sent, a destination tag the registry cannot take: a layout
     tag written as a full name (``docker.io/x/a:1``, as skopeo and podman write
     ``ref.name``) is a valid layout tag but no registry tag (distribution answers the
@@ -168,7 +163,7 @@ def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, s
                         f"lemonpack publish {layout}:{bad[0]} --to {dest.host}/{dest.repository}:TAG")
 
 
-def publish_layout(layout: str | os.PathLike[str], dest: Reference, client: RegistryClient, *,
+def publish_layout(layout: str | os.PathLike[str], dest: ImageReference, client: RegistryClient, *,
                    tag: str | None = None, mount_from: Sequence[str] = (),
                    progress: bool = False) -> PublishResult:
     """Push tags of the OCI layout at ``layout`` to ``dest.host/dest.repository``.
@@ -224,7 +219,7 @@ class _PublishState:
         return msg + " (blobs sent so far stay in the registry untagged; publishing again skips them)"
 
 
-def _publish(root: Path, dest: Reference, client: RegistryClient, selected: list[tuple[str, Descriptor, str]],
+def _publish(root: Path, dest: ImageReference, client: RegistryClient, selected: list[tuple[str, Descriptor, str]],
              mount_from: Sequence[str], progress: bool, state: _PublishState) -> PublishResult:
     repo = dest.repository
     blobs_dir = root / "blobs" / "sha256"
@@ -366,7 +361,7 @@ class Pulled:
                 "replaced": self.replaced}
 
 
-def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryClient, *,
+def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: RegistryClient, *,
                 tag: str | None = None, progress: bool = False) -> Pulled:
     """Fetch ``ref`` (by tag or digest) and all it reaches into the OCI layout at ``out``.
 
@@ -393,7 +388,7 @@ def pull_layout(ref: Reference, out: str | os.PathLike[str], client: RegistryCli
                           "(what was downloaded so far is removed)") from None
 
 
-def _pull(ref: Reference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
+def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
     counters = {"blobs": 0, "bytes": 0}

@@ -1,10 +1,11 @@
 """Upload bodies for blob pushes: file slices read from disk and hashed as they are sent.
 
 A registry is not obliged to re-hash what it receives (distribution does; some caches and
-proxies do not), so the client checks the bytes itself: :class:`BlobHasher` follows the bytes
+proxies do not), so the client checks the bytes itself: :class:`UploadDigest` follows the bytes
 of one blob in the order the registry will store them, whatever the upload's shape (one body,
-``PATCH`` chunks, a resumed session restarting at an earlier or later offset), and
-:meth:`BlobHasher.digest` is compared with the descriptor's digest *before* the closing
+``PATCH`` chunks, a resumed session restarting at an earlier or later offset), hashing them
+through the one hashing sink (:class:`lemonpack.digest.Hasher`), and
+:meth:`UploadDigest.digest` is compared with the descriptor's digest *before* the closing
 ``PUT ?digest=`` that makes the registry commit the blob. Each byte is read from disk once
 and hashed once while it streams out (``hashlib`` releases the GIL on large updates, so the
 hashing overlaps the socket writes of other threads).
@@ -15,12 +16,12 @@ closing ``PUT``; nothing is stored before it).
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from lemonpack.digest import Hasher
 from lemonpack.errors import StorageError
 
 #: Bytes per read from disk while uploading: large reads keep Python's per-chunk overhead
@@ -30,15 +31,16 @@ UPLOAD_READ = 4 << 20
 AHEAD = 2
 
 
-class BlobHasher:
-    """The sha256 of the bytes of ``path`` (``size`` bytes) as they are sent.
+class UploadDigest:
+    """The sha256 of the bytes of ``path`` (``size`` bytes) as they are sent, in blob order.
 
     :meth:`feed` takes each chunk with its offset in the blob. Chunks normally arrive in
     order; when an upload resumes at a later offset (the registry already holds the bytes
     before it) the gap is hashed from disk, and when it restarts at an earlier offset the
     hash is restarted and rebuilt from disk up to there, so the digest always covers the
-    blob exactly once, in order. :meth:`digest` completes any tail not sent (a resumed
-    session that already held it) and returns ``sha256:<hex>``.
+    blob exactly once, in order (:attr:`position`: the bytes hashed so far). :meth:`digest`
+    completes any tail not sent (a resumed session that already held it) and returns
+    ``sha256:<hex>``.
 
     Each request body claims the hasher (:meth:`claim`) before feeding it; a body abandoned
     by a failed request (its reader thread possibly still running) holds a stale claim, and
@@ -46,8 +48,7 @@ class BlobHasher:
 
     def __init__(self, path: Path, size: int):
         self.path, self.size = path, size
-        self._sha = hashlib.sha256()
-        self.position = 0
+        self._hash = Hasher()
         self._lock = threading.Lock()
         self._claim = 0
 
@@ -57,9 +58,14 @@ class BlobHasher:
             self._claim += 1
             return self._claim
 
+    @property
+    def position(self) -> int:
+        """Bytes of the blob hashed so far (from its start, in order)."""
+        return self._hash.size
+
     def _catch_up(self, offset: int) -> None:
         if offset < self.position:
-            self._sha, self.position = hashlib.sha256(), 0
+            self._hash = Hasher()
         if offset == self.position:
             return
         with open(self.path, "rb") as f:
@@ -68,8 +74,7 @@ class BlobHasher:
                 chunk = f.read(min(UPLOAD_READ, offset - self.position))
                 if not chunk:
                     raise StorageError(f"{self.path}: file shrank while it was being uploaded")
-                self._sha.update(chunk)
-                self.position += len(chunk)
+                self._hash.write(chunk)
 
     def feed(self, offset: int, chunk: bytes, claim: int | None = None) -> None:
         """Account for ``chunk``, sent at ``offset`` of the blob (``claim``: the body's, from
@@ -78,19 +83,18 @@ class BlobHasher:
             if claim is not None and claim != self._claim:
                 raise StaleBody()
             self._catch_up(offset)
-            self._sha.update(chunk)
-            self.position += len(chunk)
+            self._hash.write(chunk)
 
     def digest(self) -> str:
         """``sha256:<hex>`` of the whole blob (the unsent tail, if any, read from disk)."""
         with self._lock:
             self._claim += 1  # no body feeds it any more
             self._catch_up(self.size)
-            return "sha256:" + self._sha.hexdigest()
+            return str(self._hash.digest())
 
 
 class StaleBody(Exception):
-    """A request body fed a :class:`BlobHasher` another body has claimed since."""
+    """A request body fed a :class:`UploadDigest` another body has claimed since."""
 
 
 _END = object()
@@ -109,7 +113,7 @@ class FileSlice:
     hasher goes stale."""
 
     def __init__(self, path: Path, offset: int, length: int, on_bytes: Callable[[int], None],
-                 hasher: BlobHasher | None = None):
+                 hasher: UploadDigest | None = None):
         self.path, self.offset, self.length, self.on_bytes, self.hasher = path, offset, length, on_bytes, hasher
 
     def __len__(self) -> int:
@@ -166,4 +170,4 @@ class FileSlice:
             reader.join()
 
 
-__all__ = ["BlobHasher", "FileSlice", "StaleBody", "UPLOAD_READ"]
+__all__ = ["UploadDigest", "FileSlice", "StaleBody", "UPLOAD_READ"]

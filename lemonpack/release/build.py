@@ -28,7 +28,6 @@ is replaced only when it is empty or an earlier release (it holds ``release.json
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import secrets
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from lemonpack.builder.layercache import LayerCache
 from lemonpack.oci.platform import host_arch
 from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.contract import load_recipe, targets
+from lemonpack.digest import Digest, sha256_text
 from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.files import open_regular
@@ -162,7 +162,10 @@ def _extension_dir(ext) -> Path:
 
 
 def _select(d: ImageDefinition, root: Path, lock: Path, lock_names: list[str]):
+    from lemonpack.extensions.apilock import require_record_lock
     from lemonpack.extensions.pipeline import run_pipeline
+
+    require_record_lock(root)  # a build step: the API revision must be the locked one
 
     if d.extensions != "lock":
         problems = [Problem(d.file, f"extensions[{i}]", "not-in-lock",
@@ -231,7 +234,7 @@ class _Recipes:
                 self.on_fetch(recipe.recipe, prov.source, True)
             dest = self.scratch / f"{len(self.done)}-{recipe.recipe}"
             unpack_target(fetched, dest, t)
-            payload = RecipePayload(recipe.recipe, recipe.canonical, dest, prov.source, f"sha256:{fetched.sha256}")
+            payload = RecipePayload(recipe.recipe, recipe.canonical, dest, prov.source, sha256_text(fetched.sha256))
         self.done[key] = payload
         return payload
 
@@ -346,7 +349,7 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
             remove_tree(scratch)
         if _read_lock(Path(opts.lock))[0] != lock_bytes:
             raise LockError(f"{opts.lock}: the release lock changed while the release was built; run it again")
-        result = ReleaseResult(out, opts.epoch, "sha256:" + hashlib.sha256(lock_bytes).hexdigest(), tuple(images))
+        result = ReleaseResult(out, opts.epoch, str(Digest.of_bytes(lock_bytes)), tuple(images))
         (tmp / MARKER).write_bytes(canonical_json(result.record()) + b"\n")
         _install(tmp, out)
     except OSError as exc:

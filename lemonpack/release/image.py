@@ -23,17 +23,17 @@ Spec: OCI image-spec v1.1 ``image-index.md``, ``manifest.md``, ``config.md``,
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lemonpack.digest import Digest
 from lemonpack.errors import UnsafeContentError
 from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
                            write_dir_layer, write_files_layer)
-from lemonpack.oci.canonical import ANNOTATION_CREATED
+from lemonpack.oci.mediatypes import ANNOTATION_CREATED
 from lemonpack.oci.layout import rfc3339
 from lemonpack.release.definition import ImageDefinition
 
@@ -105,7 +105,7 @@ def _labels(inputs: ImageInputs) -> dict[str, str]:
         LABEL + "api-version": inputs.api_version,
         LABEL + "features": ",".join(sorted(d.features)),
         LABEL + "extensions": ",".join(f"{e.name}@{e.version}" for e in inputs.extensions),
-        LABEL + "lock": "sha256:" + hashlib.sha256(inputs.lock).hexdigest(),
+        LABEL + "lock": str(Digest.of_bytes(inputs.lock)),
     }
     recipes = ",".join(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in inputs.recipes)
     if recipes:

@@ -13,6 +13,7 @@ one of each part and routes to them:
   :class:`~lemonpack.runtime.serving.policy.ServingPolicy` (engines through the
   :class:`~lemonpack.runtime.lifecycle.runner.Runner`, one start for N concurrent cold requests);
 - :mod:`lemonpack.server.endpoints`: endpoint models (engines lemonpack does not spawn);
+- :mod:`lemonpack.server.events`: engine events, a log line each and ``GET /v1/events``;
 - :mod:`lemonpack.server.responses` (the error envelope), :mod:`lemonpack.server.logs`
   (access lines, engine output), :mod:`lemonpack.server.metrics`.
 """
@@ -22,17 +23,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from lemonpack.runtime.lifecycle.runner import Runner
 from lemonpack.runtime.serving.policy import Drain, ServingPolicy, Shutdown
-from lemonpack.server.body import MAX_JSON_BYTES, multipart_field
+from lemonpack.server.body import LIMITS, MAX_JSON_BYTES, BodyLimits, clip, multipart_field, release_body
 from lemonpack.server.catalog import Catalog
 from lemonpack.server.driver import DEFAULT_MAX_IN_FLIGHT, Driver, ServerConfig
+from lemonpack.server.connections import Limits
 from lemonpack.server.endpoints import EndpointModels
+from lemonpack.server.events import REQUEST_SOURCE
 from lemonpack.server.logs import JsonLogFormatter, TextLogFormatter, engine_output
 from lemonpack.server.management import Management
 from lemonpack.server.metrics import Metrics
@@ -51,9 +54,15 @@ class Server:
     driver: Driver
     policy: ServingPolicy
     endpoints: EndpointModels
+    #: connection bounds (:mod:`lemonpack.server.connections`; None: their defaults) and the
+    #: site serving it (its ``guard`` counts connections), set by :func:`lemonpack.server.main.serve`
+    limits: Limits | None = None
+    site: Any = None
 
-    def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None):
+    def __init__(self, catalog: Catalog, runner: Runner | None = None, config: ServerConfig | None = None,
+                 body_limits: BodyLimits | None = None):
         self.catalog = catalog
+        self.body_limits = body_limits or BodyLimits()
         self.runner = runner or Runner(catalog.plan, on_spawn=engine_output)
         self.config = cfg = config or ServerConfig()
         self.metrics = Metrics(lambda: ({**dict.fromkeys(self.driver.known, 0), **self.policy.in_flight()},
@@ -87,20 +96,26 @@ class Server:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
-        app = web.Application(client_max_size=MAX_JSON_BYTES, middlewares=[errors_middleware])
+        app = web.Application(client_max_size=MAX_JSON_BYTES, middlewares=[errors_middleware, _bodies_released])
+        app[LIMITS] = self.body_limits
         m = self.management
         for prefix in ("/v1", "/api/v1"):
             app.router.add_get(prefix + "/models", m.models)
-            app.router.add_post(prefix + "/load", m.load)
-            app.router.add_post(prefix + "/unload", m.unload)
+            app.router.add_post(prefix + "/load", _sourced(m.load))
+            app.router.add_post(prefix + "/unload", _sourced(m.unload))
+            app.router.add_get(prefix + "/events", self.driver.events.stream)
             app.router.add_get(prefix + "/health", m.health)
             app.router.add_get(prefix + "/system-info", m.system_info)
             for path, (method, _cap) in ROUTES.items():
                 app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy.handle)
         app.router.add_get("/metrics", m.metrics)
         app.on_startup.append(self._startup)
+        app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
         return app
+
+    async def _shutdown(self, _app: web.Application) -> None:
+        self.driver.events.close()  # event streams end first: they never hold the shutdown
 
     async def drain(self, again: Callable[[], bool], grace: float = 3.0) -> int:
         """A graceful shutdown, on the loop (the server no longer listens): the policy's
@@ -136,6 +151,28 @@ class Server:
         self.driver.post(Shutdown())
         await self.driver.close()
         self.proxy.close()
+
+
+@web.middleware
+async def _bodies_released(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The request's share of the body budget is given back when its handler ends."""
+    try:
+        return await handler(request)
+    finally:
+        release_body(request)
+
+
+def _sourced(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """``handler`` with :data:`~lemonpack.server.events.REQUEST_SOURCE` set to the request
+    (``POST /v1/unload from 127.0.0.1``): the ``by`` of the engine events it causes."""
+    async def sourced(request: web.Request) -> web.StreamResponse:
+        token = REQUEST_SOURCE.set(f"{request.method} {clip(request.path, 100)} from {request.remote}")
+        try:
+            return await handler(request)
+        finally:
+            REQUEST_SOURCE.reset(token)
+    return sourced
 
 
 __all__ = ["Server", "ServerConfig", "ROUTES", "HOP_BY_HOP", "DEFAULT_MAX_IN_FLIGHT", "error", "multipart_field",

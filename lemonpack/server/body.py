@@ -17,14 +17,24 @@ memory to learn it:
 
 The upstream request keeps the client's ``Content-Length`` when it sent one (the engine
 sees the same framing), else it is sent chunked.
+
+Bounds across requests (:class:`BodyLimits`, on the application as :data:`LIMITS`): every
+read waits at most ``timeout`` seconds for the next bytes of a body (HTTP 408 otherwise,
+nginx's ``client_body_timeout``), and the JSON bodies held in memory by all requests together
+stay within a :class:`BodyBudget` (a body is counted from its ``Content-Length`` before it
+is read, or as it arrives; past the budget: HTTP 503 ``server_busy`` with ``Retry-After``,
+a body larger than the whole budget 413), released when its request ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -43,11 +53,94 @@ READ_CHUNK = 1 << 16
 
 
 class BadBody(LemonpackError):
-    """A request body that cannot be read as what the route takes (HTTP 400, or ``status``)."""
+    """A request body that cannot be read as what the route takes (HTTP 400, or ``status``;
+    ``kind`` is the OpenAI error type, ``headers`` extra answer headers)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error",
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.kind, self.headers = status, kind, headers
+
+
+class BodyBudget:
+    """Bytes of request bodies held in memory by every request together, at most ``limit``
+    (None: no bound). :meth:`take` counts bytes or raises :class:`BadBody` (503
+    ``server_busy``; 413 when ``n`` alone is over the limit), :meth:`give` returns them."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.held, self.refused = limit, 0, 0
+
+    def take(self, n: int) -> None:
+        if self.limit is None or n <= 0:
+            self.held += max(n, 0)
+            return
+        if n > self.limit:
+            self.refused += 1
+            raise BadBody(f"request body of {n} bytes is larger than the server's body budget of "
+                          f"{self.limit} bytes (serve --body-budget)", 413)
+        if self.held + n > self.limit:
+            self.refused += 1
+            raise BadBody(f"the server holds {self.held} bytes of request bodies (budget {self.limit}, "
+                          "serve --body-budget); retry later", 503, "server_busy", {"Retry-After": "1"})
+        self.held += n
+
+    def give(self, n: int) -> None:
+        self.held = max(0, self.held - n)
+
+
+@dataclass
+class BodyLimits:
+    """``timeout`` seconds a read waits for the next bytes of a body (None: forever) and the
+    shared :class:`BodyBudget`."""
+
+    timeout: float | None = None
+    budget: BodyBudget = field(default_factory=lambda: BodyBudget(None))
+
+
+#: Where a request's application keeps its :class:`BodyLimits` (none: no bounds).
+LIMITS = web.AppKey("lemonpack_body_limits", BodyLimits)
+#: Bytes of the budget one request holds (released by :func:`release_body`); a
+#: ``web.RequestKey`` where aiohttp has one (3.12 and later), else a plain key.
+_HELD: Any = getattr(web, "RequestKey", lambda name, _t: name)("lemonpack_body_held", int)
+
+
+def _limits(request: web.Request) -> BodyLimits | None:
+    try:
+        return request.config_dict.get(LIMITS)
+    except (AttributeError, RuntimeError):  # a request without an application (tests)
+        return None
+
+
+async def _read(request: web.Request, limits: BodyLimits | None) -> bytes:
+    """The next chunk of ``request``'s body (b"" at its end), within ``limits.timeout``
+    (bytes already received are taken without a timer: a small body came with its head)."""
+    content = request.content
+    if limits is None or limits.timeout is None:
+        return await content.read(READ_CHUNK)
+    got = content.read_nowait(READ_CHUNK)
+    if got or content.at_eof():
+        return got
+    try:
+        async with asyncio.timeout(limits.timeout):
+            return await content.read(READ_CHUNK)
+    except TimeoutError:
+        raise BadBody(f"no byte of the request body within {limits.timeout:g} s (serve --body-timeout)",
+                      408) from None
+
+
+def _hold(request: web.Request, limits: BodyLimits | None, n: int) -> None:
+    if limits is None:
+        return
+    limits.budget.take(n)
+    request[_HELD] = request.get(_HELD, 0) + n
+
+
+def release_body(request: web.Request) -> None:
+    """Give back the budget ``request``'s body held (its handler has ended)."""
+    n = request.pop(_HELD, 0) if _HELD in request else 0
+    limits = _limits(request)
+    if n and limits is not None:
+        limits.budget.give(n)
 
 
 def shown(name: object, limit: int = NAME_SHOWN) -> str:
@@ -108,12 +201,25 @@ async def read_bounded(request: web.Request, limit: int = MAX_JSON_BYTES) -> byt
     """The whole body of ``request``, at most ``limit`` bytes; :class:`BadBody` 413 beyond."""
     if request.content_length is not None and request.content_length > limit:
         raise BadBody(f"request body of {request.content_length} bytes is larger than {limit} bytes", 413)
-    buf = bytearray()
-    async for chunk in request.content.iter_chunked(READ_CHUNK):
-        buf += chunk
-        if len(buf) > limit:
+    limits = _limits(request)
+    known = request.content_length or 0
+    _hold(request, limits, known)  # counted before a byte is read
+    # one buffer, filled in place and returned as it is (a bytearray: no second copy of a
+    # large body; json.loads and the relay take it as bytes)
+    buf = bytearray(known)
+    size = 0
+    while chunk := await _read(request, limits):
+        end = size + len(chunk)
+        if end > limit:
             raise BadBody(f"request body is larger than {limit} bytes", 413)
-    return bytes(buf)
+        if end > known:
+            _hold(request, limits, end - known)
+            known = end
+        buf[size:end] = chunk
+        size = end
+    if size < len(buf):
+        del buf[size:]
+    return buf  # type: ignore[return-value]  # bytes-like; see above
 
 
 _NAME_RE = re.compile(rb'name="([^"]*)"')
@@ -199,7 +305,8 @@ class Body:
         if self.head:
             yield self.head
         if not self.complete and self._request is not None:
-            async for chunk in self._request.content.iter_chunked(READ_CHUNK):
+            limits = _limits(self._request)
+            while chunk := await _read(self._request, limits):
                 yield chunk
 
     def close(self) -> None:
@@ -220,7 +327,8 @@ async def read_multipart_model(request: web.Request, content_type: str) -> tuple
     head = bytearray()
     spool = None
     tail = b""  # last bytes already spooled, kept to find a field split across the spill
-    async for chunk in request.content.iter_chunked(READ_CHUNK):
+    limits = _limits(request)
+    while chunk := await _read(request, limits):
         head += chunk
         found = _field_in(tail + bytes(head), boundary, "model")
         if found is not None:
@@ -235,5 +343,5 @@ async def read_multipart_model(request: web.Request, content_type: str) -> tuple
                                                                    length=length)
 
 
-__all__ = ["BadBody", "Body", "clip", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "json_depth_ok", "multipart_field", "parse_json",
+__all__ = ["BadBody", "Body", "BodyBudget", "BodyLimits", "LIMITS", "release_body", "clip", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "json_depth_ok", "multipart_field", "parse_json",
            "read_bounded", "read_multipart_model", "shown"]

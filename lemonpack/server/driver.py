@@ -41,6 +41,7 @@ from lemonpack.runtime.serving.policy import (
 from lemonpack.runtime.lifecycle.supervisor import State
 from lemonpack.server.body import clip, shown
 from lemonpack.server.catalog import Catalog, ModelNotFound, ServedModel
+from lemonpack.server.events import REQUEST_SOURCE, EngineEvents
 from lemonpack.server.metrics import Metrics
 from lemonpack.server.responses import Rejected, error, selection_error
 from lemonpack.server.upstream import Exchange
@@ -109,6 +110,8 @@ class Driver:
         self._sessions: dict[int, tuple[Any, httpx.AsyncClient]] = {}  # downsize calls
         #: called on the loop when an engine has stopped (the proxy drops its connections)
         self.on_engine_stopped: list[Any] = []
+        #: engine events: a log line each and ``GET /v1/events`` (:mod:`lemonpack.server.events`)
+        self.events = EngineEvents(self.policy, ttl=config.ttl)
         runner.add_observer(self._engine_event)
 
     # -- events
@@ -126,10 +129,13 @@ class Driver:
                 if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
                         and not self.endpoints.pool.has(ev.model):  # an endpoint model counts endpoints_down
                     self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
+                self.events.observe(ev, remote=self.endpoints.pool.has(getattr(ev, "model", "")))
                 try:
                     self.policy.handle(ev)
                 except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
                     log.exception("serving policy failed on %r", ev)
+                finally:
+                    self.events.handled(ev)
         finally:
             self._handling = False
 
@@ -184,6 +190,7 @@ class Driver:
         fut = self._waiters.get(req)
         if fut is not None and not fut.done():
             fut.set_exception(Rejected(status, kind, message))
+        self.events.refused(req, status, kind, message)
 
     def cut(self, req: Req, reason: str) -> None:
         ex = self._exchanges.get(req)
@@ -204,11 +211,13 @@ class Driver:
                 self.post(EngineFailed(model, "it has no endpoint any more"))
             return
         self.metrics.starts.labels(clip(model, 200)).inc()
+        self.events.emit("starting", model, "starting its engine", memory=info.memory or None)
         self.catalog.load_options[model] = dict(info.options)
         fut = self.runner.request(model)
         fut.add_done_callback(lambda f: f.exception())  # the outcome arrives as a state event
 
     def stop(self, model: str) -> None:
+        self.events.stopping(model)
         self.runner.unload(model, timeout=0)
 
     def downsize(self, model: str, engine: Any) -> None:
@@ -341,7 +350,11 @@ class Driver:
             if self.policy.phase(name) in (Phase.READY, Phase.STARTING) and not self.policy.giving_way(name) \
                     and not self.catalog.exists(name):
                 log.info("%s: its model or recipe is gone; unloading", name, extra={"fields": {"model": name}})
-                self.post(Unload(name))
+                token = REQUEST_SOURCE.set("the discovery watcher (its model or recipe is gone)")
+                try:
+                    self.post(Unload(name))
+                finally:
+                    REQUEST_SOURCE.reset(token)
         self.sweeps += 1
 
     # -- downsize

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from typing import Any
 from aiohttp import web
 
 from lemonpack.errors import UsageError  # a bad --host/--port or a taken port: exit 2
+from lemonpack.server.connections import Guard, GuardedSite, Limits, Once, quiet_exception_handler
+
+log = logging.getLogger("lemonpack.server")
 
 
 def parse_listen(port: str, host: str) -> tuple[str, int]:
@@ -57,15 +61,29 @@ def bind(host: str, port: int) -> socket.socket:
     return s
 
 
+def handler_args(limits: Limits) -> dict[str, Any]:
+    """aiohttp's ``RequestHandler`` arguments for ``limits``: ``keepalive_timeout`` (idle
+    between requests), no access log of aiohttp's own (the proxy writes one line per request),
+    aiohttp's bounds on the request head (``max_line_size``/``max_field_size`` 8190 bytes,
+    ``max_headers`` 128: too long is 400)."""
+    return {"keepalive_timeout": limits.keepalive_timeout, "access_log": None}
+
+
 async def _serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], None] | None = None) -> int:
-    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE)
+    limits: Limits = getattr(server, "limits", None) or Limits()
+    once = Once()
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(quiet_exception_handler(once))
+    kwargs = handler_args(limits)
+    runner = web.AppRunner(server.app(), handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE, **kwargs)
     await runner.setup()
-    site = web.SockSite(runner, sock)
+    site = GuardedSite(runner, sock, lambda srv: Guard(srv, limits, kwargs, once))
+    server.site = site
     await site.start()
     if on_ready is not None:
         on_ready()
-    loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, stop.wait)
+    server.driver.events.shutting_down()
     await site.stop()  # no new connection; requests on open ones get 503 server_shutting_down
     cut = await server.drain(lambda: len(getattr(stop, "got", ())) >= 2)
     await runner.cleanup()
@@ -91,6 +109,10 @@ def serve(server: Any, sock: socket.socket, stop: Any, on_ready: Callable[[], No
         server.catalog.stop()
 
 
+#: Bytes of JSON request bodies all requests may hold in memory together (``--body-budget``).
+DEFAULT_BODY_BUDGET = "256MiB"
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """The options of ``lemonpack serve``: ``host``/``port`` as typed (``--port`` may be
@@ -100,7 +122,10 @@ class ServeConfig:
     ``engine_output`` (show the engines' output lines on stderr), ``drain_timeout`` seconds
     running requests may take to finish when a model gives way or serve stops (None: no
     bound), ``upstream_read_timeout`` seconds an engine may stay silent mid-exchange (None:
-    no bound)."""
+    no bound); the connection and body bounds (:mod:`lemonpack.server.connections`,
+    :mod:`lemonpack.server.body`): ``max_connections``,
+    ``header_timeout``/``keepalive_timeout``/``body_timeout`` seconds, ``body_budget`` as
+    typed (``256MiB``)."""
 
     host: str = "127.0.0.1"
     port: str = "8000"
@@ -114,6 +139,11 @@ class ServeConfig:
     engine_output: bool = True
     drain_timeout: float | None = 30.0
     upstream_read_timeout: float | None = None
+    max_connections: int = Limits.max_connections
+    header_timeout: float = Limits.header_timeout
+    keepalive_timeout: float = Limits.keepalive_timeout
+    body_timeout: float = Limits.body_timeout
+    body_budget: str = DEFAULT_BODY_BUDGET
 
 
 def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) -> int:
@@ -130,15 +160,30 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     from lemonpack.runtime.lifecycle.stop_signals import StopSignals
     from lemonpack.server.app import Server, ServerConfig
     from lemonpack.server.catalog import Catalog
+    from lemonpack.runtime.engines.proctable import raise_nofile
+    from lemonpack.server.body import BodyBudget, BodyLimits
+    from lemonpack.server.connections import FD_RESERVE, connection_cap
     from lemonpack.server.logs import configure_logging, engine_output
 
     try:
         budget = parse_size(config.memory_budget) if config.memory_budget is not None else default_budget()
     except LemonpackError as e:
         raise UsageError(f"--memory-budget: {e}") from None
+    try:
+        body_budget = parse_size(config.body_budget)
+    except LemonpackError as e:
+        raise UsageError(f"--body-budget: {e}") from None
     host, port = parse_listen(config.port, config.host)
+    old_nofile, nofile = raise_nofile()  # before the socket: every descriptor counts
     sock = bind(host, port)
     undo_logging = configure_logging(config.json_logs, config.engine_output)
+    limits = Limits(max_connections=config.max_connections, header_timeout=config.header_timeout,
+                    keepalive_timeout=config.keepalive_timeout, body_timeout=config.body_timeout)
+    cap = connection_cap(limits.max_connections, nofile)
+    log.info("open files: soft limit %s%s; connection cap %d%s", nofile,
+             f" (raised from {old_nofile})" if nofile != old_nofile else "", cap,
+             f" (--max-connections {limits.max_connections} needs {2 * limits.max_connections + FD_RESERVE} "
+             f"open files)" if cap < limits.max_connections else "")
     engines = Engines(subreaper=True, sentinel=True)
     try:
         engines.cleanup_leftovers()
@@ -148,7 +193,9 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,
-                                     upstream_read_timeout=config.upstream_read_timeout))
+                                     upstream_read_timeout=config.upstream_read_timeout),
+                        body_limits=BodyLimits(timeout=config.body_timeout, budget=BodyBudget(body_budget)))
+        server.limits = limits
         ready = lambda: notice(f"listening on http://{host}:{port} (OpenAI API under /v1 and /api/v1)")  # noqa: E731
         if stop is not None:
             cut = serve(server, sock, stop, on_ready=ready)

@@ -249,7 +249,7 @@ class Proxy:
         try:
             model, body = await self._read_body(request)
         except BadBody as e:
-            return error(e.status, "invalid_request_error", str(e))
+            return error(e.status, e.kind, str(e), headers=e.headers)
         try:
             info["model"] = model
             if not model:

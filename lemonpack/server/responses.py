@@ -59,7 +59,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except web.HTTPException:
         raise
     except BadBody as e:
-        return error(e.status, "invalid_request_error", str(e))
+        return error(e.status, e.kind, str(e), headers=e.headers)
     except LemonpackError as e:
         log.warning("%s %s: %s", request.method, clip(request.path), clip(e, 2000))
         return error(500, "server_error", str(e)[:2000])

@@ -32,6 +32,10 @@ HEAD_LIMIT = 1 << 16
 CONNECT_TIMEOUT = 10.0
 
 
+#: A body read whole is written in slices of this many bytes, each drained before the next
+#: (one write of a 60 MiB body would copy its unsent part into the transport's buffer).
+WRITE_SLICE = 1 << 20
+
 class UpstreamError(ConnectionError):
     """The engine did not answer (refused, reset, closed before an answer, malformed head)."""
 
@@ -313,6 +317,12 @@ class Upstream:
                     await w.drain()
                 if length is None:
                     w.write(b"0\r\n\r\n")
+            elif body and len(body) > WRITE_SLICE:  # a large body in slices: no copy of it is buffered
+                w.write("".join(head).encode("latin-1"))
+                view = memoryview(body)
+                for i in range(0, len(body), WRITE_SLICE):
+                    w.write(view[i:i + WRITE_SLICE])
+                    await w.drain()
             else:
                 w.write("".join(head).encode("latin-1") + (body or b""))
             await w.drain()

@@ -19,9 +19,11 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lemonpack.digest import Digest
 from lemonpack.errors import RegistryError, SignatureError
-from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_MANIFEST
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
 from lemonpack.signing import simplesigning as ss
 
 #: A simple-signing payload is a few hundred bytes; anything much larger is refused unread.
@@ -70,7 +72,7 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
     "payload_digest"}`` (``signatures``: how many the manifest now holds). Signatures already
     under the tag are kept (a new layer is appended). Raises FetchError / IntegrityError from
     the registry client, LemonpackError for a reference without tag or digest."""
-    ref = parse_reference(reference)
+    ref = parse_registry_reference(reference)
     if ref.ref is None:
         raise RegistryError(f"{reference}: give a tag or a digest to sign")
     c = _client(ref.host, insecure, client, registry_config)
@@ -79,12 +81,12 @@ def sign_image(reference: str, private: ec.EllipticCurvePrivateKey, *, insecure:
         payload = ss.make_payload(f"{ref.host}/{ref.repository}", digest, annotations or None)
         signature = ss.sign_payload(private, payload)
         tag = ss.signature_tag(digest)
-        layer = ss.SignatureLayer(ss.sha256_digest(payload), len(payload), signature,
+        layer = ss.SignatureLayer(str(Digest.of_bytes(payload)), len(payload), signature,
                                   {ss.SIGNATURE_ANNOTATION: signature})
         layers = _existing_layers(c, ref.repository, tag) + [layer]
         manifest, config = ss.build_signature_manifest(layers)
         for blob in (payload, config):
-            blob_digest = ss.sha256_digest(blob)
+            blob_digest = str(Digest.of_bytes(blob))
             if not c.has_blob(ref.repository, blob_digest, len(blob)):
                 c.push_blob(ref.repository, blob, blob_digest, len(blob))
         manifest_digest = c.put_manifest(ref.repository, tag, manifest, MEDIA_TYPE_IMAGE_MANIFEST)
@@ -124,7 +126,7 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
     "docker_reference", "optional"}], "checked"}`` when at least one signature holds.
     Raises :class:`SignatureError` (see its ``reason``) otherwise; FetchError /
     IntegrityError from the registry client."""
-    ref = parse_reference(reference)
+    ref = parse_registry_reference(reference)
     if ref.ref is None:
         raise RegistryError(f"{reference}: give a tag or a digest to verify")
     c = _client(ref.host, insecure, client, registry_config)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -36,20 +35,15 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.digest import is_sha256_digest
-from lemonpack.oci.canonical import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST
+from lemonpack.digest import Digest, is_sha256_digest
+from lemonpack.oci.mediatypes import MEDIA_TYPE_COSIGN_SIMPLESIGNING, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.canonical import canonical_json
 
-SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIMPLESIGNING_MEDIA_TYPE = MEDIA_TYPE_COSIGN_SIMPLESIGNING
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 PAYLOAD_TYPE = "cosign container image signature"
 #: Go's json.Marshal escapes these inside strings (HTMLEscape); structural JSON never holds them.
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-
-
-def sha256_digest(data: bytes) -> str:
-    """``sha256:<hex>`` of ``data``."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def signature_tag(image_digest: str) -> str:
@@ -57,7 +51,8 @@ def signature_tag(image_digest: str) -> str:
     Raises ValueError for anything but a ``sha256:<64 hex>`` digest."""
     if not is_sha256_digest(image_digest):
         raise ValueError(f"not a sha256 digest: {image_digest!r}")
-    return image_digest.replace(":", "-") + ".sig"
+    d = Digest.parse(image_digest)
+    return f"{d.algorithm}-{d.hex}.sig"
 
 
 def _go_json(obj: Any) -> bytes:
@@ -186,7 +181,7 @@ def build_signature_manifest(layers: list[SignatureLayer]) -> tuple[bytes, bytes
     config_bytes = canonical_json(config)
     manifest = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
                 "config": {"mediaType": MEDIA_TYPE_IMAGE_CONFIG, "size": len(config_bytes),
-                           "digest": sha256_digest(config_bytes)},
+                           "digest": str(Digest.of_bytes(config_bytes))},
                 "layers": [{"mediaType": SIMPLESIGNING_MEDIA_TYPE, "size": l.size, "digest": l.digest,
                             "annotations": dict(l.annotations)} for l in layers]}
     return canonical_json(manifest), config_bytes

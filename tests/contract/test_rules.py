@@ -87,7 +87,7 @@ def test_unknown_token_rejected(tmp_path, passthrough):
 
 @pytest.mark.parametrize("bad, needle", [
     ("{}", "empty"), ("{port", "unterminated"), ("{custom:{port}}", "nested"),
-    ("{port:-8080}", "no default"), ("{checkpoint:main:-x}", "no default"), ("{ctx_size}}", "unmatched"),
+    ("{port:-8080}", "no default"), ("{checkpoint:main:-x}", "no default"), ("{custom:x\n}", "invalid name"),
     ("{custom}", "needs a name"), ("{env:BAD.NAME}", "invalid name"),
 ])
 def test_token_syntax(tmp_path, passthrough, bad, needle):

@@ -63,3 +63,71 @@ def test_edited_or_removed_record_fails(tree):
 def test_records_are_numbered_without_gaps(tree):
     (tree / f"api/changes/{NEXT + 1:04d}-skipped.md").write_text("x\n")
     assert any(f"expected {NEXT:04d}" in p for p in check_api_lock(tree))
+
+
+# ---------------------------------------------------------------- what counts, and every build step checks it
+
+def generate(tree, tmp_path, *extra):
+    """``lemonpack extensions generate --json`` on ``tree``: (exit code, JSON document)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "generate", "--json", "--tree", str(tree),
+                          "--feature", "linux", "--out", str(tmp_path / "gen"), *extra],
+                         capture_output=True, text=True, timeout=120)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_a_readme_in_the_records_directory_is_not_a_record(tree, tmp_path):
+    """shared/cases 65: only NNNN-<slug>.md counts; a README changes neither the API revision
+    nor the lock's verdict."""
+    from lemonpack.extensions.pipeline import host_api
+
+    before = host_api(tree)
+    (tree / "api/changes/README.md").write_text("# About these records\n")
+    (tree / "api/changes/.gitkeep").write_text("")
+    assert host_api(tree) == before == (1, NEXT - 1)
+    assert records(tree) == records(REPO) and check_api_lock(tree) == []
+    code, doc = generate(tree, tmp_path)
+    assert code == 0 and doc["api_version"] == f"0.1.{NEXT - 1}"
+
+
+@pytest.mark.parametrize("name", [f"{NEXT:04d}_underscore.md", f"{NEXT:04d}-Capital.md", f"{NEXT}-short.md"])
+def test_a_misnamed_record_is_said_not_to_count(tree, name):
+    from lemonpack.extensions.pipeline import host_api
+
+    (tree / "api/changes" / name).write_text("# looks like a record\n")
+    assert host_api(tree)[1] == NEXT - 1
+    assert any(f"api/changes/{name}: a change record is named NNNN-<slug>.md" in p and "does not count" in p
+               for p in check_api_lock(tree))
+
+
+@pytest.mark.parametrize("change", ["edited", "removed", "unlocked"])
+def test_generate_and_build_refuse_records_that_do_not_match_their_lock(tree, tmp_path, change):
+    """Every build step checks the record lock: removing a record would silently build a lower
+    revision, adding an unlocked one a higher one, editing one rewrites history."""
+    import json
+    import subprocess
+    import sys
+
+    rec = tree / "api/changes/0002-compiled-registry.md"
+    if change == "edited":
+        rec.write_text(rec.read_text() + "\nlater\n")
+        want = "0002-compiled-registry.md was edited after it was recorded"
+    elif change == "removed":
+        rec.unlink()
+        want = "0002-compiled-registry.md was removed; change records are append-only"
+    else:
+        (tree / f"api/changes/{NEXT:04d}-new.md").write_text("# new\n")
+        want = f"{NEXT:04d}-new.md is not in api/changes.lock.json"
+    code, doc = generate(tree, tmp_path)
+    assert code == 1 and doc["error"] == "lock" and want in doc["message"] and not (tmp_path / "gen").exists()
+    assert doc["message"].startswith(f"{tree}: the extension API's change records do not match api/changes.lock.json")
+    build = subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "build", "--json", "--tree", str(tree),
+                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert build.returncode == 1 and want in json.loads(build.stdout)["message"] and not (tmp_path / "out").exists()
+    # list and check still answer (check says what is wrong; list reads metadata)
+    check = subprocess.run([sys.executable, "-m", "lemonpack.cli", "extensions", "check", "--tree", str(tree)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 1 and want in check.stdout

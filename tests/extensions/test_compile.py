@@ -159,4 +159,8 @@ def test_a_source_that_does_not_compile_is_named_and_out_is_kept(tree, tmp_path,
         compile_gufo(sel, out)
     code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--extension-dir", str(tmp_path / "c"),
                            "--select", "broken", "--feature", "linux", "--out", str(out), "--cxx", "no-such-c++")
+    # the missing compiler is met first by the include check, which needs it too
+    assert code == 1 and "cannot check the include allowlist: the C++ compiler 'no-such-c++' is not on PATH" in err
+    code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--select", "lock", "--feature", "linux",
+                           "--out", str(tmp_path / "lock-out"), "--cxx", "no-such-c++")  # official only: the compile's own
     assert code == 1 and "'no-such-c++' not found on PATH" in err

@@ -86,22 +86,35 @@ def test_invalid_manifests_are_rejected_with_every_reason(tree, tmp_path):
         run_pipeline(tree, select=[str(tmp_path / "c" / "bad")], features=CPU, environ={})
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link"])
-def test_a_manifest_that_is_not_a_regular_file_is_rejected_not_skipped(tree, tmp_path, kind):
+@pytest.mark.parametrize("kind, why", [
+    ("directory", "cannot read file"), ("fifo", "cannot read file"), ("dangling link", "cannot read file"),
+    # a link leaving the directory is judged by its text, unread: the same reason on a copy
+    # where it dangles (Nix's store) as on the user's tree (shared/cases 70)
+    ("absolute link", "must stay inside its directory"), ("link out of the tree", "must stay inside its directory"),
+])
+def test_a_manifest_that_is_not_a_regular_file_is_rejected_not_skipped(tree, tmp_path, kind, why):
     import os
 
     d = tmp_path / "c" / "odd"
     d.mkdir(parents=True)
     m = d / "extension.json"
+    (tmp_path / "outside.json").write_text(json.dumps(manifest("odd")))
     if kind == "directory":
         m.mkdir()
     elif kind == "fifo":
         os.mkfifo(m)
+    elif kind == "dangling link":
+        m.symlink_to("nowhere.json")
+    elif kind == "absolute link":
+        m.symlink_to(tmp_path / "outside.json")
     else:
-        m.symlink_to(tmp_path / "nowhere.json")
+        m.symlink_to("../../outside.json")
     sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select="all", features=CPU, environ={})
     ((path, reasons),) = sel.rejected
-    assert path == m and any("cannot read file" in r for r in reasons), reasons
+    assert path == m and any(why in r for r in reasons), reasons
+    with pytest.raises(ExtensionError) as e:  # selected by its directory, as Nix selects a path
+        run_pipeline(tree, select=[str(d)], features=CPU, environ={})
+    assert why in str(e.value) and "not an extension directory" not in str(e.value)
 
 
 def test_missing_dependency_names_the_chain(tree, tmp_path):

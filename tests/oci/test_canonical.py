@@ -3,7 +3,7 @@ descriptor"): the canonical JSON of {} and its digest."""
 
 import hashlib
 
-from lemonpack.oci.canonical import EMPTY_DIGEST, EMPTY_JSON
+from lemonpack.oci.mediatypes import EMPTY_DIGEST, EMPTY_JSON
 from lemonpack.canonical import canonical_json
 
 

@@ -13,7 +13,7 @@ from lemonpack.oci import (
     MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
     read_layout, verify_layout, write_dir_layer, write_files_layer,
 )
-from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR
+from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR
 
 from support.oci_base import tagged_layout
 

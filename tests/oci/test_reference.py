@@ -5,7 +5,7 @@ import pytest
 
 from lemonpack.oci.cmdline import read_container_argv
 from lemonpack.oci.reference import (ImageReference, InvalidReferenceError, check_pinned, is_tag, parse_reference,
-                                     split_ref_name)
+                                     parse_registry_reference, split_ref_name)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 HEX = "0123456789abcdef" * 4
@@ -99,3 +99,46 @@ def test_split_ref_name_gives_the_name_a_full_name_tag_carries():
         split_ref_name("docker.io/x/a@sha256:" + "0" * 64)
     with pytest.raises(InvalidReferenceError):
         split_ref_name("Not A Name")
+
+
+# -- the registry form (formerly ``registry.reference.Reference``): the same type, a stricter parser --
+
+@pytest.mark.parametrize("text, host, repository, tag, digest", [
+    ("127.0.0.1:5000/engines/llamacpp:v1", "127.0.0.1:5000", "engines/llamacpp", "v1", None),
+    (f"oci://ghcr.io/org/img@sha256:{HEX}", "ghcr.io", "org/img", None, f"sha256:{HEX}"),
+    (f"localhost/x:t@sha256:{HEX}", "localhost", "x", "t", f"sha256:{HEX}"),
+    ("[::1]:5000/a", "[::1]:5000", "a", None, None),
+])
+def test_parse_registry_reference(text, host, repository, tag, digest):
+    ref = parse_registry_reference(text)
+    assert (ref.host, ref.repository, ref.tag, ref.digest) == (host, repository, tag, digest)
+    assert ref == parse_reference(text.removeprefix("oci://"))  # one type: the grammar's answer
+    assert str(ref) == text.removeprefix("oci://")
+    assert ref.ref == (digest or tag)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("library/ubuntu:24.04", "no registry host"),
+    ("ubuntu", "no registry host"),
+    ("oci://ubuntu", "no registry host"),
+    (f"ghcr.io/org/img@sha512:{HEX}{HEX}", "only sha256"),
+    ("ghcr.io/Org/img", "lowercase"),
+    ("", "empty"),
+])
+def test_parse_registry_reference_rejects(text, fragment):
+    with pytest.raises(InvalidReferenceError) as info:
+        parse_registry_reference(text)
+    assert fragment in str(info.value) and info.value.exit_code == 1
+
+
+def test_with_ref_names_another_tag_or_digest():
+    ref = parse_registry_reference("127.0.0.1:5000/a/b:v1")
+    pinned = ref.with_ref(digest=f"sha256:{HEX}")
+    assert str(pinned) == f"127.0.0.1:5000/a/b@sha256:{HEX}" and pinned.ref == f"sha256:{HEX}"
+    assert str(pinned.with_ref(tag="v2")) == "127.0.0.1:5000/a/b:v2"
+    assert ref.with_ref().ref is None
+
+
+def test_a_reference_without_a_host_has_no_registry_host():
+    with pytest.raises(ValueError, match="no registry host"):
+        parse_reference("ubuntu").host

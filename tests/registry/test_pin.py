@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from support.registry import layout_tags, lemonpack
 
@@ -22,7 +24,7 @@ def test_pin_rewrites_only_the_image_strings_and_lint_accepts(registry, example_
     image_tag = next(t for t in layout_tags(example_layout) if "." in t)
     with RegistryClient(registry.host) as client:
         for tag in ("vulkan-radv", "rocm-10.0"):
-            publish_layout(example_layout, parse_reference(f"{registry.host}/{repo}:{tag}"), client, tag=image_tag)
+            publish_layout(example_layout, parse_registry_reference(f"{registry.host}/{repo}:{tag}"), client, tag=image_tag)
     digest = layout_tags(example_layout)[image_tag]
     original = SEED.read_text().replace("docker.io/kyuz0/amd-strix-halo-toolboxes", f"{registry.host}/{repo}")
     recipe = tmp_path / "toolbox.json"
@@ -56,7 +58,7 @@ def test_pin_resolves_arch_alias_per_alias_then_says_why_it_cannot_write_it(regi
     repo = f"reg-{secrets.token_hex(3)}/alias"
     image_tag = next(t for t in layout_tags(example_layout) if "." in t)
     with RegistryClient(registry.host) as client:
-        publish_layout(example_layout, parse_reference(f"{registry.host}/{repo}:strix"), client, tag=image_tag)
+        publish_layout(example_layout, parse_registry_reference(f"{registry.host}/{repo}:strix"), client, tag=image_tag)
     doc = json.loads(SEED.read_text())
     doc["arch_aliases"] = {"gfx1151": "strix", "gfx1100": "rdna3"}
     args = doc["platforms"]["linux"]["rocm"]["args"]

@@ -13,7 +13,9 @@ import urllib.request
 
 import pytest
 
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from lemonpack.signing.remote import sign_image
 from support.catalogue import CatalogueWorld, STRIX, S_CPU, S_ROCM, by_id, fingerprint, run
@@ -37,7 +39,7 @@ def test_oci_entry_signed_and_reproduced(registry, tmp_path):
         built_digest = json.loads(r.stdout)["indexes"][name]
         repo = f"catalogue/{name}"
         with RegistryClient(registry.host) as client:
-            res = publish_layout(tmp_path / "layout", parse_reference(f"{registry.host}/{repo}:v1"), client, tag=name)
+            res = publish_layout(tmp_path / "layout", parse_registry_reference(f"{registry.host}/{repo}:v1"), client, tag=name)
         ref = f"{registry.host}/{repo}@{res.pushed[0].digest}"
         assert res.pushed[0].digest == built_digest
         sign_image(ref, world.keys["acme"])

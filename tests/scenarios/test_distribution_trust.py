@@ -23,7 +23,8 @@ import pytest
 
 from lemonpack.errors import FetchError
 from lemonpack.oci.layout_reader import read_layout, verify_layout
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 
 from support.helpers import wait_for
@@ -106,7 +107,7 @@ def test_pin_and_head_without_docker_content_digest_hash_the_manifest(registry, 
     tags = layout_tags(example_layout)
     index_tag = next(t for t in tags if "." not in t)
     with RegistryClient(registry.host) as c:
-        publish_layout(example_layout, parse_reference(f"{registry.host}/{repo}:vk"), c, tag=index_tag)
+        publish_layout(example_layout, parse_registry_reference(f"{registry.host}/{repo}:vk"), c, tag=index_tag)
     recipe = tmp_path / "r.json"
     with RegistryProxy(registry, dcd="none") as proxy:
         recipe.write_text(json.dumps(_recipe(f"{proxy.host}/{repo}:vk"), indent=1))

@@ -13,14 +13,22 @@ import sys
 import pytest
 
 from lemonpack.cli import main
-from lemonpack.extensions.includes import include_problems
+from lemonpack.extensions.includes import IncludeCheck, tree_problems
 from lemonpack.extensions.pipeline import ExtensionError, run_pipeline
 from lemonpack.gguf_header import MAX_TENSORS, ModelFileError, read_identity
 from support.extensions import REPO, manifest, write_extension
 from support.gguf_files import GGMLQuantizationType, write_gguf
 
 CPU = frozenset({"linux"})
-PRIVATE = '#include "server/internal.hpp"\n#include <gufo/core/scheduler.hpp>\nint impl;\n'
+PRIVATE = '#include <sys/mman.h>\n#include <dlfcn.h>\nint impl;\n'
+
+
+def include_problems(d):
+    """The compiler's include check of the extension directory ``d``."""
+    from lemonpack.extensions.manifest import load_manifest
+
+    with IncludeCheck() as check:
+        return check.include_problems(load_manifest(d))
 
 
 def run(capsys, *args):
@@ -49,25 +57,28 @@ def test_symlinks_leaving_the_extension_are_refused_and_sources_are_scanned_wher
     assert any(f"{d / 'rel'}: " in l and "leaves" in l or f"{d / 'rel'}: " in l and "outside" in l for l in lines), out
     assert not any("/etc/" in l for l in lines)  # what lies outside is never read
 
-    # the same sources as real files: the include allowlist names them
+    # the same sources as real files, which extension.cpp includes: the include allowlist names them
     for link in ("impl", "sys", "rel"):
         (d / link).unlink()
     (d / "impl").mkdir()
     (d / "impl" / "kernel.cpp").write_text(PRIVATE)
+    write_extension(d, manifest("symimpl"), extra_source='#include "impl/kernel.cpp"\n')
     assert [r.split(": #include")[0] for r in include_problems(d)] == [f"{d / 'impl' / 'kernel.cpp'}:1",
                                                                        f"{d / 'impl' / 'kernel.cpp'}:2"]
-    # a symlink that stays inside is fine, and its sources are scanned once, where they are
+    assert all(r.endswith(f"(included from {d / 'extension.cpp'}:3)") for r in include_problems(d))
+    # a symlink that stays inside is fine, and what the compiler reads through it is judged
     (d / "alias").symlink_to("impl")
-    (d / "src.cpp").symlink_to("impl/kernel.cpp")
-    assert [r.split(": #include")[0] for r in include_problems(d)] == [f"{d / 'impl' / 'kernel.cpp'}:1",
-                                                                       f"{d / 'impl' / 'kernel.cpp'}:2"]
+    write_extension(d, manifest("symimpl"), extra_source='#include "alias/kernel.cpp"\n')
+    assert tree_problems(d) == []
+    assert [r.split(": #include")[0] for r in include_problems(d)] == [f"{d / 'alias' / 'kernel.cpp'}:1",
+                                                                       f"{d / 'alias' / 'kernel.cpp'}:2"]
 
 
 def test_a_source_that_is_not_a_regular_file_is_a_reason_not_a_hang(tmp_path):
     d = write_extension(tmp_path / "fifo", manifest("fifo"))
-    os.mkfifo(d / "pipe.cpp")
-    (problem,) = include_problems(d)
-    assert problem.startswith(f"{d / 'pipe.cpp'}: cannot scan source: ")
+    os.mkfifo(d / "pipe.h")
+    (problem,) = tree_problems(d)
+    assert problem.startswith(f"{d / 'pipe.h'}: not a regular file or directory (a fifo, socket or device)")
 
 
 # ---------------------------------------------------------------- long dependency chains
@@ -80,14 +91,22 @@ def _chain(root, n, last_dependency=None):
         d = root / name
         d.mkdir(parents=True)
         (d / "extension.json").write_text(json.dumps(doc))
-        (d / "extension.cpp").write_text("// stub\n")
+        (d / "extension.cpp").write_text(f'namespace gufo::ext {{ class Registry; }}\n'
+                                         f'extern "C" void {name}_register(gufo::ext::Registry &) {{}}\n'
+                                         f'extern "C" void {name}_provider_register(gufo::ext::Registry &) {{}}\n')
 
 
-def test_a_thousand_link_dependency_chain_is_selected_without_recursion(tree, tmp_path, capsys):
+def test_a_thousand_link_dependency_chain_is_selected_without_recursion(tree, tmp_path):
     _chain(tmp_path / "c", 1000)
     assert sys.getrecursionlimit() < 2000  # the old recursive walk needed two frames per link
-    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["rc_0000"], features=CPU, environ={})
+    sel = run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["rc_0000"], features=CPU, environ={},
+                       includes=False)  # the selection's walk is the subject; the compiler's check is below
     assert [e.name for e in sel.extensions][-1000:] == [f"rc_{i:04d}" for i in range(1000)]
+
+
+@pytest.mark.slow  # the include check preprocesses 1,000 translation units (about 15 s on 2 cores)
+def test_a_thousand_link_dependency_chain_through_the_cli(tree, tmp_path, capsys):
+    _chain(tmp_path / "c", 1000)
     code, out, err = run(capsys, "extensions", "check", "--tree", tree, "--extension-dir", tmp_path / "c",
                          "--select", "all", "--feature", "linux")
     assert code == 0 and "Traceback" not in err and out.startswith("extensions: ok (1003 selected")  # + the 3 official ones with a cpu target
@@ -100,7 +119,8 @@ def test_a_thousand_link_dependency_chain_is_selected_without_recursion(tree, tm
 def test_a_broken_end_of_a_long_chain_is_named(tree, tmp_path, end, message):
     _chain(tmp_path / "c", 400, last_dependency=end)
     with pytest.raises(ExtensionError) as e:
-        run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["rc_0000"], features=CPU, environ={})
+        run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["rc_0000"], features=CPU, environ={},
+                     includes=False)
     text = str(e.value)
     assert text.startswith(f"cannot select rc_0000: {message}") and "\n" not in text
     assert text.endswith(f"rc_0399 -> {end}" + ("" if end != "gone" else ": no extension named 'gone'"))
@@ -162,6 +182,9 @@ def test_a_quantized_community_variant_serves_its_files(tree, tmp_path, capsys):
     ext = tmp_path / "exts" / "flash_next_gsq"
     ext.mkdir(parents=True)
     (ext / "extension.json").write_text(json.dumps(GSQ))
+    (ext / "extension.cpp").write_text('#include "gufo/ext/registry.hpp"\n'
+                                       'extern "C" void flash_next_gsq_register(gufo::ext::Registry &) {}\n'
+                                       'extern "C" void flash_next_gsq_provider_register(gufo::ext::Registry &) {}\n')
     experts = {"blk.0.ffn_gate_exps.weight": [2048, 768, 64]}
     gsq = write_gguf(tmp_path / "gsq.gguf", "qwen4exp", {"qwen4exp.expert_count": 64, "gsq.group_size": 32,
                                                          "general.file_type": 2},

@@ -111,3 +111,76 @@ def test_arch_key_with_a_space_is_refused_and_the_policy_list_says_why():
     policy = README.read_text(encoding="utf-8")
     assert "a key with a space or another character no GPU arch has never matches a detected arch" in \
         " ".join(policy.split())
+
+
+# ---------------------------------------------------------------- the bound holds for every kind of problem
+
+def _unpinned(n: int) -> str:
+    """shared/cases 72: one ``podman pull`` of ``n`` tag-only images (a policy problem each)."""
+    return json.dumps(_block_with(command="podman", args=["pull", *[f"img{i}:1" for i in range(n)]]))
+
+
+KINDS = {
+    # kind: (text with 1,000 problems of it, the rule of each)
+    "policy": (_unpinned(1000), "digest-pinning"),
+    "duplicate-key": (json.dumps(BASE)[:-1] + ', "extensions": {"x": {' + ",".join(['"a": 1'] * 1001) + "}}}",
+                      "duplicate-key"),
+    "lone-surrogate": (json.dumps(BASE)[:-1] + ', "extensions": {"x": [' + ",".join(['"\\ud800"'] * 1000) + "]}}",
+                       "invalid-unicode"),
+    "semantic": (json.dumps(_block_with(args=["{nope}"] * 1000)), "token"),
+    "schema": (json.dumps(dict(BASE, capabilities=["chat_completion"] * 1001)), "duplicate-item"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_report_bound_holds_for_every_kind_of_problem(tmp_path, capsys, kind):
+    """200 problems, then one [more-problems] line counting the rest, in text and --json."""
+    from lemonpack.cli import main
+
+    text, rule = KINDS[kind]
+    path = tmp_path / f"{kind}.json"
+    path.write_text(text)
+    assert main(["lint", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == MAX_PROBLEMS + 1 and lines[-1].endswith("[more-problems]"), lines[-3:]
+    assert sum(f"[{rule}]" in line for line in lines) == MAX_PROBLEMS
+    assert f"and {1000 - MAX_PROBLEMS} more problems" in lines[-1]
+    assert main(["lint", "--json", str(path)]) == 1
+    (report,) = json.loads(capsys.readouterr().out)["files"]
+    assert len(report["problems"]) == MAX_PROBLEMS + 1 and report["problems"][-1]["rule"] == "more-problems"
+
+
+def test_the_parts_of_a_report_are_counted_together(tmp_path):
+    """Problems of several kinds share one bound: the first 200 in report order (parser,
+    schema, semantic rules, policy), and one count of all the others."""
+    from lemonpack.builder.checks import lint_problems
+
+    doc = _block_with(command="podman", args=["pull", *[f"img{i}:1" for i in range(150)]],
+                      env={f"V{i}": "{nope}" for i in range(150)})
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc)[:-1] + ', "extensions": {"x": {' + ",".join(['"a": 1'] * 101) + "}}}")
+    problems = lint_problems(path)
+    assert [p.rule for p in problems[:100]] == ["duplicate-key"] * 100
+    assert [p.rule for p in problems[100:200]] == ["token"] * 100
+    assert problems[-1].message == "and 200 more problems: fix these and run lint again"  # 50 tokens, 150 images
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["policy", "duplicate-key", "lone-surrogate", "semantic"])
+def test_at_the_4_mib_cap_every_kind_is_bounded_in_lines_and_memory(tmp_path, kind):
+    """shared/cases 72 at the cap: 466k-690k lines and up to 878 MB before; now 201 lines and a
+    bounded process (bench/lint.py measures the checking's own peak: under 100 MiB)."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from lint import inputs
+
+    name = {"policy": "unpinned-images", "duplicate-key": "duplicate-keys", "lone-surrogate": "lone-surrogates",
+            "semantic": "bad-tokens"}[kind]
+    path = tmp_path / f"{name}.json"
+    path.write_text(inputs(4 * 1024 * 1024)[name])
+    code, out, peak_kb = lint_process(path)
+    lines = out.splitlines()
+    assert code == 1 and "Traceback" not in out
+    assert len(lines) == MAX_PROBLEMS + 1 and lines[-1].endswith("[more-problems]")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb} kB"  # the interpreter, the libraries and a 4 MiB document

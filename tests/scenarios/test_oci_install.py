@@ -18,7 +18,8 @@ import pytest
 from support.registry import engine_tar, variant_layout
 
 from lemonpack import files
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from lemonpack.builder import ociinstall
 from lemonpack.signing import keys
@@ -35,7 +36,7 @@ def published(registry, tmp_path, monkeypatch):
     with RegistryClient(registry.host) as client:
         for version in ("1", "2"):
             layout = variant_layout(tmp_path, recipe, version)
-            res = publish_layout(layout, parse_reference(f"{registry.host}/{repo}:v{version}"), client, tag=recipe)
+            res = publish_layout(layout, parse_registry_reference(f"{registry.host}/{repo}:v{version}"), client, tag=recipe)
             refs[version] = f"oci://{registry.host}/{repo}@{res.pushed[0].digest}"
     return recipe, refs, tmp_path
 

@@ -15,7 +15,8 @@ import pytest
 from lemonpack.errors import FetchError
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import verify_layout
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from support.registry import layout_tags, lemonpack
 from support.tools import need
@@ -122,7 +123,7 @@ def _big_layout(path, size):
 
 def test_interrupted_push_fails_cleanly_and_a_rerun_succeeds(registry, tmp_path):
     layout = _big_layout(tmp_path / "layout", 48 << 20)
-    dest = parse_reference(f"{registry.host}/reg-{secrets.token_hex(3)}/big:v1")
+    dest = parse_registry_reference(f"{registry.host}/reg-{secrets.token_hex(3)}/big:v1")
     client = RegistryClient(registry.host, retries=1, backoff=0.05, chunk_size=4 << 20)
     killed = threading.Event()
 

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.auth import Credentials
 from lemonpack.registry.transfer import publish_layout
 from support.registry import variant_layout
@@ -39,7 +41,7 @@ def test_sign_verify_install_with_registry_config(auth_registry, tmp_path):
     layout = variant_layout(tmp_path, recipe, "1")
     creds = Credentials(user, password, source="test")
     with RegistryClient(auth_registry.host, auth=creds) as client:
-        res = publish_layout(layout, parse_reference(f"{auth_registry.host}/regcfg/{recipe}:v1"), client, tag=recipe)
+        res = publish_layout(layout, parse_registry_reference(f"{auth_registry.host}/regcfg/{recipe}:v1"), client, tag=recipe)
     ref = f"{auth_registry.host}/regcfg/{recipe}@{res.pushed[0].digest}"
     cfg = tmp_path / "auth.json"
     cfg.write_text(json.dumps({"auths": {auth_registry.host: {

@@ -10,7 +10,9 @@ import threading
 
 import pytest
 
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from support.registry import lemonpack
 
@@ -165,6 +167,6 @@ def test_an_index_chain_deeper_than_the_recursion_limit_pulls_and_publishes(liar
     assert len(list((tmp_path / "deep" / "blobs" / "sha256").iterdir())) == DEPTH + 3  # indexes, manifest, 2 blobs
     repo = f"deep/chain-{secrets.token_hex(3)}"
     with RegistryClient(registry.host) as client:
-        res = publish_layout(tmp_path / "deep", parse_reference(f"{registry.host}/{repo}:v1"), client)
+        res = publish_layout(tmp_path / "deep", parse_registry_reference(f"{registry.host}/{repo}:v1"), client)
     assert res.manifests_sent == DEPTH + 2  # DEPTH indexes and the manifest, then the tag
     assert res.pushed[0].digest == "sha256:" + hashlib.sha256(liar.chain[1]).hexdigest()

@@ -1,6 +1,7 @@
-"""The serve trials of issue 27 (cases 78, 80, 82, 83, 84: an engine SIGKILLed mid-stream, a
-gateway endpoint SIGSTOPped, one model file spelled four ways, SIGTERM then SIGINT with a long
-stream, a model removed while it streams), run from the outside against ``lemonpack serve``
+"""The serve trials of issue 27 (cases 78 to 84: an engine SIGKILLed mid-stream, a ready
+engine SIGKILLed that must leave a log line, a gateway endpoint SIGSTOPped, 1,100 idle
+connections at ``ulimit -n 1024``, one model file spelled four ways, SIGTERM then SIGINT with
+a long stream, a model removed while it streams), run from the outside against ``lemonpack serve``
 as an operator would: each ``serve_trials/*/check.py`` (copied from the trials; their harness,
 fake engine and recipe writer are tests/support/trial_harness.py, trial_engine.py and
 trial_recipe.py) prints PASS or FAIL."""

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from lemonpack.errors import FetchError
-from lemonpack.registry import RegistryClient, parse_reference
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
 from lemonpack.registry.auth import Credentials
 from lemonpack.registry.transfer import publish_layout, pull_layout
 from lemonpack.signing import keys
@@ -152,15 +153,15 @@ def test_scopes_token_reuse_and_mounts(token_registry, example_layout):
     host = token_registry.host
     a, b = f"tok-{secrets.token_hex(3)}/a", f"tok-{secrets.token_hex(3)}/b"
     with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
-        first = publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
+        first = publish_layout(example_layout, parse_registry_reference(f"{host}/{a}"), client)
         assert first.blobs_uploaded == 3
         # one token to look (pull), one to push (pull+push) — not one per request
         assert [_scopes(r) for r in ts.requests] == [[f"repository:{a}:pull"], [f"repository:{a}:pull,push"]]
         assert client.token_requests == 2 and client.stats.requests > 10
         ts.requests.clear()
-        again = publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
+        again = publish_layout(example_layout, parse_registry_reference(f"{host}/{a}"), client)
         assert again.bytes_sent == 0 and ts.requests == []  # the push token serves the HEADs too
-        mounted = publish_layout(example_layout, parse_reference(f"{host}/{b}"), client, mount_from=[a])
+        mounted = publish_layout(example_layout, parse_registry_reference(f"{host}/{b}"), client, mount_from=[a])
         assert mounted.blobs_mounted == 3 and mounted.bytes_sent == 0
         asked = [_scopes(r) for r in ts.requests]
         assert sorted([f"repository:{a}:pull", f"repository:{b}:pull,push"]) in asked
@@ -173,11 +174,11 @@ def test_a_mount_refused_for_lack_of_access_falls_back_to_an_upload(token_regist
     host = token_registry.host
     a, b = f"tok-{secrets.token_hex(3)}/secret", f"tok-{secrets.token_hex(3)}/mine"
     with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
-        publish_layout(example_layout, parse_reference(f"{host}/{a}"), client)
+        publish_layout(example_layout, parse_registry_reference(f"{host}/{a}"), client)
     ts.denied.add(a)  # from now on nobody may pull from a
     try:
         with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
-            pushed = publish_layout(example_layout, parse_reference(f"{host}/{b}"), client, mount_from=[a])
+            pushed = publish_layout(example_layout, parse_registry_reference(f"{host}/{b}"), client, mount_from=[a])
             assert pushed.blobs_mounted == 0 and pushed.blobs_uploaded == 3
             tag, digest = next(iter(layout_tags(example_layout).items()))
             assert client.head_manifest(b, tag)[0] == digest  # the image is whole in b
@@ -195,20 +196,20 @@ def test_expired_tokens_are_renewed(token_registry, example_layout, tmp_path):
     repo = f"tok-{secrets.token_hex(3)}/expiry"
     with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
         before = time.monotonic()
-        publish_layout(example_layout, parse_reference(f"{host}/{repo}"), client)
+        publish_layout(example_layout, parse_registry_reference(f"{host}/{repo}"), client)
         n = client.token_requests
         tokens = list(client.auth.tokens.values())
         assert tokens and all(t.expires <= time.monotonic() + 4 and t.renew_at >= before for t in tokens)  # expires_in
         # renewed before use once its time has come on the client's clock
         for token in tokens:
             token.renew_at = token.expires = time.monotonic() - 0.5
-        pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p1", client)
+        pull_layout(parse_registry_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p1", client)
         assert client.token_requests == n + 1
         # a token the client believes fresh and the registry refuses is replaced once
         ts.lifetime, ts.born_expired = 3600, 1
         for token in client.auth.tokens.values():
             token.renew_at = token.expires = time.monotonic() - 0.5
-        pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p2", client)
+        pull_layout(parse_registry_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p2", client)
         assert ts.born_expired == 0 and client.token_requests == n + 3  # renewed (born expired), refused, replaced
         assert layout_tags(tmp_path / "p2") == {"hello-engine": layout_tags(example_layout)["hello-engine"]}
 
@@ -237,8 +238,8 @@ def test_nothing_secret_in_log_records(token_registry, example_layout, tmp_path,
     repo = f"tok-{secrets.token_hex(3)}/logs"
     caplog.set_level(logging.DEBUG)
     with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
-        publish_layout(example_layout, parse_reference(f"{host}/{repo}"), client)
-        pull_layout(parse_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p", client)
+        publish_layout(example_layout, parse_registry_reference(f"{host}/{repo}"), client)
+        pull_layout(parse_registry_reference(f"{host}/{repo}:hello-engine"), tmp_path / "p", client)
     with RegistryClient(host, auth=Credentials(user, "wrong", source="test")) as client:
         with pytest.raises(FetchError) as e:
             client.list_tags(repo)

@@ -98,7 +98,9 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
     from support.helpers import serve_directory
 
     prefix = f"/opt/lemonpack/{recipe}"
-    bb, ready = f"{prefix}/busybox", f"{prefix}/ready"
+    # The ready file goes to /dev/shm (a tmpfs podman mounts world-writable): `lemonpack build`
+    # images run as a non-root user (65532), who cannot write below /opt/lemonpack.
+    bb, ready = f"{prefix}/busybox", f"/dev/shm/{recipe}-ready"
     mirror_root = directory / "mirror"
     art = mirror_root / "example.invalid" / "bb" / "busybox.tar"
     art.parent.mkdir(parents=True, exist_ok=True)

@@ -65,13 +65,25 @@ extern "C" void {entry}(gufo::ext::Registry &registry) {{
 '''
 
 
+MORE = '''
+extern "C" void {entry}(gufo::ext::Registry &registry) {{
+  registry.add_provider(c::provider_{pid}, "{cap}", c::provider_{pid}_keys);
+}}
+'''
+
+
 def write_extension(directory: Path, doc: dict, *, extra_source: str = "") -> Path:
     """Write ``doc`` as ``directory/extension.json`` plus a stub ``extension.cpp`` holding
-    both entry points (``extra_source`` goes after the includes); return ``directory``."""
+    every entry point (the extension's and each provider's; ``extra_source`` goes after the
+    includes); return ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "extension.json").write_text(json.dumps(doc, indent=2) + "\n")
-    p = doc["providers"][0]
+    first, *others = doc["providers"]
+
+    def pid(p: dict) -> str:
+        return p["id"].replace("-", "_").replace(".", "_")
+
     (directory / "extension.cpp").write_text(STUB.format(
-        extra=extra_source, name=doc["name"], entry=p["entry"], pid=p["id"].replace("-", "_").replace(".", "_"),
-        cap=p["capability"]))
+        extra=extra_source, name=doc["name"], entry=first["entry"], pid=pid(first), cap=first["capability"])
+        + "".join(MORE.format(entry=p["entry"], pid=pid(p), cap=p["capability"]) for p in others))
     return directory

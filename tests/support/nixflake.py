@@ -73,11 +73,18 @@ def copy_flake(dest: Path, *, with_repo_tree: bool = False) -> Path:
 
 
 def write_api(root: Path, minor: int = 1, revision: int = 3) -> None:
-    """``api/minor`` and ``revision`` change records under ``api/changes``."""
+    """``api/minor``, ``revision`` change records under ``api/changes`` and their lock
+    ``api/changes.lock.json`` (every build step checks it)."""
+    from lemonpack.extensions.apilock import LOCK_PATH, refresh_api_lock
+
     (root / "api" / "changes").mkdir(parents=True, exist_ok=True)
     (root / "api" / "minor").write_text(f"{minor}\n")
+    for old in (root / "api" / "changes").glob("*.md"):
+        old.unlink()
+    (root / LOCK_PATH).unlink(missing_ok=True)
     for i in range(1, revision + 1):
         (root / "api" / "changes" / f"{i:04d}-change-{i}.md").write_text(f"# change {i}\n")
+    refresh_api_lock(root)
 
 
 def write_extension(directory: Path, name: str, *, api: str = ">= 0.1.0", providers=(), options=(),

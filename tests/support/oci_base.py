@@ -85,7 +85,7 @@ def make_base(root: Path, *, layers=None, arch="amd64", os_name="linux", index_a
 def tagged_layout(path: Path, tags: dict[str, bytes]) -> dict[str, str]:
     """A layout at ``path`` written by lemonpack's own ``LayoutWriter`` (for tests of what reads or adds
     to what lemonpack wrote), one tiny image per tag (the layer's content given); ``{tag: digest}``."""
-    from lemonpack.oci.canonical import MEDIA_TYPE_LAYER_TAR
+    from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR
     from lemonpack.oci.layout import LayoutWriter
 
     out = {}

@@ -83,6 +83,7 @@ class RegistryProxy:
                     out = [(k, v) for k, v in out if k.lower() != "docker-content-digest"]
                     if proxy.dcd == "wrong":
                         out.append(("Docker-Content-Digest", "sha256:" + "ab" * 32))
+                entry["status"] = resp.status  # before the answer: a client that has it may read the log at once
                 self.send_response(resp.status, resp.reason)
                 for k, v in out:
                     self.send_header(k, v)
@@ -91,7 +92,6 @@ class RegistryProxy:
                 self.end_headers()
                 if self.command != "HEAD" and data:
                     self.wfile.write(data)
-                entry["status"] = resp.status
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
 

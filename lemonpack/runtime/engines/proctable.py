@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -122,14 +123,50 @@ def set_child_subreaper() -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+#: The soft open-files limit this process started with, when :func:`raise_nofile` raised it
+#: (engines get it back: a program written for the usual 1024, ``select()`` and all, sees it).
+_NOFILE_START: int | None = None
+
+
+def raise_nofile() -> tuple[int, int]:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit (capped at
+    ``/proc/sys/fs/nr_open`` when the hard limit is unlimited), as a server holding a
+    descriptor per connection should (systemd.exec(5), ``LimitNOFILE=``: "raise the soft
+    limit to the hard limit" in the program itself, and hand children the old soft limit);
+    engines spawned after it start with the soft limit this process had
+    (:func:`pdeathsig_preexec`). Returns ``(old soft, new soft)``; an error leaves it as it was."""
+    global _NOFILE_START
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            target = int(open("/proc/sys/fs/nr_open").read())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError):
+            return soft, soft
+        if _NOFILE_START is None:
+            _NOFILE_START = soft
+        return soft, target
+    return soft, soft
+
+
 def pdeathsig_preexec(parent: int) -> Callable[[], None]:
     """A ``preexec_fn`` for ``subprocess.Popen``: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in the
     child, then exit at once if ``parent`` (the pid that forks) already died before the prctl
     (the race between fork and prctl). The kernel fires the signal when the forking *thread*
-    exits (prctl(2)), so fork from a long-lived thread."""
+    exits (prctl(2)), so fork from a long-lived thread. When :func:`raise_nofile` raised the
+    open-files limit, the child gets the soft limit this process started with back."""
+    nofile = _NOFILE_START
+
     def preexec() -> None:  # runs in the child between fork and exec: no allocation-heavy work
         if _prctl is not None:
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         if os.getppid() != parent:  # the parent died before prctl: do not outlive it
             os._exit(1)
     return preexec
@@ -257,7 +294,7 @@ def kill_tagged(name: str, value: str, timeout: float = 5.0) -> set[int]:
         reap(killed)
 
 
-__all__ = [
+__all__ = ["raise_nofile", 
     "ENV_ENGINE", "ENV_RUNTIME", "ProcInfo", "adopted_orphans", "descendants", "environ_value", "forget_child",
     "kill_tagged", "owner_alive", "pdeathsig_preexec", "pid_alive", "popen_child", "proc_info", "process_table",
     "reap", "run_child", "runtime_id_of", "set_child_subreaper", "signal_group", "signal_pid", "table_and_own_children",

@@ -21,6 +21,7 @@ from typing import Any
 
 from lemonpack.contract.model import EMPTY
 from lemonpack.contract.select import EffectiveBlock
+from lemonpack.digest import sha256_text
 from lemonpack.errors import InputError, LemonpackError
 from lemonpack.paths import install_record
 from lemonpack.safetree import inside
@@ -134,10 +135,10 @@ def check_installed_pin(ref: str, external: Path, eff: EffectiveBlock) -> None:
         installed = json.loads(record.read_text()).get("sha256", "")
     except (OSError, ValueError):
         return
-    if installed.removeprefix("sha256:") != prov.sha256:
+    if installed != sha256_text(prov.sha256) and installed != prov.sha256:  # the record's form, or a bare hex
         raise MissingBinaryError(
             f"the installed artifact of {eff.recipe.recipe} ({external}) has {installed}, but {eff.path} now pins "
-            f"sha256:{prov.sha256}; run `lemonpack install {shlex.quote(ref)}`")
+            f"{sha256_text(prov.sha256)}; run `lemonpack install {shlex.quote(ref)}`")
 
 
 def check_checkpoints(model: str, referenced: Mapping[str, str]) -> None:

@@ -12,6 +12,7 @@ Failures of observers are logged to ``lemonpack.runtime.lifecycle.runner``.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -195,10 +196,10 @@ class Runner:
         if live.cancelled.is_set():  # unloaded while the probe ran: the stop worker cleans up
             self._post(StartFailed(model, gen, RuntimeFailure(f"{model}: start cancelled")))
             return
-        eng.on_exit(lambda rc: self._post(Crashed(model, gen, f"engine exited with code {rc}")))
+        eng.on_exit(lambda rc: self._post(Crashed(model, gen, exit_text(rc))))
         if plan.health_probe.type == "http":
             live.watchdog = probes.Watchdog(plan.health_probe, plan.host, plan.port,
-                                            lambda why: self._post(Crashed(model, gen, why)),
+                                            lambda why: self._post(Crashed(model, gen, WATCHDOG + why)),
                                             interval=self.watchdog_interval, failures=self.watchdog_failures,
                                             name=model).start()
         self._post(Started(model, gen))
@@ -215,6 +216,24 @@ class Runner:
             self._post(Stopped(model, live.generation))
 
 
+#: How a crash reason reported by the watchdog starts (the engine runs but fails its health
+#: check; the runner stops it and the next request starts a new one).
+WATCHDOG = "watchdog: "
+
+
+def exit_text(rc: int) -> str:
+    """The crash reason of an engine that exited with return code ``rc`` (``subprocess``'s:
+    negative for a signal): ``engine exited with code 3``, ``engine exited with code -9
+    (killed by signal SIGKILL)``."""
+    text = f"engine exited with code {rc}"
+    if rc < 0:
+        try:
+            text += f" (killed by signal {signal.Signals(-rc).name})"
+        except ValueError:
+            text += f" (killed by signal {-rc})"
+    return text
+
+
 def _settle(waiter: Future, result, error: BaseException | None) -> None:
     """Resolve ``waiter`` unless its owner already gave up on it (cancelled, or resolved by a
     timeout): a waiter that is gone is dropped and never stops the others being answered."""
@@ -227,4 +246,4 @@ def _settle(waiter: Future, result, error: BaseException | None) -> None:
         pass
 
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "WATCHDOG", "exit_text"]

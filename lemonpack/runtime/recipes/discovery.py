@@ -70,6 +70,15 @@ from lemonpack.contract.extends import resolve_extends
 from lemonpack.runtime.recipes.trust import Scope
 
 log = logging.getLogger("lemonpack.runtime.recipes.discovery")
+
+#: ``errno`` values that say "no file descriptor free now" (the process's or the system's):
+#: the directory is there, this scan cannot look at it.
+_NO_FDS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+class CannotLook(OSError):
+    """A scan could not look now (the process is out of file descriptors: ``EMFILE``,
+    ``ENFILE``). Not a result: the caller keeps the last one (nothing found is "gone")."""
 log.addHandler(logging.NullHandler())
 
 #: The environment variable that replaces the search path (see the module docstring).
@@ -278,7 +287,11 @@ def _read_nofollow(file: str, expected: os.stat_result) -> str:
 def _parse(file: str, st: os.stat_result) -> _Parsed:
     try:
         text = _read_nofollow(file, st)
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
+        if e.errno in _NO_FDS:
+            raise CannotLook(f"cannot read {file}: {e.strerror}") from None
+        return _Parsed(None, "unreadable", (Problem(file, "", "unreadable", f"cannot read file: {e.strerror or e}"),))
+    except UnicodeDecodeError as e:
         msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         return _Parsed(None, "unreadable", (Problem(file, "", "unreadable", f"cannot read file: {msg}"),))
     doc, problems = check_text(text, file)
@@ -338,7 +351,8 @@ class Discovery:
     ``directories`` is the search path, highest priority first (default:
     :func:`search_path` evaluated now); ``euid`` the uid user descriptors must belong
     to (default ``os.geteuid()``). :meth:`scan` returns a fresh :class:`DiscoveryResult`
-    and never raises for anything found on disk.
+    and never raises for anything found on disk; it raises :class:`CannotLook` when it runs
+    out of file descriptors (a result then would call every recipe gone).
     """
 
     def __init__(self, directories: Iterable[SearchDir] | None = None, *, euid: int | None = None):
@@ -358,6 +372,8 @@ class Discovery:
             log.warning("descriptor directory %s is not a directory; skipped", directory)
             return []
         except OSError as e:
+            if e.errno in _NO_FDS:
+                raise CannotLook(f"cannot list {directory}: {e.strerror}") from None
             log.warning("cannot list descriptor directory %s: %s", directory, e.strerror)
             return []
         return sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
@@ -435,6 +451,8 @@ class Discovery:
                 except FileNotFoundError:
                     continue  # removed while scanning
                 except OSError as e:
+                    if e.errno in _NO_FDS:
+                        raise CannotLook(f"cannot stat {file}: {e.strerror}") from None
                     rejected.append(Rejected(path, sd.path, sd.scope, "unreadable", f"cannot stat: {e.strerror}",
                                              (Problem(file, "", "unreadable", f"cannot stat: {e.strerror}"),)))
                     continue

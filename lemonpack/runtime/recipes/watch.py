@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
-from lemonpack.runtime.recipes.discovery import Discovery, DiscoveryResult
+from lemonpack.runtime.recipes.discovery import CannotLook, Discovery, DiscoveryResult
 
 log = logging.getLogger("lemonpack.runtime.recipes.discovery")
 
 #: Default watcher period in seconds (RFC section 8: "re-scans every 2 seconds").
 WATCH_INTERVAL_SECONDS = 2.0
+#: Seconds between two log lines about re-scans that could not look (out of descriptors).
+CANNOT_LOOK_EVERY = 30.0
 
 
 class DiscoveryWatcher:
@@ -52,7 +55,9 @@ class DiscoveryWatcher:
             return self._generation
 
     def refresh(self) -> DiscoveryResult:
-        """Scan now (in the caller's thread), publish and return the result."""
+        """Scan now (in the caller's thread), publish and return the result. Raises
+        :class:`~lemonpack.runtime.recipes.discovery.CannotLook` (out of file descriptors;
+        the last result stays published)."""
         result = self.discovery.scan()
         changed = False
         with self._cond:
@@ -75,9 +80,14 @@ class DiscoveryWatcher:
             return self._cond.wait_for(lambda: self._generation > generation, timeout)
 
     def _run(self) -> None:
+        told = -CANNOT_LOOK_EVERY
         while not self._stop.wait(self.interval):
             try:
                 self.refresh()
+            except CannotLook as e:  # "cannot look now", never "gone": the last result stands
+                if time.monotonic() - told >= CANNOT_LOOK_EVERY:
+                    told = time.monotonic()
+                    log.warning("discovery re-scan skipped, keeping the last result: %s", e)
             except Exception:  # noqa: BLE001 - keep watching whatever a scan hits
                 log.exception("discovery re-scan failed")
 

@@ -186,6 +186,7 @@ class _Model:
     busy: set = field(default_factory=set)
     since: float = 0.0  # ready, or the end of its last request
     draining: str | None = None
+    draining_for: str | None = None  # the model it gives way to (evict, swap)
     deadline: float | None = None  # a giving-way drain cuts what still runs then (clock seconds)
     cuts: int = 0  # its requests cut so far
     downsized: bool = False
@@ -275,6 +276,17 @@ class ServingPolicy:
     def busy(self) -> int:
         """Requests granted and not finished, over every model."""
         return len(self._granted)
+
+    def gives_way_to(self, model: str) -> tuple[str, str | None] | None:
+        """Why ``model`` drains or stops for something else: ``("evict", OTHER)`` (memory for
+        model ``OTHER``), ``("swap", OTHER)`` (a slot policy: ``OTHER`` may not run beside it),
+        ``("reload", None)`` (new load options); None when it does not (an unload, the TTL,
+        a shutdown: the caller knows which; :meth:`giving_way` says whether an unload or a
+        drain waits for its requests)."""
+        m = self._models.get(model)
+        if m is None or m.draining is None:
+            return None
+        return m.draining, m.draining_for if m.draining in ("evict", "swap") else None
 
     @property
     def idle(self) -> bool:
@@ -464,7 +476,7 @@ class ServingPolicy:
                 return  # an older request waits for that model: it goes first (no ping-pong)
             for n, o in conflicts:
                 if o.draining is None:
-                    o.draining = "swap"
+                    o.draining, o.draining_for = "swap", name
                 if o.phase is Phase.READY and not o.busy:
                     self._stop(n, o)
             return  # waits for them to stop
@@ -486,7 +498,7 @@ class ServingPolicy:
         for n, o in idle:  # least recently used first
             if free + releasing >= need:
                 break
-            o.draining = "evict"
+            o.draining, o.draining_for = "evict", name
             releasing += o.info.metered if o.info is not None else 0
             self._stop(n, o)
 

@@ -377,3 +377,20 @@ def test_shutdown_cuts_every_running_request():
     assert cuts(fx) == []
     p.handle(Shutdown())  # a second signal
     assert cuts(fx) == [1, 2] and p.cuts == 2
+
+
+def test_gives_way_to_says_for_whom():
+    """What the server's engine events read (``evicted`` ``for``, ``gave_way`` ``for``, ``reloading``)."""
+    p, fx, _ = make(budget=6 * GiB)
+    p.handle(Arrive(1, "a", ModelInfo(memory=4 * GiB))); up(p, fx, "a"); p.handle(Finish(1))
+    assert p.gives_way_to("a") is None
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    assert fx.log[-1] == ("stop", "a") and p.gives_way_to("a") == ("evict", "b")
+    down(p, "a")
+    assert p.gives_way_to("a") is None
+    npu = ModelInfo(slot_policy="exclusive_npu")
+    p.handle(Arrive(3, "x", npu)); up(p, fx, "x"); p.handle(Finish(3))
+    p.handle(Arrive(4, "y", npu))
+    assert p.gives_way_to("x") == ("swap", "y")
+    p.handle(Arrive(5, "b", ModelInfo(memory=4 * GiB, options=(("ctx_size", "512"),)), load=True))
+    assert p.gives_way_to("b") == ("reload", None)

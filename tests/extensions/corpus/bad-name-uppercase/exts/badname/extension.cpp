@@ -2,3 +2,4 @@
 #include "gufo_ext_constants.hpp"
 
 extern "C" void badname_register(gufo::ext::Registry &registry) { (void)registry; }
+extern "C" void badname_provider_register(gufo::ext::Registry &registry) { (void)registry; }

@@ -2,3 +2,4 @@
 #include "gufo_ext_constants.hpp"
 
 extern "C" void fifosrc_register(gufo::ext::Registry &registry) { (void)registry; }
+extern "C" void fifosrc_provider_register(gufo::ext::Registry &registry) { (void)registry; }
