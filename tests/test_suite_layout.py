@@ -54,8 +54,6 @@ WITHOUT_OWN_FILE = {
     "lemonpack.builder.install": "through lemonpack install in tests/scenarios/test_build_properties.py "
                                  "and tests/scenarios/test_cache_hardening.py",
     "lemonpack.builder.layercache": "through repeated builds in tests/scenarios/test_cache_hardening.py",
-    "lemonpack.builder.load": "through lemonpack load into podman in tests/scenarios/test_load.py",
-    "lemonpack.builder.ociinstall": "through install oci:// from a real registry in tests/scenarios/test_oci_install.py",
     "lemonpack.builder.pipeline": "through lemonpack build in tests/scenarios/test_build_references.py "
                                   "and tests/scenarios/test_build_properties.py",
     "lemonpack.builder.publish": "through publish RECIPE.json in tests/scenarios/test_publish_recipe.py",
@@ -91,8 +89,10 @@ WITHOUT_OWN_FILE = {
     "lemonpack.examples.__main__": "python -m lemonpack.examples, whose output "
                                    "tests/scenarios/test_example_walkthrough.py checks is shipped",
     # extensions
-    "lemonpack.extensions.includes": "the include scan, in tests/extensions/test_pipeline.py and "
-                                     "tests/scenarios/test_extensions_hostile_inputs.py",
+    "lemonpack.extensions.collisions": "the collision rules of seed 002 section 8, in tests/extensions/test_pipeline.py",
+    "lemonpack.extensions.cxxscan": "the directives and entry symbols read from sources, in tests/extensions/test_includes.py "
+                                    "and tests/scenarios/test_extensions_refusal_messages.py",
+    "lemonpack.extensions.preprocess": "the real preprocessor deciding includes, in tests/extensions/test_includes.py",
     "lemonpack.extensions.templates": "data only: the generator's templates (tests/extensions/test_generate.py "
                                       "checks their bytes, tests/extensions/test_apilock.py their lock)",
     "lemonpack.extensions.vocabulary": "data only: names the manifest schema and the generator share "
@@ -102,14 +102,11 @@ WITHOUT_OWN_FILE = {
     "lemonpack.kube.pod": "through kube generate in tests/kube/test_generate.py (golden files, the schemas)",
     "lemonpack.kube.systemd": "through kube generate --systemd in tests/cli/test_kube_cmds.py",
     # oci
-    "lemonpack.oci.base": "through build --base on synthetic bases in tests/scenarios/test_build_base.py",
     "lemonpack.oci.descriptor": "data only: the descriptor type, through tests/oci/test_layout.py",
     "lemonpack.oci.policy": "the pinning policy runtime and builder share, through tests/builder/test_checks.py",
     # registry: operations against the real docker-registry
     "lemonpack.registry.answers": "the registry's answers checked, in tests/scenarios/test_registry_malicious.py",
     "lemonpack.registry.base": "pulling a base by digest, in tests/scenarios/test_build_base.py",
-    "lemonpack.registry.download": "through pull in tests/scenarios/test_publish_pull.py",
-    "lemonpack.registry.reference": "through publish and pull in tests/scenarios/test_publish_pull.py",
     "lemonpack.registry.transfer": "through publish and pull in tests/scenarios/test_publish_pull.py and "
                                    "tests/scenarios/test_distribution_trust.py",
     "lemonpack.release.build": "through lemonpack release in tests/scenarios/test_release.py",
@@ -117,7 +114,6 @@ WITHOUT_OWN_FILE = {
     "lemonpack.runtime.engines.ports": "the ports engines are given, in tests/runtime/engines/test_handles.py",
     "lemonpack.runtime.engines.sentinel": "a killed runtime's leftovers, in tests/runtime/engines/test_proctable.py "
                                           "and tests/scenarios/test_container_argv.py",
-    "lemonpack.runtime.launch.modelfiles": "model files and checkpoints, in tests/runtime/launch/test_build.py",
     "lemonpack.runtime.launch.plan": "data only: the LaunchPlan every launch test checks "
                                      "(tests/runtime/launch/test_build.py)",
     "lemonpack.runtime.launch.tokens": "every token group through the launch plan, in tests/runtime/launch/test_build.py",
@@ -212,7 +208,8 @@ a second name for the support package). One line each."""
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             for name in names:
-                if name.split(".")[0] in ("tests", "conftest") or name.split(".")[-1].startswith("test_"):
+                top = name.split(".")[0]
+                if top in ("tests", "conftest") or top.startswith("test_"):
                     problems.append(f"tests/{rel}:{node.lineno}: imports {name}: shared code belongs in tests/support/")
         if rel.parts[0] == "support":
             continue

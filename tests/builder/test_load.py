@@ -10,7 +10,7 @@ import pytest
 
 from lemonpack.errors import LayoutError
 from lemonpack.builder.load import image_blobs, write_oci_archive
-from tests.support.oci_layout import TAMPERINGS, small_image, tamper
+from support.oci_layout import TAMPERINGS, small_image, tamper
 
 
 def test_an_intact_image_is_archived_with_every_blob(tmp_path):

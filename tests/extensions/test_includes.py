@@ -2,7 +2,7 @@
 002 sections 5 and 8, step 5; shared/cases 66): every way around a line-by-line reading is
 refused with ``file:line`` of the directive and the includes that led there, and the allowed
 forms are accepted, in ``lemonpack extensions check``, ``generate`` and ``build``. The same
-table runs through the Nix package in tests/nix_flake/test_nix_includes.py."""
+table runs through the Nix package in tests/scenarios/test_nix_includes.py."""
 
 from __future__ import annotations
 

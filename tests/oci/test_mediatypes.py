@@ -1,4 +1,4 @@
-"""The empty descriptor constants of lemonpack/oci/canonical.py (image-spec "Guidance for an empty
+"""The empty descriptor constants of lemonpack/oci/mediatypes.py (image-spec "Guidance for an empty
 descriptor"): the canonical JSON of {} and its digest."""
 
 import hashlib

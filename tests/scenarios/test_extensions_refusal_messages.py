@@ -1,6 +1,6 @@
 """What the CLI says when it refuses (issue 26, "Messages"): a rejected manifest selected by
 its ``name`` says why (shared/cases 71), a relative symlink out of the tree gets the symlink
-rule however the manifest is reached (shared/cases 70; Nix's side: tests/nix_flake/
+rule however the manifest is reached (shared/cases 70; Nix's side: tests/scenarios/
 test_nix_messages.py), and an entry symbol no source defines is refused at validation, naming
 the manifest, the symbol and the files searched."""
 

@@ -123,12 +123,12 @@ def _unpinned(n: int) -> str:
 KINDS = {
     # kind: (text with 1,000 problems of it, the rule of each)
     "policy": (_unpinned(1000), "digest-pinning"),
-    "duplicate-key": (json.dumps(BASE)[:-1] + ', "extensions": {"x": {' + ",".join(['"a": 1'] * 1001) + "}}}",
+    "duplicate-key": (json.dumps(PASSTHROUGH)[:-1] + ', "extensions": {"x": {' + ",".join(['"a": 1'] * 1001) + "}}}",
                       "duplicate-key"),
-    "lone-surrogate": (json.dumps(BASE)[:-1] + ', "extensions": {"x": [' + ",".join(['"\\ud800"'] * 1000) + "]}}",
+    "lone-surrogate": (json.dumps(PASSTHROUGH)[:-1] + ', "extensions": {"x": [' + ",".join(['"\\ud800"'] * 1000) + "]}}",
                        "invalid-unicode"),
     "semantic": (json.dumps(_block_with(args=["{nope}"] * 1000)), "token"),
-    "schema": (json.dumps(dict(BASE, capabilities=["chat_completion"] * 1001)), "duplicate-item"),
+    "schema": (json.dumps(dict(PASSTHROUGH, capabilities=["chat_completion"] * 1001)), "duplicate-item"),
 }
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from lemonpack.runtime.models.registry import ModelRegistry
-from tests.support.helpers import write_descriptor
+from support.recipes import write_recipe
 
 
 def free_port() -> int:
@@ -50,7 +50,7 @@ def serve_proc(tmp_path, doc: dict, *options: str, models: tuple[str, ...] = ("u
     (each a model file of ``size`` bytes); SIGTERM at the end (then SIGKILL after 60 s)."""
     cfg = tmp_path / "config"
     backends = cfg / "backends"
-    write_descriptor(backends, f"{doc['recipe']}.json", doc)
+    write_recipe(backends / f"{doc['recipe']}.json", doc)
     reg = ModelRegistry(cfg / "user_models.json")
     for name in models:
         f = tmp_path / f"{name}.gguf"

@@ -6,7 +6,7 @@ descriptors, a normal request hangs, the log floods with "Too many open files" t
 the discovery watcher, unable to list the recipes directory, unloads the running model as
 "gone" (the next request for a registered model is a 404)."""
 import resource, socket, time
-from rh import Serve, post, verdict
+from support.trial_harness import Serve, post, verdict
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if hard != resource.RLIM_INFINITY and hard < 2500:
     print(f"hard open-files limit {hard} too low for this check"); verdict(False, "environment: hard NOFILE < 2500")
