@@ -37,9 +37,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # lemonpack, and the tests' support package
 
-from tests.support.catalogue import CatalogueWorld, sign  # noqa: E402  (a plain script)
+from support.catalogue import CatalogueWorld, sign  # noqa: E402  (a plain script)
 
 
 def populate(world: CatalogueWorld, n: int) -> list[Path]:

@@ -4,7 +4,7 @@
 # lemonpack/extensions/tree/ point at (catalogue/extensions, api/, extensions.lock) are copied
 # into the store, so changing tests or Nix files does not rebuild it. Dependencies are
 # pyproject.toml's [project] dependencies: nixpkgs' python3Packages attributes (each recorded
-# from nixpkgs' sources in tests/nix/nixpkgs_attributes.json), and what nixpkgs lacks built by
+# from nixpkgs' sources in tests/fixtures/nixpkgs_attributes.json), and what nixpkgs lacks built by
 # ./python-packages.nix (typer 0.28, lightkube with lightkube-models).
 { lib, python3Packages, src }:
 let

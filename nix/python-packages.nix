@@ -12,7 +12,7 @@
 #                    `lightkube` package directory, which Python does not merge across the
 #                    separate site-packages of two store paths
 # nixpkgs has neither lightkube (no pkgs/development/python-modules/lightkube*) nor typer 0.28:
-# tests/nix/nixpkgs_attributes.json records what was read there.
+# tests/fixtures/nixpkgs_attributes.json records what was read there.
 { lib, python3Packages }:
 let
   pins = builtins.fromJSON (builtins.readFile ./python/pins.json);

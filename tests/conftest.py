@@ -1,15 +1,34 @@
-"""Fixtures shared by every test folder."""
+"""The one set of fixtures of the suite: every fixture a test takes is defined here or in a
+module of tests/support/ and registered here (there is no conftest.py in another folder), so a
+test file can move between tests/<room>/ and tests/scenarios/ without losing one.
+
+- a sandboxed lemonpack home: ``home`` (:mod:`support.home`);
+- recipes to mutate: ``passthrough``, ``variant`` (:mod:`support.recipes`, the one recipe builder);
+- real servers and tools: ``server`` (below), ``site`` and ``lp`` (:mod:`support.buildkit`), ``registry``,
+  ``auth_registry``, ``token_registry``, ``example_layout`` (:mod:`support.registry`), ``podman_conf``,
+  ``podman_env`` (:mod:`support.containers`), ``debian_layout`` (:mod:`support.debian_base`),
+  ``nix_installed`` and ``require_tool`` (below);
+- room-shaped worlds: ``tree`` (:mod:`support.extensions`), ``kube_env`` (:mod:`support.kube`),
+  ``live`` (:mod:`support.serve`).
+"""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 
+from support.buildkit import lp, site  # noqa: F401 (the build tests' mirror and in-process CLI)
 from support.containers import podman_conf, podman_env  # noqa: F401 (fixtures for every folder)
 from support.debian_base import debian_layout  # noqa: F401 (a real Debian base image, session-scoped)
+from support.extensions import tree  # noqa: F401 (a private copy of the extension tree)
 from support.fileserver import LocalServer
-from support.registry import auth_registry, registry, token_registry  # noqa: F401 (real docker-registry fixtures)
+from support.home import home  # noqa: F401 (the one sandboxed lemonpack home)
+from support.kube import kube_env  # noqa: F401 (discovery, registry and model files for kube)
+from support.recipes import PASSTHROUGH, VARIANT
+from support.registry import auth_registry, example_layout, registry, token_registry  # noqa: F401 (docker-registry)
+from support.serve import live  # noqa: F401 (a real lemonpack serve in a thread)
 from support.collection import uncollected_test_files
 from support.tools import need
 
@@ -31,6 +50,23 @@ def nix_installed():
     need("nix-build")
     need("nix-hash")
 
+
+@pytest.fixture
+def require_tool():
+    """``require_tool("skopeo")`` fails the test, naming the apt package, when the tool is missing."""
+    return need
+
+
+@pytest.fixture
+def passthrough() -> dict:
+    """A fresh copy of the smallest valid passthrough recipe (:data:`support.recipes.PASSTHROUGH`)."""
+    return copy.deepcopy(PASSTHROUGH)
+
+
+@pytest.fixture
+def variant() -> dict:
+    """A fresh copy of the smallest valid ``variant_of`` recipe (:data:`support.recipes.VARIANT`)."""
+    return copy.deepcopy(VARIANT)
 
 
 # --- every test file under tests/ must be collected -------------------------------------------

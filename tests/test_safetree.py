@@ -1,5 +1,5 @@
 """lemonpack.safetree's path-component rule and inside() (the link and whiteout rules are
-tested through their users: tests/fetch/test_fetch_archive.py, tests/oci/test_layer.py)."""
+tested through their users: tests/fetch/test_archive.py, tests/oci/test_layer.py)."""
 
 from __future__ import annotations
 

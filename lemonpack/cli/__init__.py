@@ -25,7 +25,7 @@ COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds",
                    "signing_cmds", "catalogue_cmds", "kube_cmds")
 #: Which module registers each top-level command or group, so that ``lemonpack catalogue
 #: search ...`` imports one module rather than all of them (start-up time is most of a
-#: quick command's time). tests/cli/test_command_index.py checks it against what the
+#: quick command's time). tests/cli/test_cli.py checks it against what the
 #: modules really register; a command missing here still works (everything is imported).
 COMMAND_INDEX = {
     "build": "build_cmds", "install": "build_cmds", "unpack": "build_cmds", "cache": "cache_cmds", "lint": "contract_cmds",

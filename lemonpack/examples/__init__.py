@@ -14,7 +14,7 @@ is given.
 
 The archive is deterministic (:func:`engine_archive`: one member, owner 0, mtime 0, mode
 0755, gzip without name or time) and its sha256 is pinned in the recipe. After editing the
-engine, ``python -m lemonpack.examples`` rewrites both; ``tests/cli/test_example_walkthrough.py``
+engine, ``python -m lemonpack.examples`` rewrites both; ``tests/scenarios/test_example_walkthrough.py``
 fails while they are out of date.
 """
 

@@ -10,7 +10,7 @@
 # python3Packages:
 # - the nixpkgs packages lemonpack names (python3Packages.httpx ...): attribute sets marked
 #   `fromHost`, standing for what that interpreter has; they build nothing. Only names that
-#   nixpkgs has are here (tests/nix/test_nixpkgs_names.py holds them against nixpkgs' sources);
+#   nixpkgs has are here (tests/scenarios/test_nixpkgs_names.py holds them against nixpkgs' sources);
 # - fetchPypi: nixpkgs' URL scheme (mirror://pypi/<p>/<pname>/<pname>-<version>.<ext> for a
 #   source distribution, files.pythonhosted.org/packages/<dist>/... for a wheel), a
 #   fixed-output fetch by hash (fetchurl);
@@ -72,7 +72,7 @@ let
   dropped = [ "dependencies" "build-system" "propagatedBuildInputs" "pyproject" "format" ];
 
   pythonPackages = lib.genAttrs [
-    # nixpkgs' python-modules this repository names (see tests/nix/nixpkgs_attributes.json)
+    # nixpkgs' python-modules this repository names (see tests/fixtures/nixpkgs_attributes.json)
     "aiohttp" "annotated-doc" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "httpx2"
     "jinja2" "jsonschema" "markdown-it-py" "msgspec" "nh3" "pdm-backend" "platformdirs" "podman"
     "prometheus-client" "pynacl" "pyyaml" "rich" "setuptools" "shellingham" "zstandard"

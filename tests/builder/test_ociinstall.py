@@ -11,7 +11,7 @@ import pytest
 from lemonpack.builder.ociinstall import image_manifests, recipe_from_image
 from lemonpack.errors import LayoutError
 from lemonpack.oci.layout_reader import read_layout
-from tests.support.oci_layout import TAMPERINGS, small_image, tamper
+from support.oci_layout import TAMPERINGS, small_image, tamper
 
 
 def test_intact_layout_gives_its_manifest_and_recipe(tmp_path):

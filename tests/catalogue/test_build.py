@@ -4,23 +4,13 @@ processes, a real HTTP server on 127.0.0.1 as the mirror, a real file:// git rep
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.catalogue import CatalogueWorld, fingerprint
+from support.catalogue import CatalogueWorld, by_id, fingerprint, run
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def run(world: CatalogueWorld, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = world.env(LEMONPACK_CACHE_DIR=str(world.tmp / "cache"), XDG_CONFIG_HOME=str(world.tmp / "config"))
-    e.pop("LEMONPACK_MIRROR", None)
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", *args],
-                          capture_output=True, text=True, env=e, cwd=world.tmp, timeout=240)
 
 
 def build(world: CatalogueWorld, out: Path, *extra: str) -> dict:
@@ -45,10 +35,6 @@ def built(world):
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def by_id(index: dict) -> dict[str, dict]:
-    return {e["id"]: e for e in index["entries"]}
 
 
 def test_outputs_and_order(built):
@@ -193,7 +179,7 @@ def test_verify_ok_then_modified_index_fails(world, built):
     assert r.returncode == 3 and "recipe.acme-strix.json: differs" in r.stdout
     # another key: the signature does not verify
     other = world.tmp / "other.pub"
-    from tests.support.catalogue import pem
+    from support.catalogue import pem
 
     other.write_text(pem(world.keys["stranger"]))
     r = run(world, "catalogue", "verify", str(out), "--key", str(other))

@@ -1,6 +1,6 @@
 """The catalogue's static site at the Python level: files, escaping and sanitising of hostile
 community input, no external references, byte-reproducibility. (The page's behaviour in a
-real browser is tests/catalogue/test_site_browser.py.)"""
+real browser is tests/scenarios/test_catalogue_site_browser.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from site_support import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
+from support.catalogue_site import HOSTILE_DESCRIPTION, hostile_index, load_fixture, parse
 
 from lemonpack.catalogue.site import PAGE_FIELDS, entry_slug, render_markdown, render_site
 from lemonpack.errors import StorageError

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from lemonpack.contract import load_recipe, load_recipe_text
+from lemonpack.contract import load_recipe
 from lemonpack.contract.extends import merge_custom_options, resolve_extends
+
+from support.recipes import load_doc, recipe_doc
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
@@ -16,16 +17,10 @@ def opt(name: str, default="0", flag: str | None = None) -> dict:
             "help": f"{name} help"}
 
 
-def recipe(rid: str, **extra):
-    doc = {
-        "recipe": rid,
-        "display_name": f"Recipe {rid}",
-        "api_contract_version": "1",
-        "capabilities": ["completion"],
-        "platforms": {"linux": {"cpu": {"command": f"/opt/{rid}", "args": ["--port", "{port}"]}}},
-    }
-    doc.update(extra)
-    return load_recipe_text(json.dumps(doc), f"/descriptors/{rid}.json")
+def recipe(rid: str, **fields):
+    """A loaded passthrough recipe ``rid`` running ``/opt/<rid>``, as if read from ``/descriptors/``."""
+    fields.setdefault("capabilities", ["completion"])
+    return load_doc(recipe_doc(rid, command=f"/opt/{rid}", **fields), f"/descriptors/{rid}.json")
 
 
 def by_id(*recipes):

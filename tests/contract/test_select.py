@@ -9,6 +9,8 @@ from lemonpack.contract import HostFacts, arch_alias, load_recipe, load_recipe_t
 from lemonpack.contract.select import match_pattern
 from lemonpack.errors import SelectionError
 
+from support.recipes import load_doc, recipe_doc
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 
 ROCM_1151 = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1151")
@@ -24,10 +26,8 @@ def recipe(name):
 
 
 def doc(blocks, **top):
-    d = {"recipe": "sel-test", "display_name": "x", "api_contract_version": "1",
-         "capabilities": ["chat_completion"], "platforms": {"linux": blocks}}
-    d.update(top)
-    return load_recipe_text(json.dumps(d))
+    """A loaded recipe whose ``platforms.linux`` is ``blocks``."""
+    return load_doc(recipe_doc("sel-test", display_name="x", platforms={"linux": blocks}, **top))
 
 
 def blk(tag):

@@ -6,7 +6,7 @@ import pytest
 
 from lemonpack.errors import LayoutError
 from lemonpack.oci.base import ANNOTATION_BASE_DIGEST, built_without_base
-from tests.support.oci_layout import TAMPERINGS, small_image, tamper
+from support.oci_layout import TAMPERINGS, small_image, tamper
 
 RECIPE_ANNOTATION = {"dev.lemonpack.recipe": "hello-engine"}
 

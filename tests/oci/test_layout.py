@@ -13,6 +13,9 @@ from lemonpack.oci import (
     MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
     read_layout, verify_layout, write_dir_layer, write_files_layer,
 )
+from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR
+
+from support.oci_base import tagged_layout
 
 ARTIFACT_TYPE = "application/vnd.lemonpack.recipe.v1+json"
 
@@ -285,3 +288,69 @@ def test_umoci_accepts_layout(require_tool, layout, tmp_path):
     run = bundle / "rootfs" / "opt" / "lemonpack" / "demo" / "run"
     assert run.read_text() == "#!/bin/sh\necho hi\n" and os.access(run, os.X_OK)
     assert (bundle / "rootfs" / "etc" / "demo.json").read_bytes() == b"{}"
+
+
+def test_merge_adds_tags_keeps_the_rest_and_replaces_a_same_named_tag(tmp_path):
+    out = tmp_path / "out"
+    old = tagged_layout(out, {"a": b"1", "b": b"2"})
+    (out / "nix").mkdir()
+    (out / "nix" / "NOTES.txt").write_text("mine")
+    index = json.loads((out / "index.json").read_text())
+    index["manifests"].append({**index["manifests"][0], "annotations": {"user": "untagged entry kept"}})
+    (out / "index.json").write_text(json.dumps(index))
+
+    with LayoutWriter(out, merge=True) as lw:
+        layer = lw.add_blob_bytes(MEDIA_TYPE_LAYER_TAR, b"3")
+        image = lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [layer], created=0)
+        lw.set_tags({"b": image, "c": image})
+    assert lw.merged and lw.kept == 1 and lw.replaced == {"b": old["b"]}
+    assert {t: d.digest for t, d in read_layout(out).items()} == {"a": old["a"], "b": image.digest, "c": image.digest}
+    assert (out / "nix" / "NOTES.txt").read_text() == "mine"
+    entries = json.loads((out / "index.json").read_text())["manifests"]
+    assert any(e.get("annotations") == {"user": "untagged entry kept"} for e in entries)
+    verify_layout(out)
+    assert not [p for p in tmp_path.iterdir() if p.name != "out"]  # no staging directory left
+
+
+def test_a_failed_merge_changes_nothing_and_a_non_layout_is_refused(tmp_path):
+    out = tmp_path / "out"
+    tagged_layout(out, {"a": b"1"})
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(RuntimeError):
+        with LayoutWriter(out, merge=True) as lw:
+            lw.add_blob_bytes(MEDIA_TYPE_LAYER_TAR, b"new")
+            raise RuntimeError("the download failed")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("x")
+    with pytest.raises(LemonpackError, match="not an OCI image layout"):
+        with LayoutWriter(notes, merge=True):
+            pass
+    assert [p.name for p in notes.iterdir()] == ["todo.txt"]
+    (out / "oci-layout").write_text('{"imageLayoutVersion":"9.9.9"}')
+    with pytest.raises(LemonpackError, match="not an OCI image layout 1.0.0"):
+        with LayoutWriter(out, merge=True):
+            raise AssertionError("entered a layout it cannot add to")
+
+
+def test_receive_blob_keeps_what_a_verifying_writer_wrote_and_nothing_on_error(tmp_path):
+    data = b"blob bytes"
+    from lemonpack.oci.descriptor import Descriptor
+
+    desc = Descriptor(MEDIA_TYPE_LAYER_TAR, "sha256:" + hashlib.sha256(data).hexdigest(), len(data))
+    with LayoutWriter(tmp_path / "l") as lw:
+        lw.receive_blob(desc, lambda f: f.write(data))
+
+        def refuse(f):
+            f.write(b"other")
+            raise IntegrityError("blob", desc.digest, "sha256:" + "0" * 64)
+
+        other = Descriptor(MEDIA_TYPE_LAYER_TAR, "sha256:" + "1" * 64, 5)
+        with pytest.raises(IntegrityError):
+            lw.receive_blob(other, refuse)
+        blobs = sorted(p.name for p in (lw.staging_dir / "blobs" / "sha256").iterdir())
+        assert blobs == [desc.hex]
+        layer = lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [desc], created=0)
+        lw.set_tags({"t": layer})
+    verify_layout(tmp_path / "l")

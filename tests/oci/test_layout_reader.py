@@ -1,14 +1,35 @@
-"""The verified readers of a layout blob (:func:`read_blob` for small JSON blobs,
-:func:`verify_blob` for a blob of any size handed on by path): a blob that is not what its
-descriptor says is refused with a LayoutError naming it, whatever the reader."""
+"""Reading layouts (lemonpack/oci/layout_reader.py): DIR:TAG arguments as the image spec and the
+containers tools read them (a tag may be a full name, a directory may hold a colon); the verified
+readers of a layout blob (:func:`read_blob` for small JSON blobs, :func:`verify_blob` for a blob of
+any size handed on by path): a blob that is not what its descriptor says is refused with a
+LayoutError naming it, whatever the reader."""
 
 from __future__ import annotations
 
 import pytest
 
 from lemonpack.errors import IntegrityError, LayoutBlobError, LayoutError
-from lemonpack.oci.layout_reader import blob_path, read_blob, verify_blob
-from tests.support.oci_layout import TAMPERINGS, small_image, tamper
+from lemonpack.oci.layout_reader import blob_path, read_blob, split_layout_arg, verify_blob
+
+from support.oci_base import tagged_layout
+from support.oci_layout import TAMPERINGS, small_image, tamper
+
+
+def test_split_layout_arg_reads_full_name_tags_and_colons_in_directories(tmp_path):
+    plain = tmp_path / "plain"
+    tagged_layout(plain, {"v1": b"a", "docker.io/x/a:1": b"b", "ghcr.io/y/b:2": b"c"})
+    colon = tmp_path / "lay:out"
+    tagged_layout(colon, {"docker.io/x/a:1": b"d"})
+    assert split_layout_arg(f"{plain}:v1") == (str(plain), "v1")
+    assert split_layout_arg(f"{plain}:docker.io/x/a:1") == (str(plain), "docker.io/x/a:1")
+    assert split_layout_arg(f"{plain}:ghcr.io/y/b:2") == (str(plain), "ghcr.io/y/b:2")
+    assert split_layout_arg(str(plain)) == (str(plain), None)
+    assert split_layout_arg(f"{colon}:docker.io/x/a:1") == (str(colon), "docker.io/x/a:1")
+    assert split_layout_arg(str(colon)) == (str(colon), None)
+    # an unknown tag still splits after the layout (the caller lists the layout's tags)
+    assert split_layout_arg(f"{plain}:docker.io/x/absent:9") == (str(plain), "docker.io/x/absent:9")
+    # no layout there: the last ':' when a plain tag follows (the caller says DIR is no layout)
+    assert split_layout_arg(f"{tmp_path}/missing:v1") == (f"{tmp_path}/missing", "v1")
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from lemonpack.oci.cmdline import read_container_argv
-from lemonpack.oci.reference import (ImageReference, InvalidReferenceError, check_pinned, parse_reference,
-                                     parse_registry_reference)
+from lemonpack.oci.reference import (ImageReference, InvalidReferenceError, check_pinned, is_tag, parse_reference,
+                                     parse_registry_reference, split_ref_name)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "lemonade-examples"
 HEX = "0123456789abcdef" * 4
@@ -90,6 +90,15 @@ def test_non_container_examples_have_no_run_image():
         assert inv.engine == "podman" and inv.image is None
 
 
+def test_split_ref_name_gives_the_name_a_full_name_tag_carries():
+    assert split_ref_name("v1") == (None, "v1")
+    assert split_ref_name("docker.io/x/a:1") == ("docker.io/x/a", "1")
+    assert split_ref_name("ghcr.io/y/b") == ("ghcr.io/y/b", "latest")
+    assert is_tag("hello-engine.linux-cpu") and not is_tag("docker.io/x/a:1") and not is_tag("a:1")
+    with pytest.raises(InvalidReferenceError):
+        split_ref_name("docker.io/x/a@sha256:" + "0" * 64)
+    with pytest.raises(InvalidReferenceError):
+        split_ref_name("Not A Name")
 
 
 # -- the registry form (formerly ``registry.reference.Reference``): the same type, a stricter parser --

@@ -19,8 +19,8 @@ from aiohttp import web
 
 from lemonpack.runtime.engines import proctable
 from lemonpack.server.connections import FD_RESERVE, Limits, Once, connection_cap
-from tests.server.conftest import fake_doc
-from tests.server.serve_proc import serve_proc
+from support.recipes import recipe_doc
+from support.serve_proc import serve_proc
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -110,7 +110,7 @@ def test_1100_idle_connections_at_ulimit_1024_do_not_take_serve_down(tmp_path):
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2400), hard))
     conns: list[socket.socket] = []
     try:
-        with serve_proc(tmp_path, fake_doc(), "--no-engine-output", preexec=_limit_nofile(1024)) as s:
+        with serve_proc(tmp_path, recipe_doc(fake_engine=[]), "--no-engine-output", preexec=_limit_nofile(1024)) as s:
             assert s.client.post("/v1/chat/completions", json=CHAT).status_code == 200
             t0 = time.monotonic()
             for _ in range(1100):
@@ -140,7 +140,7 @@ def test_1100_idle_connections_at_ulimit_1024_do_not_take_serve_down(tmp_path):
 
 @pytest.mark.slow
 def test_past_the_cap_with_every_connection_busy_is_503_and_a_slow_head_408(tmp_path):
-    doc = fake_doc("fake-engine", "--first-byte-delay", "3")
+    doc = recipe_doc("fake-engine", fake_engine=["--first-byte-delay", "3"])
     with serve_proc(tmp_path, doc, "--no-engine-output", "--max-connections", "3", "--header-timeout", "1") as s:
         def chat() -> int:
             with httpx.Client(base_url=s.url, trust_env=False, timeout=30) as c:
@@ -200,7 +200,7 @@ def test_eight_concurrent_60_mib_bodies_stay_within_the_body_budget(tmp_path):
     the budget (256 MiB by default) get 503 ``server_busy`` in the OpenAI shape at once, the
     others reach the engine."""
     body = json.dumps({"model": "user.fake", "messages": [{"role": "user", "content": "a" * (60 << 20)}]}).encode()
-    with serve_proc(tmp_path, fake_doc(), "--no-engine-output") as s:
+    with serve_proc(tmp_path, recipe_doc(fake_engine=[]), "--no-engine-output") as s:
         assert s.client.post("/v1/chat/completions", json=CHAT).status_code == 200
 
         def send() -> tuple[int, dict]:
@@ -224,7 +224,7 @@ def test_eight_concurrent_60_mib_bodies_stay_within_the_body_budget(tmp_path):
 
 @pytest.mark.slow
 def test_a_body_that_stops_coming_is_408_after_the_body_timeout(tmp_path):
-    with serve_proc(tmp_path, fake_doc(), "--no-engine-output", "--body-timeout", "1") as s:
+    with serve_proc(tmp_path, recipe_doc(fake_engine=[]), "--no-engine-output", "--body-timeout", "1") as s:
         with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
             c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       b"Content-Length: 100\r\n\r\n{\"model\": ")

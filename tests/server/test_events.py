@@ -16,9 +16,9 @@ import pytest
 
 from lemonpack.runtime.lifecycle.runner import exit_text
 from lemonpack.server.events import EngineEvents
-from tests.server.conftest import fake_doc
-from tests.server.serve_proc import serve_proc
-from tests.support.helpers import wait_for
+from support.recipes import recipe_doc
+from support.serve_proc import serve_proc
+from support.helpers import wait_for
 
 
 def chat(model: str) -> dict:
@@ -63,7 +63,7 @@ def _pid(tmp_path) -> int:
 
 @pytest.mark.slow
 def test_a_ready_engine_sigkilled_is_a_log_line_and_an_event(tmp_path):
-    doc = fake_doc("fake-engine", "--pid-file", str(tmp_path / "pids"))
+    doc = recipe_doc("fake-engine", fake_engine=["--pid-file", str(tmp_path / "pids")])
     with serve_proc(tmp_path, doc, "--no-engine-output") as s:
         ev = Events(s.url)
         assert s.client.post("/v1/chat/completions", json=chat("user.fake")).status_code == 200
@@ -102,7 +102,7 @@ def test_a_ready_engine_sigkilled_is_a_log_line_and_an_event(tmp_path):
 def test_watchdog_eviction_and_refusal_are_events(tmp_path):
     """The watchdog replacing an engine that stops answering its health check (SIGSTOP),
     an idle model evicted for another (with whom), and a request refused for memory."""
-    doc = fake_doc("fake-engine", "--pid-file", str(tmp_path / "pids"))
+    doc = recipe_doc("fake-engine", fake_engine=["--pid-file", str(tmp_path / "pids")])
     doc["health_probe"]["poll_interval_ms"] = 50
     with serve_proc(tmp_path, doc, "--no-engine-output", "--memory-budget", "1500B",
                     models=("user.a", "user.b", "user.big"), size=1000) as s:

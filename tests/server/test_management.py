@@ -11,14 +11,13 @@ import pytest
 
 from lemonpack.errors import UsageError
 from lemonpack.server.main import parse_listen
-from tests.server.conftest import fake_doc
-from tests.support.helpers import write_descriptor
+from support.recipes import recipe_doc, write_recipe
 
 
 def test_models_load_unload_health_system_info(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
-    write_descriptor(lv.backends, "broken.json", '{"recipe": "broken"}')
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
+    write_recipe(lv.backends / "broken.json", '{"recipe": "broken"}')
     lv.start()
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
         assert c.get("/v1/health").json()["status"] == "ok"
@@ -32,7 +31,7 @@ def test_models_load_unload_health_system_info(live):
         assert eng.poll() is not None  # the engine is gone
         info = c.get("/v1/system-info").json()
         assert info["recipes"][0]["recipe"] == "fake-engine" and info["recipes"][0]["is_external"] is True
-        assert info["recipes"][0]["display_name"] == "Fake fake-engine"
+        assert info["recipes"][0]["display_name"] == "Recipe fake-engine"
         assert info["recipes"][0]["platforms"] == {"linux": ["cpu"]}
         assert any(r["file"].endswith("broken.json") and r["reason"] for r in info["rejected"])
 

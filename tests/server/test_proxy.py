@@ -10,8 +10,8 @@ import httpx
 import pytest
 import openai
 
-from tests.server.conftest import fake_doc
-from tests.support.helpers import wait_for
+from support.recipes import recipe_doc
+from support.helpers import wait_for
 
 CHAT = {"model": "user.fake", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -22,7 +22,7 @@ def client(url):
 
 def test_openai_client_chat_plain_and_streamed(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     oc = openai.OpenAI(base_url=lv.url + "/v1", api_key="none")
     r = oc.chat.completions.create(model="user.fake", messages=[{"role": "user", "content": "hi"}])
@@ -37,7 +37,7 @@ def test_openai_client_chat_plain_and_streamed(live):
 
 def test_undeclared_route_is_unsupported_operation_without_starting_the_engine(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with client(lv.url) as c:
         for path in ("/v1/embeddings", "/api/v1/rerank", "/v1/reranker", "/v1/classify", "/v1/tokenize"):
@@ -54,9 +54,8 @@ def test_undeclared_route_is_unsupported_operation_without_starting_the_engine(l
 def test_multi_capability_engine_and_endpoint_remap(live):
     """Section 14: chat, embeddings, reranking and classification on one engine; classify remapped."""
     lv = live()
-    lv.add("user.multi", fake_doc("multi", capabilities=("chat_completion", "embeddings", "reranking",
-                                                         "classification"),
-                                  endpoints={"classification": "/engine/classify"}))
+    lv.add("user.multi", recipe_doc("multi", fake_engine=[], capabilities=("chat_completion", "embeddings", "reranking",
+                                                         "classification"), endpoints={"classification": "/engine/classify"}))
     lv.start()
     with client(lv.url) as c:
         assert c.post("/v1/embeddings", json={"model": "user.multi"}).json()["path"] == "/v1/embeddings"
@@ -72,7 +71,7 @@ def test_sse_streams_unbuffered_and_client_disconnect_closes_upstream(live, tmp_
     rec, release = tmp_path / "events", tmp_path / "release"
     lv = live()
     # the engine sends its first chunk, then holds the other 39 until the test creates `release`
-    lv.add("user.fake", fake_doc("slow", "--chunks", "40", "--hold-stream", str(release), "--record", str(rec)))
+    lv.add("user.fake", recipe_doc("slow", fake_engine=["--chunks", "40", "--hold-stream", str(release), "--record", str(rec)]))
     lv.start()
 
     def events() -> list[dict]:
@@ -93,7 +92,7 @@ def test_sse_streams_unbuffered_and_client_disconnect_closes_upstream(live, tmp_
 
 def test_body_framing_headers_and_multipart(live, tmp_path):
     lv = live()
-    lv.add("user.multi", fake_doc("multi", capabilities=("embeddings", "transcription")))
+    lv.add("user.multi", recipe_doc("multi", fake_engine=[], capabilities=("embeddings", "transcription")))
     lv.start()
     with client(lv.url) as c:
         def chunked():
@@ -129,7 +128,7 @@ def test_body_framing_headers_and_multipart(live, tmp_path):
 
 def test_engine_dying_mid_stream_ends_stream_and_next_request_restarts(live):
     lv = live()
-    lv.add("user.fake", fake_doc("dying", "--die-mid-stream", "--chunks", "10"))
+    lv.add("user.fake", recipe_doc("dying", fake_engine=["--die-mid-stream", "--chunks", "10"]))
     lv.start()
     with client(lv.url) as c:
         got = b""
@@ -145,7 +144,7 @@ def test_engine_dying_mid_stream_ends_stream_and_next_request_restarts(live):
 
 def test_concurrent_cold_requests_spawn_one_engine(live):
     lv = live()
-    lv.add("user.fake", fake_doc("cold", "--health-delay", "0.5"))
+    lv.add("user.fake", recipe_doc("cold", fake_engine=["--health-delay", "0.5"]))
     lv.start()
     results = []
 
@@ -164,7 +163,7 @@ def test_concurrent_cold_requests_spawn_one_engine(live):
 
 def test_in_flight_bound_answers_429_with_retry_after(live):
     lv = live(max_in_flight=1)
-    lv.add("user.fake", fake_doc("slow", "--chunks", "20", "--chunk-delay", "0.05"))
+    lv.add("user.fake", recipe_doc("slow", fake_engine=["--chunks", "20", "--chunk-delay", "0.05"]))
     lv.start()
     with client(lv.url) as c, client(lv.url) as c2:
         with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
@@ -178,7 +177,7 @@ def test_in_flight_bound_answers_429_with_retry_after(live):
 
 def test_failed_load_is_model_load_error_with_log_lines(live):
     lv = live()
-    lv.add("user.bad", fake_doc("bad", "--exit-now", "--exit-code", "4"))
+    lv.add("user.bad", recipe_doc("bad", fake_engine=["--exit-now", "--exit-code", "4"]))
     lv.start()
     with client(lv.url) as c:
         r = c.post("/v1/chat/completions", json={**CHAT, "model": "user.bad"})
@@ -193,7 +192,7 @@ def test_failed_load_is_model_load_error_with_log_lines(live):
 
 def test_unknown_model_and_missing_model(live):
     lv = live()
-    lv.add("user.fake", fake_doc())
+    lv.add("user.fake", recipe_doc(fake_engine=[]))
     lv.start()
     with client(lv.url) as c:
         assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.nope"}).status_code == 404

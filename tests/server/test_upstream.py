@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import uuid
 
 import pytest
@@ -58,12 +57,12 @@ def _hwm(pid: int) -> int:
 
 @pytest.mark.slow
 def test_a_large_upload_streams_through_with_flat_memory(tmp_path):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cases", "_common"))
-    from harness import Serve, fake_recipe
+    from support.recipes import recipe_doc
+    from support.serve_harness import Serve, engine
 
     bodies = tmp_path / "bodies"
     bodies.mkdir()
-    s = Serve([fake_recipe("fake-audio", caps=("transcription",), extra=["--body-dir", str(bodies)])],
+    s = Serve([recipe_doc("fake-audio", **engine("fake-audio", capabilities=("transcription",), extra=["--body-dir", str(bodies)]))],
               {"user.w": "fake-audio"}, root=str(tmp_path / "serve")).start()
     try:
         size = 96 << 20

@@ -1,1 +1,3 @@
-"""Shared test support for the runtime tests: a fake engine, plan helpers, llama-server."""
+"""Every helper and fixture of the suite (tests/conftest.py registers the fixtures): a sandboxed
+lemonpack home (``home``), the one recipe builder (``recipes``), children a test may interrupt
+(``interrupt``), fake engines, real servers, registries, images and tools."""

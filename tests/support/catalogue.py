@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.fetch import mirror_path
 from lemonpack.signing.keys import encode_key_pair
-from tests.support.fileserver import LocalServer
+from support.fileserver import LocalServer
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "catalogue-test-pw"
@@ -261,3 +262,18 @@ class CatalogueWorld:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+def run(world: CatalogueWorld, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``lemonpack *args`` in a child process in ``world``: its own cache and config, no mirror unless
+    ``env`` gives one."""
+    e = world.env(LEMONPACK_CACHE_DIR=str(world.tmp / "cache"), XDG_CONFIG_HOME=str(world.tmp / "config"))
+    e.pop("LEMONPACK_MIRROR", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", *args],
+                          capture_output=True, text=True, env=e, cwd=world.tmp, timeout=240)
+
+
+def by_id(index: dict) -> dict[str, dict]:
+    """The entries of a catalogue index by their ``id``."""
+    return {e["id"]: e for e in index["entries"]}

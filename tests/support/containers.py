@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.tools import CONTAINERS_CONF  # noqa: E402
+from support.recipes import recipe_doc, write_recipe
 
 BUSYBOX = Path("/bin/busybox")
 
@@ -113,12 +114,9 @@ def lemonpack_built_image(directory: Path, env: dict, recipe: str = "bb-artifact
             ti.size = len(payload) if payload is not None else 0
             tf.addfile(ti, io.BytesIO(payload) if payload is not None else None)
     sha = hashlib.sha256(art.read_bytes()).hexdigest()
-    doc = {"recipe": recipe, "display_name": "busybox artifact", "api_contract_version": "1",
-           "variant_of": "llamacpp", "capabilities": ["chat_completion"],
-           "source": "https://example.invalid/bb/busybox.tar", "sha256": f"sha256:{sha}", "version_policy": "pinned",
-           "platforms": {"linux": {"cpu": {"binary": "busybox"}}}}
-    recipe_file = directory / f"{recipe}.json"
-    recipe_file.write_text(json.dumps(doc))
+    recipe_file = write_recipe(directory / f"{recipe}.json", recipe_doc(
+        recipe, display_name="busybox artifact", variant_of="llamacpp", binary="busybox",
+        source="https://example.invalid/bb/busybox.tar", sha256=f"sha256:{sha}", version_policy="pinned"))
     layout = directory / "layout"
     with serve_directory(mirror_root) as base:
         r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "build", str(recipe_file),

@@ -1,11 +1,14 @@
 """Extension trees for tests: a private copy of the repository's extension files
-(``copy_tree``) and community extension directories written on the fly (``write_extension``)."""
+(``copy_tree``; the ``tree`` fixture, registered in tests/conftest.py) and community extension
+directories written on the fly (``write_extension``)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 #: What a tree needs for the extension pipeline and the API lock.
@@ -24,6 +27,12 @@ def copy_tree(dest: Path) -> Path:
             shutil.copy2(src, dst)
     return dest
 
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of catalogue/extensions, api/, extensions.lock and the public headers (:func:`copy_tree`)."""
+    return copy_tree(tmp_path / "tree")
 
 def manifest(name: str, *, provider: str | None = None, keys=None, options=(), requires=("linux",),
              dependencies=(), api_version: str = ">= 0.1.0", capability: str = "text_generation",

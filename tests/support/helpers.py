@@ -1,5 +1,6 @@
-"""Helpers for runtime tests: free ports, hand-made launch plans for the fake engine,
-and process checks through ``/proc``."""
+"""Helpers for the runtime and server tests: free and closed ports, hand-made launch plans for the
+fake engine, ``lemonpack run`` as a child (:class:`RunProcess`), process checks through ``/proc``,
+a fake clock, a static file server, cache entries reshaped."""
 
 from __future__ import annotations
 
@@ -11,12 +12,19 @@ from pathlib import Path
 from lemonpack.contract.model import HealthProbe
 from lemonpack.runtime.engines.proctable import pid_alive
 from lemonpack.runtime.launch.plan import LaunchPlan
-
-FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
+from support.interrupt import popen_interruptible
+from support.recipes import FAKE_ENGINE
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago (bound, then closed)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -79,24 +87,6 @@ def all_gone(pids) -> bool:
     return not any(pid_alive(p) for p in pids)
 
 
-def fake_recipe(path: Path, *flags: str, recipe: str = "fake-engine", timeout: int = 20, poll_ms: int = 20) -> Path:
-    """Write a passthrough recipe running the fake engine with ``flags``; return its path."""
-    import json
-
-    doc = {
-        "recipe": recipe, "display_name": "Fake engine", "api_contract_version": "1",
-        "capabilities": ["chat_completion"],
-        "health_probe": {"type": "http", "endpoint": "/health", "expected_status": 200,
-                         "timeout_seconds": timeout, "poll_interval_ms": poll_ms},
-        "platforms": {"linux": {"cpu": {
-            "command": sys.executable,
-            "args": [str(FAKE_ENGINE), "--host", "{host}", "--port", "{port}", "--model", "{model_name}", *flags],
-        }}},
-    }
-    path.write_text(json.dumps(doc, indent=2))
-    return path
-
-
 class RunProcess:
     """``lemonpack run ...`` in a subprocess; ``wait_line(prefix)`` reads stdout until a line
     starts with ``prefix`` (stderr is collected in a thread)."""
@@ -106,9 +96,10 @@ class RunProcess:
         import subprocess
         import threading
 
-        self.proc = subprocess.Popen([sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
+        self.proc = popen_interruptible(  # the tests stop it with SIGINT (support.interrupt)
+            [sys.executable, "-c", "from lemonpack.cli import main; main()", "run", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._err = threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True)
@@ -176,20 +167,6 @@ class serve_directory:  # noqa: N801 (a context manager used like a function)
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def write_descriptor(directory, name: str, doc, mode: int = 0o644):
-    """Write a recipe descriptor ``directory/name`` (dict → JSON) with ``mode``; the
-    directory is created 0755 so discovery's trust checks pass unless a test says otherwise."""
-    import json
-    import os
-
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o755)
-    p = directory / name
-    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    os.chmod(p, mode)
-    return p
 
 
 #: The shapes a cache entry can be turned into by :func:`reshape_entry`.

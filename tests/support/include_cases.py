@@ -1,8 +1,8 @@
 """The include allowlist's table (issue 26, "What to build" 5; seed 002 sections 5 and 8):
 community extensions whose sources reach a header outside the allowlist, directly or by a
 way around a line-by-line reading, and extensions using only what it allows. The CLI's test
-(tests/extensions/test_include_allowlist.py) and the Nix package's
-(tests/nix_flake/test_nix_includes.py) run the same table.
+(tests/extensions/test_includes.py) and the Nix package's
+(tests/scenarios/test_nix_includes.py) run the same table.
 
 Each case is one community extension ``inc_<case>`` written by :func:`write_cases`: the stub
 ``extension.cpp`` of :func:`support.extensions.write_extension` (two includes, then the

@@ -1,15 +1,16 @@
-"""Recipes and a test environment for the ``lemonpack kube`` tests: a discovery directory, a model
-registry and model files under the test's own directory (``LEMONPACK_BACKENDS_PATH``,
-``LEMONPACK_CONFIG_DIR``)."""
+"""Recipes and a test environment for the ``lemonpack kube`` tests: the ``kube_env`` fixture
+(registered in tests/conftest.py) is a discovery directory, a model registry and model files in
+the test's sandboxed lemonpack home (:mod:`support.home`)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from lemonpack.runtime.models.registry import ModelRegistry
-from support.helpers import write_descriptor
+from support.recipes import http_probe, recipe_doc, write_recipe
 
 DIGEST = "sha256:" + "ab" * 32
 IMAGE = f"registry.example.test/engines/llamacpp@{DIGEST}"
@@ -17,37 +18,29 @@ TOOLBOX_IMAGE = f"registry.example.test/toolbox/llama@sha256:{'cd' * 32}"
 SOURCE = {"source": "https://example.invalid/llama.tar.gz", "sha256": "sha256:" + "ef" * 32}
 
 
-def recipe(rid: str, platforms: dict, **extra) -> dict:
-    """A contract-1 recipe document."""
-    return {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["chat_completion"],
-            "platforms": {"linux": platforms}, **extra}
-
-
 #: A variant_of llama.cpp fork with an NVIDIA block (sm_90 override) and an AMD block (gfx115* override).
-GPU_FORK = recipe(
-    "llamacpp-gpu",
-    {"cuda": {"binary": "llama-server", "argv_extra": ["-ngl", "99", "--device", "CUDA0"],
-              "env": {"CUDA_VISIBLE_DEVICES": "{cuda_visible_devices}"},
-              "arch": {"sm_90": {"argv_extra": ["-ngl", "99", "--flash-attn", "on"]}}},
-     "rocm": {"binary": "llama-server", "argv_extra": ["-ngl", "99"],
-              "env": {"HSA_OVERRIDE_GFX_VERSION": "{custom:hsa_gfx:-11.0.0}", "LP_ARCH": "{rocm_arch}"},
-              "arch": {"gfx115*": {"argv_extra": ["-ngl", "99", "--alias", "{arch_alias}"]}}},
-     "cpu": {"binary": "llama-server"}},
-    variant_of="llamacpp", arch_aliases={"gfx1151": "strix-halo", "gfx1150": "strix-point"},
-    health_probe={"type": "http", "endpoint": "/health", "expected_status": 200, "timeout_seconds": 300,
-                  "poll_interval_ms": 500},
+GPU_FORK = recipe_doc(
+    "llamacpp-gpu", display_name="llamacpp-gpu", variant_of="llamacpp", platforms={"linux": {
+        "cuda": {"binary": "llama-server", "argv_extra": ["-ngl", "99", "--device", "CUDA0"],
+                 "env": {"CUDA_VISIBLE_DEVICES": "{cuda_visible_devices}"},
+                 "arch": {"sm_90": {"argv_extra": ["-ngl", "99", "--flash-attn", "on"]}}},
+        "rocm": {"binary": "llama-server", "argv_extra": ["-ngl", "99"],
+                 "env": {"HSA_OVERRIDE_GFX_VERSION": "{custom:hsa_gfx:-11.0.0}", "LP_ARCH": "{rocm_arch}"},
+                 "arch": {"gfx115*": {"argv_extra": ["-ngl", "99", "--alias", "{arch_alias}"]}}},
+        "cpu": {"binary": "llama-server"}}},
+    arch_aliases={"gfx1151": "strix-halo", "gfx1150": "strix-point"},
+    health_probe=http_probe(timeout=300, poll_ms=500),
     recipe_options={"ctx_size": 8192, "hsa_gfx": "11.5.1"},
     extensions={"dev.lemonpack.serves": ["*.gguf"]}, **SOURCE)
 
 #: A passthrough recipe whose argv is a digest-pinned container run (RFC 13.2's shape).
-TOOLBOX = recipe(
-    "toolbox",
-    {"vulkan": {"command": "podman", "args": [
+TOOLBOX = recipe_doc(
+    "toolbox", display_name="toolbox", accelerator="vulkan", command="podman", args=[
         "run", "--rm", "--init", "--name", "lp-{recipe}-{port}", "--device", "/dev/dri", "--group-add", "video",
         "--security-opt", "label=disable", "-v", "{model_dir}:/data:ro", "--network", "host",
         "-e", "GGML_VK_VISIBLE_DEVICES={ggml_vk_visible_devices}", TOOLBOX_IMAGE,
         "llama-server", "-m", "/data/{checkpoint_relative:main}", "--host", "{host}", "--port", "{port}"],
-        "stop_command": "podman", "stop_command_args": ["rm", "-f", "lp-{recipe}-{port}"]}},
+    block={"stop_command": "podman", "stop_command_args": ["rm", "-f", "lp-{recipe}-{port}"]},
     health_probe={"type": "tcp", "timeout_seconds": 60, "poll_interval_ms": 2000})
 
 
@@ -59,7 +52,7 @@ class KubeEnv:
     models: Path
 
     def descriptor(self, doc: dict) -> Path:
-        return write_descriptor(self.backends, f"{doc['recipe']}.json", doc)
+        return write_recipe(self.backends / f"{doc['recipe']}.json", doc)
 
     def model_file(self, name: str, data: bytes = b"GGUF") -> Path:
         path = self.models / name
@@ -75,20 +68,16 @@ class KubeEnv:
 
 
 
-def make_kube_env(tmp_path: Path, monkeypatch) -> KubeEnv:
-    """Descriptors in ``tmp_path/backends`` (the only search directory), a registry in
-    ``tmp_path/config``, model files in ``tmp_path/models``; host detection replaced by a
-    CPU-only host (the target accelerator must not depend on it)."""
-    backends = tmp_path / "backends"
-    backends.mkdir(mode=0o755)
-    monkeypatch.setenv("LEMONPACK_BACKENDS_PATH", f"user{os.pathsep}{backends}")
-    monkeypatch.setenv("LEMONPACK_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LEMONPACK_HOST_FACTS", '{"os": "linux", "accelerators": ["cpu"]}')
-    monkeypatch.delenv("LEMONPACK_BACKEND", raising=False)
-    models = tmp_path / "models"
+@pytest.fixture
+def kube_env(home) -> KubeEnv:
+    """Descriptors in ``backends/`` (the only search directory), the model registry of the home's
+    config, model files in ``models/``; a CPU-only host injected (the target accelerator must not
+    depend on the machine's)."""
+    (backends,) = home.search_path("user", home.root / "backends")
+    home.host()
+    models = home.root / "models"
     models.mkdir()
-    return KubeEnv(tmp_path, backends, ModelRegistry(tmp_path / "config" / "user_models.json"), models)
+    return KubeEnv(home.root, backends, ModelRegistry(home.config / "user_models.json"), models)
 
 
 # --- an engine image built by `lemonpack build --base` on the Debian base ---------------------
@@ -115,10 +104,9 @@ def llama_recipe(rid: str, artifact: bytes) -> dict:
     """A variant_of llama.cpp recipe (linux/cpu) whose artifact is ``artifact`` at :data:`LLAMA_URL`."""
     import hashlib
 
-    return recipe(rid, {"cpu": {"binary": "llama-server"}}, variant_of="llamacpp", source=LLAMA_URL,
-                  sha256=f"sha256:{hashlib.sha256(artifact).hexdigest()}",
-                  health_probe={"type": "http", "endpoint": "/health", "timeout_seconds": 120,
-                                "poll_interval_ms": 200})
+    return recipe_doc(rid, binary="llama-server", variant_of="llamacpp", source=LLAMA_URL,
+                      sha256=f"sha256:{hashlib.sha256(artifact).hexdigest()}",
+                      health_probe=http_probe(timeout=120, poll_ms=200, status=None))
 
 
 def build_engine_layout(recipe_file: Path, artifact: bytes, base: str, work: Path, env: dict) -> tuple[Path, str, str]:

@@ -1,7 +1,8 @@
 """Small synthetic base images for tests: OCI image layouts written with ``tarfile`` +
 ``gzip`` and hand-written JSON (not lemonpack's writer, so what lemonpack reads does not
 depend on what it writes). :func:`make_base` is the one entry point; the real Debian base
-is :mod:`support.debian_base`."""
+is :mod:`support.debian_base`. (:func:`tagged_layout` is the exception: a layout lemonpack's own
+writer made, for tests of what reads or merges into one.)"""
 
 from __future__ import annotations
 
@@ -78,4 +79,20 @@ def make_base(root: Path, *, layers=None, arch="amd64", os_name="linux", index_a
     top["annotations"] = {"org.opencontainers.image.ref.name": tag}
     (root / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
     (root / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    return out
+
+
+def tagged_layout(path: Path, tags: dict[str, bytes]) -> dict[str, str]:
+    """A layout at ``path`` written by lemonpack's own ``LayoutWriter`` (for tests of what reads or adds
+    to what lemonpack wrote), one tiny image per tag (the layer's content given); ``{tag: digest}``."""
+    from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR
+    from lemonpack.oci.layout import LayoutWriter
+
+    out = {}
+    with LayoutWriter(path) as lw:
+        for tag, content in tags.items():
+            layer = lw.add_blob_bytes(MEDIA_TYPE_LAYER_TAR, content)
+            image = lw.add_image_manifest({"architecture": "amd64", "os": "linux"}, [layer], created=0)
+            lw.set_tags({tag: image})
+            out[tag] = image.digest
     return out

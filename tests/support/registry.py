@@ -15,6 +15,8 @@ Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import secrets
@@ -23,12 +25,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from support.helpers import serve_directory
+from support.recipes import recipe_doc, write_recipe
 
 
 def _free_port() -> int:
@@ -185,3 +191,44 @@ def layout_tags(layout: Path) -> dict[str, str]:
     """``{tag: digest}`` of a layout's index.json."""
     index = json.loads((layout / "index.json").read_text())
     return {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
+
+
+@pytest.fixture(scope="session")
+def example_layout(tmp_path_factory) -> Path:
+    """``lemonpack build --example`` output: an OCI layout with an image index, an image and a recipe artifact."""
+    out = tmp_path_factory.mktemp("example") / "layout"
+    lemonpack("build", "--example", "-o", str(out), "--no-progress")
+    return out
+
+
+# --- an engine layout to publish: `lemonpack build` of a variant_of recipe ---------------------
+
+def engine_tar(version: str) -> bytes:
+    """An engine artifact (a tar of an ``engine`` script printing ``version`` and a ``VERSION`` file)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in (("engine", f"#!/bin/sh\necho engine {version}\n".encode()), ("VERSION", version.encode())):
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode, ti.mtime = len(data), 0o755, 0
+            tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def variant_layout(tmp: Path, recipe: str, version: str) -> Path:
+    """A layout built by `lemonpack build` for a variant_of recipe whose artifact is ``engine_tar(version)``."""
+    mirror = tmp / f"mirror-{version}"
+    art = mirror / "example.invalid" / "eng" / f"engine-{version}.tar"
+    art.parent.mkdir(parents=True)
+    art.write_bytes(engine_tar(version))
+    doc = recipe_doc(recipe, display_name="oci install test", variant_of="llamacpp", binary="engine",
+                     source=f"https://example.invalid/eng/engine-{version}.tar",
+                     sha256="sha256:" + hashlib.sha256(art.read_bytes()).hexdigest(), version_policy="pinned")
+    recipe_file = write_recipe(tmp / f"{recipe}-{version}.json", doc)
+    out = tmp / f"layout-{version}"
+    with serve_directory(mirror) as base:
+        r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "build", str(recipe_file),
+                            "--out", str(out), "--mirror", base, "--no-progress"],
+                           env={**os.environ, "LEMONPACK_CACHE_DIR": str(tmp / "build-cache")},
+                           capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out

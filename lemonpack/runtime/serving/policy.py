@@ -3,7 +3,7 @@
 The server's decisions about requests and engines, after llama-swap's router: events in
 through :meth:`ServingPolicy.handle`, effects out through one small :class:`ServingEffects`
 interface, time read from an injected ``clock``. Nothing here sleeps, spawns, locks or does
-I/O, so every decision is tested synchronously (``tests/runtime/test_serving*.py``). The
+I/O, so every decision is tested synchronously (``tests/runtime/serving/test_policy.py``). The
 driver is :class:`lemonpack.server.driver.Driver`: it calls :meth:`handle` from its event loop
 only (one owner of the state; events from engine threads reach it through the loop's queue)
 and performs the effects through the engine :class:`~lemonpack.runtime.lifecycle.runner.Runner`.

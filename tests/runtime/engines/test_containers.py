@@ -6,12 +6,9 @@ test_container_argv.py; these are the pure parts: reading the prefix from an eng
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from lemonpack.runtime.engines.containers import ContainerCLI  # noqa: E402
+from lemonpack.runtime.engines.containers import ContainerCLI
 
 
 def test_for_argv_keeps_the_program_and_global_options_and_the_plans_env():

@@ -7,20 +7,18 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support.helpers import all_gone, fake_plan, read_pids, wait_for  # noqa: E402
+from support.helpers import all_gone, fake_plan, read_pids, wait_for
 
-from lemonpack.contract.model import HealthProbe  # noqa: E402
-from lemonpack.errors import RuntimeFailure  # noqa: E402
-from lemonpack.runtime.engines.handles import Engines  # noqa: E402
-from lemonpack.runtime.engines.proctable import ENV_ENGINE, environ_value, pid_alive, proc_info  # noqa: E402
-from lemonpack.runtime.lifecycle.runner import Runner  # noqa: E402
-from lemonpack.runtime.lifecycle.supervisor import State  # noqa: E402
+from lemonpack.contract.model import HealthProbe
+from lemonpack.errors import RuntimeFailure
+from lemonpack.runtime.engines.handles import Engines
+from lemonpack.runtime.engines.proctable import ENV_ENGINE, environ_value, pid_alive, proc_info
+from lemonpack.runtime.lifecycle.runner import Runner
+from lemonpack.runtime.lifecycle.supervisor import State
 
 
 @pytest.fixture

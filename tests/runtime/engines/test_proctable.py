@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support.helpers import FAKE_ENGINE, RunProcess, all_gone, fake_recipe, read_pids, wait_for  # noqa: E402
+from support.helpers import RunProcess, all_gone, read_pids, wait_for
+from support.recipes import FAKE_ENGINE, recipe_doc, write_recipe
 
-from lemonpack.runtime.engines.proctable import ENV_RUNTIME, pid_alive, process_table, environ_value  # noqa: E402
+from lemonpack.runtime.engines.proctable import ENV_RUNTIME, pid_alive, process_table, environ_value
 
 
 def test_sigkilled_runtime_leaves_no_engine_behind(tmp_path):
     pids = tmp_path / "pids"
-    recipe = fake_recipe(tmp_path / "fake.json", "--fork-child", "--grandchild", "--ignore-sigterm",
-                         "--pid-file", str(pids))
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=["--fork-child", "--grandchild", "--ignore-sigterm", "--pid-file", str(pids)]))
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     run = RunProcess([str(recipe), "--model", str(model), "--quiet"],
@@ -50,7 +49,7 @@ def test_case10_a_helper_adopted_by_the_runtime_is_ended_on_stop(tmp_path, sig):
     wrapper = tmp_path / "wrapper.sh"
     wrapper.write_text(f"#!/bin/sh\nsetsid -f env -i /bin/sleep {marker}\nexec {sys.executable} {FAKE_ENGINE} \"$@\"\n")
     wrapper.chmod(0o755)
-    recipe = fake_recipe(tmp_path / "fake.json")
+    recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=[]))
     doc = json.loads(recipe.read_text())
     cpu = doc["platforms"]["linux"]["cpu"]
     cpu["command"], cpu["args"] = str(wrapper), cpu["args"][1:]

@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.errors import ManifestError
-
 from lemonpack.contract import HostFacts, load_recipe_text
 from lemonpack.contract.tokens import render
-from lemonpack.errors import LemonpackError, SelectionError, TokenError
+from lemonpack.errors import LemonpackError, ManifestError, SelectionError, TokenError
 from lemonpack.oci.cmdline import UnreadableCommandLine, valid_container_name
-from lemonpack.runtime.launch.customargs import expand_custom_args, split_custom_args
 from lemonpack.runtime.launch.build import build_launch_plan, container_of
 from lemonpack.runtime.launch.modelfiles import MissingCheckpointError, ModelSpec
 from lemonpack.runtime.launch.tokens import TokenContext, resolve_token
+from support.recipes import load_doc, recipe_doc
 
 ROCM = HostFacts("linux", frozenset({"cpu", "rocm", "vulkan"}), rocm_arch="gfx1151")
 CUDA = HostFacts("linux", frozenset({"cpu", "cuda"}), cuda_arch="sm_90")
@@ -24,13 +22,10 @@ CPU = HostFacts("linux")
 
 
 def recipe(args, *, env=None, top=None, block=None, accel="cpu"):
-    """A passthrough recipe running ``/opt/engine`` with ``args`` on linux/<accel>."""
-    blk = {"command": "/opt/engine/server", "args": list(args), **(block or {})}
-    if env:
-        blk["env"] = env
-    doc = {"recipe": "test-engine", "display_name": "Test", "api_contract_version": "1",
-           "capabilities": ["chat_completion"], "platforms": {"linux": {accel: blk}}, **(top or {})}
-    return load_recipe_text(json.dumps(doc))
+    """A passthrough recipe running ``/opt/engine/server`` with ``args`` on linux/<accel>, loaded."""
+    extra = {**(block or {}), **({"env": env} if env else {})}
+    return load_doc(recipe_doc("test-engine", display_name="Test", command="/opt/engine/server", args=args,
+                               accelerator=accel, block=extra, **(top or {})))
 
 
 @pytest.fixture
@@ -236,14 +231,6 @@ def test_render_is_the_one_dash_rule(model):
 
 # ---------------------------------------------------------------- custom_args and reserved_args
 
-def test_custom_args_split_string_json_and_list():
-    assert split_custom_args('--temp 0.7 --prompt "a b"') == ["--temp", "0.7", "--prompt", "a b"]
-    assert split_custom_args('["--temp", "0.7 x"]') == ["--temp", "0.7 x"]
-    assert split_custom_args(["--a", "b"]) == ["--a", "b"]
-    assert split_custom_args(None) == [] and split_custom_args("") == []
-    with pytest.raises(TokenError, match="cannot be split"):
-        split_custom_args('--a "unclosed')
-
 
 def test_custom_args_expand_in_place():
     r = recipe(["-m", "x", "{custom_args}", "--end"])
@@ -268,19 +255,11 @@ def test_reserved_args_do_not_match_prefixes_without_equals():
     assert p.argv[1:] == ("--portable", "-mx")
 
 
-def test_expand_custom_args_checks_the_context():
-    with pytest.raises(TokenError, match="'-c'"):
-        expand_custom_args(["-c", "1"], ("-c",))
-    assert expand_custom_args('-t 4 --jinja', ("-c",)) == ["-t", "4", "--jinja"]
-
-
 # ---------------------------------------------------------------- capability_enable_args
 
 def _caps_recipe(caps, enable):
-    return load_recipe_text(json.dumps({
-        "recipe": "multi", "display_name": "Multi", "api_contract_version": "1", "capabilities": caps,
-        "capability_enable_args": enable,
-        "platforms": {"linux": {"cpu": {"command": "/opt/multi", "args": ["--port", "{port}"]}}}}))
+    return load_doc(recipe_doc("multi", display_name="Multi", capabilities=caps, command="/opt/multi",
+                               capability_enable_args=enable))
 
 
 def test_capability_enable_args_for_the_mode_of_the_model():

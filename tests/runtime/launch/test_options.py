@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from lemonpack.contract.extends import resolve_extends
-from lemonpack.contract.loader import load_recipe_text
 from lemonpack.errors import TokenError
 from lemonpack.runtime.launch.options import MemoryOptions, custom_option_defaults, launch_options, memory_options
+from support.recipes import load_doc, recipe_doc
 
 
 def _opt(name, default):
@@ -17,9 +16,8 @@ def _opt(name, default):
 
 
 def _recipe(rid="opts", **top):
-    doc = {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["chat_completion"],
-           "platforms": {"linux": {"cpu": {"command": "/bin/true", "args": ["-c", "{ctx_size}"]}}}, **top}
-    return load_recipe_text(json.dumps(doc), f"{rid}.json")
+    return load_doc(recipe_doc(rid, display_name=rid, command="/bin/true", args=["-c", "{ctx_size}"], **top),
+                    f"{rid}.json")
 
 
 def test_precedence_custom_defaults_then_recipe_then_model_then_load():

@@ -1,4 +1,4 @@
-"""Memory estimates (GGUF tensors + KV cache, else size on disk) and budget sizes."""
+"""Memory estimates (lemonpack/runtime/models/memory.py): GGUF tensors + KV cache, else size on disk."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from gguf import GGUFWriter
 
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.models.memory import estimate_model
-from lemonpack.runtime.serving.budget import default_budget, parse_size
 
 
 def _gguf(path, n_layer=2, n_embd=64, n_head=8, n_head_kv=2):
@@ -61,11 +60,3 @@ def test_other_files_are_their_size_on_disk(tmp_path):
         estimate_model(str(tmp_path / "missing"))
 
 
-def test_sizes_and_default_budget(tmp_path):
-    assert parse_size("24GiB") == 24 << 30 and parse_size("1MiB") == 1 << 20 and parse_size("1.5 GB") == 1_500_000_000
-    for bad in ("", "x", "12 parsecs", "0"):
-        with pytest.raises(LemonpackError, match="size"):
-            parse_size(bad)
-    mi = tmp_path / "meminfo"
-    mi.write_text("MemTotal: 8000000 kB\nMemAvailable: 4194304 kB\n")
-    assert default_budget(str(mi)) == (4 << 30) - (1 << 30)

@@ -7,19 +7,15 @@ import json
 import logging
 import os
 import shutil
-import threading
 from pathlib import Path
-
-import sys
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support.tools import need_root  # noqa: E402
-
-from lemonpack.runtime.recipes.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery,  # noqa: E402
+from lemonpack.runtime.recipes.discovery import (BACKENDS_PATH_ENV, SYSTEM_DIRS, Discovery,
                                          SearchDir, default_search_path, parse_search_path, search_path)
-from lemonpack.runtime.recipes.watch import DiscoveryWatcher  # noqa: E402
+
+from support.recipes import recipe_doc, write_recipe
+from support.tools import need_root
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "lemonade-examples"
 NOBODY = 65534
@@ -32,21 +28,6 @@ def needs_root(test):
         need_root()
         return test(*args, **kwargs)
     return wrapper
-
-
-def recipe_doc(rid: str, **extra) -> dict:
-    doc = {
-        "recipe": rid,
-        "display_name": f"Recipe {rid}",
-        "api_contract_version": "1",
-        "capabilities": ["completion"],
-        "platforms": {"linux": {"cpu": {"command": "/opt/engine", "args": ["--port", "{port}"]}}},
-    }
-    doc.update(extra)
-    return doc
-
-
-from support.helpers import wait_for, write_descriptor as write  # noqa: E402
 
 
 @pytest.fixture
@@ -126,10 +107,10 @@ def test_reference_examples_all_load(tmp_path):
 def test_unpinned_container_image_is_rejected_and_does_not_block_a_lower_copy(dirs):
     user, system, d = dirs
     args = ["run", "--rm", "--name", "x", "-p", "{port}:8080", "docker.io/library/engine:latest", "serve"]
-    bad = write(user, "tagged.json", recipe_doc("engine", platforms={"linux": {"cpu": {
+    bad = write_recipe(user / "tagged.json", recipe_doc("engine", platforms={"linux": {"cpu": {
         "command": "podman", "args": args}}}))
     pinned = "docker.io/library/engine@sha256:" + "ab" * 32
-    good = write(system, "pinned.json", recipe_doc("engine", platforms={"linux": {"cpu": {
+    good = write_recipe(system / "pinned.json", recipe_doc("engine", platforms={"linux": {"cpu": {
         "command": "podman", "args": [*args[:-2], pinned, "serve"]}}}))
     result = d.scan()
     assert result.recipes["engine"].file == good
@@ -141,9 +122,9 @@ def test_unpinned_container_image_is_rejected_and_does_not_block_a_lower_copy(di
 
 def test_missing_directories_and_other_files_are_ignored(dirs, tmp_path):
     user, system, _ = dirs
-    write(user, "a.json", recipe_doc("aaa"))
-    write(user, "notes.txt", "hello")
-    write(user, ".hidden.json", recipe_doc("hidden"))
+    write_recipe(user / "a.json", recipe_doc("aaa"))
+    write_recipe(user / "notes.txt", "hello")
+    write_recipe(user / ".hidden.json", recipe_doc("hidden"))
     d = Discovery([SearchDir(tmp_path / "absent", "user"), SearchDir(user, "user")])
     result = d.scan()
     assert list(result.recipes) == ["aaa"] and result.rejected == ()
@@ -151,9 +132,9 @@ def test_missing_directories_and_other_files_are_ignored(dirs, tmp_path):
 
 def test_higher_priority_shadows_lower_and_is_recorded(dirs):
     user, system, d = dirs
-    hi = write(user, "mine.json", recipe_doc("engine", display_name="user copy"))
-    lo = write(system, "engine.json", recipe_doc("engine", display_name="system copy"))
-    write(system, "other.json", recipe_doc("other"))
+    hi = write_recipe(user / "mine.json", recipe_doc("engine", display_name="user copy"))
+    lo = write_recipe(system / "engine.json", recipe_doc("engine", display_name="system copy"))
+    write_recipe(system / "other.json", recipe_doc("other"))
     result = d.scan()
     assert result.recipes["engine"].recipe.display_name == "user copy"
     assert result.recipes["engine"].file == hi and result.recipes["engine"].priority == 0
@@ -166,7 +147,7 @@ def test_higher_priority_shadows_lower_and_is_recorded(dirs):
 
 def test_builtin_collision_is_rejected_with_the_loader_rule(dirs):
     user, system, d = dirs
-    p = write(user, "llama.json", recipe_doc("llamacpp"))
+    p = write_recipe(user / "llama.json", recipe_doc("llamacpp"))
     result = d.scan()
     assert result.recipes == {}
     (r,) = result.rejected
@@ -179,9 +160,9 @@ def test_builtin_collision_does_not_shadow_a_lower_copy_and_invalid_keeps_all_pr
     user, system, d = dirs
     bad = recipe_doc("engine", bogus=1)
     bad["capabilities"] = ["telepathy"]
-    p = write(user, "bad.json", bad)
-    write(system, "engine.json", recipe_doc("engine"))
-    write(user, "broken.json", "{not json")
+    p = write_recipe(user / "bad.json", bad)
+    write_recipe(system / "engine.json", recipe_doc("engine"))
+    write_recipe(user / "broken.json", "{not json")
     result = d.scan()
     assert result.recipes["engine"].scope == "system"  # a rejected descriptor never blocks a lower one
     by_file = {r.file.name: r for r in result.rejected}
@@ -194,9 +175,9 @@ def test_builtin_collision_does_not_shadow_a_lower_copy_and_invalid_keeps_all_pr
 
 def test_duplicate_ids_in_one_directory_are_ambiguous(dirs):
     user, system, d = dirs
-    write(user, "a.json", recipe_doc("engine"))
-    write(user, "b.json", recipe_doc("engine"))
-    low = write(system, "c.json", recipe_doc("engine"))
+    write_recipe(user / "a.json", recipe_doc("engine"))
+    write_recipe(user / "b.json", recipe_doc("engine"))
+    low = write_recipe(system / "c.json", recipe_doc("engine"))
     result = d.scan()
     assert "engine" not in result.recipes
     kinds = sorted((r.file.name, r.kind) for r in result.rejected)
@@ -208,14 +189,14 @@ def test_duplicate_ids_in_one_directory_are_ambiguous(dirs):
 @needs_root
 def test_untrusted_descriptors_are_rejected_with_reasons(dirs, tmp_path):
     user, system, d = dirs
-    write(user, "writable.json", recipe_doc("writable"), mode=0o666)
-    foreign = write(user, "foreign.json", recipe_doc("foreign"))
+    write_recipe(user / "writable.json", recipe_doc("writable"), mode=0o666)
+    foreign = write_recipe(user / "foreign.json", recipe_doc("foreign"))
     os.chown(foreign, NOBODY, NOBODY)
-    sysfile = write(system, "sysforeign.json", recipe_doc("sysforeign"))
+    sysfile = write_recipe(system / "sysforeign.json", recipe_doc("sysforeign"))
     os.chown(sysfile, NOBODY, 0)
-    target = write(tmp_path / "elsewhere", "t.json", recipe_doc("linked"))
+    target = write_recipe(tmp_path / "elsewhere" / "t.json", recipe_doc("linked"))
     (user / "link.json").symlink_to(target)
-    write(system, "fine.json", recipe_doc("fine"))
+    write_recipe(system / "fine.json", recipe_doc("fine"))
     result = d.scan()
     assert list(result.recipes) == ["fine"]
     rules = {r.file.name: (r.kind, [p.rule for p in r.problems]) for r in result.rejected}
@@ -230,7 +211,7 @@ def test_untrusted_descriptors_are_rejected_with_reasons(dirs, tmp_path):
 def test_world_writable_ancestor_rejects_every_file_below(tmp_path):
     top = tmp_path / "open"
     inner = top / "backends"
-    write(inner, "a.json", recipe_doc("aaa"))
+    write_recipe(inner / "a.json", recipe_doc("aaa"))
     os.chmod(top, 0o777)
     result = Discovery([SearchDir(inner, "user")]).scan()
     assert result.recipes == {}
@@ -242,7 +223,7 @@ def test_world_writable_ancestor_rejects_every_file_below(tmp_path):
 @needs_root
 def test_user_scope_follows_given_euid(tmp_path):
     d = tmp_path / "b"
-    p = write(d, "a.json", recipe_doc("aaa"))
+    p = write_recipe(d / "a.json", recipe_doc("aaa"))
     os.chown(p, NOBODY, NOBODY)
     assert list(Discovery([SearchDir(d, "user")], euid=NOBODY).scan().recipes) == ["aaa"]
     assert Discovery([SearchDir(d, "user")]).scan().recipes == {}
@@ -250,11 +231,11 @@ def test_user_scope_follows_given_euid(tmp_path):
 
 def test_extends_resolved_across_directories(dirs):
     user, system, d = dirs
-    write(system, "base.json", recipe_doc("base", recipe_options={"ctx_size": 2048, "threads": 4},
+    write_recipe(system / "base.json", recipe_doc("base", recipe_options={"ctx_size": 2048, "threads": 4},
                                           custom_options=[{"name": "vk_device", "cli_flag": "--vk-device",
                                                            "default_value": "0", "help": "device"}]))
-    write(user, "child.json", recipe_doc("child", extends="base", recipe_options={"ctx_size": 8192}))
-    write(user, "orphan.json", recipe_doc("orphan", extends="nothere"))
+    write_recipe(user / "child.json", recipe_doc("child", extends="base", recipe_options={"ctx_size": 8192}))
+    write_recipe(user / "orphan.json", recipe_doc("orphan", extends="nothere"))
     result = d.scan()
     child = result.recipes["child"]
     assert dict(child.recipe.recipe_options) == {"ctx_size": 8192, "threads": 4}
@@ -267,9 +248,9 @@ def test_extends_resolved_across_directories(dirs):
 
 def test_rejections_are_logged_once(dirs, caplog):
     user, system, d = dirs
-    write(user, "a.json", recipe_doc("llamacpp"))
-    write(user, "e.json", recipe_doc("engine"))
-    write(system, "e.json", recipe_doc("engine"))
+    write_recipe(user / "a.json", recipe_doc("llamacpp"))
+    write_recipe(user / "e.json", recipe_doc("engine"))
+    write_recipe(system / "e.json", recipe_doc("engine"))
     with caplog.at_level(logging.INFO, logger="lemonpack.runtime.recipes.discovery"):
         d.scan()
         d.scan()
@@ -283,8 +264,8 @@ def test_rejections_are_logged_once(dirs, caplog):
 
 def test_only_changed_files_are_reparsed(dirs):
     user, system, d = dirs
-    a = write(user, "a.json", recipe_doc("aaa"))
-    write(user, "b.json", recipe_doc("bbb"))
+    a = write_recipe(user / "a.json", recipe_doc("aaa"))
+    write_recipe(user / "b.json", recipe_doc("bbb"))
     first = d.scan()
     assert d.parse_count == 2
     assert d.scan() == first and d.parse_count == 2
@@ -298,8 +279,8 @@ def test_only_changed_files_are_reparsed(dirs):
 
 def test_to_json_has_both_lists(dirs):
     user, system, d = dirs
-    write(user, "a.json", recipe_doc("aaa"))
-    write(user, "b.json", recipe_doc("whispercpp"))
+    write_recipe(user / "a.json", recipe_doc("aaa"))
+    write_recipe(user / "b.json", recipe_doc("whispercpp"))
     doc = json.loads(json.dumps(d.scan().to_json()))
     assert [r["recipe"] for r in doc["recipes"]] == ["aaa"]
     assert doc["rejected"][0]["kind"] == "builtin-collision"
@@ -309,57 +290,3 @@ def test_to_json_has_both_lists(dirs):
 # --- watcher -------------------------------------------------------------------------
 
 
-
-
-def test_watcher_picks_up_add_edit_and_delete(tmp_path):
-    d = tmp_path / "b"
-    d.mkdir()
-    os.chmod(d, 0o755)
-    seen: list = []
-    lock = threading.Lock()
-
-    def on_change(result):
-        with lock:
-            seen.append(result)
-
-    def atomic_write(doc) -> Path:
-        # Editors and package managers replace files; a scan must never see a half-written one here.
-        tmp = write(d, ".a.json.tmp", doc)  # dot files are ignored by discovery
-        os.replace(tmp, d / "a.json")
-        return d / "a.json"
-
-    watcher = DiscoveryWatcher(Discovery([SearchDir(d, "user")]), interval=0.05, on_change=on_change)
-    with watcher:
-        assert watcher.running and watcher.current().recipes == {}
-        p = atomic_write(recipe_doc("aaa"))
-        assert wait_for(lambda: "aaa" in watcher.current().recipes)
-        atomic_write(recipe_doc("aaa", display_name="edited"))
-        assert wait_for(lambda: watcher.current().recipes["aaa"].recipe.display_name == "edited")
-        gen = watcher.generation
-        p.unlink()
-        assert watcher.wait_for_change(gen, 5.0)
-        assert watcher.current().recipes == {}
-    assert not watcher.running
-    with lock:
-        assert [sorted(r.recipes) for r in seen] == [["aaa"], ["aaa"], []]
-
-
-def test_watcher_default_interval_is_two_seconds(tmp_path):
-    w = DiscoveryWatcher(Discovery([SearchDir(tmp_path, "user")]))
-    assert w.interval == 2.0 and not w.running
-
-
-def test_watcher_survives_a_failing_callback(tmp_path, caplog):
-    d = tmp_path / "b"
-    d.mkdir()
-    os.chmod(d, 0o755)
-
-    def boom(result):
-        raise RuntimeError("callback bug")
-
-    with DiscoveryWatcher(Discovery([SearchDir(d, "user")]), interval=0.05, on_change=boom) as w:
-        write(d, "a.json", recipe_doc("aaa"))
-        assert wait_for(lambda: "aaa" in w.current().recipes)
-        write(d, "b.json", recipe_doc("bbb"))
-        assert wait_for(lambda: "bbb" in w.current().recipes)
-        assert w.running

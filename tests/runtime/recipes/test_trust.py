@@ -6,14 +6,12 @@ import os
 import stat
 from pathlib import Path
 
-import sys
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support.tools import need_root  # noqa: E402
+from support.tools import need_root
 
-from lemonpack.runtime.recipes import trust  # noqa: E402
+from lemonpack.runtime.recipes import trust
 
 # Only the ownership cases (chown to another uid) need root; they fail, never skip, without it.
 

@@ -8,25 +8,17 @@ bundles) is tested against real files and the real podman.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
-import secrets
 import stat
-import shutil
-import subprocess
-import tarfile
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from support.tools import need
 from lemonpack.contract.host import HostFacts
-from lemonpack.contract.loader import load_recipe_text
-from lemonpack.runtime.selection.presence import gather_presence, image_present
 from lemonpack.runtime.selection.selector import (BUILTIN_DEFAULT, BackendSelectionError, ModelArtifact, Presence,
                                                   RANK_KEY, SERVES_KEY, host_block, model_artifact, select_backend)
+
+from support.recipes import load_doc, recipe_doc
 
 CPU_HOST = HostFacts("linux", frozenset({"cpu"}))
 ROCM_HOST = HostFacts("linux", frozenset({"cpu", "rocm"}), rocm_arch="gfx1151")
@@ -35,19 +27,15 @@ LITERT = ModelArtifact("/models/gemma.litertlm", ("gemma.litertlm",))
 
 
 def recipe(rid: str, *, rank=None, serves=("*.gguf",), platforms=None, variant_of=None):
+    """A loaded recipe with the selector's extension keys: ``serves`` patterns and ``rank``."""
     ext = {}
     if serves is not None:
         ext[SERVES_KEY] = list(serves)
     if rank is not None:
         ext[RANK_KEY] = rank
-    block = {"command": f"/opt/{rid}/server", "args": ["--port", "{port}"]}
-    if variant_of:
-        block = {"binary": "llama-server"}
-    doc = {"recipe": rid, "display_name": rid, "api_contract_version": "1", "capabilities": ["completion"],
-           "platforms": platforms or {"linux": {"cpu": block}}, "extensions": ext}
-    if variant_of:
-        doc.update(variant_of=variant_of, version_policy="roll_forward")
-    return load_recipe_text(json.dumps(doc), f"{rid}.json")
+    variant = {"binary": "llama-server", "variant_of": variant_of, "version_policy": "roll_forward"} if variant_of else {}
+    return load_doc(recipe_doc(rid, command=f"/opt/{rid}/server", platforms=platforms, extensions=ext, **variant),
+                    f"{rid}.json")
 
 
 def present(*recipes, absent=()):
@@ -203,19 +191,15 @@ def test_artifact_patterns_are_case_insensitive_and_any_name_matches():
 
 @pytest.mark.parametrize("value", [[], "*.gguf", [""], ["a/*.gguf"], [3]])
 def test_malformed_serves_cannot_serve_and_names_the_key(value):
-    doc = {"recipe": "odd", "display_name": "odd", "api_contract_version": "1", "capabilities": ["completion"],
-           "platforms": {"linux": {"cpu": {"command": "/x", "args": []}}}, "extensions": {SERVES_KEY: value}}
-    r = load_recipe_text(json.dumps(doc), "odd.json")
+    r = load_doc(recipe_doc("odd", command="/x", args=[], extensions={SERVES_KEY: value}), "odd.json")
     sel = select_backend(GGUF, [r], CPU_HOST, present(r), override="odd")
     assert sel.error == "cannot-serve" and f'odd.json: extensions["{SERVES_KEY}"]' in sel.message
 
 
 @pytest.mark.parametrize("rank", [True, 1.5, "3", None])
 def test_malformed_rank_names_the_key(rank):
-    doc = {"recipe": "odd", "display_name": "odd", "api_contract_version": "1", "capabilities": ["completion"],
-           "platforms": {"linux": {"cpu": {"command": "/x", "args": []}}},
-           "extensions": {SERVES_KEY: ["*.gguf"], RANK_KEY: rank}}
-    r = load_recipe_text(json.dumps(doc), "odd.json")
+    r = load_doc(recipe_doc("odd", command="/x", args=[], extensions={SERVES_KEY: ["*.gguf"], RANK_KEY: rank}),
+                 "odd.json")
     sel = select_backend(GGUF, [r], CPU_HOST, present(r))
     assert sel.outcome == "default"
     assert f'extensions["{RANK_KEY}"] must be an integer' in sel.candidates[0].serve_reason
@@ -233,7 +217,7 @@ def test_host_block_uses_section_9_and_skips_accelerators_the_host_lacks():
     # default_accelerator names a block the host lacks: another block the host has is used
     doc = json.loads(r.canonical)
     doc["default_accelerator"] = "rocm"
-    r2 = load_recipe_text(json.dumps(doc), "multi.json")
+    r2 = load_doc(doc, "multi.json")
     assert host_block(r2, CPU_HOST).path == "platforms.linux.cpu"
     rocm_only = recipe("ro", platforms={"linux": {"rocm": {"command": "/r", "args": []}}})
     sel = select_backend(GGUF, [rocm_only], ROCM_HOST, present(rocm_only))
@@ -253,83 +237,6 @@ def test_default_is_injectable():
 
 
 # --- gathering facts (real files, real podman) ----------------------------------------------
-
-
-def _exe(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\nexit 0\n")
-    path.chmod(0o755)
-    return path
-
-
-def test_presence_of_variant_binary_and_commands(tmp_path, monkeypatch):
-    var = recipe("vari", variant_of="llamacpp")
-    abs_cmd = recipe("absc")  # /opt/absc/server: not on this machine
-    path_cmd = load_recipe_text(json.dumps({
-        "recipe": "pathc", "display_name": "p", "api_contract_version": "1", "capabilities": ["completion"],
-        "platforms": {"linux": {"cpu": {"command": "my-engine-xyz", "args": []}}}}), "p.json")
-    tok_cmd = load_recipe_text(json.dumps({
-        "recipe": "tokc", "display_name": "t", "api_contract_version": "1", "capabilities": ["completion"],
-        "platforms": {"linux": {"cpu": {"command": "{exe_dir}/srv", "args": []}}}}), "t.json")
-    ext = tmp_path / "external"
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    recs = [var, abs_cmd, path_cmd, tok_cmd]
-    facts = gather_presence(recs, CPU_HOST, external_dir=lambda rid: ext / rid)
-    assert not facts["vari"].present and facts["vari"].what == f"binary {ext / 'vari' / 'llama-server'}"
-    assert not facts["absc"].present and facts["absc"].what == "command /opt/absc/server"
-    assert not facts["pathc"].present and facts["pathc"].what == "command my-engine-xyz on PATH"
-    assert facts["tokc"].present and "not checked" in facts["tokc"].what
-    binary = _exe(ext / "vari" / "llama-server")
-    _exe(tmp_path / "bin" / "my-engine-xyz")
-    facts = gather_presence(recs, CPU_HOST, external_dir=lambda rid: ext / rid)
-    assert facts["vari"].present and facts["pathc"].present
-    binary.chmod(0o644)  # not executable: not present
-    assert not gather_presence([var], CPU_HOST, external_dir=lambda rid: ext / rid)["vari"].present
-    # no block for the host: no fact at all
-    assert gather_presence([var], HostFacts("darwin", frozenset({"cpu", "metal"}))) == {}
-
-
-def _container_recipe(image: str, globals_: tuple[str, ...] = ()):
-    return load_recipe_text(json.dumps({
-        "recipe": "boxed", "display_name": "bb", "api_contract_version": "1", "capabilities": ["completion"],
-        "platforms": {"linux": {"cpu": {"command": "podman", "args": [
-            *globals_, "run", "--rm", "--name", "lp-{port}", "-p", "{port}:8080", image]}}},
-        "extensions": {SERVES_KEY: ["*.gguf"]}}), "boxed.json")
-
-
-def test_presence_of_a_container_image_asks_the_engine():
-    img = "quay.io/example/engine@sha256:" + "aa" * 64
-    asked = []
-    facts = gather_presence([_container_recipe(img, ("--root", "/srv/store"))], CPU_HOST,
-                            image_check=lambda cli, image: asked.append((cli.argv, image)) or True)
-    # asked of the store the recipe's own command line selects (its global options)
-    assert asked == [(("podman", "--root", "/srv/store"), img)] and facts["boxed"] == Presence(True, f"image {img}")
-
-
-@pytest.mark.slow
-def test_image_present_with_real_podman(tmp_path):
-    """podman answers for the store the recipe's argv selects: an image imported into a
-    private ``--root`` is present there and absent from the default store."""
-    need("podman")
-    runroot = tempfile.mkdtemp(prefix="lp-sel-")  # podman wants a short runroot path
-    store = ("podman", "--root", str(tmp_path / "root"), "--runroot", runroot, "--storage-driver", "vfs")
-    tar = tmp_path / "one.tar"
-    with tarfile.open(tar, "w") as tf:
-        info = tarfile.TarInfo("hello")
-        info.size = 2
-        tf.addfile(info, io.BytesIO(b"hi"))
-    name = f"localhost/lemonpack-select-{secrets.token_hex(4)}:t"
-    subprocess.run([*store, "import", str(tar), name], check=True, capture_output=True, timeout=120)
-    try:
-        assert image_present(store, name) is True
-        assert image_present("podman", name) is False  # not in the default store
-        assert image_present(store, "localhost/lemonpack-select-absent@sha256:" + "0" * 64) is False
-        facts = gather_presence([_container_recipe(name, store[1:])], CPU_HOST)
-        assert facts["boxed"].present is True
-    finally:
-        subprocess.run([*store, "rmi", "-f", name], capture_output=True, timeout=120)
-        subprocess.run([*store, "system", "reset", "-f"], capture_output=True, timeout=120)
-        shutil.rmtree(runroot, ignore_errors=True)
 
 
 def test_model_artifact_names(tmp_path):

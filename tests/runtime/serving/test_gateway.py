@@ -8,18 +8,10 @@ from lemonpack.runtime.serving.policy import (
     Arrive, EngineExited, EngineFailed, EngineReady, Finish, ModelInfo, Phase, Shutdown, Tick, Unload,
 )
 
-from tests.runtime.serving.test_policy import GiB, make
+from support.serving import Clock, GiB, make
 
 A, B, C = "http://a:1", "http://b:2", "http://c:3"
 REMOTE = ModelInfo(remote=True, memory=100 * GiB)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def pool(*urls, interval=0.5):

@@ -1,0 +1,33 @@
+"""The registry client's transport (lemonpack/registry/transport.py): its retry policy is not spent
+on a refused connection or a host that does not resolve, and its short messages never cut a
+word."""
+
+from __future__ import annotations
+
+import pytest
+
+from lemonpack.errors import FetchError
+from lemonpack.registry import RegistryClient
+from lemonpack.registry.transport import short as _short
+
+from support.helpers import FakeClock, closed_port
+
+
+def test_the_client_does_not_spend_its_retry_policy_on_refused_or_unresolvable():
+    for host, waits in ((f"127.0.0.1:{closed_port()}", [0.2]), ("lemonpack-test.invalid", [])):
+        client = RegistryClient(host, retries=6, backoff=0.2)
+        clock = FakeClock()
+        client.transport.sleep = clock.sleep
+        with pytest.raises(FetchError):
+            client.head_manifest("x/y", "v1")
+        assert clock.slept == waits  # refused: one more try after one backoff; unresolvable: none
+        assert client.stats.requests <= 2
+        client.close()
+
+
+def test_short_never_cuts_a_word():
+    text = " ".join(f"word{i:03d}" for i in range(100))
+    out = _short(text)
+    assert out.endswith(" …") and len(out) <= 302
+    assert all(w in text.split() for w in out[:-2].split())
+    assert _short("short message") == "short message"

@@ -1,0 +1,312 @@
+"""The catalogue site in Debian's headless Chromium, opened from file:// with the network off.
+
+Covers issue 10's proof list: search narrows the list, each facet filters, an entry page shows
+its digests and commands, a shared fragment restores the filters, a host-facts file marks
+fits, a hostile community description runs nothing (page flag ``window.__pwned``), the shared
+query table gives the expected ids in the page, the page is readable with JavaScript off and
+requests nothing but local files. Screenshots go to ``$LEMONPACK_TEST_ARTIFACTS/catalogue-site``
+(or the test's temporary directory).
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pytest
+from support.catalogue_site import QUERIES, hostile_index, reference_search
+from support.browser import artifacts_dir, chromium
+
+from lemonpack.catalogue.site import FACETS, entry_facets, entry_slug, render_site
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site of the fixture index plus one hostile community entry: (index, out dir)."""
+    out = tmp_path_factory.mktemp("catalogue-site")
+    index = hostile_index()
+    render_site(index, out)
+    return index, out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium(offline=True) as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    return artifacts_dir("catalogue-site", tmp_path_factory.mktemp("artifacts"))
+
+
+def open_index(driver, out, fragment: str = ""):
+    driver.get("about:blank")
+    driver.get((out / "index.html").as_uri() + fragment)
+    wait_ready(driver)
+
+
+def wait_ready(driver):
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script("return document.body.getAttribute('data-ready')") == "true")
+
+
+def visible_ids(driver) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('#entries > li'))"
+        ".filter(li => !li.hidden && li.offsetParent !== null).map(li => li.dataset.id)")
+
+
+def fragment(query: str, filters: dict) -> str:
+    pairs = [("q", query)] if query.strip() else []
+    for key, _ in FACETS:
+        if key in filters:
+            vals = filters[key] if isinstance(filters[key], list) else [filters[key]]
+            pairs += [(key, ("true" if v else "false") if isinstance(v, bool) else v) for v in vals]
+    return "#" + urlencode(pairs) if pairs else ""
+
+
+def pwned(driver) -> str:
+    return driver.execute_script("return typeof window.__pwned")
+
+
+def test_search_box_narrows_the_list_and_writes_the_fragment(browser, site, shots):
+    index, out = site
+    open_index(browser, out)
+    everything = [e["id"] for e in index["entries"]]
+    assert visible_ids(browser) == everything
+    box = browser.find_element("id", "q")
+    box.send_keys("whisper")
+    assert visible_ids(browser) == ["recipe:beta-whisper-cuda"]
+    assert browser.find_element("id", "summary").text == f"1 of {len(everything)} entries"
+    assert browser.execute_script("return location.hash") == "#q=whisper"
+    box.clear()
+    box.send_keys("  ACME   strix ")
+    assert visible_ids(browser) == ["recipe:acme-strix-toolbox"]
+    box.clear()
+    box.send_keys("no-such-thing-anywhere")
+    assert visible_ids(browser) == []
+    assert browser.find_element("id", "empty").is_displayed()
+    browser.save_screenshot(str(shots / "search-no-match.png"))
+    box.clear()
+    box.send_keys("llama")
+    browser.save_screenshot(str(shots / "search-llama.png"))
+    assert visible_ids(browser) == reference_search(index, "llama", {})
+
+
+def test_each_facet_filters(browser, site, shots):
+    index, out = site
+    for key, _ in FACETS:
+        open_index(browser, out)
+        boxes = browser.find_elements("css selector", f'input[type=checkbox][name="{key}"]')
+        assert boxes, key
+        values = [b.get_attribute("value") for b in boxes]
+        assert values == sorted({v for e in index["entries"] for v in entry_facets(e)[key]},
+                                key=(lambda v: v != "true") if key == "official" else None), key
+        # One value, then a second one of the same facet (any of).
+        boxes[0].click()
+        expected = [e["id"] for e in index["entries"] if values[0] in entry_facets(e)[key]]
+        assert expected and visible_ids(browser) == expected, (key, values[0])
+        assert visible_ids(browser) == reference_search(index, "", {key: values[0]})
+        if len(boxes) > 1:
+            boxes[-1].click()
+            assert visible_ids(browser) == reference_search(index, "", {key: [values[0], values[-1]]}), key
+        browser.save_screenshot(str(shots / f"facet-{key}.png"))
+        browser.find_element("id", "clear").click()
+        assert visible_ids(browser) == [e["id"] for e in index["entries"]]
+        assert browser.execute_script("return location.hash") == ""
+
+
+def test_shared_fragment_restores_the_filters(browser, site, shots):
+    index, out = site
+    frag = "#q=acme&kind=recipe&os=linux&os=windows&official=false"
+    open_index(browser, out, frag)
+    assert browser.find_element("id", "q").get_attribute("value") == "acme"
+    checked = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#filters input[type=checkbox]:checked'))"
+        ".map(c => c.name + '=' + c.value)")
+    assert checked == ["kind=recipe", "os=linux", "os=windows", "official=false"]
+    expected = reference_search(index, "acme", {"kind": "recipe", "os": ["linux", "windows"], "official": False})
+    assert expected == ["recipe:acme-strix-toolbox"]
+    assert visible_ids(browser) == expected
+    browser.save_screenshot(str(shots / "shared-fragment.png"))
+    # The fragment the page writes for that state restores the same view in a fresh load.
+    written = browser.execute_script("return location.hash")
+    open_index(browser, out, written)
+    assert visible_ids(browser) == expected
+    # A changed fragment (back/forward, pasted link) is followed without a reload.
+    browser.execute_script("location.hash = 'kind=extension'")
+    assert visible_ids(browser) == reference_search(index, "", {"kind": "extension"})
+
+
+def test_shared_query_table_in_the_page(browser, site):
+    index, out = site
+    table = json.loads(QUERIES.read_text())
+    assert len(table) >= 20
+    # The shared table is written against the fixture index: run it on a site of that index.
+    from support.catalogue_site import load_fixture
+    fixture = load_fixture()
+    sub = out.parent / (out.name + "-fixture")
+    render_site(fixture, sub)
+    open_index(browser, sub)
+    for row in table:
+        got = browser.execute_script("return window.lemonpackCatalogue.search(arguments[0], arguments[1])",
+                                     row["query"], row["filters"])
+        assert got == row["expected_ids"], row
+    # And through the user interface: the fragment sets the form, the list shows the result.
+    for row in table:
+        browser.execute_script("location.hash = arguments[0]", fragment(row["query"], row["filters"]) or "#")
+        assert visible_ids(browser) == row["expected_ids"], row
+
+
+def test_entry_page_shows_digests_and_commands(browser, site, shots):
+    index, out = site
+    open_index(browser, out)
+    browser.find_element("link text", "Strix toolbox llama.cpp").click()
+    e = next(x for x in index["entries"] if x["id"] == "recipe:acme-strix-toolbox")
+    assert browser.current_url.endswith(f"/entry/{entry_slug(e['id'])}.html")
+    digest = browser.find_element("css selector", "code[data-digest=entry]").text
+    assert digest == e["digest"]
+    commands = {c.get_attribute("data-command"): c.text
+                for c in browser.find_elements("css selector", "code.command")}
+    assert commands == e["commands"]
+    assert browser.find_element("css selector", "code.fingerprint").text == e["signature"]["fingerprint"]
+    body = browser.find_element("tag name", "body").text
+    assert "signed by an unknown key" in body and "gfx1151" in body
+    browser.save_screenshot(str(shots / "entry-page.png"))
+
+
+def load_host(driver, tmp_path, facts: dict) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+    path = tmp_path / f"host-{abs(hash(json.dumps(facts, sort_keys=True)))}.json"
+    path.write_text(json.dumps(facts))
+    driver.execute_script("document.body.removeAttribute('data-host-loaded')")
+    driver.find_element("id", "hostfile").send_keys(str(path))
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script("return document.body.getAttribute('data-host-loaded')") is not None)
+
+
+def fit_marks(driver) -> dict[str, tuple[str, str]]:
+    return dict(driver.execute_script(
+        "return Array.from(document.querySelectorAll('#entries > li')).map(li => [li.dataset.id, "
+        "[li.classList.contains('fits') ? 'fits' : li.classList.contains('no-fit') ? 'no-fit' : '', "
+        "li.querySelector('.fit').textContent]])"))
+
+
+def test_host_facts_file_marks_fits(browser, site, shots, tmp_path):
+    index, out = site
+    open_index(browser, out)
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1151",
+                                  "cuda_arch": None})
+    marks = fit_marks(browser)
+    assert {k: v[0] for k, v in marks.items()} == {
+        "extension:qwen": "fits", "recipe:hello-engine": "fits", "extension:acme_moe": "no-fit",
+        "recipe:acme-strix-toolbox": "fits", "recipe:beta-whisper-cuda": "no-fit",
+        "recipe:beta-metal-embed": "no-fit", "recipe:evil-engine": "no-fit"}
+    assert "linux/rocm" in marks["recipe:acme-strix-toolbox"][1]  # the GPU block, not the cpu fallback
+    assert "needs vulkan on linux; the host has cpu, rocm" in marks["extension:acme_moe"][1]
+    assert "no platform for linux" in marks["recipe:beta-metal-embed"][1]
+    assert "3 of 7 entries fit" in browser.find_element("id", "host-status").text
+    browser.find_element("id", "only-fits").click()
+    assert visible_ids(browser) == ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]
+    assert "fits=1" in browser.execute_script("return location.hash")
+    browser.save_screenshot(str(shots / "host-rocm-gfx1151.png"))
+    # The GPU arch decides: an NVIDIA host whose arch the recipe does not list, then one it does.
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "cuda"], "cuda_arch": "sm_86"})
+    m = fit_marks(browser)["recipe:beta-whisper-cuda"]
+    assert m[0] == "no-fit" and "linux/cuda is built for sm_89, sm_90; the host's GPU is sm_86" in m[1]
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cuda"], "cuda_arch": "sm_90"})
+    assert fit_marks(browser)["recipe:beta-whisper-cuda"][0] == "fits"
+    browser.save_screenshot(str(shots / "host-cuda-sm90.png"))
+    # A file that is not host facts is refused with a message, the marks stay as they were.
+    load_host(browser, tmp_path, {"os": "plan9"})
+    assert browser.execute_script("return document.body.getAttribute('data-host-loaded')") == "error"
+    assert '"os" must be one of' in browser.find_element("id", "host-status").text
+
+
+def test_hostile_description_runs_nothing(browser, site, shots):
+    from selenium.webdriver.common.action_chains import ActionChains
+    index, out = site
+    open_index(browser, out, "#q=evil")
+    assert visible_ids(browser) == ["recipe:evil-engine"]
+    assert pwned(browser) == "undefined"
+    browser.save_screenshot(str(shots / "hostile-index.png"))
+    page = out / "entry" / f"{entry_slug('recipe:evil-engine')}.html"
+    browser.get(page.as_uri())
+    assert pwned(browser) == "undefined"
+    # Hover over and click everything in the description that could carry a handler or a link.
+    desc = browser.find_element("css selector", ".markdown")
+    for el in desc.find_elements("css selector", "*"):
+        if el.is_displayed():
+            ActionChains(browser).move_to_element(el).perform()
+    assert pwned(browser) == "undefined"
+    hrefs = [a.get_attribute("href") for a in desc.find_elements("tag name", "a")]
+    assert hrefs and all(h is None or h.startswith(("https://", "http://", "file://")) for h in hrefs), hrefs
+    assert "<script>window.__pwned=1</script>" in desc.text  # shown as text
+    browser.save_screenshot(str(shots / "hostile-entry.png"))
+    for a in desc.find_elements("tag name", "a"):
+        if a.get_attribute("href") is None:
+            a.click()  # an inert anchor: nothing happens
+    assert pwned(browser) == "undefined"
+
+
+def test_readable_without_javascript(site, shots):
+    index, out = site
+    with chromium(offline=True, javascript=False) as driver:
+        driver.get((out / "index.html").as_uri() + "#kind=extension")
+        items = driver.find_elements("css selector", "#entries > li")
+        assert [li.get_attribute("data-id") for li in items if li.is_displayed()] == [e["id"] for e in index["entries"]]
+        assert "JavaScript is off" in driver.find_element("tag name", "body").text
+        driver.save_screenshot(str(shots / "no-javascript.png"))
+        driver.find_element("link text", "qwen").click()
+        assert index["entries"][0]["digest"] in driver.find_element("tag name", "body").text
+
+
+def test_nothing_but_local_files_is_requested(site):
+    index, out = site
+    with chromium(offline=True, performance_log=True) as driver:
+        driver.get((out / "index.html").as_uri())
+        wait_ready(driver)
+        driver.get((out / "entry" / f"{entry_slug('recipe:evil-engine')}.html").as_uri())
+        urls = []
+        for row in driver.get_log("performance"):
+            msg = json.loads(row["message"])["message"]
+            if msg["method"] == "Network.requestWillBeSent":
+                urls.append(msg["params"]["request"]["url"])
+        assert urls, "the performance log recorded no requests at all"
+        assert all(u.startswith("file://") for u in urls), [u for u in urls if not u.startswith("file://")]
+        assert any(u.endswith("/assets/catalogue-data.js") for u in urls)
+
+
+HOSTS = [
+    {"os": "linux", "accelerators": ["cpu"], "rocm_arch": None, "cuda_arch": None},
+    {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1151", "cuda_arch": None},
+    {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1100", "cuda_arch": None},
+    {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": None, "cuda_arch": None},
+    {"os": "linux", "accelerators": ["cpu", "cuda", "vulkan"], "rocm_arch": None, "cuda_arch": "sm_89"},
+    {"os": "linux", "accelerators": ["cpu", "vulkan"], "rocm_arch": "gfx1151", "cuda_arch": None},
+    {"os": "windows", "accelerators": ["cpu", "vulkan"], "rocm_arch": None, "cuda_arch": "sm_90"},
+    {"os": "darwin", "accelerators": ["cpu", "metal"], "rocm_arch": None, "cuda_arch": None},
+    {"os": "darwin", "accelerators": ["cpu"], "rocm_arch": None, "cuda_arch": None},
+]
+
+
+def test_page_fit_agrees_with_the_cli_rule(browser, site):
+    """The page's fit (JavaScript) against lemonpack.catalogue.fits.fits_host (what
+    `catalogue search --fits-host` uses) for every entry on a range of hosts, verdict and words."""
+    from lemonpack.catalogue.fits import fits_host
+    from lemonpack.contract.host import HostFacts
+
+    index, out = site
+    open_index(browser, out)
+    entries = index["entries"] + [dict(index["entries"][3], id="recipe:default-cpu", default_accelerator="cpu")]
+    for host in HOSTS:
+        got = browser.execute_script(
+            "const api = window.lemonpackCatalogue, h = api.parseHost(arguments[1]);"
+            "return arguments[0].map(e => { const r = api.fit(e, h); return [r.fits, r.reason]; });",
+            entries, host)
+        want = [list(fits_host(e, HostFacts.from_json(host))) for e in entries]
+        assert got == want, host
