@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lemonpack.digest import Digest
 from lemonpack.signing import keys, simplesigning as ss
 
 
@@ -71,7 +72,7 @@ def test_signature_tag_and_manifest():
     manifest, config = ss.build_signature_manifest(layers)
     doc = json.loads(manifest)
     assert doc["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
-    assert doc["config"]["digest"] == ss.sha256_digest(config) and doc["config"]["size"] == len(config)
+    assert doc["config"]["digest"] == str(Digest.of_bytes(config)) and doc["config"]["size"] == len(config)
     assert [l["mediaType"] for l in doc["layers"]] == [ss.SIMPLESIGNING_MEDIA_TYPE] * 2
     assert json.loads(config)["rootfs"]["diff_ids"] == [l.digest for l in layers]
     assert ss.parse_signature_manifest(manifest) == layers
