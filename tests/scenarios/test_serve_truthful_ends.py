@@ -119,24 +119,28 @@ def _stream_in_thread(url: str, out: dict) -> threading.Thread:
     return t
 
 
-def test_unload_lets_a_running_stream_finish_and_force_cuts_it(live):
-    lv = live(drain_timeout=30)
-    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
-    lv.start()
+def _load_and_stream(lv) -> tuple[dict, threading.Thread]:
+    """Load ``user.fake`` on ``lv``, start a streamed chat in a thread, and return once serve
+    counts it in flight: ``(the thread's result dict, the thread)``."""
     httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
     out: dict = {}
     t = _stream_in_thread(lv.url, out)
     assert wait_for(lambda: lv.in_flight().get("user.fake"), 10)
+    return out, t
+
+
+def test_unload_lets_a_running_stream_finish_and_force_cuts_it(live):
+    lv = live(drain_timeout=30)
+    lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
+    lv.start()
+    out, t = _load_and_stream(lv)
     r = httpx.post(lv.url + "/v1/unload", json={"model_name": "user.fake"}, trust_env=False, timeout=60)
     t.join(30)
     assert r.status_code == 200 and r.json()["cut"] == 0 and r.json()["state"] == "unloaded"
     assert out["lines"][-2:] == ["data: [DONE]", ""] or out["lines"][-1] == "data: [DONE]", out["lines"][-3:]
     assert "error" not in out
 
-    httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
-    out = {}
-    t = _stream_in_thread(lv.url, out)
-    assert wait_for(lambda: lv.in_flight().get("user.fake"), 10)
+    out, t = _load_and_stream(lv)
     r = httpx.post(lv.url + "/v1/unload?force=true", json={"model_name": "user.fake"}, trust_env=False, timeout=60)
     t.join(30)
     assert r.status_code == 200 and r.json()["force"] is True and r.json()["cut"] == 1, r.json()
@@ -149,10 +153,7 @@ def test_unload_cuts_at_the_drain_timeout(live):
     lv = live(drain_timeout=0.5)
     lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "200", "--chunk-delay", "0.05"]))
     lv.start()
-    httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
-    out: dict = {}
-    t = _stream_in_thread(lv.url, out)
-    assert wait_for(lambda: lv.in_flight().get("user.fake"), 10)
+    out, t = _load_and_stream(lv)
     r = httpx.post(lv.url + "/v1/unload", json={"model_name": "user.fake"}, trust_env=False, timeout=60)
     t.join(30)
     assert r.json()["cut"] == 1 and r.json()["force"] is False
@@ -163,10 +164,7 @@ def test_recipe_deleted_while_streaming_lets_the_stream_finish_then_stops(live):
     lv = live(drain_timeout=30)
     lv.add("user.fake", recipe_doc("fake-engine", fake_engine=["--chunks", "40", "--chunk-delay", "0.05"]))
     lv.start()
-    httpx.post(lv.url + "/v1/load", json={"model_name": "user.fake"}, trust_env=False, timeout=30)
-    out: dict = {}
-    t = _stream_in_thread(lv.url, out)
-    assert wait_for(lambda: lv.in_flight().get("user.fake"), 10)
+    out, t = _load_and_stream(lv)
     (lv.backends / "fake-engine.json").unlink()  # the watcher sees it gone: the model gives way
     assert wait_for(lambda: lv.server.policy.giving_way("user.fake"), 10)
     t.join(30)
