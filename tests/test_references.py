@@ -49,6 +49,10 @@ EXTERNAL: dict[str, str] = {
     "examples/server/README.md": "leejet/stable-diffusion.cpp",
     "docs/gguf.md": "ggml-org/ggml",
     "LoaderDriverInterface.md": "KhronosGroup/Vulkan-Loader",
+    # attestations: in-toto's framework and DSSE
+    "spec/v1/statement.md": "in-toto/attestation", "spec/v1/envelope.md": "in-toto/attestation",
+    "spec/predicates/provenance.md": "in-toto/attestation", "spec/predicates/spdx2.md": "in-toto/attestation",
+    "envelope.md": "secure-systems-lab/dsse", "protocol.md": "secure-systems-lab/dsse",
 }
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lemonpack.builder.pipeline import BuildResult
-from lemonpack.builder.plan import plan_build, write_build
+from lemonpack.builder.plan import BuildPlan, plan_build, write_build
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import LayoutError, UsageError
 from lemonpack.oci.base import BaseSource
@@ -36,12 +36,14 @@ from lemonpack.oci.layout_reader import split_layout_arg
 @dataclass(frozen=True)
 class PublishSource:
     """What to push: ``layout`` (an OCI image layout directory), ``tag`` (the one layout tag
-    to push, None: every tag) and ``built`` (the build result when SOURCE was a recipe, else
-    None: its ``indexes`` are ``{recipe: index digest}``)."""
+    to push, None: every tag), ``built`` (the build result when SOURCE was a recipe, else
+    None: its ``indexes`` are ``{recipe: index digest}``) and ``plan`` (the build's plan, for
+    ``publish --attest``: :mod:`lemonpack.builder.attest`; None for a layout)."""
 
     layout: Path
     tag: str | None
     built: BuildResult | None = None
+    plan: BuildPlan | None = None
 
 
 def is_recipe_source(source: str) -> bool:
@@ -68,7 +70,7 @@ def publish_source(source: str, workdir: Path, *, dest_tag: str | None, base: st
         built = (write_build(plan, progress=progress) if open_base is None
                  else write_build(plan, progress=progress, open_base=open_base))
         index_tag = plan.recipes[0].recipe
-        return PublishSource(plan.out, index_tag if dest_tag is not None else None, built)
+        return PublishSource(plan.out, index_tag if dest_tag is not None else None, built, plan)
     if base is not None:
         raise UsageError("--base applies when publishing a RECIPE.json (a layout is pushed as it is)")
     layout, tag = split_layout_arg(source)

@@ -29,7 +29,7 @@ ROOT_HELP = "\n".join((
     '  pin         Resolve every container image tag of a recipe to its digest...',
     "  keygen      Generate an ECDSA P-256 key pair in cosign's file format.",
     "  sign        Sign an image in a registry (cosign's key-based format).",
-    "  verify      Verify an image's cosign signatures against a key.",
+    "  verify      Verify an image's cosign signatures (or, with...",
     '  load        Load an image of a built OCI layout into podman or Docker,...',
     '  uninstall   Remove an installed recipe artifact...',
     '  cache       The download and built-layer caches under...',

@@ -57,6 +57,10 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                                             "recipes) on the image manifests."),
           dry_run: bool = typer.Option(False, "--dry-run", help="Print the build plan (the resolved recipes, "
                                        "targets and defaults) and build nothing."),
+          attest: str = typer.Option(None, "--attest", metavar="PREFIX.key",
+                                     help="Also write signed attestations of what the build used (SLSA provenance "
+                                          "v1 and an SPDX 2.3 SBOM, DSSE envelopes signed with this cosign key) "
+                                          "beside each image, under the tag sha256-<hex>.att."),
           json_out: bool = JSON_OPTION) -> int:
     """Build recipes into a byte-reproducible OCI image layout (+ Nix expressions).
 
@@ -66,7 +70,8 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     OUT/nix/<recipe>/ for recipes with artifacts. OUT holds exactly the recipes of this run:
     an existing layout there is replaced atomically. Timestamps come from SOURCE_DATE_EPOCH
     (default 0). With --base REF the images run: the base's layers, then the engine's, and
-    Entrypoint the engine (podman run IMAGE -m /models/x.gguf --port 8080).
+    Entrypoint the engine (podman run IMAGE -m /models/x.gguf --port 8080). With --attest KEY
+    each image gets signed attestations of its inputs (lemonpack verify --attestation).
     """
     from functools import partial
 
@@ -80,26 +85,45 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                       revision=revision)
     if dry_run:
         return _print_plan(plan, json_out)
+    from lemonpack.builder.attest import attest_build
+    from lemonpack.cli.signing_cmds import load_private_key
+
+    private = load_private_key(attest) if attest is not None else None  # a wrong password fails before the build
     result = write_build(plan, progress=progress, on_target=None if json_out else _print_target,
                          open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
+    attested = attest_build(plan, result, private) if private is not None else None
     if json_out:
-        print_json(result.to_json())
+        print_json({**result.to_json(), **({"attestations": attested} if attested is not None else {})})
     else:
-        for rid, digest in result.indexes.items():
-            console.print(f"{rid}: {digest} -> {out} (tag {rid})", markup=False)
-        from lemonpack.digest import sha256_text
-
-        for t in result.targets:
-            if t.policy == "roll_forward":
-                console.print(f"  {t.tag}: roll_forward, observed {sha256_text(t.sha256)}", markup=False)
-        for rel in result.nix:
-            console.print(f"  nix: {out / rel}/default.nix", markup=False)
-        if base is not None:
-            for t in result.targets:
-                if t.kind == "image":
-                    console.print(f"  runnable: lemonpack load {out}:{t.tag}, then podman run IMAGE "
-                                  f"<engine flags>", markup=False)
+        _print_built(result, out, base, attested)
     return 0
+
+
+def _print_built(result, out: Path, base: str | None, attested: list[dict] | None) -> None:
+    """What ``build`` wrote, for a person: the indexes, roll_forward observations, Nix files,
+    how to run a based image, and the attestations (on stderr)."""
+    from lemonpack.digest import sha256_text
+
+    _print_attested(attested)
+    for rid, digest in result.indexes.items():
+        console.print(f"{rid}: {digest} -> {out} (tag {rid})", markup=False)
+    for t in result.targets:
+        if t.policy == "roll_forward":
+            console.print(f"  {t.tag}: roll_forward, observed {sha256_text(t.sha256)}", markup=False)
+    for rel in result.nix:
+        console.print(f"  nix: {out / rel}/default.nix", markup=False)
+    if base is not None:
+        for t in result.targets:
+            if t.kind == "image":
+                console.print(f"  runnable: lemonpack load {out}:{t.tag}, then podman run IMAGE "
+                              f"<engine flags>", markup=False)
+
+
+def _print_attested(done: list[dict] | None) -> None:
+    """One line per attested recipe (``--attest``), on stderr."""
+    for d in done or ():
+        err_console.print(f"  attested {d['recipe']}: {len(d['tags'])} subject(s), SLSA provenance v1 + SPDX 2.3 "
+                          f"(tags sha256-<hex>.att)", markup=False)
 
 
 def _print_target(t) -> None:

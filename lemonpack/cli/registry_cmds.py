@@ -46,6 +46,10 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
             sign: str = typer.Option(None, "--sign", metavar="PREFIX.key",
                                      help="After the push, sign every pushed image/index with this cosign "
                                           "private key (password from $LEMONPACK_PASSWORD or a prompt)."),
+            attest: str = typer.Option(None, "--attest", metavar="PREFIX.key",
+                                       help="With a RECIPE.json: after the push, attach signed attestations of what "
+                                            "the build used (SLSA provenance v1, SPDX 2.3 SBOM) to every pushed "
+                                            "image under sha256-<hex>.att, signed with this cosign key."),
             json_out: bool = JSON_OPTION) -> int:
     """Push an OCI image layout to a registry byte for byte (a recipe is built first).
 
@@ -61,6 +65,8 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     registry tag (a full name such as docker.io/x/a:1) is refused before anything is sent:
     publish it as DIR:TAG --to HOST/REPO:NEWTAG. With --sign, each pushed manifest is then signed
     as `lemonpack sign HOST/REPO@DIGEST --key` does (the key is opened before anything is sent).
+    With --attest KEY (a RECIPE.json only), the build's provenance and SBOM are attached to the
+    index and every manifest as cosign attest does (check them with verify --attestation).
     Examples:
     lemonpack publish out/layout --to 127.0.0.1:5000/engines ;
     lemonpack publish out/layout:hello-engine --to 127.0.0.1:5000/engines/hello:v1 ;
@@ -76,35 +82,46 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     dest = parse_registry_reference(to)
     show = _show_progress(progress, json_out)
-    private = None
-    if sign is not None:
-        from lemonpack.cli.signing_cmds import load_private_key
+    from lemonpack.builder.attest import attest_published, check_publish_attest
+    from lemonpack.cli.signing_cmds import load_private_key
 
-        private = load_private_key(sign)  # a wrong password fails before the push
+    private = load_private_key(sign) if sign is not None else None  # a wrong password fails before the push
+    attest_key = load_private_key(attest) if attest is not None else None
     signed: list[dict] = []
+    attested: list[dict] | None = None
     with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
         src = publish_source(source, Path(tmp), dest_tag=dest.tag, base=base, mirror=mirror, progress=show,
                              known=discovered_recipes,
                              open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
         _print_built(src, json_out)
+        plan = check_publish_attest(src.plan, source) if attest_key is not None else None  # before the push
         with _client(dest.host, insecure, registry_config) as client:
             result = publish_layout(src.layout, dest, client, tag=src.tag, mount_from=mount_from, progress=show)
             if private is not None:
                 from lemonpack.signing.remote import sign_published
 
                 signed = sign_published(result, private, insecure=insecure, client=client)
-    _print_published(result, signed if private is not None else None, json_out)
+            if plan is not None and attest_key is not None and src.built is not None:
+                attested = attest_published(plan, src.built, attest_key, client, dest.repository)
+    _print_published(result, signed if private is not None else None, json_out, attested)
     return 0
 
 
-def _print_published(result, signed: list[dict] | None, json_out: bool) -> None:
-    """What was pushed (and signed, when ``signed`` is not None): JSON, or one line per tag."""
+def _print_published(result, signed: list[dict] | None, json_out: bool, attested: list[dict] | None = None) -> None:
+    """What was pushed (and signed, when ``signed`` is not None; attested, when ``attested`` is
+    not None): JSON, or one line per tag."""
     if json_out:
         doc = result.to_json()
         if signed is not None:
             doc["signed"] = signed
+        if attested is not None:
+            doc["attested"] = attested
         print_json(doc)
         return
+    for a in attested or ():
+        for one in a["attached"]:
+            console.print(f"attested {result.reference}@{one['digest']} -> {one['attestation_tag']} "
+                          f"({one['attestations']} attestation(s))", markup=False)
     for p in result.pushed:
         console.print(f"{result.reference}:{p.tag}@{p.digest}", markup=False)
     for s in signed or ():

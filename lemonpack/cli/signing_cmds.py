@@ -120,18 +120,43 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
 def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
            key: str = typer.Option(..., "--key", metavar="KEY",
                                    help="A public key PEM (cosign.pub) or a cosign private key file."),
+           attestation: bool = typer.Option(False, "--attestation",
+                                            help="Verify the image's attestations (sha256-<hex>.att: DSSE "
+                                                 "envelopes of in-toto statements) instead of its signatures; "
+                                                 "REF may also be oci:DIR:TAG, a layout build --attest wrote."),
+           predicate: str = typer.Option(None, "--type", metavar="slsaprovenance|spdx|URI",
+                                         help="With --attestation: only attestations of this predicate type "
+                                              "(at least one must be there)."),
            insecure: bool = INSECURE_OPTION,
            registry_config: Path = REGISTRY_CONFIG_OPTION,
            json_out: bool = JSON_OPTION) -> int:
-    """Verify an image's cosign signatures against a key.
+    """Verify an image's cosign signatures (or, with --attestation, its attestations) against a key.
 
     Succeeds when a signature under sha256-<hex>.sig verifies with the key and its payload
     names the image's manifest digest. Exits 3 naming why otherwise: no signature, wrong key
-    or changed payload/annotation, or a payload for another image.
+    or changed payload/annotation, or a payload for another image. With --attestation, every
+    envelope under sha256-<hex>.att (of --type, when given) must verify with the key, carry an
+    in-toto statement (payloadType application/vnd.in-toto+json) and name the image's digest
+    as a subject; exit 3 naming the envelope and why otherwise.
     """
+    if predicate is not None and not attestation:
+        raise typer.BadParameter("--type applies with --attestation", param_hint="--type")
+    public = load_verification_key(key)
+    if attestation:
+        from lemonpack.signing.attestations import predicate_type_uri, verify_attestations
+
+        uri = predicate_type_uri(predicate) if predicate is not None else None
+        done = verify_attestations(reference, public, predicate_type=uri, insecure=insecure,
+                                   registry_config=registry_config)
+        if json_out:
+            print_json(done)
+        else:
+            kinds = ", ".join(sorted({v["predicate_type"] for v in done["verified"]}))
+            console.print(f"verified {done['reference']}: {len(done['verified'])} attestation(s) valid with "
+                          f"{key} ({kinds})", markup=False)
+        return 0
     from lemonpack.signing.remote import verify_image
 
-    public = load_verification_key(key)
     done = verify_image(reference, public, insecure=insecure, registry_config=registry_config)
     if json_out:
         print_json(done)

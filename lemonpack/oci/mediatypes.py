@@ -6,7 +6,7 @@ anywhere else in ``lemonpack/``). Readers and writers import the names, as CNCF 
 Sources: OCI image-spec v1.1 ``media-types.md`` (OCI types), ``manifest.md`` ("Guidance for an
 Empty Descriptor"), ``image-layout.md`` (``oci-layout``), ``annotations.md`` (pre-defined
 keys); Docker Image Manifest V2, Schema 2 (the Docker types registries and other tools still
-write); cosign's ``specs/SIGNATURE_SPEC.md`` (simple signing); lemonpack's own recipe artifact.
+write); cosign's ``specs/SIGNATURE_SPEC.md`` (simple signing) and ``pkg/types/payload.go`` (attestations); lemonpack's own recipe artifact.
 Every JSON document lemonpack puts into a layout is encoded by
 :func:`lemonpack.canonical.canonical_json`, so the same document has the same digest.
 """
@@ -33,6 +33,13 @@ MEDIA_TYPE_DOCKER_LAYER_TAR_GZIP = "application/vnd.docker.image.rootfs.diff.tar
 
 # cosign (specs/SIGNATURE_SPEC.md in sigstore/cosign): a signature image's layer is a simple signing payload
 MEDIA_TYPE_COSIGN_SIMPLESIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
+# cosign attestations (pkg/types/payload.go): an ``.att`` image's layer is a DSSE envelope
+# (secure-systems-lab/dsse ``envelope.md``) whose payloadType is an in-toto statement
+# (in-toto/attestation ``spec/v1/envelope.md``)
+MEDIA_TYPE_DSSE_ENVELOPE = "application/vnd.dsse.envelope.v1+json"
+MEDIA_TYPE_IN_TOTO = "application/vnd.in-toto+json"
+#: The layer annotation cosign writes on an attestation (``cmd/cosign/cli/attest/attest.go``).
+ANNOTATION_COSIGN_PREDICATE_TYPE = "predicateType"
 
 # lemonpack's recipe artifact (``lemonpack publish RECIPE.json``): artifact type and layer type
 MEDIA_TYPE_LEMONPACK_RECIPE = "application/vnd.lemonpack.recipe.v1+json"
@@ -74,6 +81,7 @@ __all__ = [
     "MEDIA_TYPE_LAYER_TAR_ZSTD", "MEDIA_TYPE_EMPTY", "MEDIA_TYPE_LAYOUT_HEADER",
     "MEDIA_TYPE_DOCKER_MANIFEST", "MEDIA_TYPE_DOCKER_MANIFEST_LIST", "MEDIA_TYPE_DOCKER_LAYER_TAR",
     "MEDIA_TYPE_DOCKER_LAYER_TAR_GZIP", "MEDIA_TYPE_COSIGN_SIMPLESIGNING", "MEDIA_TYPE_LEMONPACK_RECIPE",
+    "MEDIA_TYPE_DSSE_ENVELOPE", "MEDIA_TYPE_IN_TOTO", "ANNOTATION_COSIGN_PREDICATE_TYPE",
     "IMAGE_MANIFEST_TYPES", "IMAGE_INDEX_TYPES", "MANIFEST_MEDIA_TYPES", "GZIP_LAYER_TYPES", "TAR_LAYER_TYPES",
     "LAYER_TYPES", "EMPTY_JSON", "EMPTY_DIGEST", "EMPTY_SIZE", "ANNOTATION_REF_NAME", "ANNOTATION_CREATED",
     "ANNOTATION_TITLE", "ANNOTATION_SOURCE", "ANNOTATION_REVISION", "ANNOTATION_VERSION", "OCI_LAYOUT_VERSION",

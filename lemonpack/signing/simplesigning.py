@@ -137,17 +137,21 @@ def verify_payload(public: ec.EllipticCurvePublicKey, payload: bytes, signature_
 @dataclass(frozen=True)
 class SignatureLayer:
     """One signature in a signature manifest: the payload blob ``digest`` / ``size`` and
-    the base64 ``signature``; ``annotations`` holds every annotation of the layer."""
+    the base64 ``signature``; ``annotations`` holds every annotation of the layer;
+    ``media_type`` the layer's (simple signing; a cosign attestation's layer is a DSSE
+    envelope, :mod:`lemonpack.signing.attestations`)."""
 
     digest: str
     size: int
     signature: str | None
     annotations: Mapping[str, str]
+    media_type: str = SIMPLESIGNING_MEDIA_TYPE
 
 
-def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
-    """The simple-signing layers of a signature manifest, in order (layers of other media
-    types are skipped). Raises :class:`PayloadError` when it is not an image manifest."""
+def parse_signature_manifest(manifest: bytes, media_type: str = SIMPLESIGNING_MEDIA_TYPE) -> list[SignatureLayer]:
+    """The layers of ``media_type`` (default simple signing) of a signature manifest, in
+    order (layers of other media types are skipped). Raises :class:`PayloadError` when it is
+    not an image manifest."""
     try:
         doc = json.loads(manifest)
     except (ValueError, UnicodeDecodeError):
@@ -157,7 +161,7 @@ def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
         raise PayloadError("signature manifest: layers: missing")
     out = []
     for i, layer in enumerate(layers):
-        if not isinstance(layer, dict) or layer.get("mediaType") != SIMPLESIGNING_MEDIA_TYPE:
+        if not isinstance(layer, dict) or layer.get("mediaType") != media_type:
             continue
         digest, size = layer.get("digest"), layer.get("size")
         if not isinstance(digest, str) or not is_sha256_digest(digest) or not isinstance(size, int):
@@ -165,7 +169,7 @@ def parse_signature_manifest(manifest: bytes) -> list[SignatureLayer]:
         raw = layer.get("annotations")
         ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
         sig = ann.get(SIGNATURE_ANNOTATION)
-        out.append(SignatureLayer(digest, size, sig if isinstance(sig, str) else None, dict(ann)))
+        out.append(SignatureLayer(digest, size, sig if isinstance(sig, str) else None, dict(ann), media_type))
     return out
 
 
@@ -173,7 +177,9 @@ def build_signature_manifest(layers: list[SignatureLayer]) -> tuple[bytes, bytes
     """The signature manifest holding ``layers`` (in order) and its config: returns
     ``(manifest_bytes, config_bytes)``, both canonical JSON. The config is an image config
     with empty ``architecture`` / ``os``, ``rootfs.diff_ids`` = the layers' digests and one
-    empty-created history entry per layer (what go-containerregistry writes for cosign)."""
+    empty-created history entry per layer (what go-containerregistry writes for cosign).
+    Each layer has its own ``media_type``: cosign writes attestations (``sha256-<hex>.att``)
+    the same way, with DSSE envelope layers."""
     created = "0001-01-01T00:00:00Z"
     config = {"architecture": "", "config": {}, "created": created, "os": "",
               "history": [{"created": created} for _ in layers],
@@ -182,6 +188,6 @@ def build_signature_manifest(layers: list[SignatureLayer]) -> tuple[bytes, bytes
     manifest = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
                 "config": {"mediaType": MEDIA_TYPE_IMAGE_CONFIG, "size": len(config_bytes),
                            "digest": str(Digest.of_bytes(config_bytes))},
-                "layers": [{"mediaType": SIMPLESIGNING_MEDIA_TYPE, "size": l.size, "digest": l.digest,
+                "layers": [{"mediaType": l.media_type, "size": l.size, "digest": l.digest,
                             "annotations": dict(l.annotations)} for l in layers]}
     return canonical_json(manifest), config_bytes
