@@ -117,7 +117,8 @@ def sign(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/R
 
 
 @app.command("verify")
-def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...]"),
+def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]/REPO[:TAG|@sha256:...] (with "
+                                                                     "--attestation also oci:DIR:TAG)"),
            key: str = typer.Option(..., "--key", metavar="KEY",
                                    help="A public key PEM (cosign.pub) or a cosign private key file."),
            attestation: bool = typer.Option(False, "--attestation",
