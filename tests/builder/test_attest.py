@@ -79,6 +79,19 @@ def _provenance(p: dict) -> None:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", rd["metadata"][key])
 
 
+def _protos(doc: dict) -> None:
+    """in-toto's own Python bindings (PyPI ``in-toto-attestation``): the statement and the
+    predicate parsed strictly into their protobuf messages (an unknown field or a bad timestamp
+    is refused), and the bindings' ``Statement.validate``."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+    from in_toto_attestation.v1 import statement, statement_pb2
+
+    pb = json_format.Parse(json.dumps(doc), statement_pb2.Statement())
+    statement.Statement.copy_from_pb(pb).validate()
+    json_format.Parse(json.dumps(doc["predicate"]), provenance_pb2.Provenance())
+
+
 def _spdx_problems(doc: dict) -> list:
     from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
     from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
@@ -131,6 +144,7 @@ def test_provenance_names_the_recipe_every_artifact_the_base_and_lemonpack(built
     doc = json.loads(engine.provenance)
     _statement(doc)
     _provenance(doc["predicate"])
+    _protos(doc)
     assert doc["predicateType"] == PREDICATE_SLSA_PROVENANCE_V1
     target = next(t for t in result.targets if t.recipe == "attested-engine")
     assert {s["name"]: "sha256:" + s["digest"]["sha256"] for s in doc["subject"]} == {
@@ -171,6 +185,14 @@ def test_shape_checks_reject_what_in_totos_validators_reject(built):
         with pytest.raises(AssertionError):
             _statement(doc)
             _provenance(doc["predicate"])
+    from google.protobuf.json_format import ParseError
+
+    for mutate in (lambda d: d["predicate"]["buildDefinition"].update(resolvedDeps=[]),
+                   lambda d: d["predicate"]["runDetails"]["metadata"].update(startedOn="yesterday")):
+        doc = json.loads(json.dumps(good))
+        mutate(doc)
+        with pytest.raises(ParseError):
+            _protos(doc)
 
 
 def test_the_sbom_passes_spdx_tools_validator(built):

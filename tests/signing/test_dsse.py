@@ -74,3 +74,23 @@ def test_a_malformed_envelope_names_the_field(data, field):
     with pytest.raises(dsse.EnvelopeError) as exc:
         dsse.parse_envelope(data)
     assert str(exc.value).startswith(field)
+
+
+def test_securesystemslib_verifies_our_envelope_and_refuses_a_changed_one():
+    """An independent DSSE implementation (secure-systems-lab's securesystemslib) as the oracle.
+    It matches signatures to keys by ``keyid`` (its own note: not DSSE-compliant, issue #416),
+    so the key's id is put into the copy it reads; ``keyid`` is outside what is signed."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    key = SSlibKey.from_crypto(KEY.public_key(), scheme="ecdsa-sha2-nistp256")
+    doc = json.loads(dsse.sign_envelope(KEY, STATEMENT))
+    for s in doc["signatures"]:
+        s["keyid"] = key.keyid
+    env = Envelope.from_dict(json.loads(json.dumps(doc)))
+    assert env.pae() == dsse.pae(doc["payloadType"], STATEMENT)
+    assert list(env.verify([key], 1)) == [key.keyid]
+    doc["payload"] = base64.b64encode(STATEMENT.replace(b"v1", b"v2")).decode()
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(doc).verify([key], 1)
