@@ -47,6 +47,7 @@ from lemonpack.oci.reference import parse_registry_reference
 from lemonpack.registry import RegistryClient
 from lemonpack.signing import dsse
 from lemonpack.signing import simplesigning as ss
+from lemonpack.signing.remote import resolve_digest
 
 #: in-toto/attestation ``spec/v1/statement.md``.
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -279,8 +280,6 @@ def verify_attestations(reference: str, public: ec.EllipticCurvePublicKey, *, pr
     :class:`SignatureError` (module doc), LayoutError / FetchError / IntegrityError from the readers."""
     if reference.startswith("oci:"):
         return _verify(_layout_store(reference[len("oci:"):]), public, predicate_type)
-    from lemonpack.signing.remote import resolve_digest
-
     ref = parse_registry_reference(reference)
     if ref.ref is None:
         raise RegistryError(f"{reference}: give a tag or a digest to verify")
