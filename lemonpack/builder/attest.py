@@ -161,7 +161,16 @@ def _statement(subjects: dict[str, str], predicate_type: str, predicate: dict[st
 
 
 def _purl(name: str, digest: str) -> str:
-    return f"pkg:oci/{quote(name.rsplit('/', 1)[-1], safe='')}@{quote(digest, safe='')}"
+    """The package URL of an OCI image (purl-spec's ``oci`` type): ``pkg:oci/NAME@DIGEST``, the
+    last path component of the reference ``name`` (tag and digest dropped), ``repository_url``
+    for a name with a registry or a path."""
+    try:
+        ref = parse_reference(name)
+        repo, last = ref.name, ref.path.rsplit("/", 1)[-1]
+    except ValueError:  # a layout tag that is no reference (uppercase ...): the name as it is
+        repo, last = name, name.lower()
+    out = f"pkg:oci/{quote(last, safe='')}@{quote(digest, safe='')}"
+    return out + (f"?repository_url={quote(repo, safe='/:')}" if "/" in repo else "")
 
 
 def _package(spdx_id: str, name: str, sha256_hex: str, purpose: str, *, download: str = "NOASSERTION",

@@ -188,3 +188,35 @@ def test_publish_attest_refuses_a_layout_and_a_wrong_password_before_pushing(reg
     assert r.returncode != 0 and not out.exists()
     with RegistryClient(registry.host) as client:
         assert client.list_tags(repo) == []
+
+
+def test_a_registry_base_is_a_resolved_dependency_by_reference_and_digest(registry, engine, key, tmp_path):
+    from support.oci_base import make_base
+
+    recipe, mirror = engine
+    made = make_base(tmp_path / "base")
+    repo = f"att-{secrets.token_hex(3)}/base"
+    pushed = json.loads(lemonpack("publish", f"{tmp_path / 'base'}:base", "--to", f"{registry.host}/{repo}:v1",
+                                  "--json", "--no-progress").stdout)
+    base_ref = f"{registry.host}/{repo}@{pushed['pushed'][0]['digest']}"
+    out = tmp_path / "out"
+    with serve_directory(mirror) as url:
+        doc = json.loads(lemonpack("build", str(recipe), "-o", str(out), "--mirror", url, "--no-progress", "--base",
+                                   base_ref, "--attest", f"{key}.key", "--json",
+                                   env={**ENV, "LEMONPACK_CACHE_DIR": str(tmp_path / "c")}).stdout)
+    index = doc["indexes"]["att-engine"]
+    prov, sbom = (json.loads(base64.b64decode(json.loads(e)["payload"])) for e in _att_blobs(out, index))
+    bd = prov["predicate"]["buildDefinition"]
+    assert bd["externalParameters"]["base"] == base_ref
+    base_manifest = made["manifests"]["amd64"]
+    dep = next(d for d in bd["resolvedDependencies"] if d["digest"] == {"sha256": base_manifest[7:]})
+    assert dep["uri"] == f"oci://{dep['name']}" and dep["name"].startswith(f"{registry.host}/{repo}")
+    base_pkg = next(p for p in sbom["predicate"]["packages"] if p["name"] == dep["name"])
+    assert base_pkg["checksums"] == [{"algorithm": "SHA256", "checksumValue": base_manifest[7:]}]
+    assert base_pkg["externalRefs"][0]["referenceLocator"].startswith("pkg:oci/base@sha256%3A")
+    from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
+    from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+
+    assert validate_full_spdx_document(JsonLikeDictParser().parse(sbom["predicate"]), "SPDX-2.3") == []
+    assert lemonpack("verify", "--attestation", f"oci:{out}:att-engine.linux-cpu", "--key",
+                     f"{key}.pub").returncode == 0
