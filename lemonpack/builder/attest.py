@@ -53,7 +53,7 @@ from lemonpack.builder.plan import BuildPlan
 from lemonpack.canonical import canonical_json
 from lemonpack.contract.model import Recipe
 from lemonpack.digest import Digest
-from lemonpack.errors import UsageError
+from lemonpack.errors import Interrupted, UsageError
 from lemonpack.oci.base import ANNOTATION_BASE_DIGEST, ANNOTATION_BASE_NAME
 from lemonpack.oci.layout import rfc3339
 from lemonpack.oci.layout_reader import read_json_blob, read_layout
@@ -284,11 +284,21 @@ def attest_published(plan: BuildPlan, result: BuildResult, private: ec.EllipticC
     """``publish --attest``: sign each recipe's statements and push them under every
     subject's ``.att`` tag in ``repository`` (:func:`lemonpack.signing.attestations.attach_attestations`,
     after the images were pushed). Returns per recipe ``{"recipe", "subjects",
-    "predicate_types", "attached": [...]}``."""
+    "predicate_types", "attached": [...]}``. Ctrl-C part way raises
+    :class:`~lemonpack.errors.Interrupted` saying how many were attested (attaching again
+    adds only what is missing)."""
     done = []
     for att in statements(plan, result):
         signed = att.signed(private)
-        attached = [attach_attestations(client, repository, d, signed) for d in sorted(set(att.subjects.values()))]
+        attached: list[dict[str, Any]] = []
+        digests = sorted(set(att.subjects.values()))
+        for d in digests:
+            try:
+                attached.append(attach_attestations(client, repository, d, signed))
+            except KeyboardInterrupt:
+                raise Interrupted(f"publish to {client.host}/{repository}: every tag was pushed; interrupted while "
+                                  f"attaching attestations to {d} ({len(attached)} of {len(digests)} attested; "
+                                  "publish --attest again to finish)") from None
         done.append({**_summary(att), "attached": attached})
     return done
 

@@ -245,3 +245,44 @@ def test_the_envelope_is_dsse_over_the_statement(built):
     env = dsse.parse_envelope(signed[0].envelope)
     assert env.payload == att.provenance and env.payload_type == "application/vnd.in-toto+json"
     assert dsse.verify_envelope(PRIVATE.public_key(), env)
+
+
+@pytest.mark.slow
+def test_publish_attestations_interrupted_part_way_say_how_far_and_resume(built, registry):
+    """Ctrl-C while attaching (raised from the second manifest PUT) names what was attested;
+    attaching again adds only what is missing."""
+    import secrets
+
+    from lemonpack.errors import Interrupted
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry import RegistryClient
+    from lemonpack.registry.transfer import publish_layout
+
+    from lemonpack.builder.attest import attest_published
+
+    tmp, plan, result = built
+    repo = f"att-{secrets.token_hex(3)}/engines"
+
+    class CutClient(RegistryClient):
+        puts = 0
+
+        def put_manifest(self, *args, **kw):
+            if args[1].endswith(".att"):
+                CutClient.puts += 1
+                if CutClient.puts == 2:
+                    raise KeyboardInterrupt
+            return super().put_manifest(*args, **kw)
+
+    with RegistryClient(registry.host) as client:  # the images only (the layout also holds .att tags)
+        for rid in result.indexes:
+            publish_layout(result.out, parse_registry_reference(f"{registry.host}/{repo}:{rid}"), client, tag=rid)
+    with CutClient(registry.host) as client:
+        with pytest.raises(Interrupted, match=r"interrupted while attaching attestations to sha256:\w+ \(1 of 2 "):
+            attest_published(plan, result, PRIVATE, client, repo)
+    with RegistryClient(registry.host) as client:
+        done = attest_published(plan, result, PRIVATE, client, repo)
+        assert [a["attestations"] for d in done for a in d["attached"]] == [2] * 4
+        for d in done:
+            for digest in d["subjects"].values():
+                assert verify_attestations(f"{registry.host}/{repo}@{digest}", PRIVATE.public_key(),
+                                           client=client)["checked"] == 2
