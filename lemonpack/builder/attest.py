@@ -16,17 +16,18 @@ target's manifest (``<recipe>.<target>``), by sha256:
   ``cpuArch``, ``compression``; ``base`` for a registry base; ``sourceUrl``/``revision``
   when given); ``internalParameters.sourceDateEpoch``; ``resolvedDependencies``: every
   artifact (URL and sha256, named by its target), each base manifest (sha256, and its
-  reference for a registry base), each pinned container image of a recipe target, and
-  lemonpack itself (``pkg:pypi/lemonpack@VERSION``); ``runDetails.builder.id``
-  :data:`BUILDER_ID` with ``version.lemonpack``; ``metadata.startedOn``/``finishedOn`` the
+  reference for a registry base), each pinned container image of a recipe target, each
+  ``extends`` base recipe a recipe target carries (its blob's sha256), and lemonpack itself
+  (``pkg:pypi/lemonpack@VERSION``); ``runDetails.builder.id`` :data:`BUILDER_ID` with ``version.lemonpack``; ``metadata.startedOn``/``finishedOn`` the
   build's ``SOURCE_DATE_EPOCH`` (the time every file and config of the build carries).
 - **SPDX 2.3** (``https://spdx.dev/Document``, in-toto/attestation ``spec/predicates/spdx2.md``;
   SPDX 2.3 JSON): one package per image (the index and each target, checksum the manifest's
   sha256, purl ``pkg:oci``), per engine artifact (download location the URL, checksum its
-  sha256), per base manifest and per pinned container image (checksum its sha256) and the
-  recipe (checksum its sha256); the document DESCRIBES the index, which CONTAINS its targets,
-  which CONTAIN their artifact and the recipe and are DESCENDANT_OF their base (DEPENDS_ON a
-  container image a recipe target runs). ``documentNamespace`` is derived from the index
+  sha256), per base manifest and per pinned container image (checksum its sha256), the
+  recipe and each ``extends`` base recipe (checksum its sha256); the document DESCRIBES the
+  index, which CONTAINS its targets, which CONTAIN their artifact, the recipe and its
+  ``extends`` bases and are DESCENDANT_OF their base (DEPENDS_ON a container image a recipe
+  target runs). ``documentNamespace`` is derived from the index
   digest, ``created`` is the epoch.
 
 Each statement is canonical JSON (:mod:`lemonpack.canonical`) and signed into a DSSE envelope
@@ -48,7 +49,7 @@ from urllib.parse import quote, urlsplit
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack import __version__
-from lemonpack.builder.pipeline import BuildResult, TargetResult
+from lemonpack.builder.pipeline import ANNOTATION_PREFIX, BuildResult, TargetResult
 from lemonpack.builder.plan import BuildPlan
 from lemonpack.canonical import canonical_json
 from lemonpack.contract.model import Recipe
@@ -68,6 +69,8 @@ BUILDER_ID = "https://lemonpack.dev/builder/v1"
 #: ``buildDefinition.buildType``: a recipe built into an OCI layout (this module's doc is its definition).
 BUILD_TYPE = "https://lemonpack.dev/build/recipe/v1"
 SPDX_NAMESPACE = "https://lemonpack.dev/spdx"
+#: The layer annotation naming an ``extends`` base recipe in a recipe target's manifest (``builder.pipeline``).
+EXTENDS_BASE = ANNOTATION_PREFIX + "extends-base"
 
 
 @dataclass(frozen=True)
@@ -96,17 +99,24 @@ def _hex(digest: str) -> str:
     return Digest.parse(digest).hex
 
 
-def _bases(layout: Path, targets: Sequence[TargetResult]) -> dict[str, _Base]:
-    """tag -> the base its built manifest records (image targets built on a base only)."""
+def _built(layout: Path, targets: Sequence[TargetResult]) -> tuple[dict[str, _Base], dict[str, list[tuple[str, str]]]]:
+    """What the built manifests record, per tag: the base of an image built on one
+    (``org.opencontainers.image.base.*``), and the ``extends`` chain a recipe target carries as
+    layers (``dev.lemonpack.extends-base``: ``[(recipe id, blob digest)]``, nearest first)."""
     tags = read_layout(layout)
-    out = {}
+    bases, chains = {}, {}
     for t in targets:
-        if t.kind != "image" or t.tag not in tags:
+        if t.tag not in tags:
             continue
-        ann = read_json_blob(layout, tags[t.tag], f"{layout}:{t.tag}").get("annotations") or {}
-        if isinstance(ann.get(ANNOTATION_BASE_DIGEST), str):
-            out[t.tag] = _Base(ann[ANNOTATION_BASE_DIGEST], ann.get(ANNOTATION_BASE_NAME))
-    return out
+        manifest = read_json_blob(layout, tags[t.tag], f"{layout}:{t.tag}")
+        ann = manifest.get("annotations") or {}
+        if t.kind == "image" and isinstance(ann.get(ANNOTATION_BASE_DIGEST), str):
+            bases[t.tag] = _Base(ann[ANNOTATION_BASE_DIGEST], ann.get(ANNOTATION_BASE_NAME))
+        chain = [(layer["annotations"][EXTENDS_BASE], layer["digest"]) for layer in manifest.get("layers", [])
+                 if isinstance(layer, dict) and isinstance((layer.get("annotations") or {}).get(EXTENDS_BASE), str)]
+        if chain:
+            chains[t.tag] = chain
+    return bases, chains
 
 
 def _image_name(ref: str) -> tuple[str, str]:
@@ -129,7 +139,8 @@ def _external(plan: BuildPlan, recipe: Recipe, recipe_digest: str) -> dict[str, 
     return out
 
 
-def _dependencies(targets: Sequence[TargetResult], bases: dict[str, _Base]) -> list[dict[str, Any]]:
+def _dependencies(targets: Sequence[TargetResult], bases: dict[str, _Base],
+                  chains: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
     deps: list[dict[str, Any]] = []
     seen: set[str] = set()
 
@@ -150,6 +161,8 @@ def _dependencies(targets: Sequence[TargetResult], bases: dict[str, _Base]) -> l
         for image in t.images:
             name, digest = _image_name(image)
             add({"name": name, "uri": f"oci://{name}@{digest}", "digest": {"sha256": _hex(digest)}})
+        for rid, digest in chains.get(t.tag, ()):
+            add({"name": f"{rid}.json", "digest": {"sha256": _hex(digest)}, "mediaType": MEDIA_TYPE_LEMONPACK_RECIPE})
     add({"name": "lemonpack", "uri": f"pkg:pypi/lemonpack@{__version__}"})
     return deps
 
@@ -186,7 +199,7 @@ def _package(spdx_id: str, name: str, sha256_hex: str, purpose: str, *, download
 
 
 def _spdx(plan: BuildPlan, recipe: Recipe, recipe_digest: str, index: str, targets: Sequence[TargetResult],
-          bases: dict[str, _Base]) -> dict[str, Any]:
+          bases: dict[str, _Base], chains: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
     packages = [_package("SPDXRef-Image", recipe.recipe, _hex(index), "CONTAINER", purl=_purl(recipe.recipe, index)),
                 _package("SPDXRef-Recipe", f"{recipe.recipe}.json", _hex(recipe_digest), "SOURCE")]
     rels = [("SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image")]
@@ -217,6 +230,9 @@ def _spdx(plan: BuildPlan, recipe: Recipe, recipe_digest: str, index: str, targe
             iid = once(f"image {name}@{digest}", lambda sid: _package(
                 sid, name, _hex(digest), "CONTAINER", purl=_purl(name, digest)))
             rels.append((tid, "DEPENDS_ON", iid))
+        for rid, digest in chains.get(t.tag, ()):
+            rid_pkg = once(f"recipe {rid} {digest}", lambda sid: _package(sid, f"{rid}.json", _hex(digest), "SOURCE"))
+            rels.append((tid, "CONTAINS", rid_pkg))
     return {"spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
             "name": f"{recipe.recipe} (lemonpack build)",
             "documentNamespace": f"{SPDX_NAMESPACE}/{quote(recipe.recipe, safe='')}/sha256-{_hex(index)}",
@@ -235,18 +251,18 @@ def statements(plan: BuildPlan, result: BuildResult) -> list[RecipeAttestations]
         targets = [t for t in result.targets if t.recipe == recipe.recipe]
         index = result.indexes[recipe.recipe]
         recipe_digest = str(Digest.of_bytes(recipe.canonical))
-        bases = _bases(layout, targets)
+        bases, chains = _built(layout, targets)
         subjects = {recipe.recipe: index, **{t.tag: t.digest for t in targets}}
         started = rfc3339(plan.epoch)
         provenance = {
             "buildDefinition": {"buildType": BUILD_TYPE, "externalParameters": _external(plan, recipe, recipe_digest),
                                 "internalParameters": {"sourceDateEpoch": plan.epoch},
-                                "resolvedDependencies": _dependencies(targets, bases)},
+                                "resolvedDependencies": _dependencies(targets, bases, chains)},
             "runDetails": {"builder": {"id": BUILDER_ID, "version": {"lemonpack": __version__}},
                            "metadata": {"startedOn": started, "finishedOn": started}}}
         out.append(RecipeAttestations(
             recipe.recipe, subjects, _statement(subjects, PREDICATE_SLSA_PROVENANCE_V1, provenance),
-            _statement(subjects, PREDICATE_SPDX, _spdx(plan, recipe, recipe_digest, index, targets, bases))))
+            _statement(subjects, PREDICATE_SPDX, _spdx(plan, recipe, recipe_digest, index, targets, bases, chains))))
     return out
 
 

@@ -113,8 +113,10 @@ def _build(tmp: Path, out: str, epoch: int = 1700000000):
         sha256="sha256:" + hashlib.sha256(art.read_bytes()).hexdigest(), version_policy="pinned"))
     boxed = write_recipe(tmp / "boxed.json", recipe_doc("boxed-engine", command="podman",
                                                         args=["run", "--rm", IMAGE, "--port", "{port}"]))
+    child = write_recipe(tmp / "child.json", recipe_doc("boxed-child", extends="boxed-engine", command="podman",
+                                                        args=["run", "--rm", IMAGE, "--port", "{port}", "-v"]))
     with serve_directory(mirror) as url:
-        plan = plan_build([engine, boxed], out=tmp / out, mirror=url, base=f"oci:{tmp / 'base'}:base", epoch=epoch,
+        plan = plan_build([engine, boxed, child], out=tmp / out, mirror=url, base=f"oci:{tmp / 'base'}:base", epoch=epoch,
                           cache=ArtifactCache(tmp / "cache" / "artifacts"))
         result = write_build(plan, progress=False)
     return plan, result
@@ -168,6 +170,13 @@ def test_provenance_names_the_recipe_every_artifact_the_base_and_lemonpack(built
     _provenance(boxed["predicate"])
     assert {"name": "ghcr.io/example/engine", "uri": "oci://ghcr.io/example/engine@sha256:" + "c" * 64,
             "digest": {"sha256": "c" * 64}} in boxed["predicate"]["buildDefinition"]["resolvedDependencies"]
+    # a recipe that extends another: the base recipe it carries is a dependency
+    child = json.loads(by_recipe["boxed-child"].provenance)
+    _protos(child)
+    base_recipe = next(r for r in plan.recipes if r.recipe == "boxed-engine")
+    assert {"name": "boxed-engine.json", "digest": {"sha256": hashlib.sha256(base_recipe.canonical).hexdigest()},
+            "mediaType": "application/vnd.lemonpack.recipe.v1+json"} in \
+        child["predicate"]["buildDefinition"]["resolvedDependencies"]
 
 
 def test_shape_checks_reject_what_in_totos_validators_reject(built):
@@ -281,7 +290,7 @@ def test_publish_attestations_interrupted_part_way_say_how_far_and_resume(built,
             attest_published(plan, result, PRIVATE, client, repo)
     with RegistryClient(registry.host) as client:
         done = attest_published(plan, result, PRIVATE, client, repo)
-        assert [a["attestations"] for d in done for a in d["attached"]] == [2] * 4
+        assert [a["attestations"] for d in done for a in d["attached"]] == [2] * (len(result.targets) + len(result.indexes))
         for d in done:
             for digest in d["subjects"].values():
                 assert verify_attestations(f"{registry.host}/{repo}@{digest}", PRIVATE.public_key(),
