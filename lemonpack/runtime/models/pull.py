@@ -31,7 +31,8 @@ from lemonpack.oci.reference import ImageReference, parse_registry_reference
 from lemonpack.oci.mediatypes import RAMALAMA_MODEL_FILE
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
     manifest_config, needs_config, read_artifact
-from lemonpack.runtime.models.store import ModelStore
+from lemonpack.runtime.models.store import ModelStore, view_files
+from lemonpack.safetree import inside
 
 #: Bytes of the main weight file read first for its GGUF header; doubled until it parses.
 HEADER_FIRST_READ = 1 << 20
@@ -63,7 +64,7 @@ class PulledModel:
             return self.files.get(m.name)
         if RAMALAMA_MODEL_FILE in self.files:  # a symlink in the view: the file it names
             target = self.files[RAMALAMA_MODEL_FILE].resolve()
-            return target if target.is_relative_to(self.directory.resolve()) else None
+            return target if inside(target, self.directory.resolve()) else None
         ggufs = sorted(n for n in self.files if n.lower().endswith(".gguf"))
         firsts = [n for n in ggufs if re.search(r"-0*1-of-\d+\.gguf$", n, re.IGNORECASE)]
         return self.files[(firsts or ggufs)[0]] if ggufs else None
@@ -129,9 +130,8 @@ def _from_store(ref: ImageReference, digest: str, store: ModelStore) -> PulledMo
 def _pulled(ref: ImageReference, digest: str, directory: Path, artifact: ModelArtifact, fetched: int) -> PulledModel:
     files = {f.name: directory.joinpath(*f.name.split("/")) for f in artifact.layers if f.archive is None}
     if any(f.archive for f in artifact.layers):  # the files of tar layers, as extracted
-        for path in sorted(directory.rglob("*")):
-            if path.is_file():
-                files.setdefault(path.relative_to(directory).as_posix(), path)
+        for name, path in view_files(directory).items():
+            files.setdefault(name, path)
     return PulledModel(ref.with_ref(tag=ref.tag, digest=digest), digest, directory, files, artifact, fetched)
 
 

@@ -498,6 +498,19 @@ def _inside_link(name: str, target: str) -> bool:
     return bool(parts) and path_problem("/".join(parts)) is None
 
 
+def view_files(directory: Path, prefix: str = "") -> dict[str, Path]:
+    """Every file of a view (a regular file, or a symlink to one): ``/``-joined name -> path,
+    sorted by name."""
+    out: dict[str, Path] = {}
+    for p in _entries(directory):
+        name = prefix + p.name
+        if p.is_dir() and not p.is_symlink():
+            out.update(view_files(p, name + "/"))
+        elif p.is_file():
+            out[name] = p
+    return dict(sorted(out.items()))
+
+
 @contextmanager
 def _nolock() -> Iterator[None]:
     yield
@@ -544,4 +557,4 @@ def _hash_problem(path: Path, hex_name: str) -> str | None:
     return None if actual == hex_name else f"hashes to {sha256_text(actual)}"
 
 
-__all__ = ["BlobWriter", "ModelStore", "StoreItem"]
+__all__ = ["BlobWriter", "ModelStore", "StoreItem", "view_files"]
