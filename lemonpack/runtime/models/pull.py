@@ -21,14 +21,12 @@ image-spec ``descriptor.md`` (verification); RFC 9110 section 14 (range requests
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
 from lemonpack.oci.reference import ImageReference, parse_registry_reference
-from lemonpack.oci.mediatypes import RAMALAMA_MODEL_FILE
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
     manifest_config, needs_config, read_artifact
 from lemonpack.runtime.models.store import ModelStore, view_files
@@ -56,18 +54,13 @@ class PulledModel:
 
     @property
     def main(self) -> Path | None:
-        """The main weight file's path in the view: ``artifact.main`` when it is a raw layer, else
-        (tar layers) RamaLama's ``model.file`` or the first GGUF among the extracted files (of
-        splits the ``-00001-of-`` one); None when there is none."""
-        m = self.artifact.main
-        if m is not None and m.archive is None:
-            return self.files.get(m.name)
-        if RAMALAMA_MODEL_FILE in self.files:  # a symlink in the view: the file it names
-            target = self.files[RAMALAMA_MODEL_FILE].resolve()
-            return target if inside(target, self.directory.resolve()) else None
-        ggufs = sorted(n for n in self.files if n.lower().endswith(".gguf"))
-        firsts = [n for n in ggufs if re.search(r"-0*1-of-\d+\.gguf$", n, re.IGNORECASE)]
-        return self.files[(firsts or ggufs)[0]] if ggufs else None
+        """The main weight file's path in the view (``artifact.main_name`` of the view's files; a
+        symlink in the view, RamaLama's ``model.file``, resolved to the file it names), or None."""
+        name = self.artifact.main_name(self.files)
+        if name is None:
+            return None
+        target = self.files[name].resolve() if self.files[name].is_symlink() else self.files[name]
+        return target if inside(target.resolve(), self.directory.resolve()) else None
 
     def to_json(self) -> dict:
         """``models pull --json``: reference, digest, directory, files, fetched, artifact."""
