@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
@@ -76,13 +76,15 @@ class GgufHeader:
     (:class:`lemonpack.gguf_header.ModelIdentity`), ``path`` (the header prefix on disk, or
     the whole blob when it is in the store: what :func:`lemonpack.gguf_header.read_identity`
     and the memory estimate read), ``file`` (its :class:`ModelFile`: size, name), ``manifest_digest``,
-    ``fetched`` bytes received for it."""
+    ``fetched`` bytes received for it, ``artifact`` (the :class:`ModelArtifact` read from the
+    manifest and config on the way: every file's name)."""
 
     identity: object
     path: Path
     file: ModelFile
     manifest_digest: str
     fetched: int = 0
+    artifact: ModelArtifact | None = None
 
 
 def as_model_reference(reference: str | ImageReference) -> ImageReference:
@@ -329,15 +331,16 @@ def fetch_gguf_header(reference: str | ImageReference, *, store: ModelStore | No
                                      f"(files: {', '.join(f.name for f in artifact.layers)})")
         if store.has(main.digest, main.size):
             path = store.blob_path(main.digest)
-            return GgufHeader(read_identity(path), path, main, digest, 0)
+            return GgufHeader(read_identity(path), path, main, digest, 0, artifact)
         path = store.header_path(main.digest)
         if path.is_file():
             try:
-                return GgufHeader(read_identity(path), path, main, digest, 0)
+                return GgufHeader(read_identity(path), path, main, digest, 0, artifact)
             except TruncatedGGUFError:
                 pass
-        return _header_by_range(remote.get(f"the header of {main.name}"), ref, main, digest, path, read_identity,
-                                TruncatedGGUFError, ModelFileError)
+        got = _header_by_range(remote.get(f"the header of {main.name}"), ref, main, digest, path, read_identity,
+                               TruncatedGGUFError, ModelFileError)
+        return replace(got, artifact=artifact)
     finally:
         remote.close()
 

@@ -166,6 +166,7 @@ def test_the_gguf_header_alone_comes_by_range(registry, tmp_path):
     assert header.identity.metadata["llama.context_length"] == 2048
     assert 0 < header.fetched <= 1 << 20 and header.path.stat().st_size <= 1 << 20
     assert not store.has(pushed.files[0].digest)
+    assert header.artifact is not None and [f.name for f in header.artifact.files] == ["big.gguf"]
     again = fetch_gguf_header(str(pushed.reference), store=store, offline=True)
     assert again.fetched == 0 and again.identity.tensors == header.identity.tensors
     from lemonpack.runtime.models.memory import estimate_model
