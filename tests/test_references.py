@@ -53,6 +53,10 @@ EXTERNAL: dict[str, str] = {
     "spec/v1/statement.md": "in-toto/attestation", "spec/v1/envelope.md": "in-toto/attestation",
     "spec/predicates/provenance.md": "in-toto/attestation", "spec/predicates/spdx2.md": "in-toto/attestation",
     "envelope.md": "secure-systems-lab/dsse", "protocol.md": "secure-systems-lab/dsse",
+    # model artifacts (issue 23): CNCF ModelPack, KitOps, RamaLama
+    "docs/spec.md": "modelpack/model-spec", "pkg/artifact/spec.md": "kitops-ml/kitops",
+    "docs/ramalama-oci.5.md": "containers/ramalama", "ramalama/annotations.py": "containers/ramalama",
+    "ramalama/transports/oci/oci.py": "containers/ramalama",
 }
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
