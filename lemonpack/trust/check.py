@@ -132,6 +132,14 @@ class Trust:
         ref = parse_registry_reference(reference)
         return str(ref.with_ref(digest=verdict.digest)) if verdict.digest else reference
 
+    def enforce_image(self, image: str, *, use: str = "") -> str:
+        """:meth:`enforce` for an image named in a command line or a pod: an image without a
+        registry host (a local name podman resolves in its own store, ``localhost/x``) is
+        returned as it is (no ``docker`` scope judges it)."""
+        if _registry_ref(image) is None:
+            return image
+        return self.enforce(image, use=use)
+
 
 def enforce_reference(reference: str, *, use: str = "model", policy: str | os.PathLike[str] | None = None,
                       registries_d: str | os.PathLike[str] | None = None, insecure: bool = False,
@@ -164,17 +172,20 @@ def enforce_argv(argv: Sequence[str], trust: "Trust | None" = None, *, use: str 
         ref = _registry_ref(image)
         if ref is None:
             continue  # a local image name (no registry host): nothing a policy's docker scopes judge
-        pinned = trust.enforce(image, use=use)
+        pinned = trust.enforce_image(image, use=use)
         if not ref.digest:
             out[index] = pinned if out[index] == image else out[index].replace(image, pinned)
     return tuple(out)
 
 
 def _registry_ref(image: str) -> ImageReference | None:
+    """``image`` as a registry reference; None for a local name (no registry host, or
+    podman's ``localhost/NAME`` for images built here)."""
     try:
-        return parse_registry_reference(image)
+        ref = parse_registry_reference(image)
     except LemonpackError:
         return None
+    return None if ref.domain == "localhost" else ref
 
 
 __all__ = ["Trust", "enforce_argv", "enforce_reference", "read_key"]
