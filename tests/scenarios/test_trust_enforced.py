@@ -188,3 +188,37 @@ def test_pull_writes_the_image_judged_when_the_tag_moves_after_the_check(world, 
 def write_policy_file(path: Path, doc: dict) -> Path:
     path.write_text(json.dumps(doc))
     return path
+
+
+def test_kube_generate_writes_nothing_for_a_rejected_image(world, kube_env, capsys, tmp_path):
+    from lemonpack.cli import main
+    from support.kube import GPU_FORK
+
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.qwen", "llamacpp-gpu", "qwen.gguf")
+    out = tmp_path / "engines.yaml"
+    args = ["kube", "generate", "user.qwen", "--accelerator", "cuda:sm_89", "--out", str(out)]
+    assert main([*args, "--image", f"llamacpp-gpu={world.image(world.unsigned)}"]) == 3
+    err = capsys.readouterr().err
+    assert "kube generate: model user.qwen" in err and f'scope transports.docker["{world.host}/ns/engines"]' in err
+    assert not out.exists()
+    assert main([*args, "--image", f"llamacpp-gpu={world.image(world.signed)}"]) == 0
+    assert world.image(world.signed) in out.read_text()
+
+
+def test_install_oci_refuses_an_unsigned_artifact_and_installs_nothing(world, registry, tmp_path, monkeypatch):
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry.transfer import publish_layout
+    from support.registry import variant_layout
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(cache))
+    layout = variant_layout(tmp_path, "trust-inst", "1")
+    with RegistryClient(registry.host) as c:
+        res = publish_layout(layout, parse_registry_reference(f"{registry.host}/ns/engines/inst:v1"), c, tag="trust-inst")
+    ref = f"oci://{registry.host}/ns/engines/inst@{res.pushed[0].digest}"
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "install", ref, "--yes"], capture_output=True,
+                       text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    assert "install: " in r.stderr and "no signature exists" in r.stderr and str(world.policy) in r.stderr
+    assert not (cache / "external" / "trust-inst").exists()
