@@ -391,17 +391,23 @@ def generate_objects(models: Sequence[KubeModel], opts: GenerateOptions) -> list
     return out
 
 
+def image_references(generated: Sequence[Generated]) -> list[tuple[str, str]]:
+    """``[(model, image)]``: every image the objects name (each engine image, each OCI model
+    artifact), in object order."""
+    return [(g.model.name, img) for g in generated
+            for img in (g.container.image, g.model.source.reference if g.model.source.kind == "oci" else None)
+            if img]
+
+
 def check_trusted(generated: Sequence[Generated], trust=None) -> None:
-    """Judge every registry image the objects name (each engine image, each OCI model
-    artifact) with the trust policy (:class:`lemonpack.trust.check.Trust`, default: the
-    containers-policy.json podman would read), so the file hands on nothing the policy
-    rejects. The images are pinned by digest: the digest judged is the one written. Raises
+    """Judge every registry image the objects name (:func:`image_references`) with the trust
+    policy (:class:`lemonpack.trust.check.Trust`, default: the containers-policy.json podman
+    would read), so the file hands on nothing the policy rejects. The images are pinned by
+    digest: the digest judged is the one written. Raises
     :class:`~lemonpack.errors.TrustError` (exit 3, nothing written)."""
     from lemonpack.trust.check import Trust
 
-    images = [(g.model.name, img) for g in generated
-              for img in (g.container.image, g.model.source.reference if g.model.source.kind == "oci" else None)
-              if img]
+    images = image_references(generated)
     if not images:
         return
     trust = trust if trust is not None else Trust.load()
@@ -432,5 +438,5 @@ def render_yaml(docs: Sequence[Mapping[str, Any]]) -> bytes:
     return (HEADER + dump_all(docs)).encode("utf-8")
 
 
-__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "documents", "generate",
-           "generate_objects", "generate_one", "pod_checkpoints", "render_yaml"]
+__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "check_trusted", "documents",
+           "generate", "generate_objects", "generate_one", "image_references", "pod_checkpoints", "render_yaml"]

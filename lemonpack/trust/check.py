@@ -59,6 +59,19 @@ def read_key(source: KeySource):
         return str(exc)
 
 
+def key_pem(source: KeySource) -> str:
+    """The PEM text (``PUBLIC KEY``) of one key source, for a policy written elsewhere (the
+    cluster's ClusterImagePolicy). Raises :class:`~lemonpack.errors.PolicyFileError` naming
+    the field when the key cannot be read."""
+    from lemonpack.errors import PolicyFileError
+    from lemonpack.signing.keys import encode_public_key
+
+    key = read_key(source)
+    if isinstance(key, str):
+        raise PolicyFileError(f"{source.field}: {key}")
+    return encode_public_key(key).decode("ascii")
+
+
 @dataclass(frozen=True)
 class Trust:
     """A policy and a registries.d to judge references with: ``policy`` (None: no policy file
@@ -136,7 +149,7 @@ class Trust:
         """:meth:`enforce` for an image named in a command line or a pod: an image without a
         registry host (a local name podman resolves in its own store, ``localhost/x``) is
         returned as it is (no ``docker`` scope judges it)."""
-        if _registry_ref(image) is None:
+        if registry_reference(image) is None:
             return image
         return self.enforce(image, use=use)
 
@@ -169,7 +182,7 @@ def enforce_argv(argv: Sequence[str], trust: "Trust | None" = None, *, use: str 
     trust = trust if trust is not None else Trust.load()
     out = list(argv)
     for index, image in inv.images:
-        ref = _registry_ref(image)
+        ref = registry_reference(image)
         if ref is None:
             continue  # a local image name (no registry host): nothing a policy's docker scopes judge
         pinned = trust.enforce_image(image, use=use)
@@ -178,7 +191,7 @@ def enforce_argv(argv: Sequence[str], trust: "Trust | None" = None, *, use: str 
     return tuple(out)
 
 
-def _registry_ref(image: str) -> ImageReference | None:
+def registry_reference(image: str) -> ImageReference | None:
     """``image`` as a registry reference; None for a local name (no registry host, or
     podman's ``localhost/NAME`` for images built here)."""
     try:
@@ -188,4 +201,4 @@ def _registry_ref(image: str) -> ImageReference | None:
     return None if ref.domain == "localhost" else ref
 
 
-__all__ = ["Trust", "enforce_argv", "enforce_reference", "read_key"]
+__all__ = ["Trust", "enforce_argv", "enforce_reference", "key_pem", "read_key", "registry_reference"]
