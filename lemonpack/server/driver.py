@@ -278,7 +278,8 @@ class Driver:
             return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
         refusal = getattr(self.runner, "trust_refusal", None)
         if not served.remote and refusal is not None:
-            why = await asyncio.get_running_loop().run_in_executor(None, refusal, served.name)
+            why = (refusal(served.name) if self.runner.trust_checked(served.name)  # cached: no thread hop
+                   else await asyncio.get_running_loop().run_in_executor(None, refusal, served.name))
             if why:
                 return error(403, "permission_error", f"model {shown(model)}: {why}", code="trust_policy_rejected")
         return served

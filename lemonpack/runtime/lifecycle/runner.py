@@ -155,6 +155,10 @@ class Runner:
                 return None
         return self._refusals[model]
 
+    def trust_checked(self, model: str) -> bool:
+        """Whether :meth:`trust_refusal` has a cached answer for ``model`` (then it does not block)."""
+        return model in self._refusals
+
     # -- Effects (called under the lock; must not block)
 
     def start(self, model: str, generation: int) -> None:
