@@ -5,7 +5,7 @@ once, prints ``str(error)`` (or ``error.to_json()`` with ``--json``) and exits w
 ``error.exit_code``. Anything else escaping is a bug and keeps its traceback.
 
 Exit codes: 1 invalid input (manifest, argument), 2 usage (typer's own and :class:`UsageError`), 3 integrity
-(digest mismatch), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
+(digest mismatch) and trust (a policy refused an image: :class:`TrustError`), 4 fetch/network, 5 unsafe content (archive, path), 6 external tool
 failed (nix, podman), 7 runtime (engine failed to start or probe). A disk that refuses
 a write (:class:`StorageError`: no space, quota, read-only) is 1: not the input's fault,
 and not an external tool's. 130: interrupted by the user (:class:`Interrupted`).
@@ -208,6 +208,33 @@ class SignatureError(IntegrityError):
     def to_json(self) -> dict[str, Any]:
         """The base shape plus ``reason`` and ``details``."""
         return {"error": self.kind, "message": str(self), "reason": self.reason, "details": self.details}
+
+
+class TrustError(LemonpackError):
+    """A trust policy (containers-policy.json(5), :mod:`lemonpack.trust`) refused an image or
+    a model, or could not be read (exit 3, a trust failure like a signature that does not
+    hold). One line naming the reference, the policy file, the scope that matched and the
+    reason; nothing was started or written. ``verdict``: the JSON of the verdict, when one
+    was reached (``None`` for a policy file that cannot be read)."""
+
+    exit_code = 3
+    kind = "trust"
+
+    def __init__(self, message: str, verdict: dict[str, Any] | None = None):
+        self.verdict = verdict
+        super().__init__(message)
+
+    def to_json(self) -> dict[str, Any]:
+        """The base shape plus ``verdict`` (or null)."""
+        return {"error": self.kind, "message": str(self), "verdict": self.verdict}
+
+
+class PolicyFileError(TrustError):
+    """A containers-policy.json or a containers-registries.d file is malformed: an unknown,
+    duplicated or invalid field rejects the whole file (containers-policy.json(5): "its
+    parsing is fairly strict"), named with the file and the JSON path. Exit 3 (fail closed)."""
+
+    kind = "policy"
 
 
 class UsageError(LemonpackError):

@@ -9,7 +9,7 @@ test file can move between tests/<room>/ and tests/scenarios/ without losing one
   ``podman_env`` (:mod:`support.containers`), ``debian_layout`` (:mod:`support.debian_base`),
   ``nix_installed`` and ``require_tool`` (below);
 - room-shaped worlds: ``tree`` (:mod:`support.extensions`), ``kube_env`` (:mod:`support.kube`),
-  ``live`` (:mod:`support.serve`).
+  ``live`` (:mod:`support.serve`), ``trust_world`` (:mod:`support.trust`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from support.kube import kube_env  # noqa: F401 (discovery, registry and model f
 from support.recipes import PASSTHROUGH, VARIANT
 from support.registry import auth_registry, example_layout, registry, token_registry  # noqa: F401 (docker-registry)
 from support.serve import live  # noqa: F401 (a real lemonpack serve in a thread)
+from support.trust import trust_world  # noqa: F401 (signed and unsigned images for the trust policy)
 from support.collection import uncollected_test_files
 from support.tools import need
 

@@ -45,6 +45,7 @@ EXTERNAL: dict[str, str] = {
     "oauth.md": "distribution/distribution", "jwt.md": "distribution/distribution",
     # the rest
     "specs/SIGNATURE_SPEC.md": "sigstore/cosign",
+    "docs/containers-policy.json.5.md": "containers/image",
     "docs/command-reference.md": "containerd/nerdctl",
     "examples/server/README.md": "leejet/stable-diffusion.cpp",
     "docs/gguf.md": "ggml-org/ggml",

@@ -105,7 +105,9 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                           host=None, client=None, registry_config: str | os.PathLike[str] | None = None) -> dict:
     """Install the recipe artifact published at ``reference`` (``[oci://]HOST/REPO@sha256:...``).
 
-    ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
+    The trust policy (containers-policy.json, :mod:`lemonpack.trust.check`) judges the
+    reference first: a rejection is a :class:`~lemonpack.errors.TrustError` and nothing is
+    pulled or written. ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
     does not hold). ``registry_config``: an auth file read first. ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
     Returns the receipt: ``{"recipe", "path", "binary", "source", "sha256", "policy",
     "platform", "from": {"reference", "digest", "manifest", "layer", "signature"}}``.
@@ -119,10 +121,14 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
     from lemonpack.registry.transfer import pull_layout
     from lemonpack.signing.remote import verify_image
 
+    from lemonpack.trust.check import Trust
+
     ref = install_reference(reference)
     c = client if client is not None else RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
     signature = None
     try:
+        trust = Trust.load(insecure=insecure, registry_config=registry_config)
+        trust.enforce(str(ref), use="install", client=c)  # by its digest: what is judged is what is pulled
         if public_key is not None:
             signature = verify_image(str(ref), public_key, client=c)
         cache = require_cache_root()
@@ -211,11 +217,15 @@ def prepare_oci_install(reference: str, *, key: str | None = None,
     """Check everything the user gave for an install from a registry before consent is asked
     (a question for an install that cannot happen asks for nothing), in this order: the
     reference (:func:`install_reference`), the key (``read_key(key)``, the CLI's key-option
-    reader), the registry auth files (:func:`lemonpack.registry.auth.auth_files`). Returns the
+    reader), the registry auth files (:func:`lemonpack.registry.auth.auth_files`), the trust
+    policy's files (a malformed policy is refused before consent is asked). Returns the
     :class:`OciInstallPlan`. Raises what those raise."""
     from lemonpack.registry.auth import auth_files
 
     install_reference(reference)
     public = read_key(key) if key and read_key is not None else None
     auth_files(registry_config)
+    from lemonpack.trust.check import Trust
+
+    Trust.load()
     return OciInstallPlan(reference, public, key, accelerator, arch, insecure, registry_config)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: The modules holding the command groups; each registers its commands on ``app`` when imported.
 COMMAND_MODULES = ("build_cmds", "cache_cmds", "contract_cmds", "backends_cmds", "models_cmds", "run_cmds",
                    "select_cmds", "serve_cmds", "extensions_cmds", "probe_cmds", "release_cmds", "registry_cmds",
-                   "signing_cmds", "catalogue_cmds", "kube_cmds")
+                   "signing_cmds", "catalogue_cmds", "kube_cmds", "policy_cmds")
 #: Which module registers each top-level command or group, so that ``lemonpack catalogue
 #: search ...`` imports one module rather than all of them (start-up time is most of a
 #: quick command's time). tests/cli/test_cli.py checks it against what the
@@ -34,7 +34,7 @@ COMMAND_INDEX = {
     "diagnose": "extensions_cmds", "probe": "probe_cmds", "release": "release_cmds", "publish": "registry_cmds",
     "pull": "registry_cmds", "pin": "registry_cmds", "keygen": "signing_cmds", "sign": "signing_cmds",
     "verify": "signing_cmds", "load": "signing_cmds", "uninstall": "signing_cmds", "catalogue": "catalogue_cmds",
-    "kube": "kube_cmds",
+    "kube": "kube_cmds", "policy": "policy_cmds",
 }
 
 

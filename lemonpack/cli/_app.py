@@ -90,6 +90,16 @@ REGISTRY_CONFIG_OPTION = typer.Option(
     help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "
          "$REGISTRY_AUTH_FILE and ~/.docker/config.json.")
 
+#: Every command that uses a registry image or model (policy check, pull, install oci://, run,
+#: serve, kube generate) judges it with containers-policy.json(5) first (lemonpack.trust).
+POLICY_OPTION = typer.Option(
+    None, "--policy", metavar="FILE",
+    help="Trust policy (containers-policy.json) to use instead of $HOME/.config/containers/policy.json, "
+         "else /etc/containers/policy.json.")
+REGISTRIES_D_OPTION = typer.Option(
+    None, "--registries.d", metavar="DIR",
+    help="containers-registries.d directory (use-sigstore-attachments) instead of "
+         "$HOME/.config/containers/registries.d, else /etc/containers/registries.d.")
 
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout (no rich markup)."""

@@ -39,5 +39,6 @@ ROOT_HELP = "\n".join((
     '  extensions  Gufo extensions: discover, validate, select and generate...',
     '  catalogue   The catalogue of official and community recipes and...',
     '  kube        Serve models from Kubernetes (or podman kube play): objects...',
+    '  policy      The trust policy (containers-policy.json) every image and...',
     '',
 ))

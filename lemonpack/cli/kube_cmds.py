@@ -70,6 +70,10 @@ def generate_cmd(
                                          help="Give the pods a livenessProbe (default: yes, but not with "
                                               "--publish: podman kube play runs it as curl inside the image "
                                               "and restarts an engine image without curl)."),
+    admission: Path | None = typer.Option(None, "--admission", metavar="FILE",
+                                          help="Also write sigstore policy-controller ClusterImagePolicy objects "
+                                               "for the file's images, from the trust policy's rules "
+                                               "(containers-policy.json)."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
@@ -98,6 +102,11 @@ def generate_cmd(
                            liveness=pub is None if liveness is None else liveness)
     generated = generate_objects(resolved, opts)
     data = render_yaml(documents(generated))
+    admission_data = None
+    if admission is not None:
+        from lemonpack.kube.admission import cluster_image_policies, render_admission
+
+        admission_data = render_admission(cluster_image_policies(generated))
     units = None
     if systemd is not None:
         budget = max((g.startup_budget_seconds for g in generated), default=0)
@@ -110,6 +119,9 @@ def generate_cmd(
     else:
         write_output(out, data, "--out")
     written = [] if out == "-" else [os.path.abspath(out)]
+    if admission is not None and admission_data is not None:
+        write_output(str(admission), admission_data, "--admission")
+        written.append(os.path.abspath(admission))
     if units is not None and systemd is not None:  # units are made only for --systemd
         for rel, text in units.files:
             path = systemd / rel
@@ -137,6 +149,8 @@ def generate_cmd(
                      "node (podman kube play, a single-node cluster) runs one replica of each model")
     if out != "-":
         lines.append(f"wrote {out}")
+    if admission is not None:
+        lines.append(f"wrote {admission}")
     if units is not None:
         lines.append(f"wrote {systemd}: enable with `systemctl daemon-reload && systemctl enable --now "
                      f"'{units.instance}'` (podman 4.3), or copy {units.quadlet} to /etc/containers/systemd/ "

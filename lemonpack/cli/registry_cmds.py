@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import (INSECURE_OPTION as INSECURE, JSON_OPTION, REGISTRY_CONFIG_OPTION as REGISTRY_CONFIG,
-                                app, console, err_console, print_json)
+from lemonpack.cli._app import (INSECURE_OPTION as INSECURE, JSON_OPTION, POLICY_OPTION, REGISTRIES_D_OPTION,
+                                REGISTRY_CONFIG_OPTION as REGISTRY_CONFIG, app, console, err_console, print_json)
 
 
 def _client(host: str, insecure: bool, registry_config: Path | None):
@@ -147,8 +147,13 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
          progress: bool = typer.Option(None, "--progress/--no-progress",
                                        help="Download progress bar (default: when stderr is a terminal and "
                                             "--json is not given)."),
+         policy: Path = POLICY_OPTION,
+         registries_d: Path = REGISTRIES_D_OPTION,
          json_out: bool = JSON_OPTION) -> int:
     """Fetch a published image, index or recipe artifact into an OCI image layout.
+
+    The trust policy (containers-policy.json) is checked first: a tag is resolved to its digest
+    once, that digest is judged and then pulled (a rejection exits 3 and writes nothing).
 
     Every manifest and blob is checked against the digest and size that names it, into a
     temporary directory first: OUT changes only when everything arrived and verified. A new OUT
@@ -158,10 +163,13 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     """
     from lemonpack.oci.reference import parse_registry_reference
     from lemonpack.registry.transfer import pull_layout
+    from lemonpack.trust.check import Trust
 
     r = parse_registry_reference(ref)
     with _client(r.host, insecure, registry_config) as client:
-        result = pull_layout(r, out, client, tag=tag, progress=_show_progress(progress, json_out))
+        trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
+        judged = parse_registry_reference(trust.enforce(ref, use="pull", client=client))
+        result = pull_layout(judged, out, client, tag=tag or r.tag, progress=_show_progress(progress, json_out))
     if json_out:
         print_json(result.to_json())
     else:

@@ -357,8 +357,9 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
 def generate_objects(models: Sequence[KubeModel], opts: GenerateOptions) -> list[Generated]:
     """Every model's objects, in object-name order (module docstring). Checks the options
     (``replicas`` >= 1, a pinned image per ``images`` entry, the publish port range) and that
-    no two models share an object name, then each model. Raises :class:`KubeError` at the
-    first problem; nothing is returned partly."""
+    no two models share an object name, then each model, then every image against the trust
+    policy (:func:`check_trusted`). Raises :class:`KubeError` (or
+    :class:`~lemonpack.errors.TrustError`) at the first problem; nothing is returned partly."""
     if opts.replicas < 1:
         raise KubeError(f"--replicas {opts.replicas}: must be at least 1")
     for rid, image in sorted(opts.images.items()):
@@ -386,7 +387,32 @@ def generate_objects(models: Sequence[KubeModel], opts: GenerateOptions) -> list
     for i, n in enumerate(sorted(named)):
         host_port = opts.publish[1] + i if opts.publish is not None else None
         out.append(generate_one(named[n], opts, host_port=host_port))
+    check_trusted(out)
     return out
+
+
+def image_references(generated: Sequence[Generated]) -> list[tuple[str, str]]:
+    """``[(model, image)]``: every image the objects name (each engine image, each OCI model
+    artifact), in object order."""
+    return [(g.model.name, img) for g in generated
+            for img in (g.container.image, g.model.source.reference if g.model.source.kind == "oci" else None)
+            if img]
+
+
+def check_trusted(generated: Sequence[Generated], trust=None) -> None:
+    """Judge every registry image the objects name (:func:`image_references`) with the trust
+    policy (:class:`lemonpack.trust.check.Trust`, default: the containers-policy.json podman
+    would read), so the file hands on nothing the policy rejects. The images are pinned by
+    digest: the digest judged is the one written. Raises
+    :class:`~lemonpack.errors.TrustError` (exit 3, nothing written)."""
+    from lemonpack.trust.check import Trust
+
+    images = image_references(generated)
+    if not images:
+        return
+    trust = trust if trust is not None else Trust.load()
+    for model, image in images:
+        trust.enforce_image(image, use=f"kube generate: model {model}")
 
 
 def documents(generated: Sequence[Generated]) -> list[dict[str, Any]]:
@@ -412,5 +438,5 @@ def render_yaml(docs: Sequence[Mapping[str, Any]]) -> bytes:
     return (HEADER + dump_all(docs)).encode("utf-8")
 
 
-__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "documents", "generate",
-           "generate_objects", "generate_one", "pod_checkpoints", "render_yaml"]
+__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "check_trusted", "documents",
+           "generate", "generate_objects", "generate_one", "image_references", "pod_checkpoints", "render_yaml"]

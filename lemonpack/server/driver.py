@@ -265,7 +265,9 @@ class Driver:
 
     async def served_or_error(self, model: str) -> ServedModel | web.Response:
         """The served model ``model``, or the error response saying why there is none (404
-        ``model_not_found``, 400 ``backend_selection_error``)."""
+        ``model_not_found``, 400 ``backend_selection_error``, 403 ``permission_error`` with code
+        ``trust_policy_rejected`` when the trust policy rejects its engine image: the reason
+        names the image, the policy file and the scope; nothing is started)."""
         try:
             served = await self.get(model)
         except ModelNotFound as e:
@@ -274,6 +276,12 @@ class Driver:
             return selection_error(e)
         if served.recipe is None:
             return error(404, "model_not_found", f"model {shown(model)}: {served.problem}")
+        refusal = getattr(self.runner, "trust_refusal", None)
+        if not served.remote and refusal is not None:
+            why = (refusal(served.name) if self.runner.trust_checked(served.name)  # cached: no thread hop
+                   else await asyncio.get_running_loop().run_in_executor(None, refusal, served.name))
+            if why:
+                return error(403, "permission_error", f"model {shown(model)}: {why}", code="trust_policy_rejected")
         return served
 
     async def info(self, served: ServedModel, options: dict[str, Any] | None = None) -> ModelInfo:

@@ -184,3 +184,33 @@ def verify_image(reference: str, public: ec.EllipticCurvePublicKey, *, insecure:
                              f"({len(layers)} checked)", reason, details)
     return {"reference": f"{where}@{digest}", "digest": digest, "signature_tag": tag, "verified": verified,
             "checked": len(layers)}
+
+
+def fetch_signatures(client: RegistryClient, repository: str, digest: str) -> tuple[str, list[tuple[ss.SignatureLayer, bytes | None]], int]:
+    """The signatures stored for the image ``digest`` in ``repository`` under the tag fallback,
+    read but not judged (a trust policy decides which key and identity it accepts:
+    :mod:`lemonpack.trust.requirements`). Returns ``(signature tag, [(layer, payload bytes or
+    None when larger than MAX_PAYLOAD_BYTES)], other layers)``: ``other`` counts layers of
+    other media types. No tag: an empty list. Raises :class:`SignatureError`
+    (``no-signature``) for a signature manifest that is not one; FetchError / IntegrityError
+    from the client (every blob is checked against its digest)."""
+    import json
+
+    tag = ss.signature_tag(digest)
+    if client.head_manifest(repository, tag) is None:
+        return tag, [], 0
+    data, _, _ = _manifest(client, repository, tag)
+    try:
+        layers = ss.parse_signature_manifest(data)
+        total = len(json.loads(data).get("layers") or [])
+    except (ss.PayloadError, ValueError, AttributeError) as exc:
+        raise SignatureError(f"{client.host}/{repository}:{tag}: {exc}", "no-signature") from None
+    out: list[tuple[ss.SignatureLayer, bytes | None]] = []
+    for layer in layers:
+        if layer.size > MAX_PAYLOAD_BYTES:
+            out.append((layer, None))
+            continue
+        buf = io.BytesIO()
+        client.read_blob(repository, layer.digest, buf, size=layer.size)
+        out.append((layer, buf.getvalue()))
+    return tag, out, total - len(layers)

@@ -60,7 +60,8 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     (default ``recipe_ref``); ``facts``: the host (default: detected). Raises
     :class:`~lemonpack.errors.UsageError` (exit 2) for ``--device``, ``--host``,
     ``--option`` and ``--port``; :class:`~lemonpack.errors.ManifestError` for an unpinned
-    image; what :meth:`Discovery.resolve`, :func:`resolve_model` and
+    image; :class:`~lemonpack.errors.TrustError` (exit 3) for an engine image the trust
+    policy rejects (:func:`~lemonpack.runtime.lifecycle.runner.trusted_plan`); what :meth:`Discovery.resolve`, :func:`resolve_model` and
     :func:`~lemonpack.runtime.launch.build.build_launch_plan` raise."""
     from lemonpack.contract import detect_host
     from lemonpack.contract.model import HealthProbe
@@ -68,6 +69,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     from lemonpack.runtime.recipes.discovery import Discovery
     from lemonpack.runtime.engines.ports import check_port_free, free_port
     from lemonpack.runtime.launch.build import build_launch_plan
+    from lemonpack.runtime.lifecycle.runner import trusted_plan
     from lemonpack.runtime.models.ref import resolve_model
     from lemonpack.runtime.models.registry import parse_option
     from lemonpack.runtime.engines.probes import describe_probe
@@ -101,6 +103,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     spec = model.spec()
     plan = build_launch_plan(rec, spec, facts, device=device, port=port, host_addr=host, options=opts,
                              install_ref=install_ref or recipe_ref)
+    plan = trusted_plan(plan)  # the trust policy, before anything is spawned
     warnings = _lacking(rec, spec, facts, plan.accelerator, device, opts)
     probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
-from lemonpack.errors import RuntimeFailure
+from lemonpack.errors import LemonpackError, RuntimeFailure, TrustError
 from lemonpack.runtime.engines import probes
 from lemonpack.runtime.engines.handles import EngineProcess, Engines
 from lemonpack.runtime.launch.plan import LaunchPlan
@@ -48,6 +48,10 @@ class Runner:
     before its probe (``lemonpack run`` streams its log lines from there). Decisions are the
     :class:`Supervisor`'s; this class only performs them. It is the one driver of engines:
     ``lemonpack run`` (one model) and the server (many) both use it.
+
+    Before each spawn the plan's container images are judged by the trust policy
+    (:func:`trusted_plan`): a rejected image is never started (the start fails with the
+    refusal); :meth:`trust_refusal` asks the same question ahead, for the server's 403.
     """
 
     def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
@@ -66,6 +70,7 @@ class Runner:
         self._live: dict[str, _Live] = {}
         self._idle = threading.Condition(self._lock)
         self.starts = 0  # engines spawned (for tests and stats)
+        self._refusals: dict[str, str | None] = {}
 
     # -- public API
 
@@ -135,6 +140,25 @@ class Runner:
     def _plan(self, model: str) -> LaunchPlan:
         return self._plans(model) if callable(self._plans) else self._plans[model]
 
+    def trust_refusal(self, model: str) -> str | None:
+        """The trust policy's refusal of ``model``'s engine images (one line naming the
+        image, the policy file, the scope and the reason), or None when they are accepted, or
+        the plan cannot be built (the start reports that). Cached per model for the runner's
+        life; the check before each spawn is not cached. Blocks (registry I/O)."""
+        if model not in self._refusals:
+            try:
+                trusted_plan(self._plan(model))
+                self._refusals[model] = None
+            except TrustError as e:
+                self._refusals[model] = str(e)
+            except LemonpackError:
+                return None
+        return self._refusals[model]
+
+    def trust_checked(self, model: str) -> bool:
+        """Whether :meth:`trust_refusal` has a cached answer for ``model`` (then it does not block)."""
+        return model in self._refusals
+
     # -- Effects (called under the lock; must not block)
 
     def start(self, model: str, generation: int) -> None:
@@ -176,7 +200,7 @@ class Runner:
 
     def _do_start(self, model: str, live: _Live) -> None:
         try:
-            plan = self._plan(model)
+            plan = trusted_plan(self._plan(model))  # the images judged are the ones spawned
             with live.lock:
                 if live.cancelled.is_set():
                     raise RuntimeFailure(f"{model}: start cancelled")
@@ -219,6 +243,20 @@ class Runner:
 #: How a crash reason reported by the watchdog starts (the engine runs but fails its health
 #: check; the runner stops it and the next request starts a new one).
 WATCHDOG = "watchdog: "
+
+
+def trusted_plan(plan: LaunchPlan) -> LaunchPlan:
+    """``plan`` with every registry image its container command line names judged by the
+    trust policy (:func:`lemonpack.trust.check.enforce_argv`: containers-policy.json found as
+    podman finds it) and written by the digest judged. A plan that runs no container is
+    returned as it is, without reading any policy. Raises
+    :class:`~lemonpack.errors.TrustError` (exit 3) before anything is spawned."""
+    from dataclasses import replace
+
+    from lemonpack.trust.check import enforce_argv
+
+    argv = enforce_argv(plan.argv, use=f"{plan.recipe}: engine image")
+    return plan if argv == tuple(plan.argv) else replace(plan, argv=argv)
 
 
 def exit_text(rc: int) -> str:
