@@ -40,10 +40,12 @@ class InstallPlan:
     """What :func:`install_recipe` will do: the ``recipe``, the chosen effective ``block``;
     the ``mirror`` to fetch from (None: the origin); ``example``: the shipped example, whose
     artifact is served from the installed package; ``warnings``: for the user (a block for
-    an accelerator the host lacks)."""
+    an accelerator the host lacks); ``cpu_arch``: the host's CPU (OCI name) every executable
+    of the artifact must be built for."""
 
     recipe: Recipe
     block: EffectiveBlock
+    cpu_arch: str
     mirror: Mirror | None = None
     example: bool = False
     warnings: tuple[str, ...] = ()
@@ -92,7 +94,7 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     if eff.provenance.source is None and any(o.source for o in block.arch):
         raise SelectionError(f"{recipe.file}: {block.path} publishes artifacts per arch "
                              f"({', '.join(o.pattern for o in block.arch)}); give --arch")
-    return InstallPlan(recipe, eff)
+    return InstallPlan(recipe, eff, host.cpu)
 
 
 def prepare_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = None, arch: str | None = None,
@@ -157,7 +159,7 @@ def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
     prov = eff.provenance
     record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
               "sha256": sha256_text(fetched.sha256), "policy": prov.policy, "platform": eff.path}
-    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff))
+    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff, cpu_arch=plan.cpu_arch))
 
 
 def commit_install(dest: Path, record: dict, fill: Callable[[Path], object]) -> dict:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lemonpack.builder.artifact import check_executables
 from lemonpack.builder.install import DISCLOSURE, commit_install
 from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
@@ -165,6 +166,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
                 raise BuildError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
                                  f"{plan.block.binary or ''}")
+            check_executables(tree, plan.cpu_arch, f"{ref}: artifact layer {layer['digest']} of {target}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
             return commit_install(external_dir(recipe.recipe), record, lambda staged: os.rename(tree, staged))
     except OSError as exc:

@@ -50,12 +50,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
+from lemonpack.builder.artifact import artifact_where, check_recorded, fetch_target, source_field, unpack_target
 from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.extends import resolve_extends
 from lemonpack.digest import sha256_text
+from lemonpack.exe_header import Executable
 from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
@@ -266,20 +267,33 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
     return tuple(pool[b] for b in res.chains.get(recipe.recipe, ()))
 
 
+def _recorded_executables(record: dict) -> list[tuple[str, Executable]] | None:
+    """The executables a cached layer's record says its tree holds, or None when it does not
+    say (a record written before lemonpack checked them) or says it in another shape."""
+    try:
+        return [(rel, Executable.from_json(exe)) for rel, exe in record["executables"]
+                if isinstance(rel, str)]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
     inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel, opts.compression)
     key = LayerCache.key_of(inputs)
     hit = layers.get(key)
-    if hit is not None:
+    recorded = _recorded_executables(hit[1]) if hit is not None else None
+    if hit is not None and recorded is not None:  # a record from before the CPU check is rebuilt
+        check_recorded(recorded, opts.cpu_arch, artifact_where(fetched, t))
         desc = _cached_layer(lw, layers, key, *hit)
         if desc is not None:
             return desc
+    if hit is not None:
         layers.drop(key)
     unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
     try:
-        unpack_target(fetched, unpacked, t)
+        found = unpack_target(fetched, unpacked, t, cpu_arch=opts.cpu_arch)
         fh, tmp = layers.staging()
         built: list[LayerInfo] = []
 
@@ -294,7 +308,8 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"({sha256_text(fetched.sha256)}): unsafe member {e}") from None
             info = built[0]
-            layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size)
+            layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size,
+                          {"executables": [[rel, exe.to_json()] for rel, exe in found]})
         except BaseException:
             layers.discard(fh, tmp)
             raise

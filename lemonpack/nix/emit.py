@@ -211,7 +211,8 @@ _PACKAGE_NIX = """\
 # One attribute per artifact listed in ./sources.json (the recipe is ./recipe.json).
 #   pkgs      : nixpkgs. When given, each attribute is a package: the artifact fetched by
 #               its pinned hash (pkgs.fetchurl), unpacked by `lemonpack unpack` (the safety
-#               rules of `lemonpack install`) into $out/libexec/<recipe>/, the engine linked
+#               rules of `lemonpack install`, every executable checked against the CPU the
+#               source is for) into $out/libexec/<recipe>/, the engine linked
 #               at $out/bin/<binary>, the recipe at $out/share/lemonpack/<recipe>.json, and
 #               autoPatchelfHook run over it on Linux (against the C++ runtime in
 #               buildInputs) so prebuilt engines run on NixOS.
@@ -255,6 +256,7 @@ let
         runHook preInstall
         lemonpack unpack "$src" --out "$out/libexec/"${{escapeShellArg recipe}} \\
           --name ${{escapeShellArg src.storeName}} --label ${{escapeShellArg src.url}} \\
+          --cpu-arch ${{escapeShellArg src.cpuArch}} \\
           ${{optionalString (src.binary != null) "--binary ${{escapeShellArg src.binary}}"}}
         mkdir -p $out/bin $out/share/lemonpack
         ${{optionalString (bin != null) ''

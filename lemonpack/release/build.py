@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.artifact import artifact_where, check_recorded, fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache
 from lemonpack.oci.platform import host_arch
 from lemonpack.builder.baselayers import BaseLayers
@@ -233,7 +233,9 @@ class _Recipes:
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, True)
             dest = self.scratch / f"{len(self.done)}-{recipe.recipe}"
-            unpack_target(fetched, dest, t)
+            exes = unpack_target(fetched, dest, t, cpu_arch=d.architectures[0])
+            for arch in d.architectures[1:]:  # one payload goes into every architecture's image
+                check_recorded(exes, arch, f"{d.file}: {ref.field}: {artifact_where(fetched, t)}")
             payload = RecipePayload(recipe.recipe, recipe.canonical, dest, prov.source, sha256_text(fetched.sha256))
         self.done[key] = payload
         return payload

@@ -1,0 +1,84 @@
+"""Issue 29: every executable an artifact brings is checked against the CPU its image, Nix
+package or install is for. Real ELF files (Debian's gcc and aarch64-linux-gnu-gcc), a real
+mirror on 127.0.0.1, the CLI in-process; the per-CPU builds run under podman (arm64 through
+qemu-user-static and binfmt_misc)."""
+
+from __future__ import annotations
+
+import json
+
+
+from support.buildkit import URL, blob_json, tags, tar_gz, variant_recipe
+from support.cross import compile_c
+
+
+def _engine_tar(tmp_path, arch: str) -> bytes:
+    exe = compile_c(tmp_path / f"engine-{arch}", arch)
+    return tar_gz([("llama-server", exe.read_bytes(), 0o755), ("README.txt", b"engine\n", 0o644)])
+
+
+def test_x86_artifact_refused_for_arm64_build(tmp_path, home, site, lp):
+    """`build --cpu-arch arm64` of a recipe whose artifact is x86-64 fails naming the file,
+    what it is and the target, and writes nothing (no layout, no Nix package); the same
+    build for amd64 passes. The layer the amd64 build cached is refused for arm64 too."""
+    recipe = variant_recipe(tmp_path / "r.json", site, artifact=_engine_tar(tmp_path, "amd64"))
+    out = tmp_path / "oci"
+    r = lp("build", recipe, "--out", out, "--mirror", site.base, "--cpu-arch", "arm64")
+    assert r.code == 1, r
+    assert (f"{recipe}: platforms.linux.cpu.source: artifact {URL}" in r.text
+            and "llama-server is an ELF 64-bit file for x86-64, but the target CPU is arm64" in r.text), r.text
+    assert not out.exists()
+    ok = lp("build", recipe, "--out", out, "--mirror", site.base, "--cpu-arch", "amd64", "--json")
+    assert ok.code == 0, ok
+    assert (out / "nix/llamacpp-variant/sources.json").is_file()
+    again = lp("build", recipe, "--out", tmp_path / "oci2", "--mirror", site.base, "--cpu-arch", "arm64")
+    assert again.code == 1 and "llama-server is an ELF 64-bit file for x86-64" in again.text, again
+    assert not (tmp_path / "oci2").exists()
+
+
+def test_scripts_pass_for_every_cpu(tmp_path, home, site, lp):
+    recipe = variant_recipe(tmp_path / "r.json", site)  # a shell script engine
+    r = lp("build", recipe, "--out", tmp_path / "oci", "--mirror", site.base, "--cpu-arch", "arm64", "--json")
+    assert r.code == 0, r
+
+
+def test_install_refuses_an_engine_for_another_cpu(tmp_path, home, site, lp, monkeypatch):
+    """`install` on an arm64 host (host facts) of an x86-64 artifact fails naming the file and
+    installs nothing; on an amd64 host it installs."""
+    recipe = variant_recipe(tmp_path / "r.json", site, artifact=_engine_tar(tmp_path, "amd64"))
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", json.dumps({"os": "linux", "cpu_arch": "arm64"}))
+    r = lp("install", recipe, "--mirror", site.base, "--yes", "--json")
+    assert r.code == 1, r
+    assert "llama-server is an ELF 64-bit file for x86-64, but the target CPU is arm64" in r.text, r.text
+    assert not (home.cache / "external" / "llamacpp-variant").exists()
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", json.dumps({"os": "linux", "cpu_arch": "amd64"}))
+    ok = lp("install", recipe, "--mirror", site.base, "--yes", "--json")
+    assert ok.code == 0, ok
+    assert (home.cache / "external" / "llamacpp-variant" / "llama-server").is_file()
+
+
+def test_unpack_refuses_for_the_nix_package(tmp_path, lp):
+    """What the Nix packages run (`lemonpack unpack --cpu-arch <the source's cpuArch>`):
+    an arm64 engine unpacked for amd64 fails naming it and leaves nothing at --out."""
+    art = tmp_path / "a.tar.gz"
+    art.write_bytes(_engine_tar(tmp_path, "arm64"))
+    r = lp("unpack", art, "--out", tmp_path / "x", "--cpu-arch", "amd64", "--label", "https://h/a.tar.gz")
+    assert r.code == 1
+    assert ("https://h/a.tar.gz: llama-server is an ELF 64-bit file for AArch64 (arm64), but the target CPU is "
+            "amd64") in r.text, r.text
+    assert not (tmp_path / "x").exists()
+    assert lp("unpack", art, "--out", tmp_path / "y", "--cpu-arch", "arm64").code == 0
+    bad = lp("unpack", art, "--out", tmp_path / "z", "--cpu-arch", "x86_64")
+    assert bad.code == 2 and "not one of amd64" in bad.text
+
+
+def test_nix_package_passes_the_cpu_to_unpack(tmp_path, home, site, lp):
+    recipe = variant_recipe(tmp_path / "r.json", site, artifact=_engine_tar(tmp_path, "amd64"))
+    assert lp("build", recipe, "--out", tmp_path / "oci", "--mirror", site.base, "--cpu-arch", "amd64").code == 0
+    nix = (tmp_path / "oci/nix/llamacpp-variant/default.nix").read_text()
+    assert "--cpu-arch ${escapeShellArg src.cpuArch}" in nix
+    src = json.loads((tmp_path / "oci/nix/llamacpp-variant/sources.json").read_text())["sources"]["linux-cpu"]
+    assert (src["cpuArch"], src["system"]) == ("amd64", "x86_64-linux")
+    cfg = blob_json(tmp_path / "oci", blob_json(tmp_path / "oci", tags(tmp_path / "oci")[
+        "llamacpp-variant.linux-cpu"]["digest"])["config"]["digest"])
+    assert cfg["architecture"] == "amd64"
