@@ -21,17 +21,22 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lemonpack.contract import EffectiveBlock
+from lemonpack.contract.cpuartifacts import for_cpu, offered_cpus
 from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, FetchError, IntegrityError, StorageError, UnsafeContentError
 from lemonpack.exe_header import Executable, executables, mismatch_message
-from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch
+from lemonpack.fetch import ArtifactCache, Fetched, Mirror, extract, fetch, mirror_path
 from lemonpack.fetch.staging import remove_tree
+from lemonpack.nix.emit import NIX_CPUS, NixArtifact
 
 
 def source_field(eff: EffectiveBlock) -> str:
-    """The JSON path of the field ``eff``'s effective ``source`` comes from: the arch
+    """The JSON path of the field ``eff``'s effective ``source`` comes from: the per-CPU
+    artifact's (``extensions["dev.lemonpack.cpu-artifacts"]["linux/cpu"].arm64.source``), the arch
     override's (``platforms.linux.rocm.arch.gfx1151.source``), the block's
     (``platforms.linux.cpu.source``) or the recipe's top-level ``source``."""
+    if eff.source_path is not None:  # a per-CPU artifact (lemonpack.contract.cpuartifacts)
+        return eff.source_path
     block = eff.recipe.platforms[eff.os][eff.accelerator]
     if eff.arch_pattern is not None:
         for o in block.arch:
@@ -126,3 +131,17 @@ def unpack_target(fetched: Fetched, dest: Path, eff: EffectiveBlock, *,
     except BaseException:
         remove_tree(dest)
         raise
+
+
+def other_cpu_artifacts(t: EffectiveBlock, built: str) -> tuple[NixArtifact, ...]:
+    """The per-CPU artifacts the recipe offers for ``t`` besides the ``built`` CPU's
+    (:mod:`lemonpack.contract.cpuartifacts`), for its Nix package: Nix fetches them by their
+    pinned sha256 and ``lemonpack unpack --cpu-arch`` checks them there, so the package's
+    ``meta.platforms`` is what the recipe offers."""
+    out = []
+    for cpu in offered_cpus(t.recipe, t.os, t.accelerator, t.arch_pattern):
+        if cpu != built and cpu in NIX_CPUS:
+            prov = for_cpu(t, cpu).provenance
+            assert prov.source and prov.sha256, "a per-CPU artifact has a source and a sha256"
+            out.append(NixArtifact(cpu, prov.source, mirror_path(prov.source), prov.sha256))
+    return tuple(out)

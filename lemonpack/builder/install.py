@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
+from lemonpack.contract.cpuartifacts import for_cpu
 from lemonpack.contract.select import block_for_arch
 from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, NotFoundError, SelectionError, StorageError
@@ -67,7 +68,8 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     Raises :class:`SelectionError` when the recipe has no block for the host OS, when the
     requested accelerator has no block, when several artifacts fit and no
     ``accelerator`` was given (naming them), or when only arch overrides carry artifacts
-    and the arch is unknown (naming the patterns). Raises BuildError for a
+    and the arch is unknown (naming the patterns), or when the block's per-CPU artifacts
+    (:func:`lemonpack.contract.cpuartifacts.for_cpu`) have none for the host's CPU. Raises BuildError for a
     passthrough recipe (nothing to install: its binary is user-provided).
     """
     if recipe.variant_of is None:
@@ -90,7 +92,7 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
         chosen = usable[0]
     block = recipe.platforms[host.os][chosen]
     gpu_arch = arch or host.gpu_arch(chosen)
-    eff = block_for_arch(recipe, block, gpu_arch)
+    eff = for_cpu(block_for_arch(recipe, block, gpu_arch), host.cpu)
     if eff.provenance.source is None and any(o.source for o in block.arch):
         raise SelectionError(f"{recipe.file}: {block.path} publishes artifacts per arch "
                              f"({', '.join(o.pattern for o in block.arch)}); give --arch")

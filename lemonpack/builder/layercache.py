@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from lemonpack.digest import Digest, Hasher, hex_of, is_sha256_hex
+from lemonpack.exe_header import Executable
 from lemonpack.files import commit, stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
@@ -128,6 +129,16 @@ def _zstd_inflater():
         return True
 
     return feed, lambda emit: dctx.eof
+
+
+def recorded_executables(record: dict) -> list[tuple[str, Executable]] | None:
+    """The executables a cached layer's record says its tree holds (``executables``: what
+    :meth:`LayerCache.commit` was given), or None when it does not say (a record written before
+    lemonpack checked them: the layer is rebuilt) or says it in another shape."""
+    try:
+        return [(rel, Executable.from_json(exe)) for rel, exe in record["executables"] if isinstance(rel, str)]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import artifact_where, check_recorded, fetch_target, source_field, unpack_target
+from lemonpack.builder.artifact import (artifact_where, check_recorded, fetch_target, other_cpu_artifacts,
+                                       source_field, unpack_target)
 from lemonpack.builder.baselayers import BaseLayers
-from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
+from lemonpack.builder.layercache import LayerCache, read_layer, recorded_executables, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
+from lemonpack.contract.cpuartifacts import for_cpu
 from lemonpack.contract.extends import resolve_extends
 from lemonpack.digest import sha256_text
-from lemonpack.exe_header import Executable
 from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
@@ -267,23 +268,13 @@ def extends_bases(recipe: Recipe, available: Mapping[str, Recipe]) -> tuple[Reci
     return tuple(pool[b] for b in res.chains.get(recipe.recipe, ()))
 
 
-def _recorded_executables(record: dict) -> list[tuple[str, Executable]] | None:
-    """The executables a cached layer's record says its tree holds, or None when it does not
-    say (a record written before lemonpack checked them) or says it in another shape."""
-    try:
-        return [(rel, Executable.from_json(exe)) for rel, exe in record["executables"]
-                if isinstance(rel, str)]
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts: BuildOptions,
                     layers: LayerCache, scratch: Path) -> Descriptor:
     prefix = f"opt/lemonpack/{t.recipe.recipe}"
     inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel, opts.compression)
     key = LayerCache.key_of(inputs)
     hit = layers.get(key)
-    recorded = _recorded_executables(hit[1]) if hit is not None else None
+    recorded = recorded_executables(hit[1]) if hit is not None else None
     if hit is not None and recorded is not None:  # a record from before the CPU check is rebuilt
         check_recorded(recorded, opts.cpu_arch, artifact_where(fetched, t))
         desc = _cached_layer(lw, layers, key, *hit)
@@ -393,7 +384,9 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     available = {**(bases or {}), **{r.recipe: r for r in recipes}}
     for recipe in recipes:
         require_pinned(recipe)
-        plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch),
+        plans.append((recipe, [for_cpu(t, opts.cpu_arch) for t in targets(recipe, os=opts.os,
+                                                                            accelerator=opts.accelerator,
+                                                                            arch=opts.arch)],
                       extends_bases(recipe, available)))
     cache = opts.cache or ArtifactCache()
     layers = LayerCache(Path(cache.root).parent / "layers")  # beside the artifact store it is built from
@@ -422,7 +415,8 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
-                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch))
+                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch,
+                            others=other_cpu_artifacts(t, opts.cpu_arch)))
                     descs.append(desc)
                     tags[result.tag] = desc
                     results.append(result)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 from support.buildkit import URL, blob_json, tags, tar_gz, variant_recipe
 from support.cross import compile_c
@@ -82,3 +84,104 @@ def test_nix_package_passes_the_cpu_to_unpack(tmp_path, home, site, lp):
     cfg = blob_json(tmp_path / "oci", blob_json(tmp_path / "oci", tags(tmp_path / "oci")[
         "llamacpp-variant.linux-cpu"]["digest"])["config"]["digest"])
     assert cfg["architecture"] == "amd64"
+
+
+# ---------------------------------------------------------------- per-CPU artifacts (point 2)
+
+PER_CPU_URL = "https://example.invalid/engines/engine-{}.tar.gz"
+
+
+def per_cpu_recipe(tmp_path, site, cpus=("amd64", "arm64")):
+    """A variant_of recipe whose linux/cpu block gives one artifact per CPU through the
+    extensions key; its own source is the amd64 one (what a v1 reader without the key uses)."""
+    from support.recipes import recipe_doc, write_recipe
+
+    table = {}
+    for cpu in cpus:
+        url = PER_CPU_URL.format(cpu)
+        table[cpu] = {"source": url, "sha256": "sha256:" + site.put(url, _engine_tar(tmp_path, cpu))}
+    return write_recipe(tmp_path / "per-cpu.json", recipe_doc(
+        "engine-per-cpu", display_name="engine per CPU", capabilities=["chat_completion"],
+        variant_of="llamacpp", binary="llama-server",
+        block={**table["amd64"], "reserved_args": ["--port"]},
+        extensions={"dev.lemonpack.cpu-artifacts": {"linux/cpu": table}}))
+
+
+def _config(layout, tag):
+    manifest = blob_json(layout, tags(layout)[tag]["digest"])
+    return manifest, blob_json(layout, manifest["config"]["digest"])
+
+
+def test_per_cpu_recipe_builds_each_cpu_with_its_own_artifact(tmp_path, home, site, lp):
+    recipe = per_cpu_recipe(tmp_path, site)
+    for cpu in ("amd64", "arm64"):
+        out = tmp_path / f"oci-{cpu}"
+        r = lp("build", recipe, "--out", out, "--mirror", site.base, "--cpu-arch", cpu, "--json")
+        assert r.code == 0, r
+        target = r.json()["targets"][0]
+        assert target["source"] == PER_CPU_URL.format(cpu), target
+        manifest, config = _config(out, "engine-per-cpu.linux-cpu")
+        assert config["architecture"] == cpu
+        assert manifest["annotations"]["dev.lemonpack.source"] == PER_CPU_URL.format(cpu)
+        src = json.loads((out / "nix/engine-per-cpu/sources.json").read_text())["sources"]["linux-cpu"]
+        assert sorted(src["systems"]) == ["aarch64-linux", "x86_64-linux"]  # meta.platforms: what it offers
+        assert src["cpuArch"] == cpu
+        assert src["systems"]["aarch64-linux"]["url"] == PER_CPU_URL.format("arm64")
+    r = lp("build", recipe, "--out", tmp_path / "oci-s390x", "--mirror", site.base, "--cpu-arch", "s390x")
+    assert r.code == 1 and ('extensions["dev.lemonpack.cpu-artifacts"]["linux/cpu"] offers platforms.linux.cpu '
+                            "for amd64, arm64, not for s390x") in r.text, r
+
+
+def test_per_cpu_install_takes_the_hosts_artifact(tmp_path, home, site, lp, monkeypatch):
+    recipe = per_cpu_recipe(tmp_path, site)
+    monkeypatch.setenv("LEMONPACK_HOST_FACTS", json.dumps({"os": "linux", "cpu_arch": "arm64"}))
+    r = lp("install", recipe, "--mirror", site.base, "--yes", "--json")
+    assert r.code == 0, r
+    assert r.json()["source"] == PER_CPU_URL.format("arm64")
+    from lemonpack.exe_header import read_executable
+    assert read_executable(home.cache / "external/engine-per-cpu/llama-server").archs == {"arm64"}
+
+
+def test_per_cpu_artifact_that_lies_is_refused(tmp_path, home, site, lp):
+    """The key says arm64, the file is x86-64: the header decides."""
+    from support.recipes import recipe_doc, write_recipe
+
+    url = PER_CPU_URL.format("liar")
+    sha = "sha256:" + site.put(url, _engine_tar(tmp_path, "amd64"))
+    recipe = write_recipe(tmp_path / "liar.json", recipe_doc(
+        "liar", capabilities=["chat_completion"], variant_of="llamacpp", binary="llama-server",
+        block={"source": url, "sha256": sha},
+        extensions={"dev.lemonpack.cpu-artifacts": {"linux/cpu": {"arm64": {"source": url, "sha256": sha}}}}))
+    r = lp("build", recipe, "--out", tmp_path / "oci", "--mirror", site.base, "--cpu-arch", "arm64")
+    assert r.code == 1, r
+    assert (f'{recipe}: extensions["dev.lemonpack.cpu-artifacts"]["linux/cpu"].arm64.source (used by '
+            f'platforms.linux.cpu): artifact {url}' in r.text and "llama-server is an ELF 64-bit file for x86-64" in r.text), r.text
+
+
+@pytest.mark.slow
+def test_each_cpus_image_runs_under_podman(tmp_path, home, site, lp, podman_conf):
+    """Both images of the per-CPU recipe run their engine under podman: amd64 natively, arm64
+    through qemu-user-static (binfmt_misc set up by the test)."""
+    import secrets
+    import subprocess
+
+    from support.cross import binfmt_aarch64
+    from support.tools import need
+
+    binfmt_aarch64()
+    recipe = per_cpu_recipe(tmp_path, site)
+    env = podman_conf["env"]
+    for cpu in ("amd64", "arm64"):
+        out = tmp_path / f"oci-{cpu}"
+        assert lp("build", recipe, "--out", out, "--mirror", site.base, "--cpu-arch", cpu).code == 0
+        name = f"localhost/cpu-arch-test-{secrets.token_hex(4)}:{cpu}"
+        res = subprocess.run([need("skopeo"), "copy", "-q", f"oci:{out}:engine-per-cpu.linux-cpu",
+                              f"containers-storage:{name}"], capture_output=True, text=True, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        try:
+            ran = subprocess.run([need("podman"), "run", "--rm", "--arch", cpu, "--network", "none", name, "--version"],
+                                 capture_output=True, text=True, env=env, timeout=300)
+            assert ran.returncode == 0, ran.stderr
+            assert ran.stdout.strip() == f"engine {cpu} 1.0"
+        finally:
+            subprocess.run([need("podman"), "rmi", "-f", name], capture_output=True, env=env)
