@@ -36,7 +36,6 @@ from pathlib import Path
 
 from lemonpack.builder.artifact import artifact_where, check_recorded, fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache
-from lemonpack.oci.platform import host_arch
 from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.contract import load_recipe, targets
 from lemonpack.digest import Digest, sha256_text
@@ -244,21 +243,22 @@ class _Recipes:
 def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, lock_names: list[str],
                   recipes: _Recipes, base: BaseSource | None = None) -> ImageInputs:
     """The :class:`ImageInputs` of definition ``d``: pipeline selection, generated files,
-    lock and fetched recipe payloads; on a ``base``, gufo compiled
-    (:func:`lemonpack.extensions.compile.compile_gufo`, this machine's C++ compiler: every
-    architecture of ``d`` must be this machine's). Raises the pipeline's, the compiler's,
+    lock and fetched recipe payloads; on a ``base``, gufo compiled for every architecture of
+    ``d`` (:func:`lemonpack.extensions.compile.compile_gufo`: this machine's C++ compiler for its
+    own, the GNU cross compiler for another, the same flags). Raises the pipeline's, the compiler's,
     the fetch's and the recipe loader's errors, and LemonpackError naming ``d.file`` and
     the field."""
     from lemonpack.extensions.generate import generate
 
     if base is not None:
-        host = host_arch()
-        other = [a for a in d.architectures if a != host]
-        if other:
-            raise BuildError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
-                             f"compiled here by this {host} machine's C++ compiler; it cannot build "
-                             f"{', '.join(other)} (release those on a machine of that architecture, or drop "
-                             f"them from the definition)")
+        from lemonpack.extensions.compile import CompileError, toolchain
+
+        for arch in d.architectures:  # before anything is fetched or compiled: a missing compiler fails fast
+            try:
+                toolchain(arch)
+            except CompileError as exc:
+                raise BuildError(f"{d.file}: architectures: on base {base.name} each image runs its own "
+                                 f"gufo-registry; {exc}") from None
     selection = _select(d, opts.root, Path(opts.lock), lock_names)
     generated = generate(selection)
     exts = tuple(ExtensionTree(e.name, e.version, _extension_dir(e)) for e in selection.extensions)
@@ -268,12 +268,13 @@ def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, l
     if dupes:
         raise BuildError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
                          "(two files or two blocks of one recipe); an image holds one artifact per recipe")
-    compiled = None
+    compiled: dict[str, Path] = {}
     if base is not None:
         from lemonpack.extensions.compile import compile_gufo
 
-        compiled = compile_gufo(selection, recipes.scratch / f"gufo-{d.name}").root
-    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads, base, compiled)
+        for arch in d.architectures:  # this machine's compiler for its own, the cross compiler for another
+            compiled[arch] = compile_gufo(selection, recipes.scratch / f"gufo-{d.name}-{arch}", cpu_arch=arch).root
+    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads, base, compiled or None)
 
 
 # --- the output directory --------------------------------------------------------------------

@@ -11,6 +11,7 @@ deterministic layer writers (:mod:`lemonpack.oci.layer`):
   gufo_ext_constants.hpp}`` and ``opt/gufo/extensions.lock`` (the lock's bytes as given);
 - per recipe: its unpacked artifact under ``opt/lemonpack/<recipe>/`` (when it has one),
   then its canonical JSON at ``etc/lemonpack/recipes/<recipe>.json``;
+- on a base, last, per architecture the gufo compiled for it under ``opt/gufo/``;
 - per architecture an image config + manifest (``created`` = the epoch), and an image
   index over them in the definition's order.
 
@@ -74,9 +75,10 @@ class ImageInputs:
     """Everything one image holds. ``generated``: the three files of
     :data:`GENERATED` (name -> bytes, as ``lemonpack.extensions.generate.generate``
     returns them); ``lock``: the release lock's bytes; ``api_version``: ``0.M.R``;
-    ``base``: the base image (None: ``scratch``); ``compiled``: the directory
-    :func:`lemonpack.extensions.compile.compile_gufo` wrote (``bin/gufo-registry``,
-    ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` on a base."""
+    ``base``: the base image (None: ``scratch``); ``compiled``: per architecture the directory
+    :func:`lemonpack.extensions.compile.compile_gufo` wrote for it (``bin/gufo-registry``,
+    ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` of that architecture's
+    image on a base."""
 
     definition: ImageDefinition
     extensions: tuple[ExtensionTree, ...]
@@ -85,7 +87,7 @@ class ImageInputs:
     api_version: str
     recipes: tuple[RecipePayload, ...] = ()
     base: "BaseSource | None" = None
-    compiled: Path | None = None
+    compiled: Mapping[str, Path] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
 
     With ``inputs.base`` (and ``based``, the layout's :class:`~lemonpack.builder.baselayers.BaseLayers`)
     each architecture's image starts with the base's layers for that platform, byte for
-    byte, and ends with the compiled gufo (``inputs.compiled``) under ``/opt/gufo/``;
+    byte, and ends with the gufo compiled for that architecture (``inputs.compiled[arch]``)
+    under ``/opt/gufo/``;
     ``Entrypoint`` is ``/opt/gufo/bin/gufo-registry``, the config keeps the base's ``Env``.
 
     Returns :class:`ImageResult`. Raises :class:`~lemonpack.errors.UnsafeContentError`
@@ -165,12 +168,15 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     """
     d = inputs.definition
     layers = _layers(lw, inputs, epoch, compresslevel)
+    compiled: dict[str, Descriptor] = {}
     if inputs.base is not None:
-        if inputs.compiled is None or based is None:
-            raise ValueError("an image on a base needs the compiled gufo and the layout's BaseLayers")
-        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
-            write_dir_layer, inputs.compiled, PREFIX, mtime=epoch, compresslevel=compresslevel),
-            {ANNOTATION_TITLE: f"{PREFIX}/bin"}))
+        if inputs.compiled is None or based is None or set(inputs.compiled) != set(d.architectures):
+            raise ValueError("an image on a base needs gufo compiled for each architecture and the layout's "
+                             "BaseLayers")
+        for arch in d.architectures:
+            compiled[arch] = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
+                write_dir_layer, inputs.compiled[arch], PREFIX, mtime=epoch, compresslevel=compresslevel),
+                {ANNOTATION_TITLE: f"{PREFIX}/bin"})
         prefixes = (PREFIX, *(f"opt/lemonpack/{r.recipe}" for r in inputs.recipes if r.tree is not None))
     labels = _labels(inputs)
     annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
@@ -189,11 +195,11 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
                                                  path_dir=f"{PREFIX}/bin", extra_env=(gufo_env,))}
             if image.config.get("variant"):
                 config["variant"] = image.config["variant"]
-            history = image.history(len(layers), rfc3339(epoch), f"lemonpack release {d.name}")
+            history = image.history(len(layers) + 1, rfc3339(epoch), f"lemonpack release {d.name}")
             if history is not None:
                 config["history"] = history
-            desc = lw.add_image_manifest(config, [*base_layers, *layers], {**annotations, **image.annotations()},
-                                         created=epoch)
+            desc = lw.add_image_manifest(config, [*base_layers, *layers, compiled[arch]],
+                                         {**annotations, **image.annotations()}, created=epoch)
             manifests[arch] = desc
             tags[f"{d.name}.{arch}"] = desc
             continue
