@@ -78,7 +78,8 @@ class ImageInputs:
     ``base``: the base image (None: ``scratch``); ``compiled``: per architecture the directory
     :func:`lemonpack.extensions.compile.compile_gufo` wrote for it (``bin/gufo-registry``,
     ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` of that architecture's
-    image on a base."""
+    image on a base; ``arch_recipes``: per architecture its payloads when they differ (None:
+    ``recipes`` in every image)."""
 
     definition: ImageDefinition
     extensions: tuple[ExtensionTree, ...]
@@ -88,6 +89,12 @@ class ImageInputs:
     recipes: tuple[RecipePayload, ...] = ()
     base: "BaseSource | None" = None
     compiled: Mapping[str, Path] | None = None
+    arch_recipes: Mapping[str, tuple[RecipePayload, ...]] | None = None
+
+    def recipes_for(self, arch: str) -> tuple[RecipePayload, ...]:
+        """The payloads of ``arch``'s image: ``arch_recipes[arch]`` (a recipe with per-CPU
+        artifacts gives each architecture its own), else ``recipes``."""
+        return (self.arch_recipes or {}).get(arch, self.recipes)
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ class ImageResult:
     manifests: dict[str, Descriptor]
 
 
-def _labels(inputs: ImageInputs) -> dict[str, str]:
+def _labels(inputs: ImageInputs, payloads: tuple[RecipePayload, ...]) -> dict[str, str]:
     d = inputs.definition
     labels = {
         LABEL + "image": d.name,
@@ -109,7 +116,7 @@ def _labels(inputs: ImageInputs) -> dict[str, str]:
         LABEL + "extensions": ",".join(f"{e.name}@{e.version}" for e in inputs.extensions),
         LABEL + "lock": str(Digest.of_bytes(inputs.lock)),
     }
-    recipes = ",".join(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in inputs.recipes)
+    recipes = ",".join(dict.fromkeys(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in payloads))
     if recipes:
         labels[LABEL + "recipes"] = recipes
     return labels
@@ -133,7 +140,12 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     files.append((f"{PREFIX}/extensions.lock", bytes(inputs.lock), 0o644))
     layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f: write_files_layer(
         files, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: f"{PREFIX}/generated"}))
-    for r in inputs.recipes:
+    return layers
+
+
+def _recipe_layers(lw: LayoutWriter, payloads: tuple[RecipePayload, ...], epoch: int, level: int) -> list[Descriptor]:
+    layers: list[Descriptor] = []
+    for r in payloads:
         if r.tree is not None:
             prefix = f"opt/lemonpack/{r.recipe}"
             try:
@@ -167,7 +179,11 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     (:mod:`lemonpack.oci.base`), ``OSError``.
     """
     d = inputs.definition
-    layers = _layers(lw, inputs, epoch, compresslevel)
+    common = _layers(lw, inputs, epoch, compresslevel)
+    by_payloads: dict[tuple[RecipePayload, ...], list[Descriptor]] = {}
+    for arch in d.architectures:  # each distinct set of payloads written once
+        if inputs.recipes_for(arch) not in by_payloads:
+            by_payloads[inputs.recipes_for(arch)] = _recipe_layers(lw, inputs.recipes_for(arch), epoch, compresslevel)
     compiled: dict[str, Descriptor] = {}
     if inputs.base is not None:
         if inputs.compiled is None or based is None or set(inputs.compiled) != set(d.architectures):
@@ -178,13 +194,16 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
                 write_dir_layer, inputs.compiled[arch], PREFIX, mtime=epoch, compresslevel=compresslevel),
                 {ANNOTATION_TITLE: f"{PREFIX}/bin"})
         prefixes = (PREFIX, *(f"opt/lemonpack/{r.recipe}" for r in inputs.recipes if r.tree is not None))
-    labels = _labels(inputs)
-    annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
+    every = tuple(r for a in d.architectures for r in inputs.recipes_for(a))
+    index_annotations = {**_labels(inputs, every), ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
     if d.description:
-        annotations[ANNOTATION_DESCRIPTION] = d.description
+        index_annotations[ANNOTATION_DESCRIPTION] = d.description
     manifests: dict[str, Descriptor] = {}
     tags: dict[str, Descriptor] = {}
     for arch in d.architectures:
+        labels = _labels(inputs, inputs.recipes_for(arch))
+        annotations = {**index_annotations, **labels}
+        layers = common + by_payloads[inputs.recipes_for(arch)]
         gufo_env = f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"
         if inputs.base is not None:
             image = inputs.base.for_platform("linux", arch, f"release image {d.name} ({d.file}, architectures)")
@@ -210,7 +229,7 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
         desc = lw.add_image_manifest(config, layers, annotations, created=epoch)
         manifests[arch] = desc
         tags[f"{d.name}.{arch}"] = desc
-    index = lw.add_index(list(manifests.values()), annotations)
+    index = lw.add_index(list(manifests.values()), index_annotations)
     tags[d.name] = index
     lw.set_tags(tags)
     return ImageResult(d.name, index, manifests)

@@ -88,7 +88,7 @@ def test_nix_package_passes_the_cpu_to_unpack(tmp_path, home, site, lp):
 
 # ---------------------------------------------------------------- per-CPU artifacts (point 2)
 
-PER_CPU_URL = "https://example.invalid/engines/engine-{}.tar.gz"
+PER_CPU_URL = "https://engines.example.test/engine-{}.tar.gz"  # not example.invalid: release serves that itself
 
 
 def per_cpu_recipe(tmp_path, site, cpus=("amd64", "arm64")):
@@ -185,3 +185,65 @@ def test_each_cpus_image_runs_under_podman(tmp_path, home, site, lp, podman_conf
             assert ran.stdout.strip() == f"engine {cpu} 1.0"
         finally:
             subprocess.run([need("podman"), "rmi", "-f", name], capture_output=True, env=env)
+
+
+# ---------------------------------------------------------------- release images
+
+def _release_tree(tmp_path, recipe, archs=("amd64", "arm64")):
+    """A copy of the repository's release inputs with one definition naming ``recipe``."""
+    from scenarios.test_release import _copy_tree
+
+    tree = _copy_tree(tmp_path / "tree", umask=0o022, mtime=0)
+    (tree / "recipes").mkdir()
+    (tree / "recipes" / recipe.name).write_bytes(recipe.read_bytes())
+    for d in (tree / "containers").iterdir():
+        d.unlink()
+    (tree / "containers" / "engines.json").write_text(json.dumps({
+        "schema": 1, "name": "engines", "architectures": list(archs), "features": ["linux"], "base": "scratch",
+        "extensions": ["qwen"], "recipes": [{"file": f"recipes/{recipe.name}", "accelerator": "cpu"}]}))
+    return tree
+
+
+def _release(tree, out, site, lp):
+    return lp("release", "--lock", tree / "extensions.lock", "--out", out, "--mirror", site.base, "--no-progress",
+              "--json")
+
+
+def test_release_gives_each_architecture_its_per_cpu_artifact(tmp_path, home, site, lp):
+    """A per-CPU recipe in a two-architecture release: each image holds the engine built for
+    its own CPU (per-architecture recipe layers and labels); the index annotation lists both."""
+    import tarfile
+
+    from lemonpack.exe_header import parse_header
+
+    tree = _release_tree(tmp_path, per_cpu_recipe(tmp_path, site))
+    r = _release(tree, tmp_path / "out", site, lp)
+    assert r.code == 0, r
+    (image,) = r.json()["images"]
+    assert [x["source"] for x in image["recipes"]] == [PER_CPU_URL.format("amd64"), PER_CPU_URL.format("arm64")]
+    layout = tmp_path / "out" / "engines"
+    for cpu in ("amd64", "arm64"):
+        manifest, config = _config(layout, f"engines.{cpu}")
+        assert config["architecture"] == cpu
+        assert config["config"]["Labels"]["dev.lemonpack.release.recipes"].count("engine-per-cpu@") == 1
+        engine_layer = next(layer for layer in manifest["layers"]
+                            if layer["annotations"]["org.opencontainers.image.title"] == "opt/lemonpack/engine-per-cpu")
+        algo, hexd = engine_layer["digest"].split(":")
+        with tarfile.open(layout / "blobs" / algo / hexd) as tf:
+            data = tf.extractfile("opt/lemonpack/engine-per-cpu/llama-server").read()
+        assert parse_header(data[:64]).archs == {cpu}
+    index = blob_json(layout, tags(layout)["engines"]["digest"])
+    assert index["annotations"]["dev.lemonpack.release.recipes"].count("engine-per-cpu@") == 2
+
+
+def test_release_refuses_an_engine_for_one_of_its_architectures(tmp_path, home, site, lp):
+    recipe = variant_recipe(tmp_path / "r.json", site, url=PER_CPU_URL.format("x86-only"),
+                            artifact=_engine_tar(tmp_path, "amd64"))
+    tree = _release_tree(tmp_path, recipe)
+    r = _release(tree, tmp_path / "out", site, lp)
+    assert r.code == 1, r
+    assert ("engines.json: recipes[0]:" in r.text and "llama-server is an ELF 64-bit file for x86-64, but the target "
+            "CPU is arm64" in r.text), r.text
+    assert not (tmp_path / "out").exists()
+    ok = _release(_release_tree(tmp_path / "one", recipe, ("amd64",)), tmp_path / "out", site, lp)
+    assert ok.code == 0, ok
