@@ -143,7 +143,14 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                 have = [(m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target", "?") for _, m in images]
                 raise SelectionError(f"{ref}: no image for target {target} of {recipe.recipe} "
                                      f"(it holds: {', '.join(have)})")
-            digest, manifest = chosen[0]
+            cpus = [(_json(layout, Descriptor.from_json(m["config"]), "image config").get("architecture"), d, m)
+                    for d, m in chosen]
+            mine = [(d, m) for cpu, d, m in cpus if cpu == plan.cpu_arch]
+            if not mine:
+                raise SelectionError(f"{ref}: the image of target {target} is for "
+                                     f"{', '.join(sorted({str(c) for c, _, _ in cpus}))}, not this host's CPU "
+                                     f"{plan.cpu_arch} (publish a build with --cpu-arch {plan.cpu_arch})")
+            digest, manifest = mine[0]
             ann = manifest.get("annotations") or {}
             prov = plan.block.provenance
             recorded = ann.get(ANNOTATION_PREFIX + "sha256", "")
