@@ -6,6 +6,7 @@ qemu-user-static and binfmt_misc)."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -247,3 +248,48 @@ def test_release_refuses_an_engine_for_one_of_its_architectures(tmp_path, home, 
     assert not (tmp_path / "out").exists()
     ok = _release(_release_tree(tmp_path / "one", recipe, ("amd64",)), tmp_path / "out", site, lp)
     assert ok.code == 0, ok
+
+
+# ---------------------------------------------------------------- the Nix package
+
+@pytest.mark.slow
+def test_nix_package_build_refuses_an_engine_for_another_cpu(tmp_path, server, nix_installed):
+    """A recipe package whose sources.json says amd64 over an arm64 engine (what a hand-edited
+    or stale package would hold) fails to *build*: `lemonpack unpack --cpu-arch amd64` in the
+    install phase names the file, what it is and the target. The same package over an amd64
+    engine builds. Real nix with the offline nixpkgs stand-in and the flake's lemonpack."""
+    import hashlib
+    import os
+
+    from lemonpack.fetch.mirror import mirror_path
+    from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
+    from support.nixflake import OFFLINE_NIXPKGS, SYSTEM, copy_flake, nix
+
+    if SYSTEM != "x86_64-linux":
+        pytest.skip("the package is for x86_64-linux; this machine builds another system")
+    tree = copy_flake(tmp_path / "repo", with_repo_tree=True)
+
+    def build(name: str, arch: str) -> subprocess.CompletedProcess:
+        art = _engine_tar(tmp_path, arch)
+        url = f"{server.base}/{name}-{os.urandom(4).hex()}.tar.gz"
+        server.put(url.rsplit("/", 1)[1], art)
+        pkg = tmp_path / f"pkg-{name}"
+        write_sources_json(pkg, f"org.example.{name}", [NixSource(
+            name="linux-cpu", url=url, mirror_path=mirror_path(url), sha256_hex=hashlib.sha256(art).hexdigest(),
+            os="linux", accelerator="cpu", binary="llama-server", cpu_arch="amd64")])
+        write_recipe_json(pkg, b'{"recipe": "org.example.%s"}\n' % name.encode())
+        write_package_nix(pkg, f"org.example.{name}")
+        return nix("build", "--impure", "-o", str(tmp_path / f"out-{name}"), "--expr",
+                   f'let lp = (builtins.getFlake "path:{tree}").packages.{SYSTEM}; in '
+                   f'(import {pkg} {{ pkgs = import {OFFLINE_NIXPKGS} {{ system = "{SYSTEM}"; }}; '
+                   f'lemonpack = lp.lemonpack; }}).linux-cpu', timeout=1800)
+
+    bad = build("arm-engine", "arm64")
+    assert bad.returncode == 1
+    assert "llama-server is an ELF 64-bit file for AArch64 (arm64), but the target CPU is amd64" in bad.stderr, \
+        bad.stderr[-3000:]
+    good = build("x86-engine", "amd64")
+    assert good.returncode == 0, good.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "out-x86-engine/bin/llama-server"), "--version"], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.stdout == "engine amd64 1.0\n"
