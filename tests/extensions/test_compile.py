@@ -194,3 +194,13 @@ def test_cross_compiled_for_arm64_with_the_same_rules(tree, tmp_path):
     assert json.loads(ran.stdout) == registry_json(host) == expected(sel)
     with pytest.raises(CompileError, match="no cross compiler for s390x"):
         compile_gufo(sel, tmp_path / "s390x", cpu_arch="s390x")
+
+
+@pytest.mark.slow
+def test_cli_build_for_arm64(tree, tmp_path, capsys):
+    from lemonpack.exe_header import read_executable
+
+    code, out, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--select", "qwen", "--feature",
+                             "linux", "--cpu-arch", "arm64", "--out", str(tmp_path / "arm"), "--json")
+    assert code == 0, err
+    assert read_executable(json.loads(out)["bin"]).archs == {"arm64"}
