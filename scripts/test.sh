@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(nix-bin patchelf skopeo umoci podman runc busybox-static docker-registry g++ chromium chromium-driver mmdebstrap
+APT_PACKAGES=(nix-bin patchelf skopeo umoci podman runc busybox-static docker-registry g++ g++-aarch64-linux-gnu
+              qemu-user-static chromium chromium-driver mmdebstrap
               python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.contract import EffectiveBlock, HostFacts, Recipe
+from lemonpack.contract.cpuartifacts import for_cpu
 from lemonpack.contract.select import block_for_arch
 from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, NotFoundError, SelectionError, StorageError
@@ -40,10 +41,12 @@ class InstallPlan:
     """What :func:`install_recipe` will do: the ``recipe``, the chosen effective ``block``;
     the ``mirror`` to fetch from (None: the origin); ``example``: the shipped example, whose
     artifact is served from the installed package; ``warnings``: for the user (a block for
-    an accelerator the host lacks)."""
+    an accelerator the host lacks); ``cpu_arch``: the host's CPU (OCI name) every executable
+    of the artifact must be built for."""
 
     recipe: Recipe
     block: EffectiveBlock
+    cpu_arch: str
     mirror: Mirror | None = None
     example: bool = False
     warnings: tuple[str, ...] = ()
@@ -65,7 +68,8 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
     Raises :class:`SelectionError` when the recipe has no block for the host OS, when the
     requested accelerator has no block, when several artifacts fit and no
     ``accelerator`` was given (naming them), or when only arch overrides carry artifacts
-    and the arch is unknown (naming the patterns). Raises BuildError for a
+    and the arch is unknown (naming the patterns), or when the block's per-CPU artifacts
+    (:func:`lemonpack.contract.cpuartifacts.for_cpu`) have none for the host's CPU. Raises BuildError for a
     passthrough recipe (nothing to install: its binary is user-provided).
     """
     if recipe.variant_of is None:
@@ -88,11 +92,11 @@ def plan_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = N
         chosen = usable[0]
     block = recipe.platforms[host.os][chosen]
     gpu_arch = arch or host.gpu_arch(chosen)
-    eff = block_for_arch(recipe, block, gpu_arch)
+    eff = for_cpu(block_for_arch(recipe, block, gpu_arch), host.cpu)
     if eff.provenance.source is None and any(o.source for o in block.arch):
         raise SelectionError(f"{recipe.file}: {block.path} publishes artifacts per arch "
                              f"({', '.join(o.pattern for o in block.arch)}); give --arch")
-    return InstallPlan(recipe, eff)
+    return InstallPlan(recipe, eff, host.cpu)
 
 
 def prepare_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None = None, arch: str | None = None,
@@ -157,7 +161,7 @@ def _install_into(dest: Path, fetched, plan: InstallPlan) -> dict:
     prov = eff.provenance
     record = {"recipe": recipe.recipe, "path": str(dest), "binary": eff.binary, "source": prov.source,
               "sha256": sha256_text(fetched.sha256), "policy": prov.policy, "platform": eff.path}
-    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff))
+    return commit_install(dest, record, lambda tree: unpack_target(fetched, tree, eff, cpu_arch=plan.cpu_arch))
 
 
 def commit_install(dest: Path, record: dict, fill: Callable[[Path], object]) -> dict:

@@ -4,7 +4,8 @@ unpack and recompress an artifact again.
 Layout, beside the artifact store (``<cache root>/layers``, :mod:`lemonpack.paths`)::
 
     <key>.json          {"format", "artifact", "prefix", "epoch", "level",   (the inputs)
-                         "digest": "sha256:..", "diff_id": "sha256:..", "size": N}
+                         "digest": "sha256:..", "diff_id": "sha256:..", "size": N,
+                         "executables": [[path, [kind, [archs], machine]], ...]}
     blobs/<hex>         the tar+gzip layer, named by its digest (mode 0444)
     blobs/.tmp-*        a layer being written (locked; stale once its lock is free)
     .rec-*              a record being written (locked)
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from lemonpack.digest import Digest, Hasher, hex_of, is_sha256_hex
+from lemonpack.exe_header import Executable
 from lemonpack.files import commit, stat_facts
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
@@ -127,6 +129,16 @@ def _zstd_inflater():
         return True
 
     return feed, lambda emit: dctx.eof
+
+
+def recorded_executables(record: dict) -> list[tuple[str, Executable]] | None:
+    """The executables a cached layer's record says its tree holds (``executables``: what
+    :meth:`LayerCache.commit` was given), or None when it does not say (a record written before
+    lemonpack checked them: the layer is rebuilt) or says it in another shape."""
+    try:
+        return [(rel, Executable.from_json(exe)) for rel, exe in record["executables"] if isinstance(rel, str)]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -252,11 +264,13 @@ class LayerCache:
         self.sweep()
         return locked_temp_file(self.blobs, ".tmp-")
 
-    def commit(self, inputs: dict, fh: BinaryIO, tmp: Path, digest: str, diff_id: str, size: int) -> Path:
+    def commit(self, inputs: dict, fh: BinaryIO, tmp: Path, digest: str, diff_id: str, size: int,
+               facts: dict | None = None) -> Path:
         """Name the temp ``tmp`` (written through ``fh``) by its ``digest`` (mode 0444),
         then write the record of ``inputs`` (:meth:`inputs`) at ``<key_of(inputs)>.json``;
-        returns the blob path. The caller computed the facts while writing. Whatever is
-        not a regular file at either name (a directory ...) is removed first."""
+        returns the blob path. The caller computed the facts while writing; ``facts``: more
+        of them kept in the record (the pipeline's ``executables``: what a hit is checked
+        against). Whatever is not a regular file at either name (a directory ...) is removed first."""
         key = self.key_of(inputs)
         fh.flush()
         os.chmod(tmp, 0o444)
@@ -264,7 +278,7 @@ class LayerCache:
         clear_non_regular(blob)
         commit(tmp, blob, durable=False)  # content-addressed: checked by stat facts and digest
         fh.close()
-        self._write_record(key, {**inputs, "digest": digest, "diff_id": diff_id, "size": size,
+        self._write_record(key, {**(facts or {}), **inputs, "digest": digest, "diff_id": diff_id, "size": size,
                                  "stat": stat_facts(blob)})
         return blob
 

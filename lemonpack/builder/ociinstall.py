@@ -34,6 +34,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lemonpack.builder.artifact import check_executables
 from lemonpack.builder.install import DISCLOSURE, commit_install
 from lemonpack.digest import sha256_text
 from lemonpack.errors import BuildError, IntegrityError, RegistryError, SelectionError, StorageError
@@ -148,7 +149,14 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
                 have = [(m.get("annotations") or {}).get(ANNOTATION_PREFIX + "target", "?") for _, m in images]
                 raise SelectionError(f"{ref}: no image for target {target} of {recipe.recipe} "
                                      f"(it holds: {', '.join(have)})")
-            digest, manifest = chosen[0]
+            cpus = [(_json(layout, Descriptor.from_json(m["config"]), "image config").get("architecture"), d, m)
+                    for d, m in chosen]
+            mine = [(d, m) for cpu, d, m in cpus if cpu == plan.cpu_arch]
+            if not mine:
+                raise SelectionError(f"{ref}: the image of target {target} is for "
+                                     f"{', '.join(sorted({str(c) for c, _, _ in cpus}))}, not this host's CPU "
+                                     f"{plan.cpu_arch} (publish a build with --cpu-arch {plan.cpu_arch})")
+            digest, manifest = mine[0]
             ann = manifest.get("annotations") or {}
             prov = plan.block.provenance
             recorded = ann.get(ANNOTATION_PREFIX + "sha256", "")
@@ -171,6 +179,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
             if not tree.is_dir() or (plan.block.binary and not (tree / plan.block.binary).is_file()):
                 raise BuildError(f"{ref}: the artifact layer has no opt/lemonpack/{recipe.recipe}/"
                                  f"{plan.block.binary or ''}")
+            check_executables(tree, plan.cpu_arch, f"{ref}: artifact layer {layer['digest']} of {target}")
             (tree / TREE_RECEIPT).write_text(json.dumps(record, indent=2) + "\n")
             return commit_install(external_dir(recipe.recipe), record, lambda staged: os.rename(tree, staged))
     except OSError as exc:

@@ -50,10 +50,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import fetch_target, source_field, unpack_target
+from lemonpack.builder.artifact import (artifact_where, check_recorded, fetch_target, other_cpu_artifacts,
+                                       source_field, unpack_target)
 from lemonpack.builder.baselayers import BaseLayers
-from lemonpack.builder.layercache import LayerCache, read_layer, stat_facts
+from lemonpack.builder.layercache import LayerCache, read_layer, recorded_executables, stat_facts
 from lemonpack.contract import EffectiveBlock, Recipe, targets
+from lemonpack.contract.cpuartifacts import for_cpu
 from lemonpack.contract.extends import resolve_extends
 from lemonpack.digest import sha256_text
 from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
@@ -272,14 +274,17 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
     inputs = LayerCache.inputs(fetched.sha256, prefix, opts.epoch, opts.compresslevel, opts.compression)
     key = LayerCache.key_of(inputs)
     hit = layers.get(key)
-    if hit is not None:
+    recorded = recorded_executables(hit[1]) if hit is not None else None
+    if hit is not None and recorded is not None:  # a record from before the CPU check is rebuilt
+        check_recorded(recorded, opts.cpu_arch, artifact_where(fetched, t))
         desc = _cached_layer(lw, layers, key, *hit)
         if desc is not None:
             return desc
+    if hit is not None:
         layers.drop(key)
     unpacked = Path(tempfile.mkdtemp(dir=scratch)) / "tree"
     try:
-        unpack_target(fetched, unpacked, t)
+        found = unpack_target(fetched, unpacked, t, cpu_arch=opts.cpu_arch)
         fh, tmp = layers.staging()
         built: list[LayerInfo] = []
 
@@ -294,7 +299,8 @@ def _artifact_layer(lw: LayoutWriter, fetched: Fetched, t: EffectiveBlock, opts:
                 raise UnsafeContentError(f"{t.recipe.file}: {source_field(t)}: artifact {fetched.url} "
                                          f"({sha256_text(fetched.sha256)}): unsafe member {e}") from None
             info = built[0]
-            layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size)
+            layers.commit(inputs, fh, tmp, info.digest, info.diff_id, info.size,
+                          {"executables": [[rel, exe.to_json()] for rel, exe in found]})
         except BaseException:
             layers.discard(fh, tmp)
             raise
@@ -378,7 +384,9 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     available = {**(bases or {}), **{r.recipe: r for r in recipes}}
     for recipe in recipes:
         require_pinned(recipe)
-        plans.append((recipe, targets(recipe, os=opts.os, accelerator=opts.accelerator, arch=opts.arch),
+        plans.append((recipe, [for_cpu(t, opts.cpu_arch) for t in targets(recipe, os=opts.os,
+                                                                            accelerator=opts.accelerator,
+                                                                            arch=opts.arch)],
                       extends_bases(recipe, available)))
     cache = opts.cache or ArtifactCache()
     layers = LayerCache(Path(cache.root).parent / "layers")  # beside the artifact store it is built from
@@ -407,7 +415,8 @@ def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
                         nix_sources.append(NixSource(
                             name=t.target_name, url=result.source, mirror_path=mirror_path(result.source),
                             sha256_hex=result.sha256, os=t.os, accelerator=t.accelerator,
-                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch))
+                            gpu_arch=t.gpu_arch, binary=t.binary, cpu_arch=opts.cpu_arch,
+                            others=other_cpu_artifacts(t, opts.cpu_arch)))
                     descs.append(desc)
                     tags[result.tag] = desc
                     results.append(result)

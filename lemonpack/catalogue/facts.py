@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from lemonpack.catalogue import archs
+from lemonpack.contract.cpuartifacts import offered_cpus
 from lemonpack.digest import Digest
 from lemonpack.errors import LemonpackError
 
@@ -26,7 +27,9 @@ _ACCEL_OSES = {"rocm": ("linux", "windows"), "cuda": ("linux", "windows")}
 def recipe_platforms(recipe) -> list[dict]:
     """The index's platforms of a recipe: per block ``{"os", "accelerator", "archs",
     "arch_patterns"}``; patterns are the block's arch override keys plus the keys of
-    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion."""
+    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion; ``cpu_archs``
+    the CPUs of its per-CPU artifacts, when the recipe gives them
+    (:func:`lemonpack.contract.cpuartifacts.offered_cpus`)."""
     out = []
     aliases = [k for k, _ in recipe.arch_aliases]
     doc_platforms = thaw(recipe.document).get("platforms", {})
@@ -36,8 +39,9 @@ def recipe_platforms(recipe) -> list[dict]:
             raw = json.dumps(doc_platforms.get(os_name, {}).get(accel, {}))
             if "{arch_alias}" in raw:
                 patterns += [a for a in aliases if a not in patterns]
+            cpus = offered_cpus(recipe, os_name, accel)  # only a recipe with per-CPU artifacts says
             out.append({"os": os_name, "accelerator": accel, "archs": archs.expand(accel, patterns),
-                        "arch_patterns": patterns})
+                        "arch_patterns": patterns, **({"cpu_archs": list(cpus)} if cpus else {})})
     return out
 
 

@@ -4,7 +4,8 @@ The entry's platforms (from the index) become platform blocks of a skeleton
 :class:`~lemonpack.contract.model.Recipe`, and the contract's own selection decides
 (:func:`lemonpack.contract.select.select_accelerator`, as ``run`` / ``install`` do): a block
 for the host OS must exist, the accelerator chosen must be one the host has, and when the
-block lists concrete GPU archs the host's arch (:meth:`HostFacts.gpu_arch`) must be one of them.
+block lists concrete GPU archs the host's arch (:meth:`HostFacts.gpu_arch`) must be one of them, and
+when it lists the CPUs of its per-CPU artifacts (``cpu_archs``) the host's CPU must be one of them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from lemonpack.contract.cpuartifacts import cpu_unfit
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import ArchOverride, PlatformBlock, Recipe
 from lemonpack.contract.select import lacking_accelerator_warning, select_accelerator
@@ -46,6 +48,8 @@ def fits_host(entry: Mapping[str, Any], host: HostFacts) -> tuple[bool, str]:
         return False, (f"needs {' or '.join(offered)} on {host.os}; the host has "
                        f"{', '.join(sorted(host.accelerators))}")
     plat = next(p for p in entry["platforms"] if p["os"] == host.os and p["accelerator"] == accel)
+    if (why := cpu_unfit(plat.get("cpu_archs"), host.cpu)) is not None:
+        return False, f"{host.os}/{accel}: {why}"
     arch = host.gpu_arch(accel)
     if plat.get("archs"):
         if arch not in plat["archs"]:

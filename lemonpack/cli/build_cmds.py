@@ -238,23 +238,37 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
            label: str = typer.Option(None, "--label", metavar="TEXT", help="How errors name the artifact "
                                      "(e.g. its URL). Default: ARCHIVE."),
            binary: str = typer.Option(None, "--binary", metavar="PATH", help="Fail unless this relative path "
-                                      "is an executable regular file inside the unpacked tree.")) -> int:
+                                      "is an executable regular file inside the unpacked tree."),
+           cpu_arch: str = typer.Option(None, "--cpu-arch", metavar="ARCH", help="Fail unless every executable "
+                                        "(ELF, PE, Mach-O) in the tree is for this OCI architecture (amd64, "
+                                        "arm64 ...).")) -> int:
     """Unpack an artifact with install's safety rules (what the Nix recipe packages run).
 
     tar (plain, gzip, bzip2, xz), zip, or one file: no absolute or '..' member names, no
     link escaping DIR, no device files; setuid bits dropped; atomic (nothing left at DIR
-    on failure). Exit 5 on an unsafe member, naming it.
+    on failure). Exit 5 on an unsafe member, naming it; exit 1 on an executable for
+    another CPU than --cpu-arch, naming it.
     """
     import stat
 
+    from lemonpack.builder.artifact import check_executables
     from lemonpack.errors import UnsafeContentError
+    from lemonpack.exe_header import OCI_ARCHITECTURES
     from lemonpack.fetch.archive import extract
     from lemonpack.files import remove_tree
     from lemonpack.safetree import name_problem, path_problem
 
     if binary is not None and (path_problem(binary) or name_problem(binary)):
         raise typer.BadParameter(f"not a relative path inside the artifact: {binary!r}", param_hint="--binary")
+    if cpu_arch is not None and cpu_arch not in OCI_ARCHITECTURES:
+        raise typer.BadParameter(f"{cpu_arch!r} is not one of {', '.join(OCI_ARCHITECTURES)}", param_hint="--cpu-arch")
     extract(archive, out, name_hint=name or archive.name, label=label or str(archive))
+    if cpu_arch is not None:
+        try:
+            check_executables(out, cpu_arch, f"{label or archive}")
+        except BaseException:
+            remove_tree(out)  # nothing left at DIR on failure
+            raise
     if binary is not None:
         target = out / binary
         info = os.lstat(target) if os.path.lexists(target) else None

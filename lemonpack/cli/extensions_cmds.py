@@ -177,6 +177,9 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR",
               select: list[str] = SELECT_OPTION, feature: list[str] = FEATURE_OPTION,
               cxx: str = typer.Option(None, "--cxx", metavar="PROGRAM", help="C++17 compiler (default: $CXX or g++)."),
               jobs: int = typer.Option(2, "--jobs", "-j", min=1, metavar="N", help="Compilers run at once."),
+              cpu_arch: str = typer.Option(None, "--cpu-arch", metavar="ARCH", help="OCI architecture to compile "
+                                           "for (default: this machine's; another one uses the GNU cross "
+                                           "compiler, e.g. aarch64-linux-gnu-g++ for arm64)."),
               json_out: bool = JSON_OPTION) -> int:
     """Compile the selection: the generated registry, the constants header, the public API
     headers and the selected extensions' sources into OUT/bin/gufo-registry (prints what
@@ -185,7 +188,7 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR",
     from lemonpack.extensions.compile import compile_gufo
 
     sel = _run(tree, extension_dir, lock, select, feature, build_step=True, cxx=cxx)
-    built = compile_gufo(sel, out, cxx=cxx, jobs=jobs)
+    built = compile_gufo(sel, out, cxx=cxx, jobs=jobs, cpu_arch=cpu_arch)
     for m, reasons in sel.rejected:
         err_console.print(one_line(f"warning: {m} rejected: {'; '.join(reasons)}"), markup=False)
     if json_out:

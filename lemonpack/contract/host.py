@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lemonpack.errors import ConfigError, LemonpackError
+from lemonpack.exe_header import OCI_ARCHITECTURES, goarch
 
 #: Section 9's runtime detection order (metal first on macOS).
 DETECTION_ORDER: tuple[str, ...] = ("cuda", "rocm", "vulkan", "gpu", "cpu")
@@ -29,12 +30,21 @@ _OS_NAMES = {"Linux": "linux", "Darwin": "darwin", "Windows": "windows"}
 class HostFacts:
     """A host: ``os`` (``linux``/``darwin``/``windows``), ``accelerators`` present
     (always including ``cpu``), the AMD GPU arch ``rocm_arch`` (``gfx1151``) and the
-    NVIDIA arch ``cuda_arch`` (``sm_90``), each None when absent."""
+    NVIDIA arch ``cuda_arch`` (``sm_90``), each None when absent; ``cpu_arch``: the CPU's OCI
+    architecture (``amd64``, ``arm64``: :data:`lemonpack.exe_header.OCI_ARCHITECTURES`), None
+    for facts that do not say (then :attr:`cpu` is this machine's)."""
 
     os: str
     accelerators: frozenset[str] = frozenset({"cpu"})
     rocm_arch: str | None = None
     cuda_arch: str | None = None
+    cpu_arch: str | None = None
+
+    @property
+    def cpu(self) -> str:
+        """The CPU architecture artifacts must be built for: ``cpu_arch``, else this machine's
+        (``platform.machine()`` in OCI names)."""
+        return self.cpu_arch or goarch(platform.machine())
 
     def gpu_arch(self, accelerator: str) -> str | None:
         """The GPU arch that arch overrides match for a block of ``accelerator``:
@@ -49,10 +59,13 @@ class HostFacts:
         return self.rocm_arch or self.cuda_arch
 
     def to_json(self) -> dict:
-        """``{"os", "accelerators" (sorted), "rocm_arch", "cuda_arch"}``: the shape
-        ``LEMONPACK_HOST_FACTS`` takes."""
-        return {"os": self.os, "accelerators": sorted(self.accelerators),
-                "rocm_arch": self.rocm_arch, "cuda_arch": self.cuda_arch}
+        """``{"os", "accelerators" (sorted), "rocm_arch", "cuda_arch"}`` and ``"cpu_arch"`` when
+        known: the shape ``LEMONPACK_HOST_FACTS`` takes."""
+        out = {"os": self.os, "accelerators": sorted(self.accelerators),
+               "rocm_arch": self.rocm_arch, "cuda_arch": self.cuda_arch}
+        if self.cpu_arch is not None:
+            out["cpu_arch"] = self.cpu_arch
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "HostFacts":
@@ -63,11 +76,11 @@ class HostFacts:
         def fail(msg: str) -> LemonpackError:
             return LemonpackError(f"invalid host description: {msg} (expected "
                                   '{"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151", '
-                                  '"cuda_arch": null})')
+                                  '"cuda_arch": null, "cpu_arch": "amd64"})')
 
         if not isinstance(data, dict):
             raise fail("not a JSON object")
-        unknown = sorted(set(data) - {"os", "accelerators", "rocm_arch", "cuda_arch"})
+        unknown = sorted(set(data) - {"os", "accelerators", "rocm_arch", "cuda_arch", "cpu_arch"})
         if unknown:
             raise fail(f"unknown key {unknown[0]!r}")
         if data.get("os") not in OS_NAMES:
@@ -81,8 +94,11 @@ class HostFacts:
         for key in ("rocm_arch", "cuda_arch"):
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise fail(f"{key!r} must be a string or null")
+        cpu = data.get("cpu_arch")
+        if cpu is not None and cpu not in OCI_ARCHITECTURES:
+            raise fail(f"'cpu_arch' must be one of {', '.join(OCI_ARCHITECTURES)} or null, got {cpu!r}")
         return cls(os=data["os"], accelerators=frozenset(accels) | {"cpu"},
-                   rocm_arch=data.get("rocm_arch"), cuda_arch=data.get("cuda_arch"))
+                   rocm_arch=data.get("rocm_arch"), cuda_arch=data.get("cuda_arch"), cpu_arch=cpu)
 
 
 def _gfx_from_target_version(value: int) -> str:
@@ -171,7 +187,7 @@ def detect_host(root: str | Path = "/", *, nvidia_smi: str | os.PathLike[str] | 
     Accelerators: ``cpu`` always; ``metal`` on macOS; ``rocm`` when ``dev/kfd`` exists and
     KFD topology names a GPU arch; ``cuda`` when the NVIDIA driver lists a GPU (arch from
     nvidia-smi, None if it cannot tell); ``vulkan`` per :func:`detect_vulkan`. The OS is
-    the running one. Raises LemonpackError for an invalid ``LEMONPACK_HOST_FACTS``.
+    the running one, the CPU this machine's (``cpu_arch`` None: :attr:`HostFacts.cpu`). Raises LemonpackError for an invalid ``LEMONPACK_HOST_FACTS``.
     """
     injected = os.environ.get("LEMONPACK_HOST_FACTS")
     if injected:

@@ -15,6 +15,7 @@ from lemonpack import jsonpath
 from lemonpack.contract.builtins import (BUILTIN_RECIPES, LAUNCH_PLAN_BUILTINS, SUPPORTED_CONTRACT_MAJOR,
                                          is_loader_env_key)
 from lemonpack.contract.capabilities import CAPABILITIES
+from lemonpack.contract.cpuartifacts import check as cpu_artifact_problems
 from lemonpack.contract.tokens import TokenSyntaxError, parse_template
 from lemonpack.errors import MAX_PROBLEMS, MoreProblems, Problem
 
@@ -60,6 +61,8 @@ def semantic_problems(doc: Any, file: str) -> list[Problem]:
     _identity(doc, c)
     _capabilities(doc, c)
     _top_level(doc, c)
+    for path, rule, message in cpu_artifact_problems(doc):
+        c.add(path, rule, message)
     for os_name, accels in _items(doc.get("platforms")):
         for accel, block in _items(accels):
             if isinstance(block, dict):

@@ -49,6 +49,9 @@ class EffectiveBlock:
     argv_extra: tuple[str, ...]
     reserved_args: tuple[str, ...]
     provenance: Provenance
+    #: The JSON path of ``provenance.source`` when it comes from the per-CPU artifacts of the
+    #: ``extensions`` bag (:func:`lemonpack.contract.cpuartifacts.for_cpu`), else None.
+    source_path: str | None = None
 
     @property
     def target_name(self) -> str:

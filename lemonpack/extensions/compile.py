@@ -31,6 +31,9 @@ in manifest order, else the ``*.cpp``/``*.cc``/``*.cxx`` at its top); the librar
 ``main.cpp`` against it. Besides ``bin/``, ``include/`` and ``lib/``, ``out/share/gufo/``
 holds ``gufo_ext_registry.cpp`` and ``extensions.json``.
 
+Cross-compiling (``cpu_arch``, :func:`toolchain`): the GNU cross toolchain of the target
+(``aarch64-linux-gnu-g++`` for ``arm64`` on an x86-64 machine), with the same flags.
+
 Deterministic: the same inputs and toolchain give the same bytes. Sources are compiled with
 ``-g0``, ``-ffile-prefix-map`` (the staging directory becomes ``gufo``, an extension directory
 ``extensions/<name>``) and ``-frandom-seed=<object name>``; objects are archived in a fixed
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -60,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from lemonpack.errors import LemonpackError, one_line
+from lemonpack.exe_header import goarch, read_executable
 from lemonpack.files import replace_directory
 
 if TYPE_CHECKING:
@@ -74,6 +79,8 @@ MAIN_SOURCE = CXX_DIR / "gufo-registry" / "main.cpp"
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
 #: Flags of every compile (then ``cxxflags``, then the include and mapping flags).
 CXXFLAGS = ("-std=c++17", "-O2", "-g0", "-Wall", "-Wextra")
+#: OCI architecture -> the GNU triple of its cross toolchain (Debian's ``g++-<triple>``).
+CROSS_TRIPLES = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 #: What an output directory holds (an existing one with anything else is not replaced).
 OUTPUT_ENTRIES = ("bin", "include", "lib", "share")
 #: The generated files a generated directory must hold.
@@ -169,17 +176,42 @@ def _from_generated_dir(generated: Path, extension_dirs: Iterable[Path]) -> tupl
     return files, [by_name[n] for n in names]
 
 
+def toolchain(cpu_arch: str | None) -> tuple[str, str]:
+    """``(cxx, ar)`` that write machine code for the OCI architecture ``cpu_arch``: this
+    machine's (``$CXX`` or ``g++``, ``$AR`` or ``ar``) for its own architecture or None, else
+    the GNU cross toolchain of :data:`CROSS_TRIPLES` (``aarch64-linux-gnu-g++`` and
+    ``aarch64-linux-gnu-ar`` for ``arm64``: Debian's ``g++-aarch64-linux-gnu``). Raises
+    :class:`CompileError` for an architecture with no cross toolchain named here, or one not
+    installed (naming the Debian package)."""
+    if cpu_arch is None or cpu_arch == goarch(platform.machine()):
+        return os.environ.get("CXX") or "g++", os.environ.get("AR") or "ar"
+    triple = CROSS_TRIPLES.get(cpu_arch)
+    if triple is None:
+        raise CompileError(f"no cross compiler for {cpu_arch} is known (this {goarch(platform.machine())} machine "
+                           f"cross-compiles for: {', '.join(sorted(CROSS_TRIPLES))})")
+    cxx, ar = f"{triple}-g++", f"{triple}-ar"
+    if shutil.which(cxx) is None:
+        raise CompileError(f"{cxx!r} not found on PATH: compiling gufo for {cpu_arch} on this "
+                           f"{goarch(platform.machine())} machine needs the cross compiler (Debian: apt-get install "
+                           f"g++-{triple})")
+    return cxx, ar
+
+
 def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os.PathLike[str], *,
                  extension_dirs: Iterable[str | os.PathLike[str]] = (), cxx: str | None = None,
-                 ar: str | None = None, jobs: int = 2, cxxflags: Sequence[str] = ()) -> CompiledGufo:
+                 ar: str | None = None, jobs: int = 2, cxxflags: Sequence[str] = (),
+                 cpu_arch: str | None = None) -> CompiledGufo:
     """Compile the registry of ``source`` into ``out_dir`` (module docstring).
 
     ``source``: a :class:`~lemonpack.extensions.pipeline.Selection`, or the directory
     ``lemonpack extensions generate --out`` wrote (then ``extension_dirs`` must name the
-    directory of every extension its ``extensions.json`` selects). ``cxx``: the C++
-    compiler (default ``$CXX`` or ``g++``); ``ar``: the archiver (default ``$AR`` or
-    ``ar``); ``jobs``: compilers run at once (at least 1); ``cxxflags``: extra flags after
-    :data:`CXXFLAGS`. Returns the :class:`CompiledGufo`. Raises :class:`CompileError`.
+    directory of every extension its ``extensions.json`` selects). ``cpu_arch``: the OCI
+    architecture to compile for (None: this machine's); its :func:`toolchain` unless ``cxx``
+    (the C++ compiler) and ``ar`` (the archiver) are given; the same flags and deterministic
+    output rules whatever the architecture, and ``bin/gufo-registry`` must come out as
+    machine code for it (:mod:`lemonpack.exe_header`). ``jobs``: compilers run at once (at
+    least 1); ``cxxflags``: extra flags after :data:`CXXFLAGS`. Returns the
+    :class:`CompiledGufo`. Raises :class:`CompileError`.
     """
     from lemonpack.extensions.generate import generate
     from lemonpack.extensions.pipeline import Selection
@@ -188,8 +220,9 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
         files, exts = generate(source), list(source.extensions)
     else:
         files, exts = _from_generated_dir(Path(source), [Path(d) for d in extension_dirs])
-    cxx = cxx or os.environ.get("CXX") or "g++"
-    ar = ar or os.environ.get("AR") or "ar"
+    default_cxx, default_ar = toolchain(cpu_arch) if cxx is None or ar is None else (cxx, ar)
+    cxx = cxx or default_cxx
+    ar = ar or default_ar
     for tool in (cxx, ar):
         if shutil.which(tool) is None:
             raise CompileError(f"{tool!r} not found on PATH: compiling the registry needs a C++17 compiler and ar "
@@ -206,6 +239,11 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
     stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.build-"))
     try:
         _build(stage, files, exts, cxx, ar, max(1, int(jobs)), tuple(cxxflags))
+        if cpu_arch is not None:
+            exe = read_executable(stage / "bin" / "gufo-registry")
+            if exe is None or not exe.runs_on(cpu_arch):
+                raise CompileError(f"{cxx} wrote {exe.describe() if exe else 'no executable'} for "
+                                   f"bin/gufo-registry, not {cpu_arch} machine code")
         os.chmod(stage, 0o755)
         replace_directory(stage, out)
     except OSError as e:
@@ -279,5 +317,5 @@ def _run(argv: list[str], cwd: Path, what: str) -> None:
         raise CompileError(one_line(f"{what} failed ({argv[0]} exit {r.returncode}): {r.stderr.strip()[:600]}"))
 
 
-__all__ = ["API_INCLUDE", "CXX_DIR", "CXXFLAGS", "CompileError", "CompiledGufo", "MAIN_SOURCE", "api_headers",
-           "compile_gufo", "stage_include", "translation_units"]
+__all__ = ["API_INCLUDE", "CROSS_TRIPLES", "CXX_DIR", "CXXFLAGS", "CompileError", "CompiledGufo", "MAIN_SOURCE", "api_headers",
+           "compile_gufo", "stage_include", "toolchain", "translation_units"]

@@ -17,6 +17,13 @@ GPU arch the recipe builds for). Output, in a directory:
   (:func:`nix_system`): the package's ``meta.platforms``, so that nixpkgs marks it unsupported
   on every other system (``check-meta.nix``) instead of building a binary that cannot run.
 
+  ``systems`` (only for a recipe with per-CPU artifacts; otherwise the one ``system``) maps each
+  Nix system the recipe offers an artifact for to that artifact
+  (``url``, ``mirrorPath``, ``hash``, ``storeName``, ``cpuArch``): the built one, plus the
+  other CPUs of the recipe's per-CPU artifacts (:mod:`lemonpack.contract.cpuartifacts`). A
+  package built on a system takes that system's artifact (``lemonpack unpack --cpu-arch``
+  checks its executables), and its ``meta.platforms`` is every system listed.
+
   ``storeName`` is an addition to the brief's field list: the store-path name of the
   fetched file, computed here (from the URL basename) so that the Nix side does no
   string munging.
@@ -114,6 +121,18 @@ def store_name(url: str, fallback: str) -> str:
 
 
 @dataclass(frozen=True)
+class NixArtifact:
+    """Another CPU's artifact of a source (a recipe's per-CPU artifacts,
+    :mod:`lemonpack.contract.cpuartifacts`): ``cpu_arch`` (OCI), ``url``, ``mirror_path``,
+    ``sha256_hex``."""
+
+    cpu_arch: str
+    url: str
+    mirror_path: str
+    sha256_hex: str
+
+
+@dataclass(frozen=True)
 class NixSource:
     """One artifact of a recipe, as the Nix emitter needs it.
 
@@ -137,9 +156,15 @@ class NixSource:
     gpu_arch: str | None = None
     binary: str | None = None
     cpu_arch: str = "amd64"
+    others: tuple[NixArtifact, ...] = ()
 
     def __post_init__(self) -> None:
         nix_system(self.os, self.cpu_arch)
+        for other in self.others:
+            nix_system(self.os, other.cpu_arch)
+            if not is_sha256_hex(other.sha256_hex) or urllib.parse.urlsplit(other.url).scheme not in ("http", "https") \
+                    or path_problem(other.mirror_path):
+                raise ValueError(f"{self.name}: bad {other.cpu_arch} artifact: {other.url!r}")
         if not _ATTR.fullmatch(self.name):
             raise ValueError(f"not a Nix attribute name: {self.name!r}")
         if not is_sha256_hex(self.sha256_hex):
@@ -152,9 +177,14 @@ class NixSource:
             raise ValueError(f"{self.name}: binary must be a relative path inside the artifact: "
                              f"{self.binary!r}")
 
-    def to_json(self) -> dict[str, str | None]:
+    def to_json(self) -> dict[str, object]:
         """The source's entry in ``sources.json`` (camelCase keys, hash in SRI form)."""
+        systems = {nix_system(self.os, a.cpu_arch): {
+            "url": a.url, "mirrorPath": a.mirror_path, "hash": sri_from_hex(a.sha256_hex),
+            "storeName": store_name(a.url, self.name), "cpuArch": a.cpu_arch}
+            for a in (NixArtifact(self.cpu_arch, self.url, self.mirror_path, self.sha256_hex), *self.others)}
         return {
+            **({"systems": systems} if self.others else {}),
             "url": self.url,
             "mirrorPath": self.mirror_path,
             "hash": sri_from_hex(self.sha256_hex),
@@ -211,7 +241,8 @@ _PACKAGE_NIX = """\
 # One attribute per artifact listed in ./sources.json (the recipe is ./recipe.json).
 #   pkgs      : nixpkgs. When given, each attribute is a package: the artifact fetched by
 #               its pinned hash (pkgs.fetchurl), unpacked by `lemonpack unpack` (the safety
-#               rules of `lemonpack install`) into $out/libexec/<recipe>/, the engine linked
+#               rules of `lemonpack install`, every executable checked against the CPU the
+#               source is for) into $out/libexec/<recipe>/, the engine linked
 #               at $out/bin/<binary>, the recipe at $out/share/lemonpack/<recipe>.json, and
 #               autoPatchelfHook run over it on Linux (against the C++ runtime in
 #               buildInputs) so prebuilt engines run on NixOS.
@@ -235,9 +266,13 @@ let
       args = {{ url = urlOf src; hash = src.hash; name = src.storeName; }};
     in
     if pkgs == null then import <nix/fetchurl.nix> args else pkgs.fetchurl args;
-  package = attr: src:
+  package = attr: entry:
     let
       inherit (pkgs.lib) escapeShellArg optional optionalString;
+      # the artifact for the system building it (a recipe may offer one per CPU); on a system
+      # it offers none for, the built one, and meta.platforms marks the package unsupported
+      systems = entry.systems or {{ ${{entry.system}} = {{ }}; }};
+      src = entry // (systems.${{pkgs.stdenv.hostPlatform.system}} or {{ }});
       bin = if src.binary == null then null else baseNameOf src.binary;
     in
     assert pkgs.lib.assertMsg (lemonpack != null)
@@ -255,6 +290,7 @@ let
         runHook preInstall
         lemonpack unpack "$src" --out "$out/libexec/"${{escapeShellArg recipe}} \\
           --name ${{escapeShellArg src.storeName}} --label ${{escapeShellArg src.url}} \\
+          --cpu-arch ${{escapeShellArg src.cpuArch}} \\
           ${{optionalString (src.binary != null) "--binary ${{escapeShellArg src.binary}}"}}
         mkdir -p $out/bin $out/share/lemonpack
         ${{optionalString (bin != null) ''
@@ -265,10 +301,11 @@ let
       '';
       passthru = {{ inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch cpuArch; }};
       # no license: the recipe states none (add one with overrideAttrs); platforms: the
-      # artifact's OS and CPU, so nixpkgs marks the package unsupported on any other system
+      # systems the recipe offers an artifact for, so nixpkgs marks the package unsupported
+      # on any other system
       meta = {{
         description = "${{recipe}} engine (${{attr}}), built by lemonpack";
-        platforms = [ src.system ];
+        platforms = builtins.attrNames systems;
       }} // (if bin == null then {{ }} else {{ mainProgram = bin; }});
     }};
 in
@@ -307,5 +344,5 @@ def write_package_nix(out_dir: Path | str, recipe_id: str) -> Path:
     return path
 
 
-__all__ = ["NIX_CPUS", "NIX_KERNELS", "NixSource", "nix_system", "attr_name", "store_name", "nix_string", "sources_document",
+__all__ = ["NIX_CPUS", "NIX_KERNELS", "NixArtifact", "NixSource", "nix_system", "attr_name", "store_name", "nix_string", "sources_document",
            "write_sources_json", "write_recipe_json", "package_nix", "write_package_nix"]

@@ -34,11 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lemonpack.builder.artifact import fetch_target, unpack_target
+from lemonpack.builder.artifact import artifact_where, check_recorded, fetch_target, unpack_target
 from lemonpack.builder.layercache import LayerCache
-from lemonpack.oci.platform import host_arch
 from lemonpack.builder.baselayers import BaseLayers
 from lemonpack.contract import load_recipe, targets
+from lemonpack.contract.cpuartifacts import for_cpu, offered_cpus
 from lemonpack.digest import Digest, sha256_text
 from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
@@ -208,17 +208,27 @@ class _Recipes:
             self._example_mirror = Mirror(self.stack.enter_context(serve_mirror()))
         return self._example_mirror
 
-    def payload(self, d: ImageDefinition, ref: RecipeRef) -> RecipePayload:
-        key = (ref.path, ref.accelerator, ref.gpu_arch)
-        if key in self.done:
-            return self.done[key]
+    def payload(self, d: ImageDefinition, ref: RecipeRef, arch: str) -> RecipePayload:
+        """The payload of ``ref`` in ``d``'s image for the architecture ``arch``: the
+        artifact the recipe's per-CPU artifacts give for it
+        (:func:`lemonpack.contract.cpuartifacts.for_cpu`), else the block's own one, shared by
+        every architecture and so checked against each."""
         recipe = load_recipe(ref.path)
-        require_pinned(recipe)
         try:
             found = targets(recipe, os="linux", accelerator=ref.accelerator, arch=ref.gpu_arch)
         except SelectionError as exc:
             raise SelectionError(f"{d.file}: {ref.field}.accelerator: {exc}") from None
         t = found[0] if ref.gpu_arch else next(t for t in found if t.arch_pattern is None)
+        per_cpu = bool(offered_cpus(recipe, t.os, t.accelerator, t.arch_pattern))
+        key = (ref.path, ref.accelerator, ref.gpu_arch, arch if per_cpu else None)
+        if key in self.done:
+            return self.done[key]
+        require_pinned(recipe)
+        if per_cpu:
+            try:
+                t = for_cpu(t, arch)
+            except SelectionError as exc:
+                raise SelectionError(f"{d.file}: {ref.field}: architectures lists {arch}: {exc}") from None
         prov = t.provenance
         if not (recipe.variant_of and prov.source):
             payload = RecipePayload(recipe.recipe, recipe.canonical)
@@ -233,7 +243,9 @@ class _Recipes:
             if self.on_fetch:
                 self.on_fetch(recipe.recipe, prov.source, True)
             dest = self.scratch / f"{len(self.done)}-{recipe.recipe}"
-            unpack_target(fetched, dest, t)
+            exes = unpack_target(fetched, dest, t, cpu_arch=arch)
+            for other in ([] if per_cpu else d.architectures):  # one payload goes into every image
+                check_recorded(exes, other, f"{d.file}: {ref.field}: {artifact_where(fetched, t)}")
             payload = RecipePayload(recipe.recipe, recipe.canonical, dest, prov.source, sha256_text(fetched.sha256))
         self.done[key] = payload
         return payload
@@ -242,36 +254,40 @@ class _Recipes:
 def gather_inputs(d: ImageDefinition, opts: ReleaseOptions, lock_bytes: bytes, lock_names: list[str],
                   recipes: _Recipes, base: BaseSource | None = None) -> ImageInputs:
     """The :class:`ImageInputs` of definition ``d``: pipeline selection, generated files,
-    lock and fetched recipe payloads; on a ``base``, gufo compiled
-    (:func:`lemonpack.extensions.compile.compile_gufo`, this machine's C++ compiler: every
-    architecture of ``d`` must be this machine's). Raises the pipeline's, the compiler's,
+    lock and fetched recipe payloads; on a ``base``, gufo compiled for every architecture of
+    ``d`` (:func:`lemonpack.extensions.compile.compile_gufo`: this machine's C++ compiler for its
+    own, the GNU cross compiler for another, the same flags). Raises the pipeline's, the compiler's,
     the fetch's and the recipe loader's errors, and LemonpackError naming ``d.file`` and
     the field."""
     from lemonpack.extensions.generate import generate
 
     if base is not None:
-        host = host_arch()
-        other = [a for a in d.architectures if a != host]
-        if other:
-            raise BuildError(f"{d.file}: architectures: on base {base.name} the image runs gufo-registry, "
-                             f"compiled here by this {host} machine's C++ compiler; it cannot build "
-                             f"{', '.join(other)} (release those on a machine of that architecture, or drop "
-                             f"them from the definition)")
+        from lemonpack.extensions.compile import CompileError, toolchain
+
+        for arch in d.architectures:  # before anything is fetched or compiled: a missing compiler fails fast
+            try:
+                toolchain(arch)
+            except CompileError as exc:
+                raise BuildError(f"{d.file}: architectures: on base {base.name} each image runs its own "
+                                 f"gufo-registry; {exc}") from None
     selection = _select(d, opts.root, Path(opts.lock), lock_names)
     generated = generate(selection)
     exts = tuple(ExtensionTree(e.name, e.version, _extension_dir(e)) for e in selection.extensions)
-    payloads = tuple(recipes.payload(d, r) for r in d.recipes)
+    by_arch = {a: tuple(recipes.payload(d, r, a) for r in d.recipes) for a in d.architectures}
+    payloads = by_arch[d.architectures[0]]
     names = [p.recipe for p in payloads]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise BuildError(f"{d.file}: recipes: recipe id {', '.join(map(repr, dupes))} named twice "
                          "(two files or two blocks of one recipe); an image holds one artifact per recipe")
-    compiled = None
+    compiled: dict[str, Path] = {}
     if base is not None:
         from lemonpack.extensions.compile import compile_gufo
 
-        compiled = compile_gufo(selection, recipes.scratch / f"gufo-{d.name}").root
-    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads, base, compiled)
+        for arch in d.architectures:  # this machine's compiler for its own, the cross compiler for another
+            compiled[arch] = compile_gufo(selection, recipes.scratch / f"gufo-{d.name}-{arch}", cpu_arch=arch).root
+    return ImageInputs(d, exts, generated, lock_bytes, selection.api_version, payloads, base, compiled or None,
+                       by_arch if any(p != payloads for p in by_arch.values()) else None)
 
 
 # --- the output directory --------------------------------------------------------------------
@@ -363,7 +379,8 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
 
 def _summary(out: Path, inputs: ImageInputs, written: ImageResult) -> ImageSummary:
     d = inputs.definition
-    recipes = tuple({"recipe": r.recipe, "source": r.source, "sha256": r.sha256} for r in inputs.recipes)
+    distinct = dict.fromkeys((r.recipe, r.source, r.sha256) for a in d.architectures for r in inputs.recipes_for(a))
+    recipes = tuple({"recipe": r, "source": src, "sha256": sha} for r, src, sha in distinct)
     return ImageSummary(d.name, out / d.name, written.index.digest,
                         {a: m.digest for a, m in written.manifests.items()}, inputs.api_version,
                         tuple(sorted(d.features)), tuple(e.name for e in inputs.extensions), recipes)

@@ -11,6 +11,7 @@ deterministic layer writers (:mod:`lemonpack.oci.layer`):
   gufo_ext_constants.hpp}`` and ``opt/gufo/extensions.lock`` (the lock's bytes as given);
 - per recipe: its unpacked artifact under ``opt/lemonpack/<recipe>/`` (when it has one),
   then its canonical JSON at ``etc/lemonpack/recipes/<recipe>.json``;
+- on a base, last, per architecture the gufo compiled for it under ``opt/gufo/``;
 - per architecture an image config + manifest (``created`` = the epoch), and an image
   index over them in the definition's order.
 
@@ -74,9 +75,11 @@ class ImageInputs:
     """Everything one image holds. ``generated``: the three files of
     :data:`GENERATED` (name -> bytes, as ``lemonpack.extensions.generate.generate``
     returns them); ``lock``: the release lock's bytes; ``api_version``: ``0.M.R``;
-    ``base``: the base image (None: ``scratch``); ``compiled``: the directory
-    :func:`lemonpack.extensions.compile.compile_gufo` wrote (``bin/gufo-registry``,
-    ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` on a base."""
+    ``base``: the base image (None: ``scratch``); ``compiled``: per architecture the directory
+    :func:`lemonpack.extensions.compile.compile_gufo` wrote for it (``bin/gufo-registry``,
+    ``include/``, ``lib/``, ``share/``), shipped under ``/opt/gufo/`` of that architecture's
+    image on a base; ``arch_recipes``: per architecture its payloads when they differ (None:
+    ``recipes`` in every image)."""
 
     definition: ImageDefinition
     extensions: tuple[ExtensionTree, ...]
@@ -85,7 +88,13 @@ class ImageInputs:
     api_version: str
     recipes: tuple[RecipePayload, ...] = ()
     base: "BaseSource | None" = None
-    compiled: Path | None = None
+    compiled: Mapping[str, Path] | None = None
+    arch_recipes: Mapping[str, tuple[RecipePayload, ...]] | None = None
+
+    def recipes_for(self, arch: str) -> tuple[RecipePayload, ...]:
+        """The payloads of ``arch``'s image: ``arch_recipes[arch]`` (a recipe with per-CPU
+        artifacts gives each architecture its own), else ``recipes``."""
+        return (self.arch_recipes or {}).get(arch, self.recipes)
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ class ImageResult:
     manifests: dict[str, Descriptor]
 
 
-def _labels(inputs: ImageInputs) -> dict[str, str]:
+def _labels(inputs: ImageInputs, payloads: tuple[RecipePayload, ...]) -> dict[str, str]:
     d = inputs.definition
     labels = {
         LABEL + "image": d.name,
@@ -107,7 +116,7 @@ def _labels(inputs: ImageInputs) -> dict[str, str]:
         LABEL + "extensions": ",".join(f"{e.name}@{e.version}" for e in inputs.extensions),
         LABEL + "lock": str(Digest.of_bytes(inputs.lock)),
     }
-    recipes = ",".join(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in inputs.recipes)
+    recipes = ",".join(dict.fromkeys(f"{r.recipe}@{r.sha256}" if r.sha256 else r.recipe for r in payloads))
     if recipes:
         labels[LABEL + "recipes"] = recipes
     return labels
@@ -131,7 +140,12 @@ def _layers(lw: LayoutWriter, inputs: ImageInputs, epoch: int, level: int) -> li
     files.append((f"{PREFIX}/extensions.lock", bytes(inputs.lock), 0o644))
     layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, lambda f: write_files_layer(
         files, f, mtime=epoch, compresslevel=level), {ANNOTATION_TITLE: f"{PREFIX}/generated"}))
-    for r in inputs.recipes:
+    return layers
+
+
+def _recipe_layers(lw: LayoutWriter, payloads: tuple[RecipePayload, ...], epoch: int, level: int) -> list[Descriptor]:
+    layers: list[Descriptor] = []
+    for r in payloads:
         if r.tree is not None:
             prefix = f"opt/lemonpack/{r.recipe}"
             try:
@@ -154,7 +168,8 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
 
     With ``inputs.base`` (and ``based``, the layout's :class:`~lemonpack.builder.baselayers.BaseLayers`)
     each architecture's image starts with the base's layers for that platform, byte for
-    byte, and ends with the compiled gufo (``inputs.compiled``) under ``/opt/gufo/``;
+    byte, and ends with the gufo compiled for that architecture (``inputs.compiled[arch]``)
+    under ``/opt/gufo/``;
     ``Entrypoint`` is ``/opt/gufo/bin/gufo-registry``, the config keeps the base's ``Env``.
 
     Returns :class:`ImageResult`. Raises :class:`~lemonpack.errors.UnsafeContentError`
@@ -164,21 +179,31 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
     (:mod:`lemonpack.oci.base`), ``OSError``.
     """
     d = inputs.definition
-    layers = _layers(lw, inputs, epoch, compresslevel)
+    common = _layers(lw, inputs, epoch, compresslevel)
+    by_payloads: dict[tuple[RecipePayload, ...], list[Descriptor]] = {}
+    for arch in d.architectures:  # each distinct set of payloads written once
+        if inputs.recipes_for(arch) not in by_payloads:
+            by_payloads[inputs.recipes_for(arch)] = _recipe_layers(lw, inputs.recipes_for(arch), epoch, compresslevel)
+    compiled: dict[str, Descriptor] = {}
     if inputs.base is not None:
-        if inputs.compiled is None or based is None:
-            raise ValueError("an image on a base needs the compiled gufo and the layout's BaseLayers")
-        layers.append(lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
-            write_dir_layer, inputs.compiled, PREFIX, mtime=epoch, compresslevel=compresslevel),
-            {ANNOTATION_TITLE: f"{PREFIX}/bin"}))
+        if inputs.compiled is None or based is None or set(inputs.compiled) != set(d.architectures):
+            raise ValueError("an image on a base needs gufo compiled for each architecture and the layout's "
+                             "BaseLayers")
+        for arch in d.architectures:
+            compiled[arch] = lw.add_blob_file(MEDIA_TYPE_LAYER_TAR_GZIP, partial(
+                write_dir_layer, inputs.compiled[arch], PREFIX, mtime=epoch, compresslevel=compresslevel),
+                {ANNOTATION_TITLE: f"{PREFIX}/bin"})
         prefixes = (PREFIX, *(f"opt/lemonpack/{r.recipe}" for r in inputs.recipes if r.tree is not None))
-    labels = _labels(inputs)
-    annotations = {**labels, ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
+    every = tuple(r for a in d.architectures for r in inputs.recipes_for(a))
+    index_annotations = {**_labels(inputs, every), ANNOTATION_TITLE: d.name, ANNOTATION_CREATED: rfc3339(epoch)}
     if d.description:
-        annotations[ANNOTATION_DESCRIPTION] = d.description
+        index_annotations[ANNOTATION_DESCRIPTION] = d.description
     manifests: dict[str, Descriptor] = {}
     tags: dict[str, Descriptor] = {}
     for arch in d.architectures:
+        labels = _labels(inputs, inputs.recipes_for(arch))
+        annotations = {**index_annotations, **labels}
+        layers = common + by_payloads[inputs.recipes_for(arch)]
         gufo_env = f"GUFO_EXTENSIONS_JSON=/{PREFIX}/generated/extensions.json"
         if inputs.base is not None:
             image = inputs.base.for_platform("linux", arch, f"release image {d.name} ({d.file}, architectures)")
@@ -189,11 +214,11 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
                                                  path_dir=f"{PREFIX}/bin", extra_env=(gufo_env,))}
             if image.config.get("variant"):
                 config["variant"] = image.config["variant"]
-            history = image.history(len(layers), rfc3339(epoch), f"lemonpack release {d.name}")
+            history = image.history(len(layers) + 1, rfc3339(epoch), f"lemonpack release {d.name}")
             if history is not None:
                 config["history"] = history
-            desc = lw.add_image_manifest(config, [*base_layers, *layers], {**annotations, **image.annotations()},
-                                         created=epoch)
+            desc = lw.add_image_manifest(config, [*base_layers, *layers, compiled[arch]],
+                                         {**annotations, **image.annotations()}, created=epoch)
             manifests[arch] = desc
             tags[f"{d.name}.{arch}"] = desc
             continue
@@ -204,7 +229,7 @@ def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compressle
         desc = lw.add_image_manifest(config, layers, annotations, created=epoch)
         manifests[arch] = desc
         tags[f"{d.name}.{arch}"] = desc
-    index = lw.add_index(list(manifests.values()), annotations)
+    index = lw.add_index(list(manifests.values()), index_annotations)
     tags[d.name] = index
     lw.set_tags(tags)
     return ImageResult(d.name, index, manifests)

@@ -164,3 +164,43 @@ def test_a_source_that_does_not_compile_is_named_and_out_is_kept(tree, tmp_path,
     code, _, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--select", "lock", "--feature", "linux",
                            "--out", str(tmp_path / "lock-out"), "--cxx", "no-such-c++")  # official only: the compile's own
     assert code == 1 and "'no-such-c++' not found on PATH" in err
+
+
+@pytest.mark.slow
+def test_cross_compiled_for_arm64_with_the_same_rules(tree, tmp_path):
+    """Issue 29: gufo for arm64 on this x86-64 machine is compiled by Debian's
+    aarch64-linux-gnu-g++ with the same flags: AArch64 machine code, byte-identical from two
+    directories, and it prints the same registry as the host build when run through
+    qemu-user-static (with the cross toolchain's libraries as its root)."""
+    import shutil
+
+    from lemonpack.exe_header import read_executable
+    from lemonpack.extensions.compile import toolchain
+
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.fail("aarch64-linux-gnu-g++ is not installed: apt-get install -y g++-aarch64-linux-gnu")
+    assert toolchain("arm64") == ("aarch64-linux-gnu-g++", "aarch64-linux-gnu-ar")
+    sel = run_pipeline(tree, select="lock", features=CPU, environ={})
+    a = compile_gufo(sel, tmp_path / "a" / "out", cpu_arch="arm64")
+    b = compile_gufo(sel, tmp_path / "elsewhere" / "b", cpu_arch="arm64", jobs=1)
+    assert read_executable(a.bin).archs == {"arm64"}
+    for rel in ("bin/gufo-registry", "lib/libgufo-ext.a"):
+        assert (a.root / rel).read_bytes() == (b.root / rel).read_bytes(), rel
+    host = compile_gufo(sel, tmp_path / "host", cpu_arch="amd64")
+    assert read_executable(host.bin).archs == {"amd64"}
+    ran = subprocess.run(["qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu", str(a.bin), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == registry_json(host) == expected(sel)
+    with pytest.raises(CompileError, match="no cross compiler for s390x"):
+        compile_gufo(sel, tmp_path / "s390x", cpu_arch="s390x")
+
+
+@pytest.mark.slow
+def test_cli_build_for_arm64(tree, tmp_path, capsys):
+    from lemonpack.exe_header import read_executable
+
+    code, out, err = run_cli(capsys, "extensions", "build", "--tree", str(tree), "--select", "qwen", "--feature",
+                             "linux", "--cpu-arch", "arm64", "--out", str(tmp_path / "arm"), "--json")
+    assert code == 0, err
+    assert read_executable(json.loads(out)["bin"]).archs == {"arm64"}

@@ -197,3 +197,29 @@ def test_nix_build_wrong_hash_fails(served, tmp_path):
     assert "hash mismatch" in out.stderr
     assert sri_from_hex(wrong) in out.stderr
     assert sri_from_hex(hashlib.sha256(data["linux-rocm-gfx1151"]).hexdigest()) in out.stderr
+
+
+@needs_nix
+def test_per_cpu_artifacts_give_meta_platforms_and_the_systems_own_artifact(tmp_path):
+    """A source with another CPU's artifact (a recipe's per-CPU artifacts): meta.platforms is
+    every system offered, and the package built on each system fetches that system's artifact
+    and tells ``lemonpack unpack`` its CPU (evaluated with the offline nixpkgs stand-in)."""
+    from lemonpack.nix.emit import NixArtifact
+
+    src = _src("linux-cpu", "https://h.example/x86.tgz", b"x86", os="linux", accelerator="cpu", binary="srv",
+               cpu_arch="amd64", others=(NixArtifact("arm64", "https://h.example/arm.tgz", "h.example/arm.tgz",
+                                                     hashlib.sha256(b"arm").hexdigest()),))
+    write_sources_json(tmp_path, "r", [src])
+    write_recipe_json(tmp_path, b'{"recipe": "r"}\n')
+    write_package_nix(tmp_path, "r")
+    doc = json.loads((tmp_path / "sources.json").read_text())["sources"]["linux-cpu"]
+    assert sorted(doc["systems"]) == ["aarch64-linux", "x86_64-linux"]
+    for system, url, cpu in (("x86_64-linux", "https://h.example/x86.tgz", "amd64"),
+                             ("aarch64-linux", "https://h.example/arm.tgz", "arm64")):
+        expr = (f'let p = (import {tmp_path} {{ pkgs = import {REPO}/nix/offline-nixpkgs {{ system = "{system}"; }}; '
+                f'lemonpack = "lp"; }}).linux-cpu; in [ p.meta.platforms p.src.url p.cpuArch ]')
+        out = _nix("nix-instantiate", "--eval", "--strict", "--json", "--expr", expr)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == [["aarch64-linux", "x86_64-linux"], url, cpu]
+    plain = _src("linux-cpu", "https://h.example/x86.tgz", b"x86", os="linux", accelerator="cpu")
+    assert "systems" not in plain.to_json()  # one CPU: sources.json as before, meta.platforms [ system ]

@@ -149,3 +149,14 @@ def test_install_needs_a_digest_and_uninstall_refuses_a_system_descriptor(publis
     r = cli("uninstall", "sys-engine", env_extra={"LEMONPACK_BACKENDS_PATH": f"system:{system}"})
     assert r.returncode == 1 and "system descriptor" in r.stderr, r.stderr
     assert kept.is_dir()
+
+
+def test_install_refuses_an_image_for_another_cpu(published):
+    """Issue 29: the published image is amd64 (its config's architecture); an arm64 host (host
+    facts) is refused naming both, and nothing is installed."""
+    recipe, refs, tmp = published
+    r = cli("install", refs["1"], "--yes", env_extra={"LEMONPACK_HOST_FACTS": json.dumps(
+        {"os": "linux", "cpu_arch": "arm64"})})
+    assert r.returncode == 1
+    assert "the image of target linux-cpu is for amd64, not this host's CPU arm64" in " ".join(r.stderr.split())
+    assert not (tmp / "cache" / "external" / recipe).exists()

@@ -48,10 +48,10 @@ def _cache_root() -> Path:
     return d
 
 
-def cache_key(extra: Sequence[str] = ()) -> str:
+def cache_key(extra: Sequence[str] = (), arch: str = "amd64") -> str:
     """Hex sha256 (16 chars) of every input of the base: suite, variant, packages, epoch, arch."""
     pkgs = sorted(set(PACKAGES) | set(extra))
-    doc = json.dumps({"suite": SUITE, "variant": VARIANT, "packages": pkgs, "epoch": EPOCH, "arch": "amd64",
+    doc = json.dumps({"suite": SUITE, "variant": VARIANT, "packages": pkgs, "epoch": EPOCH, "arch": arch,
                       "layout": 1}, sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
@@ -62,13 +62,17 @@ def _run(argv: list[str], env: dict | None = None) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed ({res.returncode}): {res.stderr[-2000:]}")
 
 
-def debian_base(extra: Sequence[str] = ()) -> tuple[Path, str]:
-    """``(layout_dir, tag)`` of the Debian base with ``extra`` packages (built once, cached).
+def debian_base(extra: Sequence[str] = (), arch: str = "amd64") -> tuple[Path, str]:
+    """``(layout_dir, tag)`` of the Debian base with ``extra`` packages for the Debian/OCI
+    architecture ``arch`` (``amd64``, ``arm64``; built once, cached). A foreign architecture is
+    bootstrapped by ``mmdebstrap --architectures=ARCH``, which runs its maintainer scripts
+    through qemu-user-static: binfmt_misc must run that architecture's binaries
+    (:func:`support.cross.binfmt_aarch64` sets it up for arm64).
 
     Raises ``RuntimeError`` naming the failing command (mmdebstrap or umoci; both must be
     installed: ``apt-get install -y mmdebstrap umoci``)."""
     root = _cache_root()
-    key = cache_key(extra)
+    key = cache_key(extra, arch)
     final = root / key
     if (final / "oci-layout").is_file():
         return final, TAG
@@ -85,12 +89,13 @@ def debian_base(extra: Sequence[str] = ()) -> tuple[Path, str]:
             pkgs = ",".join(sorted(set(PACKAGES) | set(extra)))
             env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH}
             _run(["mmdebstrap", "--quiet", f"--variant={VARIANT}", f"--include={pkgs}", "--format=tar",
-                  "--architectures=amd64", SUITE, str(tar)], env)
+                  f"--architectures={arch}", SUITE, str(tar)], env)
             layout = work / "layout"
             _run(["umoci", "init", "--layout", str(layout)])
             _run(["umoci", "new", "--image", f"{layout}:{TAG}"])
             _run(["umoci", "raw", "add-layer", "--image", f"{layout}:{TAG}", str(tar)])
-            _run(["umoci", "config", "--image", f"{layout}:{TAG}", "--config.env", PATH_ENV])
+            _run(["umoci", "config", "--image", f"{layout}:{TAG}", "--config.env", PATH_ENV,
+                  "--architecture", arch, "--os", "linux"])
             _run(["umoci", "gc", "--layout", str(layout)])
             tar.unlink()
             os.replace(layout, final)
@@ -110,6 +115,42 @@ def debian_layout() -> str:
     need("umoci")
     path, tag = debian_base(RUN_EXTRA)
     return f"oci:{path}:{tag}"
+
+
+def debian_index(extra: Sequence[str] = (), archs: Sequence[str] = ("amd64", "arm64")) -> tuple[Path, str]:
+    """``(layout_dir, tag)`` of one OCI layout whose tag is an image index with one manifest per
+    architecture of ``archs`` (each the :func:`debian_base` of that architecture, its blobs
+    copied byte for byte), as a multi-arch base on a registry is. Cached like the bases."""
+    root = _cache_root()
+    key = hashlib.sha256(json.dumps([cache_key(extra, a) for a in archs]).encode()).hexdigest()[:16]
+    final = root / f"index-{key}"
+    if (final / "oci-layout").is_file():
+        return final, TAG
+    parts = [(a, *debian_base(extra, a)) for a in archs]
+    work = Path(tempfile.mkdtemp(prefix=f".index-{key}-", dir=root))
+    try:
+        (work / "blobs" / "sha256").mkdir(parents=True)
+        entries = []
+        for arch, layout, tag in parts:
+            for blob in (layout / "blobs" / "sha256").iterdir():
+                if not (work / "blobs" / "sha256" / blob.name).exists():
+                    shutil.copyfile(blob, work / "blobs" / "sha256" / blob.name)
+            desc = next(m for m in json.loads((layout / "index.json").read_text())["manifests"]
+                        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
+            entries.append({"mediaType": desc["mediaType"], "digest": desc["digest"], "size": desc["size"],
+                            "platform": {"architecture": arch, "os": "linux"}})
+        index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                            "manifests": entries}, sort_keys=True, separators=(",", ":")).encode()
+        digest = hashlib.sha256(index).hexdigest()
+        (work / "blobs" / "sha256" / digest).write_bytes(index)
+        (work / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+        (work / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [{
+            "mediaType": "application/vnd.oci.image.index.v1+json", "digest": f"sha256:{digest}", "size": len(index),
+            "annotations": {"org.opencontainers.image.ref.name": TAG}}]}))
+        os.replace(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final, TAG
 
 
 if __name__ == "__main__":

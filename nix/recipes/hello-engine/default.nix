@@ -3,7 +3,8 @@
 # One attribute per artifact listed in ./sources.json (the recipe is ./recipe.json).
 #   pkgs      : nixpkgs. When given, each attribute is a package: the artifact fetched by
 #               its pinned hash (pkgs.fetchurl), unpacked by `lemonpack unpack` (the safety
-#               rules of `lemonpack install`) into $out/libexec/<recipe>/, the engine linked
+#               rules of `lemonpack install`, every executable checked against the CPU the
+#               source is for) into $out/libexec/<recipe>/, the engine linked
 #               at $out/bin/<binary>, the recipe at $out/share/lemonpack/<recipe>.json, and
 #               autoPatchelfHook run over it on Linux (against the C++ runtime in
 #               buildInputs) so prebuilt engines run on NixOS.
@@ -27,9 +28,13 @@ let
       args = { url = urlOf src; hash = src.hash; name = src.storeName; };
     in
     if pkgs == null then import <nix/fetchurl.nix> args else pkgs.fetchurl args;
-  package = attr: src:
+  package = attr: entry:
     let
       inherit (pkgs.lib) escapeShellArg optional optionalString;
+      # the artifact for the system building it (a recipe may offer one per CPU); on a system
+      # it offers none for, the built one, and meta.platforms marks the package unsupported
+      systems = entry.systems or { ${entry.system} = { }; };
+      src = entry // (systems.${pkgs.stdenv.hostPlatform.system} or { });
       bin = if src.binary == null then null else baseNameOf src.binary;
     in
     assert pkgs.lib.assertMsg (lemonpack != null)
@@ -47,6 +52,7 @@ let
         runHook preInstall
         lemonpack unpack "$src" --out "$out/libexec/"${escapeShellArg recipe} \
           --name ${escapeShellArg src.storeName} --label ${escapeShellArg src.url} \
+          --cpu-arch ${escapeShellArg src.cpuArch} \
           ${optionalString (src.binary != null) "--binary ${escapeShellArg src.binary}"}
         mkdir -p $out/bin $out/share/lemonpack
         ${optionalString (bin != null) ''
@@ -57,10 +63,11 @@ let
       '';
       passthru = { inherit recipe; artifact = fetch attr src; inherit (src) os accelerator gpuArch cpuArch; };
       # no license: the recipe states none (add one with overrideAttrs); platforms: the
-      # artifact's OS and CPU, so nixpkgs marks the package unsupported on any other system
+      # systems the recipe offers an artifact for, so nixpkgs marks the package unsupported
+      # on any other system
       meta = {
         description = "${recipe} engine (${attr}), built by lemonpack";
-        platforms = [ src.system ];
+        platforms = builtins.attrNames systems;
       } // (if bin == null then { } else { mainProgram = bin; });
     };
 in
