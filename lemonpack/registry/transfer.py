@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
@@ -340,7 +341,8 @@ def _mount(client: RegistryClient, repo: str, digest: str, mount_from: Sequence[
 @dataclass(frozen=True)
 class Pulled:
     """What :func:`pull_layout` wrote: ``out``, ``tag`` (in the layout), ``digest``,
-    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded). ``merged``: ``out``
+    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded); ``reused``: blobs
+    the existing layout at ``out`` held already (checked: size and sha256), not downloaded. ``merged``: ``out``
     was an existing layout the tag was added to (its other tags and files kept: ``kept`` other
     tags; ``replaced``: the digest the tag named before, when it existed)."""
 
@@ -353,12 +355,13 @@ class Pulled:
     merged: bool = False
     kept: int = 0
     replaced: str | None = None
+    reused: int = 0
 
     def to_json(self) -> dict:
         """JSON form for ``lemonpack pull --json``."""
         return {"out": str(self.out), "tag": self.tag, "digest": self.digest, "mediaType": self.media_type,
                 "blobs": self.blobs, "bytes": self.bytes, "merged": self.merged, "kept_tags": self.kept,
-                "replaced": self.replaced}
+                "replaced": self.replaced, "blobs_reused": self.reused}
 
 
 def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: RegistryClient, *,
@@ -371,7 +374,10 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
     a progress bar of their total size on stderr when ``progress``. A new ``out`` appears
     atomically; an existing layout at ``out`` is added to, as ``skopeo copy ... oci:DIR:TAG``
     does (:class:`~lemonpack.oci.layout.LayoutWriter` ``merge``: its other tags, blobs and
-    files kept, a same-named tag replaced); a non-empty directory that is no layout is refused.
+    files kept, a same-named tag replaced); a blob that layout holds already, of the right
+    size and sha256 (hashed), is not downloaded again; a non-empty directory that is no layout
+    is refused. Leftovers of a killed pull (``OUT.tmp-*`` siblings, :func:`remove_leftovers`)
+    are removed first.
     Everything is downloaded and verified into a temporary sibling first, so ``out`` is
     untouched on any failure (:class:`IntegrityError`, ``FetchError``, :class:`LayoutError`, :class:`RegistryError`,
     :class:`Interrupted` on Ctrl-C). A ``subject`` is not followed (it is the artifact's
@@ -391,16 +397,24 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
 def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
-    counters = {"blobs": 0, "bytes": 0}
+    counters = {"blobs": 0, "bytes": 0, "reused": 0}
     seen: set[str] = set()
     blobs_todo: list[Descriptor] = []
 
-    with LayoutWriter(out, merge=True) as lw:
+    existing = out / "blobs" / "sha256" if (out / "oci-layout").is_file() else None
+    remove_leftovers(out)
+    with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
+        hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
+            counters["blobs"] += 1
+            if existing is not None and _holds(existing / desc.hex, desc):
+                counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
+                if on_bytes:
+                    on_bytes(desc.size)
+                return
             # read_blob hashes the bytes as they arrive and raises unless they are desc's
             lw.receive_blob(desc, lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
                                                              on_bytes=on_bytes))
-            counters["blobs"] += 1
             counters["bytes"] += desc.size
 
         def enter(desc: Descriptor | None, reference: str) -> list:
@@ -451,7 +465,52 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
-                  merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name))
+                  merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 
 
-__all__ = ["publish_layout", "pull_layout", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove what a killed pull into ``out`` left beside it: ``OUT.tmp-*`` staging
+    directories whose writer is gone (a running pull holds an ``flock`` on its own, and the
+    kernel drops it when the process dies: :func:`lemonpack.fetch.staging.sweep`). Returns the
+    paths removed."""
+    from lemonpack.fetch.staging import sweep
+
+    return [p for p, _size in sweep(out.parent, (f"{out.name}.tmp-",))] if out.name else []
+
+
+class _DirLock:
+    """An exclusive ``flock`` on a directory (a pull's staging directory), held until the
+    ``with`` block exits: :func:`remove_leftovers` of another run leaves it alone meanwhile."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+
+    def lock(self, directory: Path) -> None:
+        import fcntl
+
+        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __enter__(self) -> "_DirLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _holds(path: Path, desc: Descriptor) -> bool:
+    """True when ``path`` is a regular file of ``desc``'s size and sha256 (read once, hashed in
+    large pieces): a blob a pull need not download again. A symlink, a wrong size or a wrong
+    hash is not (the blob is downloaded and replaces it)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
+            return False
+        digest, size = file_digest(path)
+    except OSError:
+        return False
+    return size == desc.size and str(digest) == desc.digest
+
+
+__all__ = ["publish_layout", "pull_layout", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
