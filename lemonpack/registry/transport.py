@@ -177,6 +177,17 @@ def is_tls_failure(exc: BaseException) -> bool:
     return any(isinstance(e, ssl.SSLError) for e in _chain(exc))
 
 
+def met_plain_http(exc: BaseException) -> bool:
+    """True when a TLS handshake failed because the server does not speak TLS (its answer is
+    no TLS record: OpenSSL's ``WRONG_VERSION_NUMBER``/``record layer failure``, or the
+    connection closed at once), never for a certificate the client refused (a TLS server
+    whose certificate is not trusted stays a TLS failure)."""
+    chain = _chain(exc)
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        return False
+    return any(isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLCertVerificationError) for e in chain)
+
+
 def check_url(url: str, host: str, plain_http: bool) -> str:
     """``url`` when it may be followed from registry ``host``: http(s) only, plain http only
     to the registry itself when it is spoken to over http, or to a loopback host. Raises
@@ -260,7 +271,7 @@ class Transport:
         try:
             return self.client.send(request, stream=stream)
         except httpx.HTTPError as exc:
-            if self.http_fallback and is_tls_failure(exc) and url.startswith(f"https://{self.host}/"):
+            if self.http_fallback and met_plain_http(exc) and url.startswith(f"https://{self.host}/"):
                 answer = self._try_plain_http(method, url, headers, body, stream)
                 if answer is not None:
                     return answer
@@ -372,4 +383,4 @@ class Transport:
 
 
 __all__ = ["Transport", "TransferStats", "Transient", "check_url", "connection_failure", "failure", "short",
-           "plain_http_for", "http_fallback_for", "ca_bundle", "is_tls_failure", "REFUSED_ATTEMPTS", "TRANSIENT_STATUSES"]
+           "plain_http_for", "http_fallback_for", "ca_bundle", "is_tls_failure", "met_plain_http", "REFUSED_ATTEMPTS", "TRANSIENT_STATUSES"]

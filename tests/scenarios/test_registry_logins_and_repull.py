@@ -1,0 +1,85 @@
+"""Cases 53-57 of issue 25 as tests (the others: tests/scenarios/test_registry_tls.py for 53 and
+55, tests/scenarios/test_registry_faults.py for 56): a ``skopeo login`` is found where
+containers-auth.json(5) puts it (54), and a re-pull into a layout that holds every blob moves no
+byte, while a blob that is not what its name says is downloaded again and a killed pull's
+``OUT.tmp-*`` is swept (57)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scenarios.test_registry_faults import LAYER, one_layer_layout
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["runtime", "config"])
+def test_a_skopeo_login_is_found_where_containers_auth_json_puts_it(auth_registry, tmp_path, require_tool, where):
+    require_tool("skopeo")
+    (user, password), = auth_registry.users.items()
+    home, run = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    run.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG")}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), XDG_CONFIG_HOME=str(home / ".config"))
+    login = subprocess.run(["skopeo", "login", "--tls-verify=false", "-u", user, "--password-stdin", auth_registry.host],
+                           input=password, capture_output=True, text=True, env=env, timeout=120)
+    assert login.returncode == 0, login.stderr
+    written = run / "containers" / "auth.json"
+    assert written.is_file()  # skopeo's default, the oracle of where a login goes
+    if where == "config":  # podman's other place: $XDG_CONFIG_HOME/containers/auth.json
+        target = home / ".config" / "containers" / "auth.json"
+        target.parent.mkdir(parents=True)
+        written.rename(target)
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "publish", f"{tmp_path / 'layout'}:v1", "--to",
+                        f"{auth_registry.host}/logins/app:v1", "--no-progress", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["pushed"][0]["digest"] == digest and password not in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_repull_into_the_same_layout_moves_no_byte_and_a_bad_blob_is_fetched_again(registry, tmp_path):
+    digest, layer = one_layer_layout(tmp_path / "layout", size=2 * LAYER)
+    ref = f"{registry.host}/repull/app:v1"
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", ref, "--no-progress").returncode == 0
+    out = tmp_path / "pulled"
+    first = cli("pull", ref, "--out", str(out), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["bytes"] >= 2 * LAYER
+
+    # a killed pull left a staging directory; another run's live one is locked by it
+    stale, live = tmp_path / "pulled.tmp-0123456789ab", tmp_path / "pulled.tmp-ba9876543210"
+    (stale / "blobs" / "sha256").mkdir(parents=True)
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        again = cli("pull", ref, "--out", str(out), "--json")
+        assert live.is_dir()
+    finally:
+        os.close(fd)
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert (doc["bytes"], doc["blobs_reused"], doc["digest"]) == (0, 2, digest)
+    assert not stale.exists()
+
+    import hashlib
+
+    blob = out / "blobs" / "sha256" / hashlib.sha256(layer).hexdigest()
+    blob.write_bytes(b"x" * len(layer))  # same size, other bytes: not reused
+    fixed = cli("pull", ref, "--out", str(out), "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    assert (json.loads(fixed.stdout)["bytes"], json.loads(fixed.stdout)["blobs_reused"]) == (2 * LAYER, 1)
+    assert blob.read_bytes() == layer
