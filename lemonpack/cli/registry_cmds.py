@@ -136,15 +136,18 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     Every manifest and blob is checked against the digest and size that names it, into a
     temporary directory first: OUT changes only when everything arrived and verified. A new OUT
     is created; an existing layout at OUT gets the tag added (its other tags and files are
-    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; a
-    non-empty directory that is not a layout is refused.
+    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; blobs OUT
+    holds already (size and sha256 checked) are not downloaded again; a non-empty directory
+    that is not a layout is refused. The mirrors containers-registries.conf(5) gives for the
+    registry are tried first, then the registry itself.
     """
     from lemonpack.oci.reference import parse_registry_reference
-    from lemonpack.registry.transfer import pull_layout
+    from lemonpack.registry.transfer import pull_image
 
     r = parse_registry_reference(ref)
-    with _client(r.host, insecure, registry_config) as client:
-        result = pull_layout(r, out, client, tag=tag, progress=_show_progress(progress, json_out))
+    result = pull_image(r, out, insecure=insecure, registry_config=registry_config, tag=tag,
+                        progress=_show_progress(progress, json_out),
+                        notice=lambda line: err_console.print(line, markup=False))
     if json_out:
         print_json(result.to_json())
     else:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -42,6 +42,7 @@ from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag
 from lemonpack.registry.client import RegistryClient
+from lemonpack.registry.registries_conf import RegistriesConf
 
 
 @dataclass(frozen=True)
@@ -394,6 +395,40 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
                           "(what was downloaded so far is removed)") from None
 
 
+def pull_image(ref: ImageReference, out: str | os.PathLike[str], *, insecure: bool = False,
+               registry_config: str | os.PathLike[str] | None = None, tag: str | None = None,
+               progress: bool = False, conf: RegistriesConf | None = None,
+               notice: Callable[[str], None] | None = None) -> Pulled:
+    """:func:`pull_layout` from where containers-registries.conf(5) says ``ref`` is: its
+    mirrors first (those whose ``pull-from-mirror`` fits a tag or a digest), then the registry
+    itself (its ``location`` when the entry rewrites it), as podman and skopeo pull. A source
+    that fails (unreachable, refused, missing, or not what the digest says) is passed over for
+    the next, said through ``notice`` (one line each); the last one's error is raised.
+    ``insecure``: plain http to the registry named (a mirror's own ``insecure`` decides for
+    it). The layout's tag defaults to ``ref``'s, as :func:`pull_layout`'s. Raises what
+    :func:`pull_layout` raises, and :class:`~lemonpack.errors.ConfigError` for a ``blocked``
+    registry or a broken registries.conf."""
+    from lemonpack.errors import FetchError
+    from lemonpack.registry.registries_conf import load as load_conf
+
+    conf = conf if conf is not None else load_conf()
+    sources = conf.pull_sources(ref.host, ref.repository, by_digest=ref.digest is not None)
+    name = tag or ref.tag or "latest"
+    for n, src in enumerate(sources, 1):
+        here = replace(ref, name=f"{src.host}/{src.repository}", domain=src.host, path=src.repository)
+        try:
+            with RegistryClient(src.host, insecure=src.insecure or (insecure and not src.mirror),
+                                registry_config=registry_config, registries_conf=conf) as client:
+                return pull_layout(here, out, client, tag=name, progress=progress)
+        except (FetchError, IntegrityError) as exc:
+            if n == len(sources):
+                raise
+            if notice is not None:
+                notice(f"{'mirror' if src.mirror else 'registry'} {src.host}/{src.repository} failed ({exc}); "
+                       "trying the next source")
+    raise AssertionError("pull_sources always names the registry itself")  # pragma: no cover
+
+
 def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
@@ -513,4 +548,4 @@ def _holds(path: Path, desc: Descriptor) -> bool:
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

@@ -83,3 +83,31 @@ def test_a_repull_into_the_same_layout_moves_no_byte_and_a_bad_blob_is_fetched_a
     assert fixed.returncode == 0, fixed.stderr
     assert (json.loads(fixed.stdout)["bytes"], json.loads(fixed.stdout)["blobs_reused"]) == (2 * LAYER, 1)
     assert blob.read_bytes() == layer
+
+
+@pytest.mark.slow
+def test_pull_tries_the_registries_conf_mirror_first_then_the_registry(tmp_path):
+    from support.registry import LocalRegistry
+
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    with LocalRegistry(tmp_path / "primary") as primary, LocalRegistry(tmp_path / "mirror") as mirror:
+        for reg in (primary, mirror):
+            r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{reg.host}/team/app:v1", "--no-progress")
+            assert r.returncode == 0, r.stderr
+        conf = tmp_path / "registries.conf"
+        conf.write_text(f'[[registry]]\nlocation = "{primary.host}"\ninsecure = true\n'
+                        f'[[registry.mirror]]\nlocation = "{mirror.host}"\ninsecure = true\n')
+        env = {"CONTAINERS_REGISTRIES_CONF": str(conf)}
+        primary.stop()  # only the mirror can answer
+        via_mirror = cli("pull", f"{primary.host}/team/app:v1", "--out", str(tmp_path / "a"), "--json", env=env)
+        assert via_mirror.returncode == 0, via_mirror.stderr
+        assert json.loads(via_mirror.stdout)["digest"] == digest
+        primary.start()
+        mirror.stop()  # the mirror is gone: the registry itself, said on stderr
+        direct = cli("pull", f"{primary.host}/team/app:v1", "--out", str(tmp_path / "b"), "--json", env=env)
+        assert direct.returncode == 0, direct.stderr
+        assert f"mirror {mirror.host}/team/app failed" in direct.stderr
+        # a push never goes to the mirror
+        pushed = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{primary.host}/team/other:v1", "--no-progress",
+                     env=env)
+        assert pushed.returncode == 0, pushed.stderr
