@@ -440,6 +440,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
     remove_leftovers(out)
     with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
         hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
+        hold.record(lw.staging_dir)  # `cache clean --partial` finds it if this process is killed
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
             counters["blobs"] += 1
             if existing is not None and _holds(existing / desc.hex, desc):
@@ -519,6 +520,18 @@ class _DirLock:
 
     def __init__(self) -> None:
         self.fd: int | None = None
+        self.note: Path | None = None
+
+    def record(self, directory: Path) -> None:
+        """Name ``directory`` in the cache's record of pulls under way (:func:`sweep_partial_pulls`);
+        the record goes when the block exits. A cache that cannot be written is no reason to fail."""
+        note = partial_pulls_dir() / f"{directory.name}-{os.getpid()}.path"
+        try:
+            note.parent.mkdir(parents=True, exist_ok=True)
+            note.write_text(str(directory.resolve()), encoding="utf-8")
+            self.note = note
+        except OSError:
+            self.note = None
 
     def lock(self, directory: Path) -> None:
         import fcntl
@@ -533,6 +546,40 @@ class _DirLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self.note is not None:
+            self.note.unlink(missing_ok=True)
+            self.note = None
+
+
+def partial_pulls_dir() -> Path:
+    """Where pulls under way are recorded (``<cache>/partial-pulls/``): one file per pull naming
+    its ``OUT.tmp-*`` staging directory, removed when the pull ends."""
+    from lemonpack.paths import cache_root
+
+    return cache_root() / "partial-pulls"
+
+
+def sweep_partial_pulls() -> list[tuple[Path, int]]:
+    """Remove the staging directories of killed pulls the cache's record names (``cache clean
+    --partial``): each one nobody holds the lock of any more is removed, with its record; a
+    running pull's is left alone. Returns ``[(path, bytes freed)]``."""
+    from lemonpack.fetch.staging import is_stale, sweep
+
+    removed: list[tuple[Path, int]] = []
+    records = partial_pulls_dir()
+    for note in sorted(records.glob("*.path")) if records.is_dir() else []:
+        try:
+            staged = Path(note.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if not staged.is_absolute() or ".tmp-" not in staged.name:
+            note.unlink(missing_ok=True)  # not one of ours
+            continue
+        if staged.exists() and not is_stale(staged):
+            continue  # a pull under way
+        removed += sweep(staged.parent, (staged.name,)) if staged.exists() else []
+        note.unlink(missing_ok=True)
+    return removed
 
 
 def _holds(path: Path, desc: Descriptor) -> bool:
@@ -548,4 +595,4 @@ def _holds(path: Path, desc: Descriptor) -> bool:
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "sweep_partial_pulls", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

@@ -111,3 +111,39 @@ def test_pull_tries_the_registries_conf_mirror_first_then_the_registry(tmp_path)
         pushed = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{primary.host}/team/other:v1", "--no-progress",
                      env=env)
         assert pushed.returncode == 0, pushed.stderr
+
+
+@pytest.mark.slow
+def test_a_killed_pulls_leftovers_go_with_cache_clean_partial(registry, tmp_path):
+    import signal
+    import time
+
+    from support.registry_proxy import RegistryProxy
+
+    one_layer_layout(tmp_path / "layout")
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{registry.host}/killed/app:v1",
+               "--no-progress").returncode == 0
+    env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "dest" / "pulled"
+    with RegistryProxy(registry, hold={"GET"}, hold_path="/blobs/") as proxy:
+        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "pull", f"{proxy.host}/killed/app:v1", "--out",
+                              str(out), "--no-progress"], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert proxy.held.wait(60), "the pull never reached a blob"
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    left = list(out.parent.glob("pulled.tmp-*"))
+    assert len(left) == 1 and not out.exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the kernel drops the dead process's lock
+        r = cli("cache", "clean", "--partial", "--json", env=env)
+        if not left[0].exists():
+            break
+        time.sleep(0.2)
+    assert r.returncode == 0, r.stderr
+    assert not left[0].exists() and not list((tmp_path / "cache" / "partial-pulls").glob("*"))
