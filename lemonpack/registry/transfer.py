@@ -41,8 +41,13 @@ from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag
+from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.registries_conf import RegistriesConf
+
+
+#: Repositories a blob was seen in that a publish tries to mount it from, besides --mount-from.
+AUTO_MOUNTS = 3
 
 
 @dataclass(frozen=True)
@@ -167,14 +172,17 @@ def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, s
 
 def publish_layout(layout: str | os.PathLike[str], dest: ImageReference, client: RegistryClient, *,
                    tag: str | None = None, mount_from: Sequence[str] = (),
-                   progress: bool = False) -> PublishResult:
+                   progress: bool = False, remember: bool = True) -> PublishResult:
     """Push tags of the OCI layout at ``layout`` to ``dest.host/dest.repository``.
 
     ``tag``: the layout tag to push (default every tag); ``dest.tag``: the tag to push it as
     (default its own name, which must then be a registry tag: checked before anything is sent);
     ``dest.digest`` must not be set. ``mount_from``: repositories of the same registry to mount
     missing blobs from (a mount the registry answers with an upload session continues in that
-    session). ``progress``: a rich progress bar of the blob bytes to send, on stderr. Every blob
+    session). ``remember``: also mount from the repositories of the same registry a blob was
+    last seen in (pushed, found, mounted or pulled there: :class:`~lemonpack.registry.blobinfo.BlobLocations`,
+    at most :data:`AUTO_MOUNTS` tries per blob), and record where each blob now is.
+    ``progress``: a rich progress bar of the blob bytes to send, on stderr. Every blob
     file is hashed as it is uploaded and committed only when it is what its name says. Returns
     :class:`PublishResult`.
 
@@ -192,7 +200,7 @@ def publish_layout(layout: str | os.PathLike[str], dest: ImageReference, client:
     check_destination_tags(root, selected, dest)
     state = _PublishState(f"{dest.host}/{dest.repository}", [dst for _s, _d, dst in selected])
     try:
-        return _publish(root, dest, client, selected, mount_from, progress, state)
+        return _publish(root, dest, client, selected, mount_from, progress, state, remember)
     except KeyboardInterrupt:
         raise Interrupted(state.interrupted()) from None
 
@@ -222,7 +230,7 @@ class _PublishState:
 
 
 def _publish(root: Path, dest: ImageReference, client: RegistryClient, selected: list[tuple[str, Descriptor, str]],
-             mount_from: Sequence[str], progress: bool, state: _PublishState) -> PublishResult:
+             mount_from: Sequence[str], progress: bool, state: _PublishState, remember: bool) -> PublishResult:
     repo = dest.repository
     blobs_dir = root / "blobs" / "sha256"
     result = PublishResult(reference=f"{dest.host}/{repo}")
@@ -279,19 +287,32 @@ def _publish(root: Path, dest: ImageReference, client: RegistryClient, selected:
     # Blobs: skip what is there, mount what another repository has, upload the rest (through
     # the session a refused mount opened, when it opened one).
     state.stage = "checking which blobs the registry has"
+    known = BlobLocations(client.host) if remember else None
     missing: list[tuple[Descriptor, str | None]] = []
-    for blob in todo_blobs:
-        if client.has_blob(repo, blob.digest, blob.size):
-            result.blobs_skipped += 1
-            continue
-        mounted, session = _mount(client, repo, blob.digest, mount_from)
-        if not mounted:
-            missing.append((blob, session))
-    with byte_progress(sum(b.size for b, _ in missing), f"publish {dest.host}/{repo}", progress and bool(missing)) \
-            as on_bytes:
-        for n, (blob, session) in enumerate(missing, 1):
-            state.stage = f"uploading blob {n} of {len(missing)} ({blob.digest})"
-            client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes, session=session)
+    try:
+        for blob in todo_blobs:
+            if client.has_blob(repo, blob.digest, blob.size):
+                result.blobs_skipped += 1
+                if known is not None:
+                    known.record(blob.digest, repo)
+                continue
+            hinted = known.candidates(blob.digest, repo)[:AUTO_MOUNTS] if known is not None else []
+            mounted, session = _mount(client, repo, blob.digest, list(dict.fromkeys([*mount_from, *hinted])))
+            if mounted and known is not None:
+                known.record(blob.digest, repo)
+            if not mounted:
+                missing.append((blob, session))
+        with byte_progress(sum(b.size for b, _ in missing), f"publish {dest.host}/{repo}",
+                           progress and bool(missing)) as on_bytes:
+            for n, (blob, session) in enumerate(missing, 1):
+                state.stage = f"uploading blob {n} of {len(missing)} ({blob.digest})"
+                client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes,
+                                 session=session)
+                if known is not None:
+                    known.record(blob.digest, repo)
+    finally:
+        if known is not None:
+            known.save()
 
     # Manifests, children first; then the tags.
     state.stage = "sending manifests by digest"
@@ -437,12 +458,14 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
     blobs_todo: list[Descriptor] = []
 
     existing = out / "blobs" / "sha256" if (out / "oci-layout").is_file() else None
+    known = BlobLocations(client.host)  # where the blobs are, for a later publish's mounts
     remove_leftovers(out)
     with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
         hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
         hold.record(lw.staging_dir)  # `cache clean --partial` finds it if this process is killed
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
             counters["blobs"] += 1
+            known.record(desc.digest, repo)
             if existing is not None and _holds(existing / desc.hex, desc):
                 counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
                 if on_bytes:
@@ -500,6 +523,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
                 fetch_blob(blob, on_bytes)
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
+    known.save()
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 

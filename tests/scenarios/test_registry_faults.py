@@ -137,3 +137,20 @@ def test_a_blob_behind_a_redirect_is_followed_and_verified(registry, tmp_path):
     assert [e["status"] for e in proxy.requests("GET", "/blobs/")].count(307) == 2
     assert len([e for e in proxy.log if e["path"].startswith("/storage/")]) == 2
     assert (tmp_path / "out" / "blobs" / "sha256" / hashlib.sha256(layer).hexdigest()).read_bytes() == layer
+
+
+@pytest.mark.slow
+def test_a_blob_another_repository_holds_is_mounted_not_uploaded(registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    digest, _layer = one_layer_layout(tmp_path / "layout")
+    with client(registry.host) as c:
+        first = publish_layout(tmp_path / "layout", parse_registry_reference(f"{registry.host}/team/one:v1"), c)
+    assert first.blobs_uploaded == 2
+    with RegistryProxy(registry) as proxy, client(proxy.host) as c:  # the proxy's host: nothing known there
+        publish_layout(tmp_path / "layout", parse_registry_reference(f"{proxy.host}/team/two:v1"), c)
+        assert proxy.requests("POST") and not any(e["mount"] for e in proxy.requests("POST"))
+    with client(registry.host) as c:
+        second = publish_layout(tmp_path / "layout", parse_registry_reference(f"{registry.host}/team/three:v1"), c)
+    assert (second.blobs_mounted, second.blobs_uploaded, second.bytes_sent) == (2, 0, 0)
+    assert second.pushed[0].digest == digest
+    pull_back(registry, "team/three", tmp_path)
