@@ -43,6 +43,7 @@ from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag
 from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
+from lemonpack.registry.partials import DirLock as _DirLock, remove_leftovers
 from lemonpack.registry.registries_conf import RegistriesConf
 
 
@@ -528,84 +529,6 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 
 
-def remove_leftovers(out: Path) -> list[Path]:
-    """Remove what a killed pull into ``out`` left beside it: ``OUT.tmp-*`` staging
-    directories whose writer is gone (a running pull holds an ``flock`` on its own, and the
-    kernel drops it when the process dies: :func:`lemonpack.fetch.staging.sweep`). Returns the
-    paths removed."""
-    from lemonpack.fetch.staging import sweep
-
-    return [p for p, _size in sweep(out.parent, (f"{out.name}.tmp-",))] if out.name else []
-
-
-class _DirLock:
-    """An exclusive ``flock`` on a directory (a pull's staging directory), held until the
-    ``with`` block exits: :func:`remove_leftovers` of another run leaves it alone meanwhile."""
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-        self.note: Path | None = None
-
-    def record(self, directory: Path) -> None:
-        """Name ``directory`` in the cache's record of pulls under way (:func:`sweep_partial_pulls`);
-        the record goes when the block exits. A cache that cannot be written is no reason to fail."""
-        note = partial_pulls_dir() / f"{directory.name}-{os.getpid()}.path"
-        try:
-            note.parent.mkdir(parents=True, exist_ok=True)
-            note.write_text(str(directory.resolve()), encoding="utf-8")
-            self.note = note
-        except OSError:
-            self.note = None
-
-    def lock(self, directory: Path) -> None:
-        import fcntl
-
-        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __enter__(self) -> "_DirLock":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        if self.note is not None:
-            self.note.unlink(missing_ok=True)
-            self.note = None
-
-
-def partial_pulls_dir() -> Path:
-    """Where pulls under way are recorded (``<cache>/partial-pulls/``): one file per pull naming
-    its ``OUT.tmp-*`` staging directory, removed when the pull ends."""
-    from lemonpack.paths import cache_root
-
-    return cache_root() / "partial-pulls"
-
-
-def sweep_partial_pulls() -> list[tuple[Path, int]]:
-    """Remove the staging directories of killed pulls the cache's record names (``cache clean
-    --partial``): each one nobody holds the lock of any more is removed, with its record; a
-    running pull's is left alone. Returns ``[(path, bytes freed)]``."""
-    from lemonpack.fetch.staging import is_stale, sweep
-
-    removed: list[tuple[Path, int]] = []
-    records = partial_pulls_dir()
-    for note in sorted(records.glob("*.path")) if records.is_dir() else []:
-        try:
-            staged = Path(note.read_text(encoding="utf-8").strip())
-        except OSError:
-            continue
-        if not staged.is_absolute() or ".tmp-" not in staged.name:
-            note.unlink(missing_ok=True)  # not one of ours
-            continue
-        if staged.exists() and not is_stale(staged):
-            continue  # a pull under way
-        removed += sweep(staged.parent, (staged.name,)) if staged.exists() else []
-        note.unlink(missing_ok=True)
-    return removed
-
-
 def _holds(path: Path, desc: Descriptor) -> bool:
     """True when ``path`` is a regular file of ``desc``'s size and sha256 (read once, hashed in
     large pieces): a blob a pull need not download again. A symlink, a wrong size or a wrong
@@ -619,4 +542,4 @@ def _holds(path: Path, desc: Descriptor) -> bool:
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "sweep_partial_pulls", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

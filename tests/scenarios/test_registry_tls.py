@@ -124,6 +124,14 @@ def test_docker_hub_names_go_to_registry_1_with_library_and_the_docker_login_key
         with RegistryClient(back.host) as c:
             got = pull_layout(back, tmp_path / "back", c)
         assert got.digest == digest
+        from lemonpack.registry.pin import _Resolver  # what `lemonpack pin` asks for a recipe's image
+
+        resolver_ = _Resolver(False, None)
+        try:
+            assert resolver_.resolve("docker.io/busybox:v1", "recipe.json", "container.image") == \
+                f"docker.io/busybox:v1@{digest}"  # the user's spelling kept, pinned to what Hub serves
+        finally:
+            resolver_.close()
         assert set(contacted) == {("registry-1.docker.io", 443)}
         # without the login: the registry wants credentials, and the message lists where we looked
         (home / ".docker" / "config.json").write_text("{}")
