@@ -60,13 +60,16 @@ from lemonpack.registry.upload import UploadDigest, FileSlice
 
 log = logging.getLogger(__name__)
 
-#: Pieces queued for the hashing writer of a download ahead of the one being written (flat memory).
-DOWNLOAD_AHEAD = 4
+#: Pieces queued for the hashing writer of a download ahead of the one being written (flat
+#: memory: at most this many pieces of :data:`READ_CHUNK` held).
+DOWNLOAD_AHEAD = 16
 #: Largest manifest read (distribution's own limit for a manifest PUT is 4 MiB).
 MAX_MANIFEST_BYTES = 4 << 20
-#: Bytes handed to the hashing writer at once when downloading blobs (large: Python's
-#: per-piece cost stays small next to the hashing and writing done outside the GIL).
-READ_CHUNK = 4 << 20
+#: Bytes handed to the hashing writer at once when downloading blobs: httpcore's own read size,
+#: so each piece it returns goes on as it is, never copied into a larger one (joining them into
+#: 4 MiB pieces cost a copy of every byte and a fresh allocation per piece: measured here, 128 MiB
+#: pulls, 0.35-0.50 s of CPU against 0.50-0.57 s, on a loaded 2-core machine).
+READ_CHUNK = 64 << 10
 #: Blob files are uploaded in PATCH chunks of at most this size (distribution-spec "pushing a
 #: blob in chunks"), then committed by an empty closing PUT once their hash is checked; blobs
 #: given as bytes (hashed before sending) up to this size go in a single PUT.
@@ -579,9 +582,9 @@ def upload_offset(range_header: str) -> int:
 
 def _pieces(resp: httpx.Response, size: int):
     """The body of ``resp`` (asked with ``Accept-Encoding: identity``; a ``Content-Encoding``
-    the server applies anyway is decoded) in pieces of about ``size`` bytes: httpcore reads the
-    socket 64 KiB at a time; joining them keeps the hashing thread's per-piece cost (a queue
-    hand-over) small. When the body breaks off, the bytes held are yielded before the error."""
+    the server applies anyway is decoded) in pieces of at least ``size`` bytes, each piece
+    httpcore returns passed on as it is once ``size`` is reached (``b"".join`` of one piece is
+    that piece: no copy). When the body breaks off, the bytes held are yielded before the error."""
     parts: list[bytes] = []
     held = 0
     try:
