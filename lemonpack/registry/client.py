@@ -133,6 +133,7 @@ class RegistryClient:
             keychain = StaticKeychain(auth) if auth is not None else FileKeychain(registry_config)
         self.stats = TransferStats()
         self.chunk_size = chunk_size
+        self.chunk_min = 0  # the registry's OCI-Chunk-Min-Length, once it said one
         plain_http = plain_http_for(self.endpoint, insecure)
         self.auth = RegistryAuth(self.host, keychain, scheme="http" if plain_http else "https", plain_http=plain_http,
                                  endpoint=self.endpoint)
@@ -276,6 +277,7 @@ class RegistryClient:
             log.info("mount of %s from %s into %s refused (%s); uploading instead", digest, from_repo, repo, e)
             return MountAnswer(False)
         resp.close()
+        self._honour_chunk_minimum(resp)
         if resp.status_code == 201:
             answered = resp.headers.get("Docker-Content-Digest")
             if answered and answered != digest:
@@ -352,10 +354,19 @@ class RegistryClient:
     def _start_upload(self, repo: str) -> str:
         resp = self.transport.request("POST", f"{repo}/blobs/uploads/", ok=(202,), headers={"Content-Length": "0"})
         resp.close()
+        self._honour_chunk_minimum(resp)
         location = resp.headers.get("Location")
         if not location:
             raise FetchError(f"registry {self.host} opened an upload for {repo} without a Location")
         return self.transport.check_url(urllib.parse.urljoin(self.transport.url(""), location))
+
+    def _honour_chunk_minimum(self, resp: httpx.Response) -> None:
+        """distribution-spec v1.1 "pushing a blob in chunks": a registry may answer the ``POST``
+        opening a session with ``OCI-Chunk-Min-Length``, the smallest chunk it takes (but the
+        last); chunks are then at least that long."""
+        value = resp.headers.get("OCI-Chunk-Min-Length", "")
+        if value.isdigit() and int(value) > 0:
+            self.chunk_min = max(self.chunk_min, int(value))
 
     def _resume_point(self, session: str | None) -> tuple[str | None, int]:
         """Where an interrupted upload session stands: ``(session, next offset)``, or
@@ -389,11 +400,12 @@ class RegistryClient:
             return lambda: FileSlice(file, start, length, sent, hasher)
 
         octet = {"Content-Type": "application/octet-stream"}
-        if data is not None and offset == 0 and size <= self.chunk_size:
+        chunk = max(self.chunk_size, self.chunk_min)
+        if data is not None and offset == 0 and size <= chunk:
             final = body(0, size)
         else:
             while offset < size:
-                length = min(self.chunk_size, size - offset)
+                length = min(chunk, size - offset)
                 headers = dict(octet, **{"Content-Range": f"{offset}-{offset + length - 1}",
                                          "Content-Length": str(length)})
                 resp = self.transport.request("PATCH", session, body=body(offset, length), headers=headers,

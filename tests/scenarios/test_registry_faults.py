@@ -154,3 +154,14 @@ def test_a_blob_another_repository_holds_is_mounted_not_uploaded(registry, tmp_p
     assert (second.blobs_mounted, second.blobs_uploaded, second.bytes_sent) == (2, 0, 0)
     assert second.pushed[0].digest == digest
     pull_back(registry, "team/three", tmp_path)
+
+
+@pytest.mark.slow
+def test_the_registrys_chunk_minimum_is_honoured(registry, tmp_path):
+    one_layer_layout(tmp_path / "layout")
+    for chunk_min, sizes in ((None, [100_000, 100_000, 100_000]), (250_000, [250_000, 50_000])):
+        with RegistryProxy(registry, chunk_min=chunk_min) as proxy, client(proxy.host, chunk_size=100_000) as c:
+            publish_layout(tmp_path / "layout", parse_registry_reference(f"{proxy.host}/faults/chunks-{chunk_min or 0}:v1"),
+                           c, remember=False)
+        ranges = [e["content_range"] for e in proxy.requests("PATCH")][1:]  # the config's own PATCH first
+        assert [int(r.split("-")[1]) - int(r.split("-")[0]) + 1 for r in ranges] == sizes, ranges

@@ -21,6 +21,8 @@ behave as registries the real one is not:
   ``nbytes`` of its body, then the connection is closed (a download cut mid-body);
 - ``stall``: ``{METHOD: seconds}``: the first request of METHOD to a repository waits that long
   before it is forwarded (a stalled registry: the client's timeout decides);
+- ``chunk_min``: add ``OCI-Chunk-Min-Length: <n>`` to the answers opening an upload session (a
+  registry that takes no chunk smaller than n bytes but the last, distribution-spec v1.1);
 - ``redirect_blobs``: blob ``GET``s are answered ``307`` to ``/storage/...`` on the proxy, which
   serves the blob from the registry there (blob storage behind a redirect).
 
@@ -46,7 +48,7 @@ class RegistryProxy:
     def __init__(self, registry, *, dcd: str = "ok", mount_202: bool = False, hold: set[str] | None = None,
                  hold_path: str = "", cut: dict[str, set[int]] | None = None,
                  fail: dict[str, dict[int, int]] | None = None, drop_blob: tuple[int, int] | None = None,
-                 stall: dict[str, float] | None = None, redirect_blobs: bool = False):
+                 stall: dict[str, float] | None = None, redirect_blobs: bool = False, chunk_min: int | None = None):
         self.upstream = registry.host
         self.dcd, self.mount_202, self.hold, self.hold_path = dcd, mount_202, set(hold or ()), hold_path
         self.log: list[dict] = []
@@ -54,6 +56,7 @@ class RegistryProxy:
         self._seen: dict[str, int] = {}
         self.fail = {m: dict(ns) for m, ns in (fail or {}).items()}
         self.drop_blob, self.stall, self.redirect_blobs = drop_blob, dict(stall or {}), redirect_blobs
+        self.chunk_min = chunk_min
         self._arrived: dict[str, int] = {}
         self._blob_gets = 0
         self._lock = threading.Lock()
@@ -142,6 +145,8 @@ class RegistryProxy:
                     self.wfile.flush()
                     self.close_connection = True
                     return
+                if proxy.chunk_min is not None and self.command == "POST" and "/blobs/uploads/" in u.path:
+                    out.append(("OCI-Chunk-Min-Length", str(proxy.chunk_min)))
                 entry["status"] = resp.status  # before the answer: a client that has it may read the log at once
                 self.send_response(resp.status, resp.reason)
                 for k, v in out:
