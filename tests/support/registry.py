@@ -10,6 +10,12 @@ the server's certificate as ``rootcertbundle``). ``stop()`` kills it (SIGKILL wh
 ``start()`` starts it again on the same port and storage. Use it as a context manager or through
 the ``registry`` / ``auth_registry`` / ``token_registry`` pytest fixtures (tests/conftest.py).
 
+With ``tls=TlsFiles`` (tests/support/tls.py) it serves https with that certificate (``url`` is
+``https://...``), trusted by clients through ``SSL_CERT_FILE``. A plain-http registry is declared
+``insecure = true`` in the session's containers-registries.conf(5) (:func:`install_registries_conf`,
+called by tests/conftest.py), as its users would say it, so lemonpack, podman and skopeo speak
+plain http to it without a TLS attempt; ``declare=False`` leaves it out (the loopback fallback).
+
 Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback.
 """
 
