@@ -4,7 +4,6 @@ image tags to digests (room :mod:`lemonpack.registry`)."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
@@ -82,7 +81,9 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
         private = load_private_key(sign)  # a wrong password fails before the push
     signed: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
+    from lemonpack.registry.partials import publish_workdir
+
+    with publish_workdir() as tmp:
         src = publish_source(source, Path(tmp), dest_tag=dest.tag, base=base, mirror=mirror, progress=show,
                              known=discovered_recipes,
                              open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))

@@ -4,12 +4,15 @@ pull runs (:class:`DirLock`; the kernel drops the lock when the process dies, wh
 it) and recorded in ``<cache>/partial-pulls/`` until it ends. The next pull into the same OUT
 (:func:`remove_leftovers`) and ``lemonpack cache clean --partial`` (:func:`sweep_partial_pulls`)
 remove the ones nobody holds (:func:`lemonpack.fetch.staging.sweep`: a live pull's is never
-touched)."""
+touched). A ``publish RECIPE.json``'s build directory is kept the same way
+(:func:`publish_workdir`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Iterator
 
 
 def remove_leftovers(out: Path) -> list[Path]:
@@ -59,6 +62,31 @@ class DirLock:
             self.note = None
 
 
+#: The prefix of the work directory a ``publish RECIPE.json`` builds in (:func:`publish_workdir`).
+PUBLISH_PREFIX = "lemonpack-publish-"
+
+
+@contextlib.contextmanager
+def publish_workdir() -> Iterator[Path]:
+    """A temporary directory for ``publish`` to build a recipe in, removed when the block exits:
+    first the ones killed publishes left (recorded in the cache, lock free: :func:`sweep_partial_pulls`)
+    are removed, then a new one is made, locked and recorded like a pull's staging directory,
+    so a publish killed mid-build leaves nothing the next run or ``cache clean --partial``
+    does not remove."""
+    import shutil
+    import tempfile
+
+    sweep_partial_pulls()
+    work = Path(tempfile.mkdtemp(prefix=PUBLISH_PREFIX))
+    try:
+        with DirLock() as hold:
+            hold.lock(work)
+            hold.record(work)
+            yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def partial_pulls_dir() -> Path:
     """Where pulls under way are recorded (``<cache>/partial-pulls/``): one file per pull naming
     its ``OUT.tmp-*`` staging directory, removed when the pull ends."""
@@ -80,7 +108,7 @@ def sweep_partial_pulls() -> list[tuple[Path, int]]:
             staged = Path(note.read_text(encoding="utf-8").strip())
         except OSError:
             continue
-        if not staged.is_absolute() or ".tmp-" not in staged.name:
+        if not staged.is_absolute() or not (".tmp-" in staged.name or staged.name.startswith(PUBLISH_PREFIX)):
             note.unlink(missing_ok=True)  # not one of ours
             continue
         if staged.exists() and not is_stale(staged):
@@ -90,4 +118,4 @@ def sweep_partial_pulls() -> list[tuple[Path, int]]:
     return removed
 
 
-__all__ = ["DirLock", "remove_leftovers", "sweep_partial_pulls", "partial_pulls_dir"]
+__all__ = ["publish_workdir", "PUBLISH_PREFIX", "DirLock", "remove_leftovers", "sweep_partial_pulls", "partial_pulls_dir"]

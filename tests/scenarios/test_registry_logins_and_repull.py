@@ -147,3 +147,33 @@ def test_a_killed_pulls_leftovers_go_with_cache_clean_partial(registry, tmp_path
         time.sleep(0.2)
     assert r.returncode == 0, r.stderr
     assert not left[0].exists() and not list((tmp_path / "cache" / "partial-pulls").glob("*"))
+
+
+@pytest.mark.slow
+def test_a_killed_publishs_work_directory_goes_with_the_next_publish(registry, tmp_path):
+    import signal
+
+    from support.registry_proxy import RegistryProxy
+
+    one_layer_layout(tmp_path / "layout")
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(work)}
+    with RegistryProxy(registry, hold={"PATCH"}) as proxy:
+        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "publish", f"{tmp_path / 'layout'}:v1", "--to",
+                              f"{proxy.host}/killed/pub:v1", "--no-progress"], env={**os.environ, **env},
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert proxy.held.wait(60), "the publish never reached an upload"
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    left = list(work.glob("lemonpack-publish-*"))
+    assert len(left) == 1
+    again = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{registry.host}/killed/pub:v1", "--no-progress",
+                env=env)
+    assert again.returncode == 0, again.stderr
+    assert list(work.glob("lemonpack-publish-*")) == []  # the killed one's and its own
