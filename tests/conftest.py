@@ -28,10 +28,18 @@ from support.home import home  # noqa: F401 (the one sandboxed lemonpack home)
 from support.kube import kube_env  # noqa: F401 (discovery, registry and model files for kube)
 from support.recipes import PASSTHROUGH, VARIANT
 from support.registry import auth_registry, example_layout, registry, token_registry  # noqa: F401 (docker-registry)
+from support.registry import install_registries_conf
+from support.tls import tls_files, tls_registry  # noqa: F401 (a self-signed CA and a TLS docker-registry)
 from support.serve import live  # noqa: F401 (a real lemonpack serve in a thread)
 from support.trust import trust_world  # noqa: F401 (signed and unsigned images for the trust policy)
 from support.collection import uncollected_test_files
 from support.tools import need
+
+
+def pytest_configure(config):
+    """The session's containers-registries.conf(5): local plain-http registries are declared
+    ``insecure = true`` in it (:func:`support.registry.install_registries_conf`)."""
+    install_registries_conf()
 
 
 @pytest.fixture

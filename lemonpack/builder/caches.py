@@ -118,13 +118,18 @@ class Caches:
         return out
 
     def clean(self, partial_only: bool = False) -> builtins.list[CacheItem]:
-        """Remove stale partial temps and, unless ``partial_only``, every entry of both
-        caches (live partials of running writers stay). Returns what was removed."""
+        """Remove stale partial temps (the caches', and the ``OUT.tmp-*`` directories of killed
+        pulls the cache recorded: :func:`lemonpack.registry.partials.sweep_partial_pulls`) and,
+        unless ``partial_only``, every entry of both caches (live partials of running writers
+        stay). Returns what was removed."""
         removed = [CacheItem("artifacts", p.name, p, n, "partial-stale") for p, n in self.artifacts.sweep()]
         removed += [CacheItem("layers", p.name, p, n, "partial-stale") for p, n in self.layers.sweep()]
         ext = self.root / "external"
         removed += [CacheItem("external", p.name, p, n, "partial-stale")
                     for p, n in sweep(ext, tuple(q.name for q in partials(ext, (".",)) if ".install-" in q.name))]
+        from lemonpack.registry.partials import sweep_partial_pulls
+
+        removed += [CacheItem("pulls", p.name, p, n, "partial-stale") for p, n in sweep_partial_pulls()]
         if partial_only:
             return removed
         for item in self.list():

@@ -83,8 +83,10 @@ JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on
 #: Every command that talks to a registry takes these two (publish, pull, pin, sign, verify,
 #: install oci://, catalogue build): one definition, so help and behaviour stay the same.
 INSECURE_OPTION = typer.Option(False, "--insecure",
-                               help="Allow plain http to a registry that is not on this machine (loopback "
-                                    "registries always use plain http).")
+                               help="Speak plain http to the registry this command names, with no TLS attempt "
+                                    "(as insecure = true for it in containers-registries.conf(5) says). Without "
+                                    "it TLS is tried first, loopback registries too (one answering in plain "
+                                    "http is then used in plain http, said on stderr).")
 REGISTRY_CONFIG_OPTION = typer.Option(
     None, "--registry-config", metavar="FILE",
     help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "

@@ -4,7 +4,6 @@ image tags to digests (room :mod:`lemonpack.registry`)."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
@@ -89,7 +88,9 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     attest_key = load_private_key(attest) if attest is not None else None
     signed: list[dict] = []
     attested: list[dict] | None = None
-    with tempfile.TemporaryDirectory(prefix="lemonpack-publish-") as tmp:
+    from lemonpack.registry.partials import publish_workdir
+
+    with publish_workdir() as tmp:
         src = publish_source(source, Path(tmp), dest_tag=dest.tag, base=base, mirror=mirror, progress=show,
                              known=discovered_recipes,
                              open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
@@ -158,18 +159,27 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     Every manifest and blob is checked against the digest and size that names it, into a
     temporary directory first: OUT changes only when everything arrived and verified. A new OUT
     is created; an existing layout at OUT gets the tag added (its other tags and files are
-    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; a
-    non-empty directory that is not a layout is refused.
+    kept, a tag of the same name is replaced), as skopeo copy ... oci:OUT:TAG does; blobs OUT
+    holds already (size and sha256 checked) are not downloaded again; a non-empty directory
+    that is not a layout is refused. The mirrors containers-registries.conf(5) gives for the
+    registry are tried first, then the registry itself.
     """
     from lemonpack.oci.reference import parse_registry_reference
-    from lemonpack.registry.transfer import pull_layout
+    from lemonpack.errors import Interrupted
+    from lemonpack.registry.transfer import pull_image
     from lemonpack.trust.check import Trust
 
     r = parse_registry_reference(ref)
-    with _client(r.host, insecure, registry_config) as client:
-        trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
-        judged = parse_registry_reference(trust.enforce(ref, use="pull", client=client))
-        result = pull_layout(judged, out, client, tag=tag or r.tag, progress=_show_progress(progress, json_out))
+    trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
+    try:
+        with _client(r.host, insecure, registry_config) as client:
+            judged = parse_registry_reference(trust.enforce(ref, use="pull", client=client))
+    except KeyboardInterrupt:
+        raise Interrupted(f"pull of {r} interrupted while checking the trust policy; nothing was written at {out}") \
+            from None
+    result = pull_image(judged, out, insecure=insecure, registry_config=registry_config, tag=tag or r.tag,
+                        progress=_show_progress(progress, json_out),
+                        notice=lambda line: err_console.print(line, markup=False))
     if json_out:
         print_json(result.to_json())
     else:

@@ -3,7 +3,6 @@ podman or Docker), ``uninstall``; ``install oci://`` is reached through ``lemonp
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 import sys
 
@@ -17,14 +16,17 @@ PASSWORD_ENV = "LEMONPACK_PASSWORD"
 
 
 def read_password(*, confirm: bool, what: str) -> bytes:
-    """The key password: ``$LEMONPACK_PASSWORD`` when set (may be empty), else a hidden
-    prompt on the terminal (twice when ``confirm``). Never taken from the command line.
-    Raises :class:`ConfigError` when neither is available (no terminal)."""
-    env = os.environ.get(PASSWORD_ENV)
-    if env is not None:
-        return env.encode("utf-8")
+    """The key password: ``$LEMONPACK_PASSWORD``, else ``$COSIGN_PASSWORD`` (as cosign reads
+    it), when set (may be empty), else a hidden prompt on the terminal (twice when
+    ``confirm``). Never taken from the command line. Raises :class:`ConfigError` when none is
+    available (no terminal)."""
+    from lemonpack.signing.keys import password_from_env
+
+    found = password_from_env()
+    if found is not None:
+        return found[1]
     if not sys.stdin.isatty():
-        raise ConfigError(f"no password for {what}: set {PASSWORD_ENV} or run on a terminal")
+        raise ConfigError(f"no password for {what}: set {PASSWORD_ENV} (or COSIGN_PASSWORD) or run on a terminal")
     return typer.prompt(f"Password for {what}", hide_input=True, confirmation_prompt=confirm,
                         default="", show_default=False, err=True).encode("utf-8")
 

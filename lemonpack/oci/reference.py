@@ -14,11 +14,21 @@ Grammar (github.com/distribution/reference, ``reference.go``)::
     digest     := algorithm ":" hex   (sha256: exactly 64 lowercase hex, sha512: 128)
 
 The first ``/``-separated component is the domain only if it contains ``.`` or ``:`` or is
-``localhost`` (the Docker convention); names are not normalised (no implicit
-``docker.io/library/``). OCI image-spec v1.1 ``descriptor.md`` ("Digests") governs the
-digest part. A registry reference (``HOST[:PORT]/REPO[:TAG][@sha256:HEX]``, an ``oci://``
-prefix accepted) additionally needs its registry host and a sha256 digest, since lemonpack
-talks to the registry named, never to a default one.
+``localhost`` (the Docker convention). OCI image-spec v1.1 ``descriptor.md`` ("Digests")
+governs the digest part. A registry reference (``HOST[:PORT]/REPO[:TAG][@sha256:HEX]``, an
+``oci://`` prefix accepted) additionally needs its registry host and a sha256 digest: a short
+name (``busybox``) is refused, never searched for (containers-registries.conf(5)'s
+``unqualified-search-registries`` is not used: a pin needs the host it came from).
+
+Docker Hub is normalised as docker/distribution's ``normalize.go`` and containers/image do:
+``index.docker.io`` is written ``docker.io`` (:attr:`ImageReference.host`), a one-part
+repository of Docker Hub gets ``library/`` (:attr:`ImageReference.repository`:
+``docker.io/busybox`` is ``library/busybox``), the registry API is requested from
+``registry-1.docker.io`` (:attr:`ImageReference.endpoint`, :func:`registry_endpoint`) and
+credentials are looked up under every key a Docker or podman login writes for it
+(:func:`credential_keys`: ``docker.io``, ``index.docker.io``, ``https://index.docker.io/v1/``,
+``registry-1.docker.io``). The ``name``/``path`` of a parsed reference stay as written (a pinned
+recipe keeps the user's spelling).
 """
 
 from __future__ import annotations
@@ -46,6 +56,47 @@ _TAG_RE = re.compile(rf"^{_TAG}$")
 _DIGEST_RE = re.compile(rf"^{_DIGEST}$")
 _HEX_LENGTHS = {"sha256": 64, "sha512": 128}
 _NAME_MAX = 255
+
+#: Docker Hub's name in references (docker/distribution ``normalize.go``: ``defaultDomain``).
+DOCKER_HUB = "docker.io"
+#: The older spelling of the same registry (``legacyDefaultDomain``), written ``docker.io``.
+DOCKER_HUB_LEGACY = "index.docker.io"
+#: The host Docker Hub's registry API (``/v2/``) answers on (docker's ``DefaultV2Registry``).
+DOCKER_HUB_ENDPOINT = "registry-1.docker.io"
+#: The key ``docker login`` writes Docker Hub's credentials under (docker's ``IndexServer``).
+DOCKER_HUB_LOGIN_KEY = "https://index.docker.io/v1/"
+#: The namespace of Docker Hub's official images (``officialRepoPrefix``).
+_LIBRARY = "library/"
+
+
+def normal_host(host: str) -> str:
+    """``host`` (``host[:port]``) as references name it: ``index.docker.io`` is ``docker.io``
+    (docker/distribution ``normalize.go``); every other host unchanged."""
+    return DOCKER_HUB if host == DOCKER_HUB_LEGACY else host
+
+
+def registry_endpoint(host: str) -> str:
+    """The ``host[:port]`` to send ``/v2/`` requests to for registry ``host``: Docker Hub's
+    API host ``registry-1.docker.io`` for ``docker.io`` (and ``index.docker.io``), else
+    ``host`` itself."""
+    return DOCKER_HUB_ENDPOINT if normal_host(host) == DOCKER_HUB else host
+
+
+def credential_keys(host: str) -> list[str]:
+    """The keys of an auth file (containers-auth.json(5), Docker's ``config.json``) that hold
+    credentials for registry ``host``, most specific first. Docker Hub's are every spelling a
+    login writes: ``docker.io`` (podman, skopeo), ``https://index.docker.io/v1/`` (docker),
+    ``index.docker.io`` and ``registry-1.docker.io``; for a loopback host the other loopback
+    spelling (``localhost:P`` / ``127.0.0.1:P``) too."""
+    host = normal_host(host)
+    if host in (DOCKER_HUB, DOCKER_HUB_ENDPOINT):
+        return [DOCKER_HUB, DOCKER_HUB_LOGIN_KEY, DOCKER_HUB_LEGACY, DOCKER_HUB_ENDPOINT]
+    names = [host]
+    if host.startswith("localhost"):
+        names.append("127.0.0.1" + host[len("localhost"):])
+    elif host.startswith("127.0.0.1"):
+        names.append("localhost" + host[len("127.0.0.1"):])
+    return names
 
 
 class InvalidReferenceError(LemonpackError, ValueError):
@@ -90,16 +141,27 @@ class ImageReference:
 
     @property
     def host(self) -> str:
-        """The registry host (``host[:port]``, the :attr:`domain`) of a registry reference
-        (:func:`parse_registry_reference` guarantees one). ``ValueError`` for a reference without
-        one (a bug: a caller talking to a registry parsed it with :func:`parse_reference`)."""
+        """The registry host (``host[:port]``, the :attr:`domain`, ``index.docker.io`` written
+        ``docker.io``) of a registry reference (:func:`parse_registry_reference` guarantees one):
+        the name credentials and registries.conf entries are looked up by. ``ValueError`` for a
+        reference without one (a bug: a caller talking to a registry parsed it with
+        :func:`parse_reference`)."""
         if self.domain is None:
             raise ValueError(f"{self} names no registry host")
-        return self.domain
+        return normal_host(self.domain)
+
+    @property
+    def endpoint(self) -> str:
+        """The ``host[:port]`` the registry API is requested from (:func:`registry_endpoint`:
+        ``registry-1.docker.io`` for Docker Hub)."""
+        return registry_endpoint(self.host)
 
     @property
     def repository(self) -> str:
-        """The repository path on the registry (the :attr:`path`, lowercase)."""
+        """The repository path on the registry (the :attr:`path`, lowercase; a one-part name
+        on Docker Hub gets ``library/``: ``docker.io/busybox`` is ``library/busybox``)."""
+        if self.domain is not None and normal_host(self.domain) == DOCKER_HUB and "/" not in self.path:
+            return _LIBRARY + self.path
         return self.path
 
     @property
@@ -160,9 +222,12 @@ def parse_registry_reference(s: str) -> ImageReference:
     dropped): a reference lemonpack sends to the registry it names.
 
     Raises :class:`InvalidReferenceError` (a ``LemonpackError``, exit 1) for a malformed
-    reference, a reference without a registry host (``library/x``: the first component must
-    look like a host: contain ``.`` or ``:`` or be ``localhost``; nothing is normalised to
-    ``docker.io``), or a digest that is not sha256.
+    reference, a short name without a registry host (``busybox``, ``library/x``: the first
+    component must look like a host: contain ``.`` or ``:`` or be ``localhost``; no search
+    registry is tried, ``unqualified-search-registries`` is not read: write
+    ``docker.io/library/x``), or a digest that is not sha256. Docker Hub names are normalised
+    through :attr:`ImageReference.host`, :attr:`~ImageReference.repository` and
+    :attr:`~ImageReference.endpoint` (module docstring).
 
     Spec: distribution/reference grammar; OCI distribution-spec v1.1 ("pulling manifests":
     ``<reference>`` is a tag or a digest).
@@ -170,8 +235,11 @@ def parse_registry_reference(s: str) -> ImageReference:
     text = s[len("oci://"):] if s.startswith("oci://") else s
     img = parse_reference(text)
     if img.domain is None:
-        raise InvalidReferenceError(s, "no registry host: write HOST[:PORT]/REPOSITORY[:TAG] "
-                                       "(e.g. 127.0.0.1:5000/engines/llamacpp:v1)")
+        hub = img.path if "/" in img.path else f"library/{img.path}"
+        raise InvalidReferenceError(s, "a short name, no registry host: lemonpack does not search "
+                                       "registries for it (unqualified-search-registries is not used: a pin needs "
+                                       "the host); write HOST[:PORT]/REPOSITORY[:TAG] (e.g. "
+                                       f"docker.io/{hub} or 127.0.0.1:5000/engines/llamacpp:v1)")
     if img.digest is not None and not names_sha256(img.digest):
         raise InvalidReferenceError(s, "only sha256 digests are supported")
     return img
@@ -253,6 +321,7 @@ def split_ref_name(ref_name: str) -> tuple[str | None, str]:
 
 
 __all__ = [
-    "is_tag", "split_ref_name",
+    "is_tag", "split_ref_name", "normal_host", "registry_endpoint", "credential_keys",
+    "DOCKER_HUB", "DOCKER_HUB_ENDPOINT", "DOCKER_HUB_LOGIN_KEY", "DOCKER_HUB_LEGACY",
     "ImageReference", "InvalidReferenceError", "parse_reference", "parse_registry_reference", "check_pinned",
 ]

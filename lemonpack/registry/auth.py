@@ -6,13 +6,21 @@ looked, for a message); after go-containerregistry's ``authn.Keychain``. :class:
 is the default, reading the usual container auth files; :class:`StaticKeychain` holds
 credentials given by the caller.
 
-Where they are looked up, first file that names the host wins:
+Where they are looked up (containers-auth.json(5), then Docker's client config), the first
+file that has credentials for the host wins:
 
 1. the file given explicitly (``--registry-config``);
-2. ``$REGISTRY_AUTH_FILE`` (containers-auth.json(5), what podman and skopeo read);
-3. ``$DOCKER_CONFIG/config.json``, else ``~/.docker/config.json`` (Docker's client config).
+2. ``$REGISTRY_AUTH_FILE`` (what ``podman login``/``skopeo login`` write when it is set);
+3. ``${XDG_RUNTIME_DIR}/containers/auth.json`` (their default; ``/run/containers/$UID/auth.json``
+   when ``XDG_RUNTIME_DIR`` is unset);
+4. ``$XDG_CONFIG_HOME/containers/auth.json`` (default ``~/.config/containers/auth.json``);
+5. ``$DOCKER_CONFIG/config.json``, else ``~/.docker/config.json`` (``docker login``);
+6. ``~/.dockercfg`` (Docker's legacy file: the ``auths`` map at its top level).
 
 The format is the same in all of them: ``{"auths": {"HOST[:PORT]": {"auth": base64("user:pass")}}}``
+(keys for a host: :func:`lemonpack.oci.reference.credential_keys`, so Docker Hub is found
+under ``docker.io``, ``https://index.docker.io/v1/``, ``index.docker.io`` or
+``registry-1.docker.io``)
 (``username``/``password`` fields are accepted too; an ``identitytoken`` is used as the
 refresh token of the bearer flow). Credential helpers (``credHelpers``/``credsStore``) are run
 as Docker does (``docker-credential-<name> get``, the host on stdin, the answer
@@ -35,6 +43,7 @@ from typing import Protocol
 
 from lemonpack.errors import ConfigError
 from lemonpack.files import read_user_file
+from lemonpack.oci.reference import DOCKER_HUB, DOCKER_HUB_LOGIN_KEY, credential_keys
 
 
 @dataclass(frozen=True)
@@ -56,83 +65,114 @@ class Credentials:
         return base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
 
 
+def _places(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
+    """``[(label, path)]`` of every auth file looked at, in order (the module docstring)."""
+    out: list[tuple[str, Path]] = []
+    if explicit is not None:
+        out.append(("--registry-config", Path(explicit)))
+    env = os.environ.get("REGISTRY_AUTH_FILE")
+    if env:
+        out.append(("$REGISTRY_AUTH_FILE", Path(env)))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    out.append(("", Path(runtime) / "containers" / "auth.json" if runtime
+                else Path(f"/run/containers/{os.getuid()}/auth.json")))
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    out.append(("", Path(config_home) / "containers" / "auth.json"))
+    docker = os.environ.get("DOCKER_CONFIG")
+    out.append(("", Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json"))
+    out.append(("", Path.home() / ".dockercfg"))
+    seen: set[Path] = set()
+    unique = []
+    for label, p in out:
+        if p not in seen:
+            seen.add(p)
+            unique.append((label, p))
+    return unique
+
+
 def auth_files(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The auth files to read, in order (see the module docstring); missing ones are kept out."""
-    out: list[Path] = []
+    """The auth files to read, in order (see the module docstring); missing ones are kept out.
+    Raises :class:`ConfigError` when the ``explicit`` file is missing or not a file."""
     if explicit is not None:
         p = Path(explicit)
         if not p.exists():
             raise ConfigError(f"registry config {p} not found")
         read_user_file(p, "registry config")  # a directory or fifo: refused by name, never blocked on
-        out.append(p)
-    env = os.environ.get("REGISTRY_AUTH_FILE")
-    if env:
-        out.append(Path(env))
-    docker = os.environ.get("DOCKER_CONFIG")
-    out.append(Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json")
-    return [p for p in out if p.is_file()]
+    return [p for _label, p in _places(explicit) if p.is_file()]
 
 
-def describe_sources(explicit: str | os.PathLike[str] | None = None) -> str:
-    """Where :func:`load_credentials` looked, for a message: only the sources that applied
-    (``--registry-config FILE`` when one was given, ``$REGISTRY_AUTH_FILE`` when set), then
-    the Docker config by its real path, each marked ``(absent)`` when no file is there."""
+def describe_sources(explicit: str | os.PathLike[str] | None = None, helpers: list[str] | None = None) -> str:
+    """Where :func:`load_credentials` looked, for a message: every auth file by its real path
+    (``--registry-config FILE`` and ``$REGISTRY_AUTH_FILE FILE`` labelled), each marked
+    ``(absent)`` when no file is there, then the credential helpers asked (``helpers``)."""
     parts = []
-    if explicit is not None:
-        parts.append(f"--registry-config {explicit}")
-    env = os.environ.get("REGISTRY_AUTH_FILE")
-    if env:
-        parts.append(f"$REGISTRY_AUTH_FILE {env}" + ("" if Path(env).is_file() else " (absent)"))
-    docker = os.environ.get("DOCKER_CONFIG")
-    p = Path(docker) / "config.json" if docker else Path.home() / ".docker" / "config.json"
-    parts.append(str(p) + ("" if p.is_file() else " (absent)"))
+    for label, p in _places(explicit):
+        parts.append((f"{label} " if label else "") + str(p) + ("" if p.is_file() else " (absent)"))
+    parts += [f"credential helper docker-credential-{h}" for h in helpers or ()]
     return ", ".join(parts)
 
 
 def _host_key(key: str) -> str:
+    if key == DOCKER_HUB_LOGIN_KEY:
+        return key
     key = key.split("://", 1)[-1]
     return key.split("/", 1)[0]
 
 
-def _aliases(host: str) -> list[str]:
-    names = [host]
-    if host.startswith("localhost"):
-        names.append("127.0.0.1" + host[len("localhost"):])
-    elif host.startswith("127.0.0.1"):
-        names.append("localhost" + host[len("127.0.0.1"):])
-    return names
+def _read_doc(path: Path) -> dict:
+    data = read_user_file(path, "registry credentials file")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
+                          f"is not valid JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    if path.name == ".dockercfg" and "auths" not in doc:
+        return {"auths": doc}  # the legacy format: the auths map at the top level
+    return doc
 
 
-def load_credentials(host: str, config: str | os.PathLike[str] | None = None) -> Credentials | None:
+def load_credentials(host: str, config: str | os.PathLike[str] | None = None,
+                     helpers_asked: list[str] | None = None) -> Credentials | None:
     """Credentials for ``host`` (``host[:port]``) from the auth files, or ``None`` (anonymous).
 
-    Raises :class:`ConfigError` naming the file (never the secret) when a file is not
-    valid JSON or its entry for the host cannot be decoded.
+    In each file, in order: a ``credHelpers`` entry for one of the host's keys
+    (:func:`lemonpack.oci.reference.credential_keys`), then an ``auths`` entry, then the file's
+    ``credsStore`` (Docker's priority). ``helpers_asked``: a list the helpers run are appended
+    to (for the "looked in" message). Raises :class:`ConfigError` naming the file (never the
+    secret) when a file is not valid JSON, its entry for the host cannot be decoded or its
+    helper fails.
     """
+    keys = credential_keys(host)
     for path in auth_files(config):
-        data = read_user_file(path, "registry credentials file")
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: registry credentials file is not UTF-8 (byte {exc.start})") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: line {exc.lineno} column {exc.colno}: registry credentials file "
-                              f"is not valid JSON: {exc.msg}") from None
-        if not isinstance(doc, dict):
-            raise ConfigError(f"{path}: not a JSON object")
+        doc = _read_doc(path)
         auths = doc.get("auths") or {}
-        entries = {_host_key(k): v for k, v in auths.items() if isinstance(v, dict)}
-        for name in _aliases(host):
-            entry = entries.get(name)
+        entries = {_host_key(k): v for k, v in (auths.items() if isinstance(auths, dict) else ()) if isinstance(v, dict)}
+        helpers = doc.get("credHelpers") or {}
+        for name in keys:
+            helper = helpers.get(name) if isinstance(helpers, dict) else None
+            if isinstance(helper, str) and helper:
+                if helpers_asked is not None:
+                    helpers_asked.append(helper)
+                creds = _from_helper(helper, name, path)
+                if creds is not None:
+                    return creds
+            entry = entries.get(name) if name == DOCKER_HUB_LOGIN_KEY else entries.get(_host_key(name))
             if entry is not None:
                 creds = _decode(entry, path, name)
                 if creds is not None:
                     return creds
-            helper = (doc.get("credHelpers") or {}).get(name) or doc.get("credsStore")
-            if helper:
-                creds = _from_helper(helper, name, path)
-                if creds is not None:
-                    return creds
+        store = doc.get("credsStore")
+        if isinstance(store, str) and store:
+            if helpers_asked is not None:
+                helpers_asked.append(store)
+            server = DOCKER_HUB_LOGIN_KEY if keys[0] == DOCKER_HUB else keys[0]
+            creds = _from_helper(store, server, path)
+            if creds is not None:
+                return creds
     return None
 
 
@@ -201,13 +241,14 @@ class FileKeychain:
 
     def __init__(self, config: str | os.PathLike[str] | None = None):
         self.config = config
+        self.helpers: list[str] = []  # the credential helpers run by resolve()
 
     def resolve(self, host: str) -> Credentials | None:
-        return load_credentials(host, self.config)
+        return load_credentials(host, self.config, self.helpers)
 
     def describe(self) -> str:
         hint = "" if self.config is not None else "; give an auth file with --registry-config FILE"
-        return f"looked in: {describe_sources(self.config)}{hint}"
+        return f"looked in: {describe_sources(self.config, self.helpers)}{hint}"
 
 
 class StaticKeychain:

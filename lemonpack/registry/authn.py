@@ -109,8 +109,9 @@ def _bound(resp: httpx.Response, what: str) -> httpx.Response:
 
 
 class RegistryAuth(httpx.Auth):
-    """Auth for one registry ``host`` (``host[:port]``, spoken to over ``scheme``), credentials
-    from ``keychain`` (looked up once, now: a bad auth file fails here, naming the file).
+    """Auth for one registry ``host`` (``host[:port]``, as references name it; its requests go to
+    ``endpoint``, default ``host``, over ``scheme``), credentials from ``keychain`` looked up by
+    ``host`` (once, now: a bad auth file fails here, naming the file).
 
     ``creds``: the credentials found (``None``: anonymous). ``tokens``: the token cache,
     ``(realm, service, scopes) -> Token``. ``token_requests``: token-service requests made.
@@ -122,16 +123,25 @@ class RegistryAuth(httpx.Auth):
     requires_request_body = False
     requires_response_body = False
 
-    def __init__(self, host: str, keychain: Keychain, *, scheme: str = "https", plain_http: bool = False):
+    def __init__(self, host: str, keychain: Keychain, *, scheme: str = "https", plain_http: bool = False,
+                 endpoint: str | None = None):
         self.host, self.keychain, self.scheme, self.plain_http = host, keychain, scheme, plain_http
+        self.endpoint = endpoint or host  # where the requests go (registry-1.docker.io for docker.io)
         self.creds: Credentials | None = keychain.resolve(host)
-        url = httpx.URL(f"{scheme}://{host}/")
+        url = httpx.URL(f"{scheme}://{self.endpoint}/")
         self._origin = (url.host, url.port)
         self._basic = False  # the registry asked for Basic credentials
         self.tokens: dict[tuple[str, str, tuple[str, ...]], Token] = {}
         self._repo_tokens: dict[str, Token] = {}  # repository ("" for /v2/) -> token in use
         self.token_requests = 0
         self._lock = threading.Lock()
+
+    def use_plain_http(self) -> None:
+        """The registry is spoken to in plain http from now on (the transport's loopback
+        fallback): relative token realms and the origin credentials go to follow."""
+        self.scheme, self.plain_http = "http", True
+        url = httpx.URL(f"http://{self.endpoint}/")
+        self._origin = (url.host, url.port)
 
     def who(self) -> str:
         """Who the requests are made as, for an access-denied message (no secret)."""
@@ -210,7 +220,7 @@ class RegistryAuth(httpx.Auth):
         cached = self.tokens.get(key)
         if not fresh and cached is not None and not cached.due():
             return cached
-        check_url(realm, self.host, self.plain_http)
+        check_url(realm, self.endpoint, self.plain_http)
         creds = self.creds
         who = f"{creds.username} (from {creds.source})" if creds is not None else "anonymous"
         with self._lock:

@@ -203,17 +203,17 @@ class _Resolver:
         if ref.domain is None:
             raise ManifestError([Problem(file, where, "pin", f"image {image!r} names no registry host; "
                                          "write it as HOST/REPO:TAG so that pin knows where to look")])
-        client = self.clients.get(ref.domain)
-        if client is None:
-            client = self.clients[ref.domain] = RegistryClient(ref.domain, insecure=self.insecure,
-                                                               registry_config=self.registry_config)
+        client = self.clients.get(ref.host)
+        if client is None:  # docker.io is asked at registry-1.docker.io (RegistryClient's endpoint)
+            client = self.clients[ref.host] = RegistryClient(ref.host, insecure=self.insecure,
+                                                             registry_config=self.registry_config)
         tag = ref.tag or "latest"
         # One GET: the digest is the sha256 of the body; a Docker-Content-Digest the registry
         # sends must agree with it, and one it leaves out (distribution-spec: not guaranteed)
         # is not needed.
-        fetched = client.get_manifest(ref.path, tag, missing_ok=True)
+        fetched = client.get_manifest(ref.repository, tag, missing_ok=True)  # library/ for Docker Hub's one-part names
         if fetched is None:
-            raise RegistryError(f"{file}: {where}: {ref.domain}/{ref.path}:{tag} not found in the registry")
+            raise RegistryError(f"{file}: {where}: {ref.host}/{ref.repository}:{tag} not found in the registry")
         digest = fetched[2]
         pinned = f"{ref.name}:{tag}@{digest}"
         self.cache[image] = pinned

@@ -30,17 +30,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag
+from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
+from lemonpack.registry.partials import DirLock as _DirLock, remove_leftovers
+from lemonpack.registry.registries_conf import RegistriesConf
+
+
+#: Repositories a blob was seen in that a publish tries to mount it from, besides --mount-from.
+AUTO_MOUNTS = 3
 
 
 @dataclass(frozen=True)
@@ -165,14 +173,17 @@ def check_destination_tags(layout: Path, selected: list[tuple[str, Descriptor, s
 
 def publish_layout(layout: str | os.PathLike[str], dest: ImageReference, client: RegistryClient, *,
                    tag: str | None = None, mount_from: Sequence[str] = (),
-                   progress: bool = False) -> PublishResult:
+                   progress: bool = False, remember: bool = True) -> PublishResult:
     """Push tags of the OCI layout at ``layout`` to ``dest.host/dest.repository``.
 
     ``tag``: the layout tag to push (default every tag); ``dest.tag``: the tag to push it as
     (default its own name, which must then be a registry tag: checked before anything is sent);
     ``dest.digest`` must not be set. ``mount_from``: repositories of the same registry to mount
     missing blobs from (a mount the registry answers with an upload session continues in that
-    session). ``progress``: a rich progress bar of the blob bytes to send, on stderr. Every blob
+    session). ``remember``: also mount from the repositories of the same registry a blob was
+    last seen in (pushed, found, mounted or pulled there: :class:`~lemonpack.registry.blobinfo.BlobLocations`,
+    at most :data:`AUTO_MOUNTS` tries per blob), and record where each blob now is.
+    ``progress``: a rich progress bar of the blob bytes to send, on stderr. Every blob
     file is hashed as it is uploaded and committed only when it is what its name says. Returns
     :class:`PublishResult`.
 
@@ -190,7 +201,7 @@ def publish_layout(layout: str | os.PathLike[str], dest: ImageReference, client:
     check_destination_tags(root, selected, dest)
     state = _PublishState(f"{dest.host}/{dest.repository}", [dst for _s, _d, dst in selected])
     try:
-        return _publish(root, dest, client, selected, mount_from, progress, state)
+        return _publish(root, dest, client, selected, mount_from, progress, state, remember)
     except KeyboardInterrupt:
         raise Interrupted(state.interrupted()) from None
 
@@ -220,7 +231,7 @@ class _PublishState:
 
 
 def _publish(root: Path, dest: ImageReference, client: RegistryClient, selected: list[tuple[str, Descriptor, str]],
-             mount_from: Sequence[str], progress: bool, state: _PublishState) -> PublishResult:
+             mount_from: Sequence[str], progress: bool, state: _PublishState, remember: bool) -> PublishResult:
     repo = dest.repository
     blobs_dir = root / "blobs" / "sha256"
     result = PublishResult(reference=f"{dest.host}/{repo}")
@@ -277,19 +288,32 @@ def _publish(root: Path, dest: ImageReference, client: RegistryClient, selected:
     # Blobs: skip what is there, mount what another repository has, upload the rest (through
     # the session a refused mount opened, when it opened one).
     state.stage = "checking which blobs the registry has"
+    known = BlobLocations(client.host) if remember else None
     missing: list[tuple[Descriptor, str | None]] = []
-    for blob in todo_blobs:
-        if client.has_blob(repo, blob.digest, blob.size):
-            result.blobs_skipped += 1
-            continue
-        mounted, session = _mount(client, repo, blob.digest, mount_from)
-        if not mounted:
-            missing.append((blob, session))
-    with byte_progress(sum(b.size for b, _ in missing), f"publish {dest.host}/{repo}", progress and bool(missing)) \
-            as on_bytes:
-        for n, (blob, session) in enumerate(missing, 1):
-            state.stage = f"uploading blob {n} of {len(missing)} ({blob.digest})"
-            client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes, session=session)
+    try:
+        for blob in todo_blobs:
+            if client.has_blob(repo, blob.digest, blob.size):
+                result.blobs_skipped += 1
+                if known is not None:
+                    known.record(blob.digest, repo)
+                continue
+            hinted = known.candidates(blob.digest, repo)[:AUTO_MOUNTS] if known is not None else []
+            mounted, session = _mount(client, repo, blob.digest, list(dict.fromkeys([*mount_from, *hinted])))
+            if mounted and known is not None:
+                known.record(blob.digest, repo)
+            if not mounted:
+                missing.append((blob, session))
+        with byte_progress(sum(b.size for b, _ in missing), f"publish {dest.host}/{repo}",
+                           progress and bool(missing)) as on_bytes:
+            for n, (blob, session) in enumerate(missing, 1):
+                state.stage = f"uploading blob {n} of {len(missing)} ({blob.digest})"
+                client.push_blob(repo, blobs_dir / blob.hex, blob.digest, blob.size, on_bytes=on_bytes,
+                                 session=session)
+                if known is not None:
+                    known.record(blob.digest, repo)
+    finally:
+        if known is not None:
+            known.save()
 
     # Manifests, children first; then the tags.
     state.stage = "sending manifests by digest"
@@ -340,7 +364,8 @@ def _mount(client: RegistryClient, repo: str, digest: str, mount_from: Sequence[
 @dataclass(frozen=True)
 class Pulled:
     """What :func:`pull_layout` wrote: ``out``, ``tag`` (in the layout), ``digest``,
-    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded). ``merged``: ``out``
+    ``media_type``, ``blobs`` (count) and ``bytes`` (blob bytes downloaded); ``reused``: blobs
+    the existing layout at ``out`` held already (checked: size and sha256), not downloaded. ``merged``: ``out``
     was an existing layout the tag was added to (its other tags and files kept: ``kept`` other
     tags; ``replaced``: the digest the tag named before, when it existed)."""
 
@@ -353,12 +378,13 @@ class Pulled:
     merged: bool = False
     kept: int = 0
     replaced: str | None = None
+    reused: int = 0
 
     def to_json(self) -> dict:
         """JSON form for ``lemonpack pull --json``."""
         return {"out": str(self.out), "tag": self.tag, "digest": self.digest, "mediaType": self.media_type,
                 "blobs": self.blobs, "bytes": self.bytes, "merged": self.merged, "kept_tags": self.kept,
-                "replaced": self.replaced}
+                "replaced": self.replaced, "blobs_reused": self.reused}
 
 
 def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: RegistryClient, *,
@@ -371,7 +397,10 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
     a progress bar of their total size on stderr when ``progress``. A new ``out`` appears
     atomically; an existing layout at ``out`` is added to, as ``skopeo copy ... oci:DIR:TAG``
     does (:class:`~lemonpack.oci.layout.LayoutWriter` ``merge``: its other tags, blobs and
-    files kept, a same-named tag replaced); a non-empty directory that is no layout is refused.
+    files kept, a same-named tag replaced); a blob that layout holds already, of the right
+    size and sha256 (hashed), is not downloaded again; a non-empty directory that is no layout
+    is refused. Leftovers of a killed pull (``OUT.tmp-*`` siblings, :func:`remove_leftovers`)
+    are removed first.
     Everything is downloaded and verified into a temporary sibling first, so ``out`` is
     untouched on any failure (:class:`IntegrityError`, ``FetchError``, :class:`LayoutError`, :class:`RegistryError`,
     :class:`Interrupted` on Ctrl-C). A ``subject`` is not followed (it is the artifact's
@@ -388,19 +417,64 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
                           "(what was downloaded so far is removed)") from None
 
 
+def pull_image(ref: ImageReference, out: str | os.PathLike[str], *, insecure: bool = False,
+               registry_config: str | os.PathLike[str] | None = None, tag: str | None = None,
+               progress: bool = False, conf: RegistriesConf | None = None,
+               notice: Callable[[str], None] | None = None) -> Pulled:
+    """:func:`pull_layout` from where containers-registries.conf(5) says ``ref`` is: its
+    mirrors first (those whose ``pull-from-mirror`` fits a tag or a digest), then the registry
+    itself (its ``location`` when the entry rewrites it), as podman and skopeo pull. A source
+    that fails (unreachable, refused, missing, or not what the digest says) is passed over for
+    the next, said through ``notice`` (one line each); the last one's error is raised.
+    ``insecure``: plain http to the registry named (a mirror's own ``insecure`` decides for
+    it). The layout's tag defaults to ``ref``'s, as :func:`pull_layout`'s. Raises what
+    :func:`pull_layout` raises, and :class:`~lemonpack.errors.ConfigError` for a ``blocked``
+    registry or a broken registries.conf."""
+    from lemonpack.errors import FetchError
+    from lemonpack.registry.registries_conf import load as load_conf
+
+    conf = conf if conf is not None else load_conf()
+    sources = conf.pull_sources(ref.host, ref.repository, by_digest=ref.digest is not None)
+    name = tag or ref.tag or "latest"
+    for n, src in enumerate(sources, 1):
+        here = replace(ref, name=f"{src.host}/{src.repository}", domain=src.host, path=src.repository)
+        try:
+            with RegistryClient(src.host, insecure=src.insecure or (insecure and not src.mirror),
+                                registry_config=registry_config, registries_conf=conf) as client:
+                return pull_layout(here, out, client, tag=name, progress=progress)
+        except (FetchError, IntegrityError) as exc:
+            if n == len(sources):
+                raise
+            if notice is not None:
+                notice(f"{'mirror' if src.mirror else 'registry'} {src.host}/{src.repository} failed ({exc}); "
+                       "trying the next source")
+    raise AssertionError("pull_sources always names the registry itself")  # pragma: no cover
+
+
 def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient, name: str, progress: bool,
           stage: list[str]) -> Pulled:
     repo = ref.repository
-    counters = {"blobs": 0, "bytes": 0}
+    counters = {"blobs": 0, "bytes": 0, "reused": 0}
     seen: set[str] = set()
     blobs_todo: list[Descriptor] = []
 
-    with LayoutWriter(out, merge=True) as lw:
+    existing = out / "blobs" / "sha256" if (out / "oci-layout").is_file() else None
+    known = BlobLocations(client.host)  # where the blobs are, for a later publish's mounts
+    remove_leftovers(out)
+    with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
+        hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
+        hold.record(lw.staging_dir)  # `cache clean --partial` finds it if this process is killed
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
+            counters["blobs"] += 1
+            known.record(desc.digest, repo)
+            if existing is not None and _holds(existing / desc.hex, desc):
+                counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
+                if on_bytes:
+                    on_bytes(desc.size)
+                return
             # read_blob hashes the bytes as they arrive and raises unless they are desc's
             lw.receive_blob(desc, lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
                                                              on_bytes=on_bytes))
-            counters["blobs"] += 1
             counters["bytes"] += desc.size
 
         def enter(desc: Descriptor | None, reference: str) -> list:
@@ -450,8 +524,22 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
                 fetch_blob(blob, on_bytes)
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
+    known.save()
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
-                  merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name))
+                  merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 
 
-__all__ = ["publish_layout", "pull_layout", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+def _holds(path: Path, desc: Descriptor) -> bool:
+    """True when ``path`` is a regular file of ``desc``'s size and sha256 (read once, hashed in
+    large pieces): a blob a pull need not download again. A symlink, a wrong size or a wrong
+    hash is not (the blob is downloaded and replaces it)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
+            return False
+        digest, size = file_digest(path)
+    except OSError:
+        return False
+    return size == desc.size and str(digest) == desc.digest
+
+
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]

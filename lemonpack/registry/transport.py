@@ -3,9 +3,13 @@ retry policy, bounds and timeouts, and what a failed connection means (after
 go-containerregistry's ``transport``; the operations are in :mod:`.client`, auth in
 :mod:`.authn`).
 
-Scheme: ``https``, or plain ``http`` for a loopback host (127.0.0.0/8, ::1, localhost,
-:func:`lemonpack.hosts.is_loopback`) or with ``insecure=True``; a registry that sends us to
-plain http elsewhere (a ``Location``, a token realm) is refused.
+Scheme: TLS first everywhere, loopback hosts too (as Docker does); plain ``http`` only with
+``insecure=True`` (``--insecure``, or ``insecure = true`` in containers-registries.conf(5)),
+or when the TLS handshake with a loopback host (127.0.0.0/8, ::1, localhost,
+:func:`lemonpack.hosts.is_loopback`) meets a plain-http server, which is then said on stderr.
+A registry that sends us to plain http elsewhere (a ``Location``, a token realm) is refused.
+A failed TLS handshake names the host, the port and the CA bundle used (:func:`ca_bundle`:
+``$SSL_CERT_FILE``/``$SSL_CERT_DIR``, honoured through ``trust_env``, else certifi's).
 
 Retries: a dropped connection, a timeout, HTTP 429/500/502/503/504 are retried ``retries``
 times with exponential backoff (``backoff * 2**attempt`` seconds, ``Retry-After`` honoured up
@@ -26,8 +30,10 @@ runs inside :meth:`httpx.Client.send`); the client is :func:`lemonpack.httpclien
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import ssl
+import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -123,8 +129,10 @@ def connection_failure(method: str, url: str, exc: BaseException) -> Exception:
     for e in chain:
         if isinstance(e, ssl.SSLError):
             where_tls = urllib.parse.urlsplit(url)._replace(query="").geturl()
-            return FetchError(one_line(f"{method} {where_tls}: TLS failed: "
-                                       f"{short(getattr(e, 'verify_message', None) or e)}"))
+            return FetchError(one_line(f"{method} {where_tls}: TLS with {_host}:{port} failed: "
+                                       f"{short(getattr(e, 'verify_message', None) or e)} "
+                                       f"(CA bundle: {ca_bundle()}; a registry without TLS: --insecure, "
+                                       "or insecure = true in registries.conf)"))
     for e in chain:
         if isinstance(e, ConnectionRefusedError):
             t = Transient(f"{where}: connection refused (nothing listening on port {port})")
@@ -152,6 +160,34 @@ def failure(method: str, url: str, exc: httpx.HTTPError) -> Exception:
     return FetchError(f"{method} {shown}: {type(exc).__name__}: {short(exc)}")
 
 
+def ca_bundle() -> str:
+    """The CA certificates a registry's TLS certificate is checked against, as a message names
+    them: ``$SSL_CERT_FILE`` or ``$SSL_CERT_DIR`` when set (httpx honours them with
+    ``trust_env``, which the registry transport sets), else certifi's bundle (httpx's default)."""
+    for var in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        if os.environ.get(var):
+            return f"${var}={os.environ[var]}"
+    import certifi
+
+    return f"{certifi.where()} (certifi; set SSL_CERT_FILE to trust another CA)"
+
+
+def is_tls_failure(exc: BaseException) -> bool:
+    """True when ``exc`` (an httpx error) is a failed TLS handshake."""
+    return any(isinstance(e, ssl.SSLError) for e in _chain(exc))
+
+
+def met_plain_http(exc: BaseException) -> bool:
+    """True when a TLS handshake failed because the server does not speak TLS (its answer is
+    no TLS record: OpenSSL's ``WRONG_VERSION_NUMBER``/``record layer failure``, or the
+    connection closed at once), never for a certificate the client refused (a TLS server
+    whose certificate is not trusted stays a TLS failure)."""
+    chain = _chain(exc)
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        return False
+    return any(isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLCertVerificationError) for e in chain)
+
+
 def check_url(url: str, host: str, plain_http: bool) -> str:
     """``url`` when it may be followed from registry ``host``: http(s) only, plain http only
     to the registry itself when it is spoken to over http, or to a loopback host. Raises
@@ -166,9 +202,22 @@ def check_url(url: str, host: str, plain_http: bool) -> str:
 
 
 def plain_http_for(host: str, insecure: bool = False) -> bool:
-    """True when ``host`` (``host[:port]``) is spoken to over plain http: ``insecure``, or a
-    loopback host (:func:`lemonpack.hosts.is_loopback`)."""
-    return insecure or is_loopback(urllib.parse.urlsplit(f"//{host}").hostname)
+    """True when ``host`` (``host[:port]``) is spoken to over plain http from the start: only
+    when ``insecure`` (``--insecure``, or ``insecure = true`` in registries.conf). Every other
+    registry, loopback ones too, is spoken to over TLS first (:func:`http_fallback_for`)."""
+    return insecure
+
+
+def http_fallback_for(host: str, insecure: bool = False) -> bool:
+    """True when an https attempt to ``host`` that meets a plain-http server may go on in plain
+    http (said on stderr): a loopback host (:func:`lemonpack.hosts.is_loopback`) not already
+    spoken to in plain http, as Docker does for loopback registries."""
+    return not insecure and is_loopback(urllib.parse.urlsplit(f"//{host}").hostname)
+
+
+def _stderr_notice(text: str) -> None:
+    sys.stderr.write(f"lemonpack: {text}\n")
+    sys.stderr.flush()
 
 
 class Transport:
@@ -183,9 +232,12 @@ class Transport:
 
     def __init__(self, host: str, *, insecure: bool = False, auth: httpx.Auth | None = None,
                  retries: int = 4, backoff: float = 0.5, timeout: float = 60.0,
-                 stats: TransferStats | None = None, sleep: Callable[[float], None] = time.sleep):
+                 stats: TransferStats | None = None, sleep: Callable[[float], None] = time.sleep,
+                 notice: Callable[[str], None] = _stderr_notice):
         self.host = host
         self.plain_http = plain_http_for(host, insecure)
+        self.http_fallback = http_fallback_for(host, insecure)
+        self.notice = notice  # one line on stderr (the plain-http fallback on loopback)
         self.scheme = "http" if self.plain_http else "https"
         self.base = f"{self.scheme}://{host}"
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
@@ -219,7 +271,33 @@ class Transport:
         try:
             return self.client.send(request, stream=stream)
         except httpx.HTTPError as exc:
+            if self.http_fallback and met_plain_http(exc) and url.startswith(f"https://{self.host}/"):
+                answer = self._try_plain_http(method, url, headers, body, stream)
+                if answer is not None:
+                    return answer
             raise failure(method, url, exc) from None
+
+    def _try_plain_http(self, method: str, url: str, headers: dict[str, str], body,
+                        stream: bool) -> httpx.Response | None:
+        """After a TLS handshake with a loopback registry failed: the same request in plain
+        http. When it gets an HTTP answer the registry is spoken to in plain http from now on
+        (said on stderr); ``None`` (TLS failure stands) when it gets none."""
+        self.http_fallback = False
+        plain = "http://" + url[len("https://"):]
+        data = body() if callable(body) else body
+        request = self.client.build_request(method, plain, headers=headers, content=data)
+        try:
+            resp = self.client.send(request, stream=stream)
+        except httpx.HTTPError:
+            return None
+        self.plain_http, self.scheme, self.base = True, "http", f"http://{self.host}"
+        switch = getattr(self.auth, "use_plain_http", None)
+        if switch is not None:
+            switch()
+        self.notice(f"registry {self.host} answered TLS in plain http; speaking plain http to it "
+                    f"(a loopback host; say --insecure or insecure = true for {self.host} in "
+                    "registries.conf to skip the TLS attempt)")
+        return resp
 
     @overload
     def request(self, method: str, path_or_url: str, *, headers: dict[str, str] | None = None,
@@ -247,7 +325,11 @@ class Transport:
             if attempt:
                 self.sleep(self.delay(attempt, last))
             try:
+                if self.plain_http and url.startswith(f"https://{self.host}/"):
+                    url = "http://" + url[len("https://"):]  # switched after the first request's TLS attempt
                 resp = self.send(method, url, headers or {}, body, stream)
+                if self.plain_http and url.startswith(f"https://{self.host}/"):
+                    url = "http://" + url[len("https://"):]
                 hops = 0
                 while follow and resp.status_code in (301, 302, 303, 307, 308) and hops < 10:
                     location = resp.headers.get("Location")
@@ -301,4 +383,4 @@ class Transport:
 
 
 __all__ = ["Transport", "TransferStats", "Transient", "check_url", "connection_failure", "failure", "short",
-           "plain_http_for", "REFUSED_ATTEMPTS", "TRANSIENT_STATUSES"]
+           "plain_http_for", "http_fallback_for", "ca_bundle", "is_tls_failure", "met_plain_http", "REFUSED_ATTEMPTS", "TRANSIENT_STATUSES"]

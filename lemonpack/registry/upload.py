@@ -24,11 +24,13 @@ from typing import Callable, Iterator
 from lemonpack.digest import Hasher
 from lemonpack.errors import StorageError
 
-#: Bytes per read from disk while uploading: large reads keep Python's per-chunk overhead
-#: (a hash update, a socket send) small next to the work done outside the GIL.
-UPLOAD_READ = 4 << 20
+#: Bytes per read from disk while uploading: large enough that Python's per-piece overhead (a
+#: hash update, a socket send) stays small next to the work done outside the GIL, small enough
+#: that each piece is a reused heap block rather than a fresh mapping faulted in page by page
+#: (measured here, 128 MiB pushes: 1 MiB pieces 0.26-0.27 s of CPU, 4 MiB 0.30-0.31 s).
+UPLOAD_READ = 1 << 20
 #: Pieces read (and hashed) ahead of the one being sent.
-AHEAD = 2
+AHEAD = 4
 
 
 class UploadDigest:

@@ -47,6 +47,23 @@ SCRYPT_N, SCRYPT_R, SCRYPT_P = 65536, 8, 1
 SCRYPT_MAX_N = 1 << 20
 SALT_SIZE, NONCE_SIZE, KEY_SIZE = 32, 24, 32
 
+#: The environment variables a key password is read from, in order: lemonpack's own, then
+#: cosign's (``cmd/cosign/cli/generate`` ``readPasswordFn``: ``COSIGN_PASSWORD``, set even
+#: when empty, is the password; only without it does cosign prompt).
+PASSWORD_VARIABLES = ("LEMONPACK_PASSWORD", "COSIGN_PASSWORD")
+
+
+def password_from_env(environ: dict[str, str] | None = None) -> tuple[str, bytes] | None:
+    """``(variable, password)`` from the first of :data:`PASSWORD_VARIABLES` that is set
+    (an empty value is an empty password, as cosign reads ``COSIGN_PASSWORD``), or ``None``
+    when neither is (the caller prompts on a terminal). UTF-8 bytes, as Go's ``[]byte(pw)``."""
+    env = os.environ if environ is None else environ
+    for var in PASSWORD_VARIABLES:
+        value = env.get(var)
+        if value is not None:
+            return var, value.encode("utf-8")
+    return None
+
 
 class KeyFileError(LemonpackError):
     """A key file is malformed, of an unsupported type, or the password is wrong (exit 1)."""

@@ -37,7 +37,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.digest import Digest, is_sha256_digest
 from lemonpack.oci.mediatypes import MEDIA_TYPE_COSIGN_SIMPLESIGNING, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST
-from lemonpack.canonical import canonical_json
 
 SIMPLESIGNING_MEDIA_TYPE = MEDIA_TYPE_COSIGN_SIMPLESIGNING
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
@@ -175,19 +174,30 @@ def parse_signature_manifest(manifest: bytes, media_type: str = SIMPLESIGNING_ME
 
 def build_signature_manifest(layers: list[SignatureLayer]) -> tuple[bytes, bytes]:
     """The signature manifest holding ``layers`` (in order) and its config: returns
-    ``(manifest_bytes, config_bytes)``, both canonical JSON. The config is an image config
-    with empty ``architecture`` / ``os``, ``rootfs.diff_ids`` = the layers' digests and one
-    empty-created history entry per layer (what go-containerregistry writes for cosign).
+    ``(manifest_bytes, config_bytes)``, byte for byte what cosign writes for the same
+    signatures: Go's ``json.Marshal`` of go-containerregistry's structs (``v1.Manifest``,
+    ``v1.Descriptor``, ``v1.ConfigFile``, ``v1.History``), so compact, keys in struct field
+    order (``schemaVersion, mediaType, config, layers``; ``mediaType, size, digest,
+    annotations``; ``architecture, created, history, os, rootfs, config``), map keys (the
+    annotations) sorted, and Go's HTML escaping. The config is the one ``mutate.Append`` on
+    cosign's ``empty.Signatures()`` gives: empty ``architecture`` / ``os``, zero ``created``,
+    one zero-``created`` history entry per layer, ``rootfs.diff_ids`` = the layers' digests
+    (the payloads are uncompressed), an empty ``config``.
     Each layer has its own ``media_type``: cosign writes attestations (``sha256-<hex>.att``)
     the same way, with DSSE envelope layers."""
     created = "0001-01-01T00:00:00Z"
-    config = {"architecture": "", "config": {}, "created": created, "os": "",
-              "history": [{"created": created} for _ in layers],
-              "rootfs": {"type": "layers", "diff_ids": [l.digest for l in layers]}}
-    config_bytes = canonical_json(config)
+    config = {"architecture": "", "created": created, "history": [{"created": created} for _ in layers],
+              "os": "", "rootfs": {"type": "layers", "diff_ids": [l.digest for l in layers]}, "config": {}}
+    config_bytes = _go_json(config)
     manifest = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
                 "config": {"mediaType": MEDIA_TYPE_IMAGE_CONFIG, "size": len(config_bytes),
                            "digest": str(Digest.of_bytes(config_bytes))},
-                "layers": [{"mediaType": l.media_type, "size": l.size, "digest": l.digest,
-                            "annotations": dict(l.annotations)} for l in layers]}
-    return canonical_json(manifest), config_bytes
+                "layers": [_go_descriptor(l) for l in layers]}
+    return _go_json(manifest), config_bytes
+
+
+def _go_descriptor(layer: SignatureLayer) -> dict[str, Any]:
+    doc: dict[str, Any] = {"mediaType": layer.media_type, "size": layer.size, "digest": layer.digest}
+    if layer.annotations:  # omitempty; a Go map is written with its keys sorted
+        doc["annotations"] = {k: layer.annotations[k] for k in sorted(layer.annotations)}
+    return doc

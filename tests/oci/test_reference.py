@@ -142,3 +142,32 @@ def test_with_ref_names_another_tag_or_digest():
 def test_a_reference_without_a_host_has_no_registry_host():
     with pytest.raises(ValueError, match="no registry host"):
         parse_reference("ubuntu").host
+
+
+@pytest.mark.parametrize("text, host, repository, endpoint", [
+    ("docker.io/busybox:latest", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("docker.io/library/busybox", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("index.docker.io/busybox", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm", "docker.io", "kyuz0/amd-strix-halo-toolboxes",
+     "registry-1.docker.io"),
+    ("quay.io/busybox", "quay.io", "busybox", "quay.io"),
+    ("127.0.0.1:5000/busybox", "127.0.0.1:5000", "busybox", "127.0.0.1:5000"),
+])
+def test_docker_hub_is_normalised_as_docker_does(text, host, repository, endpoint):
+    ref = parse_registry_reference(text)
+    assert (ref.host, ref.repository, ref.endpoint) == (host, repository, endpoint)
+    assert str(ref) == text  # the name as written is kept (a pinned recipe keeps the user's spelling)
+
+
+def test_a_short_name_is_refused_saying_no_registry_is_searched():
+    with pytest.raises(InvalidReferenceError) as e:
+        parse_registry_reference("busybox:latest")
+    assert "unqualified-search-registries is not used" in str(e.value) and "docker.io/library/busybox" in str(e.value)
+
+
+def test_credential_keys_of_docker_hub_and_loopback():
+    from lemonpack.oci.reference import credential_keys
+
+    assert credential_keys("index.docker.io") == ["docker.io", "https://index.docker.io/v1/", "index.docker.io",
+                                                  "registry-1.docker.io"]
+    assert credential_keys("localhost:5000") == ["localhost:5000", "127.0.0.1:5000"]

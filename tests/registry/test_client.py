@@ -36,3 +36,13 @@ def test_a_dropped_patch_asks_the_session_then_uploads_again(registry, tmp_path)
         out = tmp_path / "back"
         client.get_blob(repo, digest, out, size=len(data))
     assert out.read_bytes() == data
+
+
+@pytest.mark.parametrize("header, offset", [
+    ("0-0", 0),  # distribution's answer for an empty session: no byte received (and never offset 1)
+    ("", 0), ("garbage", 0), ("0-150", 151), ("bytes=0-4095", 4096), ("5-9", 0),
+])
+def test_the_upload_offset_follows_the_range_rule(header, offset):
+    from lemonpack.registry.client import upload_offset
+
+    assert upload_offset(header) == offset

@@ -47,14 +47,19 @@ def test_sign_verify_install_with_registry_config(auth_registry, tmp_path):
     cfg.write_text(json.dumps({"auths": {auth_registry.host: {
         "auth": base64.b64encode(f"{user}:{password}".encode()).decode()}}}))
     env = {k: v for k, v in os.environ.items() if k not in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG")}
-    env.update(HOME=str(tmp_path / "home"), LEMONPACK_PASSWORD="pw", LEMONPACK_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(HOME=str(tmp_path / "home"), LEMONPACK_PASSWORD="pw", LEMONPACK_CACHE_DIR=str(tmp_path / "cache"),
+               XDG_RUNTIME_DIR=str(tmp_path / "run"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"))
+    h = tmp_path / "home"
+    # every place looked in, in containers-auth.json(5)'s order, then Docker's
+    places = (f"{tmp_path}/run/containers/auth.json (absent), {h}/.config/containers/auth.json (absent), "
+              f"{h}/.docker/config.json (absent), {h}/.dockercfg (absent)")
     assert cli("keygen", "--out", str(tmp_path / "k"), env=env).returncode == 0
 
     # without credentials: exit 4, the sources of this run only, and the option to give one
     denied = cli("sign", ref, "--key", str(tmp_path / "k.key"), env=env)
     assert denied.returncode == 4, denied.stderr
-    assert (f"needs credentials and none were found for it (looked in: {tmp_path}/home/.docker/config.json "
-            f"(absent); give an auth file with --registry-config FILE)") in denied.stderr
+    assert (f"needs credentials and none were found for it (looked in: {places}; "
+            "give an auth file with --registry-config FILE)") in denied.stderr
     assert "REGISTRY_AUTH_FILE" not in denied.stderr
 
     ok = cli("sign", ref, "--key", str(tmp_path / "k.key"), "--registry-config", str(cfg), env=env)
@@ -75,4 +80,4 @@ def test_sign_verify_install_with_registry_config(auth_registry, tmp_path):
                  env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "nope.json")})
     assert denied.returncode == 4
     assert (f"(looked in: --registry-config {other}, $REGISTRY_AUTH_FILE {tmp_path}/nope.json (absent), "
-            f"{tmp_path}/home/.docker/config.json (absent))") in denied.stderr
+            f"{places})") in denied.stderr

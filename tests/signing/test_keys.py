@@ -100,3 +100,30 @@ def test_public_key_decoding_refuses_other_pem_blocks():
     with pytest.raises(keys.KeyFileError, match="is not a 'PUBLIC KEY'"):
         keys.decode_public_key(pair.private_pem)
     assert keys.decode_public_key(pair.public_pem).curve.name == "secp256r1"
+
+
+def test_the_password_is_read_from_cosign_password_as_cosign_reads_it(tmp_path):
+    assert keys.password_from_env({}) is None  # then a prompt, or an error without a terminal
+    assert keys.password_from_env({"COSIGN_PASSWORD": ""}) == ("COSIGN_PASSWORD", b"")  # set and empty: the password
+    assert keys.password_from_env({"COSIGN_PASSWORD": "pässword"}) == ("COSIGN_PASSWORD", "pässword".encode())
+    assert keys.password_from_env({"COSIGN_PASSWORD": "c", "LEMONPACK_PASSWORD": "l"}) == ("LEMONPACK_PASSWORD", b"l")
+
+
+def test_sign_opens_an_encrypted_key_with_cosign_password(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    pair = keys.generate_key_pair(b"from-cosign-env")
+    (tmp_path / "k.key").write_bytes(pair.private_pem)
+    env = {k: v for k, v in os.environ.items() if k not in ("LEMONPACK_PASSWORD", "COSIGN_PASSWORD")}
+    # sign needs the key before any registry is contacted: a wrong password fails first, a right
+    # one gets as far as the (unreachable) registry
+    base = [sys.executable, "-m", "lemonpack.cli", "sign", "127.0.0.1:9/x@sha256:" + "a" * 64, "--key",
+            str(tmp_path / "k.key")]
+    wrong = subprocess.run(base, env={**env, "COSIGN_PASSWORD": "nope"}, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert wrong.returncode != 0 and "wrong password" in wrong.stderr
+    right = subprocess.run(base, env={**env, "COSIGN_PASSWORD": "from-cosign-env"}, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert "wrong password" not in right.stderr and "127.0.0.1:9" in right.stderr, right.stderr

@@ -76,3 +76,21 @@ def test_signature_tag_and_manifest():
     assert [l["mediaType"] for l in doc["layers"]] == [ss.SIMPLESIGNING_MEDIA_TYPE] * 2
     assert json.loads(config)["rootfs"]["diff_ids"] == [l.digest for l in layers]
     assert ss.parse_signature_manifest(manifest) == layers
+
+
+def test_the_signature_manifest_and_config_are_the_bytes_cosign_writes():
+    # go-containerregistry's structs through Go's json.Marshal: struct field order, compact,
+    # map keys sorted, HTML escaped; the config of mutate.Append on cosign's empty.Signatures()
+    payload_digest = "sha256:" + "1" * 64
+    layer = ss.SignatureLayer(payload_digest, 243, "MEU=", {ss.SIGNATURE_ANNOTATION: "MEU=", "a<b": "x&y"})
+    manifest, config = ss.build_signature_manifest([layer])
+    assert config == (b'{"architecture":"","created":"0001-01-01T00:00:00Z","history":[{"created":'
+                      b'"0001-01-01T00:00:00Z"}],"os":"","rootfs":{"type":"layers","diff_ids":["'
+                      + payload_digest.encode() + b'"]},"config":{}}')
+    config_digest = str(Digest.of_bytes(config))
+    assert manifest == (b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":'
+                        b'{"mediaType":"application/vnd.oci.image.config.v1+json","size":' + str(len(config)).encode()
+                        + b',"digest":"' + config_digest.encode() + b'"},"layers":[{"mediaType":'
+                        b'"application/vnd.dev.cosign.simplesigning.v1+json","size":243,"digest":"'
+                        + payload_digest.encode() + b'","annotations":{"a\\u003cb":"x\\u0026y",'
+                        b'"dev.cosignproject.cosign/signature":"MEU="}}]}')

@@ -10,6 +10,12 @@ the server's certificate as ``rootcertbundle``). ``stop()`` kills it (SIGKILL wh
 ``start()`` starts it again on the same port and storage. Use it as a context manager or through
 the ``registry`` / ``auth_registry`` / ``token_registry`` pytest fixtures (tests/conftest.py).
 
+With ``tls=TlsFiles`` (tests/support/tls.py) it serves https with that certificate (``url`` is
+``https://...``), trusted by clients through ``SSL_CERT_FILE``. A plain-http registry is declared
+``insecure = true`` in the session's containers-registries.conf(5) (:func:`install_registries_conf`,
+called by tests/conftest.py), as its users would say it, so lemonpack, podman and skopeo speak
+plain http to it without a TLS attempt; ``declare=False`` leaves it out (the loopback fallback).
+
 Distribution 2.8 has no referrers API (OCI 1.1): signatures use the tag fallback.
 """
 
@@ -37,6 +43,33 @@ from support.helpers import serve_directory
 from support.recipes import recipe_doc, write_recipe
 
 
+REGISTRIES_CONF_ENV = "CONTAINERS_REGISTRIES_CONF"
+
+
+def install_registries_conf() -> Path:
+    """Point ``$CONTAINERS_REGISTRIES_CONF`` (containers-registries.conf(5), read by lemonpack,
+    podman and skopeo) at a fresh file for this test session, as a user with a local plain-http
+    registry does: every :class:`LocalRegistry` started adds ``[[registry]] location =
+    "127.0.0.1:PORT" insecure = true`` to it, so nothing tries TLS on it first. The drop-ins of
+    ``/etc/containers/registries.conf.d`` (podman's short-name aliases) are still read. Called
+    once, from ``pytest_configure`` (tests/conftest.py)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="lp-test-registries-")) / "registries.conf"
+    path.write_text("# written by the lemonpack test suite: one [[registry]] per local plain-http registry\n")
+    os.environ[REGISTRIES_CONF_ENV] = str(path)
+    return path
+
+
+def declare_insecure(host: str) -> None:
+    """Add ``host`` as an ``insecure = true`` registry to the session's registries.conf
+    (:func:`install_registries_conf`; nothing when it is not installed)."""
+    conf = os.environ.get(REGISTRIES_CONF_ENV)
+    if conf and Path(conf).name == "registries.conf" and "lp-test-registries-" in conf:
+        with open(conf, "a", encoding="utf-8") as f:
+            f.write(f'\n[[registry]]\nlocation = "{host}"\ninsecure = true\n')
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -54,7 +87,8 @@ def need_registry() -> str:
 class LocalRegistry:
     """A ``docker-registry serve`` child on 127.0.0.1 with its own storage and config (see module doc)."""
 
-    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None, token=None):
+    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None, token=None, tls=None,
+                 declare: bool = True):
         self.binary = need_registry()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +100,10 @@ class LocalRegistry:
             self.users = token.users
         self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
-        self.url = f"http://{self.host}"
+        self.tls = tls  # a support.tls.TlsFiles (server certificate and key, its CA), or None
+        self.url = f"{'https' if tls else 'http'}://{self.host}"
+        if declare and tls is None:
+            declare_insecure(self.host)  # a plain-http registry, said as its users say it
         self.config = self.workdir / "config.yml"
         self.log = self.workdir / "registry.log"
         self.proc: subprocess.Popen | None = None
@@ -91,6 +128,8 @@ class LocalRegistry:
             f"  addr: {self.host}",
             f"  secret: {secrets.token_hex(16)}",
         ]
+        if self.tls is not None:
+            lines += ["  tls:", f"    certificate: {self.tls.cert}", f"    key: {self.tls.key}"]
         if self.token_server is not None:
             ts = self.token_server
             lines += ["auth:", "  token:", f"    realm: {ts.realm}", f"    service: {ts.service}",
@@ -117,7 +156,8 @@ class LocalRegistry:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"docker-registry exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()
+                ctx = self.tls.context() if self.tls is not None else None
+                urllib.request.urlopen(f"{self.url}/v2/", timeout=1, context=ctx).close()
                 return self
             except urllib.error.HTTPError as e:  # 401 with auth: it is up
                 if e.code == 401:

@@ -1,0 +1,179 @@
+"""Cases 53-57 of issue 25 as tests (the others: tests/scenarios/test_registry_tls.py for 53 and
+55, tests/scenarios/test_registry_faults.py for 56): a ``skopeo login`` is found where
+containers-auth.json(5) puts it (54), and a re-pull into a layout that holds every blob moves no
+byte, while a blob that is not what its name says is downloaded again and a killed pull's
+``OUT.tmp-*`` is swept (57)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scenarios.test_registry_faults import LAYER, one_layer_layout
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["runtime", "config"])
+def test_a_skopeo_login_is_found_where_containers_auth_json_puts_it(auth_registry, tmp_path, require_tool, where):
+    require_tool("skopeo")
+    (user, password), = auth_registry.users.items()
+    home, run = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    run.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG")}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), XDG_CONFIG_HOME=str(home / ".config"))
+    login = subprocess.run(["skopeo", "login", "--tls-verify=false", "-u", user, "--password-stdin", auth_registry.host],
+                           input=password, capture_output=True, text=True, env=env, timeout=120)
+    assert login.returncode == 0, login.stderr
+    written = run / "containers" / "auth.json"
+    assert written.is_file()  # skopeo's default, the oracle of where a login goes
+    if where == "config":  # podman's other place: $XDG_CONFIG_HOME/containers/auth.json
+        target = home / ".config" / "containers" / "auth.json"
+        target.parent.mkdir(parents=True)
+        written.rename(target)
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "publish", f"{tmp_path / 'layout'}:v1", "--to",
+                        f"{auth_registry.host}/logins/app:v1", "--no-progress", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["pushed"][0]["digest"] == digest and password not in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_repull_into_the_same_layout_moves_no_byte_and_a_bad_blob_is_fetched_again(registry, tmp_path):
+    digest, layer = one_layer_layout(tmp_path / "layout", size=2 * LAYER)
+    ref = f"{registry.host}/repull/app:v1"
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", ref, "--no-progress").returncode == 0
+    out = tmp_path / "pulled"
+    first = cli("pull", ref, "--out", str(out), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["bytes"] >= 2 * LAYER
+
+    # a killed pull left a staging directory; another run's live one is locked by it
+    stale, live = tmp_path / "pulled.tmp-0123456789ab", tmp_path / "pulled.tmp-ba9876543210"
+    (stale / "blobs" / "sha256").mkdir(parents=True)
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        again = cli("pull", ref, "--out", str(out), "--json")
+        assert live.is_dir()
+    finally:
+        os.close(fd)
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert (doc["bytes"], doc["blobs_reused"], doc["digest"]) == (0, 2, digest)
+    assert not stale.exists()
+
+    import hashlib
+
+    blob = out / "blobs" / "sha256" / hashlib.sha256(layer).hexdigest()
+    blob.write_bytes(b"x" * len(layer))  # same size, other bytes: not reused
+    fixed = cli("pull", ref, "--out", str(out), "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    assert (json.loads(fixed.stdout)["bytes"], json.loads(fixed.stdout)["blobs_reused"]) == (2 * LAYER, 1)
+    assert blob.read_bytes() == layer
+
+
+@pytest.mark.slow
+def test_pull_tries_the_registries_conf_mirror_first_then_the_registry(tmp_path):
+    from support.registry import LocalRegistry
+
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    with LocalRegistry(tmp_path / "primary") as primary, LocalRegistry(tmp_path / "mirror") as mirror:
+        for reg in (primary, mirror):
+            r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{reg.host}/team/app:v1", "--no-progress")
+            assert r.returncode == 0, r.stderr
+        conf = tmp_path / "registries.conf"
+        conf.write_text(f'[[registry]]\nlocation = "{primary.host}"\ninsecure = true\n'
+                        f'[[registry.mirror]]\nlocation = "{mirror.host}"\ninsecure = true\n')
+        env = {"CONTAINERS_REGISTRIES_CONF": str(conf)}
+        primary.stop()  # only the mirror can answer
+        via_mirror = cli("pull", f"{primary.host}/team/app:v1", "--out", str(tmp_path / "a"), "--json", env=env)
+        assert via_mirror.returncode == 0, via_mirror.stderr
+        assert json.loads(via_mirror.stdout)["digest"] == digest
+        primary.start()
+        mirror.stop()  # the mirror is gone: the registry itself, said on stderr
+        direct = cli("pull", f"{primary.host}/team/app:v1", "--out", str(tmp_path / "b"), "--json", env=env)
+        assert direct.returncode == 0, direct.stderr
+        assert f"mirror {mirror.host}/team/app failed" in direct.stderr
+        # a push never goes to the mirror
+        pushed = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{primary.host}/team/other:v1", "--no-progress",
+                     env=env)
+        assert pushed.returncode == 0, pushed.stderr
+
+
+@pytest.mark.slow
+def test_a_killed_pulls_leftovers_go_with_cache_clean_partial(registry, tmp_path):
+    import signal
+    import time
+
+    from support.registry_proxy import RegistryProxy
+
+    one_layer_layout(tmp_path / "layout")
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{registry.host}/killed/app:v1",
+               "--no-progress").returncode == 0
+    env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "dest" / "pulled"
+    with RegistryProxy(registry, hold={"GET"}, hold_path="/blobs/") as proxy:
+        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "pull", f"{proxy.host}/killed/app:v1", "--out",
+                              str(out), "--no-progress"], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert proxy.held.wait(60), "the pull never reached a blob"
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    left = list(out.parent.glob("pulled.tmp-*"))
+    assert len(left) == 1 and not out.exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the kernel drops the dead process's lock
+        r = cli("cache", "clean", "--partial", "--json", env=env)
+        if not left[0].exists():
+            break
+        time.sleep(0.2)
+    assert r.returncode == 0, r.stderr
+    assert not left[0].exists() and not list((tmp_path / "cache" / "partial-pulls").glob("*"))
+
+
+@pytest.mark.slow
+def test_a_killed_publishs_work_directory_goes_with_the_next_publish(registry, tmp_path):
+    import signal
+
+    from support.registry_proxy import RegistryProxy
+
+    one_layer_layout(tmp_path / "layout")
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env = {"LEMONPACK_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(work)}
+    with RegistryProxy(registry, hold={"PATCH"}) as proxy:
+        p = subprocess.Popen([sys.executable, "-m", "lemonpack.cli", "publish", f"{tmp_path / 'layout'}:v1", "--to",
+                              f"{proxy.host}/killed/pub:v1", "--no-progress"], env={**os.environ, **env},
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert proxy.held.wait(60), "the publish never reached an upload"
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    left = list(work.glob("lemonpack-publish-*"))
+    assert len(left) == 1
+    again = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{registry.host}/killed/pub:v1", "--no-progress",
+                env=env)
+    assert again.returncode == 0, again.stderr
+    assert list(work.glob("lemonpack-publish-*")) == []  # the killed one's and its own

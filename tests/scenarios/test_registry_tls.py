@@ -1,0 +1,141 @@
+"""TLS first everywhere (issue 25, "What to build" 3), and Docker Hub as docker resolves it
+("What to build" 1), against real docker-registry processes serving TLS with a throw-away CA
+(tests/support/tls.py) trusted through ``SSL_CERT_FILE``, the variable httpx honours with
+``trust_env`` (lemonpack/httpclient.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from lemonpack.errors import FetchError
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
+from lemonpack.registry.transfer import publish_layout, pull_layout
+from lemonpack.registry.transport import Transport
+from support.registry import LocalRegistry
+from support.tls import make_tls
+from scenarios.test_registry_faults import one_layer_layout
+
+NOTICE = "answered TLS in plain http"
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+def test_tls_is_tried_first_for_every_host_plain_http_only_when_told():
+    assert Transport("registry.example").base == "https://registry.example"
+    assert Transport("127.0.0.1:5000").base == "https://127.0.0.1:5000"  # loopback too
+    assert Transport("127.0.0.1:5000").http_fallback and not Transport("registry.example").http_fallback
+    told = Transport("registry.example", insecure=True)
+    assert told.base == "http://registry.example" and not told.http_fallback
+
+
+@pytest.mark.slow
+def test_publish_and_pull_over_tls_on_loopback_trusting_the_ca_of_ssl_cert_file(tls_registry, tmp_path):
+    digest, _layer = one_layer_layout(tmp_path / "layout")
+    env = tls_registry.tls.env()
+    pushed = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{tls_registry.host}/tls/app:v1", "--no-progress",
+                 "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert json.loads(pushed.stdout)["pushed"][0]["digest"] == digest and NOTICE not in pushed.stderr
+    pulled = cli("pull", f"{tls_registry.host}/tls/app:v1", "--out", str(tmp_path / "back"), "--json", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert json.loads(pulled.stdout)["digest"] == digest
+    # skopeo, the oracle, reads the image lemonpack pushed over the same TLS
+    inspect = subprocess.run(["skopeo", "inspect", "--raw", f"docker://{tls_registry.host}/tls/app:v1"],
+                             capture_output=True, env={**os.environ, **env}, timeout=120)
+    assert inspect.returncode == 0, inspect.stderr
+    assert "sha256:" + __import__("hashlib").sha256(inspect.stdout).hexdigest() == digest
+
+
+@pytest.mark.slow
+def test_a_tls_failure_names_the_host_and_the_ca_bundle(tls_registry, tmp_path):
+    one_layer_layout(tmp_path / "layout")
+    other_ca = make_tls(tmp_path / "other").ca
+    for env, bundle in (({"SSL_CERT_FILE": ""}, "certifi"), ({"SSL_CERT_FILE": str(other_ca)}, str(other_ca))):
+        r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{tls_registry.host}/tls/app:v1", "--no-progress",
+                env=env)
+        assert r.returncode == 4, r.stderr
+        assert f"TLS with 127.0.0.1:{tls_registry.port} failed" in r.stderr and "CA bundle" in r.stderr, r.stderr
+        assert bundle in r.stderr and NOTICE not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_a_plain_http_loopback_registry_after_the_tls_attempt_is_said_on_stderr(tmp_path):
+    one_layer_layout(tmp_path / "layout")
+    empty = tmp_path / "registries.conf"
+    empty.write_text("")
+    with LocalRegistry(tmp_path / "reg", declare=False) as reg:
+        src, to = f"{tmp_path / 'layout'}:v1", f"{reg.host}/plain/app:v1"
+        r = cli("publish", src, "--to", to, "--no-progress", env={"CONTAINERS_REGISTRIES_CONF": str(empty)})
+        assert r.returncode == 0, r.stderr
+        assert f"registry {reg.host} {NOTICE}" in r.stderr
+        told = cli("publish", src, "--to", to, "--no-progress", "--insecure",
+                   env={"CONTAINERS_REGISTRIES_CONF": str(empty)})
+        assert told.returncode == 0 and NOTICE not in told.stderr, told.stderr
+        conf = tmp_path / "insecure.conf"
+        conf.write_text(f'[[registry]]\nlocation = "{reg.host}"\ninsecure = true\n')
+        said = cli("publish", src, "--to", to, "--no-progress", env={"CONTAINERS_REGISTRIES_CONF": str(conf)})
+        assert said.returncode == 0 and NOTICE not in said.stderr, said.stderr
+
+
+@pytest.mark.slow
+def test_docker_hub_names_go_to_registry_1_with_library_and_the_docker_login_key(tmp_path, monkeypatch):
+    """A local TLS registry answers for registry-1.docker.io (a test resolver: connections to
+    registry-1.docker.io:443 reach it; the certificate is checked against that name) and asks
+    for the credentials `docker login` stored under https://index.docker.io/v1/."""
+    tls = make_tls(tmp_path / "tls", names=("registry-1.docker.io", "127.0.0.1"))
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text(json.dumps({"auths": {"https://index.docker.io/v1/": {
+        "auth": base64.b64encode(b"hubuser:hub-pw").decode()}}}))
+    for var in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))
+    digest, layer = one_layer_layout(tmp_path / "layout")
+    with LocalRegistry(tmp_path / "hub", users={"hubuser": "hub-pw"}, tls=tls) as hub:
+        real = socket.create_connection
+        contacted = []
+
+        def resolver(address, *args, **kwargs):
+            contacted.append(address)
+            if address[0] == "registry-1.docker.io" and address[1] == 443:
+                return real(("127.0.0.1", hub.port), *args, **kwargs)
+            raise OSError(f"the test resolver knows only registry-1.docker.io, not {address}")
+
+        monkeypatch.setattr(socket, "create_connection", resolver)
+        ref = parse_registry_reference("docker.io/busybox:v1")
+        with RegistryClient(ref.host) as c:
+            assert c.creds is not None and c.creds.username == "hubuser"
+            res = publish_layout(tmp_path / "layout", ref, c)
+        assert res.pushed[0].digest == digest
+        assert (hub.storage / "docker" / "registry" / "v2" / "repositories" / "library" / "busybox").is_dir()
+        back = parse_registry_reference("index.docker.io/library/busybox:v1")
+        with RegistryClient(back.host) as c:
+            got = pull_layout(back, tmp_path / "back", c)
+        assert got.digest == digest
+        from lemonpack.registry.pin import _Resolver  # what `lemonpack pin` asks for a recipe's image
+
+        resolver_ = _Resolver(False, None)
+        try:
+            assert resolver_.resolve("docker.io/busybox:v1", "recipe.json", "container.image") == \
+                f"docker.io/busybox:v1@{digest}"  # the user's spelling kept, pinned to what Hub serves
+        finally:
+            resolver_.close()
+        assert set(contacted) == {("registry-1.docker.io", 443)}
+        # without the login: the registry wants credentials, and the message lists where we looked
+        (home / ".docker" / "config.json").write_text("{}")
+        with RegistryClient("docker.io") as c, pytest.raises(FetchError) as e:
+            c.get_manifest("library/busybox", "v1")
+        assert "registry docker.io needs credentials" in str(e.value) and str(home / ".docker" / "config.json") in str(e.value)
+    assert layer == (tmp_path / "back" / "blobs" / "sha256" / __import__("hashlib").sha256(layer).hexdigest()).read_bytes()
