@@ -138,6 +138,8 @@ class Driver:
                 self.events.observe(ev, remote=self.endpoints.pool.has(getattr(ev, "model", "")))
                 try:
                     self.policy.handle(ev)
+                    if isinstance(ev, Arrive) and self.policy.is_queued(ev.req):
+                        self.events.queued(ev.model, sum(self.policy.queued().values()), self.policy.queue_timeout)
                 except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
                     log.exception("serving policy failed on %r", ev)
                 finally:

@@ -115,6 +115,9 @@ def test_with_a_queue_timeout_a_request_waits_for_memory_then_is_served(live):
             waiting = pool.submit(c2.post, "/v1/chat/completions", json={**CHAT, "model": "user.b"})
             assert wait_for(lambda: lv.server.driver.policy.queued() == {"user.b": 1}, 30)
             assert not waiting.done() and lv.server.runner.state("user.b") is State.STOPPED
+            queued = [e for e in lv.server.driver.events.recent() if e["event"] == "queued"]
+            assert [(e["model"], e["waiting"]) for e in queued] == [("user.b", 1)], queued
+            assert queued[0]["message"] == "request waits up to 30s for memory (1 waiting)"
             rest = b"".join(chunks)
         assert b"[DONE]" in rest  # a's stream ran to its end, then a was evicted for b
         got = waiting.result(timeout=30)

@@ -281,6 +281,11 @@ class ServingPolicy:
         m = self._models.get(model)
         return m.cuts if m else 0
 
+    def is_queued(self, req: Req) -> bool:
+        """Whether request ``req`` waits for memory (``queue_timeout``)."""
+        p = self._waiting.get(req)
+        return p is not None and p.queued is not None
+
     def queued(self) -> dict[str, int]:
         """Requests waiting for memory (``queue_timeout``), by model."""
         out: dict[str, int] = {}
