@@ -289,7 +289,10 @@ class Driver:
         included: :func:`~lemonpack.runtime.models.memory.engine_floor`; an endpoint model is
         ``remote`` and holds nothing here). ``options``: the load options the engine
         is to start with (a ``POST /v1/load``'s, applied); None: the ones it was last loaded
-        with (:attr:`Catalog.load_options`)."""
+        with (:attr:`Catalog.load_options`). For a model whose engine is ready (and ``options``
+        None) it is the info that engine was admitted with."""
+        if options is None and not served.remote and (running := self.policy.running_info(served.name)) is not None:
+            return running  # a ready engine: what it was admitted with (the hot path: no option merge, no stat)
         rec = served.recipe
         modes = sorted({m for c in rec.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)}) \
             if rec is not None else []

@@ -441,9 +441,13 @@ class Proxy:
             log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
             return await self._cut(request, out, info, ctype, raw, why)
         rest = rewriter.end() if rewriter.active else b""
-        if sized[0]:
+        if sized[0]:  # read whole: its head waits for the body, both leave in one write
             out.content_length = len(rest)
+            out._send_headers_immediately = False  # web.Response's own setting (an aiohttp without it: 2 writes)
             await out.prepare(request)
+            info["bytes"] += len(rest)
+            await out.write_eof(rest)
+            return out
         await send(rest)
         await out.write_eof()
         return out

@@ -24,7 +24,7 @@ MAX_JSON_ANSWER = 8 << 20
 MAX_LINE = 1 << 20
 _SIZE = re.compile(rb"([0-9a-fA-F]{1,16})(?:;[^\r\n]*)?\r?\n")
 # the first "model" string member of each data: line (a JSON string holds no unescaped quote)
-_MODEL = re.compile(rb'^(data:[^\n]*?)"model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*"', re.M)
+_MODEL = re.compile(rb'^(data:[^\n]*?)("model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*")', re.M)
 
 
 class Dechunker:
@@ -92,7 +92,9 @@ class ModelRewriter:
         self.active = self.sse or self.json
         self._name = model
         member = b'"model":' + json.dumps(model).encode()
+        self._member = member
         self._template = b"\\1" + member.replace(b"\\", b"\\\\")  # a re.sub template: backslashes doubled
+        self._literal: bytes | None = None  # the engine's own member, as it writes it (learnt)
         self._buf = b""
         self._passing = False  # gave up rewriting (too large): pass the rest unchanged
 
@@ -135,9 +137,21 @@ class ModelRewriter:
         return self._lines(out)
 
     def _lines(self, block: bytes) -> bytes:
-        """``block`` (whole lines) with each ``data:`` line's first ``model`` member rewritten."""
+        """``block`` (whole lines) with each ``data:`` line's first ``model`` member rewritten.
+        An engine writes the same member in every event (``"model":"/m/x.gguf"``): once seen,
+        it is replaced as bytes (no regular expression per line); a ``model`` member any other
+        way still goes through the expression."""
         if b'"model"' not in block:
             return block
+        if self._literal is not None:
+            out = block.replace(self._literal, self._member)
+            if out.count(b'"model"') == out.count(self._member):
+                return out
+            block = out
+        else:
+            m = _MODEL.search(block)
+            if m is not None and m.group(2) != self._member:
+                self._literal = m.group(2)
         return _MODEL.sub(self._template, block)
 
 

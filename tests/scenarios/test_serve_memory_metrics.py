@@ -11,6 +11,7 @@ from support.recipes import recipe_doc, write_recipe
 from support.helpers import FakeClock, wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+FLOOR = "dev.lemonpack.engine_floor"
 
 
 def _add(lv, name, size, doc):
@@ -153,6 +154,8 @@ def test_the_engine_floor_is_counted_in_admission(live):
         assert 'lemonpack_model_memory_bytes{model="user.f"} 1400.0' in c.get("/metrics").text
         doc["extensions"] = {"dev.lemonpack.engine_floor": "lots"}
         write_recipe(lv.backends / "floored.json", doc)
-        assert wait_for(lambda: c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).status_code == 500, 10)
+        assert wait_for(lambda: lv.server.catalog.get("user.f").recipe.extensions[FLOOR] == "lots", 10)  # re-read
+        assert c.post("/v1/unload", json={"model_name": "user.f"}).status_code == 200  # read at the next start
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).status_code == 500
         err = c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).json()["error"]["message"]
         assert 'floored.json: extensions["dev.lemonpack.engine_floor"]: expected an integer number of bytes' in err

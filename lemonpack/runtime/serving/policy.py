@@ -271,6 +271,11 @@ class ServingPolicy:
         return {n: m.info.memory for n, m in self._models.items()
                 if m.phase is not Phase.STOPPED and m.info and not m.remote}
 
+    def running_info(self, model: str) -> ModelInfo | None:
+        """The :class:`ModelInfo` ``model``'s ready engine was admitted with (None: not ready)."""
+        m = self._models.get(model)
+        return m.info if m is not None and m.phase is Phase.READY else None
+
     def giving_way(self, model: str) -> bool:
         """Whether ``model`` drains to stop (an ``Unload`` or a ``Drain`` waits for its requests)."""
         m = self._models.get(model)
