@@ -410,8 +410,6 @@ class Proxy:
         async def write(data: bytes) -> None:
             if closing:
                 tail[0] = (tail[0] + data)[-32:]
-            if dechunk is not None:
-                data = dechunk.feed(data)
             if rewriter.active:
                 data = rewriter.feed(data)
             if sized[0] and rewriter.passing:  # too large to rewrite: streamed unchanged from here
@@ -423,7 +421,7 @@ class Proxy:
                 await send(data)
 
         try:
-            await up.relay(write, first)
+            await up.relay(write, first, dechunk)  # de-chunked there: one parse of the framing
         except (UpstreamError, ValueError) as e:
             if _gone(request):
                 info["status"] = 499

@@ -28,13 +28,17 @@ _MODEL = re.compile(rb'^(data:[^\n]*?)("model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*")'
 
 
 class Dechunker:
-    """Incremental decoder of a chunked body: :meth:`feed` framed bytes, get the data."""
+    """Incremental decoder of a chunked body: :meth:`feed` framed bytes, get the data.
+    ``done`` once the body ended (the last chunk, its trailer lines and the empty line);
+    ``extra``: bytes fed after that end (the relay then does not reuse the connection)."""
 
     def __init__(self) -> None:
         self._buf = b""
         self._left = 0  # data bytes of the current chunk still to come
         self._crlf = False  # the line end after a chunk's data is due
+        self._trailers = False  # after the last chunk: trailer lines up to the empty one
         self.done = False
+        self.extra = 0
 
     def feed(self, data: bytes) -> bytes:
         """The data bytes in ``data`` (framing removed); raises ValueError on a bad size line."""
@@ -65,6 +69,11 @@ class Dechunker:
                 break
             line = buf[pos:nl].strip()
             pos = nl + 1
+            if self._trailers:  # trailers (if any) are not data
+                if not line:
+                    self.done, self.extra = True, n - pos
+                    break
+                continue
             if self._crlf:
                 self._crlf = False
                 if not line:
@@ -73,8 +82,8 @@ class Dechunker:
                 continue
             size = int(line.split(b";", 1)[0], 16)
             if size == 0:
-                self.done = True  # trailers (if any) are not data
-                break
+                self._trailers = True
+                continue
             self._left = size
         self._buf = b"" if self.done else buf[pos:]
         return b"".join(out)
