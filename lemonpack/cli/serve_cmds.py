@@ -48,6 +48,16 @@ def serve(
     upstream_read_timeout: float | None = typer.Option(None, "--upstream-read-timeout", min=0.1, metavar="SECONDS",
                                                        help="An engine silent this long (before its answer or "
                                                             "mid-body) fails the request: 504, or a cut stream."),
+    queue_timeout: float | None = typer.Option(None, "--queue-timeout", min=0.1, metavar="SECONDS",
+                                               help="A request whose model does not fit in memory now waits this "
+                                                    "long for memory to free (first come, first started), then "
+                                                    "HTTP 503; default: 503 at once."),
+    queue_limit: int = typer.Option(64, "--queue-limit", min=1, metavar="N",
+                                    help="Requests waiting for memory at most (--queue-timeout); past it, 503 "
+                                         "at once."),
+    status_remote: bool = typer.Option(False, "--status-remote",
+                                       help="Answer the status page (GET /, /v1/status) to non-loopback clients "
+                                            "too."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand.
 

@@ -14,6 +14,7 @@ one of each part and routes to them:
   :class:`~lemonpack.runtime.lifecycle.runner.Runner`, one start for N concurrent cold requests);
 - :mod:`lemonpack.server.endpoints`: endpoint models (engines lemonpack does not spawn);
 - :mod:`lemonpack.server.events`: engine events, a log line each and ``GET /v1/events``;
+- :mod:`lemonpack.server.status`: the status page (``GET /``, its files, ``GET /v1/status``);
 - :mod:`lemonpack.server.responses` (the error envelope), :mod:`lemonpack.server.logs`
   (access lines, engine output), :mod:`lemonpack.server.metrics`.
 """
@@ -41,6 +42,7 @@ from lemonpack.server.management import Management
 from lemonpack.server.metrics import Metrics
 from lemonpack.server.proxy import HOP_BY_HOP, ROUTES, Proxy
 from lemonpack.server.responses import error, errors_middleware
+from lemonpack.server.status import StatusPage
 
 log = logging.getLogger("lemonpack.server")
 
@@ -75,6 +77,7 @@ class Server:
         self.endpoints.read_timeout = cfg.upstream_read_timeout
         self.proxy = Proxy(self.driver, self.endpoints, self.metrics)
         self.management = Management(self.driver, self.endpoints)
+        self.status = StatusPage(self, remote=cfg.status_remote)
 
     @property
     def in_flight(self) -> dict[str, int]:
@@ -95,7 +98,8 @@ class Server:
         self.driver.sweep()
 
     def app(self) -> web.Application:
-        """The aiohttp application with every route under ``/v1`` and ``/api/v1``."""
+        """The aiohttp application with every route under ``/v1`` and ``/api/v1``, ``/metrics``
+        and the status page (``/``, ``/status/NAME``, ``/v1/status``)."""
         app = web.Application(client_max_size=MAX_JSON_BYTES, middlewares=[errors_middleware, _bodies_released])
         app[LIMITS] = self.body_limits
         m = self.management
@@ -109,6 +113,9 @@ class Server:
             for path, (method, _cap) in ROUTES.items():
                 app.router.add_route(method, prefix + path.replace("{id}", "{id:[^/]+}"), self.proxy.handle)
         app.router.add_get("/metrics", m.metrics)
+        app.router.add_get("/", self.status.page)
+        app.router.add_get("/status/{name}", self.status.asset)
+        app.router.add_get("/v1/status", self.status.status)
         app.on_startup.append(self._startup)
         app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)

@@ -111,6 +111,10 @@ class Catalog:
         self.registry_problem: str | None = None
         #: Load options by model (``POST /v1/load``): used by every later start of it.
         self.load_options: dict[str, dict] = {}
+        #: registered models without a backend override, resolved: name -> (the registry
+        #: mapping and discovery result it was resolved from, the ServedModel); both are kept
+        #: objects that are replaced when their files change, so a hit is never stale
+        self._served: dict[str, tuple[object, object, ServedModel]] = {}
 
     def entries(self) -> Mapping[str, ModelEntry]:
         """The registered models by name. When ``user_models.json`` cannot be read or parsed
@@ -160,9 +164,13 @@ class Catalog:
         :class:`BackendSelectionError` when an override cannot be honoured or no recipe
         serves a model file."""
         found = self.discovery()
+        entries = self.entries()
+        hit = self._served.get(name)
+        if hit is not None and hit[0] is entries and hit[1] is found and not os.environ.get(OVERRIDE_ENV):
+            return hit[2]  # the request's hot path: nothing changed since this name was resolved
         try:
             got = resolve_model(name, directories=True, paths="absolute" if self.model_files else "none",
-                                entries=self.entries())
+                                entries=entries)
         except LemonpackError:
             if not self.model_files and os.path.isabs(os.path.expanduser(name)):
                 # the same answer whether the path exists or not: no file-existence oracle
@@ -181,8 +189,13 @@ class Catalog:
                 chosen = sel.serving_recipe(entry.recipe, ()) or entry.recipe
             found_rec = found.get(chosen)
             problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
-            return ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
-                               entry.endpoints)
+            served = ServedModel(name, chosen, found_rec.recipe if found_rec else None, spec, problem, sel,
+                                 entry.endpoints)
+            if not override:
+                if len(self._served) >= 1024:
+                    self._served.clear()
+                self._served[name] = (entries, found, served)
+            return served
         # one file, one model: its real path names the model, its engine and its metric label
         # (resolve_model's), however the request spelled it; the selector reads the file name
         # as named (a symlink of a hub cache keeps its file name) and the engine is given it

@@ -31,7 +31,7 @@ from lemonpack.contract.capabilities import CAPABILITIES
 from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
 from lemonpack.runtime.launch.options import launch_options, memory_options
-from lemonpack.runtime.models.memory import estimate_model
+from lemonpack.runtime.models.memory import engine_floor, estimate_model
 from lemonpack.runtime.lifecycle.runner import Runner
 from lemonpack.runtime.selection.selector import BackendSelectionError
 from lemonpack.runtime.serving.policy import (
@@ -69,7 +69,9 @@ class ServerConfig:
     ``idle_check`` real seconds); ``drain_timeout`` seconds a model giving way (or the
     server shutting down) lets running requests finish before cutting them (None: no bound);
     ``upstream_read_timeout`` seconds an engine may stay silent during an exchange (None: no
-    bound)."""
+    bound); ``queue_timeout`` seconds a request that does not fit in memory waits for it
+    (None: 503 at once), ``queue_limit`` such requests at most; ``status_remote``: the status
+    page answers non-loopback clients."""
 
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     load_timeout: float | None = None
@@ -80,6 +82,9 @@ class ServerConfig:
     metrics_remote: bool = False
     drain_timeout: float | None = 30.0
     upstream_read_timeout: float | None = None
+    queue_timeout: float | None = None
+    queue_limit: int = 64
+    status_remote: bool = False
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
 
@@ -98,7 +103,8 @@ class Driver:
         self.sweeps = 0
         self.policy = ServingPolicy(self, clock=config.clock, budget=config.memory_budget,
                                     max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
-                                    load_timeout=config.load_timeout, drain_timeout=config.drain_timeout)
+                                    load_timeout=config.load_timeout, drain_timeout=config.drain_timeout,
+                                    queue_timeout=config.queue_timeout, queue_limit=config.queue_limit)
         self._events: deque[Event] = deque()
         self._handling = False
         self._waiters: dict[Req, asyncio.Future[Any]] = {}
@@ -132,6 +138,8 @@ class Driver:
                 self.events.observe(ev, remote=self.endpoints.pool.has(getattr(ev, "model", "")))
                 try:
                     self.policy.handle(ev)
+                    if isinstance(ev, Arrive) and self.policy.is_queued(ev.req):
+                        self.events.queued(ev.model, sum(self.policy.queued().values()), self.policy.queue_timeout)
                 except Exception:  # noqa: BLE001 (a bug of ours must not stop the loop)
                     log.exception("serving policy failed on %r", ev)
                 finally:
@@ -285,17 +293,23 @@ class Driver:
         return served
 
     async def info(self, served: ServedModel, options: dict[str, Any] | None = None) -> ModelInfo:
-        """What admission needs of ``served`` (memory estimated before start; an endpoint
-        model is ``remote`` and holds nothing here). ``options``: the load options the engine
+        """What admission needs of ``served`` (memory estimated before start, the engine's floor
+        included: :func:`~lemonpack.runtime.models.memory.engine_floor`; an endpoint model is
+        ``remote`` and holds nothing here). ``options``: the load options the engine
         is to start with (a ``POST /v1/load``'s, applied); None: the ones it was last loaded
-        with (:attr:`Catalog.load_options`)."""
+        with (:attr:`Catalog.load_options`). For a model whose engine is ready (and ``options``
+        None) it is the info that engine was admitted with."""
+        if options is None and not served.remote and (running := self.policy.running_info(served.name)) is not None:
+            return running  # a ready engine: what it was admitted with (the hot path: no option merge, no stat)
         rec = served.recipe
         modes = sorted({m for c in rec.capabilities if c in CAPABILITIES and (m := CAPABILITIES[c].mode)}) \
             if rec is not None else []
         if served.remote:
             return ModelInfo(kind=modes[0] if modes else "chat", remote=True)
         opts = self.catalog.load_options.get(served.name, {}) if options is None else options
-        return ModelInfo(memory=await self._estimate(served, opts), slot_policy=rec.slot_policy if rec else "standard",
+        floor = engine_floor(rec)  # a recipe's bad field: 500 naming its file and key (the middleware)
+        return ModelInfo(memory=await self._estimate(served, opts) + floor,
+                         slot_policy=rec.slot_policy if rec else "standard",
                          kind=modes[0] if modes else "chat", options=options_key(opts))
 
     async def _estimate(self, served: ServedModel, options: Mapping[str, Any]) -> int:

@@ -6,8 +6,8 @@ the signal that killed it: an OOM kill is ``signal=9``), one ``replaced`` becaus
 its health check fail (why), one ``evicted`` to free memory (``for`` the model that needed it),
 one that ``gave_way`` to another (slot policy) or is ``reloading`` with new load options, one
 ``unloaded`` (``by``: the client's ``POST /v1/unload`` and its address, ``ttl``, the discovery
-watcher, the shutdown), its engine ``stopped``, and a request ``refused`` by admission (memory,
-``--max-in-flight``).
+watcher, the shutdown), its engine ``stopped``, a request ``refused`` by admission (memory,
+``--max-in-flight``) or ``queued`` for memory (``--queue-timeout``).
 
 Every event is a dict ``{"id": N, "ts": unix seconds, "event": KIND, "model": NAME, "message":
 TEXT, ...fields}``; :meth:`EngineEvents.emit` logs it on the ``lemonpack.server.events`` logger
@@ -176,6 +176,16 @@ class EngineEvents:
         if len(self._refused) > 1024:
             self._refused.pop(next(iter(self._refused)))
         self.emit("refused", model, f"request refused ({status} {kind}): {message}", status=status, kind=kind)
+
+    def queued(self, model: str, waiting: int, timeout: float | None) -> None:
+        """A request for ``model`` waits for memory (``--queue-timeout``; ``waiting`` requests
+        do): an event, at most one per model per :data:`REFUSED_EVERY` seconds, as refusals."""
+        key, now = (model, "queued"), time.monotonic()
+        if now - self._refused.get(key, -REFUSED_EVERY) < REFUSED_EVERY:
+            return
+        self._refused[key] = now
+        self.emit("queued", model, f"request waits up to {timeout:g}s for memory ({waiting} waiting)",
+                  waiting=waiting)
 
     # -- the hub
 

@@ -122,7 +122,9 @@ class ServeConfig:
     ``engine_output`` (show the engines' output lines on stderr), ``drain_timeout`` seconds
     running requests may take to finish when a model gives way or serve stops (None: no
     bound), ``upstream_read_timeout`` seconds an engine may stay silent mid-exchange (None:
-    no bound); the connection and body bounds (:mod:`lemonpack.server.connections`,
+    no bound), ``queue_timeout`` seconds a request that does not fit in memory waits for it
+    (None: 503 at once) and ``queue_limit`` requests waiting so at most, ``status_remote``
+    (the status page answers non-loopback clients); the connection and body bounds (:mod:`lemonpack.server.connections`,
     :mod:`lemonpack.server.body`): ``max_connections``,
     ``header_timeout``/``keepalive_timeout``/``body_timeout`` seconds, ``body_budget`` as
     typed (``256MiB``)."""
@@ -139,6 +141,9 @@ class ServeConfig:
     engine_output: bool = True
     drain_timeout: float | None = 30.0
     upstream_read_timeout: float | None = None
+    queue_timeout: float | None = None
+    queue_limit: int = 64
+    status_remote: bool = False
     max_connections: int = Limits.max_connections
     header_timeout: float = Limits.header_timeout
     keepalive_timeout: float = Limits.keepalive_timeout
@@ -193,7 +198,9 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,
-                                     upstream_read_timeout=config.upstream_read_timeout),
+                                     upstream_read_timeout=config.upstream_read_timeout,
+                                     queue_timeout=config.queue_timeout, queue_limit=config.queue_limit,
+                                     status_remote=config.status_remote),
                         body_limits=BodyLimits(timeout=config.body_timeout, budget=BodyBudget(body_budget)))
         server.limits = limits
         ready = lambda: notice(f"listening on http://{host}:{port} (OpenAI API under /v1 and /api/v1)")  # noqa: E731

@@ -51,6 +51,13 @@ class Management:
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``: every registered model with recipe, capabilities, state; then
         every model file (named by path) whose engine is loading, ready or failed, by name."""
+        doc: dict[str, Any] = {"object": "list", "data": self.model_rows()}
+        if self.catalog.registry_problem:
+            doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
+        return web.json_response(doc)
+
+    def model_rows(self) -> list[dict[str, Any]]:
+        """The ``data`` of ``GET /v1/models`` (the status page lists the same rows)."""
         data = []
         for m in self.catalog.models():
             state, reason = self._state(m.name)
@@ -76,10 +83,7 @@ class Management:
             data.append({"id": name, "object": "model", "owned_by": "lemonpack", "recipe": eng.plan.recipe,
                          "capabilities": list(rec.recipe.capabilities) if rec else [], "state": state,
                          "reason": reason, "remote": False})
-        doc: dict[str, Any] = {"object": "list", "data": data}
-        if self.catalog.registry_problem:
-            doc["warnings"] = [self.catalog.registry_problem + "; the last good model registry is served"]
-        return web.json_response(doc)
+        return data
 
     async def _body_model(self, request: web.Request) -> tuple[str | None, bool]:
         """The model an unload names (``model_name``, ``model`` or ``?model=``) and whether

@@ -410,8 +410,6 @@ class Proxy:
         async def write(data: bytes) -> None:
             if closing:
                 tail[0] = (tail[0] + data)[-32:]
-            if dechunk is not None:
-                data = dechunk.feed(data)
             if rewriter.active:
                 data = rewriter.feed(data)
             if sized[0] and rewriter.passing:  # too large to rewrite: streamed unchanged from here
@@ -423,7 +421,7 @@ class Proxy:
                 await send(data)
 
         try:
-            await up.relay(write, first)
+            await up.relay(write, first, dechunk)  # de-chunked there: one parse of the framing
         except (UpstreamError, ValueError) as e:
             if _gone(request):
                 info["status"] = 499
@@ -441,9 +439,13 @@ class Proxy:
             log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
             return await self._cut(request, out, info, ctype, raw, why)
         rest = rewriter.end() if rewriter.active else b""
-        if sized[0]:
+        if sized[0]:  # read whole: its head waits for the body, both leave in one write
             out.content_length = len(rest)
+            out._send_headers_immediately = False  # web.Response's own setting (an aiohttp without it: 2 writes)
             await out.prepare(request)
+            info["bytes"] += len(rest)
+            await out.write_eof(rest)
+            return out
         await send(rest)
         await out.write_eof()
         return out

@@ -24,17 +24,21 @@ MAX_JSON_ANSWER = 8 << 20
 MAX_LINE = 1 << 20
 _SIZE = re.compile(rb"([0-9a-fA-F]{1,16})(?:;[^\r\n]*)?\r?\n")
 # the first "model" string member of each data: line (a JSON string holds no unescaped quote)
-_MODEL = re.compile(rb'^(data:[^\n]*?)"model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*"', re.M)
+_MODEL = re.compile(rb'^(data:[^\n]*?)("model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*")', re.M)
 
 
 class Dechunker:
-    """Incremental decoder of a chunked body: :meth:`feed` framed bytes, get the data."""
+    """Incremental decoder of a chunked body: :meth:`feed` framed bytes, get the data.
+    ``done`` once the body ended (the last chunk, its trailer lines and the empty line);
+    ``extra``: bytes fed after that end (the relay then does not reuse the connection)."""
 
     def __init__(self) -> None:
         self._buf = b""
         self._left = 0  # data bytes of the current chunk still to come
         self._crlf = False  # the line end after a chunk's data is due
+        self._trailers = False  # after the last chunk: trailer lines up to the empty one
         self.done = False
+        self.extra = 0
 
     def feed(self, data: bytes) -> bytes:
         """The data bytes in ``data`` (framing removed); raises ValueError on a bad size line."""
@@ -65,6 +69,11 @@ class Dechunker:
                 break
             line = buf[pos:nl].strip()
             pos = nl + 1
+            if self._trailers:  # trailers (if any) are not data
+                if not line:
+                    self.done, self.extra = True, n - pos
+                    break
+                continue
             if self._crlf:
                 self._crlf = False
                 if not line:
@@ -73,8 +82,8 @@ class Dechunker:
                 continue
             size = int(line.split(b";", 1)[0], 16)
             if size == 0:
-                self.done = True  # trailers (if any) are not data
-                break
+                self._trailers = True
+                continue
             self._left = size
         self._buf = b"" if self.done else buf[pos:]
         return b"".join(out)
@@ -92,7 +101,9 @@ class ModelRewriter:
         self.active = self.sse or self.json
         self._name = model
         member = b'"model":' + json.dumps(model).encode()
+        self._member = member
         self._template = b"\\1" + member.replace(b"\\", b"\\\\")  # a re.sub template: backslashes doubled
+        self._literal: bytes | None = None  # the engine's own member, as it writes it (learnt)
         self._buf = b""
         self._passing = False  # gave up rewriting (too large): pass the rest unchanged
 
@@ -135,9 +146,21 @@ class ModelRewriter:
         return self._lines(out)
 
     def _lines(self, block: bytes) -> bytes:
-        """``block`` (whole lines) with each ``data:`` line's first ``model`` member rewritten."""
+        """``block`` (whole lines) with each ``data:`` line's first ``model`` member rewritten.
+        An engine writes the same member in every event (``"model":"/m/x.gguf"``): once seen,
+        it is replaced as bytes (no regular expression per line); a ``model`` member any other
+        way still goes through the expression."""
         if b'"model"' not in block:
             return block
+        if self._literal is not None:
+            out = block.replace(self._literal, self._member)
+            if out.count(b'"model"') == out.count(self._member):
+                return out
+            block = out
+        else:
+            m = _MODEL.search(block)
+            if m is not None and m.group(2) != self._member:
+                self._literal = m.group(2)
         return _MODEL.sub(self._template, block)
 
 

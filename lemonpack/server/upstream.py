@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from multidict import CIMultiDict
 
@@ -73,15 +74,37 @@ class Answer:
     def content_length(self) -> int | None:
         return self.framing[1] if self.framing[0] == "length" else (0 if self.framing[0] == "none" else None)
 
-    async def relay(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None = None) -> None:
-        """Pass the body to ``write`` as it arrives (a chunked body with its framing);
-        ``first()`` before the first bytes. Raises :class:`UpstreamError` when the engine
-        ends it early."""
+    async def relay(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None = None,
+                    decode: Any = None) -> None:
+        """Pass the body to ``write`` as it arrives (a chunked body with its framing, unless
+        ``decode``, a :class:`lemonpack.server.rewrite.Dechunker`, is given: then its data,
+        the one parse of the framing); ``first()`` before the first bytes. Raises
+        :class:`UpstreamError` when the engine ends it early."""
         conn = self._conn
         read = conn.read
         kind, n = self.framing
         if kind == "none":
             return
+        if kind == "chunked" and decode is not None:
+            while True:
+                data = await read(READ)
+                if not data:
+                    raise conn.ended("the engine closed its chunked answer before its end")
+                if first is not None:
+                    first(); first = None
+                try:
+                    out = decode.feed(data)
+                except ValueError as e:
+                    self._conn.reusable = False
+                    raise UpstreamError(f"the engine sent a bad chunked answer: {e}") from None
+                if out:
+                    await write(out)
+                if decode.done:
+                    if decode.extra:
+                        self._conn.reusable = False
+                        raise UpstreamError("the engine sent bytes after the end of its chunked answer")
+                    self.done = True
+                    return
         if kind == "length":
             left = n
             while left > 0:

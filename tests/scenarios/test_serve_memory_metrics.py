@@ -11,6 +11,7 @@ from support.recipes import recipe_doc, write_recipe
 from support.helpers import FakeClock, wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+FLOOR = "dev.lemonpack.engine_floor"
 
 
 def _add(lv, name, size, doc):
@@ -98,3 +99,63 @@ def test_a_bad_memory_budget_is_a_one_line_usage_error(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == ("error: --memory-budget: size '12parsecs': expected a number with an optional unit "
                                 "(24GiB, 512MiB, 8GB)")
+
+
+def test_with_a_queue_timeout_a_request_waits_for_memory_then_is_served(live):
+    clock = FakeClock()  # the queue timeout counts on it
+    lv = live(memory_budget=1500, queue_timeout=30, idle_check=0.02, clock=clock)
+    doc = recipe_doc("slow", fake_engine=["--chunks", "20", "--chunk-delay", "0.05"])
+    _add(lv, "user.a", 1000, doc)
+    _add(lv, "user.b", 1000, doc)
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c, \
+            httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c2, ThreadPoolExecutor(1) as pool:
+        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "model": "user.a", "stream": True}) as r:
+            chunks = r.iter_raw()
+            next(chunks)
+            waiting = pool.submit(c2.post, "/v1/chat/completions", json={**CHAT, "model": "user.b"})
+            assert wait_for(lambda: lv.server.driver.policy.queued() == {"user.b": 1}, 30)
+            assert not waiting.done() and lv.server.runner.state("user.b") is State.STOPPED
+            queued = [e for e in lv.server.driver.events.recent() if e["event"] == "queued"]
+            assert [(e["model"], e["waiting"]) for e in queued] == [("user.b", 1)], queued
+            assert queued[0]["message"] == "request waits up to 30s for memory (1 waiting)"
+            rest = b"".join(chunks)
+        assert b"[DONE]" in rest  # a's stream ran to its end, then a was evicted for b
+        got = waiting.result(timeout=30)
+        assert got.status_code == 200, got.text
+        assert lv.server.runner.state("user.a") is State.STOPPED
+        # a queue timeout: b busy now, a waits and gives up after 30 s (of the fake clock)
+        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "model": "user.b", "stream": True}) as r:
+            chunks = r.iter_raw()
+            next(chunks)
+            waiting = pool.submit(c2.post, "/v1/chat/completions", json={**CHAT, "model": "user.a"})
+            assert wait_for(lambda: lv.server.driver.policy.queued() == {"user.a": 1}, 30)
+            clock.advance(30)
+            late = waiting.result(timeout=30)
+            assert late.status_code == 503 and late.headers["retry-after"] == "1"
+            assert late.json()["error"]["type"] == "insufficient_memory"
+            assert late.json()["error"]["message"].startswith("waited 30s for memory: model 'user.a' needs 1000 B")
+            assert b"[DONE]" in b"".join(chunks)
+        metrics = c2.get("/metrics").text
+    assert 'lemonpack_requests_total{model="user.a",route="/v1/chat/completions",status="503"} 1.0' in metrics
+
+
+def test_the_engine_floor_is_counted_in_admission(live):
+    lv = live(memory_budget=1500)
+    doc = recipe_doc("floored", fake_engine=[], extensions={"dev.lemonpack.engine_floor": 600})
+    _add(lv, "user.f", 1000, doc)  # 1000 B + 600 B of engine > 1500 B
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=30) as c:
+        r = c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"})
+        assert r.status_code == 503 and "needs 1.6 KiB, more than the whole memory budget" in r.json()["error"]["message"]
+        doc["extensions"] = {"dev.lemonpack.engine_floor": 400}
+        write_recipe(lv.backends / "floored.json", doc)
+        assert wait_for(lambda: c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).status_code == 200, 10)
+        assert 'lemonpack_model_memory_bytes{model="user.f"} 1400.0' in c.get("/metrics").text
+        doc["extensions"] = {"dev.lemonpack.engine_floor": "lots"}
+        write_recipe(lv.backends / "floored.json", doc)
+        assert wait_for(lambda: lv.server.catalog.get("user.f").recipe.extensions[FLOOR] == "lots", 10)  # re-read
+        assert c.post("/v1/unload", json={"model_name": "user.f"}).status_code == 200  # read at the next start
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).status_code == 500
+        err = c.post("/v1/chat/completions", json={**CHAT, "model": "user.f"}).json()["error"]["message"]
+        assert 'floored.json: extensions["dev.lemonpack.engine_floor"]: expected an integer number of bytes' in err

@@ -147,6 +147,7 @@ def test_a_registered_only_catalog_never_looks_at_a_path(monkeypatch):
     c.entries = lambda: {}  # type: ignore[method-assign]
     c.discovery = lambda: None  # type: ignore[method-assign]
     c.model_files = False
+    c._served = {}  # Catalog.__init__ is skipped: its memo of resolved names
     for p in ("/etc/passwd", "/nope/x.gguf"):
         with pytest.raises(cat.ModelNotFound, match="served only when lemonpack serve listens on a loopback"):
             c.get(p)

@@ -59,3 +59,25 @@ def test_taken_port_is_refused_exit_2(tmp_path):
                                 "LEMONPACK_CACHE_DIR": str(tmp_path / "k"), "HOME": str(tmp_path)})
     assert r.returncode == 2, r.stderr
     assert "already in use" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_registered_model_is_resolved_once_until_the_registry_or_discovery_changes(live, monkeypatch):
+    monkeypatch.delenv("LEMONPACK_BACKEND", raising=False)
+    lv = live()
+    lv.add("user.a", recipe_doc("alpha", fake_engine=[]))
+    lv.start()
+    cat = lv.server.catalog
+    first = cat.get("user.a")
+    assert cat.get("user.a") is first  # the hot path: the same answer, not resolved again
+    lv.add("user.b", recipe_doc("beta", fake_engine=[]))  # the registry file is replaced
+    again = cat.get("user.a")
+    assert again is not first and again == first
+    write_recipe(lv.backends / "alpha.json", recipe_doc("alpha", display_name="Alpha two", fake_engine=[]))
+    cat.watcher.refresh()
+    assert cat.get("user.a").recipe.display_name == "Alpha two"
+    lv.registry.remove("user.a")
+    with pytest.raises(Exception, match="not registered"):
+        cat.get("user.a")
+    monkeypatch.setenv("LEMONPACK_BACKEND", "beta")  # an override: resolved (and selected) every time
+    with pytest.raises(Exception, match="LEMONPACK_BACKEND=beta"):
+        cat.get("user.b")

@@ -62,3 +62,28 @@ def test_a_huge_json_answer_passes_unchanged():
     r = ModelRewriter(NAME, "application/json")
     body = b'{"model": "/p", "data": "' + b"x" * MAX_JSON_ANSWER + b'"}'
     assert _feed(r, body, 1 << 20) + r.end() == body
+
+
+def test_an_engines_own_member_is_learnt_and_replaced_as_bytes_others_still_rewritten():
+    from lemonpack.server.rewrite import ModelRewriter
+
+    r = ModelRewriter("user.x", "text/event-stream")
+    ev = b'data: {"model":"/m/x.gguf","choices":[{"delta":{"content":"tok"}}]}\n\n'
+    assert r.feed(ev * 3) == ev.replace(b'"/m/x.gguf"', b'"user.x"') * 3
+    assert r._literal == b'"model":"/m/x.gguf"'  # learnt from the first block
+    other = b'data: {"model" : "other", "x": 1}\n\n'  # another spelling: the expression still applies
+    half = len(ev) // 2
+    out = r.feed(ev[:half]) + r.feed(ev[half:] + other) + r.end()
+    assert out == ev.replace(b'"/m/x.gguf"', b'"user.x"') + b'data: {"model":"user.x", "x": 1}\n\n'
+    plain = b'data: {"choices":[]}\n\n'
+    assert r.feed(plain) == plain
+
+
+def test_dechunker_ends_after_the_trailers_and_counts_bytes_after_the_end():
+    d = Dechunker()
+    assert d.feed(b"3\r\nabc\r\n0\r\n") == b"abc" and not d.done  # the empty line is still due
+    assert d.feed(b"T: 1\r\n") == b"" and not d.done
+    assert d.feed(b"\r\n") == b"" and d.done and d.extra == 0
+    d = Dechunker()
+    d.feed(b"1\r\nx\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n")
+    assert d.done and d.extra == len(b"HTTP/1.1 200 OK\r\n")

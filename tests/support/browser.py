@@ -53,10 +53,12 @@ def artifacts_dir(name: str, fallback: Path) -> Path:
 
 @contextlib.contextmanager
 def chromium(*, offline: bool = True, javascript: bool = True,
-             performance_log: bool = False) -> Iterator["object"]:
+             performance_log: bool = False, loopback: bool = False) -> Iterator["object"]:
     """A headless Chromium WebDriver (selenium), offline by default; quit on exit.
     ``javascript=False`` disables scripts (content setting); ``performance_log=True`` records
-    DevTools network events (``driver.get_log("performance")``).
+    DevTools network events (``driver.get_log("performance")``); ``loopback=True`` (with
+    ``offline=False``) lets requests to 127.0.0.1 through and nothing else (every other host
+    still goes to the closed proxy port and resolves nothing: a page served by a test server).
     Fails (never skips) when Chromium, chromedriver or selenium is missing: CI must run these."""
     for exe, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
         if not shutil.which(exe):
@@ -67,6 +69,10 @@ def chromium(*, offline: bool = True, javascript: bool = True,
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for a in ARGS:
+        if loopback and a.startswith("--proxy-bypass-list="):
+            continue  # loopback bypasses the dead proxy
+        if loopback and a.startswith("--host-resolver-rules="):
+            a += ", EXCLUDE 127.0.0.1"  # an address literal, resolved to itself
         opts.add_argument(a)
     prefs = {"browser": "ALL"}
     if performance_log:

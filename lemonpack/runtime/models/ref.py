@@ -112,20 +112,22 @@ class ResolvedModel:
         :func:`lemonpack.runtime.launch.options.launch_options` (the recipe's
         ``custom_options`` defaults and ``recipe_options``, the entry's ``recipe_options``,
         ``options``), read by :func:`~lemonpack.runtime.launch.options.memory_options`.
-        ``{"bytes", "weights", "kv", "ctx_size", "how"}``; None when the main file is not local
+        ``{"bytes", "weights", "kv", "floor", "ctx_size", "how"}`` (``floor``: the engine's own,
+        :func:`~lemonpack.runtime.models.memory.engine_floor` of ``recipe``); None when the main file is not local
         or cannot be estimated, or an option value is one the launch would refuse."""
         from lemonpack.runtime.launch.options import launch_options, memory_options
-        from lemonpack.runtime.models.memory import estimate_model
+        from lemonpack.runtime.models.memory import engine_floor, estimate_model
 
         path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
         if not path.exists():
             return None
         try:
             mem = memory_options(launch_options(recipe, getattr(self.entry, "recipe_options", None), options))
-            est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+            est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v, engine_floor(recipe))
         except LemonpackError:
             return None
-        return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": mem.ctx_size, "how": est.how}
+        return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "floor": est.floor,
+                "ctx_size": mem.ctx_size, "how": est.how}
 
 
 def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistry | None = None,

@@ -31,8 +31,12 @@ Decisions
     starting or stopping engine holds (``unmetered`` recipes count 0). Fits: start. Fits once
     idle models leave: the least recently used idle ones are stopped (never a busy one) and
     the request waits for them. Cannot fit while others are busy: 503 ``insufficient_memory``
-    (``needs X, Y free of Z (busy: ...)``), busy streams go on. Larger than the whole budget:
-    503 at once, no engine started.
+    (``needs X, Y free of Z (busy: ...)``), busy streams go on; with ``queue_timeout`` it
+    *queues* instead: it waits (first come, first started: a later request that needs a start
+    queues behind it even if it would fit) until memory frees (an engine stops, a busy model
+    goes idle and can be evicted), up to ``queue_timeout`` seconds, then 503
+    ``insufficient_memory``; at most ``queue_limit`` requests queue (past it: 503 at once).
+    Larger than the whole budget: 503 at once, no engine started.
   - **Slot policy** (recipe ``slot_policy``, seed 000 section 4.4): ``standard`` models
     coexist within the budget; two ``exclusive_npu`` models never run together; two
     ``coexist_by_type`` models of the same kind (deployment mode: chat, embeddings, ...)
@@ -201,6 +205,7 @@ class _Pending:
     load: bool
     arrived: float
     seq: int = 0
+    queued: float | None = None  # since when it waits for memory (``queue_timeout``)
 
 
 def size(b: int) -> str:
@@ -215,18 +220,21 @@ def size(b: int) -> str:
 
 class ServingPolicy:
     """See the module docstring. ``budget`` bytes (None: no memory limit), ``clock`` seconds
-    (monotonic), ``ttl``/``soft_idle``/``load_timeout``/``drain_timeout`` seconds (None:
-    never)."""
+    (monotonic), ``ttl``/``soft_idle``/``load_timeout``/``drain_timeout``/``queue_timeout``
+    seconds (None: never; ``queue_timeout`` None: no queue, a request that does not fit is
+    answered 503 at once), ``queue_limit`` requests waiting for memory at most."""
 
     def __init__(self, effects: ServingEffects, *, clock: Callable[[], float], budget: int | None = None,
                  max_in_flight: int = 64, ttl: float | None = None, soft_idle: float | None = None,
-                 load_timeout: float | None = None, drain_timeout: float | None = 30.0) -> None:
+                 load_timeout: float | None = None, drain_timeout: float | None = 30.0,
+                 queue_timeout: float | None = None, queue_limit: int = 64) -> None:
         self._fx = effects
         self.clock = clock
         self.budget = budget
         self.max_in_flight = max_in_flight
         self.ttl, self.soft_idle, self.load_timeout = ttl, soft_idle, load_timeout
         self.drain_timeout = drain_timeout
+        self.queue_timeout, self.queue_limit = queue_timeout, queue_limit
         #: requests cut so far (a drain that timed out, a forced unload, a shutdown)
         self.cuts = 0
         self._models: dict[str, _Model] = {}
@@ -263,6 +271,11 @@ class ServingPolicy:
         return {n: m.info.memory for n, m in self._models.items()
                 if m.phase is not Phase.STOPPED and m.info and not m.remote}
 
+    def running_info(self, model: str) -> ModelInfo | None:
+        """The :class:`ModelInfo` ``model``'s ready engine was admitted with (None: not ready)."""
+        m = self._models.get(model)
+        return m.info if m is not None and m.phase is Phase.READY else None
+
     def giving_way(self, model: str) -> bool:
         """Whether ``model`` drains to stop (an ``Unload`` or a ``Drain`` waits for its requests)."""
         m = self._models.get(model)
@@ -272,6 +285,19 @@ class ServingPolicy:
         """Requests of ``model`` cut so far."""
         m = self._models.get(model)
         return m.cuts if m else 0
+
+    def is_queued(self, req: Req) -> bool:
+        """Whether request ``req`` waits for memory (``queue_timeout``)."""
+        p = self._waiting.get(req)
+        return p is not None and p.queued is not None
+
+    def queued(self) -> dict[str, int]:
+        """Requests waiting for memory (``queue_timeout``), by model."""
+        out: dict[str, int] = {}
+        for p in self._waiting.values():
+            if p.queued is not None:
+                out[p.model] = out.get(p.model, 0) + 1
+        return out
 
     def busy(self) -> int:
         """Requests granted and not finished, over every model."""
@@ -424,6 +450,11 @@ class ServingPolicy:
                     phase = self.phase(p.model).value
                     self._reject(req, 503, "model_load_timeout",
                                  f"model {p.model!r} was not ready within {self.load_timeout:g}s (it is {phase})")
+        if self.queue_timeout is not None:
+            for req, p in list(self._waiting.items()):
+                if p.queued is not None and now - p.queued >= self.queue_timeout:
+                    self._reject(req, 503, "insufficient_memory", f"waited {self.queue_timeout:g}s for memory: "
+                                 f"{self._shortfall(p.model, p.info.metered)}")
         for name, m in self._models.items():
             if m.phase is not Phase.READY or m.busy or m.draining or m.remote or self._wants(name):
                 continue
@@ -463,6 +494,10 @@ class ServingPolicy:
             self._fx.start(name, info)
             return
         need = info.metered
+        if self.queue_timeout is not None and any(
+                p.queued is not None and p.seq < seq and p.model != name for p in self._waiting.values()):
+            self._queue(name, need)  # first come, first started
+            return
         if self.budget is not None and need > self.budget:
             self._reject_model(name, 503, "insufficient_memory",
                                f"model {name!r} needs {size(need)}, more than the whole memory budget "
@@ -482,6 +517,8 @@ class ServingPolicy:
             return  # waits for them to stop
         if self.budget is None or need <= self.budget - self.used():
             m.phase, m.info, m.engine, m.draining = Phase.STARTING, info, None, None
+            for p in self._waiting.values():
+                p.queued = None if p.model == name else p.queued  # it waits for its engine now
             self._fx.start(name, info)
             return
         free = self.budget - self.used()
@@ -489,11 +526,10 @@ class ServingPolicy:
         idle = sorted(((n, o) for n, o in others if o.phase is Phase.READY and not o.busy and o.info is not None
                        and o.info.metered > 0 and not self._wants(n)), key=lambda x: x[1].since)
         if free + releasing + sum(o.info.metered for _, o in idle if o.info is not None) < need:
-            busy = [f"{n} {size(o.info.metered)}" for n, o in others if o.info and o.info.metered
-                    and o.phase is not Phase.STOPPING]
-            self._reject_model(name, 503, "insufficient_memory",
-                               f"model {name!r} needs {size(need)}, {size(max(free, 0))} free of "
-                               f"{size(self.budget)} (busy: {', '.join(busy) or 'none'})")
+            if self.queue_timeout is not None:
+                self._queue(name, need)
+            else:
+                self._reject_model(name, 503, "insufficient_memory", self._shortfall(name, need))
             return
         for n, o in idle:  # least recently used first
             if free + releasing >= need:
@@ -501,6 +537,27 @@ class ServingPolicy:
             o.draining, o.draining_for = "evict", name
             releasing += o.info.metered if o.info is not None else 0
             self._stop(n, o)
+
+    def _shortfall(self, name: str, need: int) -> str:
+        """``model 'b' needs 4.0 GiB, 2.0 GiB free of 10.0 GiB (busy: a 8.0 GiB)``."""
+        budget = self.budget or 0
+        busy = [f"{n} {size(o.info.metered)}" for n, o in self._models.items() if n != name and o.info
+                and o.info.metered and o.phase not in (Phase.STOPPING, Phase.STOPPED) and not o.remote]
+        return (f"model {name!r} needs {size(need)}, {size(max(budget - self.used(), 0))} free of {size(budget)} "
+                f"(busy: {', '.join(busy) or 'none'})")
+
+    def _queue(self, name: str, need: int) -> None:
+        """The requests for ``name`` wait for memory (``queue_timeout``); past ``queue_limit``
+        queued requests, the newer ones get 503 at once."""
+        now, n = self.clock(), sum(1 for p in self._waiting.values() if p.queued is not None)
+        for req, p in list(self._waiting.items()):
+            if p.model != name or p.queued is not None:
+                continue
+            if n >= self.queue_limit:
+                self._reject(req, 503, "insufficient_memory", f"{self._shortfall(name, need)}; "
+                             f"{n} requests already wait for memory (limit {self.queue_limit})")
+            else:
+                p.queued, n = now, n + 1
 
     def _remote_down(self, name: str, m: _Model, reason: str) -> None:
         """Every endpoint of remote ``name`` is down: answer who waits (a ``load`` keeps

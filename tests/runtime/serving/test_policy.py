@@ -394,3 +394,104 @@ def test_gives_way_to_says_for_whom():
     assert p.gives_way_to("x") == ("swap", "y")
     p.handle(Arrive(5, "b", ModelInfo(memory=4 * GiB, options=(("ctx_size", "512"),)), load=True))
     assert p.gives_way_to("b") == ("reload", None)
+
+
+# -- the memory queue (--queue-timeout)
+
+
+def _busy_a(**kw):
+    """A policy with a 10 GiB budget and model a (8 GiB) busy with request 1."""
+    p, fx, clock = make(budget=10 * GiB, **kw)
+    p.handle(Arrive(1, "a", ModelInfo(memory=8 * GiB))); up(p, fx, "a")
+    return p, fx, clock
+
+
+def test_without_a_queue_a_model_that_does_not_fit_is_refused_at_once():
+    p, fx, _ = _busy_a()
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    assert fx.answers[2][:3] == ("reject", 503, "insufficient_memory") and p.queued() == {}
+
+
+def test_a_queued_request_waits_for_memory_then_starts():
+    p, fx, clock = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    assert 2 not in fx.answers and p.queued() == {"b": 1} and ("stop", "a") not in fx.log  # a's stream goes on
+    clock.t = 10
+    p.handle(Tick())
+    assert 2 not in fx.answers
+    p.handle(Finish(1))  # a idle: evicted for b
+    assert fx.log[-1] == ("stop", "a") and p.gives_way_to("a") == ("evict", "b")
+    down(p, "a")
+    assert fx.log[-1] == ("start", "b", ()) and p.queued() == {}  # waits for its engine now, not memory
+    clock.t = 45  # past the queue timeout: started, so no longer queued
+    p.handle(Tick())
+    up(p, fx, "b")
+    assert fx.answers[2][0] == "grant" and not fx.twice
+
+
+def test_the_queue_timeout_answers_503_with_the_shortfall():
+    p, fx, clock = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    clock.t = 29.9
+    p.handle(Tick())
+    assert 2 not in fx.answers
+    clock.t = 30
+    p.handle(Tick())
+    status, kind, msg = fx.answers[2][1:]
+    assert (status, kind) == (503, "insufficient_memory")
+    assert msg == "waited 30s for memory: model 'b' needs 4.0 GiB, 2.0 GiB free of 10.0 GiB (busy: a 8.0 GiB)"
+    assert fx.starts == 1 and ("stop", "a") not in fx.log and p.queued() == {}
+
+
+def test_the_queue_is_first_come_first_started():
+    p, fx, _ = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    p.handle(Arrive(3, "c", ModelInfo(memory=1 * GiB)))  # would fit now (2 GiB free): waits behind b
+    assert [e for e in fx.log if e[0] == "start"] == [("start", "a", ())]
+    assert p.queued() == {"b": 1, "c": 1}
+    p.handle(Finish(1)); down(p, "a")
+    starts = [e[1] for e in fx.log if e[0] == "start"]
+    assert starts == ["a", "b", "c"]  # b first, then c (5 GiB of 10 together)
+    up(p, fx, "b"); up(p, fx, "c")
+    assert fx.answers[2][0] == fx.answers[3][0] == "grant"
+
+
+def test_a_ready_model_is_granted_past_the_queue():
+    p, fx, _ = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    p.handle(Arrive(3, "a", ModelInfo(memory=8 * GiB)))  # needs no start: nothing to wait for
+    assert fx.answers[3][0] == "grant" and 2 not in fx.answers
+
+
+def test_the_queue_is_bounded():
+    p, fx, _ = _busy_a(queue_timeout=30, queue_limit=2)
+    for r in (2, 3, 4):
+        p.handle(Arrive(r, "b", ModelInfo(memory=4 * GiB)))
+    assert 2 not in fx.answers and 3 not in fx.answers
+    status, kind, msg = fx.answers[4][1:]
+    assert (status, kind) == (503, "insufficient_memory") and msg.endswith(
+        "2 requests already wait for memory (limit 2)")
+    assert p.queued() == {"b": 2}
+
+
+def test_larger_than_the_budget_is_refused_at_once_even_with_a_queue():
+    p, fx, _ = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "huge", ModelInfo(memory=11 * GiB)))
+    assert fx.answers[2][:3] == ("reject", 503, "insufficient_memory") and p.queued() == {}
+    assert "more than the whole memory budget" in fx.answers[2][3]
+
+
+def test_a_queued_request_whose_client_left_is_forgotten():
+    p, fx, _ = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    p.handle(Finish(2))
+    assert p.queued() == {}
+    p.handle(Finish(1))
+    assert fx.starts == 1 and ("stop", "a") not in fx.log  # nobody wants b: a stays
+
+
+def test_shutdown_answers_queued_requests():
+    p, fx, _ = _busy_a(queue_timeout=30)
+    p.handle(Arrive(2, "b", ModelInfo(memory=4 * GiB)))
+    p.handle(Drain())
+    assert fx.answers[2][1:3] == (503, "server_shutting_down")
