@@ -40,7 +40,7 @@ from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
 from lemonpack.catalogue.feed import atom_feed
-from lemonpack.catalogue.fetching import fetch_source, tree_digest
+from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
@@ -48,7 +48,7 @@ from lemonpack.contract.loader import check_text
 from lemonpack.files import replace_directory
 from lemonpack.digest import Digest
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
-from lemonpack.fetch import ArtifactCache, Mirror, fetch
+from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.canonical import canonical_json
 from lemonpack.safetree import inside
 
@@ -225,8 +225,8 @@ def _signature(ctx: _Context, ent: EntrySource, fetched) -> dict:
                                      registry_config=ctx.cfg.registry_config)
 
     def read(url: str) -> bytes:
-        got = fetch(url, sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror, progress=False,
-                    client=ctx.cfg.client)
+        got = bounded_fetch(url, None, bounded.MAX_SIGNATURE_BYTES, cache=ctx.cfg.cache or ArtifactCache(),
+                            mirror=ctx.cfg.mirror, client=ctx.cfg.client)
         with open(got.path, "rb") as f:
             return f.read(4096)
 

@@ -96,6 +96,8 @@ def test_facts_platforms_pinning_commands(built):
     strix = e["recipe:acme-strix"]
     rocm = next(p for p in strix["platforms"] if p["accelerator"] == "rocm")
     assert rocm["arch_patterns"] == ["gfx115*"] and rocm["archs"] == ["gfx1150", "gfx1151", "gfx1152", "gfx1153"]
+    # the block inherits the top-level artifact: install finds one for any arch (plan_install), so does the index
+    assert rocm["any_arch"] is True
     assert strix["pinning"]["status"] == "all" and len(strix["pinning"]["artifacts"]) == 2
     box = e["recipe:beta-box"]["pinning"]
     assert box["status"] == "partly"
@@ -109,7 +111,8 @@ def test_facts_platforms_pinning_commands(built):
     assert hello["commands"]["install"] == "lemonpack install --example"  # the shipped example (case 29)
     assert hello["commands"]["nix"] == "nix build .#hello-engine-linux-cpu"
     assert e["extension:acme_moe"]["platforms"] == [
-        {"os": o, "accelerator": "vulkan", "archs": [], "arch_patterns": []} for o in ("darwin", "linux", "windows")]
+        {"os": o, "accelerator": "vulkan", "archs": [], "arch_patterns": [], "any_arch": True}
+        for o in ("darwin", "linux", "windows")]
     assert e["extension:beta_ext"]["source"]["type"] == "https"
     assert all(x["reproducible"]["status"] == "not-checked" for x in index["entries"])
 

@@ -26,7 +26,8 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     render_site(index, tmp_path)
     files = tree(tmp_path)
     slugs = [entry_slug(e["id"]) for e in index["entries"]]
-    assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/site.js", "assets/site.css"]
+    assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js",
+                                   "assets/site.css"]
                                    + [f"entry/{s}.html" for s in slugs])
     # The data script is the page data, canonical: per entry, in index order, the fields the
     # search, the facets and the host fit read (digests, sources, commands stay out).
@@ -40,7 +41,8 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     for r, e in zip(rows, index["entries"]):
         for k in ("kind", "name", "display_name", "official", "publisher", "description", "tags", "capabilities"):
             assert r[k] == e[k], k
-        assert r["platforms"] == [[p["os"], p["accelerator"], p["archs"]] for p in e["platforms"]]
+        assert r["platforms"] == [[p["os"], p["accelerator"], p["archs"], p.get("any_arch", not p["archs"])]
+                                  for p in e["platforms"]]
         assert [r["signature"], r["pinning"], r["reproducible"]] == [e[k]["status"] for k in
                                                                      ("signature", "pinning", "reproducible")]
     assert index["entries"][0]["digest"].encode() not in data
@@ -52,7 +54,7 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     links = [a["href"] for t, a in doc.elements if t == "a" and a.get("href", "").startswith("entry/")]
     assert links == [f"entry/{s}.html" for s in slugs]
     # The only scripts are the two local assets, in this order.
-    assert [a.get("src") for t, a in doc.elements if t == "script"] == ["assets/catalogue-data.js", "assets/site.js"]
+    assert [a.get("src") for t, a in doc.elements if t == "script"] == ["assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js"]
 
 
 def test_facets_offer_every_value_of_the_index(tmp_path):
@@ -108,7 +110,7 @@ def test_hostile_description_and_fields_are_inert(tmp_path):
         for bad in ("img", "svg", "iframe", "style", "object", "embed", "form" if html is page else "svg"):
             assert bad not in tags, bad
         scripts = [a.get("src") for t, a in doc.elements if t == "script"]
-        assert scripts == ([] if html is page else ["assets/catalogue-data.js", "assets/site.js"])
+        assert scripts == ([] if html is page else ["assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js"])
         for t, attrs in doc.elements:
             assert not [k for k in attrs if k.lower().startswith("on")], (t, attrs)
         for t, k, v in _hrefs_and_srcs(html):

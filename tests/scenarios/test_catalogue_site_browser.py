@@ -108,7 +108,7 @@ def test_each_facet_filters(browser, site, shots):
                                 key=(lambda v: v != "true") if key == "official" else None), key
         # One value, then a second one of the same facet (any of).
         boxes[0].click()
-        expected = [e["id"] for e in index["entries"] if values[0] in entry_facets(e)[key]]
+        expected = reference_search(index, "", {key: values[0]})
         assert expected and visible_ids(browser) == expected, (key, values[0])
         assert visible_ids(browser) == reference_search(index, "", {key: values[0]})
         if len(boxes) > 1:
@@ -153,9 +153,10 @@ def test_shared_query_table_in_the_page(browser, site):
     render_site(fixture, sub)
     open_index(browser, sub)
     for row in table:
-        got = browser.execute_script("return window.lemonpackCatalogue.search(arguments[0], arguments[1])",
+        got = browser.execute_script("return window.lemonpackCatalogue.searchReport(arguments[0], arguments[1])",
                                      row["query"], row["filters"])
-        assert got == row["expected_ids"], row
+        assert got["ids"] == row["expected_ids"], row
+        assert got["corrected"] == row.get("corrected", {}), row
     # And through the user interface: the fragment sets the form, the list shows the result.
     for row in table:
         browser.execute_script("location.hash = arguments[0]", fragment(row["query"], row["filters"]) or "#")
@@ -171,8 +172,13 @@ def test_entry_page_shows_digests_and_commands(browser, site, shots):
     digest = browser.find_element("css selector", "code[data-digest=entry]").text
     assert digest == e["digest"]
     commands = {c.get_attribute("data-command"): c.text
-                for c in browser.find_elements("css selector", "code.command")}
+                for c in browser.find_elements("css selector", "code.command:not([data-platform])")}
     assert commands == e["commands"]
+    # rocm + cpu on linux: each platform's install names it, as install selects it there (case 77)
+    per_platform = {c.get_attribute("data-platform"): c.text
+                    for c in browser.find_elements("css selector", "code.command[data-platform]")}
+    from lemonpack.catalogue.fits import platform_installs
+    assert per_platform == platform_installs(e) and per_platform["linux/cpu"].endswith(" --accelerator cpu")
     assert browser.find_element("css selector", "code.fingerprint").text == e["signature"]["fingerprint"]
     body = browser.find_element("tag name", "body").text
     assert "signed by an unknown key" in body and "gfx1151" in body
@@ -205,13 +211,23 @@ def test_host_facts_file_marks_fits(browser, site, shots, tmp_path):
     assert {k: v[0] for k, v in marks.items()} == {
         "extension:qwen": "fits", "recipe:hello-engine": "fits", "extension:acme_moe": "no-fit",
         "recipe:acme-strix-toolbox": "fits", "recipe:beta-whisper-cuda": "no-fit",
-        "recipe:beta-metal-embed": "no-fit", "recipe:evil-engine": "no-fit"}
+        "recipe:beta-metal-embed": "no-fit", "recipe:evil-engine": "no-fit", "recipe:gamma-kokoro": "no-fit",
+        "recipe:gamma-rocm-tuned": "fits"}
     assert "linux/rocm" in marks["recipe:acme-strix-toolbox"][1]  # the GPU block, not the cpu fallback
+    # rocm + cpu blocks: the page names the install arguments install needs there (case 77)
+    assert marks["recipe:gamma-rocm-tuned"][1] == \
+        "Runs on this host: linux/rocm gfx1151 (install with --accelerator rocm --arch gfx1151)"
     assert "needs vulkan on linux; the host has cpu, rocm" in marks["extension:acme_moe"][1]
     assert "no platform for linux" in marks["recipe:beta-metal-embed"][1]
-    assert "3 of 7 entries fit" in browser.find_element("id", "host-status").text
+    assert "4 of 9 entries fit" in browser.find_element("id", "host-status").text
     browser.find_element("id", "only-fits").click()
-    assert visible_ids(browser) == ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]
+    assert visible_ids(browser) == ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox",
+                                    "recipe:gamma-rocm-tuned"]
+    # the generic rocm build runs on another arch too, as install selects it (case 76)
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1100"})
+    assert fit_marks(browser)["recipe:gamma-rocm-tuned"] == [
+        "fits", "Runs on this host: linux/rocm (install with --accelerator rocm)"]
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1151"})
     assert "fits=1" in browser.execute_script("return location.hash")
     browser.save_screenshot(str(shots / "host-rocm-gfx1151.png"))
     # The GPU arch decides: an NVIDIA host whose arch the recipe does not list, then one it does.
@@ -297,7 +313,7 @@ HOSTS = [
 def test_page_fit_agrees_with_the_cli_rule(browser, site):
     """The page's fit (JavaScript) against lemonpack.catalogue.fits.fits_host (what
     `catalogue search --fits-host` uses) for every entry on a range of hosts, verdict and words."""
-    from lemonpack.catalogue.fits import fits_host
+    from lemonpack.catalogue.fits import host_fit
     from lemonpack.contract.host import HostFacts
 
     index, out = site
@@ -306,7 +322,7 @@ def test_page_fit_agrees_with_the_cli_rule(browser, site):
     for host in HOSTS:
         got = browser.execute_script(
             "const api = window.lemonpackCatalogue, h = api.parseHost(arguments[1]);"
-            "return arguments[0].map(e => { const r = api.fit(e, h); return [r.fits, r.reason]; });",
+            "return arguments[0].map(e => { const r = api.fit(e, h); return [r.fits, r.reason, r.installArgs]; });",
             entries, host)
-        want = [list(fits_host(e, HostFacts.from_json(host))) for e in entries]
+        want = [[f.fits, f.reason, list(f.install_args)] for f in (host_fit(e, HostFacts.from_json(host)) for e in entries)]
         assert got == want, host
