@@ -27,6 +27,8 @@ over the index dict (``catalogue.json``'s shape), no I/O but reading the rules f
   :func:`check_filters` validates values against their vocabulary (what the CLI does).
 - order: ranked, then index order within a rank (a stable sort): rank 0 when every term is
   in the id or the name, 1 when some term is, 2 otherwise. Without terms: index order.
+  :func:`sort_entries` orders results by ``name``, ``new`` (first version's date, newest
+  first) or ``updated`` (latest version's date, newest first), ties in the order given.
 """
 
 from __future__ import annotations
@@ -346,3 +348,28 @@ def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
                              + f" (choices: {', '.join(shown)})", param=option)
         out[name] = good
     return out
+
+
+#: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.
+SORTS: tuple[str, ...] = ("relevance", "name", "new", "updated")
+
+
+def entry_dates(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """``(added, updated)``: the dates (RFC 3339 strings) of the entry's first and latest
+    version in its ``history``; ``""`` when it has none."""
+    hist = [h for h in entry.get("history") or [] if isinstance(h, dict) and isinstance(h.get("date"), str)]
+    return (hist[0]["date"], hist[-1]["date"]) if hist else ("", "")
+
+
+def sort_entries(entries: list, order: str) -> list:
+    """``entries`` in ``order`` (:data:`SORTS`): ``relevance`` as given; ``name`` by name then
+    id; ``new`` / ``updated`` by the first / latest version's date, newest first. Stable: ties
+    keep the order given. Raises :class:`UsageError` for another order."""
+    if order == "relevance":
+        return list(entries)
+    if order == "name":
+        return sorted(entries, key=lambda e: (str(e.get("name") or ""), str(e.get("id") or "")))
+    if order in ("new", "updated"):
+        k = 0 if order == "new" else 1
+        return sorted(entries, key=lambda e: entry_dates(e)[k], reverse=True)  # reverse keeps ties in order
+    raise UsageError(f"unknown order {order!r} (choices: {', '.join(SORTS)})", param="--sort")

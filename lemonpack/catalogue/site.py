@@ -93,7 +93,8 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 
 _CSP_INDEX = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "base-uri 'none'; form-action 'none'")
-_CSP_ENTRY = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'"
+_CSP_ENTRY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+              "form-action 'none'")
 
 
 def render_markdown(text: str) -> Markup:
@@ -285,7 +286,7 @@ def _environment() -> jinja2.Environment:
 #: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
 PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
                                 "tags", "capabilities", "default_accelerator", "platforms", "signature",
-                                "pinning", "reproducible")
+                                "pinning", "reproducible", "added", "updated")
 
 
 def page_data(index: dict[str, Any]) -> dict[str, Any]:
@@ -293,12 +294,16 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
     "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
     index order. Values are the index's own (``null`` when absent), except ``platforms`` =
     ``[[os, accelerator, [concrete archs], any_arch], ...]`` and ``signature`` / ``pinning`` /
-    ``reproducible`` = their ``status`` string. That is every field the search (docs/catalogue.md
+    ``reproducible`` = their ``status`` string, and ``added`` / ``updated`` the dates of the
+    first and latest version (:func:`lemonpack.catalogue.search.entry_dates`, what the sort
+    orders read). That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
     site.js turns each array back into an object with these keys. The search vocabulary
     (arch families, synonyms, phrases) is ``assets/search-rules.js``: the CLI's own table,
     :func:`lemonpack.catalogue.search.rules`."""
+    from lemonpack.catalogue.search import entry_dates
+
     def status(v: Any) -> Any:
         return v.get("status") if isinstance(v, dict) else None
 
@@ -311,6 +316,7 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
                      bool(p.get("any_arch", not p.get("archs")))]
                     for p in e.get("platforms") or [] if isinstance(p, dict)])
         row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
+        row += list(entry_dates(e))
         rows.append(row)
     return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
             "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
@@ -355,6 +361,7 @@ def site_files(index: dict[str, Any], index_digest: str | None = None, cache: An
         files[f"entry/{slug}.html"] = html.encode("utf-8")
     files["index.html"] = env.get_template("index.html").render(
         **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
+        skip_to="results", skip_label="results",
         rejected=index.get("rejected") or [],
     ).encode("utf-8")
     files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
@@ -363,6 +370,7 @@ def site_files(index: dict[str, Any], index_digest: str | None = None, cache: An
     files["assets/search-rules.js"] = b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
+    files["assets/copy.js"] = _asset("copy.js")
     return files
 
 

@@ -114,15 +114,18 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
                                               help="Only entries that run on this host (LEMONPACK_HOST_FACTS or detection)."),
                host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
                                                help="Host facts file (lemonpack host --json) for --fits-host."),
+               sort: str = typer.Option("relevance", "--sort",
+                                        help="relevance, name, new (first published) or updated (latest version)."),
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Search the built index (same rules as the site's search box); an unknown filter value
     is an error naming the choices (exit 2), a term no entry has is replaced by its near miss."""
     from lemonpack.catalogue.index import load_index
-    from lemonpack.catalogue.search import check_filters, search_report
+    from lemonpack.catalogue.search import check_filters, search_report, sort_entries
 
     data = load_index(index)
     report = search_report(data, query, check_filters(
         data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
+    report["results"] = sort_entries(report["results"], sort)
     if fits_host or host_facts:  # imported only then: the contract (jsonschema) is most of a search's start-up
         from lemonpack.catalogue.fits import host_fit, install_command, search_host
     host = search_host(host_facts) if fits_host or host_facts else None
@@ -186,6 +189,9 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
              f"reproducible: {e['reproducible']['status']}"
              + (f" (published {e['reproducible']['published']}, rebuilt {e['reproducible']['rebuilt']})"
                 if e['reproducible'].get('published') or e['reproducible'].get('rebuilt') else ""),
+             "versions:" + ("" if e.get("history") else " -"),
+             *[f"  {h.get('version') or '-'}  {h.get('date') or '-'}  {h['digest']}"
+               for h in reversed(e.get("history") or [])],
              "platforms:",
              *[f"  {p['os']}/{p['accelerator']}" + (f" {', '.join(p['archs'])}" if p["archs"] else "")
                for p in e["platforms"]],

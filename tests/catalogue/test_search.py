@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.catalogue.search import search
+from lemonpack.catalogue.search import search, sort_entries
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixture-catalogue.json"
@@ -32,7 +32,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def argv_for(q: dict) -> list[str] | None:
     """CLI arguments for a table row; None when the CLI has no flag for a filter."""
-    args = ["catalogue", "search", q["query"], "--index", str(FIXTURE), "--json"]
+    args = ["catalogue", "search", q["query"], "--index", str(FIXTURE), "--json", "--sort", q.get("sort", "relevance")]
     for name, value in q["filters"].items():
         values = value if isinstance(value, list) else [value]
         if name == "official":
@@ -49,7 +49,8 @@ def argv_for(q: dict) -> list[str] | None:
 def test_table_through_cli(q):
     args = argv_for(q)
     if args is None:  # signature / pinning / reproducible / publisher: page facets, checked via the library
-        assert [e["id"] for e in search(json.loads(FIXTURE.read_text()), q["query"], q["filters"])] == q["expected_ids"]
+        found = search(json.loads(FIXTURE.read_text()), q["query"], q["filters"])
+        assert [e["id"] for e in sort_entries(found, q.get("sort", "relevance"))] == q["expected_ids"]
         return
     r = cli(*args)
     assert r.returncode == 0, r.stderr
@@ -162,3 +163,11 @@ def test_a_bad_host_facts_file_is_one_line_naming_it(content, why, tmp_path):
     r = cli("catalogue", "search", "", "--index", str(FIXTURE), "--fits-host", "--host-facts", str(f))
     assert r.returncode == 1
     assert f"cannot read host facts {f}: " in r.stderr and why in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_sort_order_is_in_the_table_and_an_unknown_one_is_a_usage_error():
+    from lemonpack.catalogue.search import SORTS
+
+    assert {q.get("sort", "relevance") for q in QUERIES} == set(SORTS)
+    r = cli("catalogue", "search", "--sort", "newest", "--index", str(FIXTURE))
+    assert r.returncode == 2 and "--sort" in r.stderr and "relevance, name, new, updated" in r.stderr

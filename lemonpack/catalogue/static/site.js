@@ -276,6 +276,23 @@
 
   function search(query, filters) { return searchReport(query, filters).ids; }
 
+  var SORTS = ['relevance', 'name', 'new', 'updated'];
+  var BY_ID = {};
+  entries.forEach(function (e) { BY_ID[e.id] = e; });
+
+  /** search.py sort_entries: `ids` in `order`; relevance as given; name by name then id; new /
+   *  updated by the first / latest version's date, newest first; ties keep the order given. */
+  function sortIds(ids, order) {
+    if (order !== 'name' && order !== 'new' && order !== 'updated') { return ids.slice(); }
+    var key = order === 'new' ? 'added' : 'updated';
+    function cmp(x, y) { return x < y ? -1 : (x > y ? 1 : 0); }
+    return ids.map(function (id, i) { return [BY_ID[id] || {}, i, id]; }).sort(function (a, b) {
+      var c = order === 'name' ? (cmp(str(a[0].name), str(b[0].name)) || cmp(str(a[0].id), str(b[0].id)))
+                               : cmp(str(b[0][key]), str(a[0][key]));
+      return c || a[1] - b[1];
+    }).map(function (x) { return x[2]; });
+  }
+
   // ---- host fit (pure) -------------------------------------------------------------------
   var OS_NAMES = ['linux', 'darwin', 'windows'];
 
@@ -353,7 +370,8 @@
   }
 
   // ---- the page --------------------------------------------------------------------------
-  var api = { search: search, searchReport: searchReport, fit: fit, parseHost: parseHost, FACETS: FACETS };
+  var api = { search: search, searchReport: searchReport, sortIds: sortIds, fit: fit, parseHost: parseHost,
+              FACETS: FACETS };
   window.lemonpackCatalogue = api;
 
   var form = document.getElementById('filters');
@@ -365,6 +383,10 @@
   var hostInput = document.getElementById('hostfile');
   var hostStatus = document.getElementById('host-status');
   var onlyFits = document.getElementById('only-fits');
+  var sortSelect = document.getElementById('sort');
+  var panel = document.getElementById('facet-panel');
+  // wide screens show the filters beside the results; narrow ones fold them above (one line)
+  if (panel && window.matchMedia && window.matchMedia('(min-width: 761px)').matches) { panel.open = true; }
   var items = {};
   Array.prototype.forEach.call(list_.children, function (li) { items[li.getAttribute('data-id')] = li; });
   var hostFits = null; // {id: fit result} once a host file was loaded
@@ -397,7 +419,7 @@
       var vals = checkboxes(f).filter(function (c) { return c.checked; }).map(function (c) { return c.value; });
       if (vals.length) { filters[f] = vals; }
     });
-    return { q: qInput.value, filters: filters, fits: onlyFits.checked };
+    return { q: qInput.value, filters: filters, fits: onlyFits.checked, sort: sortSelect ? sortSelect.value : 'relevance' };
   }
 
   function stateToFragment(state) {
@@ -405,6 +427,7 @@
     if (state.q.trim()) { params.append('q', state.q); }
     FACETS.forEach(function (f) { (state.filters[f] || []).forEach(function (v) { params.append(f, v); }); });
     if (state.fits) { params.append('fits', '1'); }
+    if (state.sort && state.sort !== 'relevance') { params.append('sort', state.sort); }
     var s = params.toString();
     return s ? '#' + s : '';
   }
@@ -413,7 +436,9 @@
     var params = new URLSearchParams(String(hash || '').replace(/^#/, ''));
     var filters = {};
     FACETS.forEach(function (f) { var v = params.getAll(f); if (v.length) { filters[f] = v; } });
-    return { q: params.get('q') || '', filters: filters, fits: params.get('fits') === '1' };
+    var sort = params.get('sort');
+    return { q: params.get('q') || '', filters: filters, fits: params.get('fits') === '1',
+             sort: SORTS.indexOf(sort) >= 0 ? sort : 'relevance' };
   }
 
   function applyStateToForm(state) {
@@ -427,6 +452,7 @@
       checkboxes(f).forEach(function (c) { c.checked = want.indexOf(c.value) >= 0; });
     });
     onlyFits.checked = state.fits;
+    if (sortSelect) { sortSelect.value = state.sort; }
   }
 
   var order = entries.map(function (e) { return e.id; }); // the list's current element order
@@ -445,7 +471,7 @@
 
   function render() {
     var state = currentState();
-    var report = searchReport(state.q, state.filters), ids = report.ids;
+    var report = searchReport(state.q, state.filters), ids = sortIds(report.ids, state.sort);
     var shown = {};
     ids.forEach(function (id) { shown[id] = true; });
     reorder(ids, shown);
