@@ -153,8 +153,11 @@ def haystack(entry: Mapping[str, Any]) -> list[str]:
 
 def _joined(entry: Mapping[str, Any]) -> str:
     """:func:`haystack` as one string, the texts separated by a newline (no alternative holds
-    a newline, so a substring of this string is a substring of one text)."""
-    return "\n".join(haystack(entry))
+    a newline, so a substring of this string is a substring of one text); lower-cased once."""
+    texts = [entry.get("id"), entry.get("name"), entry.get("display_name"), entry.get("publisher"),
+             *(entry.get("tags") or ()), *(entry.get("capabilities") or ()), entry.get("description"),
+             platform_words(entry)]
+    return "\n".join(t for t in texts if isinstance(t, str)).lower()
 
 
 def terms(query: str) -> list[list[str]]:
@@ -176,21 +179,24 @@ def terms(query: str) -> list[list[str]]:
     return out
 
 
-def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: set) -> bool:
+def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: frozenset) -> bool:
     if any(a in hay for a in alts):
         return True
     return alts[0] in archs and runs_on_arch(entry, alts[0])
 
 
-def _known_archs() -> set:
-    return {a for fam in rules()["arch_families"].values() for a in fam}
+@lru_cache(maxsize=1)
+def _known_archs() -> frozenset:
+    return frozenset(a for fam in rules()["arch_families"].values() for a in fam)
 
 
-def matches(entry: Mapping[str, Any], ts: Iterable[list[str]], filters: Mapping[str, Any]) -> bool:
-    """Whether ``entry`` matches every term (:func:`terms`' shape) and every filter."""
+def matches(entry: Mapping[str, Any], ts: Iterable[list[str]], filters: Mapping[str, Any],
+            hay: str | None = None) -> bool:
+    """Whether ``entry`` matches every term (:func:`terms`' shape) and every filter
+    (``hay``: its :func:`_joined` texts when the caller has them already)."""
     ts = list(ts)
     if ts:
-        hay, archs = _joined(entry), _known_archs()
+        hay, archs = _joined(entry) if hay is None else hay, _known_archs()
         if not all(_term_matches(t, hay, entry, archs) for t in ts):
             return False
     for name, want in filters.items():
@@ -231,15 +237,17 @@ def vocabulary(index: Mapping[str, Any]) -> list[str]:
     """The words a near miss is corrected to, sorted: the tokens (``[a-z0-9]`` runs joined by
     ``.``, ``_`` or ``-``, and their parts) of every entry's id, name, display name,
     publisher, tags, capabilities and platform words, plus the synonym words; 3+ characters."""
-    words: set[str] = {w for w in rules()["synonyms"] if " " not in w}
+    texts: list[str] = []
     for e in index.get("entries", []):
-        texts = [e.get("id"), e.get("name"), e.get("display_name"), e.get("publisher"),
-                 *(e.get("tags") or []), *(e.get("capabilities") or []), platform_words(e)]
-        for t in texts:
+        for t in (e.get("id"), e.get("name"), e.get("display_name"), e.get("publisher"),
+                  *(e.get("tags") or []), *(e.get("capabilities") or []), platform_words(e)):
             if isinstance(t, str):
-                for tok in _TOKEN.findall(t.lower()):
-                    words.add(tok)
-                    words.update(re.split(r"[._-]", tok))
+                texts.append(t)
+    # one findall over all texts (newline-separated: no token spans two), parts split once per token
+    tokens = set(_TOKEN.findall("\n".join(texts).lower()))
+    words: set[str] = {w for w in rules()["synonyms"] if " " not in w} | tokens
+    for tok in tokens:
+        words.update(re.split(r"[._-]", tok))
     return sorted(w for w in words if len(w) >= 3)
 
 
@@ -269,6 +277,7 @@ def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[st
     entries = index.get("entries", [])
     ts = terms(query)
     corrected: dict[str, str] = {}
+    hays: list[tuple[str, Any]] = []
     if ts:
         hays = [(_joined(e), e) for e in entries]
         archs = _known_archs()
@@ -281,7 +290,10 @@ def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[st
             if word is not None:
                 corrected[t[0]] = word
                 ts[k] = terms(word)[0]
-    found = [e for e in entries if matches(e, ts, filters)]
+    if ts:
+        found = [e for hay, e in hays if matches(e, ts, filters, hay)]
+    else:
+        found = [e for e in entries if matches(e, ts, filters)]
     if ts:
         found.sort(key=lambda e: rank(e, ts))  # stable: index order within a rank
     return {"results": found, "corrected": corrected}
