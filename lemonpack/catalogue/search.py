@@ -338,6 +338,9 @@ def choices(index: Mapping[str, Any], name: str) -> list[str]:
     raise CatalogueError(f"filter {name!r} has no fixed vocabulary")
 
 
+_LABEL = {"kind": "kind", "capability": "capability", "os": "OS", "accelerator": "accelerator", "gpu_arch": "GPU arch"}
+
+
 def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
     """``filters`` with every value of a validated filter (:data:`OPTION`) lower-cased and
     checked against :func:`choices`. Raises :class:`UsageError` (exit 2) naming the option,
@@ -356,7 +359,7 @@ def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
                 continue
             hint = next((s for s in rules()["synonyms"].get(low, []) if s in allowed), None) or suggest(low, allowed)
             shown = allowed if len(allowed) <= 40 else allowed[:40] + ["..."]
-            raise UsageError(f"unknown value {v!r}" + (f"; did you mean {hint!r}?" if hint else "")
+            raise UsageError(f"unknown {_LABEL[name]} {v!r}" + (f"; did you mean {hint!r}?" if hint else "")
                              + f" (choices: {', '.join(shown)})", param=option)
         out[name] = good
     return out
