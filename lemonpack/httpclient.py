@@ -26,6 +26,11 @@ that follow them check every hop themselves), 100 connections and 20 kept alive,
 ``User-Agent`` (:data:`HTTPX_USER_AGENT`). Spec: httpx ``Client``/``AsyncClient``,
 ``Timeout``, ``Limits`` (https://www.python-httpx.org/advanced/).
 
+Bounds on a transfer (:class:`TransferBounds`, :func:`bounded`): an overall deadline, a
+minimum rate and a body size limit checked while the body is read, for callers that fetch from
+hosts they do not trust (the catalogue's community sources): a per-read ``timeout`` alone never
+trips on a server trickling one byte every few seconds.
+
 The module imports httpx: a command that may not need the network (a cache hit, ``catalogue
 search``) imports this module where it makes its client, not at its top.
 """
@@ -33,7 +38,10 @@ search``) imports this module where it makes its client, not at its top.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
@@ -109,4 +117,87 @@ def async_client(*, timeout: float | None, trust_env: bool, connect_timeout: flo
     return c
 
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_KEEPALIVE", "HTTPX_USER_AGENT", "async_client", "client"]
+@dataclass(frozen=True)
+class TransferBounds:
+    """Bounds on one request's transfer, measured from the moment the request is sent:
+    ``deadline`` seconds until the whole body is read (None: none); ``min_rate`` bytes per
+    second averaged over the transfer so far, checked once ``grace`` seconds have passed
+    (None: none); ``max_body_bytes``: the body's size limit (a ``Content-Length`` above it
+    fails before the body is read; otherwise reading stops at the first chunk that passes
+    it). Checked as each chunk arrives: a read that gets nothing at all is bounded by the
+    client's ``timeout``, so the worst case is ``deadline`` plus one ``timeout``."""
+
+    deadline: float | None = None
+    min_rate: float | None = None
+    grace: float = 10.0
+    max_body_bytes: int | None = None
+
+
+class TransferBoundError(httpx.TransportError):
+    """A transfer broke one of its :class:`TransferBounds` (an ``httpx.HTTPError``, so callers
+    that turn httpx's errors into their own turn this one too); the message names the URL,
+    the bound and what was measured."""
+
+
+_START = "lemonpack.transfer_start"
+
+
+class _BoundedStream(httpx.SyncByteStream):
+    def __init__(self, inner: Any, request: httpx.Request, bounds: TransferBounds, start: float):
+        self._inner, self._request, self._bounds, self._start = inner, request, bounds, start
+
+    def _fail(self, why: str) -> TransferBoundError:
+        return TransferBoundError(f"{self._request.url}: {why}", request=self._request)
+
+    def __iter__(self) -> Iterator[bytes]:
+        b, n = self._bounds, 0
+        for chunk in self._inner:
+            n += len(chunk)
+            if b.max_body_bytes is not None and n > b.max_body_bytes:
+                raise self._fail(f"the body is larger than {b.max_body_bytes} bytes (stopped reading at {n})")
+            elapsed = time.monotonic() - self._start
+            if b.deadline is not None and elapsed > b.deadline:
+                raise self._fail(f"not complete after {b.deadline:g} s (deadline; {n} bytes read)")
+            if b.min_rate is not None and elapsed > b.grace and n < b.min_rate * elapsed:
+                raise self._fail(f"{n} bytes in {elapsed:.1f} s, below the minimum rate of {b.min_rate:g} bytes/s")
+            yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+
+@contextmanager
+def bounded(c: httpx.Client, bounds: TransferBounds) -> Iterator[httpx.Client]:
+    """``c`` with ``bounds`` applied to every response it receives inside the ``with`` block
+    (request and response event hooks, removed on exit; one thread at a time). Reading a body
+    that breaks a bound raises :class:`TransferBoundError`; a ``Content-Length`` above
+    ``max_body_bytes`` raises it from ``send``."""
+    def on_request(request: httpx.Request) -> None:
+        request.extensions[_START] = time.monotonic()
+
+    def on_response(response: httpx.Response) -> None:
+        request = response.request
+        length = response.headers.get("Content-Length", "")
+        if bounds.max_body_bytes is not None and length.isdigit() and int(length) > bounds.max_body_bytes:
+            raise TransferBoundError(f"{request.url}: the body is {length} bytes, larger than "
+                                     f"{bounds.max_body_bytes} bytes", request=request)
+        start = request.extensions.get(_START, time.monotonic())
+        response.stream = _BoundedStream(response.stream, request, bounds, start)
+
+    hooks = c.event_hooks
+    hooks["request"].append(on_request)
+    hooks["response"].append(on_response)
+    c.event_hooks = hooks
+    try:
+        yield c
+    finally:
+        hooks = c.event_hooks
+        hooks["request"] = [h for h in hooks["request"] if h is not on_request]
+        hooks["response"] = [h for h in hooks["response"] if h is not on_response]
+        c.event_hooks = hooks
+
+
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_KEEPALIVE", "HTTPX_USER_AGENT", "TransferBoundError",
+           "TransferBounds", "async_client", "bounded", "client"]

@@ -128,3 +128,56 @@ def test_both_parameters_without_defaults_must_be_given():
         httpclient.client(trust_env=False)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         httpclient.async_client(timeout=1.0)  # type: ignore[call-arg]
+
+
+# ---- transfer bounds (issue 28: a trickling or endless body cannot hold a reader) -------------
+
+def _read(c: httpx.Client, url: str) -> bytes:
+    with c.stream("GET", url) as r:
+        return b"".join(r.iter_raw())
+
+
+def test_min_rate_stops_a_trickle_soon_after_the_grace_period():
+    from support.slowserver import SlowServer
+
+    with SlowServer(interval=0.2) as s, httpclient.client(timeout=5, trust_env=False) as c:
+        t0 = __import__("time").monotonic()
+        with httpclient.bounded(c, httpclient.TransferBounds(min_rate=1000, grace=1.0)):
+            with pytest.raises(httpclient.TransferBoundError, match="below the minimum rate of 1000 bytes/s"):
+                _read(c, s.base + "/trickle/x")
+        assert __import__("time").monotonic() - t0 < 4  # the 5 s read timeout never had to trip
+
+
+def test_deadline_stops_a_body_that_keeps_coming():
+    from support.slowserver import SlowServer
+
+    with SlowServer(interval=0.1) as s, httpclient.client(timeout=5, trust_env=False) as c:
+        with httpclient.bounded(c, httpclient.TransferBounds(deadline=1.0)):
+            with pytest.raises(httpclient.TransferBoundError, match=r"not complete after 1 s \(deadline"):
+                _read(c, s.base + "/trickle/x")
+
+
+def test_size_limit_is_applied_while_reading():
+    """An endless body stops at the first chunk past the limit: the server wrote little more."""
+    from support.slowserver import SlowServer
+
+    with SlowServer() as s, httpclient.client(timeout=5, trust_env=False) as c:
+        with httpclient.bounded(c, httpclient.TransferBounds(max_body_bytes=100_000)):
+            with pytest.raises(httpclient.TransferBoundError, match="larger than 100000 bytes"):
+                _read(c, s.base + "/endless/x")
+            with pytest.raises(httpclient.TransferBoundError, match="the body is 1073741824 bytes"):
+                _read(c, s.base + "/big/x")  # refused from its Content-Length, before the body
+        assert s.bytes_sent < 64 * 1024 * 1024  # socket buffers, never the whole stream
+
+
+def test_bounds_leave_the_client_when_the_block_ends_and_pass_good_bodies():
+    from support.slowserver import SlowServer
+
+    with SlowServer({"/ok": b"x" * 5000}) as s, httpclient.client(timeout=5, trust_env=False) as c:
+        with httpclient.bounded(c, httpclient.TransferBounds(max_body_bytes=5000, deadline=5, min_rate=1)):
+            assert _read(c, s.base + "/ok") == b"x" * 5000
+        assert c.event_hooks == {"request": [], "response": []}
+        with httpclient.bounded(c, httpclient.TransferBounds(max_body_bytes=10)):
+            with pytest.raises(httpclient.TransferBoundError):
+                _read(c, s.base + "/ok")
+        assert _read(c, s.base + "/ok") == b"x" * 5000  # unbounded again

@@ -16,8 +16,15 @@ memory, disk or a reader's screen.
   :func:`reasons`: a reason quotes at most a short prefix of a value, and a rejection lists
   at most :data:`MAX_REASONS` reasons ("and N more").
 
-Every violation raises :class:`~lemonpack.errors.UnsafeContentError` (exit 5) naming the
-archive and the limit.
+- Every http(s) fetch of a catalogue source is bounded while it is read
+  (:func:`transfer_bounds`, applied through :func:`lemonpack.httpclient.bounded`): an overall
+  :data:`FETCH_DEADLINE`, a :data:`MIN_RATE` once :data:`RATE_GRACE` seconds have passed, and
+  the size limit of what is fetched (a recipe: :data:`MAX_RECIPE_BYTES`; an archive:
+  :data:`MAX_ARCHIVE_BYTES`; a signature: :data:`MAX_SIGNATURE_BYTES`), so a source trickling
+  bytes or sending an endless body fails with the reason instead of holding the build.
+
+Every violation of a content limit raises :class:`~lemonpack.errors.UnsafeContentError`
+(exit 5) naming the archive and the limit; a broken transfer bound is a FetchError.
 """
 
 from __future__ import annotations
@@ -38,9 +45,25 @@ MAX_EXTRACTED_BYTES = 256 * 1024 * 1024
 #: Extracted bytes per archive byte, checked when the extracted total is above RATIO_FLOOR_BYTES.
 MAX_RATIO = 100
 RATIO_FLOOR_BYTES = 8 * 1024 * 1024
+#: A fetched extension archive (packed bytes), and a detached signature file.
+MAX_ARCHIVE_BYTES = MAX_EXTRACTED_BYTES
+MAX_SIGNATURE_BYTES = 64 * 1024
+#: Seconds one catalogue fetch may take in all; its minimum average rate (bytes/s), checked
+#: after RATE_GRACE seconds (a 4 MiB recipe at the minimum rate takes 256 s, under the deadline).
+FETCH_DEADLINE = 300.0
+MIN_RATE = 16 * 1024
+RATE_GRACE = 10.0
 #: Characters of one rejection reason; reasons listed per rejected entry.
 MAX_REASON_CHARS = 400
 MAX_REASONS = 20
+
+
+def transfer_bounds(max_bytes: int):
+    """The :class:`lemonpack.httpclient.TransferBounds` of a catalogue fetch of at most
+    ``max_bytes`` bytes (imported here: a search never loads httpx)."""
+    from lemonpack.httpclient import TransferBounds
+
+    return TransferBounds(deadline=FETCH_DEADLINE, min_rate=MIN_RATE, grace=RATE_GRACE, max_body_bytes=max_bytes)
 
 
 def check_recipe_size(path: Path, label: str) -> None:

@@ -40,7 +40,7 @@ from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
 from lemonpack.catalogue.feed import atom_feed
-from lemonpack.catalogue.fetching import fetch_source, tree_digest
+from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
@@ -48,7 +48,7 @@ from lemonpack.contract.loader import check_text
 from lemonpack.files import replace_directory
 from lemonpack.digest import Digest
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
-from lemonpack.fetch import ArtifactCache, Mirror, fetch
+from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.canonical import canonical_json
 from lemonpack.safetree import inside
 
@@ -225,8 +225,8 @@ def _signature(ctx: _Context, ent: EntrySource, fetched) -> dict:
                                      registry_config=ctx.cfg.registry_config)
 
     def read(url: str) -> bytes:
-        got = fetch(url, sha256=None, cache=ctx.cfg.cache or ArtifactCache(), mirror=ctx.cfg.mirror, progress=False,
-                    client=ctx.cfg.client)
+        got = bounded_fetch(url, None, bounded.MAX_SIGNATURE_BYTES, cache=ctx.cfg.cache or ArtifactCache(),
+                            mirror=ctx.cfg.mirror, client=ctx.cfg.client)
         with open(got.path, "rb") as f:
             return f.read(4096)
 
@@ -410,6 +410,44 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
     render_site(json.loads(data), tmp, signatures.index_digest(data), cache=cache, atomic=False)
 
 
+#: Versions kept per entry in ``history`` (the oldest dropped first).
+MAX_HISTORY = 50
+
+
+def _previous_index(path: Path) -> dict | None:
+    """The index an earlier build wrote at ``path`` (the output directory's ``catalogue.json``),
+    or None when there is none or it is not an index of this schema (then history starts over)."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("entries"), list):
+        return None
+    return doc
+
+
+def carry_history(index: dict, previous: dict | None) -> None:
+    """Give every entry of ``index`` its ``history``: the versions it had, oldest first, each
+    ``{"version", "digest", "date"}`` (``date``: the ``generated`` date of the first index that
+    held that digest), carried from ``previous`` (the index the last build wrote) and extended
+    with the entry's current digest when it changed; an entry ``previous`` lacks starts with
+    its current version dated ``index["generated"]``. At most :data:`MAX_HISTORY` versions.
+    Deterministic: the same index and previous index give the same history. Raises nothing."""
+    old = {e.get("id"): e for e in (previous or {}).get("entries", []) if isinstance(e, dict)}
+    for e in index["entries"]:
+        prev = old.get(e["id"])
+        hist: list = []
+        if prev is not None:
+            hist = [h for h in prev.get("history") or [] if isinstance(h, dict) and isinstance(h.get("digest"), str)]
+            if not hist and isinstance(prev.get("digest"), str):
+                hist = [{"version": prev.get("version"), "digest": prev["digest"],
+                         "date": (previous or {}).get("generated")}]
+        if not hist or hist[-1]["digest"] != e["digest"]:
+            hist.append({"version": e.get("version"), "digest": e["digest"], "date": index["generated"]})
+        e["history"] = [{"version": h.get("version"), "digest": h["digest"], "date": h.get("date")}
+                        for h in hist[-MAX_HISTORY:]]
+
+
 def _normalise_mtimes(root: Path, epoch: int) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
@@ -435,6 +473,7 @@ def build(cfg: BuildConfig) -> dict:
         raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
+    carry_history(index, _previous_index(out / INDEX_NAME))
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

@@ -26,8 +26,9 @@ _ACCEL_OSES = {"rocm": ("linux", "windows"), "cuda": ("linux", "windows")}
 
 def recipe_platforms(recipe) -> list[dict]:
     """The index's platforms of a recipe: per block ``{"os", "accelerator", "archs",
-    "arch_patterns"}``; patterns are the block's arch override keys plus the keys of
-    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion; ``cpu_archs``
+    "arch_patterns", "any_arch"}``; patterns are the block's arch override keys plus the keys of
+    ``arch_aliases`` when the block uses ``{arch_alias}``; archs their expansion; ``any_arch``:
+    the block runs on every GPU arch of its accelerator (:func:`runs_on_any_arch`); ``cpu_archs``
     the CPUs of its per-CPU artifacts, when the recipe gives them
     (:func:`lemonpack.contract.cpuartifacts.offered_cpus`)."""
     out = []
@@ -41,8 +42,28 @@ def recipe_platforms(recipe) -> list[dict]:
                 patterns += [a for a in aliases if a not in patterns]
             cpus = offered_cpus(recipe, os_name, accel)  # only a recipe with per-CPU artifacts says
             out.append({"os": os_name, "accelerator": accel, "archs": archs.expand(accel, patterns),
-                        "arch_patterns": patterns, **({"cpu_archs": list(cpus)} if cpus else {})})
+                        "arch_patterns": patterns, "any_arch": runs_on_any_arch(recipe, block),
+                        **({"cpu_archs": list(cpus)} if cpus else {})})
     return out
+
+
+def runs_on_any_arch(recipe, block) -> bool:
+    """Whether ``install`` (:func:`lemonpack.builder.install.plan_install`) finds an artifact
+    for ``block`` on a host whose GPU arch matches none of its overrides: the block (or the
+    recipe) has a base artifact, or no override carries one (nothing is fetched per arch), or
+    the recipe is a passthrough (nothing to install; ``run`` uses the base block)."""
+    from lemonpack.builder.install import plan_install
+    from lemonpack.contract.host import HostFacts
+    from lemonpack.errors import BuildError, SelectionError
+
+    host = HostFacts(block.os, frozenset({"cpu", block.accelerator}))
+    try:
+        plan_install(recipe, host, accelerator=block.accelerator)
+    except BuildError:
+        return True
+    except SelectionError:
+        return False
+    return True
 
 
 def extension_platforms(ext) -> list[dict]:
@@ -60,7 +81,7 @@ def extension_platforms(ext) -> list[dict]:
             for a in accels:
                 if o in _ACCEL_OSES.get(a, (o,)):
                     seen.add((o, a))
-    return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": []} for o, a in sorted(seen)]
+    return [{"os": o, "accelerator": a, "archs": [], "arch_patterns": [], "any_arch": True} for o, a in sorted(seen)]
 
 
 def pinning(recipe) -> dict:

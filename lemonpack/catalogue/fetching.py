@@ -89,7 +89,8 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
     if not (src["type"] == "https" and kind == "recipe"):  # a recipe file needs no room
         work.mkdir(parents=True, exist_ok=True)
     if src["type"] == "https":
-        got = fetch(src["url"], sha256=src["sha256"], cache=cache, mirror=mirror, progress=False, client=client)
+        limit = bounded.MAX_RECIPE_BYTES if kind == "recipe" else bounded.MAX_ARCHIVE_BYTES
+        got = bounded_fetch(src["url"], src["sha256"], limit, cache=cache, mirror=mirror, client=client)
         if kind == "recipe":
             bounded.check_recipe_size(got.path, bounded.short(src["url"], 120))
             data = got.path.read_bytes()
@@ -132,6 +133,25 @@ def fetch_source(kind: str, src: dict, work: Path, *, cache: ArtifactCache | Non
     if src["type"] == "oci":
         return _fetch_oci(kind, src, work, insecure_registry, registry_config)
     raise CatalogueError(f"unknown source type {src['type']!r}")
+
+
+def bounded_fetch(url: str, sha256: str | None, max_bytes: int, *, cache: ArtifactCache,
+                  mirror: Mirror | None = None, client: Any = None):
+    """:func:`lemonpack.fetch.fetch` of ``url`` with the catalogue's transfer bounds
+    (:func:`bounded.transfer_bounds` of ``max_bytes``) applied to ``client`` (default: a new
+    :func:`lemonpack.fetch.download.download_client`, closed after) for this fetch only.
+    Raises what ``fetch`` raises; a broken bound is a FetchError naming the URL and the bound."""
+    from lemonpack.fetch.download import download_client
+    from lemonpack.httpclient import bounded as with_bounds
+
+    own = client is None
+    c = download_client() if own else client
+    try:
+        with with_bounds(c, bounded.transfer_bounds(max_bytes)):
+            return fetch(url, sha256=sha256, cache=cache, mirror=mirror, progress=False, client=c)
+    finally:
+        if own:
+            c.close()
 
 
 def _extension_root(dest: Path) -> Path:

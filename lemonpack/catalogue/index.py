@@ -174,7 +174,10 @@ def update(source: str, public_pem: bytes) -> dict:
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
-            with download_client() as client:
+            from lemonpack.catalogue.bounded import transfer_bounds
+            from lemonpack.httpclient import bounded
+
+            with download_client() as client, bounded(client, transfer_bounds(MAX_INDEX_BYTES)):
                 data = get_bytes(f"{base}/{INDEX_NAME}", max_bytes=MAX_INDEX_BYTES, client=client)
                 (tmp / INDEX_NAME).write_bytes(data)
                 try:

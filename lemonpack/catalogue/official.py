@@ -26,10 +26,12 @@ from pathlib import Path
 SHIPPED = Path(str(resources.files("lemonpack.catalogue"))) / "shipped" / "catalogue.json"
 
 
-def official_index(source: Path, epoch: int) -> dict:
+def official_index(source: Path, epoch: int, previous: dict | None = None) -> dict:
     """The index (a dict, ``catalogue.json``'s shape) of the official entries of the source
-    tree ``source``, dated ``epoch``. Raises LemonpackError for a tree without ``catalogue/``."""
-    from lemonpack.catalogue.build import SCHEMA, BuildConfig, _Context, official_entries, rfc3339
+    tree ``source``, dated ``epoch``, each entry's ``history`` carried from ``previous`` (the
+    shipped index: :func:`lemonpack.catalogue.build.carry_history`). Raises LemonpackError for
+    a tree without ``catalogue/``."""
+    from lemonpack.catalogue.build import SCHEMA, BuildConfig, _Context, carry_history, official_entries, rfc3339
 
     cfg = BuildConfig(out=Path(source) / "unused", source=Path(source), epoch=epoch)
     ctx = _Context(cfg)
@@ -37,8 +39,10 @@ def official_index(source: Path, epoch: int) -> dict:
         entries, rejected = official_entries(ctx, Path(tmp))
     pubs = {k: v for k, v in ctx.sources.publishers.items() if k == "lemonpack"}
     entries.sort(key=lambda e: e["id"])
-    return {"schema": SCHEMA, "generated": rfc3339(epoch), "publishers": [p.to_json() for p in pubs.values()],
-            "entries": entries, "rejected": rejected}
+    index = {"schema": SCHEMA, "generated": rfc3339(epoch), "publishers": [p.to_json() for p in pubs.values()],
+             "entries": entries, "rejected": rejected}
+    carry_history(index, previous)
+    return index
 
 
 def _comparable(index: dict) -> dict:
@@ -57,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=Path("."), help="repository top (default: .)")
     ap.add_argument("--check", action="store_true", help="exit 1 when the shipped index is out of date")
     a = ap.parse_args(argv)
-    index = official_index(a.source, source_epoch(a.source))
+    shipped = json.loads(SHIPPED.read_bytes()) if SHIPPED.is_file() else {}
+    index = official_index(a.source, source_epoch(a.source), shipped)
     if a.check:
-        shipped = json.loads(SHIPPED.read_bytes()) if SHIPPED.is_file() else {}
         if _comparable(shipped) != _comparable(index):
             print(f"{SHIPPED} is out of date: run python -m lemonpack.catalogue.official", file=sys.stderr)
             return 1

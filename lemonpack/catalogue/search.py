@@ -1,33 +1,120 @@
-"""Search over a built catalogue index (semantics in docs/catalogue.md).
+"""Search over a built catalogue index (semantics in docs/catalogue.md "Search semantics").
 
-The same rules run in the static site's JavaScript; ``tests/catalogue/queries.json`` holds
-the shared table both are tested against. Pure functions over the index dict
-(``catalogue.json``'s shape), no I/O.
+The same rules run in the static site's JavaScript (``static/site.js``); the vocabulary both
+read is one table, ``static/search-rules.json`` (:func:`rules`), generated from the contract's
+own tables by :func:`compute_rules` (a test checks the shipped file equals it), and
+``tests/catalogue/queries.json`` is the query table both are tested against. Pure functions
+over the index dict (``catalogue.json``'s shape), no I/O but reading the rules file.
 
-- query: whitespace-separated terms, case-insensitive; an entry matches when EVERY term is a
-  substring of one of: id, name, display_name, publisher, a tag, a capability, description.
+- query: whitespace-separated terms, case-insensitive. Known phrases (``text to speech``) are
+  joined into one term first. A term is a group of alternatives: itself, plus the synonyms
+  the rules give it (capability words from the capability registry: ``tts`` = ``text to
+  speech`` = ``speech_synthesis``; OS aliases: ``macos`` = ``darwin``). An entry matches when
+  EVERY term has an alternative that is a substring of one of: id, name, display_name,
+  publisher, a tag, a capability, the description, or the platform words (each platform's
+  OS, accelerator, ``os/accelerator`` and concrete archs); a term that is a known GPU arch
+  (``gfx1151``) also matches an entry that runs on that arch (:func:`runs_on_arch`).
+- near misses: a one-word term without synonyms that matches no entry at all (filters
+  aside) and is at most
+  :func:`max_distance` edits (optimal string alignment: insert, delete, substitute, swap two
+  neighbours) from a word of the index's vocabulary (:func:`vocabulary`) is replaced by the
+  closest word (fewest edits, then alphabetical); :func:`search_report` says which.
 - filters (ANDed; a list value means any of): ``kind``, ``capability``, ``os``,
-  ``accelerator``, ``gpu_arch`` (a concrete arch in some platform's ``archs``), ``official``
+  ``accelerator``, ``gpu_arch`` (:func:`runs_on_arch`: an arch listed for a platform, or any
+  arch of the platform's accelerator when the platform runs on every arch), ``official``
   (bool), ``signature``, ``pinning``, ``reproducible`` (status strings), ``publisher``. Each
   filter is tested on its own against the set of values over all of an entry's platforms.
-- order: ranked, then index order within a rank (a stable sort): rank 0 when every term is a
-  substring of the id or the name, 1 when some term is, 2 otherwise (a match in the display
-  name, publisher, tags, capabilities or description only). Without terms: index order.
+  :func:`check_filters` validates values against their vocabulary (what the CLI does).
+- order: ranked, then index order within a rank (a stable sort): rank 0 when every term is
+  in the id or the name, 1 when some term is, 2 otherwise. Without terms: index order.
+  :func:`sort_entries` orders results by ``name``, ``new`` (first version's date, newest
+  first) or ``updated`` (latest version's date, newest first), ties in the order given.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
-from lemonpack.errors import CatalogueError
+from lemonpack.errors import CatalogueError, UsageError
 
 FILTERS: tuple[str, ...] = ("kind", "capability", "os", "accelerator", "gpu_arch", "official", "signature",
                             "pinning", "reproducible", "publisher")
 
+#: Words people use for a capability of the registry (:mod:`lemonpack.contract.capabilities`),
+#: keyed by the registry's name; with the name and its deployment mode they form one synonym
+#: group. The extension tree's own capability names (``speech_synthesis``) are listed here.
+CAPABILITY_WORDS: dict[str, tuple[str, ...]] = {
+    "chat_completion": ("text generation", "text_generation", "llm"),
+    "embeddings": ("embedding", "embed"),
+    "reranking": ("rerank", "reranker"),
+    "transcription": ("speech to text", "speech-to-text", "stt", "asr", "speech recognition",
+                      "speech_recognition"),
+    "image": ("image generation", "image_generation", "text to image", "text-to-image"),
+    "tts": ("text to speech", "text-to-speech", "speech synthesis", "speech_synthesis"),
+    "audio_generation": ("audio generation", "music"),
+    "model_3d": ("3d",),
+}
+#: Other names of the contract's OS keys.
+OS_ALIASES: dict[str, str] = {"macos": "darwin", "mac": "darwin", "osx": "darwin", "win": "windows"}
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+
+def compute_rules() -> dict:
+    """The search vocabulary from the contract's tables (what ``static/search-rules.json``
+    holds): ``{"kinds", "oses", "accelerators", "capabilities", "arch_families" (per
+    accelerator, its known archs: :data:`lemonpack.catalogue.archs.KNOWN_ARCHS`),
+    "synonyms" (word -> its group, sorted), "phrases" (multi-word synonyms, longest first)}``.
+    Imports the contract (jsonschema): build and test time only."""
+    from lemonpack.catalogue.archs import KNOWN_ARCHS
+    from lemonpack.contract.builtins import ACCELERATORS, OS_NAMES
+    from lemonpack.contract.capabilities import CAPABILITIES
+
+    unknown = sorted(set(CAPABILITY_WORDS) - set(CAPABILITIES))
+    if unknown:
+        raise CatalogueError(f"CAPABILITY_WORDS names {unknown[0]!r}, not a registry capability")
+    synonyms: dict[str, list[str]] = {}
+    for name, cap in CAPABILITIES.items():
+        group = sorted({name, *([cap.mode] if cap.mode and cap.mode != "chat" else []),
+                        *CAPABILITY_WORDS.get(name, ())})
+        if len(group) > 1:
+            for word in group:
+                synonyms[word] = sorted(set(synonyms.get(word, [])) | set(group))
+    for alias, os_name in OS_ALIASES.items():
+        synonyms[alias] = sorted({alias, os_name})
+    phrases = sorted({w for w in synonyms if " " in w}, key=lambda w: (-len(w.split()), w))
+    return {"kinds": ["recipe", "extension"], "oses": list(OS_NAMES), "accelerators": list(ACCELERATORS),
+            "capabilities": sorted(CAPABILITIES), "arch_families": {k: list(v) for k, v in KNOWN_ARCHS.items()},
+            "synonyms": dict(sorted(synonyms.items())), "phrases": phrases}
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict:
+    """The shipped ``static/search-rules.json`` (:func:`compute_rules`' output), read once."""
+    return json.loads(resources.files("lemonpack.catalogue").joinpath("static", "search-rules.json").read_bytes())
+
+
+def runs_on_arch(entry: Mapping[str, Any], arch: str) -> bool:
+    """Whether some platform of ``entry`` runs on the concrete GPU ``arch``: the arch is
+    among the platform's ``archs``, or the platform runs on every arch (``any_arch``; absent:
+    when it lists no archs) and ``arch`` is a known arch of its accelerator."""
+    fam = rules()["arch_families"]
+    for p in entry.get("platforms") or []:
+        archs = p.get("archs") or []
+        if arch in archs:
+            return True
+        if p.get("any_arch", not archs) and arch in fam.get(p.get("accelerator"), ()):
+            return True
+    return False
+
 
 def _values(entry: Mapping[str, Any], name: str) -> set:
-    """The set of values an entry offers for filter ``name``."""
+    """The set of values an entry offers for filter ``name`` (not ``gpu_arch``)."""
     plats = entry.get("platforms") or []
     if name == "kind":
         return {entry.get("kind")}
@@ -37,8 +124,6 @@ def _values(entry: Mapping[str, Any], name: str) -> set:
         return {p.get("os") for p in plats}
     if name == "accelerator":
         return {p.get("accelerator") for p in plats}
-    if name == "gpu_arch":
-        return {a for p in plats for a in (p.get("archs") or [])}
     if name == "official":
         return {bool(entry.get("official"))}
     if name in ("signature", "pinning", "reproducible"):
@@ -48,52 +133,258 @@ def _values(entry: Mapping[str, Any], name: str) -> set:
     raise CatalogueError(f"unknown search filter {name!r} (known: {', '.join(FILTERS)})")
 
 
+def platform_words(entry: Mapping[str, Any]) -> str:
+    """The searchable words of an entry's platforms: per platform ``os accelerator
+    os/accelerator archs...``, space-separated."""
+    words: list[str] = []
+    for p in entry.get("platforms") or []:
+        o, a = str(p.get("os") or ""), str(p.get("accelerator") or "")
+        words += [o, a, f"{o}/{a}", *[str(x) for x in p.get("archs") or []]]
+    return " ".join(words)
+
+
 def haystack(entry: Mapping[str, Any]) -> list[str]:
     """The lower-cased texts a query term is looked for in."""
     texts = [entry.get("id"), entry.get("name"), entry.get("display_name"), entry.get("publisher")]
     texts += list(entry.get("tags") or []) + list(entry.get("capabilities") or [])
-    texts.append(entry.get("description"))
+    texts += [entry.get("description"), platform_words(entry)]
     return [t.lower() for t in texts if isinstance(t, str)]
 
 
 def _joined(entry: Mapping[str, Any]) -> str:
-    """:func:`haystack` as one string, the texts separated by a newline: a term never holds
-    whitespace (the query is split on it), so a term is a substring of this string exactly
-    when it is a substring of one of the texts. One ``in`` per term instead of one per text."""
-    return "\n".join(haystack(entry))
+    """:func:`haystack` as one string, the texts separated by a newline (no alternative holds
+    a newline, so a substring of this string is a substring of one text); lower-cased once."""
+    texts = [entry.get("id"), entry.get("name"), entry.get("display_name"), entry.get("publisher"),
+             *(entry.get("tags") or ()), *(entry.get("capabilities") or ()), entry.get("description"),
+             platform_words(entry)]
+    return "\n".join(t for t in texts if isinstance(t, str)).lower()
 
 
-def matches(entry: Mapping[str, Any], terms: Iterable[str], filters: Mapping[str, Any]) -> bool:
-    """Whether ``entry`` matches every (lower-case) term and every filter."""
-    if terms:
-        hay = _joined(entry)
-        if not all(t in hay for t in terms):
+def terms(query: str) -> list[list[str]]:
+    """The query's terms, each a list of alternatives (the term first): lower-cased, split on
+    whitespace, known phrases joined, synonyms added."""
+    r = rules()
+    words = query.lower().split()
+    out: list[list[str]] = []
+    i = 0
+    while i < len(words):
+        for phrase in r["phrases"]:
+            n = len(phrase.split())
+            if " ".join(words[i:i + n]) == phrase:
+                word, i = phrase, i + n
+                break
+        else:
+            word, i = words[i], i + 1
+        out.append([word] + [s for s in r["synonyms"].get(word, []) if s != word])
+    return out
+
+
+def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: frozenset) -> bool:
+    if any(a in hay for a in alts):
+        return True
+    return alts[0] in archs and runs_on_arch(entry, alts[0])
+
+
+@lru_cache(maxsize=1)
+def _known_archs() -> frozenset:
+    return frozenset(a for fam in rules()["arch_families"].values() for a in fam)
+
+
+def matches(entry: Mapping[str, Any], ts: Iterable[list[str]], filters: Mapping[str, Any],
+            hay: str | None = None) -> bool:
+    """Whether ``entry`` matches every term (:func:`terms`' shape) and every filter
+    (``hay``: its :func:`_joined` texts when the caller has them already)."""
+    ts = list(ts)
+    if ts:
+        hay, archs = _joined(entry) if hay is None else hay, _known_archs()
+        if not all(_term_matches(t, hay, entry, archs) for t in ts):
             return False
     for name, want in filters.items():
         if want is None:
             continue
         wanted = set(want) if isinstance(want, (list, tuple, set, frozenset)) else {want}
-        if not wanted & _values(entry, name):
+        if name == "gpu_arch":
+            if not any(runs_on_arch(entry, a) for a in wanted):
+                return False
+        elif not wanted & _values(entry, name):
             return False
     return True
 
 
-def search(index: Mapping[str, Any], query: str = "", filters: Mapping[str, Any] | None = None) -> list[dict]:
-    """The entries of ``index`` (``catalogue.json`` as a dict) matching ``query`` and
-    ``filters``, ranked (:func:`rank`; index order within a rank). Raises :class:`LemonpackError` for an unknown filter name."""
+def osa_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (Damerau-Levenshtein without repeated edits of one
+    substring): insertions, deletions, substitutions and swaps of two neighbours."""
+    d = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) + 1):
+        d[i][0] = i
+    for j in range(len(b) + 1):
+        d[0][j] = j
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def max_distance(term: str) -> int:
+    """Edits a near miss may be away: 0 below 3 characters, 1 up to 5, else 2."""
+    return 0 if len(term) < 3 else (1 if len(term) <= 5 else 2)
+
+
+def vocabulary(index: Mapping[str, Any]) -> list[str]:
+    """The words a near miss is corrected to, sorted: the tokens (``[a-z0-9]`` runs joined by
+    ``.``, ``_`` or ``-``, and their parts) of every entry's id, name, display name,
+    publisher, tags, capabilities and platform words, plus the synonym words; 3+ characters."""
+    texts: list[str] = []
+    for e in index.get("entries", []):
+        for t in (e.get("id"), e.get("name"), e.get("display_name"), e.get("publisher"),
+                  *(e.get("tags") or []), *(e.get("capabilities") or []), platform_words(e)):
+            if isinstance(t, str):
+                texts.append(t)
+    # one findall over all texts (newline-separated: no token spans two), parts split once per token
+    tokens = set(_TOKEN.findall("\n".join(texts).lower()))
+    words: set[str] = {w for w in rules()["synonyms"] if " " not in w} | tokens
+    for tok in tokens:
+        words.update(re.split(r"[._-]", tok))
+    return sorted(w for w in words if len(w) >= 3)
+
+
+def suggest(term: str, vocab: Iterable[str]) -> str | None:
+    """The closest word of ``vocab`` within :func:`max_distance` edits of ``term`` (fewest
+    edits, then alphabetical), or None."""
+    limit = max_distance(term)
+    best: tuple[int, str] | None = None
+    for w in vocab:
+        if abs(len(w) - len(term)) > limit or w == term:
+            continue
+        d = osa_distance(term, w)
+        if d <= limit and (best is None or (d, w) < best):
+            best = (d, w)
+    return best[1] if best else None
+
+
+def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[str, Any] | None = None) -> dict:
+    """``{"results": [entries], "corrected": {term: word}}``: the entries of ``index``
+    matching ``query`` and ``filters``, ranked (index order within a rank), after replacing
+    each term no entry has by its near miss (:func:`suggest`). Raises CatalogueError for an
+    unknown filter name."""
     filters = dict(filters or {})
     unknown = sorted(set(filters) - set(FILTERS))
     if unknown:
         raise CatalogueError(f"unknown search filter {unknown[0]!r} (known: {', '.join(FILTERS)})")
-    terms = [t.lower() for t in query.split()]
-    found = [e for e in index.get("entries", []) if matches(e, terms, filters)]
-    if terms:
-        found.sort(key=lambda e: rank(e, terms))  # stable: index order within a rank
-    return found
+    entries = index.get("entries", [])
+    ts = terms(query)
+    corrected: dict[str, str] = {}
+    hays: list[tuple[str, Any]] = []
+    if ts:
+        hays = [(_joined(e), e) for e in entries]
+        archs = _known_archs()
+        vocab: list[str] | None = None
+        for k, t in enumerate(ts):
+            if len(t) > 1 or any(_term_matches(t, hay, e, archs) for hay, e in hays):
+                continue  # a synonym group is never corrected
+            vocab = vocabulary(index) if vocab is None else vocab
+            word = suggest(t[0], vocab)
+            if word is not None:
+                corrected[t[0]] = word
+                ts[k] = terms(word)[0]
+    if ts:
+        found = [e for hay, e in hays if matches(e, ts, filters, hay)]
+    else:
+        found = [e for e in entries if matches(e, ts, filters)]
+    if ts:
+        found.sort(key=lambda e: rank(e, ts))  # stable: index order within a rank
+    return {"results": found, "corrected": corrected}
 
 
-def rank(entry: Mapping[str, Any], terms: list[str]) -> int:
-    """0 when every (lower-case) term is in the entry's id or name, 1 when some term is, else 2."""
+def search(index: Mapping[str, Any], query: str = "", filters: Mapping[str, Any] | None = None) -> list[dict]:
+    """:func:`search_report`'s results."""
+    return search_report(index, query, filters)["results"]
+
+
+def rank(entry: Mapping[str, Any], ts: list[list[str]]) -> int:
+    """0 when every term (an alternative of it) is in the entry's id or name, 1 when some
+    term is, else 2."""
     names = f"{entry.get('id') or ''}\n{entry.get('name') or ''}".lower()
-    hits = sum(1 for t in terms if t in names)
-    return 0 if hits == len(terms) else (1 if hits else 2)
+    hits = sum(1 for t in ts if any(a in names for a in t))
+    return 0 if hits == len(ts) else (1 if hits else 2)
+
+
+#: CLI option of each validated filter.
+OPTION = {"kind": "--kind", "capability": "--capability", "os": "--os", "accelerator": "--accelerator",
+          "gpu_arch": "--gpu-arch"}
+
+
+def choices(index: Mapping[str, Any], name: str) -> list[str]:
+    """The values filter ``name`` accepts: kinds, the contract's OS and accelerator names,
+    the registry's capabilities and those of the index's entries, the known GPU archs and
+    those the index lists."""
+    r = rules()
+    entries = index.get("entries", [])
+    if name == "kind":
+        return list(r["kinds"])
+    if name == "os":
+        return list(r["oses"])
+    if name == "accelerator":
+        return list(r["accelerators"])
+    if name == "capability":
+        return sorted(set(r["capabilities"]) | {c for e in entries for c in e.get("capabilities") or []})
+    if name == "gpu_arch":
+        known = [a for fam in r["arch_families"].values() for a in fam]
+        listed = {a for e in entries for p in e.get("platforms") or [] for a in p.get("archs") or []}
+        return list(dict.fromkeys(known + sorted(listed - set(known))))
+    raise CatalogueError(f"filter {name!r} has no fixed vocabulary")
+
+
+_LABEL = {"kind": "kind", "capability": "capability", "os": "OS", "accelerator": "accelerator", "gpu_arch": "GPU arch"}
+
+
+def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
+    """``filters`` with every value of a validated filter (:data:`OPTION`) lower-cased and
+    checked against :func:`choices`. Raises :class:`UsageError` (exit 2) naming the option,
+    the value, a near miss or synonym ("did you mean") and the choices."""
+    out = dict(filters)
+    for name, option in OPTION.items():
+        if name not in filters or filters[name] is None:
+            continue
+        values = filters[name] if isinstance(filters[name], (list, tuple)) else [filters[name]]
+        allowed = choices(index, name)
+        good = []
+        for v in values:
+            low = str(v).lower()
+            if low in allowed:
+                good.append(low)
+                continue
+            hint = next((s for s in rules()["synonyms"].get(low, []) if s in allowed), None) or suggest(low, allowed)
+            shown = allowed if len(allowed) <= 40 else allowed[:40] + ["..."]
+            raise UsageError(f"unknown {_LABEL[name]} {v!r}" + (f"; did you mean {hint!r}?" if hint else "")
+                             + f" (choices: {', '.join(shown)})", param=option)
+        out[name] = good
+    return out
+
+
+#: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.
+SORTS: tuple[str, ...] = ("relevance", "name", "new", "updated")
+
+
+def entry_dates(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """``(added, updated)``: the dates (RFC 3339 strings) of the entry's first and latest
+    version in its ``history``; ``""`` when it has none."""
+    hist = [h for h in entry.get("history") or [] if isinstance(h, dict) and isinstance(h.get("date"), str)]
+    return (hist[0]["date"], hist[-1]["date"]) if hist else ("", "")
+
+
+def sort_entries(entries: list, order: str) -> list:
+    """``entries`` in ``order`` (:data:`SORTS`): ``relevance`` as given; ``name`` by name then
+    id; ``new`` / ``updated`` by the first / latest version's date, newest first. Stable: ties
+    keep the order given. Raises :class:`UsageError` for another order."""
+    if order == "relevance":
+        return list(entries)
+    if order == "name":
+        return sorted(entries, key=lambda e: (str(e.get("name") or ""), str(e.get("id") or "")))
+    if order in ("new", "updated"):
+        k = 0 if order == "new" else 1
+        return sorted(entries, key=lambda e: entry_dates(e)[k], reverse=True)  # reverse keeps ties in order
+    raise UsageError(f"unknown order {order!r} (choices: {', '.join(SORTS)})", param="--sort")

@@ -13,8 +13,10 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
 - ``assets/catalogue-data.js``: ``window.CATALOGUE = <page data>;`` (pages opened from
   ``file://`` cannot fetch JSON, but may load a local script): only what the front page's
   search, facets and host fit read, one array per entry (:func:`page_data`); the full index
-  stays in ``catalogue.json`` and the entry pages. Both scripts are ``defer`` in the head: they
-  load while the list is parsed and run once it is, before any rendering of the list.
+  stays in ``catalogue.json`` and the entry pages. ``assets/search-rules.js``:
+  ``window.CATALOGUE_RULES = <the search vocabulary>;`` (:func:`lemonpack.catalogue.search.rules`,
+  the table the CLI's search reads). The scripts are ``defer`` in the head: they load while the
+  list is parsed and run once it is, before any rendering of the list.
 - ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
 
 The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
@@ -91,7 +93,8 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 
 _CSP_INDEX = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "base-uri 'none'; form-action 'none'")
-_CSP_ENTRY = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'"
+_CSP_ENTRY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+              "form-action 'none'")
 
 
 def render_markdown(text: str) -> Markup:
@@ -203,11 +206,15 @@ def entry_facets(entry: dict[str, Any]) -> dict[str, list[str]]:
 def _facet_options(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per facet: ``{"key", "label", "options": [{"value", "label", "count"}]}`` sorted by value
     (``official`` as true first with labels official / community)."""
+    from lemonpack.catalogue.search import runs_on_arch
+
     counts: dict[str, dict[str, int]] = {k: {} for k, _ in FACETS}
     for e in entries:
         for key, vals in entry_facets(e).items():
             for v in vals:
                 counts[key][v] = counts[key].get(v, 0) + 1
+    # the GPU arch facet counts the entries that run on the arch (the search's rule), listed or not
+    counts["gpu_arch"] = {a: sum(1 for e in entries if runs_on_arch(e, a)) for a in counts["gpu_arch"]}
     out = []
     for key, label in FACETS:
         values = sorted(counts[key])
@@ -279,18 +286,24 @@ def _environment() -> jinja2.Environment:
 #: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
 PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
                                 "tags", "capabilities", "default_accelerator", "platforms", "signature",
-                                "pinning", "reproducible")
+                                "pinning", "reproducible", "added", "updated")
 
 
 def page_data(index: dict[str, Any]) -> dict[str, Any]:
     """What ``assets/catalogue-data.js`` holds: ``{"format": "lemonpack-catalogue-page/1",
     "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
     index order. Values are the index's own (``null`` when absent), except ``platforms`` =
-    ``[[os, accelerator, [concrete archs]], ...]`` and ``signature`` / ``pinning`` /
-    ``reproducible`` = their ``status`` string. That is every field the search (docs/catalogue.md
+    ``[[os, accelerator, [concrete archs], any_arch], ...]`` and ``signature`` / ``pinning`` /
+    ``reproducible`` = their ``status`` string, and ``added`` / ``updated`` the dates of the
+    first and latest version (:func:`lemonpack.catalogue.search.entry_dates`, what the sort
+    orders read). That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
-    site.js turns each array back into an object with these keys."""
+    site.js turns each array back into an object with these keys. The search vocabulary
+    (arch families, synonyms, phrases) is ``assets/search-rules.js``: the CLI's own table,
+    :func:`lemonpack.catalogue.search.rules`."""
+    from lemonpack.catalogue.search import entry_dates
+
     def status(v: Any) -> Any:
         return v.get("status") if isinstance(v, dict) else None
 
@@ -299,9 +312,11 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(e, dict):
             continue
         row = [e.get(k) for k in PAGE_FIELDS[:10]]
-        row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or []]
+        row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or [],
+                     bool(p.get("any_arch", not p.get("archs")))]
                     for p in e.get("platforms") or [] if isinstance(p, dict)])
         row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
+        row += list(entry_dates(e))
         rows.append(row)
     return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
             "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
@@ -338,19 +353,36 @@ def site_files(index: dict[str, Any], index_digest: str | None = None, cache: An
             description, summary = _description(entry.get("description"), 160)
             item = item_tpl.render(e=entry, slug=slug, summary=summary)
             html = page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
-                               facets=entry_facets(entry), publisher=publisher)
+                               facets=entry_facets(entry), publisher=publisher,
+                               platform_installs=_platform_installs(entry))
             if cache is not None:
                 cache["item:" + key], cache["page:" + key] = item, html
         items.append(Markup(item))
         files[f"entry/{slug}.html"] = html.encode("utf-8")
     files["index.html"] = env.get_template("index.html").render(
         **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
+        skip_to="results", skip_label="results",
         rejected=index.get("rejected") or [],
     ).encode("utf-8")
     files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
+    from lemonpack.catalogue.search import rules
+
+    files["assets/search-rules.js"] = b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n"
     files["assets/site.js"] = _asset("site.js")
     files["assets/site.css"] = _asset("site.css")
+    files["assets/copy.js"] = _asset("copy.js")
     return files
+
+
+def _platform_installs(entry: dict) -> dict[str, str]:
+    """:func:`lemonpack.catalogue.fits.platform_installs` (empty for an entry whose platforms
+    are not index-shaped: a page is rendered for anything the index holds)."""
+    from lemonpack.catalogue.fits import platform_installs
+
+    try:
+        return platform_installs(entry)
+    except (KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, index_digest: str | None) -> str:

@@ -33,7 +33,7 @@ from lemonpack.jsonpath import join
 #: field gets. The index, ``catalogue show`` and the site's entry page carry every row, so a
 #: new field is a row here, a property in ``schema/entry.schema.json`` and, to show it on the
 #: site, a line in ``templates/entry.html``.
-DESCRIBED: dict[str, str] = {"license": "MIT", "homepage": ""}
+DESCRIBED: dict[str, str] = {"license": "MIT", "homepage": "", "changelog": ""}
 
 
 def described(doc: Mapping) -> dict[str, str]:

@@ -87,9 +87,6 @@ def build_cmd(out: Path = typer.Option(..., "--out", metavar="DIR", help="Output
 
 def _filters(kind, capability, accelerator, os_name, gpu_arch, official, community) -> dict:
     f: dict = {}
-    bad = sorted(set(kind) - {"recipe", "extension"})
-    if bad:
-        raise typer.BadParameter(f"unknown kind {bad[0]!r} (recipe or extension)", param_hint="--kind")
     for name, value in (("kind", kind), ("capability", capability), ("accelerator", accelerator),
                         ("os", os_name), ("gpu_arch", gpu_arch)):
         if value:
@@ -102,44 +99,55 @@ def _filters(kind, capability, accelerator, os_name, gpu_arch, official, communi
 
 
 @catalogue_app.command("search")
-def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case-insensitive)."),
+def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case-insensitive; platforms, "
+                                                    "accelerators and GPU archs are words too)."),
                kind: list[str] = typer.Option([], "--kind", help="recipe or extension (repeatable: any of)."),
                capability: list[str] = typer.Option([], "--capability", help="Capability (repeatable)."),
                accelerator: list[str] = typer.Option([], "--accelerator", help="Accelerator (repeatable)."),
                os_name: list[str] = typer.Option([], "--os", help="OS: linux, windows, darwin (repeatable)."),
-               gpu_arch: list[str] = typer.Option([], "--gpu-arch", help="Concrete GPU arch, e.g. gfx1151 (repeatable)."),
+               gpu_arch: list[str] = typer.Option([], "--gpu-arch",
+                                                  help="Concrete GPU arch, e.g. gfx1151: entries that run on it "
+                                                       "(repeatable)."),
                official: bool = typer.Option(False, "--official", help="Official entries only."),
                community: bool = typer.Option(False, "--community", help="Community entries only."),
                fits_host: bool = typer.Option(False, "--fits-host",
                                               help="Only entries that run on this host (LEMONPACK_HOST_FACTS or detection)."),
                host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
                                                help="Host facts file (lemonpack host --json) for --fits-host."),
+               sort: str = typer.Option("relevance", "--sort",
+                                        help="relevance, name, new (first published) or updated (latest version)."),
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
-    """Search the built index (same rules as the site's search box)."""
+    """Search the built index (same rules as the site's search box); an unknown filter value
+    is an error naming the choices (exit 2), a term no entry has is replaced by its near miss."""
     from lemonpack.catalogue.index import load_index
-    from lemonpack.catalogue.search import search
+    from lemonpack.catalogue.search import check_filters, search_report, sort_entries
 
     data = load_index(index)
-    results = search(data, query, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community))
+    report = search_report(data, query, check_filters(
+        data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
+    report["results"] = sort_entries(report["results"], sort)
     if fits_host or host_facts:  # imported only then: the contract (jsonschema) is most of a search's start-up
-        from lemonpack.catalogue.fits import fits_host as fits, search_host
+        from lemonpack.catalogue.fits import host_fit, install_command, search_host
     host = search_host(host_facts) if fits_host or host_facts else None
     rows = []
-    for e in results:
-        why = None
+    for e in report["results"]:
+        fit = None
         if host is not None:
-            ok, why = fits(e, host)
-            if fits_host and not ok:
+            fit = host_fit(e, host)
+            if fits_host and not fit.fits:
                 continue
-        rows.append((e, why))
+        rows.append((e, fit))
     if json_out:
-        print_json({"query": query, "results": [{"id": e["id"], "display_name": e["display_name"],
-                                                 "official": e["official"], "publisher": e["publisher"],
-                                                 **({"fits": why} if why is not None else {})} for e, why in rows]})
+        print_json({"query": query, "corrected": report["corrected"], "results": [
+            {"id": e["id"], "display_name": e["display_name"], "official": e["official"], "publisher": e["publisher"],
+             **({"fits": fit.reason, "runs_here": fit.fits, "install": install_command(e, fit)}
+                if fit is not None else {})} for e, fit in rows]})
     else:
-        for e, why in rows:
+        for term, word in report["corrected"].items():
+            typer.echo(one_line(f"no entry has {term!r}: did you mean {word!r}? showing results for {word!r}"), err=True)
+        for e, fit in rows:
             badge = "official" if e["official"] else e["publisher"]
-            typer.echo(one_line(f"{e['id']}  [{badge}]  {e['display_name']}" + (f"  ({why})" if why else "")))
+            typer.echo(one_line(f"{e['id']}  [{badge}]  {e['display_name']}" + (f"  ({fit.reason})" if fit else "")))
         if not rows:
             typer.echo("no matches")
     return 0
@@ -147,19 +155,29 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
 
 @catalogue_app.command("show")
 def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, extension:NAME or NAME."),
+             host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
+                                             help="Host facts file (lemonpack host --json) the shown install "
+                                                  "command is for (default: LEMONPACK_HOST_FACTS or detection)."),
              index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
-    """Show one entry: source, digests, platforms, signature, pinning, commands."""
+    """Show one entry: source, digests, platforms, signature, pinning, whether it runs on this
+    host, and the commands (the install command as install selects on this host)."""
     from lemonpack.catalogue.commands import ORDER
     from lemonpack.catalogue.index import find_entry, load_index, locate
     from lemonpack.catalogue.signatures import describe, index_digest
     from lemonpack.catalogue.sources import DESCRIBED
 
+    from lemonpack.catalogue.fits import host_fit, install_command, search_host
+
     e = find_entry(load_index(index), ident)
+    fit = host_fit(e, search_host(host_facts))
+    commands = dict(e["commands"])
+    if commands.get("install"):
+        commands["install"] = install_command(e, fit)
     if json_out:
-        print_json(e)
+        print_json({**e, "host": {"runs_here": fit.fits, "reason": fit.reason, "commands": commands}})
         return 0
     digest = index_digest(locate(index).read_bytes()) if e["signature"]["status"] == "in-tree" else None
-    order = [k for k, _ in ORDER] + sorted(k for k in e["commands"] if k not in dict(ORDER))
+    order = [k for k, _ in ORDER] + sorted(k for k in commands if k not in dict(ORDER))
     lines = [f"{e['id']}  {e['display_name']}  ({'official' if e['official'] else 'community: ' + e['publisher']})",
              "   ".join(f"{k}: {e.get(k) or '-'}" for k in ("version", *DESCRIBED)),
              f"source: {json.dumps(e['source'], sort_keys=True)}", f"digest: {e['digest']}",
@@ -171,10 +189,14 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
              f"reproducible: {e['reproducible']['status']}"
              + (f" (published {e['reproducible']['published']}, rebuilt {e['reproducible']['rebuilt']})"
                 if e['reproducible'].get('published') or e['reproducible'].get('rebuilt') else ""),
+             "versions:" + ("" if e.get("history") else " -"),
+             *[f"  {h.get('version') or '-'}  {h.get('date') or '-'}  {h['digest']}"
+               for h in reversed(e.get("history") or [])],
              "platforms:",
              *[f"  {p['os']}/{p['accelerator']}" + (f" {', '.join(p['archs'])}" if p["archs"] else "")
                for p in e["platforms"]],
-             "commands:", *[f"  {k}: {e['commands'][k]}" for k in order if e["commands"].get(k)]]
+             f"this host: {'runs here' if fit.fits else 'does not run here'} ({fit.reason})",
+             "commands:", *[f"  {k}: {commands[k]}" for k in order if commands.get(k)]]
     # the description keeps its line breaks; every other control and bidi override is escaped
     description = "\n".join(one_line(line) for line in str(e["description"]).split("\n"))
     typer.echo("\n".join(one_line(x) for x in lines) + "\n\n" + description)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lemonpack.catalogue.search import search
+from lemonpack.catalogue.search import search, sort_entries
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixture-catalogue.json"
@@ -32,7 +32,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def argv_for(q: dict) -> list[str] | None:
     """CLI arguments for a table row; None when the CLI has no flag for a filter."""
-    args = ["catalogue", "search", q["query"], "--index", str(FIXTURE), "--json"]
+    args = ["catalogue", "search", q["query"], "--index", str(FIXTURE), "--json", "--sort", q.get("sort", "relevance")]
     for name, value in q["filters"].items():
         values = value if isinstance(value, list) else [value]
         if name == "official":
@@ -49,11 +49,70 @@ def argv_for(q: dict) -> list[str] | None:
 def test_table_through_cli(q):
     args = argv_for(q)
     if args is None:  # signature / pinning / reproducible / publisher: page facets, checked via the library
-        assert [e["id"] for e in search(json.loads(FIXTURE.read_text()), q["query"], q["filters"])] == q["expected_ids"]
+        found = search(json.loads(FIXTURE.read_text()), q["query"], q["filters"])
+        assert [e["id"] for e in sort_entries(found, q.get("sort", "relevance"))] == q["expected_ids"]
         return
     r = cli(*args)
     assert r.returncode == 0, r.stderr
-    assert [x["id"] for x in json.loads(r.stdout)["results"]] == q["expected_ids"]
+    out = json.loads(r.stdout)
+    assert [x["id"] for x in out["results"]] == q["expected_ids"]
+    assert out["corrected"] == q.get("corrected", {})
+
+
+def test_table_is_large_and_first_hits_are_distinct():
+    assert len(QUERIES) >= 40
+    firsts = {q["expected_ids"][0] for q in QUERIES if q["expected_ids"]}
+    assert len(firsts) >= 6  # the table's first hits cover most entries, not one
+
+
+def test_shipped_rules_are_the_contract_tables():
+    """static/search-rules.json (what the CLI and the page read) is compute_rules() of the
+    contract's tables: a new accelerator, OS, capability or arch cannot leave it behind."""
+    from lemonpack.catalogue.search import compute_rules, rules
+
+    assert rules() == json.loads(json.dumps(compute_rules()))
+    assert "text to speech" in rules()["synonyms"]["tts"] and "speech_synthesis" in rules()["synonyms"]["tts"]
+
+
+@pytest.mark.parametrize("args, option, hint", [
+    (["--accelerator", "rocmm"], "--accelerator", "'rocm'"),
+    (["--os", "macos"], "--os", "'darwin'"),
+    (["--capability", "embedding"], "--capability", "'embeddings'"),
+    (["--gpu-arch", "gfx11511"], "--gpu-arch", "'gfx1151'"),
+    (["--kind", "recipes"], "--kind", "'recipe'"),
+])
+def test_unknown_filter_values_are_usage_errors_naming_the_choices(args, option, hint):
+    """Case 74: a filter value outside its vocabulary exits 2 naming the option, a near miss
+    and the choices, never a silent "no matches"."""
+    r = cli("catalogue", "search", *args, "--index", str(FIXTURE))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert option in r.stderr and f"did you mean {hint}" in r.stderr and "choices: " in r.stderr
+    assert "Traceback" not in r.stderr and "no matches" not in r.stdout
+
+
+def test_filter_values_are_case_insensitive():
+    r = cli("catalogue", "search", "--accelerator", "ROCM", "--os", "Linux", "--index", str(FIXTURE), "--json")
+    assert r.returncode == 0, r.stderr
+    assert [x["id"] for x in json.loads(r.stdout)["results"]] == [
+        "extension:qwen", "recipe:acme-strix-toolbox", "recipe:gamma-rocm-tuned"]
+
+
+def test_a_near_miss_says_what_it_searched():
+    r = cli("catalogue", "search", "llma", "--index", str(FIXTURE))
+    assert r.returncode == 0
+    assert "did you mean 'llama'" in r.stderr and r.stdout.splitlines()[0].startswith("recipe:hello-engine")
+
+
+def test_gpu_arch_keeps_what_fits_a_host_of_that_arch():
+    """Case 75 on the fixture: every entry that runs on a gfx1151 host through rocm is kept
+    by --gpu-arch gfx1151."""
+    host = {"os": "linux", "accelerators": ["cpu", "rocm"], "cuda_arch": None, "rocm_arch": "gfx1151"}
+    fit = cli("catalogue", "search", "--index", str(FIXTURE), "--fits-host", "--json",
+              env={"LEMONPACK_HOST_FACTS": json.dumps(host)})
+    arch = cli("catalogue", "search", "--gpu-arch", "gfx1151", "--index", str(FIXTURE), "--json")
+    gpu = [x["id"] for x in json.loads(fit.stdout)["results"] if x["fits"].startswith("linux/rocm")]
+    assert gpu == ["extension:qwen", "recipe:acme-strix-toolbox", "recipe:gamma-rocm-tuned"]
+    assert set(gpu) <= {x["id"] for x in json.loads(arch.stdout)["results"]}
 
 
 def test_table_covers_every_filter():
@@ -69,13 +128,15 @@ def test_unknown_index_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("facts,expected", [
-    ({"os": "linux", "accelerators": ["cpu"]}, ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]),
+    ({"os": "linux", "accelerators": ["cpu"]},
+     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox", "recipe:gamma-rocm-tuned"]),
     ({"os": "linux", "accelerators": ["rocm"], "rocm_arch": "gfx1151"},
-     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]),
+     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox", "recipe:gamma-rocm-tuned"]),
     ({"os": "linux", "accelerators": ["cuda"], "cuda_arch": "sm_90"},
-     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox", "recipe:beta-whisper-cuda"]),
+     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox", "recipe:beta-whisper-cuda",
+      "recipe:gamma-rocm-tuned"]),
     ({"os": "linux", "accelerators": ["cuda"], "cuda_arch": "sm_75"},
-     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]),
+     ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox", "recipe:gamma-rocm-tuned"]),
     ({"os": "darwin", "accelerators": ["metal"]}, ["recipe:beta-metal-embed"]),
     ({"os": "windows", "accelerators": ["vulkan"]}, ["extension:acme_moe", "recipe:beta-whisper-cuda"]),
 ])
@@ -102,3 +163,11 @@ def test_a_bad_host_facts_file_is_one_line_naming_it(content, why, tmp_path):
     r = cli("catalogue", "search", "", "--index", str(FIXTURE), "--fits-host", "--host-facts", str(f))
     assert r.returncode == 1
     assert f"cannot read host facts {f}: " in r.stderr and why in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_sort_order_is_in_the_table_and_an_unknown_one_is_a_usage_error():
+    from lemonpack.catalogue.search import SORTS
+
+    assert {q.get("sort", "relevance") for q in QUERIES} == set(SORTS)
+    r = cli("catalogue", "search", "--sort", "newest", "--index", str(FIXTURE))
+    assert r.returncode == 2 and "--sort" in r.stderr and "relevance, name, new, updated" in r.stderr

@@ -26,7 +26,8 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     render_site(index, tmp_path)
     files = tree(tmp_path)
     slugs = [entry_slug(e["id"]) for e in index["entries"]]
-    assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/site.js", "assets/site.css"]
+    assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js", "assets/copy.js",
+                                   "assets/site.css"]
                                    + [f"entry/{s}.html" for s in slugs])
     # The data script is the page data, canonical: per entry, in index order, the fields the
     # search, the facets and the host fit read (digests, sources, commands stay out).
@@ -40,7 +41,8 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     for r, e in zip(rows, index["entries"]):
         for k in ("kind", "name", "display_name", "official", "publisher", "description", "tags", "capabilities"):
             assert r[k] == e[k], k
-        assert r["platforms"] == [[p["os"], p["accelerator"], p["archs"]] for p in e["platforms"]]
+        assert r["platforms"] == [[p["os"], p["accelerator"], p["archs"], p.get("any_arch", not p["archs"])]
+                                  for p in e["platforms"]]
         assert [r["signature"], r["pinning"], r["reproducible"]] == [e[k]["status"] for k in
                                                                      ("signature", "pinning", "reproducible")]
     assert index["entries"][0]["digest"].encode() not in data
@@ -51,8 +53,9 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     assert ids == [e["id"] for e in index["entries"]]
     links = [a["href"] for t, a in doc.elements if t == "a" and a.get("href", "").startswith("entry/")]
     assert links == [f"entry/{s}.html" for s in slugs]
-    # The only scripts are the two local assets, in this order.
-    assert [a.get("src") for t, a in doc.elements if t == "script"] == ["assets/catalogue-data.js", "assets/site.js"]
+    # The only scripts are the three local assets, in this order.
+    assert [a.get("src") for t, a in doc.elements if t == "script"] == [
+        "assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js"]
 
 
 def test_facets_offer_every_value_of_the_index(tmp_path):
@@ -86,11 +89,13 @@ def test_entry_page_shows_digests_commands_signature_platforms(tmp_path):
                    "gfx1150, gfx1151, gfx1152, gfx1153", "gfx115*", *e["capabilities"],
                    *(img["ref"] for img in e["pinning"]["images"])):
         assert needle in text, needle
-    # No script on an entry page, and a policy that forbids any.
+    # Versions newest first with their dates; the one script is the site's copy button, and the
+    # policy allows the site's own scripts only (no inline script, nothing from elsewhere).
+    assert "b22026-01-20" in text and text.index("b22026-01-20") < text.index("b12025-12-01")  # adjacent cells
     doc = parse(html)
-    assert not [1 for t, _ in doc.elements if t == "script"]
+    assert [a.get("src") for t, a in doc.elements if t == "script"] == ["../assets/copy.js"]
     csp = next(a["content"] for t, a in doc.elements if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
-    assert "default-src 'none'" in csp and "script-src" not in csp
+    assert "default-src 'none'" in csp and "script-src 'self';" in csp and "unsafe-inline" not in csp
 
 
 def _hrefs_and_srcs(html: bytes) -> list[tuple[str, str, str]]:
@@ -108,7 +113,9 @@ def test_hostile_description_and_fields_are_inert(tmp_path):
         for bad in ("img", "svg", "iframe", "style", "object", "embed", "form" if html is page else "svg"):
             assert bad not in tags, bad
         scripts = [a.get("src") for t, a in doc.elements if t == "script"]
-        assert scripts == ([] if html is page else ["assets/catalogue-data.js", "assets/site.js"])
+        # an entry page's one script is the local copy-button script (it reads the page's own text)
+        assert scripts == (["../assets/copy.js"] if html is page
+                           else ["assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js"])
         for t, attrs in doc.elements:
             assert not [k for k in attrs if k.lower().startswith("on")], (t, attrs)
         for t, k, v in _hrefs_and_srcs(html):
@@ -196,10 +203,11 @@ def test_output_is_byte_reproducible(tmp_path):
     render_site(json.loads(json.dumps(reverse(index))), tmp_path / "b")
     a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
     assert a == b
-    # No clock in the output: the only date is the index's.
+    # No clock in the output: the only dates are the index's and its entries' version dates.
     stamp = re.compile(rb"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
     dates = {m for data in a.values() for m in stamp.findall(data)}
-    assert dates == {index["generated"][:16].encode()}
+    assert dates == {index["generated"][:16].encode()} | {
+        h["date"][:16].encode() for e in index["entries"] for h in e.get("history", [])}
 
 
 def test_rerender_removes_pages_of_dropped_entries_and_keeps_other_files(tmp_path):

@@ -60,12 +60,14 @@ def visible_ids(driver) -> list[str]:
         ".filter(li => !li.hidden && li.offsetParent !== null).map(li => li.dataset.id)")
 
 
-def fragment(query: str, filters: dict) -> str:
+def fragment(query: str, filters: dict, sort: str = "relevance") -> str:
     pairs = [("q", query)] if query.strip() else []
     for key, _ in FACETS:
         if key in filters:
             vals = filters[key] if isinstance(filters[key], list) else [filters[key]]
             pairs += [(key, ("true" if v else "false") if isinstance(v, bool) else v) for v in vals]
+    if sort != "relevance":
+        pairs.append(("sort", sort))
     return "#" + urlencode(pairs) if pairs else ""
 
 
@@ -108,7 +110,7 @@ def test_each_facet_filters(browser, site, shots):
                                 key=(lambda v: v != "true") if key == "official" else None), key
         # One value, then a second one of the same facet (any of).
         boxes[0].click()
-        expected = [e["id"] for e in index["entries"] if values[0] in entry_facets(e)[key]]
+        expected = reference_search(index, "", {key: values[0]})
         assert expected and visible_ids(browser) == expected, (key, values[0])
         assert visible_ids(browser) == reference_search(index, "", {key: values[0]})
         if len(boxes) > 1:
@@ -153,12 +155,15 @@ def test_shared_query_table_in_the_page(browser, site):
     render_site(fixture, sub)
     open_index(browser, sub)
     for row in table:
-        got = browser.execute_script("return window.lemonpackCatalogue.search(arguments[0], arguments[1])",
-                                     row["query"], row["filters"])
-        assert got == row["expected_ids"], row
+        got = browser.execute_script(
+            "const api = window.lemonpackCatalogue, r = api.searchReport(arguments[0], arguments[1]);"
+            "return {ids: api.sortIds(r.ids, arguments[2]), corrected: r.corrected};",
+            row["query"], row["filters"], row.get("sort", "relevance"))
+        assert got["ids"] == row["expected_ids"], row
+        assert got["corrected"] == row.get("corrected", {}), row
     # And through the user interface: the fragment sets the form, the list shows the result.
     for row in table:
-        browser.execute_script("location.hash = arguments[0]", fragment(row["query"], row["filters"]) or "#")
+        browser.execute_script("location.hash = arguments[0]", fragment(row["query"], row["filters"], row.get("sort", "relevance")) or "#")
         assert visible_ids(browser) == row["expected_ids"], row
 
 
@@ -171,8 +176,13 @@ def test_entry_page_shows_digests_and_commands(browser, site, shots):
     digest = browser.find_element("css selector", "code[data-digest=entry]").text
     assert digest == e["digest"]
     commands = {c.get_attribute("data-command"): c.text
-                for c in browser.find_elements("css selector", "code.command")}
+                for c in browser.find_elements("css selector", "code.command:not([data-platform])")}
     assert commands == e["commands"]
+    # rocm + cpu on linux: each platform's install names it, as install selects it there (case 77)
+    per_platform = {c.get_attribute("data-platform"): c.text
+                    for c in browser.find_elements("css selector", "code.command[data-platform]")}
+    from lemonpack.catalogue.fits import platform_installs
+    assert per_platform == platform_installs(e) and per_platform["linux/cpu"].endswith(" --accelerator cpu")
     assert browser.find_element("css selector", "code.fingerprint").text == e["signature"]["fingerprint"]
     body = browser.find_element("tag name", "body").text
     assert "signed by an unknown key" in body and "gfx1151" in body
@@ -205,13 +215,23 @@ def test_host_facts_file_marks_fits(browser, site, shots, tmp_path):
     assert {k: v[0] for k, v in marks.items()} == {
         "extension:qwen": "fits", "recipe:hello-engine": "fits", "extension:acme_moe": "no-fit",
         "recipe:acme-strix-toolbox": "fits", "recipe:beta-whisper-cuda": "no-fit",
-        "recipe:beta-metal-embed": "no-fit", "recipe:evil-engine": "no-fit"}
+        "recipe:beta-metal-embed": "no-fit", "recipe:evil-engine": "no-fit", "recipe:gamma-kokoro": "no-fit",
+        "recipe:gamma-rocm-tuned": "fits"}
     assert "linux/rocm" in marks["recipe:acme-strix-toolbox"][1]  # the GPU block, not the cpu fallback
+    # rocm + cpu blocks: the page names the install arguments install needs there (case 77)
+    assert marks["recipe:gamma-rocm-tuned"][1] == \
+        "Runs on this host: linux/rocm gfx1151 (install with --accelerator rocm --arch gfx1151)"
     assert "needs vulkan on linux; the host has cpu, rocm" in marks["extension:acme_moe"][1]
     assert "no platform for linux" in marks["recipe:beta-metal-embed"][1]
-    assert "3 of 7 entries fit" in browser.find_element("id", "host-status").text
+    assert "4 of 9 entries fit" in browser.find_element("id", "host-status").text
     browser.find_element("id", "only-fits").click()
-    assert visible_ids(browser) == ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox"]
+    assert visible_ids(browser) == ["extension:qwen", "recipe:hello-engine", "recipe:acme-strix-toolbox",
+                                    "recipe:gamma-rocm-tuned"]
+    # the generic rocm build runs on another arch too, as install selects it (case 76)
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1100"})
+    assert fit_marks(browser)["recipe:gamma-rocm-tuned"] == [
+        "fits", "Runs on this host: linux/rocm (install with --accelerator rocm)"]
+    load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1151"})
     assert "fits=1" in browser.execute_script("return location.hash")
     browser.save_screenshot(str(shots / "host-rocm-gfx1151.png"))
     # The GPU arch decides: an NVIDIA host whose arch the recipe does not list, then one it does.
@@ -297,7 +317,7 @@ HOSTS = [
 def test_page_fit_agrees_with_the_cli_rule(browser, site):
     """The page's fit (JavaScript) against lemonpack.catalogue.fits.fits_host (what
     `catalogue search --fits-host` uses) for every entry on a range of hosts, verdict and words."""
-    from lemonpack.catalogue.fits import fits_host
+    from lemonpack.catalogue.fits import host_fit
     from lemonpack.contract.host import HostFacts
 
     index, out = site
@@ -306,7 +326,92 @@ def test_page_fit_agrees_with_the_cli_rule(browser, site):
     for host in HOSTS:
         got = browser.execute_script(
             "const api = window.lemonpackCatalogue, h = api.parseHost(arguments[1]);"
-            "return arguments[0].map(e => { const r = api.fit(e, h); return [r.fits, r.reason]; });",
+            "return arguments[0].map(e => { const r = api.fit(e, h); return [r.fits, r.reason, r.installArgs]; });",
             entries, host)
-        want = [list(fits_host(e, HostFacts.from_json(host))) for e in entries]
+        want = [[f.fits, f.reason, list(f.install_args)] for f in (host_fit(e, HostFacts.from_json(host)) for e in entries)]
         assert got == want, host
+
+
+# ---- presentation (issue 28 point 5): first screen, dark mode, skip link, sort, copy ---------
+
+def _emulate(driver, width: int, height: int, dark: bool) -> None:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 700})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                           {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
+
+
+def _reset_emulation(driver) -> None:
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
+@pytest.mark.parametrize("width,height", [(1280, 900), (390, 844)])
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_first_screen_light_and_dark(browser, site, shots, width, height, dark):
+    """Screenshots of the first screen (test-artifacts/catalogue-site/first-screen-*.png); at
+    390 px the first result is on the first screen, facets folded above it; dark mode follows
+    prefers-color-scheme."""
+    _, out = site
+    try:
+        _emulate(browser, width, height, dark)
+        open_index(browser, out)
+        geo = browser.execute_script(
+            "const li = document.querySelector('#entries > li:not([hidden])'), r = li.getBoundingClientRect();"
+            "const h = li.querySelector('h2').getBoundingClientRect();"
+            "return {top: r.top, headBottom: h.bottom, inner: innerHeight, scrollY: scrollY, width: innerWidth,"
+            " open: document.getElementById('facet-panel').open,"
+            " bg: getComputedStyle(document.body).backgroundColor};")
+        assert geo["width"] == width and geo["scrollY"] == 0
+        assert 0 <= geo["top"] and geo["headBottom"] <= geo["inner"], geo  # visible without scrolling
+        assert geo["open"] is (width > 760), geo  # narrow: the facets are one folded line
+        assert (geo["bg"] == "rgb(21, 23, 26)") is dark, geo
+        browser.save_screenshot(str(shots / f"first-screen-{width}-{'dark' if dark else 'light'}.png"))
+    finally:
+        _reset_emulation(browser)
+
+
+def test_skip_link_is_the_first_stop_and_jumps_to_the_results(browser, site):
+    from selenium.webdriver.common.keys import Keys
+
+    _, out = site
+    open_index(browser, out)
+    browser.find_element("tag name", "body").send_keys(Keys.TAB)
+    first = browser.switch_to.active_element
+    assert first.get_attribute("class") == "skip" and first.text == "Skip to results"
+    first.send_keys(Keys.ENTER)
+    assert browser.execute_script("return document.activeElement.id") == "results"
+    browser.switch_to.active_element.send_keys(Keys.TAB)  # the next stop is the first result's link
+    assert browser.execute_script("return document.activeElement.closest('#entries > li').dataset.id") == \
+        visible_ids(browser)[0]
+
+
+def test_sort_select_orders_and_lives_in_the_fragment(browser, site):
+    from selenium.webdriver.support.ui import Select
+
+    index, out = site
+    open_index(browser, out)
+    Select(browser.find_element("id", "sort")).select_by_value("updated")
+    from lemonpack.catalogue.search import sort_entries
+    assert visible_ids(browser) == [e["id"] for e in sort_entries(index["entries"], "updated")]
+    assert "sort=updated" in browser.execute_script("return location.hash")
+    open_index(browser, out, "#sort=name")
+    assert browser.find_element("id", "sort").get_attribute("value") == "name"
+    assert visible_ids(browser) == [e["id"] for e in sort_entries(index["entries"], "name")]
+
+
+def test_copy_buttons_copy_the_command_shown(browser, site, shots):
+    index, out = site
+    e = next(x for x in index["entries"] if x["id"] == "recipe:beta-whisper-cuda")
+    browser.get((out / "entry" / f"{entry_slug(e['id'])}.html").as_uri())
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, 10).until(
+        lambda d: d.execute_script("return document.body.getAttribute('data-copy-ready')") == "true")
+    buttons = browser.find_elements("css selector", "button.copy")
+    assert len(buttons) == len(browser.find_elements("css selector", "code.command")) >= 3
+    buttons[0].click()
+    assert browser.execute_script("return window.__lastCopied") == e["commands"]["install"]
+    WebDriverWait(browser, 5).until(lambda d: buttons[0].text in ("Copied", "Select and copy"))
+    body = browser.find_element("tag name", "body").text
+    assert "Versions" in body and "1.0.0" in body
+    browser.save_screenshot(str(shots / "entry-copy.png"))

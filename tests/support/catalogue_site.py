@@ -82,6 +82,17 @@ def parse(html: str | bytes) -> Elements:
     return p
 
 
+def runs_on(entry: dict, arch: str) -> bool:
+    """An entry runs on GPU ``arch``: some platform lists it, or runs on every arch
+    (``any_arch``, else: lists none) and ``arch`` is one of its accelerator's in the arch table."""
+    from lemonpack.catalogue.archs import KNOWN_ARCHS
+
+    for p in entry["platforms"]:
+        if arch in p["archs"] or (p.get("any_arch", not p["archs"]) and arch in KNOWN_ARCHS.get(p["accelerator"], ())):
+            return True
+    return False
+
+
 def reference_search(index: dict, query: str, filters: dict) -> list[str]:
     """The catalogue's search semantics (README) written out plainly in Python, the oracle the facet
     tests compare the page with (the shared query table checks it against cat-core's CLI)."""
@@ -100,7 +111,10 @@ def reference_search(index: dict, query: str, filters: dict) -> list[str]:
         for key, want in filters.items():
             want = want if isinstance(want, list) else [want]
             want = [("true" if w else "false") if isinstance(w, bool) else w for w in want]
-            if not set(want) & set(facets[key]):
+            if key == "gpu_arch":  # runs on the arch: listed, or any arch of an any-arch platform's accelerator
+                if not any(runs_on(e, a) for a in want):
+                    ok = False
+            elif not set(want) & set(facets[key]):
                 ok = False
         if ok:
             out.append(e["id"])

@@ -4,29 +4,36 @@
  * lists every entry in index order (the page is readable with JavaScript off); this script only
  * hides the entries a filter excludes. Nothing is fetched and nothing is sent anywhere.
  *
- * Search semantics (docs/catalogue.md; identical to `lemonpack catalogue search`):
- *   query = whitespace-separated terms, case-insensitive; an entry matches when EVERY term is a
- *   substring of one of: id, name, display_name, publisher, tags, capabilities, description.
- *   Filters (ANDed; several values of one facet = any of): kind, capability, os, accelerator,
- *   gpu_arch (a concrete arch in a platform's `archs`), official ("true"/"false"), signature,
- *   pinning, reproducible (statuses), publisher. Platform facets are tested each on its own
- *   against the set of values over all platforms. Result order: ranked, index order within a rank
- *   (rank 0: every term in the id or name; 1: some term there; 2: none), as search.py's rank();
- *   without terms, index order. The list's elements are moved into that order.
+ * Search semantics (docs/catalogue.md; identical to `lemonpack catalogue search`, whose
+ * lemonpack/catalogue/search.py this file follows function by function): the vocabulary is
+ * window.CATALOGUE_RULES (assets/search-rules.js, the same static/search-rules.json the CLI reads:
+ * synonyms, phrases, arch families). query = whitespace-separated terms, case-insensitive, known
+ * phrases joined ("text to speech"), each term a group of alternatives (its synonyms); an entry
+ * matches when EVERY term has an alternative that is a substring of one of: id, name,
+ * display_name, publisher, tags, capabilities, description, platform words (os, accelerator,
+ * os/accelerator, archs), or when the term is a known GPU arch the entry runs on. A one-word term
+ * without synonyms that no entry has is replaced by its near miss (optimal string alignment
+ * distance <= 1 up to 5 characters, <= 2 above; fewest edits, then alphabetical) among the
+ * index's words. Filters (ANDed; several values of one facet = any of): kind, capability, os,
+ * accelerator, gpu_arch (runsOnArch: listed, or any arch of the accelerator for an any-arch
+ * platform), official ("true"/"false"), signature, pinning, reproducible (statuses), publisher.
+ * Result order: ranked, index order within a rank (rank 0: every term in the id or name; 1: some
+ * term there; 2: none), as search.py's rank(); without terms, index order.
  *
  * Filter state lives in the URL fragment: #q=strix&kind=recipe&os=linux&os=windows&fits=1
  * (URLSearchParams encoding), so a filtered view can be shared; loading such a URL restores it.
  *
- * Host fit: the CLI's rule (lemonpack/catalogue/fits.py, which asks the contract's
- * select_accelerator, as `run` / `install` do), written out in fit() below. The host file is
+ * Host fit: the CLI's rule (lemonpack/catalogue/fits.py host_fit: select_accelerator as `run`
+ * chooses, then `install`'s plan_install), written out in fit() below. The host file is
  * `lemonpack host --json`: {"os", "accelerators", "rocm_arch", "cuda_arch"}; cpu is always
  * present. Among the entry's platforms for host.os, the accelerator is chosen as run would:
  * the entry's default_accelerator if it has that block, else the first of metal (darwin only),
  * cuda, rocm, vulkan, gpu, cpu that both the entry and the host have, else the first declared.
- * The entry fits when the host has that accelerator and, if that platform lists concrete GPU
- * archs, the host's arch for it is among them (rocm -> rocm_arch, cuda -> cuda_arch,
+ * The entry fits when the host has that accelerator and, unless the platform runs on any arch,
+ * the host's arch for it is among its archs (rocm -> rocm_arch, cuda -> cuda_arch,
  * cpu/npu/tpu/metal -> none, other GPU APIs -> rocm_arch or else cuda_arch; HostFacts.gpu_arch).
- * Otherwise the page says why, in the CLI's words.
+ * The install arguments name --accelerator when the OS has several platforms and --arch when a
+ * listed arch's build is the one installed. Otherwise the page says why, in the CLI's words.
  */
 (function () {
   'use strict';
@@ -38,6 +45,11 @@
   var WS = /[\s\x1c-\x1f\x85]+/;
 
   var catalogue = window.CATALOGUE || { entries: [] };
+  var RULES = window.CATALOGUE_RULES || { arch_families: {}, synonyms: {}, phrases: [] };
+  var KNOWN_ARCHS = {};
+  Object.keys(RULES.arch_families).forEach(function (k) {
+    RULES.arch_families[k].forEach(function (a) { KNOWN_ARCHS[a] = true; });
+  });
   var entries = decode(catalogue);
 
   // assets/catalogue-data.js holds the page data (lemonpack.catalogue.site.page_data): one array
@@ -54,7 +66,9 @@
         var k = fields[i], v = row[i];
         if (v === null || v === undefined) { continue; }
         if (k === 'platforms') {
-          e.platforms = v.map(function (p) { return { os: p[0], accelerator: p[1], archs: p[2] }; });
+          e.platforms = v.map(function (p) {
+            return { os: p[0], accelerator: p[1], archs: p[2], any_arch: p[3] === undefined ? !p[2].length : p[3] };
+          });
         } else if (k === 'signature' || k === 'pinning' || k === 'reproducible') {
           e[k] = { status: v };
         } else {
@@ -69,10 +83,30 @@
   function list(v) { return Array.isArray(v) ? v : []; }
 
   // ---- search (pure) ---------------------------------------------------------------------
+  function platformWords(e) {
+    var words = [];
+    list(e.platforms).forEach(function (p) {
+      var o = str(p && p.os), a = str(p && p.accelerator);
+      words.push(o, a, o + '/' + a);
+      list(p && p.archs).forEach(function (x) { words.push(String(x)); });
+    });
+    return words.join(' ');
+  }
+
   function haystack(e) {
     var fields = [str(e.id), str(e.name), str(e.display_name), str(e.publisher)]
-      .concat(list(e.tags).map(str), list(e.capabilities).map(str), [str(e.description)]);
+      .concat(list(e.tags).map(str), list(e.capabilities).map(str), [str(e.description), platformWords(e)]);
     return fields.map(function (f) { return f.toLowerCase(); });
+  }
+
+  /** search.py runs_on_arch: the arch is listed, or the platform runs on any arch of its accelerator. */
+  function runsOnArch(e, arch) {
+    return list(e.platforms).some(function (p) {
+      var archs = list(p && p.archs);
+      if (archs.indexOf(arch) >= 0) { return true; }
+      var anyArch = p && p.any_arch !== undefined ? p.any_arch : !archs.length;
+      return anyArch && list(RULES.arch_families[p && p.accelerator]).indexOf(arch) >= 0;
+    });
   }
 
   function facetValues(e, facet) {
@@ -82,8 +116,6 @@
       case 'capability': return list(e.capabilities).map(str);
       case 'os': return platforms.map(function (p) { return str(p && p.os); });
       case 'accelerator': return platforms.map(function (p) { return str(p && p.accelerator); });
-      case 'gpu_arch':
-        return platforms.reduce(function (acc, p) { return acc.concat(list(p && p.archs).map(str)); }, []);
       case 'official': return [e.official === true ? 'true' : 'false'];
       case 'signature': return [str(e.signature && e.signature.status)];
       case 'pinning': return [str(e.pinning && e.pinning.status)];
@@ -93,8 +125,24 @@
     return [];
   }
 
+  /** search.py terms(): lower-cased words, phrases joined, each a list of alternatives (the term first). */
   function terms(query) {
-    return str(query).toLowerCase().split(WS).filter(function (t) { return t.length > 0; });
+    var words = str(query).toLowerCase().split(WS).filter(function (t) { return t.length > 0; });
+    var out = [], i = 0;
+    while (i < words.length) {
+      var word = null;
+      for (var k = 0; k < RULES.phrases.length; k++) {
+        var phrase = RULES.phrases[k], n = phrase.split(' ').length;
+        if (words.slice(i, i + n).join(' ') === phrase) { word = phrase; i += n; break; }
+      }
+      if (word === null) { word = words[i]; i += 1; }
+      out.push(group(word));
+    }
+    return out;
+  }
+
+  function group(word) {
+    return [word].concat(list(RULES.synonyms[word]).filter(function (s) { return s !== word; }));
   }
 
   // filters: {facet: value | [values]}; booleans become "true"/"false". Unknown facets are ignored.
@@ -112,22 +160,30 @@
   }
 
   function prepared(e) {
-    return { entry: e, hay: haystack(e), facets: FACETS.reduce(function (acc, f) {
+    return { entry: e, hay: haystack(e).join('\n'), facets: FACETS.reduce(function (acc, f) {
       acc[f] = facetValues(e, f); return acc; }, {}) };
+  }
+
+  function termMatches(p, alts) {
+    for (var j = 0; j < alts.length; j++) {
+      if (p.hay.indexOf(alts[j]) >= 0) { return true; }
+    }
+    return KNOWN_ARCHS[alts[0]] === true && runsOnArch(p.entry, alts[0]);
   }
 
   function matches(p, ts, filters) {
     for (var i = 0; i < ts.length; i++) {
-      var t = ts[i], found = false;
-      for (var j = 0; j < p.hay.length; j++) {
-        if (p.hay[j].indexOf(t) >= 0) { found = true; break; }
-      }
-      if (!found) { return false; }
+      if (!termMatches(p, ts[i])) { return false; }
     }
     for (var f in filters) {
-      var want = filters[f], have = p.facets[f], any = false;
-      for (var k = 0; k < want.length; k++) {
-        if (have.indexOf(want[k]) >= 0) { any = true; break; }
+      var want = filters[f], any = false;
+      if (f === 'gpu_arch') {
+        any = want.some(function (a) { return runsOnArch(p.entry, a); });
+      } else {
+        var have = p.facets[f];
+        for (var k = 0; k < want.length; k++) {
+          if (have.indexOf(want[k]) >= 0) { any = true; break; }
+        }
       }
       if (!any) { return false; }
     }
@@ -135,27 +191,106 @@
   }
 
   var PREPARED = null; // built on the first search that has a term or a filter
+  var VOCAB = null;    // built on the first near miss
+
+  /** search.py osa_distance: insertions, deletions, substitutions, swaps of two neighbours. */
+  function osaDistance(a, b) {
+    var d = [], i, j;
+    for (i = 0; i <= a.length; i++) { d.push([i]); }
+    for (j = 1; j <= b.length; j++) { d[0][j] = j; }
+    for (i = 1; i <= a.length; i++) {
+      for (j = 1; j <= b.length; j++) {
+        var cost = a[i - 1] === b[j - 1] ? 0 : 1;
+        d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+          d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.length][b.length];
+  }
+
+  function maxDistance(term) { return term.length < 3 ? 0 : (term.length <= 5 ? 1 : 2); }
+
+  /** search.py vocabulary(): the index's words a near miss is corrected to, sorted. */
+  function vocabulary() {
+    var words = {};
+    Object.keys(RULES.synonyms).forEach(function (w) { if (w.indexOf(' ') < 0) { words[w] = true; } });
+    var TOKEN = /[a-z0-9]+(?:[._-][a-z0-9]+)*/g;
+    entries.forEach(function (e) {
+      var texts = [e.id, e.name, e.display_name, e.publisher].concat(list(e.tags), list(e.capabilities),
+                                                                   [platformWords(e)]);
+      texts.forEach(function (t) {
+        if (typeof t !== 'string') { return; }
+        (t.toLowerCase().match(TOKEN) || []).forEach(function (tok) {
+          words[tok] = true;
+          tok.split(/[._-]/).forEach(function (part) { words[part] = true; });
+        });
+      });
+    });
+    return Object.keys(words).filter(function (w) { return w.length >= 3; }).sort();
+  }
+
+  function suggest(term, vocab) {
+    var limit = maxDistance(term), best = null, bestD = 0;
+    for (var i = 0; i < vocab.length; i++) {
+      var w = vocab[i];
+      if (Math.abs(w.length - term.length) > limit || w === term) { continue; }
+      var d = osaDistance(term, w);
+      if (d <= limit && (best === null || d < bestD)) { best = w; bestD = d; }
+    }
+    return best;
+  }
 
   /** 0 when every term is in the entry's id or name, 1 when some term is, else 2 (search.py rank()). */
   function rank(e, ts) {
     var names = (str(e.id) + '\n' + str(e.name)).toLowerCase(), hits = 0;
-    ts.forEach(function (t) { if (names.indexOf(t) >= 0) { hits++; } });
+    ts.forEach(function (alts) {
+      if (alts.some(function (a) { return names.indexOf(a) >= 0; })) { hits++; }
+    });
     return hits === ts.length ? 0 : (hits ? 1 : 2);
   }
 
-  /** The ids matching `query` and `filters` ({facet: value | [values]}), ranked (index order
-   *  within a rank). */
-  function search(query, filters) {
-    var ts = terms(query), fs = normaliseFilters(filters);
-    if (!ts.length && !Object.keys(fs).length) { return entries.map(function (e) { return e.id; }); }
+  /** search.py search_report: {ids: the ids matching `query` and `filters` ({facet: value |
+   *  [values]}), ranked (index order within a rank); corrected: {term: near miss used}}. */
+  function searchReport(query, filters) {
+    var ts = terms(query), fs = normaliseFilters(filters), corrected = {};
+    if (!ts.length && !Object.keys(fs).length) {
+      return { ids: entries.map(function (e) { return e.id; }), corrected: corrected };
+    }
     PREPARED = PREPARED || entries.map(prepared);
+    ts.forEach(function (t, k) {
+      if (t.length > 1 || PREPARED.some(function (p) { return termMatches(p, t); })) { return; }
+      VOCAB = VOCAB || vocabulary();
+      var word = suggest(t[0], VOCAB);
+      if (word !== null) { corrected[t[0]] = word; ts[k] = group(word); }
+    });
     var found = PREPARED.filter(function (p) { return matches(p, ts, fs); });
     if (ts.length) {
       var ranked = [[], [], []];
       found.forEach(function (p) { ranked[rank(p.entry, ts)].push(p); });
       found = ranked[0].concat(ranked[1], ranked[2]);
     }
-    return found.map(function (p) { return p.entry.id; });
+    return { ids: found.map(function (p) { return p.entry.id; }), corrected: corrected };
+  }
+
+  function search(query, filters) { return searchReport(query, filters).ids; }
+
+  var SORTS = ['relevance', 'name', 'new', 'updated'];
+  var BY_ID = {};
+  entries.forEach(function (e) { BY_ID[e.id] = e; });
+
+  /** search.py sort_entries: `ids` in `order`; relevance as given; name by name then id; new /
+   *  updated by the first / latest version's date, newest first; ties keep the order given. */
+  function sortIds(ids, order) {
+    if (order !== 'name' && order !== 'new' && order !== 'updated') { return ids.slice(); }
+    var key = order === 'new' ? 'added' : 'updated';
+    function cmp(x, y) { return x < y ? -1 : (x > y ? 1 : 0); }
+    return ids.map(function (id, i) { return [BY_ID[id] || {}, i, id]; }).sort(function (a, b) {
+      var c = order === 'name' ? (cmp(str(a[0].name), str(b[0].name)) || cmp(str(a[0].id), str(b[0].id)))
+                               : cmp(str(b[0][key]), str(a[0][key]));
+      return c || a[1] - b[1];
+    }).map(function (x) { return x[2]; });
   }
 
   // ---- host fit (pure) -------------------------------------------------------------------
@@ -202,7 +337,7 @@
       var oses = [];
       platforms.forEach(function (p) { if (p && oses.indexOf(p.os) < 0) { oses.push(str(p.os)); } });
       oses.sort();
-      return { fits: false, platform: null,
+      return { fits: false, platform: null, installArgs: [],
                reason: 'no platform for ' + host.os + ' (offers: ' + (oses.join(', ') || 'none') + ')' };
     }
     var blocks = [];
@@ -216,24 +351,27 @@
     }
     if (accel === null) { accel = blocks[0]; }
     if (host.accelerators.indexOf(accel) < 0) {
-      return { fits: false, platform: null, reason: 'needs ' + blocks.slice().sort().join(' or ') + ' on ' +
+      return { fits: false, platform: null, installArgs: [], reason: 'needs ' + blocks.slice().sort().join(' or ') + ' on ' +
                host.os + '; the host has ' + host.accelerators.slice().sort().join(', ') };
     }
     var plat = onOs.filter(function (p) { return p.accelerator === accel; })[0];
     var arch = hostGpuArch(host, accel);
     var archs = list(plat.archs);
-    if (archs.length) {
-      if (archs.indexOf(arch) < 0) {
-        return { fits: false, platform: null, reason: host.os + '/' + accel + ' is built for ' +
-                 archs.join(', ') + "; the host's GPU is " + (arch || 'unknown') };
-      }
-      return { fits: true, platform: plat, reason: host.os + '/' + accel + ' ' + arch };
+    var anyArch = plat.any_arch !== undefined ? plat.any_arch : !archs.length;
+    var matched = !!arch && archs.indexOf(arch) >= 0;
+    if (!anyArch && !matched) {
+      return { fits: false, platform: null, installArgs: [], reason: host.os + '/' + accel + ' is built for ' +
+               archs.join(', ') + "; the host's GPU is " + (arch || 'unknown') };
     }
-    return { fits: true, platform: plat, reason: host.os + '/' + accel };
+    var args = blocks.length > 1 ? ['--accelerator', accel] : [];
+    if (matched) { args.push('--arch', arch); }
+    return { fits: true, platform: plat, installArgs: args,
+             reason: host.os + '/' + accel + (matched ? ' ' + arch : '') };
   }
 
   // ---- the page --------------------------------------------------------------------------
-  var api = { search: search, fit: fit, parseHost: parseHost, FACETS: FACETS };
+  var api = { search: search, searchReport: searchReport, sortIds: sortIds, fit: fit, parseHost: parseHost,
+              FACETS: FACETS };
   window.lemonpackCatalogue = api;
 
   var form = document.getElementById('filters');
@@ -245,6 +383,10 @@
   var hostInput = document.getElementById('hostfile');
   var hostStatus = document.getElementById('host-status');
   var onlyFits = document.getElementById('only-fits');
+  var sortSelect = document.getElementById('sort');
+  var panel = document.getElementById('facet-panel');
+  // wide screens show the filters beside the results; narrow ones fold them above (one line)
+  if (panel && window.matchMedia && window.matchMedia('(min-width: 761px)').matches) { panel.open = true; }
   var items = {};
   Array.prototype.forEach.call(list_.children, function (li) { items[li.getAttribute('data-id')] = li; });
   var hostFits = null; // {id: fit result} once a host file was loaded
@@ -277,7 +419,7 @@
       var vals = checkboxes(f).filter(function (c) { return c.checked; }).map(function (c) { return c.value; });
       if (vals.length) { filters[f] = vals; }
     });
-    return { q: qInput.value, filters: filters, fits: onlyFits.checked };
+    return { q: qInput.value, filters: filters, fits: onlyFits.checked, sort: sortSelect ? sortSelect.value : 'relevance' };
   }
 
   function stateToFragment(state) {
@@ -285,6 +427,7 @@
     if (state.q.trim()) { params.append('q', state.q); }
     FACETS.forEach(function (f) { (state.filters[f] || []).forEach(function (v) { params.append(f, v); }); });
     if (state.fits) { params.append('fits', '1'); }
+    if (state.sort && state.sort !== 'relevance') { params.append('sort', state.sort); }
     var s = params.toString();
     return s ? '#' + s : '';
   }
@@ -293,7 +436,9 @@
     var params = new URLSearchParams(String(hash || '').replace(/^#/, ''));
     var filters = {};
     FACETS.forEach(function (f) { var v = params.getAll(f); if (v.length) { filters[f] = v; } });
-    return { q: params.get('q') || '', filters: filters, fits: params.get('fits') === '1' };
+    var sort = params.get('sort');
+    return { q: params.get('q') || '', filters: filters, fits: params.get('fits') === '1',
+             sort: SORTS.indexOf(sort) >= 0 ? sort : 'relevance' };
   }
 
   function applyStateToForm(state) {
@@ -307,6 +452,7 @@
       checkboxes(f).forEach(function (c) { c.checked = want.indexOf(c.value) >= 0; });
     });
     onlyFits.checked = state.fits;
+    if (sortSelect) { sortSelect.value = state.sort; }
   }
 
   var order = entries.map(function (e) { return e.id; }); // the list's current element order
@@ -325,7 +471,7 @@
 
   function render() {
     var state = currentState();
-    var ids = search(state.q, state.filters);
+    var report = searchReport(state.q, state.filters), ids = sortIds(report.ids, state.sort);
     var shown = {};
     ids.forEach(function (id) { shown[id] = true; });
     reorder(ids, shown);
@@ -336,7 +482,10 @@
       if (items[id].hidden === visible) { items[id].hidden = !visible; }
       if (visible) { count++; }
     });
-    summary.textContent = count + ' of ' + entries.length + ' entries';
+    var fixes = Object.keys(report.corrected).map(function (t) {
+      return 'no entry has \u201c' + t + '\u201d: showing results for \u201c' + report.corrected[t] + '\u201d';
+    });
+    summary.textContent = count + ' of ' + entries.length + ' entries' + (fixes.length ? ' (' + fixes.join('; ') + ')' : '');
     empty.hidden = count !== 0;
     var frag = stateToFragment(state);
     if (frag !== window.location.hash && !(frag === '' && window.location.hash === '#')) {
@@ -357,7 +506,9 @@
       li.classList.toggle('fits', r.fits);
       li.classList.toggle('no-fit', !r.fits);
       p.hidden = false;
-      p.textContent = r.fits ? 'Runs on this host: ' + r.reason : 'Does not run on this host: ' + r.reason;
+      p.textContent = r.fits ? 'Runs on this host: ' + r.reason +
+        (r.installArgs.length ? ' (install with ' + r.installArgs.join(' ') + ')' : '')
+        : 'Does not run on this host: ' + r.reason;
       if (r.fits) { n++; }
     });
     var arch = [host.rocm_arch, host.cuda_arch].filter(Boolean).join(', ');
