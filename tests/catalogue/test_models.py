@@ -157,6 +157,7 @@ def test_a_pushed_modelpack_is_a_catalogue_entry(registry, tmp_path):
         html = "".join(p.read_text() for p in out.rglob("*.html") if "tiny" in p.name)
         assert 'id="model"' in html and 'data-model="quantization">F32' in html
         assert "recipe:acme-gguf" in html
+        page_fit(out, e)
     finally:
         world.stop()
 
@@ -166,3 +167,27 @@ def test_model_is_a_kind_search_accepts():
 
     assert "model" in rules()["kinds"]
     assert check_filters({"entries": []}, {"kind": ["model"]}) == {"kind": ["model"]}
+
+
+def page_fit(out, e: dict) -> None:
+    """The site's JavaScript fit of the model entry (page data and index shapes) is the CLI's rule
+    with the budget unknown (model_fit(e, None)): a page cannot read the host's memory."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from support.browser import chromium
+
+    host = {"os": "linux", "accelerators": ["cpu"], "rocm_arch": None, "cuda_arch": None}
+    with chromium(offline=True) as driver:
+        driver.get((out / "index.html").as_uri() + "#kind=model")
+        WebDriverWait(driver, 10).until(lambda d: d.execute_script("return document.body.getAttribute('data-ready')") == "true")
+        shown = driver.execute_script("return Array.from(document.querySelectorAll('#entries > li'))"
+                                      ".filter(li => !li.hidden).map(li => li.dataset.id)")
+        assert shown == ["model:tiny"]
+        sizes = [e["model"]["memory"]["bytes"], 12, 5 << 30, (3 << 20) + 12345]
+        entries = [{"kind": "model", "memory": n} for n in sizes] + [e, {"kind": "model"}]
+        got = driver.execute_script(
+            "const api = window.lemonpackCatalogue, h = api.parseHost(arguments[1]);"
+            "return arguments[0].map(x => { const r = api.fit(x, h); return [r.fits, r.reason]; });", entries, host)
+    want = [[f.fits, f.reason] for f in (model_fit({"model": {"memory": {"bytes": n}}}, None) for n in sizes)]
+    want += [[model_fit(e, None).fits, model_fit(e, None).reason], [False, "no memory estimate recorded"]]
+    assert got == want
