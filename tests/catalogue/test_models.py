@@ -75,6 +75,28 @@ def test_a_model_entry_names_an_artifact_by_digest(tmp_path, source, ok):
         assert problems and all(q.file == str(p) for q in problems)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_build_reads_the_header_not_the_weights(registry, tmp_path):
+    """describe_model fetches the manifest, the config and a prefix of the weights (the GGUF
+    header) into its own store; the 6 MiB weight blob itself is never fetched."""
+    from lemonpack.catalogue.models import describe_model
+    from lemonpack.runtime.models.pull import HEADER_FIRST_READ
+    from lemonpack.runtime.models.store import ModelStore
+
+    gguf = write_gguf(tmp_path / "big.gguf", "llama", {"llama.context_length": 8192}, {"w": [1024, 1536]})
+    assert gguf.stat().st_size > 4 * HEADER_FIRST_READ
+    pushed = push_model([gguf], f"{registry.host}/models/big:v1")
+    m = describe_model(f"{registry.host}/models/big@{pushed.digest}", tmp_path / "work")
+    store = ModelStore(tmp_path / "work" / "models")
+    weight = pushed.files[0]
+    assert not store.has(weight.digest, weight.size)
+    assert store.header_path(weight.digest).stat().st_size == HEADER_FIRST_READ
+    assert m["size"] == gguf.stat().st_size and m["context_length"] == 8192
+    assert m["memory"]["ctx_size"] == 4096  # the launch default, below the model's context
+    assert m["memory"]["bytes"] == estimate_model(str(gguf), ctx_size=4096).total
+
+
 def serving_recipe(name: str, patterns: list[str]) -> dict:
     doc = copy.deepcopy(STRIX)
     doc["recipe"] = name
