@@ -29,6 +29,7 @@ what ``serve`` admits against), or a budget given (``--memory-budget``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from shlex import quote
@@ -158,6 +159,22 @@ def model_lines(entry: Mapping[str, Any]) -> list[str]:
             + (f"   default backend: {m['default_backend']}" if m.get("default_backend") else "")]
 
 
+#: What a derived tag must look like (the entry schema's ``tags`` item pattern).
+_TAG = re.compile(r"[a-z0-9][a-z0-9+_.-]{0,39}")
+
+
+def model_tags(tags: Iterable[str], model: Mapping[str, Any]) -> list[str]:
+    """The entry's ``tags`` plus the model's architecture, quantization and model format,
+    lower-cased (``llama``, ``q4_k_m``, ``gguf``) when they are tag-shaped: the words search and
+    the page find a model by. In order, without repeats."""
+    out = list(tags)
+    for v in (model.get("architecture"), model.get("quantization"), model.get("model_format")):
+        t = str(v).lower() if v else ""
+        if _TAG.fullmatch(t) and t not in out:
+            out.append(t)
+    return out
+
+
 def recipe_serves(recipe) -> list[str] | None:
     """A recipe's ``dev.lemonpack.serves`` patterns (:func:`~lemonpack.runtime.selection.selector.declared_serves`;
     None when absent or malformed): the ``serves`` field of its index entry."""
@@ -191,7 +208,7 @@ def community_model(ctx, ent, work: Path, base_entry) -> dict[str, Any]:
     source = {"type": "oci", "ref": ref}
     return dict(base_entry(
         id=ent.id, kind="model", name=ent.name, display_name=ent.name, official=False, publisher=ent.publisher,
-        description=ent.description, described=ent.described, tags=list(ent.tags), capabilities=[],
+        description=ent.description, described=ent.described, tags=model_tags(ent.tags, model), capabilities=[],
         version=Digest.parse(digest).hex[:12], platforms=[], source=source, digest=digest, signature=sig,
         pinning={"status": "all", "images": [], "artifacts": []},
         reproducible={"status": "not-checked", "published": None, "rebuilt": None},

@@ -53,6 +53,14 @@ def test_recipes_are_those_whose_serves_patterns_accept_the_main_file():
     assert entries[0]["commands"]["install"] == f"lemonpack models add user.m --recipe gguf -c main=oci://h:5000/m@{DIGEST}"
 
 
+def test_derived_tags_are_tag_shaped():
+    from lemonpack.catalogue.models import model_tags
+
+    assert model_tags(["x", "gguf"], {"architecture": "Llama", "quantization": "Q4_K_M", "model_format": "gguf"}) \
+        == ["x", "gguf", "llama", "q4_k_m"]
+    assert model_tags([], {"architecture": "<script>", "quantization": None}) == []
+
+
 def test_commands_are_shell_quoted_and_pinned():
     cmds = model_commands("m", {"type": "oci", "ref": f"oci://h:5000/m@{DIGEST}"})
     assert cmds["fetch"] == f"lemonpack models pull oci://h:5000/m@{DIGEST}"
@@ -152,9 +160,11 @@ def test_a_pushed_modelpack_is_a_catalogue_entry(registry, tmp_path):
         # only the manifest, config and header were fetched: nothing of the user's store
         assert not (world.tmp / "cache" / "models").exists()
 
-        found = run(world, "catalogue", "search", "--kind", "model", "--index", str(out), "--json")
-        assert found.returncode == 0, found.stderr
-        assert [x["id"] for x in json.loads(found.stdout)["results"]] == ["model:tiny"]
+        assert e["tags"] == ["llama", "f32", "gguf"]  # the entry's own, then the model's words
+        for args in (["--kind", "model"], ["f32"], ["gguf", "--kind", "model"]):
+            found = run(world, "catalogue", "search", *args, "--index", str(out), "--json")
+            assert found.returncode == 0, found.stderr
+            assert [x["id"] for x in json.loads(found.stdout)["results"]] == ["model:tiny"], args
         need = m["memory"]["bytes"]
         for budget, fits in ((need, True), (need - 1, False)):
             shown = run(world, "catalogue", "show", "model:tiny", "--index", str(out), "--memory-budget", str(budget))
