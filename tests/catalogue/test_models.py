@@ -14,7 +14,8 @@ from lemonpack.catalogue.models import link_recipes, model_commands, model_fit
 from lemonpack.catalogue.sources import check_entry
 from lemonpack.runtime.models.memory import estimate_model
 from lemonpack.runtime.models.push import push_model
-from support.catalogue import STRIX, S_CPU, S_ROCM, CatalogueWorld, by_id, run
+from lemonpack.signing.remote import sign_image
+from support.catalogue import STRIX, S_CPU, S_ROCM, CatalogueWorld, by_id, fingerprint, run
 from support.gguf_files import write_gguf
 
 DIGEST = "sha256:" + "ab" * 32
@@ -125,6 +126,7 @@ def test_a_pushed_modelpack_is_a_catalogue_entry(registry, tmp_path):
     world = CatalogueWorld(tmp_path / "w", community=False)
     try:
         world.publisher("acme", world.keys["acme"])
+        sign_image(ref, world.keys["acme"])  # cosign's format, in the registry, as for an OCI recipe
         world.put("https://example.invalid/acme/strix-cpu.tar.gz", S_CPU)
         world.put("https://example.invalid/acme/strix-rocm.tar.gz", S_ROCM)
         world.https_recipe("acme", serving_recipe("acme-gguf", ["*.gguf"]))
@@ -145,7 +147,8 @@ def test_a_pushed_modelpack_is_a_catalogue_entry(registry, tmp_path):
         e = by_id(index)["model:tiny"]
         m = e["model"]
         assert e["digest"] == pushed.digest and e["source"] == {"type": "oci", "ref": ref}
-        assert e["signature"]["status"] == "unsigned" and e["pinning"]["status"] == "all"
+        assert e["signature"] == {"status": "verified", "fingerprint": fingerprint(world.keys["acme"])}
+        assert e["pinning"]["status"] == "all"
         assert m["format"] == "modelpack" and m["model_format"] == "gguf" and m["main"] == "tiny-q.gguf"
         assert m["size"] == gguf.stat().st_size
         assert (m["architecture"], m["parameters"], m["quantization"], m["context_length"]) == \
