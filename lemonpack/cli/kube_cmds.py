@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, POLICY_OPTION, REGISTRIES_D_OPTION, app, print_json
 
 kube_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                        help="Serve models from Kubernetes (or podman kube play): objects generated from recipes.")
@@ -74,6 +74,8 @@ def generate_cmd(
                                           help="Also write sigstore policy-controller ClusterImagePolicy objects "
                                                "for the file's images, from the trust policy's rules "
                                                "(containers-policy.json)."),
+    policy: Path | None = POLICY_OPTION,
+    registries_d: Path | None = REGISTRIES_D_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
@@ -83,12 +85,14 @@ def generate_cmd(
     from lemonpack.kube.names import valid_namespace
     from lemonpack.kube.systemd import check_quadlet_free, quadlet_name
     from lemonpack.runtime.recipes.discovery import Discovery
+    from lemonpack.trust.check import Trust
 
     if namespace is not None and not valid_namespace(namespace):
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
     check_outputs(out, systemd)
+    trust = Trust.named(policy, registries_d)  # a --policy that cannot be used: exit 3, nothing written
     target = Target.parse(accelerator)
     images = parse_images(image)
     pub = parse_publish(publish, any_address=publish_any)
@@ -99,14 +103,14 @@ def generate_cmd(
     resolved = resolve_models(models, target=target, images=images, discovered=Discovery().scan(),
                               sources=per_model, default_source=default_source)
     opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub,
-                           liveness=pub is None if liveness is None else liveness)
+                           liveness=pub is None if liveness is None else liveness, trust=trust)
     generated = generate_objects(resolved, opts)
     data = render_yaml(documents(generated))
     admission_data = None
     if admission is not None:
         from lemonpack.kube.admission import cluster_image_policies, render_admission
 
-        admission_data = render_admission(cluster_image_policies(generated))
+        admission_data = render_admission(cluster_image_policies(generated, trust))
     units = None
     if systemd is not None:
         budget = max((g.startup_budget_seconds for g in generated), default=0)
