@@ -74,6 +74,10 @@ def generate_cmd(
                                           help="Also write sigstore policy-controller ClusterImagePolicy objects "
                                                "for the file's images, from the trust policy's rules "
                                                "(containers-policy.json)."),
+    admission_format: str = typer.Option("cluster-image-policy", "--admission-format",
+                                         metavar="cluster-image-policy|kyverno",
+                                         help="What --admission writes: policy-controller ClusterImagePolicy "
+                                              "objects, or a Kyverno ClusterPolicy with verifyImages rules."),
     policy: Path | None = POLICY_OPTION,
     registries_d: Path | None = REGISTRIES_D_OPTION,
     json_out: bool = JSON_OPTION,
@@ -108,9 +112,9 @@ def generate_cmd(
     data = render_yaml(documents(generated))
     admission_data = None
     if admission is not None:
-        from lemonpack.kube.admission import cluster_image_policies, render_admission
+        from lemonpack.kube.admission import admission_documents, render_admission
 
-        admission_data = render_admission(cluster_image_policies(generated, trust))
+        admission_data = render_admission(admission_documents(generated, trust, admission_format), admission_format)
     units = None
     if systemd is not None:
         budget = max((g.startup_budget_seconds for g in generated), default=0)
