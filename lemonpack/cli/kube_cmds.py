@@ -7,7 +7,11 @@ without a block for the accelerator, a recipe discovery rejected, an argv that r
 shell script, a name Kubernetes cannot carry, a non-loopback ``--publish`` without
 ``--publish-any`` ...) is one line naming the model and the field, exit 1, and nothing is
 written. ``--systemd DIR`` also writes a ``podman-kube@`` drop-in and a quadlet ``.kube`` file
-there, so ``podman kube play`` starts the engines with the host.
+there, so ``podman kube play`` starts the engines with the host. Every registry image is judged
+by the trust policy first (``--policy FILE``/``--registries.d DIR``, else the default places:
+exit 3, nothing written); ``--admission FILE`` writes the policy's rules for the cluster
+(``--admission-format``: policy-controller ClusterImagePolicy objects, or a Kyverno
+ClusterPolicy).
 """
 
 from __future__ import annotations
