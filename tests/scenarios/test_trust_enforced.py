@@ -343,3 +343,31 @@ def test_install_oci_policy_option_installs_nothing(world, registry, tmp_path, m
     assert line.startswith("error: install: ")
     assert_refused_by(line, world, pfile, f"{registry.host}/ns/engines/opt@{digest}")
     assert not (cache / "external" / "trust-opt").exists()
+
+
+def test_the_status_page_shows_each_trust_verdict_as_text(world, live):
+    """The page (headless Chromium) renders /v1/status's trust: "accepted"/"rejected", the scope,
+    the reason, each a text node (no element but the page's own spans in the cell)."""
+    from support.browser import chromium
+    from support.helpers import wait_for
+
+    srv = live()
+    srv.add("user.good", world.recipe("good-engine", world.signed))
+    srv.add("user.bad", world.recipe("bad-engine", world.unsigned))
+    srv.start()
+    for model in ("user.good", "user.bad"):
+        httpx.post(f"{srv.url}/v1/chat/completions", timeout=60,
+                   json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    cells = ("return Object.fromEntries(Array.from(document.querySelectorAll('#model-rows tr[data-model]'))"
+             ".map(tr => { const td = tr.children[7]; return [tr.dataset.model, {text: td.textContent,"
+             " tags: Array.from(td.querySelectorAll('*')).map(e => e.tagName + '.' + e.className)}]; }));")
+    with chromium(offline=False, loopback=True) as driver:
+        driver.get(srv.url + "/")
+        assert wait_for(lambda: "rejected" in (driver.execute_script(cells).get("user.bad") or {}).get("text", ""), 20)
+        got = driver.execute_script(cells)
+    scope = f'scope transports.docker["{world.host}/ns/engines"]'
+    assert got["user.good"]["text"] == "accepted" + scope
+    assert got["user.good"]["tags"] == ["SPAN.trust trust-ok", "SPAN.scope"]
+    bad = got["user.bad"]
+    assert bad["text"].startswith("rejected" + scope) and "no signature exists" in bad["text"]
+    assert bad["tags"] == ["SPAN.trust trust-rejected", "SPAN.scope", "SPAN.reason"]
