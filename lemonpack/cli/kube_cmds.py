@@ -97,6 +97,8 @@ def generate_cmd(
 
     if namespace is not None and not valid_namespace(namespace):
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
+    if admission is None and admission_format != "cluster-image-policy":
+        raise KubeError(f"--admission-format {admission_format}: give --admission FILE, the file to write it to")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
     check_outputs(out, systemd)
