@@ -5,9 +5,9 @@ what each holds and may import): ``cli`` (the command line: parsing and printing
 (Kubernetes objects and systemd units), ``server`` (``lemonpack serve``: the HTTP front and
 the proxy), ``catalogue`` (community recipes and extensions: the signed index, search, the
 site), ``release`` (release images from the release lock), ``builder`` (builds, installs,
-loads, publishes), ``signing`` (cosign-format keys and signatures), ``registry`` (OCI
-registries: transport, auth, operations, publish and pull), ``runtime`` (engines on this
-machine, in seven sub-rooms), ``extensions`` (Gufo extensions, seed 002), ``examples`` (the
+loads, publishes), ``runtime`` (engines on this machine, in seven sub-rooms), ``signing``
+(cosign-format keys and signatures), ``registry`` (OCI registries: transport, auth,
+operations, publish and pull), ``extensions`` (Gufo extensions, seed 002), ``examples`` (the
 shipped example), ``nix`` (the Nix emitter), ``fetch`` (verified downloads, mirrors, safe
 archives), ``oci`` (image references, deterministic layers, OCI layouts), ``contract`` (the
 recipe contract, major 1). Below them the primitives, one module each: errors, atomic files,

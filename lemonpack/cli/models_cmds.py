@@ -7,7 +7,10 @@ anyway with a warning (for a descriptor that will be installed later). A model t
 names a missing recipe would otherwise only fail at load time, far from the typo.
 
 Checkpoints are ``NAME=PATH`` (anything else is a usage error, exit 2, as is a malformed
-``--option``). ``PATH`` is a local file or a hub reference ``ORG/REPO:FILE``: a value
+``--option``). ``PATH`` is an OCI model artifact ``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``
+(pinned by digest: a tag alone is refused, as for container images, unless ``--pin`` resolves it
+now; ``run`` and ``serve`` pull it into the model store on first use), a local file or a hub
+reference ``ORG/REPO:FILE``: a value
 naming an existing file is local, else one of the hub form is a hub reference (kept as
 text), else it is local (:func:`lemonpack.runtime.models.registry.checkpoint_kind`). A local path is
 stored absolute (relative to the current directory) and must exist unless ``--force``.
@@ -85,13 +88,18 @@ def models_add(
     replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
     force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered or a local "
                                                      "checkpoint file does not exist (yet)."),
+    pin: bool = typer.Option(False, "--pin", help="Resolve an oci://HOST/REPO:TAG checkpoint to the digest its tag "
+                                                 "names now (a tag alone is refused)."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
+    from lemonpack.runtime.models.ref import pin_checkpoint
     from lemonpack.runtime.models.registry import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
                                           normalize_checkpoint, parse_checkpoint, parse_option)
 
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
+    if pin:  # before the rules: they refuse the tag this resolves
+        checkpoints = {k: pin_checkpoint(v) if checkpoint_kind(v) == "oci" else v for k, v in checkpoints.items()}
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
     if not checkpoint and not endpoint:
@@ -109,7 +117,7 @@ def models_add(
             raise ManifestError([Problem(f"model {name!r}", "--endpoint", bad[0].rule, "; ".join(p.message for p in bad))])
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
     for key, ckpt in list(checkpoints.items()):
-        if checkpoint_kind(ckpt) == "hub":
+        if checkpoint_kind(ckpt) in ("hub", "oci"):
             continue
         checkpoints[key] = path = normalize_checkpoint(ckpt)
         if not Path(path).is_file():
@@ -127,6 +135,24 @@ def models_add(
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})
     else:
         console.print(f"registered {entry.name} (recipe {entry.recipe}) in {registry.path}", markup=False)
+    return 0
+
+
+@models_app.command("pin")
+def models_pin(
+    reference: str = typer.Argument(..., metavar="oci://HOST/REPO[:TAG]",
+                                    help="An OCI model artifact named by tag (no tag: latest)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plain http to a registry that is not on loopback."),
+    json_out: bool = JSON_OPTION,
+) -> int:
+    """Print the oci:// reference pinned by the digest its tag names now (for models add -c main=...)."""
+    from lemonpack.runtime.models.ref import pin_checkpoint
+
+    pinned = pin_checkpoint(reference, insecure=insecure)
+    if json_out:
+        print_json({"reference": reference, "pinned": pinned})
+    else:
+        console.print(pinned, markup=False)
     return 0
 
 

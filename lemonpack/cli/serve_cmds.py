@@ -48,6 +48,8 @@ def serve(
     upstream_read_timeout: float | None = typer.Option(None, "--upstream-read-timeout", min=0.1, metavar="SECONDS",
                                                        help="An engine silent this long (before its answer or "
                                                             "mid-body) fails the request: 504, or a cut stream."),
+    offline: bool = typer.Option(False, "--offline", help="Fetch nothing: an oci:// model must already be in the "
+                                                          "model store (lemonpack models pull)."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand.
 

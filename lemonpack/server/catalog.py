@@ -37,7 +37,7 @@ from lemonpack.runtime.recipes.discovery import DiscoveryResult
 from lemonpack.runtime.recipes.watch import DiscoveryWatcher
 from lemonpack.runtime.launch.build import build_launch_plan
 from lemonpack.runtime.launch.modelfiles import ModelSpec
-from lemonpack.runtime.models.ref import resolve_model
+from lemonpack.runtime.models.ref import fetch_checkpoints, resolve_model
 from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
 from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.selection.presence import gather_presence
@@ -91,10 +91,12 @@ class Catalog:
 
     def __init__(self, registry: ModelRegistry | None = None, watcher: DiscoveryWatcher | None = None, *,
                  host_facts=None, engine_host: str = "127.0.0.1", avoid_ports: frozenset[int] = frozenset(),
-                 model_files: bool = True):
+                 model_files: bool = True, offline: bool = False, progress: bool = False):
         """``model_files``: whether a request may name a model file by its absolute path
         (``lemonpack serve`` allows it only when it listens on a loopback address: a remote
-        client must not point an engine at any file of this machine)."""
+        client must not point an engine at any file of this machine). ``offline``: an
+        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``: a
+        progress bar on stderr while one is pulled (:meth:`plan`)."""
         from lemonpack.contract import detect_host
 
         self.registry = registry or ModelRegistry()
@@ -103,6 +105,7 @@ class Catalog:
         self.engine_host = engine_host
         self.avoid_ports = avoid_ports
         self.model_files = model_files
+        self.offline, self.progress = offline, progress
         self._presence: tuple[float, object, dict] | None = None
         self._presence_lock = threading.Lock()
         self._last_good: Mapping[str, ModelEntry] = {}
@@ -241,14 +244,19 @@ class Catalog:
         return select_backend(artifact, recipes, self.facts, presence, override=override, override_source=source)
 
     def plan(self, name: str) -> LaunchPlan:
-        """A fresh launch plan for ``name`` on a free port (called at each engine start).
-        Raises :class:`ModelNotFound` or the launch errors of ``build_launch_plan``."""
+        """A fresh launch plan for ``name`` on a free port (called at each engine start, in the
+        runner's start worker). An ``oci://`` checkpoint is pulled into the model store first
+        when the store lacks it, and the engine gets the store's path
+        (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`; never for a ``self_managed``
+        recipe, nothing with ``offline``). Raises :class:`ModelNotFound`, the launch errors of
+        ``build_launch_plan`` and the pull's (a failed start the server reports)."""
         m = self.get(name)
         if m.remote:
             raise InputError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
                            "lemonpack does not start it")
         if m.recipe is None:
             raise NotFoundError(f"model {name!r}: {m.problem}")
+        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=self.progress)
         port = free_port(self.engine_host, self.avoid_ports)
-        return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
+        return build_launch_plan(m.recipe, spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)

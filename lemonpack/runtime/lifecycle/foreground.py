@@ -50,14 +50,17 @@ class ForegroundRun:
 
 def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, options: Sequence[str] = (),
                 port: int | None = None, host: str = "127.0.0.1", install_ref: str | None = None,
-                facts: HostFacts | None = None) -> ForegroundRun:
+                facts: HostFacts | None = None, offline: bool = False, progress: bool = False) -> ForegroundRun:
     """Check the arguments of ``lemonpack run`` and build its launch plan (nothing spawned).
 
     ``recipe_ref``: a recipe file or discovered id; ``model_ref``: a model file or a
     registered name; ``device``: the accelerator block (None: the selector's choice);
     ``options``: ``KEY=VALUE`` texts; ``port``: 1..65535 and free, or None for a free one;
     ``host``: the engine's listen address; ``install_ref``: how messages name the install
-    (default ``recipe_ref``); ``facts``: the host (default: detected). Raises
+    (default ``recipe_ref``); ``facts``: the host (default: detected); ``offline``: fetch no
+    ``oci://`` checkpoint (it must be in the model store); ``progress``: a progress bar while one
+    is pulled (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`: pulled before the plan is
+    built, so the engine is launched with the store's path). Raises
     :class:`~lemonpack.errors.UsageError` (exit 2) for ``--device``, ``--host``,
     ``--option`` and ``--port``; :class:`~lemonpack.errors.ManifestError` for an unpinned
     image; what :meth:`Discovery.resolve`, :func:`resolve_model` and
@@ -68,7 +71,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     from lemonpack.runtime.recipes.discovery import Discovery
     from lemonpack.runtime.engines.ports import check_port_free, free_port
     from lemonpack.runtime.launch.build import build_launch_plan
-    from lemonpack.runtime.models.ref import resolve_model
+    from lemonpack.runtime.models.ref import fetch_checkpoints, resolve_model
     from lemonpack.runtime.models.registry import parse_option
     from lemonpack.runtime.engines.probes import describe_probe
 
@@ -98,7 +101,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
         raise UsageError(str(e), param="--port") from None
     except OSError as e:
         raise UsageError(f"cannot listen on {host!r}: {e.strerror or e}", param="--host") from None
-    spec = model.spec()
+    spec = fetch_checkpoints(model.spec(), rec, offline=offline, progress=progress)
     plan = build_launch_plan(rec, spec, facts, device=device, port=port, host_addr=host, options=opts,
                              install_ref=install_ref or recipe_ref)
     warnings = _lacking(rec, spec, facts, plan.accelerator, device, opts)

@@ -28,6 +28,23 @@ exists.
    (:func:`~lemonpack.runtime.models.registry.looks_like_path`: a separator or a model file suffix;
    the registry is not named, it was not what the user meant), else "no model named REF: no
    model file or registered model named REF in REGISTRY".
+
+``oci://`` checkpoints (issue 23, point 3). A registered model's checkpoint may be an OCI model
+artifact pinned by digest (``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``; a tag alone is refused
+by the registry's rules, :func:`~lemonpack.runtime.models.registry.oci_checkpoint_problem`).
+:func:`fetch_checkpoints` turns such a :class:`ModelSpec` into one of local files just before a
+launch (``run``, ``serve``'s engine start): each ``oci://`` checkpoint is pulled into the model
+store on first use (``pull_model`` (the pull module): every blob verified
+against its digest while written; a later use of the same digest sends nothing) and replaced
+by the path of its file in the store's directory view; ``model_dir`` becomes the main
+checkpoint's directory there. ``offline`` refuses every fetch: a model not yet in the store is
+a :class:`~lemonpack.errors.NotFoundError` (exit 1, as a missing model file is) naming it, the
+store and ``lemonpack models pull``. A
+``self_managed`` recipe (seed 000 section 4.3: lemonpack never pre-downloads its weights) gets
+the spec unchanged, the reference as text. :func:`oci_estimate` is the memory estimate of an
+``oci://`` main checkpoint read from the artifact's GGUF header alone (the header-only fetch of
+the pull module, or the file already in the store), before any weight is fetched.
+:func:`pin_checkpoint` resolves ``oci://HOST/REPO:TAG`` to its digest (``models pin``).
 """
 
 from __future__ import annotations
@@ -35,14 +52,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
 
+#: The scheme of an OCI model artifact checkpoint (the registry's :data:`~lemonpack.runtime.models.registry.OCI_SCHEME`).
+OCI_SCHEME = "oci://"
+
 if TYPE_CHECKING:
     from lemonpack.contract.model import Recipe
     from lemonpack.runtime.launch.modelfiles import ModelSpec
+    from lemonpack.runtime.models.memory import Estimate
     from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
     from lemonpack.runtime.selection.selector import ModelArtifact
 
@@ -118,12 +140,17 @@ class ResolvedModel:
         from lemonpack.runtime.models.memory import estimate_model
 
         path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
-        if not path.exists():
-            return None
         try:
             mem = memory_options(launch_options(recipe, getattr(self.entry, "recipe_options", None), options))
-            est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+            if self.main.startswith(OCI_SCHEME):
+                est = oci_estimate(self.main, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+            elif not path.exists():
+                return None
+            else:
+                est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
         except LemonpackError:
+            return None
+        if est is None:
             return None
         return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "ctx_size": mem.ctx_size, "how": est.how}
 
@@ -166,4 +193,180 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
 
 
-__all__ = ["ResolvedModel", "resolve_model"]
+def oci_checkpoints(spec: ModelSpec) -> dict[str, str]:
+    """The ``oci://`` checkpoints of ``spec``: ``{checkpoint name: reference}`` (empty: none)."""
+    return {k: v for k, v in spec.checkpoints.items() if isinstance(v, str) and v.startswith(OCI_SCHEME)}
+
+
+def _checked(reference: str) -> str:
+    """``reference`` (``oci://...``) when it is pinned by digest and names a registry host;
+    else :class:`~lemonpack.errors.InputError` with the registry's reason."""
+    from lemonpack.runtime.models.registry import oci_checkpoint_problem
+
+    why = oci_checkpoint_problem(reference)
+    if why:
+        raise InputError(why)
+    return reference
+
+
+def artifact_file(artifact: Any, checkpoint: str, reference: str) -> str:
+    """The name (relative path in the store's view, and in an image volume or a modelcar's
+    ``/models``) of the file of ``artifact`` (the artifact module's ``ModelArtifact``)
+    an engine is handed for ``checkpoint``: for ``main``, the artifact's main weight file (of a
+    split GGUF the ``-00001-of-`` part: llama.cpp opens the others beside it); for another
+    checkpoint (``mmproj`` ...), the one raw file whose role is that name. Raises
+    :class:`InputError` naming the files found when there is none."""
+    raw = [f for f in artifact.files if f.archive is None]
+    if checkpoint == "main" and artifact.main is not None and artifact.main.archive is None:
+        return str(artifact.main.name)
+    roles = [f for f in raw if f.role == checkpoint]
+    if len(roles) == 1:
+        return str(roles[0].name)
+    found = ", ".join(f"{f.name} ({f.role})" for f in raw) or "none"
+    raise InputError(f"checkpoint {checkpoint!r}: the artifact {reference} has no single file for it "
+                     f"(files: {found})")
+
+
+def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
+                      progress: bool = False, store: Any = None) -> ModelSpec:
+    """``spec`` with every ``oci://`` checkpoint replaced by its file in the model store (module
+    docstring), pulling what the store lacks; ``spec`` itself when it has none, or when
+    ``recipe`` manages its own weights (``model_management: self_managed``, seed 000 section
+    4.3: never pre-fetched). ``offline``: fetch nothing (a model not in the store is a
+    :class:`~lemonpack.errors.NotFoundError`, exit 1, as a missing model file is); ``progress``: a progress bar on stderr while
+    blobs download; ``store``: the model store (default: the user's cache). Raises
+    :class:`InputError` (an unpinned reference), and what
+    ``pull_model`` (the pull module) raises: :class:`~lemonpack.errors.FetchError`
+    (exit 4: network, registry), :class:`~lemonpack.errors.IntegrityError` (exit 3: a blob
+    that does not match its digest; nothing of it is visible in the store), a refusal of an
+    unknown artifact format."""
+    from lemonpack.runtime.launch.modelfiles import ModelSpec
+
+    refs = oci_checkpoints(spec)
+    if not refs or (recipe is not None and recipe.model_management == "self_managed"):
+        return spec
+    checkpoints = dict(spec.checkpoints)
+    model_dir = spec.model_dir
+    for name, reference in refs.items():
+        pulled = _pull(_checked(reference), offline=offline, progress=progress, store=store)
+        checkpoints[name] = path = str(pulled.files[artifact_file(pulled.artifact, name, reference)])
+        if name == "main" or len(spec.checkpoints) == 1:
+            model_dir = os.path.dirname(path)
+    return ModelSpec(name=spec.name, checkpoints=MappingProxyType(checkpoints), recipe_options=spec.recipe_options,
+                     mode=spec.mode, model_dir=model_dir)
+
+
+def _pull(reference: str, *, offline: bool, progress: bool, store: Any) -> Any:
+    """``pull_model`` (the pull module) of ``reference``; an offline refusal
+    says how to fetch it."""
+    from lemonpack.runtime.models.pull import pull_model
+    from lemonpack.runtime.models.store import ModelStore
+
+    try:
+        return pull_model(reference, store=store if store is not None else ModelStore(), offline=offline,
+                          progress=progress)
+    except NotFoundError as e:
+        if offline:
+            raise NotFoundError(f"{e} (fetch it first: lemonpack models pull {reference})") from None
+        raise
+
+
+def oci_estimate(reference: str, ctx_size: int = 4096, cache_type_k: str = "f16", cache_type_v: str = "f16", *,
+                 offline: bool = False, store: Any = None) -> Estimate | None:
+    """The memory estimate (:func:`lemonpack.runtime.models.memory.estimate_gguf`) of the GGUF
+    main file of the artifact ``reference``, read from its header only: the store's copy when
+    the artifact was pulled, else the header bytes fetched alone (no weight is fetched; with
+    ``offline`` nothing at all). None when it cannot be known that way (offline and not
+    pulled, no GGUF layer). Raises :class:`InputError` for an unpinned reference and what the
+    header fetch raises (:class:`~lemonpack.errors.FetchError`, :class:`~lemonpack.errors.IntegrityError`)."""
+    from lemonpack.runtime.models.memory import estimate_gguf
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    try:
+        header = fetch_gguf_header(_checked(reference), store=store if store is not None else ModelStore(),
+                                   offline=offline)
+    except NotFoundError:
+        if offline:
+            return None
+        raise
+    return estimate_gguf(str(header.path), ctx_size, cache_type_k, cache_type_v)
+
+
+@dataclass(frozen=True)
+class OciModelFacts:
+    """What a pod spec needs of an ``oci://`` model without its weights: ``files`` (checkpoint
+    name -> the file's name in the artifact, :func:`artifact_file`) and ``memory`` (the
+    admission estimate in bytes from the main file's GGUF header at the launch's options;
+    None when the main file is no GGUF)."""
+
+    files: Mapping[str, str]
+    memory: int | None
+
+
+def oci_model_facts(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
+                    store: Any = None) -> OciModelFacts | None:
+    """:class:`OciModelFacts` of ``spec`` when its ``main`` checkpoint is ``oci://`` (None
+    otherwise): the artifact's manifest and config and the main file's GGUF header only
+    (the pull module's ``fetch_gguf_header``, kept in the model store), never the
+    weights. Every checkpoint must be ``oci://`` (one model, one volume). Raises
+    :class:`InputError` (a checkpoint that is a local path or a hub reference beside it, an
+    unpinned reference, no file for a checkpoint) and what the header fetch raises."""
+    refs = oci_checkpoints(spec)
+    if "main" not in refs:
+        return None
+    from lemonpack.runtime.launch.options import launch_options, memory_options
+    from lemonpack.runtime.models.artifact import manifest_config, read_artifact
+    from lemonpack.runtime.models.memory import estimate_gguf
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    others = sorted(set(spec.checkpoints) - set(refs))
+    if others:
+        raise InputError(f"model {spec.name!r}: checkpoint {others[0]!r} is not oci:// beside an oci:// main "
+                         "checkpoint; a pod mounts one artifact: put every file in it")
+    store = store if store is not None else ModelStore()
+    files: dict[str, str] = {}
+    memory = None
+    for name, reference in refs.items():
+        header = fetch_gguf_header(_checked(reference), store=store, offline=offline)
+        manifest = store.read(header.manifest_digest)
+        config = store.read(manifest_config(manifest).digest) if manifest is not None else None
+        if manifest is None or config is None:
+            raise InputError(f"checkpoint {name!r}: {reference}: the manifest is not in the model store")
+        files[name] = artifact_file(read_artifact(manifest, config), name, reference)
+        if name == "main":
+            mem = memory_options(launch_options(recipe, spec.recipe_options, None))
+            memory = estimate_gguf(str(header.path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v).total
+    return OciModelFacts(MappingProxyType(files), memory)
+
+
+def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: str | None = None) -> str:
+    """``oci://HOST/REPO[:TAG]`` with the digest its tag names now (``oci://HOST/REPO:TAG@sha256:HEX``;
+    no tag: ``latest``); a reference already pinned is checked and returned as given. One GET of
+    the manifest: its digest is the sha256 of the bytes received (a ``Docker-Content-Digest``
+    must agree), as ``lemonpack pin`` does for images (:mod:`lemonpack.registry.pin`). Raises
+    :class:`InputError` (not ``oci://``, malformed), :class:`~lemonpack.errors.NotFoundError`
+    (the registry has no such tag), :class:`~lemonpack.errors.FetchError` (network, auth)."""
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry.client import RegistryClient
+
+    if not reference.startswith(OCI_SCHEME):
+        raise InputError(f"model reference {reference!r} is not oci://HOST[:PORT]/REPO[:TAG]")
+    if "@" in reference:
+        return _checked(reference)
+    try:
+        ref = parse_registry_reference(reference)
+    except LemonpackError as e:
+        raise InputError(str(e)) from None
+    tag = ref.tag or "latest"
+    with RegistryClient(ref.host, insecure=insecure, registry_config=registry_config) as client:
+        fetched = client.get_manifest(ref.path, tag, missing_ok=True)
+    if fetched is None:
+        raise NotFoundError(f"model reference {reference}: {ref.host}/{ref.path}:{tag} not found in the registry")
+    return f"{OCI_SCHEME}{ref.name}:{tag}@{fetched[2]}"
+
+
+__all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "fetch_checkpoints", "oci_checkpoints",
+           "oci_estimate", "oci_model_facts", "pin_checkpoint",
+           "resolve_model"]
