@@ -5,8 +5,8 @@ what each holds and may import): ``cli`` (the command line: parsing and printing
 (Kubernetes objects and systemd units), ``server`` (``lemonpack serve``: the HTTP front and
 the proxy), ``catalogue`` (community recipes and extensions: the signed index, search, the
 site), ``release`` (release images from the release lock), ``builder`` (builds, installs,
-loads, publishes), ``runtime`` (engines on this machine, in seven sub-rooms), ``signing``
-(cosign-format keys and signatures), ``registry`` (OCI registries: transport, auth,
+loads, publishes), ``runtime`` (engines and models on this machine, in seven sub-rooms),
+``signing`` (cosign-format keys and signatures), ``registry`` (OCI registries: transport, auth,
 operations, publish and pull), ``extensions`` (Gufo extensions, seed 002), ``examples`` (the
 shipped example), ``nix`` (the Nix emitter), ``fetch`` (verified downloads, mirrors, safe
 archives), ``oci`` (image references, deterministic layers, OCI layouts), ``contract`` (the

@@ -93,6 +93,12 @@ class ModelFileError(LemonpackError):
     kind = "model-file"
 
 
+class TruncatedGGUFError(ModelFileError):
+    """A GGUF file that ends inside its header or tensor-info section: a partly downloaded file,
+    or a header prefix too short (:func:`lemonpack.runtime.models.pull.fetch_gguf_header` reads a
+    longer one)."""
+
+
 @dataclass(frozen=True)
 class ArrayValue:
     """A metadata array, summarised: its element type name (``string``, ``uint32``, ``array``
@@ -173,8 +179,8 @@ class _Window:
         return ModelFileError(one_line(f"{self.path}: {message}"))
 
     def truncated(self, n: int) -> ModelFileError:
-        return self.fail(f"truncated GGUF file: reading {self.what} needs {n} bytes at offset {self.pos}, "
-                         f"the file has {self.size} bytes")
+        return TruncatedGGUFError(one_line(f"{self.path}: truncated GGUF file: reading {self.what} needs {n} bytes "
+                                           f"at offset {self.pos}, the file has {self.size} bytes"))
 
     def take(self, n: int) -> tuple[bytes, int]:
         """``(buffer, offset in buffer)`` holding the next ``n`` bytes; advances."""
@@ -407,5 +413,6 @@ def _read(win: _Window, numbers: Callable[[str], bool] | None = None) -> ModelId
 
 
 __all__ = [
-    "ArrayValue", "MAX_TENSORS", "ModelFileError", "ModelIdentity", "TensorInfo", "read_identity",
+    "ArrayValue", "MAX_TENSORS", "ModelFileError", "ModelIdentity", "TensorInfo", "TruncatedGGUFError",
+    "read_identity",
 ]

@@ -49,6 +49,10 @@ EXTERNAL: dict[str, str] = {
     "examples/server/README.md": "leejet/stable-diffusion.cpp",
     "docs/gguf.md": "ggml-org/ggml",
     "LoaderDriverInterface.md": "KhronosGroup/Vulkan-Loader",
+    # model artifacts (issue 23): CNCF ModelPack, KitOps, RamaLama
+    "docs/spec.md": "modelpack/model-spec", "pkg/artifact/spec.md": "kitops-ml/kitops",
+    "docs/ramalama-oci.5.md": "containers/ramalama", "ramalama/annotations.py": "containers/ramalama",
+    "ramalama/transports/oci/oci.py": "containers/ramalama",
 }
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")

@@ -458,6 +458,46 @@ class RegistryClient:
             raise IntegrityError(what, digest, actual)
         return got
 
+    def read_blob_range(self, repo: str, digest: str, out, *, start: int = 0, length: int | None = None,
+                        on_bytes: Callable[[int], None] | None = None) -> int:
+        """Stream bytes ``[start, start + length)`` of a blob (``length`` None: to its end) into
+        ``out`` with ``Range: bytes=...`` (RFC 9110 section 14), **unverified**: the caller hashes
+        the whole blob (a resumed download) or reads only a prefix (a GGUF header). An answer of
+        200 (the registry ignores ``Range``) has its first ``start`` bytes skipped; never more
+        than ``length`` bytes are written. Returns the bytes written."""
+        _check_digest(digest)
+        end = "" if length is None else str(start + length - 1)
+        headers = {"Accept-Encoding": "identity"} if start == 0 and length is None else \
+            {"Accept-Encoding": "identity", "Range": f"bytes={start}-{end}"}
+        resp = self.transport.request("GET", f"{repo}/blobs/{digest}", stream=True, follow=True, ok=(200, 206),
+                                      headers=headers)
+        skip = start if resp.status_code == 200 else 0
+        if resp.status_code == 206 and not resp.headers.get("Content-Range", "").startswith(f"bytes {start}-"):
+            resp.close()
+            raise FetchError(f"blob {self.host}/{repo}@{digest}: asked from byte {start}, got "
+                             f"{resp.headers.get('Content-Range')!r}")
+        got = 0
+        try:
+            for chunk in _pieces(resp, READ_CHUNK):
+                self.stats.bytes_received += len(chunk)
+                if skip:
+                    cut = min(skip, len(chunk))
+                    chunk, skip = chunk[cut:], skip - cut
+                if length is not None:
+                    chunk = chunk[:length - got]
+                out.write(chunk)
+                got += len(chunk)
+                if on_bytes:
+                    on_bytes(len(chunk))
+                if length is not None and got >= length:
+                    break
+        except httpx.HTTPError as exc:
+            raise FetchError(f"GET blob {self.host}/{repo}@{digest}: {type(exc).__name__}: "
+                             f"{_short(exc) or 'connection dropped'}") from None
+        finally:
+            resp.close()
+        return got
+
     def _read_limited(self, resp, limit: int, what: str) -> bytes:
         buf = bytearray()
         try:

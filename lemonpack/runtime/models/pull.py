@@ -1,0 +1,314 @@
+"""A model artifact pulled from a registry into the model store (``lemonpack models pull``,
+``models inspect``, and the ``oci://`` checkpoints ``run``/``serve`` pull on first use).
+
+:func:`pull_model`: the reference (``[oci://]HOST[:PORT]/REPO[:TAG][@sha256:...]``) resolved to
+its manifest digest (a tag is allowed here; the digest is always reported), the manifest's format
+checked before any layer is fetched (:func:`lemonpack.runtime.models.artifact.detect_format`), then
+the config and every layer written through :meth:`ModelStore.writer` (hashed as written, bounded
+by the descriptor's size, resumed with ``Range`` from a partial blob, one writer per blob), the
+manifest stored last, and the model's directory view made. A model already in the store by digest
+is answered from it without a request. Through the registry client of :mod:`lemonpack.registry`
+(auth, retries, TLS: the same as ``pull``/``publish`` of images).
+
+:func:`fetch_gguf_header`: the GGUF header of the main weight file alone (a ``Range`` read of the
+blob's first bytes, grown until the header parses, or the blob in the store when it is there), so
+memory admission can estimate before the weights arrive.
+
+Spec: OCI distribution-spec v1.1 ``spec.md`` ("pulling manifests", "pulling blobs"); OCI
+image-spec ``descriptor.md`` (verification); RFC 9110 section 14 (range requests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from lemonpack.errors import FetchError, IntegrityError, NotFoundError
+from lemonpack.oci.reference import ImageReference, parse_registry_reference
+from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
+    manifest_config, read_artifact
+from lemonpack.runtime.models.store import ModelStore
+
+#: Bytes of the main weight file read first for its GGUF header; doubled until it parses.
+HEADER_FIRST_READ = 1 << 20
+#: Largest GGUF header prefix fetched (a 150k-token vocabulary is ~10 MiB of header).
+HEADER_MAX_READ = 256 << 20
+
+
+@dataclass(frozen=True)
+class PulledModel:
+    """A model in the store: ``reference`` (pinned: ``HOST/REPO@sha256:...``, the tag kept when
+    one was given), ``manifest_digest``, ``directory`` (its view: every file under its name),
+    ``files`` (name -> path in ``directory``), ``artifact`` (:class:`ModelArtifact`),
+    ``fetched`` (bytes received for this pull: 0 when everything was in the store)."""
+
+    reference: ImageReference
+    manifest_digest: str
+    directory: Path
+    files: Mapping[str, Path]
+    artifact: ModelArtifact
+    fetched: int = 0
+
+    @property
+    def main(self) -> Path | None:
+        """The main weight file's path in the view (``artifact.main``), or None."""
+        m = self.artifact.main
+        return self.files.get(m.name) if m and m.archive is None else None
+
+    def to_json(self) -> dict:
+        """``models pull --json``: reference, digest, directory, files, fetched, artifact."""
+        return {"reference": str(self.reference), "digest": self.manifest_digest, "directory": str(self.directory),
+                "main": str(self.main) if self.main else None,
+                "files": {k: str(v) for k, v in self.files.items()}, "fetched": self.fetched,
+                "artifact": self.artifact.to_json()}
+
+
+@dataclass(frozen=True)
+class GgufHeader:
+    """The GGUF header of an artifact's main weight file: ``identity``
+    (:class:`lemonpack.gguf_header.ModelIdentity`), ``path`` (the header prefix on disk, or
+    the whole blob when it is in the store: what :func:`lemonpack.gguf_header.read_identity`
+    and the memory estimate read), ``file`` (its :class:`ModelFile`: size, name), ``manifest_digest``,
+    ``fetched`` bytes received for it."""
+
+    identity: object
+    path: Path
+    file: ModelFile
+    manifest_digest: str
+    fetched: int = 0
+
+
+def as_model_reference(reference: str | ImageReference) -> ImageReference:
+    """``[oci://]HOST[:PORT]/REPO[:TAG][@sha256:...]`` as an :class:`ImageReference`
+    (:func:`lemonpack.oci.reference.parse_registry_reference`; an ImageReference as it is).
+    Raises ``InvalidReferenceError``."""
+    return reference if isinstance(reference, ImageReference) else parse_registry_reference(reference)
+
+
+def _client(ref: ImageReference, insecure: bool, registry_config, client):
+    if client is not None:
+        return client, False
+    from lemonpack.registry import RegistryClient
+
+    return RegistryClient(ref.host, insecure=insecure, registry_config=registry_config), True
+
+
+def _stored_digest(ref: ImageReference, store: ModelStore) -> str | None:
+    if ref.digest:
+        return ref.digest
+    return store.refs().get(str(ref))
+
+
+def _from_store(ref: ImageReference, digest: str, store: ModelStore) -> PulledModel | None:
+    manifest = store.read(digest)
+    if manifest is None:
+        return None
+    config = store.read(manifest_config(manifest).digest)
+    if config is None:
+        return None
+    artifact = read_artifact(manifest, config)
+    directory = store.view(digest)
+    if directory is None:
+        return None
+    return _pulled(ref, digest, directory, artifact, 0)
+
+
+def _pulled(ref: ImageReference, digest: str, directory: Path, artifact: ModelArtifact, fetched: int) -> PulledModel:
+    files = {f.name: directory.joinpath(*f.name.split("/")) for f in artifact.layers if f.archive is None}
+    return PulledModel(ref.with_ref(tag=ref.tag, digest=digest), digest, directory, files, artifact, fetched)
+
+
+def resolve_model(reference: str | ImageReference, *, insecure: bool = False, registry_config=None,
+                  client=None) -> ImageReference:
+    """The reference pinned to its manifest digest (a tag resolved in the registry; a digest
+    checked to exist). Raises :class:`FetchError` (missing, network), :class:`IntegrityError`."""
+    ref = as_model_reference(reference)
+    c, own = _client(ref, insecure, registry_config, client)
+    try:
+        got = c.get_manifest(ref.repository, ref.ref or "latest")
+    finally:
+        if own:
+            c.close()
+    return ref.with_ref(tag=ref.tag, digest=got[2])
+
+
+def pull_model(reference: str | ImageReference, *, store: ModelStore | None = None, offline: bool = False,
+               progress: bool | Callable[[int, int], None] = False, insecure: bool = False,
+               registry_config: str | os.PathLike[str] | None = None, client=None) -> PulledModel:
+    """Pull the model ``reference`` into ``store`` (default :class:`ModelStore`) and return it
+    (module docstring). ``offline``: never contact the registry (a model not in the store is a
+    :class:`NotFoundError`; a tag is looked up in the store's record of earlier pulls).
+    ``progress``: True for a progress bar on stderr, or ``callback(done, total)`` in bytes.
+    ``client``: a :class:`~lemonpack.registry.RegistryClient` to use (else one is made for the
+    reference's host with ``insecure`` and ``registry_config``).
+
+    Raises :class:`ModelArtifactError` (not a model format lemonpack reads: nothing fetched but
+    the manifest), :class:`IntegrityError` (exit 3: a byte not what its digest says; that blob
+    is not kept), :class:`FetchError` (network, registry), :class:`NotFoundError` (offline),
+    :class:`~lemonpack.errors.StorageError`."""
+    ref = as_model_reference(reference)
+    store = store or ModelStore()
+    known = _stored_digest(ref, store)
+    if known is not None and (ref.digest or offline):
+        got = _from_store(ref, known, store)
+        if got is not None:
+            return got
+    if offline:
+        raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
+    c, own = _client(ref, insecure, registry_config, client)
+    try:
+        return _pull(ref, store, c, progress)
+    finally:
+        if own:
+            c.close()
+
+
+def _progress(progress, total: int, label: str):
+    if callable(progress):
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            progress(done[0], total)
+        return None, tick
+    if not progress:
+        return None, None
+    from lemonpack.registry.transfer import byte_progress
+
+    cm = byte_progress(total, label, True)
+    return cm, None
+
+
+def _pull(ref: ImageReference, store: ModelStore, client, progress) -> PulledModel:
+    before = client.stats.bytes_received
+    data, _media_type, digest = client.get_manifest(ref.repository, ref.ref or "latest")
+    detect_format(data)  # refuse an unknown format before fetching anything else
+    if ref.digest and digest != ref.digest:
+        raise IntegrityError(f"manifest {ref}", ref.digest, digest)
+    cfg = manifest_config(data)
+    fetch_blob(client, ref.repository, cfg.digest, cfg.size, store)
+    config = store.read(cfg.digest)
+    assert config is not None
+    artifact = read_artifact(data, config)
+    missing = [f for f in artifact.layers if not store.has(f.digest, f.size)]
+    total = sum(f.size for f in missing)
+    cm, tick = _progress(progress, total, f"pulling {ref.repository}")
+    if cm is not None:
+        with cm as bar:
+            for f in missing:
+                fetch_blob(client, ref.repository, f.digest, f.size, store, on_bytes=bar)
+    else:
+        for f in missing:
+            fetch_blob(client, ref.repository, f.digest, f.size, store, on_bytes=tick)
+    store.put_bytes(digest, data)
+    directory = store.view(digest)
+    if directory is None:
+        raise FetchError(f"{ref}: a blob went missing from the model store {store.root} while pulling")
+    store.record(str(ref), digest)
+    return _pulled(ref, digest, directory, artifact, client.stats.bytes_received - before)
+
+
+def fetch_blob(client, repo: str, digest: str, size: int, store: ModelStore, *,
+               on_bytes: Callable[[int], None] | None = None) -> Path:
+    """Blob ``digest`` of ``size`` bytes (descriptor values) from ``repo`` into ``store``
+    (nothing fetched when it is there; a partial resumed from its length); returns its path.
+    Raises :class:`IntegrityError` (exit 3; the partial is dropped), :class:`FetchError`."""
+    with store.writer(digest, size) as w:
+        if not w.complete and w.offset < size:
+            client.read_blob_range(repo, digest, w, start=w.offset, on_bytes=on_bytes)
+        return w.commit()
+
+
+def fetch_gguf_header(reference: str | ImageReference, *, store: ModelStore | None = None, offline: bool = False,
+                      insecure: bool = False, registry_config: str | os.PathLike[str] | None = None,
+                      client=None) -> GgufHeader:
+    """The GGUF header of the artifact's main weight file (:class:`GgufHeader`), fetched alone:
+    from the store when the blob is there, else the blob's first :data:`HEADER_FIRST_READ`
+    bytes (``Range``), doubled until :func:`lemonpack.gguf_header.read_identity` parses them
+    (at most :data:`HEADER_MAX_READ`, or the whole blob), kept in the store's ``headers/``.
+    The manifest and config are stored as a pull stores them. Raises :class:`ModelArtifactError`
+    (no GGUF weight file), ``ModelFileError`` (not a GGUF), the errors of :func:`pull_model`."""
+    from lemonpack.gguf_header import ModelFileError, TruncatedGGUFError, read_identity
+
+    ref = as_model_reference(reference)
+    store = store or ModelStore()
+    digest = _stored_digest(ref, store)
+    manifest = store.read(digest) if digest else None
+    c = None
+    own = False
+    try:
+        if manifest is None:
+            if offline:
+                raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
+            c, own = _client(ref, insecure, registry_config, client)
+            manifest, _, digest = c.get_manifest(ref.repository, ref.ref or "latest")
+            if ref.digest and digest != ref.digest:
+                raise IntegrityError(f"manifest {ref}", ref.digest, digest)
+            detect_format(manifest)
+        assert digest is not None
+        cfg = manifest_config(manifest)
+        config = store.read(cfg.digest)
+        if config is None:
+            if c is None:
+                if offline:
+                    raise NotFoundError(f"{ref}: config not in the model store and --offline forbids fetching it")
+                c, own = _client(ref, insecure, registry_config, client)
+            fetch_blob(c, ref.repository, cfg.digest, cfg.size, store)
+            config = store.read(cfg.digest)
+            assert config is not None
+        store.put_bytes(digest, manifest)
+        artifact = read_artifact(manifest, config)
+        main = artifact.main
+        if main is None or not main.is_gguf:
+            raise ModelArtifactError(f"{ref}: no GGUF weight file in the artifact "
+                                     f"(files: {', '.join(f.name for f in artifact.layers)})")
+        if store.has(main.digest, main.size):
+            path = store.blob_path(main.digest)
+            return GgufHeader(read_identity(path), path, main, digest, 0)
+        path = store.header_path(main.digest)
+        if path.is_file():
+            try:
+                return GgufHeader(read_identity(path), path, main, digest, 0)
+            except TruncatedGGUFError:
+                pass
+        if offline:
+            raise NotFoundError(f"{ref}: the header of {main.name} is not in the model store and --offline "
+                                "forbids fetching it")
+        if c is None:
+            c, own = _client(ref, insecure, registry_config, client)
+        return _header_by_range(c, ref, main, digest, path, read_identity, TruncatedGGUFError, ModelFileError)
+    finally:
+        if own and c is not None:
+            c.close()
+
+
+def _header_by_range(client, ref, main: ModelFile, digest: str, path: Path, read_identity, truncated, bad):
+    import secrets
+
+    from lemonpack.files import commit
+
+    want = min(HEADER_FIRST_READ, main.size)
+    fetched = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+        try:
+            with open(tmp, "wb") as f:
+                fetched += client.read_blob_range(ref.repository, main.digest, f, start=0, length=want)
+            try:
+                identity = read_identity(tmp)
+            except truncated:
+                if want >= main.size or want >= HEADER_MAX_READ:
+                    raise bad(f"{ref}: {main.name}: the GGUF header is longer than {want} bytes") from None
+                want = min(want * 4, main.size, HEADER_MAX_READ)
+                continue
+            commit(tmp, path, durable=False)
+            return GgufHeader(identity, path, main, digest, fetched)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+__all__ = ["GgufHeader", "PulledModel", "fetch_blob", "fetch_gguf_header", "as_model_reference",
+           "pull_model", "resolve_model"]
