@@ -34,7 +34,7 @@ artifact pinned by digest (``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``; a tag al
 by the registry's rules, :func:`~lemonpack.runtime.models.registry.oci_checkpoint_problem`).
 :func:`fetch_checkpoints` turns such a :class:`ModelSpec` into one of local files just before a
 launch (``run``, ``serve``'s engine start): each ``oci://`` checkpoint is pulled into the model
-store on first use (``pull_model`` (the pull module): every blob verified
+store on first use (:func:`lemonpack.runtime.models.pull.pull_model`: every blob verified
 against its digest while written; a later use of the same digest sends nothing) and replaced
 by the path of its file in the store's directory view; ``model_dir`` becomes the main
 checkpoint's directory there. ``offline`` refuses every fetch: a model not yet in the store is
@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
+from lemonpack.oci.reference import InvalidReferenceError
 
 #: The scheme of an OCI model artifact checkpoint (the registry's :data:`~lemonpack.runtime.models.registry.OCI_SCHEME`).
 OCI_SCHEME = "oci://"
@@ -211,7 +212,7 @@ def _checked(reference: str) -> str:
 
 def artifact_file(artifact: Any, checkpoint: str, reference: str) -> str:
     """The name (relative path in the store's view, and in an image volume or a modelcar's
-    ``/models``) of the file of ``artifact`` (the artifact module's ``ModelArtifact``)
+    ``/models``) of the file of ``artifact`` (a :class:`~lemonpack.runtime.models.artifact.ModelArtifact`)
     an engine is handed for ``checkpoint``: for ``main``, the artifact's main weight file (of a
     split GGUF the ``-00001-of-`` part: llama.cpp opens the others beside it); for another
     checkpoint (``mmproj`` ...), the one raw file whose role is that name. Raises
@@ -236,7 +237,7 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
     :class:`~lemonpack.errors.NotFoundError`, exit 1, as a missing model file is); ``progress``: a progress bar on stderr while
     blobs download; ``store``: the model store (default: the user's cache). Raises
     :class:`InputError` (an unpinned reference), and what
-    ``pull_model`` (the pull module) raises: :class:`~lemonpack.errors.FetchError`
+    :func:`lemonpack.runtime.models.pull.pull_model` raises: :class:`~lemonpack.errors.FetchError`
     (exit 4: network, registry), :class:`~lemonpack.errors.IntegrityError` (exit 3: a blob
     that does not match its digest; nothing of it is visible in the store), a refusal of an
     unknown artifact format."""
@@ -257,7 +258,7 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
 
 
 def _pull(reference: str, *, offline: bool, progress: bool, store: Any) -> Any:
-    """``pull_model`` (the pull module) of ``reference``; an offline refusal
+    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference``; an offline refusal
     says how to fetch it."""
     from lemonpack.runtime.models.pull import pull_model
     from lemonpack.runtime.models.store import ModelStore
@@ -308,7 +309,7 @@ def oci_model_facts(spec: ModelSpec, recipe: Recipe | None = None, *, offline: b
                     store: Any = None) -> OciModelFacts | None:
     """:class:`OciModelFacts` of ``spec`` when its ``main`` checkpoint is ``oci://`` (None
     otherwise): the artifact's manifest and config and the main file's GGUF header only
-    (the pull module's ``fetch_gguf_header``, kept in the model store), never the
+    (:func:`lemonpack.runtime.models.pull.fetch_gguf_header`, kept in the model store), never the
     weights. Every checkpoint must be ``oci://`` (one model, one volume). Raises
     :class:`InputError` (a checkpoint that is a local path or a hub reference beside it, an
     unpinned reference, no file for a checkpoint) and what the header fetch raises."""
@@ -343,28 +344,23 @@ def oci_model_facts(spec: ModelSpec, recipe: Recipe | None = None, *, offline: b
 
 def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: str | None = None) -> str:
     """``oci://HOST/REPO[:TAG]`` with the digest its tag names now (``oci://HOST/REPO:TAG@sha256:HEX``;
-    no tag: ``latest``); a reference already pinned is checked and returned as given. One GET of
-    the manifest: its digest is the sha256 of the bytes received (a ``Docker-Content-Digest``
-    must agree), as ``lemonpack pin`` does for images (:mod:`lemonpack.registry.pin`). Raises
-    :class:`InputError` (not ``oci://``, malformed), :class:`~lemonpack.errors.NotFoundError`
-    (the registry has no such tag), :class:`~lemonpack.errors.FetchError` (network, auth)."""
-    from lemonpack.oci.reference import parse_registry_reference
-    from lemonpack.registry.client import RegistryClient
+    no tag: ``latest``): one GET of the manifest, whose digest is the sha256 of the bytes received
+    (:func:`lemonpack.runtime.models.pull.resolve_model`), as ``lemonpack pin`` does for images
+    (:mod:`lemonpack.registry.pin`); a reference already pinned is checked and returned as given.
+    Raises :class:`InputError` (not ``oci://``, malformed), :class:`~lemonpack.errors.FetchError`
+    (no such tag, network, auth), :class:`~lemonpack.errors.IntegrityError`."""
+    from lemonpack.runtime.models.pull import resolve_model as resolve_reference
 
     if not reference.startswith(OCI_SCHEME):
         raise InputError(f"model reference {reference!r} is not oci://HOST[:PORT]/REPO[:TAG]")
     if "@" in reference:
         return _checked(reference)
     try:
-        ref = parse_registry_reference(reference)
-    except LemonpackError as e:
+        pinned = resolve_reference(reference, insecure=insecure, registry_config=registry_config)
+    except InvalidReferenceError as e:
         raise InputError(str(e)) from None
-    tag = ref.tag or "latest"
-    with RegistryClient(ref.host, insecure=insecure, registry_config=registry_config) as client:
-        fetched = client.get_manifest(ref.path, tag, missing_ok=True)
-    if fetched is None:
-        raise NotFoundError(f"model reference {reference}: {ref.host}/{ref.path}:{tag} not found in the registry")
-    return f"{OCI_SCHEME}{ref.name}:{tag}@{fetched[2]}"
+    tagged = pinned if pinned.tag else pinned.with_ref(tag="latest", digest=pinned.digest)
+    return f"{OCI_SCHEME}{tagged}"
 
 
 __all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "fetch_checkpoints", "oci_checkpoints",
