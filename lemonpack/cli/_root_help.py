@@ -32,7 +32,7 @@ ROOT_HELP = "\n".join((
     "  verify      Verify an image's cosign signatures against a key.",
     '  load        Load an image of a built OCI layout into podman or Docker,...',
     '  uninstall   Remove an installed recipe artifact...',
-    '  cache       The download and built-layer caches under...',
+    '  cache       The download and built-layer caches and the model store...',
     '  schema      The shipped recipe schemas and their lock file.',
     '  backends    External backend recipes found on this machine.',
     '  models      Models registered in user_models.json (name, recipe,...',

@@ -1,6 +1,7 @@
 """``lemonpack cache list|verify|clean``: the download and layer caches
-(:mod:`lemonpack.builder.caches`), as ``pip cache``, ``nix-store --verify`` and
-``podman system prune`` users expect.
+(:mod:`lemonpack.builder.caches`) and the model store (:mod:`lemonpack.runtime.models.store`,
+cache ``models``: blobs, partial blobs, per-model views), as ``pip cache``, ``nix-store
+--verify`` and ``podman system prune`` users expect.
 
 Exit codes: ``list`` and ``clean`` 0; 1 when the cache root is not a directory (one
 line naming it and ``LEMONPACK_CACHE_DIR``); ``verify`` 0 when every entry hashed to its name,
@@ -14,8 +15,8 @@ import typer
 
 from lemonpack.cli._app import JSON_OPTION, app, console, print_json
 
-cache_app = typer.Typer(help="The download and built-layer caches under $LEMONPACK_CACHE_DIR "
-                        "(default $XDG_CACHE_HOME/lemonpack).", no_args_is_help=True)
+cache_app = typer.Typer(help="The download and built-layer caches and the model store under "
+                        "$LEMONPACK_CACHE_DIR (default $XDG_CACHE_HOME/lemonpack).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
 
@@ -38,17 +39,18 @@ def _totals(items) -> dict:
 
 @cache_app.command("list")
 def list_cmd(json_out: bool = JSON_OPTION) -> int:
-    """List cache entries with their sizes, per cache and in total.
+    """List cache entries and model-store blobs with their sizes, per cache and in total.
 
     States: entry, bad (not usable as it is, e.g. a directory or symlink where a file
     belongs; `cache verify` or `cache clean` removes it; never used), orphan (a layer blob
     no record names), partial-live (being written by
     a running lemonpack), partial-stale (left by a killed one; `cache clean --partial`).
     """
-    from lemonpack.builder.caches import Caches
+    from lemonpack.builder.caches import CacheItem, Caches
+    from lemonpack.runtime.models.store import ModelStore, StoreItem
 
     caches = Caches()
-    items = caches.list()
+    items: list[CacheItem | StoreItem] = [*caches.list(), *ModelStore(caches.root / "models").list()]
     per = _totals(items)
     total = sum(i.size for i in items)
     if json_out:
@@ -67,14 +69,16 @@ def list_cmd(json_out: bool = JSON_OPTION) -> int:
 
 @cache_app.command("verify")
 def verify_cmd(json_out: bool = JSON_OPTION) -> int:
-    """Re-hash every entry; remove each one that is not what its name says.
+    """Re-hash every entry and model blob; remove each one that is not what its name says.
 
     Exit 3 when any entry was bad (it is gone; the next install or build fetches or
     rebuilds it), else 0. Like `nix-store --verify --check-contents`.
     """
-    from lemonpack.builder.caches import Caches
+    from lemonpack.builder.caches import CacheItem, Caches
+    from lemonpack.runtime.models.store import ModelStore, StoreItem
 
-    items = Caches().verify()
+    caches = Caches()
+    items: list[CacheItem | StoreItem] = [*caches.verify(), *ModelStore(caches.root / "models").verify()]
     bad = [i for i in items if i.problem]
     if json_out:
         print_json({"checked": len(items), "bad": [i.to_json() for i in bad]})
@@ -90,13 +94,17 @@ def verify_cmd(json_out: bool = JSON_OPTION) -> int:
 def clean_cmd(partial: bool = typer.Option(False, "--partial", help="Only remove stale partial "
                                            "downloads and build temps (left by killed runs)."),
               json_out: bool = JSON_OPTION) -> int:
-    """Remove every cache entry and stale partial file (installed backends stay).
+    """Remove every cache entry, pulled model and stale partial file (installed backends stay).
 
-    A partial file another lemonpack is still writing is never removed.
+    A partial file another lemonpack is still writing is never removed; a stale partial model
+    blob goes with --partial too (the next pull starts it again).
     """
-    from lemonpack.builder.caches import Caches
+    from lemonpack.builder.caches import CacheItem, Caches
+    from lemonpack.runtime.models.store import ModelStore, StoreItem
 
-    removed = Caches().clean(partial_only=partial)
+    caches = Caches()
+    removed: list[CacheItem | StoreItem] = [*caches.clean(partial_only=partial),
+                                            *ModelStore(caches.root / "models").clean(partial_only=partial)]
     freed = sum(i.size for i in removed)
     if json_out:
         print_json({"removed": [i.to_json() for i in removed], "freed": freed})

@@ -1,4 +1,15 @@
-"""``lemonpack models add|list|remove``: the user model registry (RFC section 10).
+"""``lemonpack models add|list|remove``: the user model registry (RFC section 10);
+``models pull|inspect|push``: model artifacts in OCI registries and the model store
+(:mod:`lemonpack.runtime.models.pull`, :mod:`lemonpack.runtime.models.push`, issue 23).
+
+``models pull REF`` pulls a model artifact (CNCF ModelPack, Docker Model Runner v0.1/v0.2,
+KitOps, RamaLama) into the store (``$LEMONPACK_CACHE_DIR/models``) and prints the resolved
+digest and the directory whose files carry their names; a tag is allowed (the digest is always
+printed). ``models inspect REF`` prints the format, facts and files from the manifest and
+config alone. ``models push FILE... --to HOST/REPO[:TAG]`` writes a ModelPack artifact (or
+Docker's with ``--format docker``), ``--sign KEY`` then signs it as ``publish --sign`` does.
+Exit codes: 3 when a byte is not what its digest says (nothing of it is kept), 4 network or
+registry, 1 anything else (an artifact that is no model names the media types found).
 
 ``models add`` checks that ``--recipe`` names a built-in recipe or a recipe that discovery
 currently loads. An unknown id is an error (exit 1) that lists the known ids, and a
@@ -31,7 +42,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, console, err_console, print_json
+from lemonpack.cli._app import (HELP_MARKUP, INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console,
+                                err_console, print_json)
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 
 models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
@@ -194,4 +206,118 @@ def models_remove(name: str = typer.Argument(..., help="Model name (user.*)."), 
         print_json({"removed": entry.name, "file": str(registry.path)})
     else:
         console.print(f"removed {entry.name} from {registry.path}", markup=False)
+    return 0
+
+
+PROGRESS_OPTION = typer.Option(None, "--progress/--no-progress",
+                               help="Show a progress bar on stderr (default: when stderr is a terminal).")
+
+
+@models_app.command("pull")
+def models_pull(reference: str = typer.Argument(..., metavar="[oci://]HOST[:PORT]/REPO[:TAG|@DIGEST]",
+                                                help="The model artifact (a tag is resolved; the digest is printed)."),
+                offline: bool = typer.Option(False, "--offline", help="Never contact the registry: only the store."),
+                progress: bool = PROGRESS_OPTION, insecure: bool = INSECURE_OPTION,
+                registry_config: Path = REGISTRY_CONFIG_OPTION, json_out: bool = JSON_OPTION) -> int:
+    """Pull a model artifact into the model store and print where its files are.
+
+    Every blob is hashed while written, bounded by its descriptor, resumed after an interruption
+    and shared with concurrent pulls; a model already in the store (by digest) sends nothing.
+    Examples: lemonpack models pull 127.0.0.1:5000/models/tiny:v1 ;
+    lemonpack models pull oci://registry.example/m@sha256:...
+    """
+    import sys
+
+    from lemonpack.runtime.models.pull import pull_model
+
+    show = (sys.stderr.isatty() and not json_out) if progress is None else progress
+    got = pull_model(reference, offline=offline, progress=show, insecure=insecure, registry_config=registry_config)
+    _print_pulled(got, json_out)
+    return 0
+
+
+def _print_pulled(got, json_out: bool) -> None:
+    """A pulled model: JSON, or the pinned reference, the directory and one line per file."""
+    if json_out:
+        print_json(got.to_json())
+        return
+    console.print(f"pulled {got.reference} ({got.artifact.format}, {got.fetched} bytes fetched)", markup=False)
+    console.print(f"  directory: {got.directory}", markup=False)
+    for f in got.artifact.layers:
+        console.print(f"  {f.name}  {f.size} bytes  {f.digest}", markup=False)
+
+
+@models_app.command("inspect")
+def models_inspect(reference: str = typer.Argument(..., metavar="[oci://]HOST[:PORT]/REPO[:TAG|@DIGEST]",
+                                                   help="The model artifact."),
+                   offline: bool = typer.Option(False, "--offline", help="Never contact the registry: only the store."),
+                   insecure: bool = INSECURE_OPTION, registry_config: Path = REGISTRY_CONFIG_OPTION,
+                   json_out: bool = JSON_OPTION) -> int:
+    """Describe a model artifact (format, architecture, size, files) from its manifest and config.
+
+    No layer is fetched; the digest a tag names is printed.
+    """
+    from lemonpack.runtime.models.pull import inspect_model
+
+    got = inspect_model(reference, offline=offline, insecure=insecure, registry_config=registry_config)
+    if json_out:
+        print_json(got.to_json())
+        return 0
+    a = got.artifact
+    console.print(f"{got.reference}", markup=False)
+    for label, value in (("format", a.format), ("model format", a.model_format), ("architecture", a.architecture),
+                         ("parameters", a.parameters), ("quantization", a.quantization),
+                         ("context length", a.context_length), ("name", a.name), ("version", a.version),
+                         ("created", a.created), ("size", f"{a.size} bytes"),
+                         ("stored", f"yes: {got.directory}" if got.stored else "no")):
+        if value is not None:
+            console.print(f"  {label}: {value}", markup=False)
+    for f in a.layers:
+        console.print(f"  file {f.name}  {f.role}  {f.size} bytes  {f.media_type}", markup=False)
+    return 0
+
+
+@models_app.command("push")
+def models_push(files: list[Path] = typer.Argument(..., metavar="FILE...", help="Model files (GGUF and its "
+                                                   "splits, an mmproj, docs), each named by its base name."),
+                to: str = typer.Option(..., "--to", metavar="HOST[:PORT]/REPO[:TAG]",
+                                       help="Destination repository and tag (default latest)."),
+                sign: str = typer.Option(None, "--sign", metavar="PREFIX.key",
+                                         help="After the push, sign the manifest with this cosign key."),
+                fmt: str = typer.Option("modelpack", "--format", metavar="modelpack|docker",
+                                        help="CNCF ModelPack (default) or Docker Model Runner's format."),
+                name: str = typer.Option(None, "--name", help="The descriptor's name (default: the main file's stem)."),
+                version: str = typer.Option(None, "--version", help="The descriptor's version."),
+                progress: bool = PROGRESS_OPTION, insecure: bool = INSECURE_OPTION,
+                registry_config: Path = REGISTRY_CONFIG_OPTION, json_out: bool = JSON_OPTION) -> int:
+    """Push model files as one model artifact (CNCF ModelPack, or Docker's with --format docker).
+
+    One uncompressed layer per file, named by org.cncf.model.filepath and
+    org.opencontainers.image.title; the config's architecture, parameters and quantization come
+    from the GGUF header, its date from SOURCE_DATE_EPOCH (0 when unset): the same files give the
+    same digest. Blobs the registry has are not sent again.
+    Example: lemonpack models push tiny.gguf --to 127.0.0.1:5000/models/tiny:v1 --sign cosign.key
+    """
+    import sys
+    from functools import partial
+
+    from lemonpack.runtime.models.push import push_model
+
+    signer = None
+    if sign is not None:
+        from lemonpack.cli.signing_cmds import load_private_key
+        from lemonpack.signing.remote import sign_image
+
+        private = load_private_key(sign)  # a wrong password fails before the push
+        signer = partial(sign_image, private=private, insecure=insecure, registry_config=registry_config)
+    show = (sys.stderr.isatty() and not json_out) if progress is None else progress
+    pushed = push_model(files, to, fmt=fmt, sign=signer, name=name, version=version, insecure=insecure,
+                        registry_config=registry_config, progress=show)
+    if json_out:
+        print_json(pushed.to_json())
+        return 0
+    console.print(f"pushed {pushed.reference} ({pushed.format}, {len(pushed.files)} file(s), "
+                  f"{pushed.uploaded} bytes sent)", markup=False)
+    if pushed.signature is not None:
+        console.print(f"signed {pushed.signature['reference']} -> {pushed.signature['signature_tag']}", markup=False)
     return 0

@@ -157,12 +157,11 @@ def pull_model(reference: str | ImageReference, *, store: ModelStore | None = No
             return got
     if offline:
         raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
-    c, own = _client(ref, insecure, registry_config, client)
+    remote = _Remote(ref, offline, insecure, registry_config, client)
     try:
-        return _pull(ref, store, c, progress)
+        return _pull(ref, store, remote, progress)
     finally:
-        if own:
-            c.close()
+        remote.close()
 
 
 def _progress(progress, total: int, label: str):
@@ -181,16 +180,10 @@ def _progress(progress, total: int, label: str):
     return cm, None
 
 
-def _pull(ref: ImageReference, store: ModelStore, client, progress) -> PulledModel:
+def _pull(ref: ImageReference, store: ModelStore, remote: "_Remote", progress) -> PulledModel:
+    client = remote.get("the model")
     before = client.stats.bytes_received
-    data, _media_type, digest = client.get_manifest(ref.repository, ref.ref or "latest")
-    detect_format(data)  # refuse an unknown format before fetching anything else
-    if ref.digest and digest != ref.digest:
-        raise IntegrityError(f"manifest {ref}", ref.digest, digest)
-    cfg = manifest_config(data)
-    fetch_blob(client, ref.repository, cfg.digest, cfg.size, store)
-    config = store.read(cfg.digest)
-    assert config is not None
+    digest, data, config = _described(ref, store, remote, keep_manifest=False)
     artifact = read_artifact(data, config)
     missing = [f for f in artifact.layers if not store.has(f.digest, f.size)]
     total = sum(f.size for f in missing)
@@ -208,6 +201,89 @@ def _pull(ref: ImageReference, store: ModelStore, client, progress) -> PulledMod
         raise FetchError(f"{ref}: a blob went missing from the model store {store.root} while pulling")
     store.record(str(ref), digest)
     return _pulled(ref, digest, directory, artifact, client.stats.bytes_received - before)
+
+
+class _Remote:
+    """The registry client of one call, made on first use (a call answered from the store sends
+    nothing), closed at the end when it was made here."""
+
+    def __init__(self, ref: ImageReference, offline: bool, insecure: bool, registry_config, client):
+        self.ref, self.offline, self.insecure, self.registry_config = ref, offline, insecure, registry_config
+        self.client, self.own = client, False
+
+    def get(self, what: str):
+        if self.offline:
+            raise NotFoundError(f"{self.ref}: {what} is not in the model store and --offline forbids fetching it")
+        if self.client is None:
+            self.client, self.own = _client(self.ref, self.insecure, self.registry_config, None)
+        return self.client
+
+    def close(self) -> None:
+        if self.own and self.client is not None:
+            self.client.close()
+
+
+def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
+               keep_manifest: bool = True) -> tuple[str, bytes, bytes]:
+    """``(manifest digest, manifest, config)`` of ``ref``: from the store when it holds them (by
+    digest, or by a recorded tag when offline), else from the registry (format checked before the
+    config is fetched; the config kept in the store, the manifest too with ``keep_manifest``: a
+    pull stores it last, once its layers are in)."""
+    digest = _stored_digest(ref, store)
+    manifest = store.read(digest) if digest and (ref.digest or remote.offline) else None
+    if manifest is None:
+        manifest, _, digest = remote.get("the manifest").get_manifest(ref.repository, ref.ref or "latest")
+        if ref.digest and digest != ref.digest:
+            raise IntegrityError(f"manifest {ref}", ref.digest, digest)
+        detect_format(manifest)
+    assert digest is not None
+    cfg = manifest_config(manifest)
+    config = store.read(cfg.digest)
+    if config is None:
+        fetch_blob(remote.get("the config"), ref.repository, cfg.digest, cfg.size, store)
+        config = store.read(cfg.digest)
+        assert config is not None
+    if keep_manifest:
+        store.put_bytes(digest, manifest)
+    return digest, manifest, config
+
+
+@dataclass(frozen=True)
+class InspectedModel:
+    """A model artifact's description (``models inspect``): ``reference`` (pinned),
+    ``manifest_digest``, ``artifact``, ``stored`` (every layer is in the store), ``directory``
+    (its view when stored, else None)."""
+
+    reference: ImageReference
+    manifest_digest: str
+    artifact: ModelArtifact
+    stored: bool
+    directory: Path | None = None
+
+    def to_json(self) -> dict:
+        """``models inspect --json``: reference, digest, stored, directory, artifact."""
+        return {"reference": str(self.reference), "digest": self.manifest_digest, "stored": self.stored,
+                "directory": str(self.directory) if self.directory else None, "artifact": self.artifact.to_json()}
+
+
+def inspect_model(reference: str | ImageReference, *, store: ModelStore | None = None, offline: bool = False,
+                  insecure: bool = False, registry_config: str | os.PathLike[str] | None = None,
+                  client=None) -> InspectedModel:
+    """What the model ``reference`` is (format, facts, files) from its manifest and config only:
+    read from the store when it has them (by digest, or ``offline`` by a recorded tag), else
+    fetched from the registry (and kept in the store: they are small); no layer is fetched.
+    Raises the errors of :func:`pull_model`."""
+    ref = as_model_reference(reference)
+    store = store or ModelStore()
+    remote = _Remote(ref, offline, insecure, registry_config, client)
+    try:
+        digest, manifest, config = _described(ref, store, remote)
+    finally:
+        remote.close()
+    artifact = read_artifact(manifest, config)
+    stored = all(store.has(f.digest, f.size) for f in artifact.layers)
+    return InspectedModel(ref.with_ref(tag=ref.tag, digest=digest), digest, artifact, stored,
+                          store.view(digest) if stored else None)
 
 
 def fetch_blob(client, repo: str, digest: str, size: int, store: ModelStore, *,
@@ -234,31 +310,9 @@ def fetch_gguf_header(reference: str | ImageReference, *, store: ModelStore | No
 
     ref = as_model_reference(reference)
     store = store or ModelStore()
-    digest = _stored_digest(ref, store)
-    manifest = store.read(digest) if digest else None
-    c = None
-    own = False
+    remote = _Remote(ref, offline, insecure, registry_config, client)
     try:
-        if manifest is None:
-            if offline:
-                raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
-            c, own = _client(ref, insecure, registry_config, client)
-            manifest, _, digest = c.get_manifest(ref.repository, ref.ref or "latest")
-            if ref.digest and digest != ref.digest:
-                raise IntegrityError(f"manifest {ref}", ref.digest, digest)
-            detect_format(manifest)
-        assert digest is not None
-        cfg = manifest_config(manifest)
-        config = store.read(cfg.digest)
-        if config is None:
-            if c is None:
-                if offline:
-                    raise NotFoundError(f"{ref}: config not in the model store and --offline forbids fetching it")
-                c, own = _client(ref, insecure, registry_config, client)
-            fetch_blob(c, ref.repository, cfg.digest, cfg.size, store)
-            config = store.read(cfg.digest)
-            assert config is not None
-        store.put_bytes(digest, manifest)
+        digest, manifest, config = _described(ref, store, remote)
         artifact = read_artifact(manifest, config)
         main = artifact.main
         if main is None or not main.is_gguf:
@@ -273,15 +327,10 @@ def fetch_gguf_header(reference: str | ImageReference, *, store: ModelStore | No
                 return GgufHeader(read_identity(path), path, main, digest, 0)
             except TruncatedGGUFError:
                 pass
-        if offline:
-            raise NotFoundError(f"{ref}: the header of {main.name} is not in the model store and --offline "
-                                "forbids fetching it")
-        if c is None:
-            c, own = _client(ref, insecure, registry_config, client)
-        return _header_by_range(c, ref, main, digest, path, read_identity, TruncatedGGUFError, ModelFileError)
+        return _header_by_range(remote.get(f"the header of {main.name}"), ref, main, digest, path, read_identity,
+                                TruncatedGGUFError, ModelFileError)
     finally:
-        if own and c is not None:
-            c.close()
+        remote.close()
 
 
 def _header_by_range(client, ref, main: ModelFile, digest: str, path: Path, read_identity, truncated, bad):
@@ -310,5 +359,5 @@ def _header_by_range(client, ref, main: ModelFile, digest: str, path: Path, read
             tmp.unlink(missing_ok=True)
 
 
-__all__ = ["GgufHeader", "PulledModel", "fetch_blob", "fetch_gguf_header", "as_model_reference",
+__all__ = ["GgufHeader", "InspectedModel", "PulledModel", "inspect_model", "fetch_blob", "fetch_gguf_header", "as_model_reference",
            "pull_model", "resolve_model"]

@@ -1,0 +1,149 @@
+"""Model artifacts through the CLI against the real local registry (issue 23, points 1 and 2):
+``models push`` / ``pull`` / ``inspect``, artifacts in Docker's, KitOps' and RamaLama's formats
+(written by tests/support/model_artifacts.py as those tools write them) read by ``models pull``,
+a flipped byte in the registry's storage refused with exit 3 and nothing visible in the store,
+``cache list|verify|clean`` knowing the store, and a signed push verified by ``lemonpack verify``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lemonpack.cli import main
+from lemonpack.digest import Digest
+from support.gguf_files import llama
+from support.model_artifacts import push_docker_v01, push_kitops, push_ramalama
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lp(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def run_json(capsys, *args: str) -> dict:
+    code, out, err = lp(capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    return llama(tmp_path / "tiny.gguf")
+
+
+def test_push_pull_inspect_round_trip(home, registry, tiny, capsys):
+    pushed = run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/tiny:v1")
+    assert pushed["format"] == "modelpack" and pushed["reference"].endswith("@" + pushed["digest"])
+    inspected = run_json(capsys, "models", "inspect", f"{registry.host}/models/tiny:v1")
+    assert inspected["digest"] == pushed["digest"] and not inspected["stored"]
+    assert inspected["artifact"]["architecture"] == "llama" and inspected["artifact"]["main"] == "tiny.gguf"
+    pulled = run_json(capsys, "models", "pull", f"oci://{registry.host}/models/tiny:v1")
+    assert pulled["digest"] == pushed["digest"]
+    main_file = Path(pulled["files"]["tiny.gguf"])
+    assert main_file.name == "tiny.gguf" and main_file.read_bytes() == tiny.read_bytes()
+    assert Path(pulled["directory"]).is_relative_to(home.cache / "models")
+    again = run_json(capsys, "models", "pull", f"{registry.host}/models/tiny@{pushed['digest']}")
+    assert again["fetched"] == 0
+    code, out, _ = lp(capsys, "models", "inspect", f"{registry.host}/models/tiny@{pushed['digest']}")
+    assert code == 0 and "stored: yes" in out and "quantization: F32" in out
+
+
+def test_docker_kitops_and_ramalama_artifacts_are_pulled(home, registry, tiny, capsys):
+    split = [llama(tiny.parent / "s-00001-of-00002.gguf"), llama(tiny.parent / "s-00002-of-00002.gguf")]
+    cases = {
+        "docker": (push_docker_v01(registry.host, "m/docker", "v1", [tiny]), "docker-v0.1",
+                   {"tiny.gguf", "LICENSE"}),
+        "docker-old": (push_docker_v01(registry.host, "m/docker-old", "v1", split, annotated=False), "docker-v0.1",
+                       {"model-00001-of-00002.gguf", "model-00002-of-00002.gguf", "LICENSE"}),
+        "kitops": (push_kitops(registry.host, "m/kitops", "v1", tiny, docs={"README.md": b"# tiny\n"}), "kitops",
+                   {"models/tiny.gguf", "README.md"}),
+        "ramalama": (push_ramalama(registry.host, "m/ramalama", "v1", tiny), "ramalama", {"tiny.gguf"}),
+    }
+    for repo, (digest, fmt, names) in cases.items():
+        repo_path = {"docker-old": "m/docker-old"}.get(repo, f"m/{repo}")
+        got = run_json(capsys, "models", "pull", f"{registry.host}/{repo_path}:v1")
+        assert got["digest"] == digest and got["artifact"]["format"] == fmt, repo
+        directory = Path(got["directory"])
+        on_disk = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+        assert on_disk == names, repo
+        ggufs = [p for p in directory.rglob("*.gguf")]
+        assert all(p.read_bytes()[:4] == b"GGUF" for p in ggufs), repo
+    kit = run_json(capsys, "models", "inspect", f"{registry.host}/m/kitops:v1")["artifact"]
+    assert kit["name"] == "tiny" and kit["version"] == "1.0.0"
+
+
+def test_another_artifact_is_refused_naming_its_media_types(home, registry, capsys):
+    from lemonpack.registry import RegistryClient
+
+    with RegistryClient(registry.host) as client:
+        data = b"chart"
+        d = str(Digest.of_bytes(data))
+        client.push_blob("x/helm", data, d, len(data))
+        client.push_blob("x/helm", b"{}", str(Digest.of_bytes(b"{}")), 2)
+        client.put_manifest("x/helm", "v1", json.dumps({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": str(Digest.of_bytes(b"{}")),
+                       "size": 2},
+            "layers": [{"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip", "digest": d,
+                        "size": len(data)}]}).encode(), "application/vnd.oci.image.manifest.v1+json")
+    code, out, err = lp(capsys, "models", "pull", f"{registry.host}/x/helm:v1")
+    assert code == 1 and "application/vnd.cncf.helm.config.v1+json" in err + out
+    assert "Traceback" not in err
+
+
+def test_a_flipped_byte_in_registry_storage_exits_3_and_leaves_nothing(home, registry, tiny):
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    push = subprocess.run([sys.executable, "-m", "lemonpack.cli", "models", "push", str(tiny), "--to",
+                           f"{registry.host}/models/tiny:v1", "--json"], capture_output=True, text=True, env=env)
+    assert push.returncode == 0, push.stderr
+    layer = json.loads(push.stdout)["files"][0]["digest"]
+    hexd = Digest.parse(layer).hex
+    data = registry.storage / "docker" / "registry" / "v2" / "blobs" / "sha256" / hexd[:2] / hexd / "data"
+    raw = bytearray(data.read_bytes())
+    raw[100] ^= 0x20
+    data.write_bytes(bytes(raw))
+    pull = subprocess.run([sys.executable, "-m", "lemonpack.cli", "models", "pull", f"{registry.host}/models/tiny:v1"],
+                          capture_output=True, text=True, env=env)
+    assert pull.returncode == 3, pull.stderr
+    assert "sha256 mismatch" in pull.stderr and "Traceback" not in pull.stderr
+    store = home.cache / "models"
+    assert not (store / "blobs" / "sha256" / hexd).exists()
+    assert not (store / "views").exists() or not list((store / "views" / "sha256").iterdir())
+    assert not list((store / "partial" / "sha256").iterdir())
+
+
+def test_cache_list_verify_clean_know_the_store(home, registry, tiny, capsys):
+    run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/tiny:v1")
+    pulled = run_json(capsys, "models", "pull", f"{registry.host}/models/tiny:v1")
+    listed = run_json(capsys, "cache", "list")
+    models = [e for e in listed["entries"] if e["cache"] == "models"]
+    assert {e["name"] for e in models} >= {pulled["digest"], f"view {pulled['digest']}"}
+    assert listed["caches"]["models"]["size"] >= tiny.stat().st_size
+    assert run_json(capsys, "cache", "verify")["bad"] == []
+    blob = home.cache / "models" / "blobs" / "sha256" / Digest.parse(pulled["artifact"]["files"][0]["digest"]).hex
+    blob.chmod(0o644)
+    blob.write_bytes(b"X" * blob.stat().st_size)
+    code, out, _ = lp(capsys, "cache", "verify", "--json")
+    assert code == 3 and [b["name"] for b in json.loads(out)["bad"]] == [pulled["artifact"]["files"][0]["digest"]]
+    assert not blob.exists() and not Path(pulled["directory"]).exists()
+    run_json(capsys, "cache", "clean")
+    assert [e for e in run_json(capsys, "cache", "list")["entries"] if e["cache"] == "models"] == []
+
+
+def test_signed_push_verifies(home, registry, tiny, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LEMONPACK_PASSWORD", "pw")
+    assert main(["keygen", "--out", str(tmp_path / "cosign")]) == 0
+    capsys.readouterr()
+    pushed = run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/s:v1",
+                      "--sign", str(tmp_path / "cosign.key"))
+    assert pushed["signature"]["digest"] == pushed["digest"]
+    code, _, err = lp(capsys, "verify", f"{registry.host}/models/s@{pushed['digest']}", "--key",
+                      str(tmp_path / "cosign.pub"))
+    assert code == 0, err

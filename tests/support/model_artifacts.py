@@ -1,0 +1,122 @@
+"""Model artifacts in other tools' formats, pushed to a test registry byte by byte as those tools
+write them (none of those tools runs here), for ``models pull`` to read.
+
+- :func:`push_docker_v01`: Docker Model Runner, config ``application/vnd.docker.ai.model.config.v0.1+json``
+  (docker/model-runner ``pkg/distribution/types/config.go``: ``ConfigFile{config, descriptor,
+  rootfs}``), GGUF layers ``application/vnd.docker.ai.gguf.v3`` and a license
+  ``application/vnd.docker.ai.license``, the manifest as ``internal/partial/partial.go``'s
+  ``ManifestForLayers`` makes it (OCI manifest, no ``artifactType``). ``annotated=False`` leaves
+  out the ``org.cncf.model.filepath`` annotations, as artifacts pushed before Docker added them.
+- :func:`push_kitops`: a KitOps ModelKit (kitops-ml/kitops ``pkg/artifact/spec.md``;
+  ``pkg/lib/constants/mediaType.go``: config ``application/vnd.kitops.modelkit.config.v1+json``,
+  the Kitfile as JSON; ``pkg/lib/kitfile/layer.go``: one tar+gzip layer per Kitfile entry, the
+  files under their relative paths, ``application/vnd.kitops.modelkit.model.v1.tar+gzip``); the
+  manifest carries ``ml.kitops.modelkit.cli-version`` as ``local-storage.go``'s
+  ``createManifest`` does.
+- :func:`push_ramalama`: what RamaLama's ``podman artifact add --type
+  application/vnd.cncf.model.manifest.v1+json --annotation org.cncf.model.filepath=...`` makes
+  (containers/ramalama ``ramalama/transports/oci/oci.py``): the ModelPack artifact type, podman's
+  empty config, the file as an ``application/octet-stream`` layer titled by its name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from pathlib import Path
+
+from lemonpack.digest import Digest, file_digest
+from lemonpack.registry import RegistryClient
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _blob(client: RegistryClient, repo: str, data: bytes) -> dict:
+    d = str(Digest.of_bytes(data))
+    client.push_blob(repo, data, d, len(data))
+    return {"digest": d, "size": len(data)}
+
+
+def _file(client: RegistryClient, repo: str, path: Path) -> dict:
+    d, size = file_digest(path)
+    client.push_blob(repo, path, str(d), size)
+    return {"digest": str(d), "size": size}
+
+
+def _manifest(client: RegistryClient, repo: str, tag: str, doc: dict) -> str:
+    return client.put_manifest(repo, tag, json.dumps(doc, separators=(",", ":")).encode(), OCI_MANIFEST)
+
+
+def push_docker_v01(host: str, repo: str, tag: str, ggufs: list[Path], *, license_text: bytes | None = b"MIT",
+                    annotated: bool = True) -> str:
+    """Docker Model Runner v0.1 (module docstring); returns the manifest digest."""
+    with RegistryClient(host) as client:
+        layers = []
+        for p in ggufs:
+            desc = {"mediaType": "application/vnd.docker.ai.gguf.v3", **_file(client, repo, p)}
+            if annotated:
+                desc["annotations"] = {"org.cncf.model.filepath": p.name, "org.cncf.model.file.mediatype.untested": "false"}
+            layers.append(desc)
+        if license_text is not None:
+            layers.append({"mediaType": "application/vnd.docker.ai.license", **_blob(client, repo, license_text)})
+        config = json.dumps({"config": {"format": "gguf", "quantization": "F32", "parameters": "192",
+                                        "architecture": "llama", "size": "1.12 KiB", "context_size": 2048},
+                             "descriptor": {"created": "2025-01-01T00:00:00Z"},
+                             "rootfs": {"type": "layers", "diff_ids": [x["digest"] for x in layers]}}).encode()
+        cfg = {"mediaType": "application/vnd.docker.ai.model.config.v0.1+json", **_blob(client, repo, config)}
+        return _manifest(client, repo, tag, {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": cfg,
+                                             "layers": layers})
+
+
+def _tar_gz(files: dict[str, bytes]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
+        dirs = sorted({"/".join(n.split("/")[:i]) for n in files for i in range(1, n.count("/") + 1)})
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            t.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def push_kitops(host: str, repo: str, tag: str, model: Path, *, docs: dict[str, bytes] | None = None) -> str:
+    """A KitOps ModelKit (module docstring) holding ``model`` at ``models/<name>`` and ``docs``
+    (name -> bytes) in a docs layer; returns the manifest digest."""
+    with RegistryClient(host) as client:
+        path = f"models/{model.name}"
+        model_layer = _tar_gz({path: model.read_bytes()})
+        layers = [{"mediaType": "application/vnd.kitops.modelkit.model.v1.tar+gzip",
+                   **_blob(client, repo, model_layer)}]
+        kitfile: dict = {"manifestVersion": "1.0.0", "package": {"name": "tiny-kit", "version": "1.0.0"},
+                         "model": {"name": "tiny", "path": path, "format": "gguf",
+                                   "digest": layers[0]["digest"]}}
+        if docs:
+            layers.append({"mediaType": "application/vnd.kitops.modelkit.docs.v1.tar+gzip",
+                           **_blob(client, repo, _tar_gz(docs))})
+            kitfile["docs"] = [{"path": n} for n in docs]
+        cfg = {"mediaType": "application/vnd.kitops.modelkit.config.v1+json",
+               **_blob(client, repo, json.dumps(kitfile).encode())}
+        return _manifest(client, repo, tag, {"schemaVersion": 2, "config": cfg, "layers": layers,
+                                             "annotations": {"ml.kitops.modelkit.cli-version": "1.7.0"}})
+
+
+def push_ramalama(host: str, repo: str, tag: str, model: Path) -> str:
+    """A RamaLama artifact as ``podman artifact add`` writes it (module docstring)."""
+    with RegistryClient(host) as client:
+        cfg = {"mediaType": "application/vnd.oci.empty.v1+json", **_blob(client, repo, b"{}")}
+        layer = {"mediaType": "application/octet-stream", **_file(client, repo, model),
+                 "annotations": {"org.opencontainers.image.title": model.name,
+                                 "org.cncf.model.filepath": model.name,
+                                 "org.cncf.model.file.mediatype.untested": "true"}}
+        return _manifest(client, repo, tag, {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                             "artifactType": "application/vnd.cncf.model.manifest.v1+json",
+                                             "config": cfg, "layers": [layer]})
+
+
+__all__ = ["push_docker_v01", "push_kitops", "push_ramalama"]
