@@ -288,6 +288,11 @@ def models_push(files: list[Path] = typer.Argument(..., metavar="FILE...", help=
                                         help="CNCF ModelPack (default) or Docker Model Runner's format."),
                 name: str = typer.Option(None, "--name", help="The descriptor's name (default: the main file's stem)."),
                 version: str = typer.Option(None, "--version", help="The descriptor's version."),
+                modelcar: bool = typer.Option(False, "--modelcar", help="Also push a modelcar image (the files "
+                                              "under /models, KServe's convention) as TAG-modelcar."),
+                modelcar_base: str = typer.Option(None, "--modelcar-base", metavar="oci:DIR[:TAG]",
+                                                  help="The modelcar's base image (a local layout with sh, cp, "
+                                                       "ln, sleep: busybox); without one it is not runnable."),
                 progress: bool = PROGRESS_OPTION, insecure: bool = INSECURE_OPTION,
                 registry_config: Path = REGISTRY_CONFIG_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Push model files as one model artifact (CNCF ModelPack, or Docker's with --format docker).
@@ -313,11 +318,20 @@ def models_push(files: list[Path] = typer.Argument(..., metavar="FILE...", help=
     show = (sys.stderr.isatty() and not json_out) if progress is None else progress
     pushed = push_model(files, to, fmt=fmt, sign=signer, name=name, version=version, insecure=insecure,
                         registry_config=registry_config, progress=show)
+    car = None
+    if modelcar or modelcar_base:
+        from lemonpack.runtime.models.modelcar import modelcar_destination, push_modelcar
+
+        car = push_modelcar(files, modelcar_destination(to), base=modelcar_base, insecure=insecure,
+                            registry_config=registry_config, progress=show)
     if json_out:
-        print_json(pushed.to_json())
+        print_json({**pushed.to_json(), **({"modelcar": car.to_json()} if car else {})})
         return 0
     console.print(f"pushed {pushed.reference} ({pushed.format}, {len(pushed.files)} file(s), "
                   f"{pushed.uploaded} bytes sent)", markup=False)
+    if car is not None:
+        console.print(f"pushed modelcar {car.reference}" + ("" if car.base else " (no --modelcar-base: files only, "
+                                                             "not runnable)"), markup=False)
     if pushed.signature is not None:
         console.print(f"signed {pushed.signature['reference']} -> {pushed.signature['signature_tag']}", markup=False)
     return 0

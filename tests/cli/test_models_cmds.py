@@ -264,3 +264,26 @@ def test_models_pin_and_add_pin_resolve_the_tag_in_a_real_registry(models_home, 
     err = capsys.readouterr().err
     assert "models/tiny" in err and "latest" in err and "404" in err, err
     assert json.loads(registry_file(models_home).read_text())["user.x"]["checkpoints"]["main"].endswith(digest)
+
+
+def test_models_push_modelcar_also_pushes_a_runnable_image_beside_the_artifact(models_home, registry, capsys,
+                                                                             tmp_path):
+    from support.oci_base import busybox_base
+
+    (tmp_path / "m").mkdir()
+    gguf = tmp_path / "m" / "tiny.gguf"
+    from support.llama_server import write_tiny_gguf
+
+    write_tiny_gguf(gguf)
+    assert main(["models", "push", str(gguf), "--to", f"{registry.host}/models/tiny:v1", "--modelcar",
+                 "--modelcar-base", busybox_base(tmp_path / "bb"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    car = out["modelcar"]
+    assert car["reference"] == f"{registry.host}/models/tiny:v1-modelcar@{car['digest']}" and car["base"]
+    assert car["digest"] != out["digest"] and car["files"] == ["tiny.gguf"]
+    raw = subprocess.run(["skopeo", "inspect", "--config", "--tls-verify=false",
+                          f"docker://{registry.host}/models/tiny:v1-modelcar"], check=True, capture_output=True).stdout
+    cfg = json.loads(raw)
+    assert cfg["config"]["User"] == "65532:65532" and len(cfg["rootfs"]["diff_ids"]) == 2  # busybox + the file
+    assert main(["models", "push", str(gguf), "--to", f"{registry.host}/models/tiny:v1", "--modelcar"]) == 0
+    assert "files only, not runnable" in capsys.readouterr().out

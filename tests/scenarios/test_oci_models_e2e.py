@@ -1,5 +1,6 @@
 """Models from a registry, end to end with real parts (issue 23, points 3 and 4): the tiny llama GGUF
-pushed as a ModelPack artifact (and as a modelcar image) to the local registry (CNCF distribution),
+pushed by ``lemonpack models push`` as a ModelPack artifact (and with ``--modelcar`` as a modelcar image
+on a busybox base) to the local registry (CNCF distribution),
 ``lemonpack models add -c main=oci://HOST/REPO@sha256:...``; then
 
 - ``lemonpack serve`` pulls it into the model store on the first request and the real llama-server,
@@ -43,18 +44,11 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _push(registry, gguf: Path, repo: str, modelcar_base: str | None = None) -> dict:
-    """The GGUF pushed to ``HOST/REPO:v1`` as a ModelPack artifact (``models push``'s function),
-    and with ``modelcar_base`` as a modelcar image too (``HOST/REPO-modelcar:v1``): ``{"digest",
-    "modelcar": {"reference", "digest"}}``."""
-    from lemonpack.runtime.models.modelcar import push_modelcar
-    from lemonpack.runtime.models.push import push_model
-
-    out: dict = {"digest": push_model([gguf], f"{registry.host}/{repo}:v1").digest}
-    if modelcar_base is not None:
-        car = push_modelcar([gguf], f"{registry.host}/{repo}-modelcar:v1", base=modelcar_base)
-        out["modelcar"] = {"reference": car.reference, "digest": car.digest}
-    return out
+def _push(registry, gguf: Path, repo: str, capsys, *flags: str) -> dict:
+    """``lemonpack models push GGUF --to HOST/REPO:v1 --json FLAGS...``: its JSON answer."""
+    capsys.readouterr()
+    assert main(["models", "push", str(gguf), "--to", f"{registry.host}/{repo}:v1", "--json", *flags]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -85,7 +79,7 @@ def test_serve_pulls_the_oci_model_on_first_use_and_llama_server_answers(live, l
         "platforms": {"linux": {"cpu": {"command": str(llama_bin / "llama-server"),
                                         "args": ["--host", "{host}", "--port", "{port}", "-m", "{checkpoint:main}",
                                                  "--threads", "1", "-c", "256"]}}}})
-    pushed = _push(registry, gguf, "models/tiny")
+    pushed = _push(registry, gguf, "models/tiny", capsys)
     ref = f"oci://{registry.host}/models/tiny@{pushed['digest']}"
     code = main(["models", "add", "user.tiny", "-r", "llama-oci", "-c", f"main=oci://{registry.host}/models/tiny:v1"])
     assert code == 1 and "tag is mutable" in capsys.readouterr().err  # a tag is refused
@@ -109,7 +103,7 @@ def test_serve_offline_refuses_to_fetch_a_model_the_store_lacks(registry, tmp_pa
     from support.serve import serve_cli
 
     (tmp_path / "src").mkdir()
-    pushed = _push(registry, write_tiny_gguf(tmp_path / "src" / "tiny.gguf"), "models/offline")
+    pushed = _push(registry, write_tiny_gguf(tmp_path / "src" / "tiny.gguf"), "models/offline", capsys)
     ref = f"oci://{registry.host}/models/offline@{pushed['digest']}"
     doc = recipe_doc("fake-oci", fake_engine=[])
     from lemonpack.runtime.models.registry import ModelRegistry
@@ -138,9 +132,10 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
     recipe_file = kube_env.descriptor(llama_recipe(rid, artifact))
     gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
     repo = f"kube-oci-{secrets.token_hex(4)}/tiny"
-    pushed = _push(registry, gguf, repo, busybox_base(tmp_path / "bb"))
+    pushed = _push(registry, gguf, repo, capsys, "--modelcar", "--modelcar-base", busybox_base(tmp_path / "bb"))
     car = pushed["modelcar"]["reference"]
-    car_by_digest = f"{car.split(':v1@')[0]}@{pushed['modelcar']['digest']}"
+    assert car == f"{registry.host}/{repo}:v1-modelcar@{pushed['modelcar']['digest']}"
+    car_by_digest = f"{registry.host}/{repo}@{pushed['modelcar']['digest']}"
     model = f"user.kube-oci-{secrets.token_hex(4)}"  # a unique object name: podman is shared
     assert main(["models", "add", model, "-r", rid, "-c", f"main=oci://{registry.host}/{repo}@{pushed['digest']}",
                  "-o", "ctx_size=256"]) == 0

@@ -140,6 +140,23 @@ def write_modelcar(files: Sequence[str | os.PathLike[str]], layout: str | os.Pat
     return Modelcar(desc.digest, tuple(names), image.digest if image is not None else None)
 
 
+def modelcar_destination(to: str) -> str:
+    """Where ``models push --modelcar`` puts the modelcar of an artifact pushed to ``to``
+    (``[oci://]HOST/REPO[:TAG]``): the same repository, tag ``TAG-modelcar`` (``latest-modelcar``
+    without a tag; a tag holds one manifest). Raises :class:`InputError` for a malformed
+    reference or a tag too long to extend (128 characters)."""
+    from lemonpack.oci.reference import InvalidReferenceError, parse_registry_reference
+
+    try:
+        dest = parse_registry_reference(to)
+    except InvalidReferenceError as e:
+        raise InputError(str(e)) from None
+    tag = f"{dest.tag or 'latest'}-modelcar"
+    if len(tag) > 128:
+        raise InputError(f"--to {to}: the tag is too long to name its modelcar {tag[:20]}... (128 characters at most)")
+    return f"{dest.name}:{tag}"
+
+
 def push_modelcar(files: Sequence[str | os.PathLike[str]], to: str, *, base: str | None = None,
                   insecure: bool = False, registry_config: str | os.PathLike[str] | None = None,
                   progress: bool = False, environ: Mapping[str, str] | None = None) -> Modelcar:
@@ -165,4 +182,5 @@ def push_modelcar(files: Sequence[str | os.PathLike[str]], to: str, *, base: str
     return Modelcar(car.digest, car.files, car.base, f"{dest.name}:{tag}@{car.digest}")
 
 
-__all__ = ["MODELCAR_DIR", "MODELCAR_LABEL", "MODELCAR_USER", "Modelcar", "push_modelcar", "write_modelcar"]
+__all__ = ["MODELCAR_DIR", "MODELCAR_LABEL", "MODELCAR_USER", "Modelcar", "modelcar_destination", "push_modelcar",
+           "write_modelcar"]

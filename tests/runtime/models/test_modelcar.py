@@ -83,3 +83,14 @@ def test_push_to_the_real_registry_gives_the_pinned_reference(tmp_path, model_fi
     assert "sha256:" + hashlib.sha256(raw).hexdigest() == car.digest
     with pytest.raises(InputError, match="not a digest"):
         push_modelcar(model_files, car.reference)
+
+
+def test_the_modelcar_goes_beside_the_artifact_under_tag_modelcar():
+    from lemonpack.runtime.models.modelcar import modelcar_destination
+
+    assert modelcar_destination("oci://127.0.0.1:5000/models/tiny:v1") == "127.0.0.1:5000/models/tiny:v1-modelcar"
+    assert modelcar_destination("127.0.0.1:5000/models/tiny") == "127.0.0.1:5000/models/tiny:latest-modelcar"
+    with pytest.raises(InputError, match="too long"):
+        modelcar_destination("127.0.0.1:5000/models/tiny:" + "t" * 125)
+    with pytest.raises(InputError, match="no registry host"):
+        modelcar_destination("models/tiny:v1")
