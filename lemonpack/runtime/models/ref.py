@@ -135,8 +135,10 @@ class ResolvedModel:
         :func:`lemonpack.runtime.launch.options.launch_options` (the recipe's
         ``custom_options`` defaults and ``recipe_options``, the entry's ``recipe_options``,
         ``options``), read by :func:`~lemonpack.runtime.launch.options.memory_options`.
-        ``{"bytes", "weights", "kv", "ctx_size", "how"}``; None when the main file is not local
-        or cannot be estimated, or an option value is one the launch would refuse."""
+        ``{"bytes", "weights", "kv", "ctx_size", "how"}``; an ``oci://`` main checkpoint is
+        estimated from its GGUF header (:func:`oci_estimate`: the header fetched alone, never
+        for a ``self_managed`` recipe). None when the main file is not local or cannot be
+        estimated, or an option value is one the launch would refuse."""
         from lemonpack.runtime.launch.options import launch_options, memory_options
         from lemonpack.runtime.models.memory import estimate_model
 
@@ -144,6 +146,8 @@ class ResolvedModel:
         try:
             mem = memory_options(launch_options(recipe, getattr(self.entry, "recipe_options", None), options))
             if self.main.startswith(OCI_SCHEME):
+                if recipe is not None and recipe.model_management == "self_managed":
+                    return None  # its engine fetches its own weights: lemonpack fetches nothing for it
                 est = oci_estimate(self.main, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
             elif not path.exists():
                 return None
