@@ -37,8 +37,8 @@ CONTAINERS_CONF = ROOT / "tests" / "containers.conf"  # podman settings this kin
 BUSYBOX = Path("/bin/busybox")
 RESULTS = ROOT / "bench" / "RESULTS.md"
 #: The sections of RESULTS.md, in the file's order (one per bench script, named after it).
-SECTIONS = ("build", "catalogue", "catalogue_site", "extensions", "gateway", "kube", "lifecycle", "lint", "proxy",
-            "publish", "startup")
+SECTIONS = ("build", "catalogue", "catalogue_site", "extensions", "gateway", "kube", "lifecycle", "lint", "models",
+            "proxy", "publish", "startup")
 RESULTS_HEAD = """# Benchmark results
 
 Written by the benches themselves (`bench/_support.py`'s `record`): each `python3 bench/<name>.py`

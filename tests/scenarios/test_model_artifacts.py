@@ -98,6 +98,7 @@ def test_another_artifact_is_refused_naming_its_media_types(home, registry, caps
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_flipped_byte_in_registry_storage_exits_3_and_leaves_nothing(home, registry, tiny):
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
     push = subprocess.run([sys.executable, "-m", "lemonpack.cli", "models", "push", str(tiny), "--to",

@@ -76,6 +76,7 @@ def test_a_flipped_byte_in_the_registry_is_refused_and_nothing_is_visible(regist
     assert not list((store.root / "partial" / "sha256").iterdir())
 
 
+@pytest.mark.slow
 def test_a_killed_pull_resumes_from_its_partial(registry, tmp_path):
     model = big_gguf(tmp_path / "big.gguf", 24)
     size = model.stat().st_size
@@ -109,6 +110,7 @@ pull_model({str(pushed.reference)!r}, store=store, progress=tick)
     assert not partial.exists()
 
 
+@pytest.mark.slow
 def test_two_concurrent_pulls_share_one_blob(registry, tmp_path):
     model = big_gguf(tmp_path / "big.gguf", 16)
     pushed = push_model([model], f"{registry.host}/models/big:v1")
