@@ -122,9 +122,12 @@ class ResolvedModel:
 
     def artifact(self) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selection.selector.ModelArtifact` (file names the
-        selector matches recipes' artifact patterns against)."""
-        from lemonpack.runtime.selection.selector import model_artifact
+        selector matches recipes' artifact patterns against): for an ``oci://`` main checkpoint
+        the names of the artifact's files, main first (:func:`oci_file_names`)."""
+        from lemonpack.runtime.selection.selector import ModelArtifact, model_artifact
 
+        if self.main.startswith(OCI_SCHEME):  # the artifact's file names, from its manifest (no weights)
+            return ModelArtifact(self.ref, oci_file_names(self.main))
         return model_artifact(self.ref, self.main)
 
     def memory(self, recipe: Recipe | None = None,
@@ -346,6 +349,25 @@ def oci_model_facts(spec: ModelSpec, recipe: Recipe | None = None, *, offline: b
     return OciModelFacts(MappingProxyType(files), memory)
 
 
+def oci_file_names(reference: str, *, offline: bool = False, store: Any = None) -> tuple[str, ...]:
+    """The names of the files of the artifact ``reference`` (``oci://``), its main weight file
+    first: what the selector matches recipes' ``*.gguf`` patterns against. Read from the manifest
+    and config (the store's copy, or fetched with the GGUF header alone: never the weights).
+    Raises :class:`InputError` for an unpinned reference and what the header fetch raises."""
+    from lemonpack.runtime.models.artifact import manifest_config, read_artifact
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    store = store if store is not None else ModelStore()
+    header = fetch_gguf_header(_checked(reference), store=store, offline=offline)
+    manifest = store.read(header.manifest_digest)
+    config = store.read(manifest_config(manifest).digest) if manifest is not None else None
+    if manifest is None or config is None:
+        return (header.file.name,)
+    names = [f.name for f in read_artifact(manifest, config).files]
+    return tuple(dict.fromkeys([header.file.name, *names]))
+
+
 def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: str | None = None) -> str:
     """``oci://HOST/REPO[:TAG]`` with the digest its tag names now (``oci://HOST/REPO:TAG@sha256:HEX``;
     no tag: ``latest``): one GET of the manifest, whose digest is the sha256 of the bytes received
@@ -368,5 +390,5 @@ def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: s
 
 
 __all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "fetch_checkpoints", "oci_checkpoints",
-           "oci_estimate", "oci_model_facts", "pin_checkpoint",
+           "oci_estimate", "oci_file_names", "oci_model_facts", "pin_checkpoint",
            "resolve_model"]

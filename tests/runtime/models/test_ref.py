@@ -153,3 +153,12 @@ def test_registered_oci_model_resolves_and_kube_gets_its_file_names(pushed, tmp_
     assert dict(facts.files) == {"main": "tiny.gguf"} and facts.memory == estimate_model(str(gguf)).total
     with pytest.raises(LemonpackError, match="not oci:// beside an oci:// main"):
         oci_model_facts(ModelSpec(name="user.tiny", checkpoints={"main": ref, "draft": "/m/d.gguf"}), store=store)
+
+
+def test_the_selector_sees_the_artifacts_file_names(pushed, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    ref, _gguf, _store = pushed
+    reg = ModelRegistry(tmp_path / "user_models.json")
+    reg.add("user.tiny", "tiny-engine", {"main": ref})
+    art = resolve_model("user.tiny", registry=reg).artifact()
+    assert art.ref == "user.tiny" and art.names == ("tiny.gguf",)
