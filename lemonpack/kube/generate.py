@@ -16,7 +16,11 @@ Per model:
    file (or bundle directory) itself as a ``hostPath`` (one host; never the directory
    around it, :mod:`lemonpack.kube.admitted`), or a PersistentVolumeClaim holding the same
    relative paths, or an OCI model artifact mounted as an ``image`` volume (Kubernetes
-   1.31+, "image volumes");
+   1.31+, "image volumes"), or an ``emptyDir`` an init container fills from a modelcar image
+   (:func:`init_containers`, for clusters without image volumes). A model registered by
+   ``oci://`` (``KubeModel.artifact_files``) has no file here: its checkpoints are
+   ``<mount>/<file name in the artifact>``, its memory request the estimate from its GGUF
+   header (``KubeModel.artifact_memory``), and ``hostpath`` is refused for it;
 3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build.build_launch_plan`)
    for the target's host facts, with ``{port}`` = the container port, ``{host}`` = ``0.0.0.0``,
    ``{model_dir}`` and ``{hf_cache}`` = the mount, no parent environment (``{env:X:-D}`` takes
