@@ -35,6 +35,7 @@ MEDIA_TYPE_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+js
 MEDIA_TYPE_DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MEDIA_TYPE_DOCKER_LAYER_TAR = "application/vnd.docker.image.rootfs.diff.tar"
 MEDIA_TYPE_DOCKER_LAYER_TAR_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+MEDIA_TYPE_DOCKER_IMAGE_CONFIG = "application/vnd.docker.container.image.v1+json"
 
 # cosign (specs/SIGNATURE_SPEC.md in sigstore/cosign): a signature image's layer is a simple signing payload
 MEDIA_TYPE_COSIGN_SIMPLESIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -129,8 +130,11 @@ KITOPS_LAYER_TYPES: dict[str, tuple[str, str | None]] = {
 LABEL_RAMALAMA_TYPE = "org.containers.type"
 RAMALAMA_TYPE_RAW = "ai.image.model.raw"
 RAMALAMA_TYPE_CAR = "ai.image.model.car"
-#: Where a RamaLama model image holds its model file.
-RAMALAMA_MODEL_FILE = "models/model.file"
+#: Where a RamaLama model image holds its model files, and the name of its main one there.
+RAMALAMA_MODELS_DIR = "models/"
+RAMALAMA_MODEL_FILE = "model.file"
+#: An image config, in either family (a RamaLama model image has one).
+IMAGE_CONFIG_TYPES = (MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_DOCKER_IMAGE_CONFIG)
 
 #: lemonpack's own manifest annotation: the model's context length (tokens) as read from its
 #: GGUF header (``<arch>.context_length``); ModelPack's config has no such field.
@@ -180,6 +184,7 @@ __all__ = [
     "MODELPACK_LAYER_TYPES", "ANNOTATION_MODELPACK_FILEPATH", "ANNOTATION_MODELPACK_FILE_METADATA",
     "ANNOTATION_MODELPACK_MEDIATYPE_UNTESTED", "MEDIA_TYPE_DOCKER_AI_CONFIG_V01", "MEDIA_TYPE_DOCKER_AI_CONFIG_V02",
     "MEDIA_TYPE_DOCKER_AI_GGUF", "MEDIA_TYPE_DOCKER_AI_MMPROJ", "DOCKER_AI_LAYER_TYPES", "MEDIA_TYPE_KITOPS_CONFIG",
-    "KITOPS_LAYER_TYPES", "LABEL_RAMALAMA_TYPE", "RAMALAMA_TYPE_RAW", "RAMALAMA_TYPE_CAR", "RAMALAMA_MODEL_FILE",
+    "KITOPS_LAYER_TYPES", "LABEL_RAMALAMA_TYPE", "RAMALAMA_TYPE_RAW", "RAMALAMA_TYPE_CAR", "RAMALAMA_MODELS_DIR", "RAMALAMA_MODEL_FILE",
+    "MEDIA_TYPE_DOCKER_IMAGE_CONFIG", "IMAGE_CONFIG_TYPES",
     "ANNOTATION_LEMONPACK_CONTEXT_LENGTH",
 ]

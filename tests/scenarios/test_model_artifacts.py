@@ -16,7 +16,7 @@ import pytest
 from lemonpack.cli import main
 from lemonpack.digest import Digest
 from support.gguf_files import llama
-from support.model_artifacts import push_docker_v01, push_kitops, push_ramalama
+from support.model_artifacts import push_docker_v01, push_kitops, push_ramalama, push_ramalama_image
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +65,8 @@ def test_docker_kitops_and_ramalama_artifacts_are_pulled(home, registry, tiny, c
         "kitops": (push_kitops(registry.host, "m/kitops", "v1", tiny, docs={"README.md": b"# tiny\n"}), "kitops",
                    {"models/tiny.gguf", "README.md"}),
         "ramalama": (push_ramalama(registry.host, "m/ramalama", "v1", tiny), "ramalama", {"tiny.gguf"}),
+        "ramalama-image": (push_ramalama_image(registry.host, "m/ramalama-image", "v1", tiny), "ramalama-image",
+                           {"tiny.gguf", "model.file"}),
     }
     for repo, (digest, fmt, names) in cases.items():
         repo_path = {"docker-old": "m/docker-old"}.get(repo, f"m/{repo}")
@@ -75,6 +77,8 @@ def test_docker_kitops_and_ramalama_artifacts_are_pulled(home, registry, tiny, c
         assert on_disk == names, repo
         ggufs = [p for p in directory.rglob("*.gguf")]
         assert all(p.read_bytes()[:4] == b"GGUF" for p in ggufs), repo
+        assert Path(got["main"]).read_bytes() == (split[0] if repo == "docker-old" else tiny).read_bytes(), repo
+    assert (directory / "model.file").is_symlink() and (directory / "model.file").resolve().name == "tiny.gguf"
     kit = run_json(capsys, "models", "inspect", f"{registry.host}/m/kitops:v1")["artifact"]
     assert kit["name"] == "tiny" and kit["version"] == "1.0.0"
 

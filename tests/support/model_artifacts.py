@@ -17,6 +17,11 @@ write them (none of those tools runs here), for ``models pull`` to read.
   application/vnd.cncf.model.manifest.v1+json --annotation org.cncf.model.filepath=...`` makes
   (containers/ramalama ``ramalama/transports/oci/oci.py``): the ModelPack artifact type, podman's
   empty config, the file as an ``application/octet-stream`` layer titled by its name.
+- :func:`push_ramalama_image`: RamaLama's model image (containers/ramalama ``docs/ramalama-oci.5.md``;
+  ``ramalama/transports/oci/oci.py`` ``build_image``/``_gguf_containerfile``: ``FROM scratch``,
+  ``LABEL org.containers.type=ai.image.model.raw``, ``COPY --from=build /data/ /`` of
+  ``/data/models/<name>`` and the symlink ``/data/models/model.file -> <name>``), as buildah
+  writes it: an OCI image config with the label and one tar+gzip layer.
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ def push_docker_v01(host: str, repo: str, tag: str, ggufs: list[Path], *, licens
                                              "layers": layers})
 
 
-def _tar_gz(files: dict[str, bytes]) -> bytes:
+def _tar_gz(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
         dirs = sorted({"/".join(n.split("/")[:i]) for n in files for i in range(1, n.count("/") + 1)})
@@ -82,6 +87,10 @@ def _tar_gz(files: dict[str, bytes]) -> bytes:
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
             t.addfile(info, io.BytesIO(data))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+            t.addfile(info)
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
@@ -119,4 +128,23 @@ def push_ramalama(host: str, repo: str, tag: str, model: Path) -> str:
                                              "config": cfg, "layers": [layer]})
 
 
-__all__ = ["push_docker_v01", "push_kitops", "push_ramalama"]
+def push_ramalama_image(host: str, repo: str, tag: str, model: Path) -> str:
+    """RamaLama's raw model image (module docstring); returns the manifest digest."""
+    import hashlib
+
+    with RegistryClient(host) as client:
+        layer = _tar_gz({f"models/{model.name}": model.read_bytes()}, {"models/model.file": model.name})
+        diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
+        layer_desc = {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **_blob(client, repo, layer)}
+        config = json.dumps({"created": "2025-01-01T00:00:00Z", "architecture": "amd64", "os": "linux",
+                             "config": {"Labels": {"org.containers.type": "ai.image.model.raw",
+                                                   "io.buildah.version": "1.33.7"}},
+                             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+                             "history": [{"created_by": "/bin/sh -c #(nop) LABEL org.containers.type=ai.image.model.raw"}]
+                             }).encode()
+        cfg = {"mediaType": "application/vnd.oci.image.config.v1+json", **_blob(client, repo, config)}
+        return _manifest(client, repo, tag, {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": cfg,
+                                             "layers": [layer_desc]})
+
+
+__all__ = ["push_docker_v01", "push_kitops", "push_ramalama", "push_ramalama_image"]

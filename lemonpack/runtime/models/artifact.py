@@ -25,6 +25,11 @@ media types; anything else is :class:`ModelArtifactError` naming the media types
   ``org.cncf.model.filepath`` on every layer, config not ModelPack's): the ModelPack artifact type
   without its config; files named by ``org.cncf.model.filepath``, else
   ``org.opencontainers.image.title``.
+- ``ramalama-image``: RamaLama's model images (containers/ramalama ``docs/ramalama-oci.5.md``,
+  ``ramalama/transports/oci/oci.py`` ``build_image``): an ordinary image whose config carries the
+  label ``org.containers.type`` = ``ai.image.model.raw`` (or ``.car``), the model under
+  ``/models/`` with ``/models/model.file`` a symlink to it; only the members under ``models/``
+  of its tar layers go into the view (a "car" image's other layers are its runtime).
 
 Written (``lemonpack models push``): ModelPack (:func:`write_modelpack`, one raw layer per file
 carrying both ``org.cncf.model.filepath`` and ``org.opencontainers.image.title``, the context
@@ -58,7 +63,7 @@ class ModelArtifactError(LemonpackError):
 
 
 #: Format names :func:`detect_format` answers.
-FORMATS = ("modelpack", "docker-v0.1", "docker-v0.2", "kitops", "ramalama")
+FORMATS = ("modelpack", "docker-v0.1", "docker-v0.2", "kitops", "ramalama", "ramalama-image")
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,9 @@ class ModelFile:
     layer, the layer's own label: its members carry their names), ``digest``, ``size`` bytes,
     ``media_type``, ``role`` (``weight``, ``weight-config``, ``mmproj``, ``doc``, ``code``,
     ``dataset``, ``license``, ``chat-template``, ``other``), ``archive`` (None: the layer is the
-    file; ``tar``, ``tar+gzip``, ``tar+zstd``: its regular files are extracted)."""
+    file; ``tar``, ``tar+gzip``, ``tar+zstd``: its regular files are extracted), ``members``
+    (with ``archive``: only the members below this directory are extracted, named relative to
+    it; None: all)."""
 
     name: str
     digest: str
@@ -75,6 +82,7 @@ class ModelFile:
     media_type: str
     role: str = "weight"
     archive: str | None = None
+    members: str | None = None
 
     @property
     def is_gguf(self) -> bool:
@@ -193,15 +201,35 @@ def _found(doc: Mapping[str, Any]) -> str:
             f"layers {', '.join(types) if types else '(none)'}")
 
 
+def needs_config(manifest: bytes) -> bool:
+    """Whether :func:`detect_format` needs the config to decide (an image config: a RamaLama
+    model image is told apart by its label)."""
+    doc = _json(manifest, "model manifest")
+    config = doc.get("config")
+    return not doc.get("artifactType") and isinstance(config, dict) and config.get("mediaType") in mt.IMAGE_CONFIG_TYPES
+
+
+def _ramalama_label(config: bytes) -> str | None:
+    try:
+        doc = json.loads(config)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    labels = (doc.get("config") or {}).get("Labels") if isinstance(doc, dict) else None
+    value = labels.get(mt.LABEL_RAMALAMA_TYPE) if isinstance(labels, dict) else None
+    return value if value in (mt.RAMALAMA_TYPE_RAW, mt.RAMALAMA_TYPE_CAR) else None
+
+
 def detect_format(manifest: bytes, config: bytes | None = None) -> str:
     """The format of a model manifest (one of :data:`FORMATS`): by ``artifactType``, then the
-    config's media type, then the layers' media types (module docstring). ``config`` is not
-    needed by any rule yet (kept for RamaLama's image form, told apart by its config's label).
+    config's media type (for an image config, its ``org.containers.type`` label: ``config``
+    is needed then, :func:`needs_config`), then the layers' media types (module docstring).
     Raises :class:`ModelArtifactError` naming the artifact type, config and layer media types
     found when no rule matches."""
     doc = _json(manifest, "model manifest")
     config_type = (doc.get("config") or {}).get("mediaType") if isinstance(doc.get("config"), dict) else None
     artifact_type = doc.get("artifactType")
+    if not artifact_type and config_type in mt.IMAGE_CONFIG_TYPES and config is not None and _ramalama_label(config):
+        return "ramalama-image"
     if artifact_type == mt.MEDIA_TYPE_MODELPACK_MANIFEST:
         return "modelpack" if config_type == mt.MEDIA_TYPE_MODELPACK_CONFIG else "ramalama"
     by_config = {mt.MEDIA_TYPE_MODELPACK_CONFIG: "modelpack", mt.MEDIA_TYPE_DOCKER_AI_CONFIG_V01: "docker-v0.1",
@@ -214,8 +242,10 @@ def detect_format(manifest: bytes, config: bytes | None = None) -> str:
                             (mt.KITOPS_LAYER_TYPES, "kitops")):
             if all(t in table for t in types):
                 return name
-    raise ModelArtifactError(f"not a model artifact lemonpack reads ({_found(doc)}); it reads CNCF ModelPack, "
-                             "Docker Model Runner v0.1/v0.2, KitOps ModelKits and RamaLama artifacts")
+    label = "" if config is None or config_type not in mt.IMAGE_CONFIG_TYPES else \
+        f"; the image config has no {mt.LABEL_RAMALAMA_TYPE} label {mt.RAMALAMA_TYPE_RAW} or {mt.RAMALAMA_TYPE_CAR}"
+    raise ModelArtifactError(f"not a model artifact lemonpack reads ({_found(doc)}{label}); it reads CNCF "
+                             "ModelPack, Docker Model Runner v0.1/v0.2, KitOps ModelKits and RamaLama artifacts")
 
 
 def _role(fmt: str, media_type: str) -> tuple[str, str | None]:
@@ -322,6 +352,12 @@ def read_artifact(manifest: bytes, config: bytes) -> ModelArtifact:
         role, archive = _role(fmt, d.media_type)
         if role == "other" and archive is None:
             role = role_of(name)  # a layer type that says nothing (RamaLama's octet-stream): the name does
+        if fmt == "ramalama-image":
+            if archive is None:
+                raise ModelArtifactError(f"RamaLama model image layer {d.digest} has media type {d.media_type}, "
+                                         "not a tar layer")
+            layers.append(ModelFile(name, d.digest, d.size, d.media_type, "weight", archive, mt.RAMALAMA_MODELS_DIR))
+            continue
         layers.append(ModelFile(name, d.digest, d.size, d.media_type, role, archive))
     annotations = {k: v for k, v in (doc.get("annotations") or {}).items() if isinstance(v, str)} \
         if isinstance(doc.get("annotations"), dict) else {}
@@ -350,6 +386,9 @@ def read_artifact(manifest: bytes, config: bytes) -> ModelArtifact:
                      "model_format": _text(model.get("format"))}
     if facts.get("context_length") is None:
         facts["context_length"] = _int(annotations.get(mt.ANNOTATION_LEMONPACK_CONTEXT_LENGTH))
+    if fmt == "ramalama-image":
+        facts["name"] = _text(((cfg.get("config") or {}).get("Labels") or {}).get(mt.ANNOTATION_TITLE)) \
+            if isinstance(cfg.get("config"), dict) and isinstance(cfg["config"].get("Labels"), dict) else None
     if facts.get("model_format") is None and any(f.is_gguf for f in layers):
         facts["model_format"] = "gguf"
     return ModelArtifact(fmt, tuple(layers), config_digest=config_desc.digest, manifest_annotations=annotations,
@@ -537,4 +576,4 @@ def write_docker(files: Sequence[PackFile], facts: ModelFacts, *, created: int) 
 
 
 __all__ = ["FORMATS", "ModelArtifact", "ModelArtifactError", "ModelFacts", "ModelFile", "PackFile", "Packed",
-           "detect_format", "facts_from_gguf", "role_of", "manifest_config", "read_artifact", "write_docker", "write_modelpack"]
+           "detect_format", "facts_from_gguf", "needs_config", "role_of", "manifest_config", "read_artifact", "write_docker", "write_modelpack"]

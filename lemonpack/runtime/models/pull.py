@@ -21,15 +21,18 @@ image-spec ``descriptor.md`` (verification); RFC 9110 section 14 (range requests
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
 from lemonpack.oci.reference import ImageReference, parse_registry_reference
+from lemonpack.oci.mediatypes import RAMALAMA_MODEL_FILE
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
-    manifest_config, read_artifact
-from lemonpack.runtime.models.store import ModelStore
+    manifest_config, needs_config, read_artifact
+from lemonpack.runtime.models.store import ModelStore, view_files
+from lemonpack.safetree import inside
 
 #: Bytes of the main weight file read first for its GGUF header; doubled until it parses.
 HEADER_FIRST_READ = 1 << 20
@@ -53,9 +56,18 @@ class PulledModel:
 
     @property
     def main(self) -> Path | None:
-        """The main weight file's path in the view (``artifact.main``), or None."""
+        """The main weight file's path in the view: ``artifact.main`` when it is a raw layer, else
+        (tar layers) RamaLama's ``model.file`` or the first GGUF among the extracted files (of
+        splits the ``-00001-of-`` one); None when there is none."""
         m = self.artifact.main
-        return self.files.get(m.name) if m and m.archive is None else None
+        if m is not None and m.archive is None:
+            return self.files.get(m.name)
+        if RAMALAMA_MODEL_FILE in self.files:  # a symlink in the view: the file it names
+            target = self.files[RAMALAMA_MODEL_FILE].resolve()
+            return target if inside(target, self.directory.resolve()) else None
+        ggufs = sorted(n for n in self.files if n.lower().endswith(".gguf"))
+        firsts = [n for n in ggufs if re.search(r"-0*1-of-\d+\.gguf$", n, re.IGNORECASE)]
+        return self.files[(firsts or ggufs)[0]] if ggufs else None
 
     def to_json(self) -> dict:
         """``models pull --json``: reference, digest, directory, files, fetched, artifact."""
@@ -117,6 +129,9 @@ def _from_store(ref: ImageReference, digest: str, store: ModelStore) -> PulledMo
 
 def _pulled(ref: ImageReference, digest: str, directory: Path, artifact: ModelArtifact, fetched: int) -> PulledModel:
     files = {f.name: directory.joinpath(*f.name.split("/")) for f in artifact.layers if f.archive is None}
+    if any(f.archive for f in artifact.layers):  # the files of tar layers, as extracted
+        for name, path in view_files(directory).items():
+            files.setdefault(name, path)
     return PulledModel(ref.with_ref(tag=ref.tag, digest=digest), digest, directory, files, artifact, fetched)
 
 
@@ -235,7 +250,8 @@ def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
         manifest, _, digest = remote.get("the manifest").get_manifest(ref.repository, ref.ref or "latest")
         if ref.digest and digest != ref.digest:
             raise IntegrityError(f"manifest {ref}", ref.digest, digest)
-        detect_format(manifest)
+        if not needs_config(manifest):
+            detect_format(manifest)  # refuse an unknown format before fetching anything else
     assert digest is not None
     cfg = manifest_config(manifest)
     config = store.read(cfg.digest)

@@ -305,7 +305,7 @@ class ModelStore:
                 if f.archive is None:
                     _link(self.blob_path(f.digest), _place(tmp, f.name))
                 else:
-                    _extract(self.blob_path(f.digest), f.archive, tmp, f.name)
+                    _extract(self.blob_path(f.digest), f.archive, tmp, f.name, f.members)
             try:
                 os.rename(tmp, target)
             except OSError as exc:
@@ -440,10 +440,12 @@ def _place(root: Path, name: str) -> Path:
     return dest
 
 
-def _extract(blob: Path, archive: str, root: Path, layer_name: str) -> None:
-    """The regular files of the tar layer ``blob`` (``tar``, ``tar+gzip``, ``tar+zstd``) into
-    ``root`` under their member names (directories made; links, devices and unsafe names
-    refused: :class:`UnsafeContentError`)."""
+def _extract(blob: Path, archive: str, root: Path, layer_name: str, members: str | None = None) -> None:
+    """The files of the tar layer ``blob`` (``tar``, ``tar+gzip``, ``tar+zstd``) into ``root``
+    under their member names (only those below ``members`` when given, named relative to it);
+    directories made; a relative symlink that stays inside ``root`` made (RamaLama's
+    ``models/model.file``); absolute or escaping links, hard links, devices and unsafe names
+    refused (:class:`UnsafeContentError`)."""
     with open(blob, "rb") as raw:
         stream: Any = raw
         if archive.endswith("+gzip"):
@@ -456,13 +458,20 @@ def _extract(blob: Path, archive: str, root: Path, layer_name: str) -> None:
             stream = zstandard.ZstdDecompressor().stream_reader(raw)
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
-                name = member.name.lstrip("./") if member.name.startswith("./") else member.name
+                name = member.name[2:] if member.name.startswith("./") else member.name.lstrip("/")
                 name = name.rstrip("/")
-                if member.isdir() or not name:
+                if members is not None:
+                    if not name.startswith(members):
+                        continue
+                    name = name[len(members):]
+                if member.isdir() or not name or name.rsplit("/", 1)[-1].startswith(".wh."):
+                    continue
+                if member.issym() and _inside_link(name, member.linkname):
+                    os.symlink(member.linkname, _place(root, name))
                     continue
                 if not member.isfile():
                     raise UnsafeContentError(f"layer {layer_name}: member {member.name!r} is not a regular file "
-                                             "(links and devices are not model files)")
+                                             "(links leaving the model's directory and devices are not model files)")
                 dest = _place(root, name)
                 src = tar.extractfile(member)
                 assert src is not None
@@ -470,6 +479,36 @@ def _extract(blob: Path, archive: str, root: Path, layer_name: str) -> None:
                     while piece := src.read(_CHUNK):
                         out.write(piece)
                 os.chmod(dest, 0o444)
+
+
+def _inside_link(name: str, target: str) -> bool:
+    """Whether a symlink at ``name`` (relative to a view) to ``target`` stays in the view."""
+    if not target or target.startswith("/"):
+        return False
+    parts = name.split("/")[:-1]
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return False
+            parts.pop()
+        else:
+            parts.append(part)
+    return bool(parts) and path_problem("/".join(parts)) is None
+
+
+def view_files(directory: Path, prefix: str = "") -> dict[str, Path]:
+    """Every file of a view (a regular file, or a symlink to one): ``/``-joined name -> path,
+    sorted by name."""
+    out: dict[str, Path] = {}
+    for p in _entries(directory):
+        name = prefix + p.name
+        if p.is_dir() and not p.is_symlink():
+            out.update(view_files(p, name + "/"))
+        elif p.is_file():
+            out[name] = p
+    return dict(sorted(out.items()))
 
 
 @contextmanager
@@ -518,4 +557,4 @@ def _hash_problem(path: Path, hex_name: str) -> str | None:
     return None if actual == hex_name else f"hashes to {sha256_text(actual)}"
 
 
-__all__ = ["BlobWriter", "ModelStore", "StoreItem"]
+__all__ = ["BlobWriter", "ModelStore", "StoreItem", "view_files"]

@@ -165,3 +165,21 @@ def test_facts_come_from_the_gguf_header(tmp_path):
     assert facts == ModelFacts("llama", "8B", "Q4_K_M", 4096, "M", 64)
     bare = facts_from_gguf(read_identity(write_gguf(tmp_path / "b.gguf", "qwen2", {}, {"a": [1000, 2000]})))
     assert (bare.parameters, bare.quantization, bare.context_length) == ("2M", "F32", None)
+
+
+def test_a_ramalama_model_image_is_told_by_its_config_label():
+    labelled = canonical_json({"architecture": "amd64", "os": "linux",
+                               "config": {"Labels": {mt.LABEL_RAMALAMA_TYPE: mt.RAMALAMA_TYPE_RAW}},
+                               "rootfs": {"type": "layers", "diff_ids": [D1]}})
+    image = manifest(mt.MEDIA_TYPE_IMAGE_CONFIG, labelled, [layer(mt.MEDIA_TYPE_LAYER_TAR_GZIP)])
+    from lemonpack.runtime.models.artifact import needs_config
+
+    assert needs_config(image)
+    assert detect_format(image, labelled) == "ramalama-image"
+    art = read_artifact(image, labelled)
+    assert art.layers[0].archive == "tar+gzip" and art.layers[0].members == mt.RAMALAMA_MODELS_DIR
+    plain = canonical_json({"architecture": "amd64", "os": "linux", "config": {},
+                            "rootfs": {"type": "layers", "diff_ids": [D1]}})
+    other = manifest(mt.MEDIA_TYPE_IMAGE_CONFIG, plain, [layer(mt.MEDIA_TYPE_LAYER_TAR_GZIP)])
+    with pytest.raises(ModelArtifactError, match=f"no {mt.LABEL_RAMALAMA_TYPE} label"):
+        read_artifact(other, plain)

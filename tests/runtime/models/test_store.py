@@ -191,6 +191,20 @@ def test_a_tar_layer_is_extracted_into_the_view_and_links_are_refused(tmp_path):
         store.view(md2)
     assert not store.view_path(md2).exists()
 
+    for target in ("../../outside", "a/../../../x"):
+        link = tarfile.TarInfo("sub/x.gguf")
+        link.type, link.linkname = tarfile.SYMTYPE, target
+        escaping = tar([(link, None)])
+        xd = str(Digest.of_bytes(escaping))
+        store.put_bytes(xd, escaping)
+        manifest3 = manifest.replace(d.encode(), xd.encode()).replace(f'"size":{len(blob)}'.encode(),
+                                                                      f'"size":{len(escaping)}'.encode())
+        md3 = str(Digest.of_bytes(manifest3))
+        store.put_bytes(md3, manifest3)
+        with pytest.raises(UnsafeContentError):
+            store.view(md3)
+        assert not store.view_path(md3).exists()
+
 
 def test_list_verify_and_clean(tmp_path):
     store = ModelStore(tmp_path)
