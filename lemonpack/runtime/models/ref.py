@@ -58,9 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
 from lemonpack.oci.reference import InvalidReferenceError
-
-#: The scheme of an OCI model artifact checkpoint (the registry's :data:`~lemonpack.runtime.models.registry.OCI_SCHEME`).
-OCI_SCHEME = "oci://"
+from lemonpack.runtime.models.registry import OCI_SCHEME  # the one spelling of the scheme, with its rule
 
 if TYPE_CHECKING:
     from lemonpack.contract.model import Recipe
