@@ -71,6 +71,12 @@ def test_podman_runs_the_modelcar_as_non_root_with_the_files_under_models(tmp_pa
         assert out[0] == "65532"
         assert out[1] == hashlib.sha256(model_files[0].read_bytes()).hexdigest()
         assert sorted(out[3:]) == ["mmproj-tiny.gguf", "tiny.gguf"]
+        # KServe's modelcar sidecar command (its docs' "ln -sf /proc/$$/root/models /mnt/"), then a look
+        # through the link as the serving container would
+        kserve = subprocess.run(["podman", "run", "--rm", "--read-only", "--tmpfs", "/mnt", name, "sh", "-c",
+                                 "ln -sf /proc/$$/root/models /mnt/models && ls /mnt/models/ && sleep 0"],
+                                check=True, capture_output=True, text=True, env=env).stdout.split()
+        assert sorted(kserve) == ["mmproj-tiny.gguf", "tiny.gguf"]
     finally:
         subprocess.run(["podman", "rmi", name], capture_output=True, env=env)
 
