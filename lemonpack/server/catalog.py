@@ -180,7 +180,11 @@ class Catalog:
             chosen: str = entry.recipe
             sel = None
             if override and not entry.endpoints:  # an endpoint model runs what its engine runs
-                sel = self._select(model_artifact(name, entry.main), found, override, source or OVERRIDE_ENV).require()
+                try:  # an oci:// model: its artifact's file names (read with its GGUF header, no weights)
+                    artifact = got.artifact(offline=self.offline)
+                except LemonpackError:
+                    artifact = model_artifact(name, entry.main)
+                sel = self._select(artifact, found, override, source or OVERRIDE_ENV).require()
                 chosen = sel.serving_recipe(entry.recipe, ()) or entry.recipe
             found_rec = found.get(chosen)
             problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"

@@ -63,3 +63,19 @@ def test_within_the_budget_the_model_is_admitted_at_the_header_estimate_and_pull
     assert lv.server.policy.memory() == {"user.big": estimate_model(str(gguf), 4096).total}
     store = tmp_path / "cache" / "models"
     assert _store_bytes(store) > gguf.stat().st_size  # pulled (blob and the view's file)
+
+
+def test_a_backend_override_sees_the_artifacts_file_name(live, registry, tmp_path, monkeypatch):
+    """With a backend override the selector matches the recipe's ``*.gguf`` against the artifact's
+    main file name (read with its header), not the reference's digest."""
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    gguf = _big_gguf(tmp_path / "big.gguf")
+    ref = f"oci://{registry.host}/models/big@{push_model([gguf], f'{registry.host}/models/big:v1').digest}"
+    lv = live(memory_budget=1 << 30)
+    write_recipe(lv.backends / "fake-oci.json", recipe_doc("fake-oci", fake_engine=[],
+                                                          extensions={"dev.lemonpack.serves": ["*.gguf"]}))
+    lv.registry.add("user.big", "fake-oci", {"main": ref}, backend="fake-oci")
+    lv.start()
+    with httpx.Client(base_url=lv.url, trust_env=False, timeout=60) as c:
+        r = c.post("/v1/chat/completions", json={**CHAT, "model": "user.big"})
+    assert r.status_code == 200, r.text

@@ -118,14 +118,15 @@ class ResolvedModel:
         path = Path(self.main)
         return ModelSpec(name=path.stem, checkpoints={"main": str(path)}, model_dir=str(path.parent))
 
-    def artifact(self) -> ModelArtifact:
+    def artifact(self, *, offline: bool = False) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selection.selector.ModelArtifact` (file names the
         selector matches recipes' artifact patterns against): for an ``oci://`` main checkpoint
-        the names of the artifact's files, main first (:func:`oci_file_names`)."""
+        the names of the artifact's files, main first (:func:`oci_file_names`; with ``offline``
+        from the model store only)."""
         from lemonpack.runtime.selection.selector import ModelArtifact, model_artifact
 
         if self.main.startswith(OCI_SCHEME):  # the artifact's file names, from its manifest (no weights)
-            return ModelArtifact(self.ref, oci_file_names(self.main))
+            return ModelArtifact(self.ref, oci_file_names(self.main, offline=offline))
         return model_artifact(self.ref, self.main)
 
     def memory(self, recipe: Recipe | None = None,
