@@ -242,3 +242,6 @@ def test_a_model_registered_by_oci_is_an_image_volume_of_its_artifact_by_default
     assert cached == [gguf], cached  # the header, manifest and config were fetched; the weights never
     code, _, err = _run(capsys, "user.big", "--image", f"llamacpp-gpu={IMAGE}", "--models", "hostpath", "--out", "-")
     assert code == 1 and "registered by oci:// and has no file on this machine" in err
+    code, _, err = _run(capsys, "user.big", "--image", f"llamacpp-gpu={IMAGE}", "--publish", "127.0.0.1:18080",
+                        "--out", str(tmp_path / "one-host.yaml"))
+    assert code == 0 and "podman kube play (4.x) does not support" in err and "modelcar:" in err
