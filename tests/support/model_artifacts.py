@@ -7,6 +7,9 @@ write them (none of those tools runs here), for ``models pull`` to read.
   ``application/vnd.docker.ai.license``, the manifest as ``internal/partial/partial.go``'s
   ``ManifestForLayers`` makes it (OCI manifest, no ``artifactType``). ``annotated=False`` leaves
   out the ``org.cncf.model.filepath`` annotations, as artifacts pushed before Docker added them.
+  With ``v02=True``: Docker's v0.2 (``builder/from_directory.go``: config
+  ``application/vnd.docker.ai.model.config.v0.2+json``, one layer per file of a directory, named
+  by its relative path, other files ``application/vnd.docker.ai.model.file``: ``extra``).
 - :func:`push_kitops`: a KitOps ModelKit (kitops-ml/kitops ``pkg/artifact/spec.md``;
   ``pkg/lib/constants/mediaType.go``: config ``application/vnd.kitops.modelkit.config.v1+json``,
   the Kitfile as JSON; ``pkg/lib/kitfile/layer.go``: one tar+gzip layer per Kitfile entry, the
@@ -55,10 +58,13 @@ def _manifest(client: RegistryClient, repo: str, tag: str, doc: dict) -> str:
 
 
 def push_docker_v01(host: str, repo: str, tag: str, ggufs: list[Path], *, license_text: bytes | None = b"MIT",
-                    annotated: bool = True) -> str:
-    """Docker Model Runner v0.1 (module docstring); returns the manifest digest."""
+                    annotated: bool = True, v02: bool = False, extra: dict[str, bytes] | None = None) -> str:
+    """Docker Model Runner v0.1 (or v0.2) (module docstring); returns the manifest digest."""
     with RegistryClient(host) as client:
         layers = []
+        for rel, data in (extra or {}).items():
+            layers.append({"mediaType": "application/vnd.docker.ai.model.file", **_blob(client, repo, data),
+                           "annotations": {"org.cncf.model.filepath": rel}})
         for p in ggufs:
             desc = {"mediaType": "application/vnd.docker.ai.gguf.v3", **_file(client, repo, p)}
             if annotated:
@@ -70,7 +76,8 @@ def push_docker_v01(host: str, repo: str, tag: str, ggufs: list[Path], *, licens
                                         "architecture": "llama", "size": "1.12 KiB", "context_size": 2048},
                              "descriptor": {"created": "2025-01-01T00:00:00Z"},
                              "rootfs": {"type": "layers", "diff_ids": [x["digest"] for x in layers]}}).encode()
-        cfg = {"mediaType": "application/vnd.docker.ai.model.config.v0.1+json", **_blob(client, repo, config)}
+        cfg = {"mediaType": f"application/vnd.docker.ai.model.config.{'v0.2' if v02 else 'v0.1'}+json",
+               **_blob(client, repo, config)}
         return _manifest(client, repo, tag, {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": cfg,
                                              "layers": layers})
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,20 @@ class ModelArtifact:
         if ggufs:
             return ggufs[0]
         return weights[0] if weights else None
+
+    def main_name(self, names: Iterable[str]) -> str | None:
+        """The main weight file among ``names`` (the files of the model's view): :attr:`main`
+        when it is a raw layer, else (tar layers) RamaLama's ``model.file``, else the first GGUF
+        (of splits the ``-00001-of-`` one); None when there is none."""
+        names = list(names)
+        m = self.main
+        if m is not None and m.archive is None:
+            return m.name if m.name in names else None
+        if self.format == "ramalama-image" and mt.RAMALAMA_MODEL_FILE in names:
+            return mt.RAMALAMA_MODEL_FILE
+        ggufs = sorted(n for n in names if n.lower().endswith(".gguf"))
+        firsts = [n for n in ggufs if re.search(r"-0*1-of-\d+\.gguf$", n, re.IGNORECASE)]
+        return (firsts or ggufs)[0] if ggufs else None
 
     @property
     def size(self) -> int:

@@ -21,14 +21,12 @@ image-spec ``descriptor.md`` (verification); RFC 9110 section 14 (range requests
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
 from lemonpack.oci.reference import ImageReference, parse_registry_reference
-from lemonpack.oci.mediatypes import RAMALAMA_MODEL_FILE
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
     manifest_config, needs_config, read_artifact
 from lemonpack.runtime.models.store import ModelStore, view_files
@@ -56,18 +54,13 @@ class PulledModel:
 
     @property
     def main(self) -> Path | None:
-        """The main weight file's path in the view: ``artifact.main`` when it is a raw layer, else
-        (tar layers) RamaLama's ``model.file`` or the first GGUF among the extracted files (of
-        splits the ``-00001-of-`` one); None when there is none."""
-        m = self.artifact.main
-        if m is not None and m.archive is None:
-            return self.files.get(m.name)
-        if RAMALAMA_MODEL_FILE in self.files:  # a symlink in the view: the file it names
-            target = self.files[RAMALAMA_MODEL_FILE].resolve()
-            return target if inside(target, self.directory.resolve()) else None
-        ggufs = sorted(n for n in self.files if n.lower().endswith(".gguf"))
-        firsts = [n for n in ggufs if re.search(r"-0*1-of-\d+\.gguf$", n, re.IGNORECASE)]
-        return self.files[(firsts or ggufs)[0]] if ggufs else None
+        """The main weight file's path in the view (``artifact.main_name`` of the view's files; a
+        symlink in the view, RamaLama's ``model.file``, resolved to the file it names), or None."""
+        name = self.artifact.main_name(self.files)
+        if name is None:
+            return None
+        target = self.files[name].resolve() if self.files[name].is_symlink() else self.files[name]
+        return target if inside(target.resolve(), self.directory.resolve()) else None
 
     def to_json(self) -> dict:
         """``models pull --json``: reference, digest, directory, files, fetched, artifact."""
@@ -83,13 +76,15 @@ class GgufHeader:
     (:class:`lemonpack.gguf_header.ModelIdentity`), ``path`` (the header prefix on disk, or
     the whole blob when it is in the store: what :func:`lemonpack.gguf_header.read_identity`
     and the memory estimate read), ``file`` (its :class:`ModelFile`: size, name), ``manifest_digest``,
-    ``fetched`` bytes received for it."""
+    ``fetched`` bytes received for it, ``artifact`` (the :class:`ModelArtifact` read from the
+    manifest and config on the way: every file's name)."""
 
     identity: object
     path: Path
     file: ModelFile
     manifest_digest: str
     fetched: int = 0
+    artifact: ModelArtifact | None = None
 
 
 def as_model_reference(reference: str | ImageReference) -> ImageReference:
@@ -336,15 +331,16 @@ def fetch_gguf_header(reference: str | ImageReference, *, store: ModelStore | No
                                      f"(files: {', '.join(f.name for f in artifact.layers)})")
         if store.has(main.digest, main.size):
             path = store.blob_path(main.digest)
-            return GgufHeader(read_identity(path), path, main, digest, 0)
+            return GgufHeader(read_identity(path), path, main, digest, 0, artifact)
         path = store.header_path(main.digest)
         if path.is_file():
             try:
-                return GgufHeader(read_identity(path), path, main, digest, 0)
+                return GgufHeader(read_identity(path), path, main, digest, 0, artifact)
             except TruncatedGGUFError:
                 pass
-        return _header_by_range(remote.get(f"the header of {main.name}"), ref, main, digest, path, read_identity,
-                                TruncatedGGUFError, ModelFileError)
+        got = _header_by_range(remote.get(f"the header of {main.name}"), ref, main, digest, path, read_identity,
+                               TruncatedGGUFError, ModelFileError)
+        return replace(got, artifact=artifact)
     finally:
         remote.close()
 

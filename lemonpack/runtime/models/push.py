@@ -78,7 +78,7 @@ def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack
     """The manifest and config ``files`` make (no network): ``(packed, [(path, PackFile)],
     facts)``. Each file is named by its base name (two files of one name are refused); the
     main weight file (the first GGUF weight, of splits the ``-00001-of-`` one) gives the facts;
-    ``name`` defaults to its stem; the date is ``SOURCE_DATE_EPOCH`` (0 when unset). Raises
+    ``name`` defaults to its stem (without the split suffix); the date is ``SOURCE_DATE_EPOCH`` (0 when unset). Raises
     :class:`UsageError` (no file, an unknown ``fmt``), :class:`UnreadableFileError` (a file
     missing, not regular), ``ModelFileError`` (a ``.gguf`` that is not one), ``ConfigError``
     (a bad ``SOURCE_DATE_EPOCH``)."""
@@ -105,7 +105,7 @@ def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack
     if fmt == "docker":
         packed = write_docker(specs, facts, created=created)
     else:
-        stem = main.name[:-len(".gguf")] if main is not None else specs[0].name
+        stem = re.sub(r"-0*1-of-\d+$", "", main.name[:-len(".gguf")]) if main is not None else specs[0].name
         packed = write_modelpack(specs, facts, created=created, name=name or stem, version=version)
     return packed, packed_files, facts
 

@@ -324,10 +324,15 @@ class ModelStore:
     def record(self, reference: str, manifest_digest: str) -> None:
         """Remember that ``reference`` (as the user wrote it, tag or digest) named
         ``manifest_digest`` at its last pull (``refs.json``, replaced atomically)."""
-        refs = self.refs()
-        refs[reference] = manifest_digest
         self.root.mkdir(parents=True, exist_ok=True)
-        replace_file(self.root / "refs.json", json.dumps(refs, indent=1, sort_keys=True).encode() + b"\n")
+        fd = os.open(self.root / ".refs.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two pulls recording at once: neither entry lost
+            refs = self.refs()
+            refs[reference] = manifest_digest
+            replace_file(self.root / "refs.json", json.dumps(refs, indent=1, sort_keys=True).encode() + b"\n")
+        finally:
+            os.close(fd)
 
     def refs(self) -> dict[str, str]:
         """reference -> manifest digest of every recorded pull (``{}`` when none)."""
@@ -381,7 +386,8 @@ class ModelStore:
 
     def clean(self, partial_only: bool = False) -> builtins.list[StoreItem]:
         """Remove stale partial blobs and, unless ``partial_only``, every blob, view, header and
-        the reference record (a partial being written right now stays). Returns what went."""
+        the reference record (a partial being written right now stays, and the empty lock
+        files). Returns what went."""
         removed: builtins.list[StoreItem] = []
         for item in self.list():
             if item.state == "partial-live":
@@ -392,8 +398,9 @@ class ModelStore:
                 _remove(item.path)
             removed.append(item)
         if not partial_only:
-            for sub in ("headers", "locks"):
-                remove_tree(self.root / sub)
+            # lock files stay (empty): one removed while a pull holds it would let a second
+            # writer of that blob lock a new file beside the first
+            remove_tree(self.root / "headers")
             (self.root / "refs.json").unlink(missing_ok=True)
         return removed
 

@@ -166,7 +166,24 @@ def test_the_gguf_header_alone_comes_by_range(registry, tmp_path):
     assert header.identity.metadata["llama.context_length"] == 2048
     assert 0 < header.fetched <= 1 << 20 and header.path.stat().st_size <= 1 << 20
     assert not store.has(pushed.files[0].digest)
+    assert header.artifact is not None and [f.name for f in header.artifact.files] == ["big.gguf"]
     again = fetch_gguf_header(str(pushed.reference), store=store, offline=True)
     assert again.fetched == 0 and again.identity.tensors == header.identity.tensors
     from lemonpack.runtime.models.memory import estimate_model
     assert estimate_model(str(header.path)).weights == estimate_model(str(model)).weights
+
+
+def test_split_ggufs_an_mmproj_and_a_readme_sit_side_by_side(registry, tmp_path):
+    names = ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf", "mmproj-m-f16.gguf", "README.md"]
+    files = [llama(tmp_path / n) for n in names[:3]]
+    (tmp_path / "README.md").write_text("# m\n")
+    files.append(tmp_path / "README.md")
+    pushed = push_model(list(reversed(files)), f"{registry.host}/models/m:v1")
+    assert [f.role for f in pushed.files] == ["doc", "mmproj", "weight", "weight"]
+    got = pull_model(str(pushed.reference), store=ModelStore(tmp_path / "store"))
+    assert sorted(p.name for p in got.directory.iterdir()) == sorted(names)
+    assert got.main == got.directory / "m-00001-of-00002.gguf"
+    assert got.artifact.main is not None and got.artifact.main.name == "m-00001-of-00002.gguf"
+    assert got.artifact.name == "m"
+    for n in names:
+        assert (got.directory / n).read_bytes() == (tmp_path / n).read_bytes()

@@ -226,3 +226,25 @@ def test_list_verify_and_clean(tmp_path):
     assert [i.state for i in store.clean(partial_only=True)] == ["partial-stale"]
     store.clean()
     assert store.list() == []
+
+
+def test_a_partial_being_written_is_live_and_never_cleaned(tmp_path):
+    store = ModelStore(tmp_path)
+    with store.writer(DIGEST, len(DATA)) as w:
+        w.write(DATA[:100])
+        assert [i.state for i in store.list()] == ["partial-live"]
+        assert store.clean() == [] and w.partial.exists()
+        lock = tmp_path / "locks" / "sha256" / Digest.parse(DIGEST).hex
+        assert lock.exists()  # the lock a writer holds is never removed: a second writer would lock another file
+    assert [i.state for i in store.list()] == ["partial-stale"]
+    assert [i.state for i in store.clean(partial_only=True)] == ["partial-stale"] and not w.partial.exists()
+
+
+def test_references_are_recorded_by_concurrent_pulls(tmp_path):
+    store = ModelStore(tmp_path)
+    threads = [threading.Thread(target=store.record, args=(f"h/r:{i}", f"sha256:{i:064x}")) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.refs() == {f"h/r:{i}": f"sha256:{i:064x}" for i in range(8)}
