@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -156,8 +157,16 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
     container = f"{name}-pod-0-engine"
     down = None
     try:
-        play = subprocess.run([need("podman"), "kube", "play", "--tls-verify=false", str(out)], env=env,
-                              capture_output=True, text=True, timeout=300)
+        for _ in range(3):
+            play = subprocess.run([need("podman"), "kube", "play", "--tls-verify=false", str(out)], env=env,
+                                  capture_output=True, text=True, timeout=300)
+            if "failed to remove once init container" not in play.stderr:
+                break
+            # podman 4.3 races with itself removing an init container that has just exited ("cannot remove
+            # container ... as it is running", about one play in five here, a podman bug, not the file's):
+            # take the pod down and play again. The annotation that keeps init containers ("always")
+            # makes podman restart the engine with them, so it is no way out.
+            subprocess.run(["podman", "kube", "down", str(out)], env=env, capture_output=True, timeout=120)
         assert play.returncode == 0, play.stderr
         url = f"http://127.0.0.1:{port}"
 
@@ -166,8 +175,13 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
             return r.stdout + r.stderr
 
         assert wait_for(lambda: _ready(url), timeout=120), logs()
-        r = httpx.post(url + "/v1/chat/completions", timeout=60,
-                       json={"model": model, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8})
+        try:
+            r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                           json={"model": model, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8})
+        except httpx.HTTPError as e:
+            ps = subprocess.run(["podman", "ps", "-a", "--filter", f"pod={name}-pod-0", "--format",
+                                 "{{.Names}} {{.Status}} {{.Restarts}}"], env=env, capture_output=True, text=True)
+            raise AssertionError(f"{e}\n{ps.stdout}\n{logs()[-3000:]}") from None
         assert r.status_code == 200, r.text
         assert r.json()["choices"][0]["message"]["role"] == "assistant"
         mounts = json.loads(subprocess.run(["podman", "inspect", container, "--format", "{{json .Mounts}}"],
@@ -184,9 +198,14 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
         assert subprocess.run(["podman", "inspect", container, "--format", "{{.State.StartedAt}}"], env=env,
                               capture_output=True, text=True).stdout == started
     finally:
-        if out.exists():
+        for _ in range(3):  # podman 4.3 under load can fail a removal once ("shm: device or resource busy")
+            if not out.exists():
+                break
             down = subprocess.run(["podman", "kube", "down", str(out)], env=env, capture_output=True, text=True,
                                   timeout=120)
+            if down.returncode == 0 or "no pod with name" in down.stderr:
+                break
+            time.sleep(2)
         subprocess.run(["podman", "rmi", "-f", remove], env=env, capture_output=True, timeout=120)
         subprocess.run(["podman", "rmi", car_by_digest], env=env, capture_output=True, timeout=120)
     assert down is not None and down.returncode == 0, down.stderr if down else "nothing generated"
