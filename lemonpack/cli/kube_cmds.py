@@ -158,6 +158,9 @@ def generate_cmd(
         if g.memory is None:
             lines.append(f"warning: model {g.model.name}: its main file is not on this machine, so the pod has no "
                          "memory request (its size is unknown)")
+        if pub is not None and g.model.source.kind == "oci":
+            lines.append(f"warning: model {g.model.name}: an image volume, which podman kube play (4.x) does not "
+                         "support; for one host use --models MODEL=modelcar:REF@sha256:... (models push --modelcar)")
     if pub is not None and replicas > 1:
         lines.append(f"warning: --publish with --replicas {replicas}: a node holds one pod per host port, so one "
                      "node (podman kube play, a single-node cluster) runs one replica of each model")

@@ -18,7 +18,10 @@ anyway with a warning (for a descriptor that will be installed later). A model t
 names a missing recipe would otherwise only fail at load time, far from the typo.
 
 Checkpoints are ``NAME=PATH`` (anything else is a usage error, exit 2, as is a malformed
-``--option``). ``PATH`` is a local file or a hub reference ``ORG/REPO:FILE``: a value
+``--option``). ``PATH`` is an OCI model artifact ``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``
+(pinned by digest: a tag alone is refused, as for container images, unless ``--pin`` resolves it
+now; ``run`` and ``serve`` pull it into the model store on first use), a local file or a hub
+reference ``ORG/REPO:FILE``: a value
 naming an existing file is local, else one of the hub form is a hub reference (kept as
 text), else it is local (:func:`lemonpack.runtime.models.registry.checkpoint_kind`). A local path is
 stored absolute (relative to the current directory) and must exist unless ``--force``.
@@ -39,8 +42,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import (HELP_MARKUP, INSECURE_OPTION, JSON_OPTION, REGISTRY_CONFIG_OPTION, app, console,
-                                err_console, print_json)
+from lemonpack.cli._app import (HELP_MARKUP, INSECURE_OPTION, JSON_OPTION, POLICY_OPTION, REGISTRIES_D_OPTION,
+                                REGISTRY_CONFIG_OPTION, app, console, err_console, print_json)
 from lemonpack.errors import LemonpackError, ManifestError, Problem
 
 models_app = typer.Typer(rich_markup_mode=HELP_MARKUP,
@@ -97,13 +100,18 @@ def models_add(
     replace: bool = typer.Option(False, "--replace", help="Overwrite an existing model of that name."),
     force: bool = typer.Option(False, "--force", help="Register even if the recipe is not discovered or a local "
                                                      "checkpoint file does not exist (yet)."),
+    pin: bool = typer.Option(False, "--pin", help="Resolve an oci://HOST/REPO:TAG checkpoint to the digest its tag "
+                                                 "names now (a tag alone is refused)."),
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Register (or with --replace, overwrite) a model in user_models.json."""
+    from lemonpack.runtime.models.ref import pin_checkpoint
     from lemonpack.runtime.models.registry import (ModelRegistry, check_model_recipe, checkpoint_kind, entry_problems,
                                           normalize_checkpoint, parse_checkpoint, parse_option)
 
     checkpoints = _pairs(checkpoint, parse_checkpoint, "checkpoint", "'--checkpoint' / '-c'")
+    if pin:  # before the rules: they refuse the tag this resolves
+        checkpoints = {k: pin_checkpoint(v) if checkpoint_kind(v) == "oci" else v for k, v in checkpoints.items()}
     options = _pairs(option, parse_option, "option", "'--option' / '-o'")
     registry = ModelRegistry()
     if not checkpoint and not endpoint:
@@ -121,7 +129,7 @@ def models_add(
             raise ManifestError([Problem(f"model {name!r}", "--endpoint", bad[0].rule, "; ".join(p.message for p in bad))])
         raise ManifestError([Problem(f"argument {_argument_of(p)}", "", p.rule, p.message) for p in problems])
     for key, ckpt in list(checkpoints.items()):
-        if checkpoint_kind(ckpt) == "hub":
+        if checkpoint_kind(ckpt) in ("hub", "oci"):
             continue
         checkpoints[key] = path = normalize_checkpoint(ckpt)
         if not Path(path).is_file():
@@ -139,6 +147,24 @@ def models_add(
         print_json({"name": entry.name, **entry.to_json(), "file": str(registry.path)})
     else:
         console.print(f"registered {entry.name} (recipe {entry.recipe}) in {registry.path}", markup=False)
+    return 0
+
+
+@models_app.command("pin")
+def models_pin(
+    reference: str = typer.Argument(..., metavar="oci://HOST/REPO[:TAG]",
+                                    help="An OCI model artifact named by tag (no tag: latest)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plain http to a registry that is not on loopback."),
+    json_out: bool = JSON_OPTION,
+) -> int:
+    """Print the oci:// reference pinned by the digest its tag names now (for models add -c main=...)."""
+    from lemonpack.runtime.models.ref import pin_checkpoint
+
+    pinned = pin_checkpoint(reference, insecure=insecure)
+    if json_out:
+        print_json({"reference": reference, "pinned": pinned})
+    else:
+        console.print(pinned, markup=False)
     return 0
 
 
@@ -192,8 +218,13 @@ def models_pull(reference: str = typer.Argument(..., metavar="[oci://]HOST[:PORT
                                                 help="The model artifact (a tag is resolved; the digest is printed)."),
                 offline: bool = typer.Option(False, "--offline", help="Never contact the registry: only the store."),
                 progress: bool = PROGRESS_OPTION, insecure: bool = INSECURE_OPTION,
-                registry_config: Path = REGISTRY_CONFIG_OPTION, json_out: bool = JSON_OPTION) -> int:
+                registry_config: Path = REGISTRY_CONFIG_OPTION, policy: str | None = POLICY_OPTION,
+                registries_d: str | None = REGISTRIES_D_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Pull a model artifact into the model store and print where its files are.
+
+    The trust policy (containers-policy.json, as for images) is checked first: a tag is
+    resolved to its digest once, that digest is judged and then pulled (a rejection exits 3
+    and fetches nothing; with --offline nothing is fetched, so nothing is judged).
 
     Every blob is hashed while written, bounded by its descriptor, resumed after an interruption
     and shared with concurrent pulls; a model already in the store (by digest) sends nothing.
@@ -203,8 +234,12 @@ def models_pull(reference: str = typer.Argument(..., metavar="[oci://]HOST[:PORT
     import sys
 
     from lemonpack.runtime.models.pull import pull_model
+    from lemonpack.trust.check import Trust
 
     show = (sys.stderr.isatty() and not json_out) if progress is None else progress
+    if not offline:
+        trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
+        reference = trust.enforce(reference, use="models pull")
     got = pull_model(reference, offline=offline, progress=show, insecure=insecure, registry_config=registry_config)
     _print_pulled(got, json_out)
     return 0
@@ -262,6 +297,11 @@ def models_push(files: list[Path] = typer.Argument(..., metavar="FILE...", help=
                                         help="CNCF ModelPack (default) or Docker Model Runner's format."),
                 name: str = typer.Option(None, "--name", help="The descriptor's name (default: the main file's stem)."),
                 version: str = typer.Option(None, "--version", help="The descriptor's version."),
+                modelcar: bool = typer.Option(False, "--modelcar", help="Also push a modelcar image (the files "
+                                              "under /models, KServe's convention) as TAG-modelcar."),
+                modelcar_base: str = typer.Option(None, "--modelcar-base", metavar="oci:DIR[:TAG]",
+                                                  help="The modelcar's base image (a local layout with sh, cp, "
+                                                       "ln, sleep: busybox); without one it is not runnable."),
                 progress: bool = PROGRESS_OPTION, insecure: bool = INSECURE_OPTION,
                 registry_config: Path = REGISTRY_CONFIG_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Push model files as one model artifact (CNCF ModelPack, or Docker's with --format docker).
@@ -287,11 +327,20 @@ def models_push(files: list[Path] = typer.Argument(..., metavar="FILE...", help=
     show = (sys.stderr.isatty() and not json_out) if progress is None else progress
     pushed = push_model(files, to, fmt=fmt, sign=signer, name=name, version=version, insecure=insecure,
                         registry_config=registry_config, progress=show)
+    car = None
+    if modelcar or modelcar_base:
+        from lemonpack.runtime.models.modelcar import modelcar_destination, push_modelcar
+
+        car = push_modelcar(files, modelcar_destination(to), base=modelcar_base, insecure=insecure,
+                            registry_config=registry_config, progress=show)
     if json_out:
-        print_json(pushed.to_json())
+        print_json({**pushed.to_json(), **({"modelcar": car.to_json()} if car else {})})
         return 0
     console.print(f"pushed {pushed.reference} ({pushed.format}, {len(pushed.files)} file(s), "
                   f"{pushed.uploaded} bytes sent)", markup=False)
+    if car is not None:
+        console.print(f"pushed modelcar {car.reference}" + ("" if car.base else " (no --modelcar-base: files only, "
+                                                             "not runnable)"), markup=False)
     if pushed.signature is not None:
         console.print(f"signed {pushed.signature['reference']} -> {pushed.signature['signature_tag']}", markup=False)
     return 0

@@ -49,6 +49,8 @@ def run(
                                     help="Port for the engine, 1..65535; it must be free (default: a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the engine listens on."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the engine's log lines."),
+    offline: bool = typer.Option(False, "--offline", help="Fetch nothing: an oci:// model must already be in the "
+                                 "model store (lemonpack models pull)."),
     example: bool = typer.Option(False, "--example", help="Run lemonpack's shipped example engine (hello-engine, "
                                  "installed by `lemonpack install --example`), by default with its stand-in model."),
     policy: str | None = POLICY_OPTION,
@@ -70,7 +72,8 @@ def run(
     if model is None:
         raise typer.BadParameter("a model file or registered model name is required", param_hint="'--model' / '-m'")
     fg = prepare_run(recipe, model, device=device, options=option, port=port, host=host,
-                     install_ref="--example" if example else recipe, policy=policy, registries_d=registries_d)
+                     install_ref="--example" if example else recipe, policy=policy, registries_d=registries_d,
+                     offline=offline, progress=sys.stderr.isatty() and not json_out)
     for line in [*(f"warning: {n}" for n in fg.notices), *(f"warning: {w}" for w in fg.warnings)]:
         err_console.print(line, markup=False)
     with StopSignals() as stop:

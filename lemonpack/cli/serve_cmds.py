@@ -60,6 +60,8 @@ def serve(
                                             "too."),
     policy: str | None = POLICY_OPTION,
     registries_d: str | None = REGISTRIES_D_OPTION,
+    offline: bool = typer.Option(False, "--offline", help="Fetch nothing: an oci:// model must already be in the "
+                                                          "model store (lemonpack models pull)."),
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand.
 

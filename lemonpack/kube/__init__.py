@@ -2,8 +2,8 @@
 
 Public surface: :func:`generate` / :func:`generate_objects` (models to Deployments and
 Services), :func:`render_yaml` (a deterministic YAML stream), :class:`Target` (the
-accelerator the pods run on), :class:`ModelSource` (hostPath, PersistentVolumeClaim or OCI
-image volume), :func:`resolve_models` (model names and files to :class:`KubeModel` s, with
+accelerator the pods run on), :class:`ModelSource` (hostPath, PersistentVolumeClaim, OCI
+image volume, or a modelcar image copied in by an init container), :func:`resolve_models` (model names and files to :class:`KubeModel` s, with
 the model registry, discovery and the backend selector) and :func:`systemd_units` (the
 podman-kube@ drop-in and quadlet ``.kube`` file that start the engines with the host).
 """

@@ -16,7 +16,11 @@ Per model:
    file (or bundle directory) itself as a ``hostPath`` (one host; never the directory
    around it, :mod:`lemonpack.kube.admitted`), or a PersistentVolumeClaim holding the same
    relative paths, or an OCI model artifact mounted as an ``image`` volume (Kubernetes
-   1.31+, "image volumes");
+   1.31+, "image volumes"), or an ``emptyDir`` an init container fills from a modelcar image
+   (:func:`init_containers`, for clusters without image volumes). A model registered by
+   ``oci://`` (``KubeModel.artifact_files``) has no file here: its checkpoints are
+   ``<mount>/<file name in the artifact>``, its memory request the estimate from its GGUF
+   header (``KubeModel.artifact_memory``), and ``hostpath`` is refused for it;
 3. the launch plan is built by the runtime (:func:`lemonpack.runtime.launch.build.build_launch_plan`)
    for the target's host facts, with ``{port}`` = the container port, ``{host}`` = ``0.0.0.0``,
    ``{model_dir}`` and ``{hf_cache}`` = the mount, no parent environment (``{env:X:-D}`` takes
@@ -122,8 +126,11 @@ class ModelSource:
 
     @classmethod
     def parse(cls, text: str) -> "ModelSource":
-        """Read ``hostpath``, ``pvc:CLAIM`` or ``oci:REF@sha256:DIGEST``. Raises
-        :class:`KubeError` naming ``--models`` otherwise (an unpinned reference included)."""
+        """Read ``hostpath``, ``pvc:CLAIM``, ``oci:REF@sha256:DIGEST`` or
+        ``modelcar:REF@sha256:DIGEST`` (a runnable modelcar image, ``lemonpack models push
+        --modelcar``: an init container copies its ``/models`` into the pod, for clusters
+        without image volumes). Raises :class:`KubeError` naming ``--models`` otherwise (an
+        unpinned reference included)."""
         from lemonpack.kube.names import valid_namespace
 
         if text == "hostpath":
@@ -133,12 +140,13 @@ class ModelSource:
             if not valid_namespace(rest):  # a claim name is an RFC 1123 label like a namespace
                 raise KubeError(f"--models {text}: {rest!r} is not a PersistentVolumeClaim name ([a-z0-9-])")
             return cls("pvc", claim=rest)
-        if kind == "oci" and sep:
+        if kind in ("oci", "modelcar") and sep:
             why = check_pinned(rest)
             if why:
                 raise KubeError(f"--models {text}: {why}")
-            return cls("oci", reference=rest)
-        raise KubeError(f"--models {text!r}: expected hostpath, pvc:CLAIM or oci:REF@sha256:DIGEST")
+            return cls(kind, reference=rest)
+        raise KubeError(f"--models {text!r}: expected hostpath, pvc:CLAIM, oci:REF@sha256:DIGEST or "
+                        "modelcar:REF@sha256:DIGEST")
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,11 @@ class KubeModel:
     spec: ModelSpec
     recipe: Recipe
     source: ModelSource = field(default_factory=ModelSource)
+    #: For a model registered by ``oci://``: checkpoint name -> the file's name in the artifact
+    #: (its annotated title, what an image volume and a modelcar's ``/models`` show).
+    artifact_files: Mapping[str, str] | None = None
+    #: For a model registered by ``oci://``: the memory estimate read from its GGUF header.
+    artifact_memory: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,15 @@ def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str, dict[
     model directory>``. Raises :class:`KubeError` for a hub reference, a relative path
     without a model directory, or a checkpoint outside it."""
     spec = model.spec
+    if model.artifact_files is not None:  # registered by oci://: the artifact's files, by their names
+        pod = {name: posixpath.join(mount, model.artifact_files[name]) if name in model.artifact_files else path
+               for name, path in spec.checkpoints.items()}
+        local_names = [n for n, p in pod.items() if not p.startswith(mount + "/")]
+        if local_names:
+            raise _fail(model.name, f"checkpoints.{local_names[0]}: {spec.checkpoints[local_names[0]]!r} is not in "
+                                    "the model's OCI artifact; register every checkpoint of an oci:// model from it")
+        return (ModelSpec(name=spec.name, checkpoints=MappingProxyType(pod), recipe_options=spec.recipe_options,
+                          mode=spec.mode, model_dir=mount), mount, {})
     main = spec.checkpoints.get("main") or (next(iter(spec.checkpoints.values())) if spec.checkpoints else None)
     if main is None:
         raise _fail(model.name, "checkpoints: the model has no checkpoint")
@@ -248,10 +270,37 @@ def _probes(probe, period_ms: int, timeout_s: int, port: int) -> tuple[Any, Any,
     return startup, ready, live, budget
 
 
+#: Where a modelcar image holds the model's files (KServe's modelcar convention).
+MODELCAR_DIR = "/models"
+#: Where the init container of a ``modelcar`` source sees the pod's model volume.
+MODELCAR_COPY = "/lemonpack-model"
+
+
+def init_containers(model: KubeModel) -> list[core_v1.Container] | None:
+    """A ``modelcar`` source's init container (None for the other sources): the modelcar
+    image, pinned by digest, copies its :data:`MODELCAR_DIR` into the pod's model volume (an
+    ``emptyDir``) with its own ``cp`` (busybox's or coreutils', from the modelcar's base),
+    under the same "restricted" security context as the engine and a small cpu/memory
+    request and limit. What clusters without image volumes (Kubernetes before 1.31, podman
+    before 5) run; the model is then copied once per pod start."""
+    if model.source.kind != "modelcar":
+        return None
+    small = {"cpu": "100m", "memory": "64Mi"}
+    return [core_v1.Container(
+        name="model", image=model.source.reference, imagePullPolicy="IfNotPresent",
+        command=["cp", "-R", f"{MODELCAR_DIR}/.", f"{MODELCAR_COPY}/"],
+        resources=core_v1.ResourceRequirements(requests=small, limits={"memory": small["memory"]}),
+        securityContext=container_security(),
+        volumeMounts=[core_v1.VolumeMount(name=MODEL_VOLUME, mountPath=MODELCAR_COPY)])]
+
+
 def _volumes(model: KubeModel, local: dict[str, str], local_dir: str,
              mount: str) -> tuple[list[core_v1.Volume], list[core_v1.VolumeMount]]:
     """The model's volumes and their mounts in the container (module docstring, step 2)."""
     src = model.source
+    if src.kind == "modelcar":
+        return ([core_v1.Volume(name=MODEL_VOLUME, emptyDir=core_v1.EmptyDirVolumeSource())],
+                [core_v1.VolumeMount(name=MODEL_VOLUME, mountPath=mount, readOnly=True)])
     if src.kind in ("pvc", "oci"):
         if src.kind == "pvc":
             assert src.claim is not None, "ModelSource.parse gives a pvc source its claim"
@@ -292,6 +341,10 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     if target.accelerator not in blocks:
         raise _fail(model.name, f"{recipe.file}: platforms.linux.{target.accelerator}: recipe {recipe.recipe!r} has "
                                 f"no block for the target accelerator (it has: {', '.join(blocks) or 'none'})")
+    if model.artifact_files is not None and model.source.kind == "hostpath":
+        raise _fail(model.name, "--models hostpath: the model is registered by oci:// and has no file on this "
+                                "machine to mount; use the default (an image volume of the artifact), "
+                                "modelcar:REF@sha256:DIGEST or pvc:CLAIM")
     pod_spec, local_dir, local = pod_checkpoints(model, opts.mount)
     try:
         plan = build_launch_plan(
@@ -313,11 +366,14 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds, c.port)
     if not opts.liveness:
         live = None
-    main = local.get("main") or next(iter(local.values()))
-    try:
-        memory = memory_bytes(recipe, model.spec, main, list(local.values()))
-    except LemonpackError as e:
-        raise _fail(model.name, str(e)) from None
+    if model.artifact_files is not None:
+        memory = model.artifact_memory
+    else:
+        main = local.get("main") or next(iter(local.values()))
+        try:
+            memory = memory_bytes(recipe, model.spec, main, list(local.values()))
+        except LemonpackError as e:
+            raise _fail(model.name, str(e)) from None
 
     labels = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY, LABEL_RECIPE: recipe_label, LABEL_MODEL: model_label}
     selector = {LABEL_NAME: name, LABEL_MANAGED_BY: MANAGED_BY}
@@ -337,7 +393,8 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
         ports=[port], startupProbe=startup, readinessProbe=ready, livenessProbe=live,
         resources=resources(target, memory), securityContext=container_security(), volumeMounts=mounts,
     )
-    pod = core_v1.PodSpec(containers=[container], volumes=volumes, affinity=_affinity(target),
+    pod = core_v1.PodSpec(containers=[container], initContainers=init_containers(model), volumes=volumes,
+                          affinity=_affinity(target),
                           securityContext=pod_security(), automountServiceAccountToken=False,
                           tolerations=tolerations(target))
     meta = meta_v1.ObjectMeta(name=name, namespace=opts.namespace, labels=labels, annotations=annotations)
@@ -441,5 +498,6 @@ def render_yaml(docs: Sequence[Mapping[str, Any]]) -> bytes:
     return (HEADER + dump_all(docs)).encode("utf-8")
 
 
-__all__ = ["GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource", "check_trusted", "documents",
-           "generate", "generate_objects", "generate_one", "image_references", "pod_checkpoints", "render_yaml"]
+__all__ = ["MODELCAR_COPY", "MODELCAR_DIR", "GenerateOptions", "Generated", "KubeError", "KubeModel", "ModelSource",
+           "check_trusted", "documents", "generate", "generate_objects", "generate_one", "image_references",
+           "init_containers", "pod_checkpoints", "render_yaml"]

@@ -31,7 +31,7 @@ from lemonpack.kube.generate import KubeError, KubeModel, ModelSource
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import check_pinned
 from lemonpack.runtime.launch.modelfiles import ModelSpec
-from lemonpack.runtime.models.ref import resolve_model
+from lemonpack.runtime.models.ref import OCI_SCHEME, oci_model_facts, resolve_model
 from lemonpack.runtime.models.registry import ModelRegistry
 from lemonpack.runtime.selection.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
                                         select_backend)
@@ -134,10 +134,16 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
     (default: the user's); ``sources`` a model source per MODEL argument, ``default_source``
     for the others (default ``hostpath``). Raises :class:`KubeError` naming the model and
     the field: no such model or file, a recipe not discovered or rejected, no recipe the
-    selector can pick."""
+    selector can pick, an ``oci://`` model whose artifact cannot be read.
+
+    A model registered by ``oci://`` (issue 23, point 4) is mounted, unless ``sources`` or
+    ``default_source`` say otherwise, as an image volume of its artifact by digest
+    (:class:`ModelSource` ``oci``); its pod paths are the artifact's file names and its memory
+    request the estimate from the main file's GGUF header
+    (:func:`lemonpack.runtime.models.ref.oci_model_facts`: the manifest, config and header are
+    fetched into the model store, the weights never)."""
     registry = registry or ModelRegistry()
     sources = sources or {}
-    default_source = default_source or ModelSource()
     out: list[KubeModel] = []
     for ref in refs:
         source = sources.get(ref, default_source)
@@ -147,7 +153,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
             raise KubeError(f"model {ref}: {e}") from None
         if named.entry is None:
             assert named.path is not None, "a model that is no catalogue entry is a file"
-            out.append(_file_model(ref, named.path, target, images, discovered, source))
+            out.append(_file_model(ref, named.path, target, images, discovered, source or ModelSource()))
             continue
         entry = named.entry
         found = discovered.recipes.get(entry.recipe)
@@ -155,7 +161,18 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
             why = _rejection(discovered, entry.recipe) or f"recipe {entry.recipe!r} is not discovered (lemonpack " \
                                                            "backends list)"
             raise KubeError(f'model {ref}: {registry.path} ["{ref}"].recipe: {why}')
-        out.append(KubeModel(ref, ModelSpec.from_entry(entry), found.recipe, source))
+        spec = ModelSpec.from_entry(entry)
+        try:  # registered by oci://: the artifact's file names and memory estimate, no weights fetched
+            facts = oci_model_facts(spec, found.recipe)
+        except LemonpackError as e:
+            raise KubeError(f'model {ref}: {registry.path} ["{ref}"].checkpoints: {e}') from None
+        if facts is None:
+            out.append(KubeModel(ref, spec, found.recipe, source or ModelSource()))
+            continue
+        if source is None:  # the default for an oci:// model: its artifact as an image volume, by digest
+            source = ModelSource("oci", reference=spec.checkpoints["main"][len(OCI_SCHEME):])
+        out.append(KubeModel(ref, spec, found.recipe, source, artifact_files=facts.files,
+                             artifact_memory=facts.memory))
     return out
 
 

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lemonpack.contract.model import Recipe
 from lemonpack.errors import InputError, LemonpackError, NotFoundError
@@ -37,7 +38,7 @@ from lemonpack.runtime.recipes.discovery import DiscoveryResult
 from lemonpack.runtime.recipes.watch import DiscoveryWatcher
 from lemonpack.runtime.launch.build import build_launch_plan
 from lemonpack.runtime.launch.modelfiles import ModelSpec
-from lemonpack.runtime.models.ref import resolve_model
+from lemonpack.runtime.models.ref import fetch_checkpoints, resolve_model
 from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
 from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.selection.presence import gather_presence
@@ -91,10 +92,14 @@ class Catalog:
 
     def __init__(self, registry: ModelRegistry | None = None, watcher: DiscoveryWatcher | None = None, *,
                  host_facts=None, engine_host: str = "127.0.0.1", avoid_ports: frozenset[int] = frozenset(),
-                 model_files: bool = True):
+                 model_files: bool = True, offline: bool = False, progress: bool = False, trust: Any = None):
         """``model_files``: whether a request may name a model file by its absolute path
         (``lemonpack serve`` allows it only when it listens on a loopback address: a remote
-        client must not point an engine at any file of this machine)."""
+        client must not point an engine at any file of this machine). ``offline``: an
+        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``: a
+        progress bar on stderr while one is pulled (:meth:`plan`); ``trust``: the
+        :class:`lemonpack.trust.check.Trust` an ``oci://`` checkpoint is judged by before it is
+        fetched (None: the default places)."""
         from lemonpack.contract import detect_host
 
         self.registry = registry or ModelRegistry()
@@ -103,6 +108,7 @@ class Catalog:
         self.engine_host = engine_host
         self.avoid_ports = avoid_ports
         self.model_files = model_files
+        self.offline, self.progress, self.trust = offline, progress, trust
         self._presence: tuple[float, object, dict] | None = None
         self._presence_lock = threading.Lock()
         self._last_good: Mapping[str, ModelEntry] = {}
@@ -185,7 +191,11 @@ class Catalog:
             chosen: str = entry.recipe
             sel = None
             if override and not entry.endpoints:  # an endpoint model runs what its engine runs
-                sel = self._select(model_artifact(name, entry.main), found, override, source or OVERRIDE_ENV).require()
+                try:  # an oci:// model: its artifact's file names (read with its GGUF header, no weights)
+                    artifact = got.artifact(offline=self.offline)
+                except LemonpackError:
+                    artifact = model_artifact(name, entry.main)
+                sel = self._select(artifact, found, override, source or OVERRIDE_ENV).require()
                 chosen = sel.serving_recipe(entry.recipe, ()) or entry.recipe
             found_rec = found.get(chosen)
             problem = None if found_rec is not None else f"recipe {chosen!r} is not discovered"
@@ -253,15 +263,27 @@ class Catalog:
             presence = self._presence[2]
         return select_backend(artifact, recipes, self.facts, presence, override=override, override_source=source)
 
-    def plan(self, name: str) -> LaunchPlan:
-        """A fresh launch plan for ``name`` on a free port (called at each engine start).
-        Raises :class:`ModelNotFound` or the launch errors of ``build_launch_plan``."""
+    def judged_plan(self, name: str) -> LaunchPlan:
+        """:meth:`plan` with ``fetch=False``: what the runner's trust check judges (its
+        ``judged_plans``), so asking whether a model is trusted downloads no weights."""
+        return self.plan(name, fetch=False)
+
+    def plan(self, name: str, *, fetch: bool = True) -> LaunchPlan:
+        """A fresh launch plan for ``name`` on a free port (called at each engine start, in the
+        runner's start worker). An ``oci://`` checkpoint is pulled into the model store first
+        when the store lacks it, and the engine gets the store's path
+        (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`; never for a ``self_managed``
+        recipe, nothing with ``offline``); ``fetch`` False: its ``oci://`` checkpoints are judged
+        by the trust policy but not pulled (the plan the runner's trust check reads). Raises :class:`ModelNotFound`, the launch errors of
+        ``build_launch_plan`` and the pull's (a failed start the server reports)."""
         m = self.get(name)
         if m.remote:
             raise InputError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
                            "lemonpack does not start it")
         if m.recipe is None:
             raise NotFoundError(f"model {name!r}: {m.problem}")
+        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=self.progress, trust=self.trust,
+                                 fetch=fetch)
         port = free_port(self.engine_host, self.avoid_ports)
-        return build_launch_plan(m.recipe, m.spec, self.facts, port=port, host_addr=self.engine_host,
+        return build_launch_plan(m.recipe, spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)

@@ -14,6 +14,7 @@ registration, recipe or model file went away (the discovery watcher).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -32,6 +33,7 @@ from lemonpack.errors import LemonpackError
 from lemonpack.runtime.serving.gateway import DOWN, UP
 from lemonpack.runtime.launch.options import launch_options, memory_options
 from lemonpack.runtime.models.memory import engine_floor, estimate_model
+from lemonpack.runtime.models.ref import OCI_SCHEME, oci_estimate
 from lemonpack.runtime.lifecycle.runner import Runner
 from lemonpack.runtime.selection.selector import BackendSelectionError
 from lemonpack.runtime.serving.policy import (
@@ -320,6 +322,8 @@ class Driver:
         size, mtime and those figures; 0 when the model is not a local file or an option
         value is one the launch would refuse (the start then says why)."""
         path = (served.spec.checkpoints or {}).get("main")
+        if path and str(path).startswith(OCI_SCHEME):
+            return await self._oci_estimate(served, str(path), options)
         if not path or not os.path.isabs(os.path.expanduser(str(path))):
             return 0
         path = os.path.expanduser(str(path))
@@ -339,6 +343,32 @@ class Driver:
             got = self._estimates[key] = est.total
             if len(self._estimates) > 1024:
                 self._estimates.pop(next(iter(self._estimates)))
+        return got
+
+    async def _oci_estimate(self, served: ServedModel, reference: str, options: Mapping[str, Any]) -> int:
+        """The estimate of an ``oci://`` main checkpoint from the artifact's GGUF header, read
+        before any weight is fetched (:func:`lemonpack.runtime.models.ref.oci_estimate`; nothing
+        fetched with ``--offline``). Cached per reference (a digest names the bytes) and
+        figures; 0 when it cannot be known (the start then pulls, or says why) and for a
+        ``self_managed`` recipe (its engine fetches its own weights: nothing is fetched for it)."""
+        if served.recipe is not None and served.recipe.model_management == "self_managed":
+            return 0
+        try:
+            mem = memory_options(launch_options(served.recipe, served.spec.recipe_options, options))
+        except LemonpackError:
+            return 0
+        key = (reference, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+        got = self._estimates.get(key)
+        if got is None:
+            try:
+                est = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+                    oci_estimate, reference, mem.ctx_size, mem.cache_type_k, mem.cache_type_v,
+                    offline=self.catalog.offline))
+            except LemonpackError:
+                return 0
+            if est is None:
+                return 0
+            got = self._estimates[key] = est.total
         return got
 
     # -- life

@@ -15,6 +15,7 @@ import asyncio
 import errno
 import logging
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,8 @@ class ServeConfig:
     places); the connection and body bounds (:mod:`lemonpack.server.connections`,
     :mod:`lemonpack.server.body`): ``max_connections``,
     ``header_timeout``/``keepalive_timeout``/``body_timeout`` seconds, ``body_budget`` as
-    typed (``256MiB``)."""
+    typed (``256MiB``); ``offline``: fetch no ``oci://`` checkpoint (it must be in the model
+    store already)."""
 
     host: str = "127.0.0.1"
     port: str = "8000"
@@ -153,6 +155,7 @@ class ServeConfig:
     keepalive_timeout: float = Limits.keepalive_timeout
     body_timeout: float = Limits.body_timeout
     body_budget: str = DEFAULT_BODY_BUDGET
+    offline: bool = False
 
 
 def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) -> int:
@@ -200,8 +203,10 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     try:
         engines.cleanup_leftovers()
         # a remote client must not point an engine at any file of this machine (nor learn which exist)
-        catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host)).start()
-        server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output, trust=trust),
+        catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host), offline=config.offline,
+                          progress=sys.stderr.isatty(), trust=trust).start()
+        server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output, trust=trust,
+                                               judged_plans=catalog.judged_plan),
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,

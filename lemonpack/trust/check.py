@@ -119,7 +119,10 @@ class Trust:
             # refused whatever the registry holds: decided without asking it
             return evaluate(self.policy, judged, Evidence(judged.digest, on, source, skipped=True))
         want_sigs = needs_signatures(scope.requirements)
-        if judged.digest is not None and not (want_sigs and on):
+        if not want_sigs or (judged.digest is not None and not on):
+            # nothing to look at in the registry (insecureAcceptAnything only, as containers/image
+            # decides it; or a digest with attachments off): no request, so a pull's mirrors and
+            # an unreachable registry are the pull's business, not the check's
             return evaluate(self.policy, judged, Evidence(judged.digest, on, source))
         from lemonpack.registry import RegistryClient
         from lemonpack.signing.remote import fetch_signatures, resolve_digest

@@ -206,3 +206,42 @@ def test_systemd_units_are_well_formed(kube_env, capsys, tmp_path):
 def test_systemd_needs_a_file(kube_env, capsys, tmp_path):
     code, _, err = _run(capsys, "user.x", "--systemd", str(tmp_path / "u"), "--out", "-")
     assert code == 1 and "--systemd" in err and not (tmp_path / "u").exists()
+
+
+def test_a_model_registered_by_oci_is_an_image_volume_of_its_artifact_by_default(kube_env, registry, capsys, tmp_path):
+    """Issue 23, point 4: no hostPath, the artifact's file names, the memory request from the GGUF
+    header read from the real registry (the weights are never fetched), PSS "restricted"."""
+    import math
+
+    from lemonpack.runtime.models.memory import estimate_model
+    from lemonpack.runtime.models.push import push_model
+    from support.gguf_files import write_gguf
+    from support.pss import pod_specs, violations
+
+    kube_env.descriptor(GPU_FORK)
+    gguf = write_gguf(tmp_path / "big.gguf", "llama", {"llama.block_count": 2, "llama.embedding_length": 64,
+                                                        "llama.attention.head_count": 4},
+                      {"token_embd.weight": [64, 32768]})
+    digest = push_model([gguf], f"{registry.host}/models/big:v1").digest
+    art = f"{registry.host}/models/big@{digest}"
+    kube_env.registry.add("user.big", "llamacpp-gpu", {"main": f"oci://{art}"})
+    code, out, err = _run(capsys, "user.big", "--image", f"llamacpp-gpu={IMAGE}", "--out", "-")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    for d in docs:
+        kubernetes_validate.validate(d, K8S, strict=True)
+    pod = docs[0]["spec"]["template"]["spec"]
+    assert pod["volumes"][0] == {"name": "model", "image": {"reference": art, "pullPolicy": "IfNotPresent"}}
+    assert "hostPath" not in out and "warning" not in err
+    c = pod["containers"][0]
+    assert "/models/big.gguf" in c["command"] + c["args"]
+    mib = math.ceil(estimate_model(str(gguf), 8192).total / (1 << 20))  # GPU_FORK's ctx_size 8192
+    assert c["resources"]["requests"]["memory"] == f"{mib}Mi"
+    assert [violations(p) for _w, p in pod_specs(docs)] == [[]]
+    cached = [p for p in (kube_env.root).rglob("*") if p.is_file() and p.stat().st_size >= gguf.stat().st_size]
+    assert cached == [gguf], cached  # the header, manifest and config were fetched; the weights never
+    code, _, err = _run(capsys, "user.big", "--image", f"llamacpp-gpu={IMAGE}", "--models", "hostpath", "--out", "-")
+    assert code == 1 and "registered by oci:// and has no file on this machine" in err
+    code, _, err = _run(capsys, "user.big", "--image", f"llamacpp-gpu={IMAGE}", "--publish", "127.0.0.1:18080",
+                        "--out", str(tmp_path / "one-host.yaml"))
+    assert code == 0 and "podman kube play (4.x) does not support" in err and "modelcar:" in err

@@ -215,3 +215,75 @@ def test_run_refuses_an_endpoint_model(models_home, capsys):
     assert main(["run", "llamacpp-vulkan-custom", "-m", "user.remote"]) == 1
     err = capsys.readouterr().err
     assert "served by its endpoints" in err and "lemonpack serve is its gateway" in err, err
+
+
+# --- oci:// checkpoints: a tag refused, `models pin` and `models add --pin` (issue 23, point 3) --------
+
+def _push_artifact(registry, repo: str, tag: str, layer: bytes = b"GGUF not really") -> str:
+    """A minimal OCI artifact (empty config, one small layer) pushed to the real registry under
+    ``tag``; returns its manifest digest as the registry computed it (sha256 of the bytes)."""
+    from lemonpack.canonical import canonical_json
+    from lemonpack.digest import Digest
+    from lemonpack.oci.mediatypes import EMPTY_DIGEST, EMPTY_JSON, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_MANIFEST
+    from lemonpack.registry.client import RegistryClient
+
+    manifest = canonical_json({
+        "schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST, "artifactType": "application/x.test",
+        "config": {"mediaType": MEDIA_TYPE_EMPTY, "digest": EMPTY_DIGEST, "size": 2},
+        "layers": [{"mediaType": "application/octet-stream", "digest": str(Digest.of_bytes(layer)),
+                    "size": len(layer), "annotations": {"org.opencontainers.image.title": "m.gguf"}}]})
+    with RegistryClient(registry.host) as c:
+        c.push_blob(repo, EMPTY_JSON, EMPTY_DIGEST, 2)
+        c.push_blob(repo, layer, str(Digest.of_bytes(layer)), len(layer))
+        return c.put_manifest(repo, tag, manifest, MEDIA_TYPE_IMAGE_MANIFEST)
+
+
+def test_an_oci_checkpoint_by_tag_is_refused_naming_pin(models_home, capsys):
+    code = main(["models", "add", "user.x", "-r", "llamacpp-vulkan-custom", "-c", "main=oci://127.0.0.1:5/m/tiny:v1"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "argument --checkpoint" in err and "tag is mutable" in err and "lemonpack models pin" in err
+    assert not registry_file(models_home).exists()
+
+
+def test_models_pin_and_add_pin_resolve_the_tag_in_a_real_registry(models_home, registry, capsys):
+    digest = _push_artifact(registry, "models/tiny", "v1")
+    ref = f"oci://{registry.host}/models/tiny:v1"
+    assert main(["models", "pin", ref, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"reference": ref, "pinned": f"{ref}@{digest}"}
+    assert main(["models", "add", "user.x", "-r", "llamacpp-vulkan-custom", "-c", f"main={ref}", "--pin"]) == 0
+    doc = json.loads(registry_file(models_home).read_text())
+    assert doc["user.x"]["checkpoints"] == {"main": f"{ref}@{digest}"}
+    capsys.readouterr()
+    # the registry moves the tag: the entry keeps the digest it was pinned to; pin reports the new one
+    moved = _push_artifact(registry, "models/tiny", "v1", b"GGUF other bytes")
+    assert moved != digest
+    assert main(["models", "pin", ref]) == 0
+    assert capsys.readouterr().out.strip() == f"{ref}@{moved}"
+    assert main(["models", "pin", f"oci://{registry.host}/models/tiny"]) == 4  # no tag: latest, not there
+    err = capsys.readouterr().err
+    assert "models/tiny" in err and "latest" in err and "404" in err, err
+    assert json.loads(registry_file(models_home).read_text())["user.x"]["checkpoints"]["main"].endswith(digest)
+
+
+def test_models_push_modelcar_also_pushes_a_runnable_image_beside_the_artifact(models_home, registry, capsys,
+                                                                             tmp_path):
+    from support.oci_base import busybox_base
+
+    (tmp_path / "m").mkdir()
+    gguf = tmp_path / "m" / "tiny.gguf"
+    from support.llama_server import write_tiny_gguf
+
+    write_tiny_gguf(gguf)
+    assert main(["models", "push", str(gguf), "--to", f"{registry.host}/models/tiny:v1", "--modelcar",
+                 "--modelcar-base", busybox_base(tmp_path / "bb"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    car = out["modelcar"]
+    assert car["reference"] == f"{registry.host}/models/tiny:v1-modelcar@{car['digest']}" and car["base"]
+    assert car["digest"] != out["digest"] and car["files"] == ["tiny.gguf"]
+    raw = subprocess.run(["skopeo", "inspect", "--config", "--tls-verify=false",
+                          f"docker://{registry.host}/models/tiny:v1-modelcar"], check=True, capture_output=True).stdout
+    cfg = json.loads(raw)
+    assert cfg["config"]["User"] == "65532:65532" and len(cfg["rootfs"]["diff_ids"]) == 2  # busybox + the file
+    assert main(["models", "push", str(gguf), "--to", f"{registry.host}/models/tiny:v1", "--modelcar"]) == 0
+    assert "files only, not runnable" in capsys.readouterr().out

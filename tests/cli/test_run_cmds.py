@@ -254,3 +254,30 @@ def test_run_on_a_host_with_the_accelerator_does_not_warn(home):
     run = RunProcess([str(_blocks_recipe(home, ("cpu", "rocm"))), "-m", str(model), "--json", "-q"])
     assert _ready(run)["warnings"] == []
     assert "warning" not in "".join(run.stderr)
+
+
+# --- oci:// checkpoints (issue 23, point 3) -------------------------------------------------------
+
+def test_run_offline_refuses_an_oci_model_the_store_lacks_and_pulls_it_otherwise(tmp_path, backends, home, registry,
+                                                                                 capsys):
+    from lemonpack.runtime.lifecycle.foreground import prepare_run
+    from lemonpack.runtime.models.push import push_model
+    from lemonpack.runtime.models.registry import ModelRegistry
+
+    from support.llama_server import write_tiny_gguf
+
+    model = write_tiny_gguf(tmp_path / "tiny-llama.gguf")
+    ref = f"oci://{registry.host}/models/m@{push_model([model], f'{registry.host}/models/m:v1').digest}"
+    pids = tmp_path / "pids"
+    doc = recipe_doc(fake_engine=["--pid-file", str(pids), "--main-file", "{checkpoint:main}"])  # argv only: never spawned
+    recipe = write_recipe(tmp_path / "fake.json", doc)
+    ModelRegistry().add("user.m", "fake-engine", {"main": ref})
+    assert main(["run", str(recipe), "-m", "user.m", "--offline"]) == 1
+    err = capsys.readouterr().err
+    assert "--offline forbids fetching it" in err and f"lemonpack models pull {ref}" in err
+    assert not pids.exists()  # nothing spawned
+    fg = prepare_run(str(recipe), "user.m")  # online: pulled before the plan, launched from the store
+    arg = fg.plan.argv[fg.plan.argv.index("--main-file") + 1]
+    assert Path(arg).read_bytes() == model.read_bytes() and "models" in Path(arg).parts and arg != str(model)
+    again = prepare_run(str(recipe), "user.m", offline=True).plan.argv  # now from the store
+    assert again[again.index("--main-file") + 1] == arg

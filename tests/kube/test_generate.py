@@ -226,3 +226,53 @@ def test_container_run_options_without_a_pod_equivalent_are_refused(options, mes
 
     with pytest.raises(KubeError, match=f"model user.qwen-0.5b: .*platforms.linux.cpu.args: .*{re.escape(message)}"):
         generate([_model(recipe_doc=_boxed(*options))], GenerateOptions())
+
+
+# --- models registered by oci:// (issue 23, point 4) ----------------------------------------------
+
+ART = f"registry.example.test/models/tiny@sha256:{'34' * 32}"
+CAR = f"registry.example.test/models/tiny-car@sha256:{'56' * 32}"
+
+
+def _oci_model(source: ModelSource, files=None, memory=300 << 20):
+    spec = ModelSpec(name="user.tiny", checkpoints={"main": f"oci://{ART}", "mmproj": f"oci://{ART}"})
+    return KubeModel("user.tiny", spec, _model().recipe, source,
+                     artifact_files=files or {"main": "tiny.gguf", "mmproj": "mmproj-tiny.gguf"}, artifact_memory=memory)
+
+
+def test_an_oci_model_is_an_image_volume_by_digest_with_the_artifacts_file_names():
+    from support.pss import pod_specs, violations
+
+    docs = generate([_oci_model(ModelSource.parse(f"oci:{ART}"))], GenerateOptions(images={"llamacpp-gpu": IMAGE}))
+    _validate(docs)
+    pod = _pod(docs)
+    assert pod["volumes"][0] == {"name": "model", "image": {"reference": ART, "pullPolicy": "IfNotPresent"}}
+    assert "hostPath" not in json.dumps(docs) and "initContainers" not in pod
+    args = pod["containers"][0]["args"]
+    assert args[args.index("-m") + 1] == "/models/tiny.gguf" and "/models/mmproj-tiny.gguf" in args
+    res = pod["containers"][0]["resources"]
+    assert res["requests"] == {"cpu": "1", "memory": "300Mi"} and res["limits"]["memory"] == "1324Mi"
+    assert [violations(p) for _w, p in pod_specs(docs)] == [[]]
+
+
+def test_a_modelcar_source_copies_models_in_an_init_container_and_stays_restricted():
+    from support.pss import pod_specs, violations
+
+    docs = generate([_oci_model(ModelSource.parse(f"modelcar:{CAR}"))], GenerateOptions(images={"llamacpp-gpu": IMAGE}))
+    _validate(docs)
+    pod = _pod(docs)
+    (init,) = pod["initContainers"]
+    assert init["image"] == CAR and init["command"] == ["cp", "-R", "/models/.", "/lemonpack-model/"]
+    assert init["volumeMounts"] == [{"name": "model", "mountPath": "/lemonpack-model"}]
+    assert init["securityContext"] == pod["containers"][0]["securityContext"]
+    assert init["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}}
+    assert pod["volumes"][0] == {"name": "model", "emptyDir": {}}
+    assert pod["containers"][0]["volumeMounts"][0] == {"name": "model", "mountPath": "/models", "readOnly": True}
+    assert [violations(p) for _w, p in pod_specs(docs)] == [[]]
+    with pytest.raises(Exception, match="tag is mutable"):
+        ModelSource.parse("modelcar:registry.example.test/models/tiny-car:v1")
+
+
+def test_an_oci_model_has_no_host_file_to_mount():
+    with pytest.raises(Exception, match="registered by oci:// and has no file on this machine"):
+        generate([_oci_model(ModelSource())], GenerateOptions(images={"llamacpp-gpu": IMAGE}))

@@ -155,3 +155,34 @@ def test_signed_push_verifies(home, registry, tiny, tmp_path, capsys, monkeypatc
     code, _, err = lp(capsys, "verify", f"{registry.host}/models/s@{pushed['digest']}", "--key",
                       str(tmp_path / "cosign.pub"))
     assert code == 0, err
+
+
+def _reject_policy(path: Path, scope: str) -> Path:
+    path.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}],
+                                "transports": {"docker": {scope: [{"type": "reject"}]}}}))
+    return path
+
+
+def test_a_model_the_trust_policy_rejects_is_never_fetched(home, registry, tiny, tmp_path, capsys):
+    """Issue 24: an ``oci://`` model is judged by the same containers-policy.json as engine
+    images, before any byte of it is fetched: ``models pull`` and ``fetch_checkpoints`` (what
+    ``run`` and ``serve`` call) refuse with exit 3 naming the scope; another repository of the
+    same registry still pulls."""
+    from lemonpack.errors import TrustError
+    from lemonpack.runtime.launch.modelfiles import ModelSpec
+    from lemonpack.runtime.models.ref import fetch_checkpoints
+    from lemonpack.trust.check import Trust
+
+    pushed = run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/denied:v1")
+    policy = _reject_policy(tmp_path / "policy.json", f"{registry.host}/models/denied")
+    code, _out, err = lp(capsys, "models", "pull", f"oci://{registry.host}/models/denied:v1", "--policy", str(policy))
+    assert code == 3 and f"{registry.host}/models/denied" in err and "reject" in err.lower(), err
+    ref = f"oci://{registry.host}/models/denied@{pushed['digest']}"
+    spec = ModelSpec(name="user.denied", checkpoints={"main": ref})
+    with pytest.raises(TrustError):
+        fetch_checkpoints(spec, trust=Trust.load(policy))
+    assert not [p for p in (home.cache / "models").rglob("*") if p.is_file() and p.stat().st_size > 0
+                and "blobs" in p.parts]  # nothing of the rejected model was fetched
+    run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/allowed:v1")
+    allowed = run_json(capsys, "models", "pull", f"{registry.host}/models/allowed:v1", "--policy", str(policy))
+    assert Path(allowed["files"]["tiny.gguf"]).read_bytes() == tiny.read_bytes()

@@ -82,6 +82,18 @@ def make_base(root: Path, *, layers=None, arch="amd64", os_name="linux", index_a
     return out
 
 
+def busybox_base(root: Path, tag: str = "base") -> str:
+    """A linux/amd64 base layout holding the host's static busybox (``/bin/busybox``, package
+    busybox-static) and links to it for ``sh``, ``cp``, ``ln``, ``sleep``, ``sha256sum``, ``id``,
+    ``ls``: what a runnable modelcar needs (KServe's sidecar runs ``sh``/``ln``/``sleep``,
+    lemonpack's init container ``cp``). Returns ``oci:DIR:TAG``."""
+    busybox = Path("/bin/busybox").read_bytes()
+    tools = ("sh", "cp", "ln", "sleep", "sha256sum", "id", "ls")
+    make_base(root, tag=tag, layers=[[("bin", "dir", b""), ("bin/busybox", "file", busybox),
+                                      *((f"bin/{t}", "symlink", b"busybox") for t in tools)]])
+    return f"oci:{root}:{tag}"
+
+
 def tagged_layout(path: Path, tags: dict[str, bytes]) -> dict[str, str]:
     """A layout at ``path`` written by lemonpack's own ``LayoutWriter`` (for tests of what reads or adds
     to what lemonpack wrote), one tiny image per tag (the layer's content given); ``{tag: digest}``."""

@@ -59,7 +59,8 @@ class ForegroundRun:
 def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, options: Sequence[str] = (),
                 port: int | None = None, host: str = "127.0.0.1", install_ref: str | None = None,
                 facts: HostFacts | None = None, policy: str | os.PathLike[str] | None = None,
-                registries_d: str | os.PathLike[str] | None = None) -> ForegroundRun:
+                registries_d: str | os.PathLike[str] | None = None, offline: bool = False,
+                progress: bool = False) -> ForegroundRun:
     """Check the arguments of ``lemonpack run`` and build its launch plan (nothing spawned).
 
     ``recipe_ref``: a recipe file or discovered id; ``model_ref``: a model file or a
@@ -69,7 +70,10 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     (default ``recipe_ref``); ``facts``: the host (default: detected); ``policy``,
     ``registries_d``: the trust policy and registries.d to judge engine images with
     (``--policy``, ``--registries.d``; read first, so a bad file named fails before anything
-    else; None: the default places, read only when the plan names a registry image). Raises
+    else; None: the default places, read only when the plan names a registry image); ``offline``: fetch no
+    ``oci://`` checkpoint (it must be in the model store); ``progress``: a progress bar while one
+    is pulled (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`: pulled before the plan is
+    built, so the engine is launched with the store's path). Raises
     :class:`~lemonpack.errors.UsageError` (exit 2) for ``--device``, ``--host``,
     ``--option`` and ``--port``; :class:`~lemonpack.errors.ManifestError` for an unpinned
     image; :class:`~lemonpack.errors.TrustError` (exit 3) for an engine image the trust
@@ -82,7 +86,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     from lemonpack.runtime.engines.ports import check_port_free, free_port
     from lemonpack.runtime.launch.build import build_launch_plan
     from lemonpack.runtime.lifecycle.runner import trusted_plan
-    from lemonpack.runtime.models.ref import resolve_model
+    from lemonpack.runtime.models.ref import fetch_checkpoints, resolve_model
     from lemonpack.runtime.models.registry import parse_option
     from lemonpack.runtime.engines.probes import describe_probe
     from lemonpack.trust.check import Trust
@@ -114,7 +118,7 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
         raise UsageError(str(e), param="--port") from None
     except OSError as e:
         raise UsageError(f"cannot listen on {host!r}: {e.strerror or e}", param="--host") from None
-    spec = model.spec()
+    spec = fetch_checkpoints(model.spec(), rec, offline=offline, progress=progress, trust=trust)
     plan = build_launch_plan(rec, spec, facts, device=device, port=port, host_addr=host, options=opts,
                              install_ref=install_ref or recipe_ref)
     plan = trusted_plan(plan, trust)  # the trust policy, before anything is spawned

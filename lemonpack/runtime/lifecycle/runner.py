@@ -64,8 +64,10 @@ class Runner:
     def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
                  engines: Engines | None = None, *, watchdog_interval: float | None = None,
                  watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None,
-                 on_spawn: Callable[[str, EngineProcess], None] | None = None, trust: Trust | None = None) -> None:
+                 on_spawn: Callable[[str, EngineProcess], None] | None = None, trust: Trust | None = None,
+                 judged_plans: Callable[[str], LaunchPlan] | None = None) -> None:
         self._plans = plans
+        self._judged_plans = judged_plans  # what trust_refusal judges: serve's fetches no model weights
         self.trust = trust
         self._on_spawn = on_spawn
         self.engines = engines or Engines()
@@ -156,7 +158,7 @@ class Runner:
         life; the check before each spawn is not cached. Blocks (registry I/O)."""
         if model not in self._refusals:
             try:
-                self._trusted(model)
+                self._trusted(model, fetch=False)
                 self._refusals[model] = None
             except TrustError as e:
                 self._refusals[model] = str(e)
@@ -177,12 +179,15 @@ class Runner:
         with self._lock:
             return self._verdicts.get(model)
 
-    def _trusted(self, model: str) -> LaunchPlan:
+    def _trusted(self, model: str, *, fetch: bool = True) -> LaunchPlan:
         """:func:`trusted_plan` of ``model``'s plan, recording what it decided
-        (:meth:`trust_status`)."""
+        (:meth:`trust_status`). ``fetch`` False: the plan of ``judged_plans`` when the runner
+        has one (a plan whose ``oci://`` checkpoints are judged, not pulled: asking whether a
+        model is trusted must not download its weights before admission)."""
         seen: list = []
+        plan = self._judged_plans(model) if not fetch and self._judged_plans is not None else self._plan(model)
         try:
-            return trusted_plan(self._plan(model), self.trust, on_verdict=seen.append)
+            return trusted_plan(plan, self.trust, on_verdict=seen.append)
         finally:
             if seen:
                 v = next((v for v in seen if not v.allowed), seen[-1])

@@ -3,5 +3,6 @@ argument resolved to a registered model or a file: the one rule of ``run``, ``se
 ``memory`` (the memory estimate of a model at a launch's options), ``store`` (the content-addressed model
 store and its per-model views), ``artifact`` (model-artifact formats: ModelPack, Docker Model Runner,
 KitOps, RamaLama; pure), ``pull`` (a model artifact from a registry into the store), ``push`` (model
-files to a registry as a ModelPack or Docker artifact). Imports ``runtime.launch``, ``runtime.recipes``,
+files to a registry as a ModelPack or Docker artifact), ``modelcar`` (a model's files as a runnable image
+under ``/models``). Imports ``runtime.launch``, ``runtime.recipes``,
 ``runtime.selection``."""

@@ -28,21 +28,43 @@ exists.
    (:func:`~lemonpack.runtime.models.registry.looks_like_path`: a separator or a model file suffix;
    the registry is not named, it was not what the user meant), else "no model named REF: no
    model file or registered model named REF in REGISTRY".
+
+``oci://`` checkpoints (issue 23, point 3). A registered model's checkpoint may be an OCI model
+artifact pinned by digest (``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``; a tag alone is refused
+by the registry's rules, :func:`~lemonpack.runtime.models.registry.oci_checkpoint_problem`).
+:func:`fetch_checkpoints` turns such a :class:`ModelSpec` into one of local files just before a
+launch (``run``, ``serve``'s engine start): each ``oci://`` checkpoint is pulled into the model
+store on first use (:func:`lemonpack.runtime.models.pull.pull_model`: every blob verified
+against its digest while written; a later use of the same digest sends nothing) and replaced
+by the path of its file in the store's directory view; ``model_dir`` becomes the main
+checkpoint's directory there. ``offline`` refuses every fetch: a model not yet in the store is
+a :class:`~lemonpack.errors.NotFoundError` (exit 1, as a missing model file is) naming it, the
+store and ``lemonpack models pull``. A
+``self_managed`` recipe (seed 000 section 4.3: lemonpack never pre-downloads its weights) gets
+the spec unchanged, the reference as text. :func:`oci_estimate` is the memory estimate of an
+``oci://`` main checkpoint read from the artifact's GGUF header alone (the header-only fetch of
+the pull module, or the file already in the store), before any weight is fetched.
+:func:`pin_checkpoint` resolves ``oci://HOST/REPO:TAG`` to its digest (``models pin``).
 """
 
 from __future__ import annotations
 
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lemonpack.errors import InputError, LemonpackError, NotFoundError, UnreadableFileError
+from lemonpack.oci.reference import InvalidReferenceError
+from lemonpack.runtime.models.registry import OCI_SCHEME  # the one spelling of the scheme, with its rule
 
 if TYPE_CHECKING:
     from lemonpack.contract.model import Recipe
     from lemonpack.runtime.launch.modelfiles import ModelSpec
+    from lemonpack.runtime.models.memory import Estimate
     from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
     from lemonpack.runtime.selection.selector import ModelArtifact
 
@@ -97,11 +119,15 @@ class ResolvedModel:
         path = Path(self.main)
         return ModelSpec(name=path.stem, checkpoints={"main": str(path)}, model_dir=str(path.parent))
 
-    def artifact(self) -> ModelArtifact:
+    def artifact(self, *, offline: bool = False) -> ModelArtifact:
         """The selector's :class:`~lemonpack.runtime.selection.selector.ModelArtifact` (file names the
-        selector matches recipes' artifact patterns against)."""
-        from lemonpack.runtime.selection.selector import model_artifact
+        selector matches recipes' artifact patterns against): for an ``oci://`` main checkpoint
+        the names of the artifact's files, main first (:func:`oci_file_names`; with ``offline``
+        from the model store only)."""
+        from lemonpack.runtime.selection.selector import ModelArtifact, model_artifact
 
+        if self.main.startswith(OCI_SCHEME):  # the artifact's file names, from its manifest (no weights)
+            return ModelArtifact(self.ref, oci_file_names(self.main, offline=offline))
         return model_artifact(self.ref, self.main)
 
     def memory(self, recipe: Recipe | None = None,
@@ -113,18 +139,29 @@ class ResolvedModel:
         ``custom_options`` defaults and ``recipe_options``, the entry's ``recipe_options``,
         ``options``), read by :func:`~lemonpack.runtime.launch.options.memory_options`.
         ``{"bytes", "weights", "kv", "floor", "ctx_size", "how"}`` (``floor``: the engine's own,
-        :func:`~lemonpack.runtime.models.memory.engine_floor` of ``recipe``); None when the main file is not local
-        or cannot be estimated, or an option value is one the launch would refuse."""
+        :func:`~lemonpack.runtime.models.memory.engine_floor` of ``recipe``); an ``oci://`` main
+        checkpoint is estimated from its GGUF header (:func:`oci_estimate`: the header fetched
+        alone, never for a ``self_managed`` recipe). None when the main file is not local or
+        cannot be estimated, or an option value is one the launch would refuse."""
         from lemonpack.runtime.launch.options import launch_options, memory_options
         from lemonpack.runtime.models.memory import engine_floor, estimate_model
 
         path = self.path if self.path is not None else Path(os.path.expanduser(self.main))
-        if not path.exists():
-            return None
         try:
             mem = memory_options(launch_options(recipe, getattr(self.entry, "recipe_options", None), options))
-            est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v, engine_floor(recipe))
+            if self.main.startswith(OCI_SCHEME):
+                if recipe is not None and recipe.model_management == "self_managed":
+                    return None  # its engine fetches its own weights: lemonpack fetches nothing for it
+                est = oci_estimate(self.main, mem.ctx_size, mem.cache_type_k, mem.cache_type_v)
+                if est is not None:
+                    est = dataclasses.replace(est, floor=engine_floor(recipe))
+            elif not path.exists():
+                return None
+            else:
+                est = estimate_model(str(path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v, engine_floor(recipe))
         except LemonpackError:
+            return None
+        if est is None:
             return None
         return {"bytes": est.total, "weights": est.weights, "kv": est.kv, "floor": est.floor,
                 "ctx_size": mem.ctx_size, "how": est.how}
@@ -168,4 +205,211 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
 
 
-__all__ = ["ResolvedModel", "resolve_model"]
+def oci_checkpoints(spec: ModelSpec) -> dict[str, str]:
+    """The ``oci://`` checkpoints of ``spec``: ``{checkpoint name: reference}`` (empty: none)."""
+    return {k: v for k, v in spec.checkpoints.items() if isinstance(v, str) and v.startswith(OCI_SCHEME)}
+
+
+def _checked(reference: str) -> str:
+    """``reference`` (``oci://...``) when it is pinned by digest and names a registry host;
+    else :class:`~lemonpack.errors.InputError` with the registry's reason."""
+    from lemonpack.runtime.models.registry import oci_checkpoint_problem
+
+    why = oci_checkpoint_problem(reference)
+    if why:
+        raise InputError(why)
+    return reference
+
+
+def artifact_file(artifact: Any, checkpoint: str, reference: str) -> str:
+    """The name (relative path in the store's view, and in an image volume or a modelcar's
+    ``/models``) of the file of ``artifact`` (a :class:`~lemonpack.runtime.models.artifact.ModelArtifact`)
+    an engine is handed for ``checkpoint``: for ``main``, the artifact's main weight file (of a
+    split GGUF the ``-00001-of-`` part: llama.cpp opens the others beside it); for another
+    checkpoint (``mmproj`` ...), the one raw file whose role is that name. Raises
+    :class:`InputError` naming the files found when there is none."""
+    raw = [f for f in artifact.files if f.archive is None]
+    if checkpoint == "main" and artifact.main is not None and artifact.main.archive is None:
+        return str(artifact.main.name)
+    roles = [f for f in raw if f.role == checkpoint]
+    if len(roles) == 1:
+        return str(roles[0].name)
+    found = ", ".join(f"{f.name} ({f.role})" for f in raw) or "none"
+    raise InputError(f"checkpoint {checkpoint!r}: the artifact {reference} has no single file for it "
+                     f"(files: {found})")
+
+
+def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
+                      progress: bool = False, store: Any = None, trust: Any = None,
+                      fetch: bool = True) -> ModelSpec:
+    """``spec`` with every ``oci://`` checkpoint replaced by its file in the model store (module
+    docstring), pulling what the store lacks; ``spec`` itself when it has none, or when
+    ``recipe`` manages its own weights (``model_management: self_managed``, seed 000 section
+    4.3: never pre-fetched). ``offline``: fetch nothing (a model not in the store is a
+    :class:`~lemonpack.errors.NotFoundError`, exit 1, as a missing model file is); ``progress``: a progress bar on stderr while
+    blobs download; ``store``: the model store (default: the user's cache); ``trust``: the
+    :class:`lemonpack.trust.check.Trust` each reference is judged by before it is fetched
+    (issue 24: the same containers-policy.json as engine images; None: the default places,
+    read once; with ``offline`` nothing is fetched, so nothing is judged: the store holds only
+    what a pull that was judged put there, or what ``models pull`` fetched). Raises
+    ``fetch`` False: judge each reference and return ``spec`` unchanged (nothing pulled).
+    :class:`InputError` (an unpinned reference), :class:`~lemonpack.errors.TrustError` (exit 3:
+    the policy rejects it; nothing fetched), and what
+    :func:`lemonpack.runtime.models.pull.pull_model` raises: :class:`~lemonpack.errors.FetchError`
+    (exit 4: network, registry), :class:`~lemonpack.errors.IntegrityError` (exit 3: a blob
+    that does not match its digest; nothing of it is visible in the store), a refusal of an
+    unknown artifact format."""
+    from lemonpack.runtime.launch.modelfiles import ModelSpec
+
+    refs = oci_checkpoints(spec)
+    if not refs or (recipe is not None and recipe.model_management == "self_managed"):
+        return spec
+    checkpoints = dict(spec.checkpoints)
+    model_dir = spec.model_dir
+    if not offline and trust is None:
+        from lemonpack.trust.check import Trust
+
+        trust = Trust.load()
+    for name, reference in refs.items():
+        if not offline:
+            trust.enforce(_checked(reference), use=f"model {spec.name!r} checkpoint {name!r}")
+        if not fetch:
+            continue
+        pulled = _pull(_checked(reference), offline=offline, progress=progress, store=store)
+        checkpoints[name] = path = str(pulled.files[artifact_file(pulled.artifact, name, reference)])
+        if name == "main" or len(spec.checkpoints) == 1:
+            model_dir = os.path.dirname(path)
+    if not fetch:
+        return spec
+    return ModelSpec(name=spec.name, checkpoints=MappingProxyType(checkpoints), recipe_options=spec.recipe_options,
+                     mode=spec.mode, model_dir=model_dir)
+
+
+def _pull(reference: str, *, offline: bool, progress: bool, store: Any) -> Any:
+    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference``; an offline refusal
+    says how to fetch it."""
+    from lemonpack.runtime.models.pull import pull_model
+    from lemonpack.runtime.models.store import ModelStore
+
+    try:
+        return pull_model(reference, store=store if store is not None else ModelStore(), offline=offline,
+                          progress=progress)
+    except NotFoundError as e:
+        if offline:
+            raise NotFoundError(f"{e} (fetch it first: lemonpack models pull {reference})") from None
+        raise
+
+
+def oci_estimate(reference: str, ctx_size: int = 4096, cache_type_k: str = "f16", cache_type_v: str = "f16", *,
+                 offline: bool = False, store: Any = None) -> Estimate | None:
+    """The memory estimate (:func:`lemonpack.runtime.models.memory.estimate_gguf`) of the GGUF
+    main file of the artifact ``reference``, read from its header only: the store's copy when
+    the artifact was pulled, else the header bytes fetched alone (no weight is fetched; with
+    ``offline`` nothing at all). None when it cannot be known that way (offline and not
+    pulled, no GGUF layer). Raises :class:`InputError` for an unpinned reference and what the
+    header fetch raises (:class:`~lemonpack.errors.FetchError`, :class:`~lemonpack.errors.IntegrityError`)."""
+    from lemonpack.runtime.models.memory import estimate_gguf
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    try:
+        header = fetch_gguf_header(_checked(reference), store=store if store is not None else ModelStore(),
+                                   offline=offline)
+    except NotFoundError:
+        if offline:
+            return None
+        raise
+    return estimate_gguf(str(header.path), ctx_size, cache_type_k, cache_type_v)
+
+
+@dataclass(frozen=True)
+class OciModelFacts:
+    """What a pod spec needs of an ``oci://`` model without its weights: ``files`` (checkpoint
+    name -> the file's name in the artifact, :func:`artifact_file`) and ``memory`` (the
+    admission estimate in bytes from the main file's GGUF header at the launch's options;
+    None when the main file is no GGUF)."""
+
+    files: Mapping[str, str]
+    memory: int | None
+
+
+def oci_model_facts(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
+                    store: Any = None) -> OciModelFacts | None:
+    """:class:`OciModelFacts` of ``spec`` when its ``main`` checkpoint is ``oci://`` (None
+    otherwise): the artifact's manifest and config and the main file's GGUF header only
+    (:func:`lemonpack.runtime.models.pull.fetch_gguf_header`, kept in the model store), never the
+    weights. Every checkpoint must be ``oci://`` (one model, one volume). Raises
+    :class:`InputError` (a checkpoint that is a local path or a hub reference beside it, an
+    unpinned reference, no file for a checkpoint) and what the header fetch raises."""
+    refs = oci_checkpoints(spec)
+    if "main" not in refs:
+        return None
+    from lemonpack.runtime.launch.options import launch_options, memory_options
+    from lemonpack.runtime.models.artifact import manifest_config, read_artifact
+    from lemonpack.runtime.models.memory import estimate_gguf
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    others = sorted(set(spec.checkpoints) - set(refs))
+    if others:
+        raise InputError(f"model {spec.name!r}: checkpoint {others[0]!r} is not oci:// beside an oci:// main "
+                         "checkpoint; a pod mounts one artifact: put every file in it")
+    store = store if store is not None else ModelStore()
+    files: dict[str, str] = {}
+    memory = None
+    for name, reference in refs.items():
+        header = fetch_gguf_header(_checked(reference), store=store, offline=offline)
+        manifest = store.read(header.manifest_digest)
+        config = store.read(manifest_config(manifest).digest) if manifest is not None else None
+        if manifest is None or config is None:
+            raise InputError(f"checkpoint {name!r}: {reference}: the manifest is not in the model store")
+        files[name] = artifact_file(read_artifact(manifest, config), name, reference)
+        if name == "main":
+            mem = memory_options(launch_options(recipe, spec.recipe_options, None))
+            memory = estimate_gguf(str(header.path), mem.ctx_size, mem.cache_type_k, mem.cache_type_v).total
+    return OciModelFacts(MappingProxyType(files), memory)
+
+
+def oci_file_names(reference: str, *, offline: bool = False, store: Any = None) -> tuple[str, ...]:
+    """The names of the files of the artifact ``reference`` (``oci://``), its main weight file
+    first: what the selector matches recipes' ``*.gguf`` patterns against. Read from the manifest
+    and config (the store's copy, or fetched with the GGUF header alone: never the weights).
+    Raises :class:`InputError` for an unpinned reference and what the header fetch raises."""
+    from lemonpack.runtime.models.artifact import manifest_config, read_artifact
+    from lemonpack.runtime.models.pull import fetch_gguf_header
+    from lemonpack.runtime.models.store import ModelStore
+
+    store = store if store is not None else ModelStore()
+    header = fetch_gguf_header(_checked(reference), store=store, offline=offline)
+    manifest = store.read(header.manifest_digest)
+    config = store.read(manifest_config(manifest).digest) if manifest is not None else None
+    if manifest is None or config is None:
+        return (header.file.name,)
+    names = [f.name for f in read_artifact(manifest, config).files]
+    return tuple(dict.fromkeys([header.file.name, *names]))
+
+
+def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: str | None = None) -> str:
+    """``oci://HOST/REPO[:TAG]`` with the digest its tag names now (``oci://HOST/REPO:TAG@sha256:HEX``;
+    no tag: ``latest``): one GET of the manifest, whose digest is the sha256 of the bytes received
+    (:func:`lemonpack.runtime.models.pull.resolve_model`), as ``lemonpack pin`` does for images
+    (:mod:`lemonpack.registry.pin`); a reference already pinned is checked and returned as given.
+    Raises :class:`InputError` (not ``oci://``, malformed), :class:`~lemonpack.errors.FetchError`
+    (no such tag, network, auth), :class:`~lemonpack.errors.IntegrityError`."""
+    from lemonpack.runtime.models.pull import resolve_model as resolve_reference
+
+    if not reference.startswith(OCI_SCHEME):
+        raise InputError(f"model reference {reference!r} is not oci://HOST[:PORT]/REPO[:TAG]")
+    if "@" in reference:
+        return _checked(reference)
+    try:
+        pinned = resolve_reference(reference, insecure=insecure, registry_config=registry_config)
+    except InvalidReferenceError as e:
+        raise InputError(str(e)) from None
+    tagged = pinned if pinned.tag else pinned.with_ref(tag="latest", digest=pinned.digest)
+    return f"{OCI_SCHEME}{tagged}"
+
+
+__all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "fetch_checkpoints", "oci_checkpoints",
+           "oci_estimate", "oci_file_names", "oci_model_facts", "pin_checkpoint",
+           "resolve_model"]

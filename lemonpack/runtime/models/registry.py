@@ -25,10 +25,13 @@ hard override, :mod:`lemonpack.runtime.selection.selector`; ``LEMONPACK_BACKEND`
 other field. ``endpoints`` (or ``endpoint``, one URL), for a model served by engines lemonpack
 does not spawn (``lemonpack serve`` is then its gateway; ``checkpoints`` may be left out): each
 ``http(s)://HOST:PORT`` by :func:`endpoint_problem` (an explicit port, no user or password,
-no path, query or fragment), none given twice.
+no path, query or fragment), none given twice. An ``oci://`` checkpoint (an OCI model
+artifact in a registry, issue 23) must be pinned by digest and name its registry host
+(:func:`oci_checkpoint_problem`; a tag alone is refused as container images' tags are, rule
+``checkpoint-oci``).
 
-Local path or hub reference (:func:`checkpoint_kind`, used by ``models add``): a value
-that names an existing file is a local path; otherwise a value of the form
+OCI artifact, local path or hub reference (:func:`checkpoint_kind`, used by ``models add``):
+a value starting ``oci://`` is an OCI artifact; else a value that names an existing file is a local path; otherwise a value of the form
 ``ORG/REPO:FILE`` (``ORG`` and ``REPO`` made of letters, digits, ``.``, ``_``, ``-``, not
 starting with ``.``, no other ``/`` before the ``:``, a non-empty ``FILE``) is a hub
 reference; anything else is a local path. ``models add`` stores a local path absolute
@@ -289,6 +292,21 @@ def _finite_option_problems(name: str, value: Mapping[str, Any], file: str) -> l
             for k, v in options.items() if isinstance(v, float) and not math.isfinite(v)]
 
 
+def _oci_problems(name: str, value: Mapping[str, Any], file: str) -> list[Problem]:
+    """An ``oci://`` checkpoint that is not pinned by digest or names no registry host
+    (:func:`oci_checkpoint_problem`); other values are the schema's."""
+    ckpts = value.get("checkpoints")
+    if not isinstance(ckpts, dict):
+        return []
+    out = []
+    for k, v in ckpts.items():
+        if isinstance(v, str) and v.startswith(OCI_SCHEME):
+            why = oci_checkpoint_problem(v)
+            if why:
+                out.append(Problem(file, jsonpath.join([name, "checkpoints", k]), "checkpoint-oci", why))
+    return out
+
+
 def registry_problems(doc: Any, file: str) -> list[Problem]:
     """Every problem of a parsed registry document ``doc`` read from ``file`` (empty list: valid):
     the schema's (:func:`schema` through :func:`lemonpack.schemacheck.schema_problems`, worded by
@@ -300,7 +318,8 @@ def registry_problems(doc: Any, file: str) -> list[Problem]:
     if isinstance(doc, dict):
         for name, value in doc.items():
             if isinstance(value, dict):
-                problems += _endpoint_problems(name, value, file) + _finite_option_problems(name, value, file)
+                problems += _endpoint_problems(name, value, file) + _finite_option_problems(name, value, file) \
+                    + _oci_problems(name, value, file)
     return list(dict.fromkeys(problems))  # once each (a name both too long and badly formed ...)
 
 
@@ -493,17 +512,44 @@ HUB_REF_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*/[A-Za-z0-9_-][A-Za-z0-9.
 MODEL_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".onnx", ".pt", ".pth", ".ckpt")
 
 
+#: The scheme of a checkpoint that is an OCI model artifact in a registry (issue 23, point 3).
+OCI_SCHEME = "oci://"
+
+
 def checkpoint_kind(value: str) -> str:
-    """``"local"`` or ``"hub"`` for a checkpoint value (rule in the module docstring)."""
+    """``"oci"``, ``"local"`` or ``"hub"`` for a checkpoint value (rule in the module
+    docstring): ``oci://`` first, whatever the disk holds."""
+    if value.startswith(OCI_SCHEME):
+        return "oci"
     if os.path.isfile(os.path.expanduser(value)):
         return "local"
     return "hub" if HUB_REF_RE.match(value) else "local"
 
 
+def oci_checkpoint_problem(value: str) -> str | None:
+    """Why the ``oci://HOST/REPO[:TAG]@sha256:HEX`` checkpoint ``value`` cannot be used (None:
+    it can): no registry host, or not pinned by digest (a tag is mutable and refused, as for
+    container images: :func:`lemonpack.oci.reference.check_pinned`; ``lemonpack models pin``
+    resolves one). Raises nothing."""
+    from lemonpack.oci.reference import InvalidReferenceError, check_pinned, parse_registry_reference
+
+    rest = value[len(OCI_SCHEME):]
+    why = check_pinned(rest)
+    if why:
+        hint = (f"; resolve the tag with `lemonpack models pin {value}` (or `models add --pin`)"
+                if "@" not in rest and "{" not in rest else "")
+        return why.replace("image reference", "model reference", 1) + hint
+    try:
+        parse_registry_reference(rest)  # a registry host is required: nothing is normalised to docker.io
+    except InvalidReferenceError as e:
+        return f"model reference {rest!r}: {e.reason}"
+    return None
+
+
 def normalize_checkpoint(value: str) -> str:
-    """A hub reference as is; a local path absolute and normalised (``~`` expanded,
-    relative to the current directory, symlinks not resolved)."""
-    if checkpoint_kind(value) == "hub":
+    """A hub or ``oci://`` reference as is; a local path absolute and normalised (``~``
+    expanded, relative to the current directory, symlinks not resolved)."""
+    if checkpoint_kind(value) in ("hub", "oci"):
         return value
     return os.path.normpath(os.path.abspath(os.path.expanduser(value)))
 
@@ -542,7 +588,7 @@ def check_model_recipe(recipe: str, *, force: bool = False) -> str | None:
 
 
 __all__ = [
-    "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "SCHEMA_FILE", "checkpoint_kind", "looks_like_path",
+    "HUB_REF_RE", "MODEL_FILE_SUFFIXES", "OCI_SCHEME", "SCHEMA_FILE", "checkpoint_kind", "oci_checkpoint_problem", "looks_like_path",
     "normalize_checkpoint", "endpoint_problem", "normalize_endpoint", "ModelEntry",
     "ModelRegistry", "check_model_recipe", "default_path", "entry_endpoints", "entry_problems",
     "parse_checkpoint", "parse_option", "parse_registry", "registry_explain", "registry_problems", "schema",

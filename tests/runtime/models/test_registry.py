@@ -291,3 +291,42 @@ def test_every_problem_is_found_at_once_in_document_order(reg):
     assert [(p.path, p.rule) for p in info.value.problems] == [
         ("bad", "model-name"), ('["user.a"].zz', "unknown-field"), ('["user.a"].recipe', "recipe-id"),
         ('["user.a"].checkpoints', "schema-type"), ('["user.a"].recipe_options', "schema-type"), ("bad", "schema-type")]
+
+
+# --- oci:// checkpoints (issue 23, point 3) -------------------------------------------------------
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("value", [f"oci://127.0.0.1:5000/models/tiny@{DIGEST}",
+                                   f"oci://registry.example/models/tiny:v1@{DIGEST}"])
+def test_a_pinned_oci_checkpoint_is_registered_as_written(reg, value):
+    from lemonpack.runtime.models.registry import checkpoint_kind, normalize_checkpoint
+
+    assert checkpoint_kind(value) == "oci" and normalize_checkpoint(value) == value
+    assert reg.add("user.x", "llamacpp", {"main": value}).main == value
+    assert ModelRegistry(reg.path).get("user.x").main == value
+
+
+@pytest.mark.parametrize("value, says", [
+    ("oci://127.0.0.1:5000/models/tiny:v1", ["has no digest", "tag is mutable", "lemonpack models pin"]),
+    ("oci://127.0.0.1:5000/models/tiny", ["has no digest", "lemonpack models pin"]),
+    ("oci://127.0.0.1:5000/models/tiny@sha256:abc", ["digest has 3 hex digits, needs 64"]),
+    (f"oci://models/tiny@{DIGEST}", ["no registry host"]),
+    (f"oci://127.0.0.1:5000/Models/tiny@{DIGEST}", ["malformed"]),
+])
+def test_an_unpinned_or_hostless_oci_checkpoint_is_refused(reg, value, says):
+    with pytest.raises(ManifestError) as info:
+        reg.add("user.x", "llamacpp", {"main": value})
+    text = str(info.value)
+    assert all(s in text for s in says), text
+    assert '["user.x"].checkpoints.main' in text and "checkpoint-oci" in text
+    assert not reg.path.exists()  # nothing written
+
+
+def test_a_hand_edited_tag_in_the_file_is_refused_naming_the_entry(reg):
+    reg.path.parent.mkdir(parents=True)
+    reg.path.write_text(json.dumps({"user.x": {"recipe": "llamacpp",
+                                               "checkpoints": {"main": "oci://127.0.0.1:5000/m:latest"}}}))
+    with pytest.raises(ManifestError, match=r'user_models.json: \["user.x"\].checkpoints.main'):
+        reg.load()
