@@ -24,13 +24,16 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lemonpack.builder.pipeline import BuildResult
-from lemonpack.builder.plan import BuildPlan, plan_build, write_build
-from lemonpack.contract.model import Recipe
 from lemonpack.errors import LayoutError, UsageError
-from lemonpack.oci.base import BaseSource
 from lemonpack.oci.layout_reader import split_layout_arg
+
+if TYPE_CHECKING:  # the builder is imported when SOURCE is a recipe: a layout's publish needs none of it
+    from lemonpack.builder.pipeline import BuildResult
+    from lemonpack.builder.plan import BuildPlan
+    from lemonpack.contract.model import Recipe
+    from lemonpack.oci.base import BaseSource
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def publish_source(source: str, workdir: Path, *, dest_tag: str | None, base: st
     layout, and what :func:`plan_build` / :func:`write_build` raise.
     """
     if is_recipe_source(source):
+        from lemonpack.builder.plan import plan_build, write_build
+
         plan = plan_build([Path(source)], out=Path(workdir) / "layout", mirror=mirror, base=base, known=known)
         built = (write_build(plan, progress=progress) if open_base is None
                  else write_build(plan, progress=progress, open_base=open_base))

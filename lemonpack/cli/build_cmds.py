@@ -73,10 +73,9 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
     Entrypoint the engine (podman run IMAGE -m /models/x.gguf --port 8080). With --attest KEY
     each image gets signed attestations of its inputs (lemonpack verify --attestation).
     """
-    from functools import partial
+    from importlib import import_module  # the registry room (httpx) only when --base names a registry
 
     from lemonpack.builder.plan import plan_build, write_build
-    from lemonpack.registry.base import open_base_ref
     from lemonpack.runtime.recipes.discovery import discovered_recipes
 
     plan = plan_build(recipes or [], out=out, os=os_name, accelerator=accelerator, arch=arch, cpu_arch=cpu_arch,
@@ -85,12 +84,13 @@ def build(recipes: list[Path] = typer.Argument(None, help="Recipe JSON files.", 
                       revision=revision)
     if dry_run:
         return _print_plan(plan, json_out)
-    from lemonpack.builder.attest import attest_build
-    from lemonpack.cli.signing_cmds import load_private_key
-
+    if attest is not None:  # imported when asked for: a warm build only checks its caches
+        from lemonpack.builder.attest import attest_build
+        from lemonpack.cli.signing_cmds import load_private_key
     private = load_private_key(attest) if attest is not None else None  # a wrong password fails before the build
     result = write_build(plan, progress=progress, on_target=None if json_out else _print_target,
-                         open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
+                         open_base=lambda ref, stack: import_module("lemonpack.registry.base").open_base_ref(
+                             ref, stack, insecure=insecure, registry_config=registry_config))
     attested = attest_build(plan, result, private) if private is not None else None
     if json_out:
         print_json({**result.to_json(), **({"attestations": attested} if attested is not None else {})})

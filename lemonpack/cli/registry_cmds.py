@@ -72,18 +72,17 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
     lemonpack publish recipe.json --to registry.example/engines/x
     """
     from functools import partial
+    from importlib import import_module  # recipe discovery (~4 MiB) is imported only for a recipe
 
     from lemonpack.builder.publish import publish_source
     from lemonpack.registry.base import open_base_ref
     from lemonpack.oci.reference import parse_registry_reference
     from lemonpack.registry.transfer import publish_layout
-    from lemonpack.runtime.recipes.discovery import discovered_recipes
 
     dest = parse_registry_reference(to)
     show = _show_progress(progress, json_out)
-    from lemonpack.builder.attest import attest_published, check_publish_attest
-    from lemonpack.cli.signing_cmds import load_private_key
-
+    if sign is not None or attest is not None:  # imported when asked for: a layout's publish needs neither
+        from lemonpack.cli.signing_cmds import load_private_key
     private = load_private_key(sign) if sign is not None else None  # a wrong password fails before the push
     attest_key = load_private_key(attest) if attest is not None else None
     signed: list[dict] = []
@@ -92,9 +91,11 @@ def publish(source: str = typer.Argument(..., metavar="DIR[:TAG]|RECIPE.json",
 
     with publish_workdir() as tmp:
         src = publish_source(source, Path(tmp), dest_tag=dest.tag, base=base, mirror=mirror, progress=show,
-                             known=discovered_recipes,
+                             known=lambda: import_module("lemonpack.runtime.recipes.discovery").discovered_recipes(),
                              open_base=partial(open_base_ref, insecure=insecure, registry_config=registry_config))
         _print_built(src, json_out)
+        if attest_key is not None:
+            from lemonpack.builder.attest import attest_published, check_publish_attest
         plan = check_publish_attest(src.plan, source) if attest_key is not None else None  # before the push
         with _client(dest.host, insecure, registry_config) as client:
             result = publish_layout(src.layout, dest, client, tag=src.tag, mount_from=mount_from, progress=show)

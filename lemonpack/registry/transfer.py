@@ -460,6 +460,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
 
     existing = out / "blobs" / "sha256" if (out / "oci-layout").is_file() else None
     known = BlobLocations(client.host)  # where the blobs are, for a later publish's mounts
+    checked = _Checked(out)  # blobs of this layout hashed before, unchanged since: not hashed again
     remove_leftovers(out)
     with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
         hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
@@ -467,7 +468,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
             counters["blobs"] += 1
             known.record(desc.digest, repo)
-            if existing is not None and _holds(existing / desc.hex, desc):
+            if existing is not None and _holds(existing / desc.hex, desc, checked):
                 counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
                 if on_bytes:
                     on_bytes(desc.size)
@@ -525,17 +526,68 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
     known.save()
+    checked.save(blobs_todo)
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 
 
-def _holds(path: Path, desc: Descriptor) -> bool:
+class _Checked:
+    """The blobs of the pulled layout at ``out`` that were hashed (downloaded and verified, or
+    found there and hashed) by an earlier pull, each with its
+    :func:`lemonpack.files.stat_facts` right after: a re-pull into the same layout does not
+    hash a blob again whose facts are unchanged (any write, ``touch``, copy or rename in its
+    place changes them; ctime cannot be set from user space), as the download cache does
+    (:mod:`lemonpack.fetch.cache`). Kept under the cache root, ``pulled-blobs/<sha256 of out's
+    real path>.json``; a record that is missing, unreadable or not ours means "hash it"."""
+
+    def __init__(self, out: Path):
+        from lemonpack.digest import Digest
+        from lemonpack.paths import cache_root
+
+        self.out = out
+        key = Digest.of_bytes(os.fsencode(os.path.realpath(out))).hex
+        self.path = cache_root() / "pulled-blobs" / f"{key}.json"
+        try:
+            doc = json.loads(self.path.read_bytes())
+            self.facts: dict = doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError):
+            self.facts = {}
+
+    def unchanged(self, path: Path, desc: Descriptor) -> bool:
+        """True when ``path`` (a blob of ``out``) has the facts recorded after it was hashed."""
+        from lemonpack.files import stat_facts
+
+        recorded = self.facts.get(desc.hex)
+        try:
+            return isinstance(recorded, list) and recorded == stat_facts(path) and recorded[0] == desc.size
+        except OSError:
+            return False
+
+    def save(self, blobs: Sequence[Descriptor]) -> None:
+        """Record the facts of ``blobs`` as the installed layout holds them (each was hashed by
+        this pull, downloaded or found). A failure to write the record is ignored (the next
+        pull hashes them)."""
+        from lemonpack.files import replace_file, stat_facts
+
+        facts = {}
+        for desc in blobs:
+            with contextlib.suppress(OSError):
+                facts[desc.hex] = stat_facts(self.out / "blobs" / "sha256" / desc.hex)
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(self.path, json.dumps(facts, sort_keys=True).encode(), mode=0o600)
+
+
+def _holds(path: Path, desc: Descriptor, checked: _Checked | None = None) -> bool:
     """True when ``path`` is a regular file of ``desc``'s size and sha256 (read once, hashed in
-    large pieces): a blob a pull need not download again. A symlink, a wrong size or a wrong
-    hash is not (the blob is downloaded and replaces it)."""
+    large pieces; not again when ``checked`` says it was hashed before and is unchanged since):
+    a blob a pull need not download again. A symlink, a wrong size or a wrong hash is not (the
+    blob is downloaded and replaces it)."""
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
             return False
+        if checked is not None and checked.unchanged(path, desc):
+            return True
         digest, size = file_digest(path)
     except OSError:
         return False

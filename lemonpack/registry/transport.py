@@ -244,13 +244,31 @@ class Transport:
         self.sleep = sleep  # the wait between attempts (seconds); tests pass a fake that records it
         self.stats = stats if stats is not None else TransferStats()
         self.auth = auth
-        # the user's proxies and CA files honoured (trust_env), redirects followed by request()
-        self.client = httpclient.client(timeout=timeout, connect_timeout=min(30.0, timeout), trust_env=True,
-                                        auth=auth, follow_redirects=False)
+        # the user's proxies and CA files honoured (trust_env), redirects followed by request();
+        # a registry spoken to in plain http from the start needs no CA bundle (loading one costs
+        # ~0.1 s and ~1 MiB): an https URL it sends us to (blob storage) gets a verifying client
+        # of its own, made when first needed (:meth:`client_for`)
+        self.client = self._new_client(verify=not self.plain_http)
+        self._tls_client: httpx.Client | None = None if self.plain_http else self.client
+
+    def _new_client(self, verify: bool) -> httpx.Client:
+        return httpclient.client(timeout=self.timeout, connect_timeout=min(30.0, self.timeout), trust_env=True,
+                                 auth=self.auth, follow_redirects=False, verify=verify)
+
+    def client_for(self, url: str) -> httpx.Client:
+        """The client a request to ``url`` goes through: one that checks certificates for every
+        https URL, the plain-http registry's own (no CA bundle loaded) for http."""
+        if not url.startswith("https://"):
+            return self.client
+        if self._tls_client is None:
+            self._tls_client = self._new_client(verify=True)
+        return self._tls_client
 
     def close(self) -> None:
         """Close the connections."""
         self.client.close()
+        if self._tls_client is not None and self._tls_client is not self.client:
+            self._tls_client.close()
 
     def url(self, path: str) -> str:
         """``<scheme>://<host>/v2/<path>``."""
@@ -267,9 +285,10 @@ class Transport:
         self.check_url(url)
         data = body() if callable(body) else body
         self.stats.requests += 1
-        request = self.client.build_request(method, url, headers=headers, content=data)
+        client = self.client_for(url)
+        request = client.build_request(method, url, headers=headers, content=data)
         try:
-            return self.client.send(request, stream=stream)
+            return client.send(request, stream=stream)
         except httpx.HTTPError as exc:
             if self.http_fallback and met_plain_http(exc) and url.startswith(f"https://{self.host}/"):
                 answer = self._try_plain_http(method, url, headers, body, stream)

@@ -27,10 +27,12 @@ from lemonpack.errors import StorageError
 #: Bytes per read from disk while uploading: large enough that Python's per-piece overhead (a
 #: hash update, a socket send) stays small next to the work done outside the GIL, small enough
 #: that each piece is a reused heap block rather than a fresh mapping faulted in page by page
-#: (measured here, 128 MiB pushes: 1 MiB pieces 0.26-0.27 s of CPU, 4 MiB 0.30-0.31 s).
-UPLOAD_READ = 1 << 20
+#: (measured here, 128 MiB pushes: 1 MiB pieces 0.26-0.27 s of CPU, 4 MiB 0.30-0.31 s; 256 MiB
+#: pushes, bench/publish.py: 512 KiB pieces with 2 ahead take no more CPU than 1 MiB with 4, and
+#: hold 2 MiB instead of 6, which was most of publish's peak RSS above its imports).
+UPLOAD_READ = 512 << 10
 #: Pieces read (and hashed) ahead of the one being sent.
-AHEAD = 4
+AHEAD = 2
 
 
 class UploadDigest:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from cryptography.hazmat.primitives.asymmetric import ec
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.digest import Digest
 from lemonpack.errors import RegistryError, SignatureError

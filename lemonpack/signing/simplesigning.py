@@ -29,11 +29,10 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
+if TYPE_CHECKING:  # imported where a signature is made or checked: a pull without one needs none (~6 MiB)
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 from lemonpack.digest import Digest, is_sha256_digest
 from lemonpack.oci.mediatypes import MEDIA_TYPE_COSIGN_SIMPLESIGNING, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST
@@ -119,12 +118,19 @@ def sign_payload(private: ec.EllipticCurvePrivateKey, payload: bytes) -> str:
     deterministic (RFC 6979), so the same key and bytes give the same signature: image
     signatures and catalogue index and entry signatures alike are reproducible. The one
     ECDSA signing function of lemonpack; :func:`verify_payload` checks it."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     return base64.b64encode(private.sign(payload, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))).decode("ascii")
 
 
 def verify_payload(public: ec.EllipticCurvePublicKey, payload: bytes, signature_b64: str) -> bool:
     """Whether ``signature_b64`` (base64 DER ECDSA) is ``public``'s signature over ``payload``
     (SHA-256). Malformed base64 or DER is ``False``, never an exception."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     try:
         sig = base64.b64decode(signature_b64.encode("ascii"), validate=True)
         public.verify(sig, payload, ec.ECDSA(hashes.SHA256()))

@@ -43,3 +43,24 @@ def test_build_help_says_example_builds_the_example_alone(capsys):
     page = " ".join(_help(["build"], capsys).split())
     assert "Also build" not in page
     assert "--example Build only lemonpack's shipped example" in page
+
+
+def test_a_plain_line_is_printed_as_rich_would_without_loading_rich():
+    """_LazyConsole.print's plain path (pull and publish print one line): the same text rich's
+    console writes for it, and rich is not imported; markup still goes through rich."""
+    import subprocess
+    import sys
+
+    line = "127.0.0.1:5000/bench/app:v1 -> new layout /tmp/x y (tag v1, sha256:" + "a" * 64 + ", 3 blobs)"
+    code = ("import sys\nfrom lemonpack.cli._app import console, err_console\n"
+            f"console.print({line!r}, markup=False)\nerr_console.print('to stderr', markup=False)\n"
+            "assert 'rich' not in sys.modules\n"
+            "console.print('[bold]marked[/]', markup=True)\nassert 'rich' in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == line + "\nmarked\n" and r.stderr == "to stderr\n"
+    rich_says = subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom rich.console import Console\n"
+        f"Console(highlight=False, soft_wrap=True, width=4096).print({line!r}, markup=False)\n")],
+        capture_output=True, text=True, timeout=60)
+    assert rich_says.stdout == line + "\n"

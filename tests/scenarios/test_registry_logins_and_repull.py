@@ -177,3 +177,41 @@ def test_a_killed_publishs_work_directory_goes_with_the_next_publish(registry, t
                 env=env)
     assert again.returncode == 0, again.stderr
     assert list(work.glob("lemonpack-publish-*")) == []  # the killed one's and its own
+
+
+@pytest.mark.slow
+def test_a_repull_hashes_no_blob_it_hashed_before_unless_it_changed_since(registry, tmp_path, monkeypatch):
+    """The re-pull fast path: a blob this layout got from an earlier pull (hashed then) whose
+    stat facts are unchanged is not read again; a ``touch`` (same bytes) makes it hashed again."""
+    import lemonpack.registry.transfer as transfer
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry import RegistryClient
+
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    digest, layer = one_layer_layout(tmp_path / "layout")
+    ref = f"{registry.host}/fastpath/app:v1"
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", ref, "--no-progress").returncode == 0
+    hashed: list[str] = []
+    real = transfer.file_digest
+
+    def counting(path):
+        hashed.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(transfer, "file_digest", counting)
+    out = tmp_path / "pulled"
+
+    def pull():
+        with RegistryClient(registry.host, insecure=True) as client:
+            return transfer.pull_layout(parse_registry_reference(ref), out, client)
+
+    assert pull().bytes > 0 and hashed == []  # downloaded: hashed as it arrived, not read back
+    again = pull()
+    assert (again.bytes, again.reused, hashed) == (0, 2, [])  # nothing hashed, nothing moved
+    import hashlib
+
+    blob = out / "blobs" / "sha256" / hashlib.sha256(layer).hexdigest()
+    os.utime(blob)  # same bytes, other facts: hashed again (and still reused)
+    third = pull()
+    assert (third.bytes, third.reused, hashed) == (0, 2, [blob.name])
+    assert pull().reused == 2 and hashed == [blob.name]  # recorded again after that hash
