@@ -118,17 +118,17 @@ def search_stamps_path() -> Path:
 
 def _compact(p: Path) -> dict | None:
     """The verified ``catalogue-search.json`` beside ``p`` (see :func:`load_search_index`), or None."""
-    from lemonpack.catalogue.search import SEARCH_FORMAT, search_code
+    from lemonpack.catalogue import search
 
-    compact = p.with_name(SEARCH_NAME)
+    compact, code = p.with_name(SEARCH_NAME), Path(search.__file__)
     try:
-        keys = [_stat_key(p), _stat_key(compact)]
+        keys = [_stat_key(p), _stat_key(compact), _stat_key(code)]
         doc = json.loads(compact.read_bytes())
-        if [_stat_key(p), _stat_key(compact)] != keys:
+        if [_stat_key(p), _stat_key(compact), _stat_key(code)] != keys:
             return None  # changed while read: the full index decides
     except (OSError, ValueError):
         return None
-    if not (isinstance(doc, dict) and doc.get("format") == SEARCH_FORMAT and doc.get("code") == search_code()
+    if not (isinstance(doc, dict) and doc.get("format") == search.SEARCH_FORMAT
             and isinstance(doc.get("entries"), list) and isinstance(doc.get("hays"), list)):
         return None
     stamps_file, where = search_stamps_path(), str(p.resolve())
@@ -137,10 +137,11 @@ def _compact(p: Path) -> dict | None:
     except (OSError, ValueError):
         stamps = {}
     stamps = stamps if isinstance(stamps, dict) else {}
-    stamp = {"stat": keys, "index_sha256": doc.get("index_sha256")}
-    if stamps.get(where) != stamp:  # not verified as these very files: hash the index
+    stamp = {"stat": keys, "index_sha256": doc.get("index_sha256"), "code": doc.get("code")}
+    if stamps.get(where) != stamp:  # not verified as these very files: hash the index and the code
         try:
-            if doc.get("index_sha256") != index_sha256(p.read_bytes()) or _stat_key(p) != keys[0]:  # p changed while hashed
+            if (doc.get("code") != search.search_code() or doc.get("index_sha256") != index_sha256(p.read_bytes())
+                    or [_stat_key(p), _stat_key(compact), _stat_key(code)] != keys):  # changed while hashed
                 return None
         except OSError:
             return None
@@ -166,7 +167,8 @@ def load_search_index(index: str | os.PathLike[str] | None) -> dict:
     (the file the signature covers) by this code: its ``index_sha256`` is the sha256 of that
     file's bytes and its ``code`` :func:`lemonpack.catalogue.search.search_code`. Hashing a
     large index costs as much as the search, so a verified pair is remembered in
-    :func:`search_stamps_path` by both files' device, inode, size, mtime and ctime (ctime
+    :func:`search_stamps_path` by the device, inode, size, mtime and ctime of both files and of
+    ``search.py`` (so a warm search imports no hashing at all; ctime
     cannot be set back by a user: any write, rename or ``touch`` changes it), and hashed again
     whenever one of those differs. A stale one (the index rebuilt or edited since), a
     malformed one or one of another index is ignored and the full ``catalogue.json`` parsed
