@@ -40,6 +40,7 @@ ALLOWED = {
     ("cache_cmds.py", "_totals"): "sums what it prints",
     ("catalogue_cmds.py", "_password"): "terminal interaction: reads a password",
     ("catalogue_cmds.py", "_filters"): "argument parsing (KEY=VALUE filters)",
+    ("catalogue_cmds.py", "_budget"): "argument parsing (a --memory-budget size)",
     ("extensions_cmds.py", "_features"): "argument parsing",
     ("extensions_cmds.py", "_run"): "wraps a room call into printing",
     ("extensions_cmds.py", "_ext_json"): "JSON shape for printing",

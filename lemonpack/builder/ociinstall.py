@@ -103,11 +103,14 @@ def install_reference(reference: str):
 
 def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicKey | None = None,
                           insecure: bool = False, accelerator: str | None = None, arch: str | None = None,
-                          host=None, client=None, registry_config: str | os.PathLike[str] | None = None) -> dict:
+                          host=None, client=None, registry_config: str | os.PathLike[str] | None = None,
+                          policy: str | os.PathLike[str] | None = None,
+                          registries_d: str | os.PathLike[str] | None = None) -> dict:
     """Install the recipe artifact published at ``reference`` (``[oci://]HOST/REPO@sha256:...``).
 
     The trust policy (containers-policy.json, :mod:`lemonpack.trust.check`) judges the
-    reference first: a rejection is a :class:`~lemonpack.errors.TrustError` and nothing is
+    reference first (``policy``/``registries_d``: ``--policy``/``--registries.d``, else the
+    default places): a rejection is a :class:`~lemonpack.errors.TrustError` and nothing is
     pulled or written. ``public_key``: verify the reference's cosign signature first (nothing is pulled when it
     does not hold). ``registry_config``: an auth file read first. ``host``: a :class:`~lemonpack.contract.HostFacts` (default: detected).
     Returns the receipt: ``{"recipe", "path", "binary", "source", "sha256", "policy",
@@ -128,7 +131,7 @@ def install_from_registry(reference: str, *, public_key: ec.EllipticCurvePublicK
     c = client if client is not None else RegistryClient(ref.host, insecure=insecure, registry_config=registry_config)
     signature = None
     try:
-        trust = Trust.load(insecure=insecure, registry_config=registry_config)
+        trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
         trust.enforce(str(ref), use="install", client=c)  # by its digest: what is judged is what is pulled
         if public_key is not None:
             signature = verify_image(str(ref), public_key, client=c)
@@ -194,7 +197,8 @@ class OciInstallPlan:
     """An install from a registry, checked and ready for the user's consent: ``reference`` as
     given, ``public_key`` to verify its signature with (None: not checked) and ``key`` the
     option that named it (for the disclosure), the target choice (``accelerator``, ``arch``),
-    ``insecure`` and ``registry_config`` for the registry. ``warnings``: none (the block is
+    ``insecure`` and ``registry_config`` for the registry, ``policy``/``registries_d`` for the
+    trust policy (None: the default places). ``warnings``: none (the block is
     chosen after the pull); present so an install plan of either kind prints alike."""
 
     reference: str
@@ -205,6 +209,8 @@ class OciInstallPlan:
     insecure: bool = False
     registry_config: str | os.PathLike[str] | None = None
     warnings: tuple[str, ...] = ()
+    policy: str | os.PathLike[str] | None = None
+    registries_d: str | os.PathLike[str] | None = None
 
     def disclosure(self) -> list[str]:
         """The lines printed before asking for consent: the source, whether the signature is
@@ -216,13 +222,16 @@ class OciInstallPlan:
         """:func:`install_from_registry` for this plan; returns its receipt."""
         return install_from_registry(self.reference, public_key=self.public_key, insecure=self.insecure,
                                      accelerator=self.accelerator, arch=self.arch,
-                                     registry_config=self.registry_config)
+                                     registry_config=self.registry_config, policy=self.policy,
+                                     registries_d=self.registries_d)
 
 
 def prepare_oci_install(reference: str, *, key: str | None = None,
                         read_key: Callable[[str], ec.EllipticCurvePublicKey] | None = None,
                         accelerator: str | None = None, arch: str | None = None, insecure: bool = False,
-                        registry_config: str | os.PathLike[str] | None = None) -> OciInstallPlan:
+                        registry_config: str | os.PathLike[str] | None = None,
+                        policy: str | os.PathLike[str] | None = None,
+                        registries_d: str | os.PathLike[str] | None = None) -> OciInstallPlan:
     """Check everything the user gave for an install from a registry before consent is asked
     (a question for an install that cannot happen asks for nothing), in this order: the
     reference (:func:`install_reference`), the key (``read_key(key)``, the CLI's key-option
@@ -236,5 +245,6 @@ def prepare_oci_install(reference: str, *, key: str | None = None,
     auth_files(registry_config)
     from lemonpack.trust.check import Trust
 
-    Trust.load()
-    return OciInstallPlan(reference, public, key, accelerator, arch, insecure, registry_config)
+    Trust.load(policy, registries_d)
+    return OciInstallPlan(reference, public, key, accelerator, arch, insecure, registry_config,
+                          policy=policy, registries_d=registries_d)

@@ -13,4 +13,6 @@ a signed, byte-reproducible index, searched from the CLI and browsed as a static
   :mod:`.memo`: what a warm build reuses.
 - :mod:`.facts`: an entry's platforms and pinning; :mod:`.archs`: GPU arch tables and arch
   patterns; :mod:`.names`: names and checks the build and the readers share.
+- :mod:`.models`: model entries (a model artifact by digest: its facts, memory estimate, the
+  recipes that serve it, its fit in the host's memory budget).
 """

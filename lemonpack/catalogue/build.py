@@ -42,6 +42,7 @@ from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platf
 from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
+from lemonpack.catalogue.models import community_model, link_recipes, recipe_serves
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
@@ -139,7 +140,8 @@ def _base_entry(**kw) -> dict:
             **kw["described"], "tags": list(kw["tags"]),
             "capabilities": list(kw["capabilities"]), "version": kw["version"], "platforms": kw["platforms"],
             "source": kw["source"], "digest": kw["digest"], "signature": kw["signature"],
-            "pinning": kw["pinning"], "reproducible": kw["reproducible"], "commands": kw["commands"]}
+            "pinning": kw["pinning"], "reproducible": kw["reproducible"], "commands": kw["commands"],
+            **({"serves": kw["serves"]} if kw.get("serves") else {})}  # a recipe's (catalogue/models.py)
 
 
 def _not_checked(published: str | None = None, rebuilt: str | None = None) -> dict:
@@ -192,7 +194,7 @@ def official_entries(ctx: _Context, work: Path) -> tuple[list[dict], list[dict]]
             capabilities=sorted(recipe.capabilities), version=str(d.get("version", "1")),
             platforms=recipe_platforms(recipe), source=source,
             digest=str(Digest.of_bytes(data)), signature=sig, pinning=pinning(recipe),
-            reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"),
+            reproducible=_reproduce(ctx, recipe, None, work / f"official-{recipe.recipe}"), serves=recipe_serves(recipe),
             commands=recipe_commands(recipe.recipe, recipe, source, True,
                                      shipped_example=shown.startswith("lemonpack/examples/"))))
     lock = ctx.source / "extensions.lock"
@@ -245,6 +247,8 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
         raise Rejected(f"claims the official recipe id {ent.name!r}")
     if ent.kind == "extension" and any(e.name == ent.name for e in ctx.official_exts):
         raise Rejected(f"claims the official extension name {ent.name!r}")
+    if ent.kind == "model":  # manifest, config and GGUF header only (catalogue/models.py)
+        return community_model(ctx, ent, work, _base_entry)
     try:
         fetched = fetch_source(ent.kind, ent.source, work, cache=ctx.cfg.cache, mirror=ctx.cfg.mirror,
                                client=ctx.cfg.client, insecure_registry=ctx.cfg.insecure_registry,
@@ -277,7 +281,7 @@ def community_entry(ctx: _Context, ent: EntrySource, work: Path) -> dict:
         return _base_entry(id=ent.id, kind="recipe", name=ent.name, display_name=recipe.display_name,
                            capabilities=sorted(recipe.capabilities), version=str(d.get("version", "")),
                            platforms=recipe_platforms(recipe), signature=sig, pinning=pinning(recipe),
-                           reproducible=_reproduce(ctx, recipe, published, work),
+                           reproducible=_reproduce(ctx, recipe, published, work), serves=recipe_serves(recipe),
                            commands=recipe_commands(ent.name, recipe, ent.source, False, fetched.digest), **common)
     from lemonpack.extensions.manifest import load_manifest
     from lemonpack.extensions.includes import IncludeCheck, entry_problems, tree_problems
@@ -386,6 +390,7 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     if own_client:
         cfg.client = None
     entries.sort(key=lambda e: (not e["official"], e["id"]))
+    link_recipes(entries)  # the recipes whose selector accepts each model entry
     rejected.sort(key=lambda r: (r["file"], r["id"]))
     pubs = dict(ctx.sources.publishers)
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),

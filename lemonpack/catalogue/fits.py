@@ -60,10 +60,17 @@ def _skeleton(entry: Mapping[str, Any]) -> Recipe:
                   variant_of="catalogue-entry", default_accelerator=entry.get("default_accelerator"))
 
 
-def host_fit(entry: Mapping[str, Any], host: HostFacts) -> HostFit:
+def host_fit(entry: Mapping[str, Any], host: HostFacts, budget: int | None = None) -> HostFit:
     """Whether ``entry`` runs on ``host``, what runs there and the install arguments
-    (:class:`HostFit`; the module docstring has the rule). Raises nothing."""
+    (:class:`HostFit`; the module docstring has the rule). A model entry fits when its memory
+    estimate is within ``budget`` bytes (None: this host's,
+    :func:`lemonpack.catalogue.models.model_fit`). Raises nothing."""
     from lemonpack.builder.install import plan_install
+
+    if entry.get("kind") == "model":
+        from lemonpack.catalogue.models import host_budget, model_fit
+
+        return model_fit(entry, host_budget() if budget is None else budget)
 
     recipe = _skeleton(entry)
     try:

@@ -16,7 +16,7 @@ SEARCH_NAME = "catalogue-search.json"
 
 def entry_filename(entry_id: str) -> str:
     """``recipe:hello-engine`` -> ``recipe.hello-engine.json`` (kinds have no '.', ids no ':')."""
-    if not isinstance(entry_id, str) or not re.fullmatch(r"(recipe|extension):[a-z0-9][a-z0-9_.-]{0,99}", entry_id):
+    if not isinstance(entry_id, str) or not re.fullmatch(r"(recipe|extension|model):[a-z0-9][a-z0-9_.-]{0,99}", entry_id):
         raise CatalogueError(f"not a catalogue entry id: {entry_id!r}")
     kind, name = entry_id.split(":", 1)
     return f"{kind}.{name}.json"

@@ -89,7 +89,7 @@ def compute_rules() -> dict:
     for alias, os_name in OS_ALIASES.items():
         synonyms[alias] = sorted({alias, os_name})
     phrases = sorted({w for w in synonyms if " " in w}, key=lambda w: (-len(w.split()), w))
-    return {"kinds": ["recipe", "extension"], "oses": list(OS_NAMES), "accelerators": list(ACCELERATORS),
+    return {"kinds": ["recipe", "extension", "model"], "oses": list(OS_NAMES), "accelerators": list(ACCELERATORS),
             "capabilities": sorted(CAPABILITIES), "arch_families": {k: list(v) for k, v in KNOWN_ARCHS.items()},
             "synonyms": dict(sorted(synonyms.items())), "phrases": phrases}
 

@@ -286,7 +286,7 @@ def _environment() -> jinja2.Environment:
 #: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
 PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
                                 "tags", "capabilities", "default_accelerator", "platforms", "signature",
-                                "pinning", "reproducible", "added", "updated")
+                                "pinning", "reproducible", "added", "updated", "memory")
 
 
 def page_data(index: dict[str, Any]) -> dict[str, Any]:
@@ -296,7 +296,7 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
     ``[[os, accelerator, [concrete archs], any_arch], ...]`` and ``signature`` / ``pinning`` /
     ``reproducible`` = their ``status`` string, and ``added`` / ``updated`` the dates of the
     first and latest version (:func:`lemonpack.catalogue.search.entry_dates`, what the sort
-    orders read). That is every field the search (docs/catalogue.md
+    orders read), and ``memory`` a model entry's estimate in bytes (what its fit reads). That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
     site.js turns each array back into an object with these keys. The search vocabulary
@@ -317,6 +317,7 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
                     for p in e.get("platforms") or [] if isinstance(p, dict)])
         row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
         row += list(entry_dates(e))
+        row.append(((e.get("model") or {}).get("memory") or {}).get("bytes"))  # a model entry's estimate
         rows.append(row)
     return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
             "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}

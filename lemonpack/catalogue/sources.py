@@ -106,7 +106,7 @@ class EntrySource:
 
     @property
     def id(self) -> str:
-        """``recipe:<name>`` or ``extension:<name>``."""
+        """``recipe:<name>``, ``extension:<name>`` or ``model:<name>``."""
         return f"{self.kind}:{self.name}"
 
 

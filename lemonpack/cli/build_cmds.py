@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import (REGISTRY_CONFIG_OPTION, confirm_install, JSON_OPTION, app, console, err_console,
-                                print_json)
+from lemonpack.cli._app import (POLICY_OPTION, REGISTRIES_D_OPTION, REGISTRY_CONFIG_OPTION, confirm_install,
+                                JSON_OPTION, app, console, err_console, print_json)
 
 MIRROR_OPTION = typer.Option(
     None, "--mirror", metavar="URL",
@@ -170,11 +170,14 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
             insecure: bool = typer.Option(False, "--insecure", help="With oci://: allow plain HTTP to a "
                                           "registry that is not on a loopback address."),
             registry_config: Path = REGISTRY_CONFIG_OPTION,
+            policy: Path = POLICY_OPTION,
+            registries_d: Path = REGISTRIES_D_OPTION,
             json_out: bool = JSON_OPTION) -> int:
     """Install a variant_of recipe's artifact for this host (download, verify, unpack).
 
     RECIPE may also be oci://HOST/REPO@sha256:... (what `lemonpack publish` pushed): the
-    recipe and its artifact are pulled and verified (and the signature, with --key).
+    recipe and its artifact are pulled and verified (and the signature, with --key), after the
+    trust policy (--policy/--registries.d, else the default places) accepted it (else exit 3).
 
     The artifact lands in <cache>/external/<recipe>/, where its launch plan finds the
     binary (RFC section 10). Prints the provenance and a no-sandbox disclosure first and
@@ -191,10 +194,12 @@ def install(recipe_ref: str = typer.Argument(None, metavar="RECIPE",
     plan: InstallPlan | OciInstallPlan
     if recipe_ref and recipe_ref.startswith("oci://"):
         plan = prepare_oci_install(recipe_ref, key=key, read_key=load_verification_key, accelerator=accelerator,
-                                   arch=arch, insecure=insecure, registry_config=registry_config)
+                                   arch=arch, insecure=insecure, registry_config=registry_config, policy=policy,
+                                   registries_d=registries_d)
     else:
-        if key or insecure or registry_config:
-            raise typer.BadParameter("--key, --insecure and --registry-config apply to oci:// installs",
+        if key or insecure or registry_config or policy or registries_d:
+            raise typer.BadParameter("--key, --insecure, --registry-config, --policy and --registries.d apply to "
+                                     "oci:// installs",
                                      param_hint="--key")
         if example and recipe_ref:
             raise typer.BadParameter("--example installs the shipped example alone, from its own loopback mirror",

@@ -98,10 +98,18 @@ def _filters(kind, capability, accelerator, os_name, gpu_arch, official, communi
     return f
 
 
+def _budget(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from lemonpack.runtime.serving.budget import parse_size
+
+    return parse_size(text)
+
+
 @catalogue_app.command("search")
 def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case-insensitive; platforms, "
                                                     "accelerators and GPU archs are words too)."),
-               kind: list[str] = typer.Option([], "--kind", help="recipe or extension (repeatable: any of)."),
+               kind: list[str] = typer.Option([], "--kind", help="recipe, extension or model (repeatable: any of)."),
                capability: list[str] = typer.Option([], "--capability", help="Capability (repeatable)."),
                accelerator: list[str] = typer.Option([], "--accelerator", help="Accelerator (repeatable)."),
                os_name: list[str] = typer.Option([], "--os", help="OS: linux, windows, darwin (repeatable)."),
@@ -114,6 +122,9 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
                                               help="Only entries that run on this host (LEMONPACK_HOST_FACTS or detection)."),
                host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
                                                help="Host facts file (lemonpack host --json) for --fits-host."),
+               memory_budget: str = typer.Option(None, "--memory-budget", metavar="SIZE",
+                                                 help="Memory budget model entries must fit (24GiB; default: "
+                                                      "this host's available memory minus 1 GiB, as serve)."),
                sort: str = typer.Option("relevance", "--sort",
                                         help="relevance, name, new (first published) or updated (latest version)."),
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
@@ -127,14 +138,15 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
     report = search_report(data, query, check_filters(
         data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
     report["results"] = sort_entries(report["results"], sort)
-    if fits_host or host_facts:  # imported only then: the contract (jsonschema) is most of a search's start-up
+    if fits_host or host_facts or memory_budget:  # imported only then: the contract (jsonschema) is most of a search's start-up
         from lemonpack.catalogue.fits import host_fit, install_command, search_host
-    host = search_host(host_facts) if fits_host or host_facts else None
+    budget = _budget(memory_budget)
+    host = search_host(host_facts) if fits_host or host_facts or memory_budget else None
     rows = []
     for e in report["results"]:
         fit = None
         if host is not None:
-            fit = host_fit(e, host)
+            fit = host_fit(e, host, budget)
             if fits_host and not fit.fits:
                 continue
         rows.append((e, fit))
@@ -155,10 +167,13 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
 
 
 @catalogue_app.command("show")
-def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, extension:NAME or NAME."),
+def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, extension:NAME, model:NAME or NAME."),
              host_facts: Path = typer.Option(None, "--host-facts", metavar="FILE",
                                              help="Host facts file (lemonpack host --json) the shown install "
                                                   "command is for (default: LEMONPACK_HOST_FACTS or detection)."),
+             memory_budget: str = typer.Option(None, "--memory-budget", metavar="SIZE",
+                                               help="Memory budget a model entry must fit (24GiB; default: this "
+                                                    "host's available memory minus 1 GiB, as serve)."),
              index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Show one entry: source, digests, platforms, signature, pinning, whether it runs on this
     host, and the commands (the install command as install selects on this host)."""
@@ -168,9 +183,10 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
     from lemonpack.catalogue.sources import DESCRIBED
 
     from lemonpack.catalogue.fits import host_fit, install_command, search_host
+    from lemonpack.catalogue.models import model_lines
 
     e = find_entry(load_index(index), ident)
-    fit = host_fit(e, search_host(host_facts))
+    fit = host_fit(e, search_host(host_facts), _budget(memory_budget))
     commands = dict(e["commands"])
     if commands.get("install"):
         commands["install"] = install_command(e, fit)
@@ -193,6 +209,7 @@ def show_cmd(ident: str = typer.Argument(..., metavar="ID", help="recipe:NAME, e
              "versions:" + ("" if e.get("history") else " -"),
              *[f"  {h.get('version') or '-'}  {h.get('date') or '-'}  {h['digest']}"
                for h in reversed(e.get("history") or [])],
+             *(model_lines(e) if e["kind"] == "model" else []),
              "platforms:",
              *[f"  {p['os']}/{p['accelerator']}" + (f" {', '.join(p['archs'])}" if p["archs"] else "")
                for p in e["platforms"]],

@@ -7,7 +7,11 @@ without a block for the accelerator, a recipe discovery rejected, an argv that r
 shell script, a name Kubernetes cannot carry, a non-loopback ``--publish`` without
 ``--publish-any`` ...) is one line naming the model and the field, exit 1, and nothing is
 written. ``--systemd DIR`` also writes a ``podman-kube@`` drop-in and a quadlet ``.kube`` file
-there, so ``podman kube play`` starts the engines with the host.
+there, so ``podman kube play`` starts the engines with the host. Every registry image is judged
+by the trust policy first (``--policy FILE``/``--registries.d DIR``, else the default places:
+exit 3, nothing written); ``--admission FILE`` writes the policy's rules for the cluster
+(``--admission-format``: policy-controller ClusterImagePolicy objects, or a Kyverno
+ClusterPolicy).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import typer
 
-from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, app, print_json
+from lemonpack.cli._app import HELP_MARKUP, JSON_OPTION, POLICY_OPTION, REGISTRIES_D_OPTION, app, print_json
 
 kube_app = typer.Typer(rich_markup_mode=HELP_MARKUP, no_args_is_help=True,
                        help="Serve models from Kubernetes (or podman kube play): objects generated from recipes.")
@@ -74,6 +78,12 @@ def generate_cmd(
                                           help="Also write sigstore policy-controller ClusterImagePolicy objects "
                                                "for the file's images, from the trust policy's rules "
                                                "(containers-policy.json)."),
+    admission_format: str = typer.Option("cluster-image-policy", "--admission-format",
+                                         metavar="cluster-image-policy|kyverno",
+                                         help="What --admission writes: policy-controller ClusterImagePolicy "
+                                              "objects, or a Kyverno ClusterPolicy with verifyImages rules."),
+    policy: Path | None = POLICY_OPTION,
+    registries_d: Path | None = REGISTRIES_D_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
@@ -83,12 +93,16 @@ def generate_cmd(
     from lemonpack.kube.names import valid_namespace
     from lemonpack.kube.systemd import check_quadlet_free, quadlet_name
     from lemonpack.runtime.recipes.discovery import Discovery
+    from lemonpack.trust.check import Trust
 
     if namespace is not None and not valid_namespace(namespace):
         raise KubeError(f"--namespace {namespace!r}: not a namespace name ([a-z0-9-], at most 63 characters)")
+    if admission is None and admission_format != "cluster-image-policy":
+        raise KubeError(f"--admission-format {admission_format}: give --admission FILE, the file to write it to")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
     check_outputs(out, systemd)
+    trust = Trust.named(policy, registries_d)  # a --policy that cannot be used: exit 3, nothing written
     target = Target.parse(accelerator)
     images = parse_images(image)
     pub = parse_publish(publish, any_address=publish_any)
@@ -99,14 +113,14 @@ def generate_cmd(
     resolved = resolve_models(models, target=target, images=images, discovered=Discovery().scan(),
                               sources=per_model, default_source=default_source)
     opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub,
-                           liveness=pub is None if liveness is None else liveness)
+                           liveness=pub is None if liveness is None else liveness, trust=trust)
     generated = generate_objects(resolved, opts)
     data = render_yaml(documents(generated))
     admission_data = None
     if admission is not None:
-        from lemonpack.kube.admission import cluster_image_policies, render_admission
+        from lemonpack.kube.admission import admission_documents, render_admission
 
-        admission_data = render_admission(cluster_image_policies(generated))
+        admission_data = render_admission(admission_documents(generated, trust, admission_format), admission_format)
     units = None
     if systemd is not None:
         budget = max((g.startup_budget_seconds for g in generated), default=0)

@@ -19,7 +19,9 @@ refused with the ``lint``/``build`` problems; ``--device`` must name an accelera
 the recipe has for this OS and ``--port`` must be 1..65535 and free (usage errors, exit 2,
 as for ``lemonpack serve``); ``--model`` that looks like a path
 (a ``/`` or a model file suffix) and is not a file is "model file not found". The
-``starting`` line names the health probe it waits for.
+``starting`` line names the health probe it waits for. A registry engine image is judged by
+the trust policy (``--policy FILE``/``--registries.d DIR``, else the default places) before
+any process starts; a rejection exits 3.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 
 import typer
 
-from lemonpack.cli._app import JSON_OPTION, app, console, err_console
+from lemonpack.cli._app import JSON_OPTION, POLICY_OPTION, REGISTRIES_D_OPTION, app, console, err_console
 from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 
 
@@ -49,6 +51,8 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the engine's log lines."),
     example: bool = typer.Option(False, "--example", help="Run lemonpack's shipped example engine (hello-engine, "
                                  "installed by `lemonpack install --example`), by default with its stand-in model."),
+    policy: str | None = POLICY_OPTION,
+    registries_d: str | None = REGISTRIES_D_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> int:
     """Launch RECIPE for a model in the foreground; Ctrl-C stops it and everything it started."""
@@ -66,7 +70,7 @@ def run(
     if model is None:
         raise typer.BadParameter("a model file or registered model name is required", param_hint="'--model' / '-m'")
     fg = prepare_run(recipe, model, device=device, options=option, port=port, host=host,
-                     install_ref="--example" if example else recipe)
+                     install_ref="--example" if example else recipe, policy=policy, registries_d=registries_d)
     for line in [*(f"warning: {n}" for n in fg.notices), *(f"warning: {w}" for w in fg.warnings)]:
         err_console.print(line, markup=False)
     with StopSignals() as stop:

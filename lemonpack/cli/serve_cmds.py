@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from lemonpack.cli._app import app, err_console
+from lemonpack.cli._app import POLICY_OPTION, REGISTRIES_D_OPTION, app, err_console
 
 
 @app.command("serve")
@@ -58,6 +58,8 @@ def serve(
     status_remote: bool = typer.Option(False, "--status-remote",
                                        help="Answer the status page (GET /, /v1/status) to non-loopback clients "
                                             "too."),
+    policy: str | None = POLICY_OPTION,
+    registries_d: str | None = REGISTRIES_D_OPTION,
 ) -> int:
     """Serve registered models over an OpenAI-compatible API, starting engines on demand.
 

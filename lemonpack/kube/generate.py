@@ -158,7 +158,9 @@ class GenerateOptions:
     """``images`` recipe id -> pinned image; ``target`` the accelerator; ``namespace`` (None:
     none written); ``replicas``; ``publish`` ``(host IP, first port)`` or None;
     ``container_port`` what ``{port}`` resolves to; ``mount`` where the model volume is
-    mounted; ``liveness`` whether pods get a livenessProbe (module docstring, step 5)."""
+    mounted; ``liveness`` whether pods get a livenessProbe (module docstring, step 5);
+    ``trust`` the :class:`~lemonpack.trust.check.Trust` every image is judged with
+    (``--policy``/``--registries.d``; None: the default places)."""
 
     images: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     target: Target = field(default_factory=lambda: Target("cpu"))
@@ -168,6 +170,7 @@ class GenerateOptions:
     container_port: int = 8080
     mount: str = "/models"
     liveness: bool = True
+    trust: Any = None
 
 
 @dataclass(frozen=True)
@@ -387,7 +390,7 @@ def generate_objects(models: Sequence[KubeModel], opts: GenerateOptions) -> list
     for i, n in enumerate(sorted(named)):
         host_port = opts.publish[1] + i if opts.publish is not None else None
         out.append(generate_one(named[n], opts, host_port=host_port))
-    check_trusted(out)
+    check_trusted(out, opts.trust)
     return out
 
 

@@ -124,7 +124,9 @@ class ServeConfig:
     bound), ``upstream_read_timeout`` seconds an engine may stay silent mid-exchange (None:
     no bound), ``queue_timeout`` seconds a request that does not fit in memory waits for it
     (None: 503 at once) and ``queue_limit`` requests waiting so at most, ``status_remote``
-    (the status page answers non-loopback clients); the connection and body bounds (:mod:`lemonpack.server.connections`,
+    (the status page answers non-loopback clients); ``policy``/``registries_d`` (``--policy``,
+    ``--registries.d``: the trust policy engine images are judged with; None: the default
+    places); the connection and body bounds (:mod:`lemonpack.server.connections`,
     :mod:`lemonpack.server.body`): ``max_connections``,
     ``header_timeout``/``keepalive_timeout``/``body_timeout`` seconds, ``body_budget`` as
     typed (``256MiB``)."""
@@ -144,6 +146,8 @@ class ServeConfig:
     queue_timeout: float | None = None
     queue_limit: int = 64
     status_remote: bool = False
+    policy: str | None = None
+    registries_d: str | None = None
     max_connections: int = Limits.max_connections
     header_timeout: float = Limits.header_timeout
     keepalive_timeout: float = Limits.keepalive_timeout
@@ -156,7 +160,8 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     blocks until set); ``notice`` prints a line for the user (listening, stopped). Returns
     the exit code: 0 when every request in flight finished, 1 when the shutdown cut some
     (the drain timeout passed, or a second SIGTERM/SIGINT came). Raises :class:`UsageError` (exit 2) for a bad ``--port``,
-    ``--memory-budget`` or a taken port, before anything starts."""
+    ``--memory-budget`` or a taken port, :class:`~lemonpack.errors.TrustError` (exit 3) for a
+    ``--policy``/``--registries.d`` that cannot be used, before anything starts."""
     from lemonpack.errors import LemonpackError
     from lemonpack.hosts import is_loopback
     from lemonpack.runtime.engines.handles import Engines
@@ -169,6 +174,7 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     from lemonpack.server.body import BodyBudget, BodyLimits
     from lemonpack.server.connections import FD_RESERVE, connection_cap
     from lemonpack.server.logs import configure_logging, engine_output
+    from lemonpack.trust.check import Trust
 
     try:
         budget = parse_size(config.memory_budget) if config.memory_budget is not None else default_budget()
@@ -179,6 +185,7 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
     except LemonpackError as e:
         raise UsageError(f"--body-budget: {e}") from None
     host, port = parse_listen(config.port, config.host)
+    trust = Trust.named(config.policy, config.registries_d)  # a bad file named: exit 3 before anything starts
     old_nofile, nofile = raise_nofile()  # before the socket: every descriptor counts
     sock = bind(host, port)
     undo_logging = configure_logging(config.json_logs, config.engine_output)
@@ -194,7 +201,7 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
         engines.cleanup_leftovers()
         # a remote client must not point an engine at any file of this machine (nor learn which exist)
         catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host)).start()
-        server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output),
+        server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output, trust=trust),
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,

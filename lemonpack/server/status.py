@@ -24,8 +24,11 @@ the status JSON; its chat playground posts ``/v1/chat/completions`` with ``strea
   ``/proc/PID/status`` for a process engine, None for a container or none), ``digests``
   (``model``: ``sha256:...`` of the main model file, hashed once per file, size and mtime in a
   background thread, ``"pending"`` meanwhile, None when it is not a local file; ``image``: None,
-  as no engine image digest is known to serve yet), ``trust`` (None: not checked; the trust
-  room fills it), its own ``requests``/``ttfb_sum``/``ttfb_count`` and ``log`` (the engine's
+  as no engine image digest is known to serve yet), ``trust`` (the runner's last trust check
+  of the model's engine images, :meth:`lemonpack.runtime.lifecycle.runner.Runner.trust_status`:
+  ``{"allowed", "scope", "reason", "reference", "policy"}``, ``reason`` None when allowed;
+  None when no check ran: no policy file, no registry image, not requested yet, or a remote
+  model), its own ``requests``/``ttfb_sum``/``ttfb_count`` and ``log`` (the engine's
   last :data:`LOG_LINES` output lines).
 """
 
@@ -171,6 +174,7 @@ class StatusPage:
         counts = _counters(srv.metrics)
         in_flight, queued, memory = policy.in_flight(), policy.queued(), policy.memory()
         models = []
+        trust_of = getattr(srv.runner, "trust_status", None)
         for m in listed:
             name = m["id"]
             eng = srv.runner.engine(name) if not m.get("remote") else None
@@ -185,7 +189,8 @@ class StatusPage:
                 "id": name, "state": m["state"], "reason": m.get("reason"), "recipe": m.get("recipe"),
                 "remote": m.get("remote", False), "in_flight": in_flight.get(name, 0), "queued": queued.get(name, 0),
                 "engine": engine, "memory": {"estimate": memory.get(name), "rss": rss},
-                "digests": {"model": self._model_digest(name), "image": None}, "trust": None,
+                "digests": {"model": self._model_digest(name), "image": None},
+                "trust": trust_of(name) if trust_of is not None and not m.get("remote") else None,
                 "requests": req, "ttfb_sum": tsum, "ttfb_count": tcount,
                 "log": eng.logs.tail(LOG_LINES) if eng is not None else []})
         total = [sum(v[i] for v in counts.values()) for i in range(3)]

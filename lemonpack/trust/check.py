@@ -93,6 +93,17 @@ class Trust:
         parsed = load_policy(path) if path is not None else None
         return cls(parsed, load_registries_dir(find_registries_dir(registries_d)), insecure, registry_config)
 
+    @classmethod
+    def named(cls, policy: str | os.PathLike[str] | None = None, registries_d: str | os.PathLike[str] | None = None,
+              *, insecure: bool = False, registry_config: str | os.PathLike[str] | None = None) -> "Trust | None":
+        """:meth:`load` when ``--policy`` or ``--registries.d`` names a file (read now: a
+        missing or malformed file named by the user fails before anything starts); None when
+        neither does, so each use loads the default places only when it has an image to judge
+        (a plan that runs no container reads no policy). Raises what :meth:`load` raises."""
+        if policy is None and registries_d is None:
+            return None
+        return cls.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
+
     def check(self, reference: str, *, client=None) -> Verdict:
         """The verdict for ``reference`` (``[oci://]HOST[:PORT]/REPO[:TAG|@sha256:HEX]``):
         the scope that matched, each requirement and what it saw, and the digest judged (a
@@ -129,10 +140,13 @@ class Trust:
         keys = {k: read_key(k) for r in scope.requirements if isinstance(r, SigstoreSigned) for k in r.keys}
         return evaluate(self.policy, judged, Evidence(digest, on, source, found, tag, keys))
 
-    def enforce(self, reference: str, *, use: str = "", client=None) -> str:
+    def enforce(self, reference: str, *, use: str = "", client=None,
+                on_verdict: Callable[[Verdict], None] | None = None) -> str:
         """:meth:`check`, then the reference to use: ``HOST/REPO@sha256:...`` of the judged
         digest (``reference`` unchanged, and a one-time notice on stderr, without a policy).
-        ``use`` names what was about to happen (``pull``, ``run``) in the refusal. Raises
+        ``use`` names what was about to happen (``pull``, ``run``) in the refusal;
+        ``on_verdict(verdict)`` is called with every verdict reached, accepted or not (the
+        server's status page shows it; not called without a policy: no check ran). Raises
         :class:`~lemonpack.errors.TrustError` when the policy rejects it."""
         if self.policy is None:
             where = " or ".join(str(p) for p in policy_candidates())
@@ -140,18 +154,20 @@ class Trust:
                       "trust check (lemonpack policy check explains one)")
             return reference
         verdict = self.check(reference, client=client)
+        if on_verdict is not None:
+            on_verdict(verdict)
         if not verdict.allowed:
             raise TrustError((f"{use}: " if use else "") + verdict.line(), verdict.to_json())
         ref = parse_registry_reference(reference)
         return str(ref.with_ref(digest=verdict.digest)) if verdict.digest else reference
 
-    def enforce_image(self, image: str, *, use: str = "") -> str:
+    def enforce_image(self, image: str, *, use: str = "", on_verdict: Callable[[Verdict], None] | None = None) -> str:
         """:meth:`enforce` for an image named in a command line or a pod: an image without a
         registry host (a local name podman resolves in its own store, ``localhost/x``) is
         returned as it is (no ``docker`` scope judges it)."""
         if registry_reference(image) is None:
             return image
-        return self.enforce(image, use=use)
+        return self.enforce(image, use=use, on_verdict=on_verdict)
 
 
 def enforce_reference(reference: str, *, use: str = "model", policy: str | os.PathLike[str] | None = None,
@@ -167,12 +183,13 @@ def enforce_reference(reference: str, *, use: str = "model", policy: str | os.Pa
 
 
 def enforce_argv(argv: Sequence[str], trust: "Trust | None" = None, *, use: str = "run",
-                 read: Callable | None = None) -> tuple[str, ...]:
+                 read: Callable | None = None, on_verdict: Callable[[Verdict], None] | None = None) -> tuple[str, ...]:
     """Judge every registry image a container command line names (the positional image of
     ``run``/``create``/``pull``, each ``--mount type=image`` source; read by
     :func:`lemonpack.oci.cmdline.read_container_argv`) and return the argv with each image
     replaced by its judged digest form (an image already pinned stays as written). A
-    non-container argv is returned as it is. Raises :class:`~lemonpack.errors.TrustError`
+    non-container argv is returned as it is. ``trust``: None loads the default places (only
+    when there is an image to judge); ``on_verdict``: as :meth:`Trust.enforce`. Raises :class:`~lemonpack.errors.TrustError`
     before anything is started."""
     from lemonpack.oci.cmdline import read_container_argv
 
@@ -185,7 +202,7 @@ def enforce_argv(argv: Sequence[str], trust: "Trust | None" = None, *, use: str 
         ref = registry_reference(image)
         if ref is None:
             continue  # a local image name (no registry host): nothing a policy's docker scopes judge
-        pinned = trust.enforce_image(image, use=use)
+        pinned = trust.enforce_image(image, use=use, on_verdict=on_verdict)
         if not ref.digest:
             out[index] = pinned if out[index] == image else out[index].replace(image, pinned)
     return tuple(out)

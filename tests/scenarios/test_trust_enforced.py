@@ -222,3 +222,152 @@ def test_install_oci_refuses_an_unsigned_artifact_and_installs_nothing(world, re
     assert r.returncode == 3, r.stderr
     assert "install: " in r.stderr and "no signature exists" in r.stderr and str(world.policy) in r.stderr
     assert not (cache / "external" / "trust-inst").exists()
+
+
+# --policy FILE / --registries.d DIR on every command that enforces: the named files are used
+# instead of the default places (the world's $HOME policy accepts the signed image; the named
+# one rejects its repository), the refusal names that file, and nothing is started or written.
+
+def rejecting_policy(world, tmp_path: Path) -> tuple[Path, Path]:
+    """A policy file rejecting ``HOST/ns/engines`` (everything else accepted) and an empty
+    registries.d, outside the default places."""
+    pfile = write_policy_file(tmp_path / "named-policy.json", {
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {f"{world.host}/ns/engines": [{"type": "reject"}]}}})
+    return pfile, write_registries_d(tmp_path / "named-rd", None)
+
+
+def assert_refused_by(line: str, world, pfile: Path, image: str) -> None:
+    assert image in line and f"rejected by the trust policy {pfile} " in line, line
+    assert f'scope transports.docker["{world.host}/ns/engines"]' in line, line
+
+
+def test_run_policy_option_overrides_the_default_places(world, tmp_path):
+    recipe = write_recipe(tmp_path / "good.json", world.recipe("good-engine", world.signed))
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    assert world.image(world.signed) in prepare_run(str(recipe), str(model)).plan.argv  # the default accepts it
+    pfile, rd = rejecting_policy(world, tmp_path)
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "run", str(recipe), "--model", str(model),
+                        "--policy", str(pfile), "--registries.d", str(rd)],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    assert_refused_by(r.stderr.strip().splitlines()[-1], world, pfile, world.image(world.signed))
+    assert world.calls() == [] and running_with(str(world.podman)) == []
+
+
+def test_run_policy_option_naming_a_missing_file_fails_before_anything(world, tmp_path):
+    recipe = write_recipe(tmp_path / "good.json", world.recipe("good-engine", world.signed))
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    missing = tmp_path / "no-such-policy.json"
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "run", str(recipe), "--model", str(model),
+                        "--policy", str(missing)], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    assert str(missing) in r.stderr and "Traceback" not in r.stderr
+    assert world.calls() == []
+
+
+def test_serve_policy_option_refuses_with_403_and_status_reports_it(world, tmp_path):
+    from support.serve import serve_cli
+
+    pfile, rd = rejecting_policy(world, tmp_path)
+    doc = world.recipe("good-engine", world.signed)
+    with serve_cli(tmp_path / "srv", doc, "--policy", str(pfile), "--registries.d", str(rd)) as (c, _lines):
+        assert c.get("/v1/status").json()["models"][0]["trust"] is None  # nothing checked yet
+        r = c.post("/v1/chat/completions", json={"model": "user.fake", "messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["code"] == "trust_policy_rejected"
+        assert_refused_by(r.json()["error"]["message"], world, pfile, world.image(world.signed))
+        (m,) = c.get("/v1/status").json()["models"]
+    assert world.calls() == []
+    t = m["trust"]
+    assert t["allowed"] is False and t["scope"] == f'transports.docker["{world.host}/ns/engines"]'
+    assert t["policy"] == str(pfile) and t["reference"] == world.image(world.signed) and t["reason"]
+
+
+def test_status_reports_the_accepted_and_the_rejected_verdict(world, live):
+    srv = live()
+    srv.add("user.good", world.recipe("good-engine", world.signed))
+    srv.add("user.bad", world.recipe("bad-engine", world.unsigned))
+    srv.start()
+    for model, code in (("user.good", 200), ("user.bad", 403)):
+        r = httpx.post(f"{srv.url}/v1/chat/completions", timeout=60,
+                       json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == code, r.text
+    got = {m["id"]: m["trust"] for m in httpx.get(f"{srv.url}/v1/status", timeout=30).json()["models"]}
+    scope = f'transports.docker["{world.host}/ns/engines"]'
+    assert got["user.good"] == {"allowed": True, "scope": scope, "reason": None, "policy": str(world.policy),
+                                "reference": world.image(world.signed)}
+    bad = got["user.bad"]
+    assert bad["allowed"] is False and bad["scope"] == scope and "no signature exists" in bad["reason"]
+
+
+def test_kube_generate_policy_option_writes_nothing(world, kube_env, capsys, tmp_path):
+    from lemonpack.cli import main
+    from support.kube import GPU_FORK
+
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.qwen", "llamacpp-gpu", "qwen.gguf")
+    pfile, rd = rejecting_policy(world, tmp_path)
+    out, adm = tmp_path / "engines.yaml", tmp_path / "admission.yaml"
+    args = ["kube", "generate", "user.qwen", "--accelerator", "cuda:sm_89", "--out", str(out),
+            "--image", f"llamacpp-gpu={world.image(world.signed)}", "--admission", str(adm)]
+    assert main([*args, "--policy", str(pfile), "--registries.d", str(rd)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "kube generate: model user.qwen" in err[0]
+    assert_refused_by(err[0], world, pfile, world.image(world.signed))
+    assert not out.exists() and not adm.exists()
+    assert main(args) == 0 and out.exists()  # the default places accept it
+
+
+def test_install_oci_policy_option_installs_nothing(world, registry, tmp_path, monkeypatch):
+    from lemonpack.oci.reference import parse_registry_reference
+    from lemonpack.registry.transfer import publish_layout
+    from support.registry import variant_layout
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(cache))
+    layout = variant_layout(tmp_path, "trust-opt", "1")
+    with RegistryClient(registry.host) as c:
+        res = publish_layout(layout, parse_registry_reference(f"{registry.host}/ns/engines/opt:v1"), c,
+                             tag="trust-opt")
+    digest = res.pushed[0].digest
+    pfile, rd = rejecting_policy(world, tmp_path)
+    r = subprocess.run([sys.executable, "-m", "lemonpack.cli", "install", f"oci://{registry.host}/ns/engines/opt@{digest}",
+                        "--yes", "--policy", str(pfile), "--registries.d", str(rd)], capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: install: ")
+    assert_refused_by(line, world, pfile, f"{registry.host}/ns/engines/opt@{digest}")
+    assert not (cache / "external" / "trust-opt").exists()
+
+
+def test_the_status_page_shows_each_trust_verdict_as_text(world, live):
+    """The page (headless Chromium) renders /v1/status's trust: "accepted"/"rejected", the scope,
+    the reason, each a text node (no element but the page's own spans in the cell)."""
+    from support.browser import chromium
+    from support.helpers import wait_for
+
+    srv = live()
+    srv.add("user.good", world.recipe("good-engine", world.signed))
+    srv.add("user.bad", world.recipe("bad-engine", world.unsigned))
+    srv.start()
+    for model in ("user.good", "user.bad"):
+        httpx.post(f"{srv.url}/v1/chat/completions", timeout=60,
+                   json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    cells = ("return Object.fromEntries(Array.from(document.querySelectorAll('#model-rows tr[data-model]'))"
+             ".map(tr => { const td = tr.children[7]; return [tr.dataset.model, {text: td.textContent,"
+             " tags: Array.from(td.querySelectorAll('*')).map(e => e.tagName + '.' + e.className)}]; }));")
+    with chromium(offline=False, loopback=True) as driver:
+        driver.get(srv.url + "/")
+        assert wait_for(lambda: "rejected" in (driver.execute_script(cells).get("user.bad") or {}).get("text", ""), 20)
+        got = driver.execute_script(cells)
+    scope = f'scope transports.docker["{world.host}/ns/engines"]'
+    assert got["user.good"]["text"] == "accepted" + scope
+    assert got["user.good"]["tags"] == ["SPAN.trust trust-ok", "SPAN.scope"]
+    bad = got["user.bad"]
+    assert bad["text"].startswith("rejected" + scope) and "no signature exists" in bad["text"]
+    assert bad["tags"] == ["SPAN.trust trust-rejected", "SPAN.scope", "SPAN.reason"]

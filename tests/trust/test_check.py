@@ -78,3 +78,23 @@ def test_a_rejecting_scope_asks_no_registry(tmp_path):
     # port 1 has no registry: a verdict that needed one would fail to connect
     verdict = Trust.load(policy, tmp_path / "rd").check("127.0.0.1:1/ns/app:v1")
     assert not verdict.allowed and json.dumps(verdict.to_json())
+
+
+def test_named_is_none_without_options_and_reads_a_named_file_at_once(tmp_path):
+    from lemonpack.errors import PolicyFileError
+
+    assert Trust.named(None, None) is None  # each use then reads the default places when it needs them
+    missing = tmp_path / "nope.json"
+    with pytest.raises(PolicyFileError, match=str(missing)):
+        Trust.named(missing, None)
+    good = write_policy(tmp_path / "p.json", {"default": [{"type": "reject"}]})
+    trust = Trust.named(good, None)
+    assert trust is not None and trust.policy is not None and trust.policy.file == str(good)
+
+
+def test_enforce_reports_every_verdict_reached(tmp_path):
+    seen = []
+    trust = Trust.load(write_policy(tmp_path / "p.json", {"default": [{"type": "reject"}]}), tmp_path)
+    with pytest.raises(TrustError):
+        enforce_argv(["podman", "run", "r.example/a/b@sha256:" + "cd" * 32], trust, on_verdict=seen.append)
+    assert [(v.allowed, v.scope) for v in seen] == [(False, "default")]

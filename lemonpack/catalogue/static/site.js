@@ -328,9 +328,29 @@
 
   var DETECTION_ORDER = ['cuda', 'rocm', 'vulkan', 'gpu', 'cpu'];
 
+  /** A size as lemonpack/catalogue/models.py's _size writes it ("1.5 GiB", "12 B"). */
+  function sizeText(n) {
+    var units = [['GiB', 1073741824], ['MiB', 1048576], ['KiB', 1024]];
+    for (var i = 0; i < units.length; i++) {
+      if (n >= units[i][1]) { return (n / units[i][1]).toFixed(1) + ' ' + units[i][0]; }
+    }
+    return n + ' B';
+  }
+
+  /** A model entry's fit: the CLI's rule (lemonpack.catalogue.models.model_fit) with the budget
+   *  unknown, since a page cannot read the host's memory (`catalogue show` compares it). */
+  function modelFit(e) {
+    var need = typeof e.memory === 'number' ? e.memory
+      : (e.model && e.model.memory && typeof e.model.memory.bytes === 'number' ? e.model.memory.bytes : null);
+    if (need === null) { return { fits: false, platform: null, installArgs: [], reason: 'no memory estimate recorded' }; }
+    return { fits: true, platform: null, installArgs: [],
+             reason: 'needs ' + sizeText(need) + "; this host's memory budget is unknown" };
+  }
+
   /** {fits: bool, platform: the platform used or null, reason: text}; the CLI's rule
    *  (lemonpack.catalogue.fits.fits_host, through lemonpack.contract.select.select_accelerator). */
   function fit(e, host) {
+    if (e.kind === 'model') { return modelFit(e); }
     var platforms = list(e.platforms);
     var onOs = platforms.filter(function (p) { return p && p.os === host.os; });
     if (!onOs.length) {

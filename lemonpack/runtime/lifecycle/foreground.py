@@ -24,9 +24,11 @@ Two steps, so the CLI only parses and prints:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lemonpack.contract.host import HostFacts
 from lemonpack.contract.model import Recipe
@@ -34,30 +36,40 @@ from lemonpack.errors import LemonpackError, RuntimeFailure, UsageError
 from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.lifecycle.stop_signals import StopSignals
 
+if TYPE_CHECKING:
+    from lemonpack.trust.check import Trust
+
 
 @dataclass(frozen=True)
 class ForegroundRun:
     """A checked foreground run: the ``recipe``, the launch ``plan``, ``warnings`` (also in
-    the ``ready`` JSON event), ``notices`` (stderr only), and ``probe_text`` (what the health
-    probe waits for, :func:`lemonpack.runtime.engines.probes.describe_probe`)."""
+    the ``ready`` JSON event), ``notices`` (stderr only), ``probe_text`` (what the health
+    probe waits for, :func:`lemonpack.runtime.engines.probes.describe_probe`), and ``trust``
+    (the :class:`~lemonpack.trust.check.Trust` of ``--policy``/``--registries.d`` the plan was
+    judged with, and the check before the spawn judges with again; None: the default places)."""
 
     recipe: Recipe
     plan: LaunchPlan
     warnings: tuple[str, ...]
     notices: tuple[str, ...]
     probe_text: str
+    trust: Trust | None = None
 
 
 def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, options: Sequence[str] = (),
                 port: int | None = None, host: str = "127.0.0.1", install_ref: str | None = None,
-                facts: HostFacts | None = None) -> ForegroundRun:
+                facts: HostFacts | None = None, policy: str | os.PathLike[str] | None = None,
+                registries_d: str | os.PathLike[str] | None = None) -> ForegroundRun:
     """Check the arguments of ``lemonpack run`` and build its launch plan (nothing spawned).
 
     ``recipe_ref``: a recipe file or discovered id; ``model_ref``: a model file or a
     registered name; ``device``: the accelerator block (None: the selector's choice);
     ``options``: ``KEY=VALUE`` texts; ``port``: 1..65535 and free, or None for a free one;
     ``host``: the engine's listen address; ``install_ref``: how messages name the install
-    (default ``recipe_ref``); ``facts``: the host (default: detected). Raises
+    (default ``recipe_ref``); ``facts``: the host (default: detected); ``policy``,
+    ``registries_d``: the trust policy and registries.d to judge engine images with
+    (``--policy``, ``--registries.d``; read first, so a bad file named fails before anything
+    else; None: the default places, read only when the plan names a registry image). Raises
     :class:`~lemonpack.errors.UsageError` (exit 2) for ``--device``, ``--host``,
     ``--option`` and ``--port``; :class:`~lemonpack.errors.ManifestError` for an unpinned
     image; :class:`~lemonpack.errors.TrustError` (exit 3) for an engine image the trust
@@ -73,7 +85,9 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     from lemonpack.runtime.models.ref import resolve_model
     from lemonpack.runtime.models.registry import parse_option
     from lemonpack.runtime.engines.probes import describe_probe
+    from lemonpack.trust.check import Trust
 
+    trust = Trust.named(policy, registries_d)
     rec = Discovery().resolve(recipe_ref)
     require_pinned(rec)
     facts = facts if facts is not None else detect_host()
@@ -103,12 +117,12 @@ def prepare_run(recipe_ref: str, model_ref: str, *, device: str | None = None, o
     spec = model.spec()
     plan = build_launch_plan(rec, spec, facts, device=device, port=port, host_addr=host, options=opts,
                              install_ref=install_ref or recipe_ref)
-    plan = trusted_plan(plan)  # the trust policy, before anything is spawned
+    plan = trusted_plan(plan, trust)  # the trust policy, before anything is spawned
     warnings = _lacking(rec, spec, facts, plan.accelerator, device, opts)
     probe_text = describe_probe(plan.health_probe, plan.host, plan.port)
     if "health_probe" not in rec.document and plan.health_probe == HealthProbe():
         probe_text += "; the default probe: the recipe sets no health_probe"
-    return ForegroundRun(rec, plan, tuple(warnings), tuple(notices), probe_text)
+    return ForegroundRun(rec, plan, tuple(warnings), tuple(notices), probe_text, trust)
 
 
 def _lacking(rec, spec, facts, accelerator: str | None, device: str | None, options) -> list[str]:
@@ -161,7 +175,7 @@ def _run_until_stopped(run: ForegroundRun, stop: StopSignals, on_ready, on_log, 
             eng.logs.subscribe(on_log, replay=True)
 
     engines = Engines(subreaper=True, sentinel=True)
-    runner = Runner({plan.model: plan}, engines, on_spawn=on_spawn)
+    runner = Runner({plan.model: plan}, engines, on_spawn=on_spawn, trust=run.trust)
     try:
         left = engines.cleanup_leftovers()  # every container CLI installed, whatever this recipe is
         if left["containers"] or left["processes"]:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lemonpack.errors import LemonpackError, RuntimeFailure, TrustError
 from lemonpack.runtime.engines import probes
@@ -25,6 +26,10 @@ from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.lifecycle.supervisor import (
     Crashed, Request, Shutdown, StartFailed, Started, State, Stopped, Supervisor, Unload,
 )
+
+if TYPE_CHECKING:
+    from lemonpack.trust.check import Trust
+    from lemonpack.trust.requirements import Verdict
 
 log = logging.getLogger("lemonpack.runtime.lifecycle.runner")
 
@@ -52,13 +57,16 @@ class Runner:
     Before each spawn the plan's container images are judged by the trust policy
     (:func:`trusted_plan`): a rejected image is never started (the start fails with the
     refusal); :meth:`trust_refusal` asks the same question ahead, for the server's 403.
+    ``trust``: the :class:`~lemonpack.trust.check.Trust` to judge with (``--policy``,
+    ``--registries.d``); None: the default places, read at each check.
     """
 
     def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
                  engines: Engines | None = None, *, watchdog_interval: float | None = None,
                  watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None,
-                 on_spawn: Callable[[str, EngineProcess], None] | None = None) -> None:
+                 on_spawn: Callable[[str, EngineProcess], None] | None = None, trust: Trust | None = None) -> None:
         self._plans = plans
+        self.trust = trust
         self._on_spawn = on_spawn
         self.engines = engines or Engines()
         self._own_engines = engines is None
@@ -71,6 +79,7 @@ class Runner:
         self._idle = threading.Condition(self._lock)
         self.starts = 0  # engines spawned (for tests and stats)
         self._refusals: dict[str, str | None] = {}
+        self._verdicts: dict[str, dict[str, object]] = {}
 
     # -- public API
 
@@ -147,7 +156,7 @@ class Runner:
         life; the check before each spawn is not cached. Blocks (registry I/O)."""
         if model not in self._refusals:
             try:
-                trusted_plan(self._plan(model))
+                self._trusted(model)
                 self._refusals[model] = None
             except TrustError as e:
                 self._refusals[model] = str(e)
@@ -158,6 +167,29 @@ class Runner:
     def trust_checked(self, model: str) -> bool:
         """Whether :meth:`trust_refusal` has a cached answer for ``model`` (then it does not block)."""
         return model in self._refusals
+
+    def trust_status(self, model: str) -> dict[str, object] | None:
+        """The last trust check of ``model``'s engine images (:meth:`trust_refusal` or the
+        check before a spawn): ``{"allowed": bool, "scope": label, "reason": sentence or None,
+        "reference": judged reference, "policy": file}``; for several images, the first
+        rejected one (else the last judged). None when no check ran (no policy file, no
+        registry image, or not asked yet). Does not block."""
+        with self._lock:
+            return self._verdicts.get(model)
+
+    def _trusted(self, model: str) -> LaunchPlan:
+        """:func:`trusted_plan` of ``model``'s plan, recording what it decided
+        (:meth:`trust_status`)."""
+        seen: list = []
+        try:
+            return trusted_plan(self._plan(model), self.trust, on_verdict=seen.append)
+        finally:
+            if seen:
+                v = next((v for v in seen if not v.allowed), seen[-1])
+                with self._lock:
+                    self._verdicts[model] = {"allowed": all(x.allowed for x in seen), "scope": v.scope,
+                                             "reason": v.reason or None, "reference": v.reference,
+                                             "policy": v.policy_file}
 
     # -- Effects (called under the lock; must not block)
 
@@ -200,7 +232,7 @@ class Runner:
 
     def _do_start(self, model: str, live: _Live) -> None:
         try:
-            plan = trusted_plan(self._plan(model))  # the images judged are the ones spawned
+            plan = self._trusted(model)  # the images judged are the ones spawned
             with live.lock:
                 if live.cancelled.is_set():
                     raise RuntimeFailure(f"{model}: start cancelled")
@@ -245,17 +277,18 @@ class Runner:
 WATCHDOG = "watchdog: "
 
 
-def trusted_plan(plan: LaunchPlan) -> LaunchPlan:
+def trusted_plan(plan: LaunchPlan, trust: Trust | None = None, *,
+                 on_verdict: Callable[[Verdict], None] | None = None) -> LaunchPlan:
     """``plan`` with every registry image its container command line names judged by the
-    trust policy (:func:`lemonpack.trust.check.enforce_argv`: containers-policy.json found as
-    podman finds it) and written by the digest judged. A plan that runs no container is
+    trust policy (:func:`lemonpack.trust.check.enforce_argv`: ``trust``, else
+    containers-policy.json found as podman finds it) and written by the digest judged. A plan that runs no container is
     returned as it is, without reading any policy. Raises
     :class:`~lemonpack.errors.TrustError` (exit 3) before anything is spawned."""
     from dataclasses import replace
 
     from lemonpack.trust.check import enforce_argv
 
-    argv = enforce_argv(plan.argv, use=f"{plan.recipe}: engine image")
+    argv = enforce_argv(plan.argv, trust, use=f"{plan.recipe}: engine image", on_verdict=on_verdict)
     return plan if argv == tuple(plan.argv) else replace(plan, argv=argv)
 
 

@@ -277,16 +277,26 @@ def _available(recipe: Recipe, host: HostFacts, presence: Mapping[str, Presence]
     return True, f"{eff.path}: {fact.what} is present"
 
 
+def serves_match(patterns: Sequence[str], names: Iterable[str]) -> tuple[str, str] | None:
+    """``(name, pattern)``: the first of ``names`` (model file names) matching one of the
+    ``dev.lemonpack.serves`` glob ``patterns`` (case-insensitively, :func:`fnmatch.fnmatchcase`
+    of both lower-cased), or None: ``can_serve``'s rule, also the catalogue's for model entries."""
+    for name in names:
+        for p in patterns:
+            if fnmatch.fnmatchcase(name.lower(), p.lower()):
+                return name, p
+    return None
+
+
 def _can_serve(recipe: Recipe, model: ModelArtifact) -> tuple[bool, str]:
     patterns, problem = declared_serves(recipe)
     if problem:
         return False, problem
     if patterns is None:
         return False, f'declares no extensions["{SERVES_KEY}"] patterns'
-    for name in model.names:
-        for p in patterns:
-            if fnmatch.fnmatchcase(name.lower(), p.lower()):
-                return True, f"{name} matches {p}"
+    hit = serves_match(patterns, model.names)
+    if hit is not None:
+        return True, f"{hit[0]} matches {hit[1]}"
     shown = ", ".join(model.names) or "no file name"
     return False, f"{shown} matches none of {', '.join(patterns)}"
 
@@ -411,5 +421,5 @@ __all__ = [
     "BUILTIN_DEFAULT", "BackendSelectionError", "CandidateReport", "DefaultBackend", "ERROR_KINDS", "ModelArtifact",
     "OUTCOMES", "OVERRIDE_ENV", "Presence", "RANK_KEY", "SERVES_KEY", "Selection", "declared_serves",
     "discovery_order", "host_block", "model_artifact", "preference_rank",
-    "select_backend",
+    "select_backend", "serves_match",
 ]

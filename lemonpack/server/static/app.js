@@ -77,6 +77,17 @@ function fillSelect(sel, names) {
   if (names.includes(keep)) sel.value = keep;
 }
 
+function trust(t) {
+  // the runner's trust check of the engine images: accepted/rejected, the scope, the reason (textContent only)
+  const td = el("td");
+  if (t === null || t === undefined) { td.textContent = "not checked"; return td; }
+  td.appendChild(el("span", t.allowed ? "accepted" : "rejected", t.allowed ? "trust trust-ok" : "trust trust-rejected"));
+  if (t.scope) td.appendChild(el("span", `scope ${t.scope}`, "scope"));
+  if (t.reason) td.appendChild(el("span", t.reason, "reason"));
+  if (t.policy) td.title = t.policy;
+  return td;
+}
+
 function render(doc) {
   const now = performance.now() / 1000;
   const dt = previous ? now - previous.t : 0;
@@ -104,8 +115,7 @@ function render(doc) {
     tr.appendChild(el("td", `${size(m.memory.estimate)} / ${size(m.memory.rss)}`));
     tr.appendChild(digest(m.digests.model));
     tr.appendChild(digest(m.digests.image));
-    tr.appendChild(el("td", m.trust === null || m.trust === undefined ? "not checked" :
-                      (m.trust.verdict || JSON.stringify(m.trust))));
+    tr.appendChild(trust(m.trust));
     tr.appendChild(el("td", m.queued ? `${m.in_flight} (${m.queued} queued)` : String(m.in_flight)));
     const [mrps, mttfb] = rate(m, previous && previous.models[m.id], dt);
     tr.appendChild(el("td", mrps));
