@@ -134,7 +134,7 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
     from lemonpack.catalogue.search import check_filters, search_report, sort_entries
 
     # the compact search index when it matches catalogue.json; the host fit reads whole entries
-    data = load_index(index) if fits_host or host_facts else load_search_index(index)
+    data = load_index(index) if fits_host or host_facts or memory_budget else load_search_index(index)
     report = search_report(data, query, check_filters(
         data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
     report["results"] = sort_entries(report["results"], sort)
