@@ -406,8 +406,8 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
     parsed = json.loads(data)  # what a reader sees: the compact search index and the site are made from it
     (tmp / SEARCH_NAME).write_bytes(search_file_bytes(parsed, Digest.of_bytes(data).hex))
     (tmp / "entries").mkdir()
-    for e in index["entries"]:
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
+    for e in index["entries"]:  # the index refused floats above: no need to walk each entry for them again
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e, floats="shortest"))
     if private is not None:
         (tmp / SIG_NAME).write_text(sign_payload(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))
