@@ -53,7 +53,8 @@ from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.canonical import canonical_json
 from lemonpack.safetree import inside
 
-from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
+from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SEARCH_NAME, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
+from lemonpack.catalogue.search import search_file_bytes
 
 FEED_NAME = "feed.atom"
 OFFICIAL_PUBLISHER = "lemonpack"
@@ -402,9 +403,11 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
     rendered site fragments, :func:`lemonpack.catalogue.site.site_files`)."""
     data = canonical_json(index)  # refuses floats anywhere in the index, so each entry below too
     (tmp / INDEX_NAME).write_bytes(data)
+    parsed = json.loads(data)  # what a reader sees: the compact search index and the site are made from it
+    (tmp / SEARCH_NAME).write_bytes(search_file_bytes(parsed, Digest.of_bytes(data).hex))
     (tmp / "entries").mkdir()
-    for e in index["entries"]:
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e))
+    for e in index["entries"]:  # the index refused floats above: no need to walk each entry for them again
+        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e, floats="shortest"))
     if private is not None:
         (tmp / SIG_NAME).write_text(sign_payload(private, data) + "\n", encoding="ascii")
     (tmp / FEED_NAME).write_bytes(atom_feed(index))
@@ -412,7 +415,7 @@ def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
         from lemonpack.catalogue.site import render_site
     except ImportError:  # pragma: no cover
         return
-    render_site(json.loads(data), tmp, signatures.index_digest(data), cache=cache, atomic=False)
+    render_site(parsed, tmp, signatures.index_digest(data), cache=cache, atomic=False)
 
 
 #: Versions kept per entry in ``history`` (the oldest dropped first).

@@ -10,6 +10,8 @@ from lemonpack.errors import CatalogueError
 SCHEMA = 1
 INDEX_NAME = "catalogue.json"
 SIG_NAME = "catalogue.json.sig"
+#: The compact search index beside ``catalogue.json`` (:func:`lemonpack.catalogue.search.search_file_bytes`).
+SEARCH_NAME = "catalogue-search.json"
 
 
 def entry_filename(entry_id: str) -> str:

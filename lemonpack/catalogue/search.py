@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from lemonpack.errors import CatalogueError, UsageError
@@ -185,6 +186,19 @@ def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: fr
     return alts[0] in archs and runs_on_arch(entry, alts[0])
 
 
+def _keep(alts: list[str], hays: list[tuple[str, Any]], archs: frozenset, first: bool = False) -> list:
+    """The ``(hay, entry)`` pairs of ``hays`` whose entry matches the term ``alts``
+    (:func:`_term_matches`); ``first``: only the first such pair (is there any?)."""
+    if len(alts) == 1 and alts[0] not in archs:  # the common case: one word, a substring test
+        a = alts[0]
+        if first:
+            return next(([x] for x in hays if a in x[0]), [])
+        return [x for x in hays if a in x[0]]
+    if first:
+        return next(([x] for x in hays if _term_matches(alts, x[0], x[1], archs)), [])
+    return [x for x in hays if _term_matches(alts, x[0], x[1], archs)]
+
+
 @lru_cache(maxsize=1)
 def _known_archs() -> frozenset:
     return frozenset(a for fam in rules()["arch_families"].values() for a in fam)
@@ -277,23 +291,35 @@ def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[st
     entries = index.get("entries", [])
     ts = terms(query)
     corrected: dict[str, str] = {}
-    hays: list[tuple[str, Any]] = []
+    archs = _known_archs()
+    # one term, then one filter, at a time over the whole list (what matches() says per entry,
+    # column by column: a search of 10,000 entries is a few list comprehensions)
     if ts:
-        hays = [(_joined(e), e) for e in entries]
-        archs = _known_archs()
+        given = index.get("hays")  # catalogue-search.json's, made by _joined
+        texts = given if isinstance(given, list) and len(given) == len(entries) else [_joined(e) for e in entries]
+        hays = list(zip(texts, entries))
         vocab: list[str] | None = None
         for k, t in enumerate(ts):
-            if len(t) > 1 or any(_term_matches(t, hay, e, archs) for hay, e in hays):
+            if len(t) > 1 or _keep(t, hays, archs, first=True):
                 continue  # a synonym group is never corrected
             vocab = vocabulary(index) if vocab is None else vocab
             word = suggest(t[0], vocab)
             if word is not None:
                 corrected[t[0]] = word
                 ts[k] = terms(word)[0]
-    if ts:
-        found = [e for hay, e in hays if matches(e, ts, filters, hay)]
+        for t in ts:
+            hays = _keep(t, hays, archs)
+        found = [e for _, e in hays]
     else:
-        found = [e for e in entries if matches(e, ts, filters)]
+        found = list(entries)
+    for name, want in filters.items():
+        if want is None:
+            continue
+        wanted = set(want) if isinstance(want, (list, tuple, set, frozenset)) else {want}
+        if name == "gpu_arch":
+            found = [e for e in found if any(runs_on_arch(e, a) for a in wanted)]
+        else:
+            found = [e for e in found if wanted & _values(e, name)]
     if ts:
         found.sort(key=lambda e: rank(e, ts))  # stable: index order within a rank
     return {"results": found, "corrected": corrected}
@@ -363,6 +389,57 @@ def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
                              + f" (choices: {', '.join(shown)})", param=option)
         out[name] = good
     return out
+
+
+#: ``format`` of ``catalogue-search.json`` (:func:`search_file_bytes`).
+SEARCH_FORMAT = "lemonpack-catalogue-search/1"
+#: The entry fields ``catalogue-search.json`` keeps: what :func:`search_report`,
+#: :func:`check_filters`, :func:`sort_entries` and the CLI's output read.
+SEARCH_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
+                                  "tags", "capabilities")
+
+
+def search_entry(entry: Mapping[str, Any]) -> dict:
+    """``entry`` reduced to what search reads (:data:`SEARCH_FIELDS`; ``platforms`` as
+    ``{"os", "accelerator", "archs", "any_arch"}`` (``any_arch`` only when the entry has it);
+    ``signature`` / ``pinning`` / ``reproducible`` as ``{"status"}``; ``history`` as its
+    first and latest dated version, ``{"date"}`` each): the search functions give the same
+    answer for it as for the whole entry."""
+    e = {k: entry[k] for k in SEARCH_FIELDS if k in entry}
+    plats = []
+    for p in entry.get("platforms") or []:
+        q = {k: p[k] for k in ("os", "accelerator", "archs", "any_arch") if k in p}
+        plats.append(q)
+    e["platforms"] = plats
+    for k in ("signature", "pinning", "reproducible"):
+        if isinstance(entry.get(k), dict):
+            e[k] = {"status": entry[k].get("status")}
+    added, updated = entry_dates(entry)
+    e["history"] = [{"date": added}, {"date": updated}] if added else []
+    return e
+
+
+def search_code() -> str:
+    """sha256 (bare hex) of this module's source: what derives ``catalogue-search.json``
+    (:func:`search_entry`, :func:`_joined`); a file written by other code is not used."""
+    from lemonpack.digest import Digest
+
+    return Digest.of_bytes(Path(__file__).read_bytes()).hex
+
+
+def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
+    """The bytes of ``catalogue-search.json`` for the index ``index`` parsed from the
+    ``catalogue.json`` bytes whose sha256 (bare hex) is ``index_sha256``: sorted-key JSON
+    ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "entries":
+    [search_entry...], "hays": [_joined...]}`` (index order; ``hays``: each entry's searched
+    text, so a search does not join it again), about a third of ``catalogue.json``. A reader
+    uses it only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and
+    ``code`` its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
+    ``catalogue verify`` / ``update`` can derive it again and compare."""
+    entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    return json.dumps({"format": SEARCH_FORMAT, "code": search_code(), "index_sha256": index_sha256,
+                       "entries": [search_entry(e) for e in entries], "hays": [_joined(e) for e in entries]},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 #: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.

@@ -130,10 +130,11 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Search the built index (same rules as the site's search box); an unknown filter value
     is an error naming the choices (exit 2), a term no entry has is replaced by its near miss."""
-    from lemonpack.catalogue.index import load_index
+    from lemonpack.catalogue.index import load_index, load_search_index
     from lemonpack.catalogue.search import check_filters, search_report, sort_entries
 
-    data = load_index(index)
+    # the compact search index when it matches catalogue.json; the host fit reads whole entries
+    data = load_index(index) if fits_host or host_facts or memory_budget else load_search_index(index)
     report = search_report(data, query, check_filters(
         data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
     report["results"] = sort_entries(report["results"], sort)

@@ -52,6 +52,10 @@ def test_outputs_and_order(built):
         assert json.loads(f.read_bytes()) == e
     assert (out / "catalogue.json.sig").is_file() and (out / "index.html").is_file()
     assert (out / "assets" / "catalogue-data.js").read_text().startswith("window.CATALOGUE = ")
+    from lemonpack.catalogue.index import search_file_for
+
+    # the compact search index, derived from the very bytes of catalogue.json
+    assert (out / "catalogue-search.json").read_bytes() == search_file_for((out / "catalogue.json").read_bytes())
     # the feed parses as Atom and lists every entry once, in index order
     import xml.etree.ElementTree as ET
 
@@ -217,6 +221,7 @@ def test_update_verifies_and_keeps_old_copy_on_bad_signature(world, built):
     cached = cache / "catalogue" / "catalogue.json"
     good = cached.read_bytes()
     assert good == (out / "catalogue.json").read_bytes()
+    assert (cache / "catalogue" / "catalogue-search.json").read_bytes() == (out / "catalogue-search.json").read_bytes()
     # over HTTP too
     import shutil
 

@@ -171,3 +171,81 @@ def test_every_sort_order_is_in_the_table_and_an_unknown_one_is_a_usage_error():
     assert {q.get("sort", "relevance") for q in QUERIES} == set(SORTS)
     r = cli("catalogue", "search", "--sort", "newest", "--index", str(FIXTURE))
     assert r.returncode == 2 and "--sort" in r.stderr and "relevance, name, new, updated" in r.stderr
+
+
+# ---------------------------------------------------------------- the compact search index (catalogue-search.json)
+
+
+@pytest.fixture()
+def index_dir(tmp_path, monkeypatch):
+    """The fixture index as a built directory: catalogue.json plus the catalogue-search.json
+    derived from it; the verification stamps in a cache of the test's own."""
+    from lemonpack.catalogue.index import search_file_for
+
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    d = tmp_path / "idx"
+    d.mkdir()
+    data = FIXTURE.read_bytes()
+    (d / "catalogue.json").write_bytes(data)
+    (d / "catalogue-search.json").write_bytes(search_file_for(data))
+    return d
+
+
+def test_the_table_gives_the_same_results_over_the_compact_index(index_dir):
+    from lemonpack.catalogue.index import load_index, load_search_index
+    from lemonpack.catalogue.search import check_filters, search_report
+
+    compact, full = load_search_index(index_dir), load_index(index_dir)
+    assert "hays" in compact and "commands" not in compact["entries"][0]  # the compact file was read
+    for q in QUERIES:
+        got = [search_report(ix, q["query"], check_filters(ix, q["filters"])) for ix in (compact, full)]
+        ids = [[e["id"] for e in sort_entries(r["results"], q.get("sort", "relevance"))] for r in got]
+        assert ids[0] == ids[1] == q["expected_ids"], q["note"]
+        assert got[0]["corrected"] == got[1]["corrected"] == q.get("corrected", {})
+    assert set(compact["entries"][0]) <= set(full["entries"][0])
+
+
+def test_the_cli_reads_the_compact_index_only_while_it_matches_catalogue_json(index_dir):
+    env = {"LEMONPACK_CACHE_DIR": os.environ["LEMONPACK_CACHE_DIR"]}
+
+    def ids(*args: str) -> list[str]:
+        r = cli("catalogue", "search", *args, "--index", str(index_dir), "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        return [x["id"] for x in json.loads(r.stdout)["results"]]
+
+    assert ids("whisper") == ["recipe:beta-whisper-cuda"]
+    # a compact file changed after it was derived (its index_sha256 still right) is what the
+    # CLI reads: proof that it reads it; `catalogue verify` and `update` catch such a file
+    compact = index_dir / "catalogue-search.json"
+    doc = json.loads(compact.read_bytes())
+    k = next(i for i, e in enumerate(doc["entries"]) if e["id"] == "recipe:beta-whisper-cuda")
+    del doc["entries"][k], doc["hays"][k]
+    compact.write_text(json.dumps(doc))
+    assert ids("whisper") == []
+    from lemonpack.catalogue.index import verify_dir
+
+    assert any("catalogue-search.json: differs" in p for p in verify_dir(index_dir, b"unused"))
+    # catalogue.json rebuilt or edited since (same size even): the stale compact file is ignored
+    data = (index_dir / "catalogue.json").read_bytes()
+    (index_dir / "catalogue.json").write_bytes(data.replace(b"Whisper", b"Whisker", 1))
+    assert b"Whisker" in (index_dir / "catalogue.json").read_bytes()
+    assert ids("whisper") == ["recipe:beta-whisper-cuda"] and ids("whisker") == ["recipe:beta-whisper-cuda"]
+    # written by other code (another lemonpack version): ignored too
+    (index_dir / "catalogue.json").write_bytes(data)
+    compact.write_text(json.dumps({**doc, "code": "0" * 64}))
+    assert ids("whisper") == ["recipe:beta-whisper-cuda"]
+
+
+def test_a_verified_pair_is_remembered_and_hashed_again_when_either_file_changes(index_dir, monkeypatch):
+    from lemonpack.catalogue import index as ix
+
+    hashed = []
+    real = ix.index_sha256
+    monkeypatch.setattr(ix, "index_sha256", lambda data: hashed.append(1) or real(data))
+    assert "hays" in ix.load_search_index(index_dir) and len(hashed) == 1
+    assert "hays" in ix.load_search_index(index_dir) and len(hashed) == 1  # the stamp: not hashed again
+    assert ix.search_stamps_path().is_file()
+    os.utime(index_dir / "catalogue.json")  # a touch changes ctime: hashed again, still the same bytes
+    assert "hays" in ix.load_search_index(index_dir) and len(hashed) == 2
+    (index_dir / "catalogue-search.json").write_bytes(b"{}")
+    assert "hays" not in ix.load_search_index(index_dir)  # a malformed compact file: the full index

@@ -4,6 +4,9 @@ bare (a flag takes no value, so ``--json <bool>`` would tell the user to type on
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import typer
 
 from lemonpack.cli import app, main
@@ -64,3 +67,12 @@ def test_a_plain_line_is_printed_as_rich_would_without_loading_rich():
         f"Console(highlight=False, soft_wrap=True, width=4096).print({line!r}, markup=False)\n")],
         capture_output=True, text=True, timeout=60)
     assert rich_says.stdout == line + "\n"
+
+
+@pytest.mark.parametrize("data", [{}, [], "x", 1, None, True, 2.5, [[[]]], {"b": {"c": {}, "d": []}, "a": [1, -0.0, 1e100]},
+                                  {"r": [{"id": "recipe:x", "display_name": "é\n\"\u2028", "official": False,
+                                          "publisher": None}] * 3, "q": ""}, {1: 2}])
+def test_indented_json_is_the_standard_librarys_text(data):
+    from lemonpack.cli._app import print_json_text
+
+    assert print_json_text(data) == json.dumps(data, indent=2, sort_keys=True)

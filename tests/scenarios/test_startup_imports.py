@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,22 @@ def test_the_heavy_list_would_see_what_it_forbids(tmp_path):
                        text=True, env=env, timeout=120)
     modules = set(json.loads(r.stdout.rpartition("\nMODULES ")[2]))
     assert "jsonschema" in _heavy(modules)
+
+
+def test_a_warm_search_of_a_built_index_reads_the_compact_file_and_hashes_nothing(tmp_path):
+    """A built index with its catalogue-search.json: the first search verifies it (hashing
+    catalogue.json), the next one finds the verified pair remembered and imports no hashing."""
+    from lemonpack.catalogue.index import search_file_for
+
+    shipped = Path(__file__).resolve().parents[2] / "lemonpack" / "catalogue" / "shipped" / "catalogue.json"
+    d = tmp_path / "idx"
+    d.mkdir()
+    data = shipped.read_bytes()
+    (d / "catalogue.json").write_bytes(data)
+    (d / "catalogue-search.json").write_bytes(search_file_for(data))
+    out, first = _run(tmp_path, "catalogue", "search", "llama", "--index", str(d), "--json")
+    assert "recipe:hello-engine" in out and (tmp_path / "cache" / "catalogue-search-verified.json").is_file()
+    out, warm = _run(tmp_path, "catalogue", "search", "llama", "--index", str(d), "--json")
+    assert "recipe:hello-engine" in out
+    assert not _heavy(warm), _heavy(warm)
+    assert _lemonpack(warm) <= BASE | SEARCH_OK, sorted(_lemonpack(warm) - BASE - SEARCH_OK)
