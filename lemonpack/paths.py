@@ -2,7 +2,8 @@
 
 - cache root: ``$LEMONPACK_CACHE_DIR`` or ``$XDG_CACHE_HOME/lemonpack`` (``~/.cache/lemonpack``):
   ``artifacts/sha256/<hex>`` (verified downloads), ``layers/`` (built layer blobs),
-  ``external/<recipe>/`` (installed variant_of artifacts, RFC section 9).
+  ``external/<recipe>/`` (installed variant_of artifacts, RFC section 9), ``models/`` (the
+  model store); each thing in them as ``lemonpack cache`` shows it is a :class:`CacheItem`.
 - config root: ``$LEMONPACK_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/lemonpack``: ``backends/``
   (user recipes), ``user_models.json`` (the model registry).
 """
@@ -10,9 +11,37 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+
+@dataclass(frozen=True)
+class CacheItem:
+    """One thing in a cache, as ``lemonpack cache list|verify|clean`` shows it: ``cache``
+    (``artifacts``/``layers``/``external``: :class:`lemonpack.builder.caches.Caches`;
+    ``models``: :class:`lemonpack.runtime.models.store.ModelStore`), ``name`` (a digest, a
+    layer key, ``view sha256:...``), ``path``, ``size`` bytes, ``state`` (``entry``, ``bad``: an
+    entry found unusable, e.g. a directory or a symlink where a file belongs, a layer record
+    stating another key's inputs, a blob whose bytes are not its digest; ``partial-live``: being
+    written right now, ``partial-stale``: left by a killed run, ``orphan``) and ``problem`` (why
+    it is bad, or None)."""
+
+    cache: str
+    name: str
+    path: Path
+    size: int
+    state: str = "entry"
+    problem: str | None = None
+
+    def to_json(self) -> dict:
+        """JSON form (``path`` as a string)."""
+        out = {"cache": self.cache, "name": self.name, "path": str(self.path), "size": self.size,
+               "state": self.state}
+        if self.problem is not None:
+            out["problem"] = self.problem
+        return out
 
 
 def cache_root() -> Path:

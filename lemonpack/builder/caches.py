@@ -28,31 +28,9 @@ from lemonpack.builder.layercache import LayerCache
 from lemonpack.digest import file_digest, hex_of, sha256_text
 from lemonpack.fetch.cache import ArtifactCache
 from lemonpack.fetch.staging import is_stale, kind_of, partials, remove_entry, sweep, tree_size
-from lemonpack.paths import require_cache_root
+from lemonpack.paths import CacheItem, require_cache_root
 
 
-@dataclass(frozen=True)
-class CacheItem:
-    """One thing in a cache: ``cache`` (``artifacts``/``layers``/``external``), ``name``
-    (a digest or a layer key), ``path``, ``size`` bytes, ``state`` (``entry``, ``bad``: an
-    entry found unusable without hashing, e.g. a directory or a symlink where a file
-    belongs, or a layer record stating another key's inputs; ``partial-live``,
-    ``partial-stale``, ``orphan``) and ``problem`` (why it is bad, or None)."""
-
-    cache: str
-    name: str
-    path: Path
-    size: int
-    state: str = "entry"
-    problem: str | None = None
-
-    def to_json(self) -> dict:
-        """JSON form (``path`` as a string)."""
-        out = {"cache": self.cache, "name": self.name, "path": str(self.path), "size": self.size,
-               "state": self.state}
-        if self.problem is not None:
-            out["problem"] = self.problem
-        return out
 
 
 @dataclass

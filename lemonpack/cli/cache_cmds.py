@@ -47,10 +47,10 @@ def list_cmd(json_out: bool = JSON_OPTION) -> int:
     a running lemonpack), partial-stale (left by a killed one; `cache clean --partial`).
     """
     from lemonpack.builder.caches import CacheItem, Caches
-    from lemonpack.runtime.models.store import ModelStore, StoreItem
+    from lemonpack.runtime.models.store import ModelStore
 
     caches = Caches()
-    items: list[CacheItem | StoreItem] = [*caches.list(), *ModelStore(caches.root / "models").list()]
+    items: list[CacheItem] = [*caches.list(), *ModelStore(caches.root / "models").list()]
     per = _totals(items)
     total = sum(i.size for i in items)
     if json_out:
@@ -75,10 +75,10 @@ def verify_cmd(json_out: bool = JSON_OPTION) -> int:
     rebuilds it), else 0. Like `nix-store --verify --check-contents`.
     """
     from lemonpack.builder.caches import CacheItem, Caches
-    from lemonpack.runtime.models.store import ModelStore, StoreItem
+    from lemonpack.runtime.models.store import ModelStore
 
     caches = Caches()
-    items: list[CacheItem | StoreItem] = [*caches.verify(), *ModelStore(caches.root / "models").verify()]
+    items: list[CacheItem] = [*caches.verify(), *ModelStore(caches.root / "models").verify()]
     bad = [i for i in items if i.problem]
     if json_out:
         print_json({"checked": len(items), "bad": [i.to_json() for i in bad]})
@@ -100,10 +100,10 @@ def clean_cmd(partial: bool = typer.Option(False, "--partial", help="Only remove
     blob goes with --partial too (the next pull starts it again).
     """
     from lemonpack.builder.caches import CacheItem, Caches
-    from lemonpack.runtime.models.store import ModelStore, StoreItem
+    from lemonpack.runtime.models.store import ModelStore
 
     caches = Caches()
-    removed: list[CacheItem | StoreItem] = [*caches.clean(partial_only=partial),
+    removed: list[CacheItem] = [*caches.clean(partial_only=partial),
                                             *ModelStore(caches.root / "models").clean(partial_only=partial)]
     freed = sum(i.size for i in removed)
     if json_out:

@@ -29,8 +29,7 @@ Rules (issue 23, point 1; the verification rule of OCI image-spec ``descriptor.m
   :func:`lemonpack.safetree.path_problem`: a name that would escape the view is refused.
 
 What ``lemonpack cache list|verify|clean`` shows of the store is :meth:`ModelStore.list`,
-:meth:`ModelStore.verify`, :meth:`ModelStore.clean` (:class:`StoreItem`, the shape of
-``builder.caches.CacheItem``, ``cache`` = ``models``).
+:meth:`ModelStore.verify`, :meth:`ModelStore.clean` (:class:`~lemonpack.paths.CacheItem`, ``cache`` = ``models``).
 """
 
 from __future__ import annotations
@@ -44,40 +43,19 @@ import secrets
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from lemonpack.digest import Digest, Hasher, file_digest, hex_of, is_sha256_hex, sha256_text
 from lemonpack.errors import IntegrityError, StorageError, UnsafeContentError
 from lemonpack.files import commit, kind_of, remove_tree, replace_file
+from lemonpack.paths import CacheItem
 from lemonpack.safetree import path_problem
 
 #: Bytes read at once when re-hashing a partial blob before resuming it.
 _CHUNK = 4 << 20
 
 
-@dataclass(frozen=True)
-class StoreItem:
-    """One thing in the model store, as ``lemonpack cache`` shows it: ``cache`` (always
-    ``models``), ``name`` (a digest, or ``view sha256:...``), ``path``, ``size`` bytes, ``state``
-    (``entry``, ``bad``, ``partial-live``: being written right now, ``partial-stale``: left by a
-    killed pull, resumed by the next), ``problem`` (why it is bad, or None)."""
-
-    cache: str
-    name: str
-    path: Path
-    size: int
-    state: str = "entry"
-    problem: str | None = None
-
-    def to_json(self) -> dict:
-        """JSON form (``path`` as a string), as ``CacheItem.to_json``."""
-        out = {"cache": self.cache, "name": self.name, "path": str(self.path), "size": self.size,
-               "state": self.state}
-        if self.problem is not None:
-            out["problem"] = self.problem
-        return out
 
 
 class BlobWriter:
@@ -348,28 +326,28 @@ class ModelStore:
         return self.root / "headers" / "sha256" / Digest.parse(digest).hex
 
     # -- cache list | verify | clean -------------------------------------------------------
-    def list(self) -> builtins.list[StoreItem]:
+    def list(self) -> builtins.list[CacheItem]:
         """Every blob, partial blob and view, with sizes; nothing is hashed (a blob whose name is
         no digest or that is no regular file is ``bad``)."""
-        items: builtins.list[StoreItem] = []
+        items: builtins.list[CacheItem] = []
         for p in _entries(self.root / "blobs" / "sha256"):
             kind = kind_of(p)
             problem = None if kind == "file" and is_sha256_hex(p.name) else \
                 (f"not a regular file ({kind})" if kind != "file" else "name is not a sha256 digest")
-            items.append(StoreItem("models", _name(p.name), p, _size(p), "bad" if problem else "entry", problem))
+            items.append(CacheItem("models", _name(p.name), p, _size(p), "bad" if problem else "entry", problem))
         for p in _entries(self.root / "partial" / "sha256"):
-            items.append(StoreItem("models", _name(p.name), p, _size(p),
+            items.append(CacheItem("models", _name(p.name), p, _size(p),
                                    "partial-live" if self._locked(p.name) else "partial-stale"))
         for p in _entries(self.root / "views" / "sha256"):
             if p.name.startswith("."):
                 continue
-            items.append(StoreItem("models", f"view {_name(p.name)}", p, 0))
+            items.append(CacheItem("models", f"view {_name(p.name)}", p, 0))
         return items
 
-    def verify(self) -> builtins.list[StoreItem]:
+    def verify(self) -> builtins.list[CacheItem]:
         """Re-hash every blob; remove each one that is not what its name says (and the views,
         which may point at it). Returns every blob checked, bad ones with ``problem`` set."""
-        out: builtins.list[StoreItem] = []
+        out: builtins.list[CacheItem] = []
         bad = False
         for item in self.list():
             if item.name.startswith("view ") or item.state.startswith("partial"):
@@ -378,17 +356,17 @@ class ModelStore:
             if problem:
                 bad = True
                 _remove(item.path)
-            out.append(StoreItem("models", item.name, item.path, item.size, item.state, problem))
+            out.append(CacheItem("models", item.name, item.path, item.size, item.state, problem))
         if bad:
             for p in _entries(self.root / "views" / "sha256"):
                 remove_tree(p)
         return out
 
-    def clean(self, partial_only: bool = False) -> builtins.list[StoreItem]:
+    def clean(self, partial_only: bool = False) -> builtins.list[CacheItem]:
         """Remove stale partial blobs and, unless ``partial_only``, every blob, view, header and
         the reference record (a partial being written right now stays, and the empty lock
         files). Returns what went."""
-        removed: builtins.list[StoreItem] = []
+        removed: builtins.list[CacheItem] = []
         for item in self.list():
             if item.state == "partial-live":
                 continue
@@ -564,4 +542,4 @@ def _hash_problem(path: Path, hex_name: str) -> str | None:
     return None if actual == hex_name else f"hashes to {sha256_text(actual)}"
 
 
-__all__ = ["BlobWriter", "ModelStore", "StoreItem", "view_files"]
+__all__ = ["BlobWriter", "ModelStore", "view_files"]
