@@ -51,9 +51,9 @@ def recipe_commands(name: str, recipe, source: dict, official: bool, digest: str
         return {"install": f"lemonpack install {path}", "run": f"lemonpack run {path} -m MODEL.gguf",
                 "nix": f"nix build .#{name}-{first}"}
     if source["type"] == "oci":
-        ref = q(f"oci://{source['ref']}")
-        return {"install": f"lemonpack install {ref}", "run": f"lemonpack run {q(name)} -m MODEL.gguf",
-                "nix": f"lemonpack pull {q(source['ref'])} --out {q(name + '-oci')}"}
+        bare = str(source["ref"]).removeprefix("oci://")  # the entry may spell the scheme or not
+        return {"install": f"lemonpack install {q('oci://' + bare)}", "run": f"lemonpack run {q(name)} -m MODEL.gguf",
+                "nix": f"lemonpack pull {q(bare)} --out {q(name + '-oci')}"}
     file = f"{name}.json"
     return {"fetch": fetch_command(source, digest, file), "install": f"lemonpack install {q(file)}",
             "run": f"lemonpack run {q(file)} -m MODEL.gguf", "nix": f"lemonpack build {q(file)} --out {q(name + '-oci')}"}

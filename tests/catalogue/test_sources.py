@@ -121,3 +121,15 @@ def test_index_entries_and_show_carry_every_described_field():
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("version: "))
     assert [part.split(":")[0] for part in line.split("   ")] == ["version", *DESCRIBED]
+
+
+def test_an_oci_recipe_entry_spelled_with_its_scheme_shows_one_scheme():
+    """A recipe entry's ``ref`` may be written ``oci://HOST/REPO@...`` or ``HOST/REPO@...``: the
+    shown commands name ``oci://`` once either way (``install oci://oci://...`` was shown)."""
+    from lemonpack.catalogue.commands import recipe_commands
+
+    ref = "registry.example/team/engine@sha256:" + "a" * 64
+    for spelled in (ref, "oci://" + ref):
+        cmds = recipe_commands("engine", None, {"type": "oci", "ref": spelled}, official=False)
+        assert cmds["install"] == f"lemonpack install oci://{ref}"
+        assert cmds["nix"] == f"lemonpack pull {ref} --out engine-oci"
