@@ -19,7 +19,20 @@ import httpx
 import pytest
 
 from support.browser import artifacts_dir, chromium
-from support.helpers import wait_for
+from support.helpers import wait_for as _wait_for
+
+
+def wait_for(predicate, timeout):
+    """support.helpers.wait_for, an element the page re-rendered while it was read counting as
+    "not yet" (selenium's StaleElementReferenceException: the page redraws its rows live)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def fresh():
+        try:
+            return predicate()
+        except StaleElementReferenceException:
+            return False
+    return _wait_for(fresh, timeout)
 from support.recipes import recipe_doc, write_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
