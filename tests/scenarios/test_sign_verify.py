@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR
-from lemonpack.canonical import canonical_json
+from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.registry import RegistryClient
 from lemonpack.signing import simplesigning as ss
 from lemonpack.errors import SignatureError
@@ -28,22 +27,11 @@ def digest_of(data: bytes) -> str:
     return str(Digest.of_bytes(data))
 
 
+from support.trust import push_image  # noqa: E402 (one one-layer image pusher for the suite)
+
 PASSWORD = "correct horse"
 
 
-def push_image(client: RegistryClient, repo: str, tag: str, content: bytes) -> str:
-    """Push a one-layer image whose layer is ``content``; return the manifest digest."""
-    layer = content
-    config = canonical_json({"architecture": "amd64", "os": "linux",
-                             "rootfs": {"type": "layers", "diff_ids": [digest_of(layer)]}})
-    for blob in (layer, config):
-        client.push_blob(repo, blob, digest_of(blob), len(blob))
-    manifest = canonical_json({"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_MANIFEST,
-                               "config": {"mediaType": MEDIA_TYPE_IMAGE_CONFIG, "digest": digest_of(config),
-                                          "size": len(config)},
-                               "layers": [{"mediaType": MEDIA_TYPE_LAYER_TAR, "digest": digest_of(layer),
-                                           "size": len(layer)}]})
-    return client.put_manifest(repo, tag, manifest, MEDIA_TYPE_IMAGE_MANIFEST)
 
 
 @pytest.fixture
