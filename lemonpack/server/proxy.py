@@ -379,8 +379,12 @@ class Proxy:
         without ``data: [DONE]`` while its engine exits was cut, not finished."""
         ctype = up.headers.get("Content-Type", "")
         rewriter = ModelRewriter(str(info["model"]), ctype)
-        dechunk = Dechunker() if up.chunked and rewriter.active else None
-        raw = up.chunked and dechunk is None and request.version >= aiohttp.HttpVersion11
+        http11 = request.version >= aiohttp.HttpVersion11
+        # a chunked event stream passes with its framing until a "model" member may be in it
+        # (then the rest is de-chunked, rewritten and framed here): see Answer.relay's watch
+        lazy = up.chunked and rewriter.sse and http11
+        dechunk = Dechunker() if up.chunked and rewriter.active and not lazy else None
+        raw = up.chunked and dechunk is None and http11
         out = RawResponse(status=up.status, reason=up.reason) if raw else \
             web.StreamResponse(status=up.status, reason=up.reason)
         out.headers.extend(strip_headers(up.headers, drop=("content-length",)))
@@ -410,7 +414,7 @@ class Proxy:
         async def write(data: bytes) -> None:
             if closing:
                 tail[0] = (tail[0] + data)[-32:]
-            if rewriter.active:
+            if rewriter.active and not lazy:
                 data = rewriter.feed(data)
             if sized[0] and rewriter.passing:  # too large to rewrite: streamed unchanged from here
                 sized[0] = False
@@ -420,8 +424,20 @@ class Proxy:
             if not sized[0]:
                 await send(data)
 
+        framed = [False]  # the rest of a lazily relayed stream is framed here
+
+        async def write_framed(data: bytes) -> None:
+            data = rewriter.feed(data)
+            if data:
+                await send(b"%x\r\n%s\r\n" % (len(data), data))
+
+        def switch(walker: Any) -> tuple[Any, Dechunker]:
+            framed[0] = True
+            return write_framed, Dechunker.resume(walker.skip, walker.line, walker.trailers)
+
         try:
-            await up.relay(write, first, dechunk)  # de-chunked there: one parse of the framing
+            # de-chunked there (one parse of the framing) when it must be
+            await up.relay(write, first, dechunk, (b'"model"', switch) if lazy else None)
         except (UpstreamError, ValueError) as e:
             if _gone(request):
                 info["status"] = 499
@@ -430,15 +446,21 @@ class Proxy:
             log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
             if sized[0]:  # nothing sent yet: a plain error answer
                 return error(504 if isinstance(e, ReadTimeout) else 502, "upstream_error", f"{served.name}: {why}")
-            return await self._cut(request, out, info, ctype, raw, f"{served.name}: {why}")
+            return await self._cut(request, out, info, ctype, raw and not (framed[0] or up.at_frame_boundary()),
+                                   f"{served.name}: {why}")
         if _gone(request):
             info["status"] = 499
             return out
         if closing and b"[DONE]" not in tail[0] and await _exits(eng):
             why = f"{served.name}: the engine exited during its answer (code {eng.poll()})"
             log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
-            return await self._cut(request, out, info, ctype, raw, why)
-        rest = rewriter.end() if rewriter.active else b""
+            return await self._cut(request, out, info, ctype, raw and not (framed[0] or up.at_frame_boundary()), why)
+        if framed[0]:  # the end of a stream framed here
+            rest = rewriter.end()
+            await send((b"%x\r\n%s\r\n" % (len(rest), rest) if rest else b"") + b"0\r\n\r\n")
+            await out.write_eof()
+            return out
+        rest = rewriter.end() if rewriter.active and not lazy else b""
         if sized[0]:  # read whole: its head waits for the body, both leave in one write
             out.content_length = len(rest)
             out._send_headers_immediately = False  # web.Response's own setting (an aiohttp without it: 2 writes)
@@ -451,14 +473,18 @@ class Proxy:
         return out
 
     async def _cut(self, request: web.Request, out: web.StreamResponse, info: dict[str, Any], ctype: str,
-                   raw: bool, message: str) -> web.StreamResponse:
+                   mid_frame: bool, message: str) -> web.StreamResponse:
         """End an answer whose head was sent as an error the client cannot miss: an event
-        stream gets a last ``event: error`` (:func:`sse_error`), then the connection is
-        closed without the body's end (no last chunk, or fewer bytes than its length), so
-        an HTTP client raises. Logged and counted as status 502 with ``cut=true``."""
+        stream gets a last ``event: error`` (:func:`sse_error`; in a chunk of its own when
+        the engine's framing is relayed, unless it stopped inside a frame: ``mid_frame``),
+        then the connection is closed without the body's end (no last chunk, or fewer bytes
+        than its length), so an HTTP client raises. Logged and counted as status 502 with
+        ``cut=true``."""
         info["status"], info["cut"] = 502, True
-        if ctype.startswith("text/event-stream") and not raw:
+        if ctype.startswith("text/event-stream") and not mid_frame:
             data = sse_error(message)
+            if isinstance(out, RawResponse):
+                data = b"%x\r\n%s\r\n" % (len(data), data)
             try:
                 info["bytes"] += len(data)
                 await out.write(data)

@@ -40,6 +40,20 @@ class Dechunker:
         self.done = False
         self.extra = 0
 
+    @classmethod
+    def resume(cls, skip: int, line: bytes = b"", trailers: bool = False) -> "Dechunker":
+        """A decoder taking over a chunked body part of which was already walked: ``skip``
+        bytes of the current chunk still to come (its data, then its CRLF), ``line`` a part
+        of a size or trailer line read, ``trailers`` after the last chunk (the state of
+        :class:`lemonpack.server.upstream._ChunkWalker`)."""
+        d = cls()
+        d._buf, d._trailers = line, trailers
+        if skip > 2:
+            d._left = skip - 2
+        elif skip:
+            d._crlf = True  # only (part of) the line end after the data is left
+        return d
+
     def feed(self, data: bytes) -> bytes:
         """The data bytes in ``data`` (framing removed); raises ValueError on a bad size line."""
         buf = self._buf + data if self._buf else data

@@ -65,6 +65,8 @@ class Answer:
         self._conn = conn
         self.status, self.reason, self.headers, self.framing = status, reason, headers, framing
         self.done = framing[0] == "none"
+        self._walker = _ChunkWalker()  # a chunked body passed on: its frames walked so far
+        self._backlog: list[bytes] = []  # and those passed on, not walked yet
 
     @property
     def chunked(self) -> bool:
@@ -75,10 +77,15 @@ class Answer:
         return self.framing[1] if self.framing[0] == "length" else (0 if self.framing[0] == "none" else None)
 
     async def relay(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None = None,
-                    decode: Any = None) -> None:
+                    decode: Any = None, watch: tuple[bytes, Callable[[Any], Any]] | None = None) -> None:
         """Pass the body to ``write`` as it arrives (a chunked body with its framing, unless
         ``decode``, a :class:`lemonpack.server.rewrite.Dechunker`, is given: then its data,
-        the one parse of the framing); ``first()`` before the first bytes. Raises
+        the one parse of the framing); ``first()`` before the first bytes. ``watch``:
+        ``(needle, switch)`` for a chunked body passed with its framing: from the first read
+        that may hold ``needle`` (in it, across two reads, or cut once by the chunk framing:
+        its first or last half is there), the rest is de-chunked instead:
+        ``switch(walker)`` gets the framing's state (a :class:`_ChunkWalker` at the start of
+        that read) and returns ``(write, decoder)`` for the rest. Raises
         :class:`UpstreamError` when the engine ends it early."""
         conn = self._conn
         read = conn.read
@@ -86,25 +93,8 @@ class Answer:
         if kind == "none":
             return
         if kind == "chunked" and decode is not None:
-            while True:
-                data = await read(READ)
-                if not data:
-                    raise conn.ended("the engine closed its chunked answer before its end")
-                if first is not None:
-                    first(); first = None
-                try:
-                    out = decode.feed(data)
-                except ValueError as e:
-                    self._conn.reusable = False
-                    raise UpstreamError(f"the engine sent a bad chunked answer: {e}") from None
-                if out:
-                    await write(out)
-                if decode.done:
-                    if decode.extra:
-                        self._conn.reusable = False
-                        raise UpstreamError("the engine sent bytes after the end of its chunked answer")
-                    self.done = True
-                    return
+            await self._decoded(write, first, decode, b"")
+            return
         if kind == "length":
             left = n
             while left > 0:
@@ -134,24 +124,44 @@ class Answer:
         # bytes end like that or hold a last chunk ("0" CRLF CRLF, found at C speed), or when
         # WALK_EVERY bytes are waiting (memory stays bounded).
         # The walk is then off the client's critical path: it has the bytes already.
-        walker = _ChunkWalker()
-        backlog: list[bytes] = []
+        walker = self._walker = _ChunkWalker()
+        backlog = self._backlog
         waiting = 0
         tail = b""
+        head, end = _halves(watch[0]) if watch is not None else (b"", b"")
+        assert len(head) <= 8, "the seam between two reads holds 8 bytes of each"
         while True:
             data = await read(READ)
             if not data:
                 raise conn.ended("the engine closed its chunked answer before its end")
             if first is not None:
                 first(); first = None
+            seam = tail + data[:8]
+            if watch is not None:
+                if head in data or end in data or head in seam or end in seam:  # C-speed scans, none per chunk
+                    if self.walk():
+                        self._conn.reusable = False
+                        raise UpstreamError("the engine sent bytes after the end of its chunked answer")
+                    out, decoder = watch[1](walker)
+                    await self._decoded(out, None, decoder, data)
+                    return
             await write(data)
             backlog.append(data)
             waiting += len(data)
-            seam = tail + data[:8]
             tail = (tail + data)[-8:]
             if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")
                                              or b"0\r\n\r\n" in data or b"0\r\n\r\n" in seam):
                 continue
+            waiting = 0
+            if self.walk():
+                self.done = True
+                return
+
+    def walk(self) -> bool:
+        """Walk the frames of a chunked body passed on but not walked yet; True when they hold
+        its end. Raises :class:`UpstreamError` for bytes after that end or a bad frame."""
+        walker, backlog = self._walker, self._backlog
+        try:
             for k, part in enumerate(backlog):
                 used = walker.feed(part)
                 if walker.done:
@@ -160,11 +170,53 @@ class Answer:
                         self._conn.reusable = False
                         raise UpstreamError("the engine sent bytes after the end of its chunked answer")
                     break
+        finally:
             backlog.clear()
-            waiting = 0
-            if walker.done:
+        return walker.done
+
+    def at_frame_boundary(self) -> bool:
+        """Whether the chunked body passed on so far ends between two chunks (a chunk of
+        the server's own can follow it); False when a frame is bad or incomplete."""
+        try:
+            self.walk()
+        except UpstreamError:
+            return False
+        w = self._walker
+        return not (w.skip or w.line or w.trailers or w.done)
+
+    async def _decoded(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None,
+                       decode: Any, data: bytes) -> None:
+        """The rest of a chunked body de-chunked by ``decode`` (from ``data``, then reads)."""
+        conn = self._conn
+        while True:
+            if not data:
+                data = await conn.read(READ)
+                if not data:
+                    raise conn.ended("the engine closed its chunked answer before its end")
+            if first is not None:
+                first(); first = None
+            try:
+                out = decode.feed(data)
+            except ValueError as e:
+                conn.reusable = False
+                raise UpstreamError(f"the engine sent a bad chunked answer: {e}") from None
+            data = b""
+            if out:
+                await write(out)
+            if decode.done:
+                if decode.extra:
+                    conn.reusable = False
+                    raise UpstreamError("the engine sent bytes after the end of its chunked answer")
                 self.done = True
                 return
+
+
+def _halves(needle: bytes) -> tuple[bytes, bytes]:
+    """Two pieces of ``needle`` of which the bytes hold one wherever the chunk framing cuts
+    it once: its first and last ``(len + 1) // 2`` bytes (a cut leaves a prefix or a suffix
+    at least that long)."""
+    k = (len(needle) + 1) // 2
+    return needle[:k], needle[-k:]
 
 
 class _ChunkWalker:

@@ -142,6 +142,59 @@ def test_engine_dying_mid_stream_ends_stream_and_next_request_restarts(live):
     assert lv.server.runner.starts == 2
 
 
+def _raw_stream(url: str, body: dict) -> tuple[bytes, list[bytes]]:
+    """The raw (still framed) body of a streamed chat answer and its events (httpx de-chunks)."""
+    with client(url) as c:
+        with c.stream("POST", "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200 and r.headers["transfer-encoding"] == "chunked"
+            data = b"".join(r.iter_bytes())
+    return data, [e for e in data.split(b"\n\n") if e]
+
+
+@pytest.mark.parametrize("frame", [0, 9, 40, 2])
+def test_a_chunked_event_stream_has_its_model_rewritten_however_the_framing_cuts_it(live, frame):
+    """A chunked event stream is relayed with its framing until a ``model`` member may be in
+    it, then de-chunked and rewritten (``Answer.relay``'s watch): every event names the model
+    asked for, with one event per chunk, or chunks of 9 or 40 bytes (the member cut once by
+    the framing, across reads, or not at all). Chunks of 2 bytes cut it more than once (a
+    documented limit: found only when a half of it is whole)."""
+    lv = live()
+    lv.add("user.fake", recipe_doc(fake_engine=["--chunked", "--chunks", "50", "--frame-size", str(frame),
+                                                "--model", "/models/own-name.gguf"]))
+    lv.start()
+    _data, events = _raw_stream(lv.url, {**CHAT, "stream": True})
+    assert events[-1] == b"data: [DONE]" and len(events) == 51
+    docs = [json.loads(e.removeprefix(b"data: ")) for e in events[:-1]]
+    assert [d["choices"][0]["delta"]["content"] for d in docs] == [f"w{i} " for i in range(50)]
+    if frame != 2:
+        assert {d["model"] for d in docs} == {"user.fake"}
+
+
+def test_a_chunked_event_stream_without_a_model_member_passes_whole(live):
+    """Relayed with the engine's framing to its end (no member to rewrite: no switch)."""
+    lv = live()
+    lv.add("user.fake", recipe_doc(fake_engine=["--chunked", "--chunks", "30", "--no-model-field"]))
+    lv.start()
+    with client(lv.url) as c:
+        with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+            raw = b"".join(r.iter_raw())  # httpx de-chunks
+    assert raw.count(b"data: ") == 31 and raw.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_chunked_event_stream_cut_by_the_engines_death_ends_with_an_error_event(live):
+    lv = live()
+    lv.add("user.fake", recipe_doc("dying", fake_engine=["--chunked", "--die-mid-stream", "--no-model-field",
+                                                         "--chunks", "10"]))
+    lv.start()
+    with client(lv.url) as c:
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError):  # unterminated: the client raises
+            with c.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                for part in r.iter_raw():
+                    got += part
+    assert got.count(b"data: ") == 3 and b"event: error" in got and b"[DONE]" not in got
+
+
 def test_concurrent_cold_requests_spawn_one_engine(live):
     lv = live()
     lv.add("user.fake", recipe_doc("cold", fake_engine=["--health-delay", "0.5"]))

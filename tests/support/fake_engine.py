@@ -5,6 +5,7 @@
         [--exit-code N] [--exit-now] [--ignore-sigterm] [--fork-child] [--grandchild]
         [--pid-file F] [--no-listen] [--chunks N] [--chunk-delay S] [--die-mid-stream]
         [--record F] [--first-byte-delay S] [--health-gate F] [--first-byte-gate F] [--hold-stream F]
+        [--chunked] [--frame-size N] [--no-model-field]
 
 - ``/health``: 503 ``{"status": "loading model"}`` for ``--health-delay`` seconds, then 200;
   ``--health-503 N``: the first N answers are 503, whatever the time (a test that asserts
@@ -26,6 +27,10 @@
   the kernel frees its memory after its environment is gone, before it is a zombie).
 - ``--chunks N`` / ``--chunk-delay S``: a streamed chat answer is N chunks (default: one
   per word) with S seconds between them; ``--die-mid-stream``: exit (code 5) after 2 chunks.
+- ``--chunked``: a streamed answer is sent with chunked framing (as llama-server does; default:
+  delimited by the close of the connection), one chunk per event, or chunks of at most
+  ``--frame-size N`` bytes (an event's bytes cut by the framing); ``--no-model-field``: its
+  events carry no ``model`` member.
 - ``--record F``: append one JSON line per event: ``{"event": "disconnect", "t": time.time()}``
   when a client went away mid-stream, ``{"event": "request", ...}`` for each POST (before any
   delay or gate), ``{"event": "stream-end"}`` when a streamed answer was sent whole.
@@ -158,8 +163,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
+        if self.opts.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
         self.end_headers()
+        write = self.wfile.write
+        if self.opts.chunked:
+            def write(data: bytes) -> None:
+                step = self.opts.frame_size or len(data)
+                self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + step]), data[i:i + step])
+                                          for i in range(0, len(data), step)))
         words = text.split(" ") if self.opts.chunks is None else [f"w{i}" for i in range(self.opts.chunks)]
         try:
             for i, word in enumerate(words):
@@ -171,13 +185,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.opts.model,
                          "system_fingerprint": self.opts.model,
                          "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                if self.opts.no_model_field:
+                    del chunk["model"], chunk["system_fingerprint"]
+                write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
                 if i == 0 and self.opts.hold_stream is not None and not self._hold(self.opts.hold_stream):
                     self._record(event="disconnect")
                     break
             else:
-                self.wfile.write(b"data: [DONE]\n\n")
+                write(b"data: [DONE]\n\n")
+                if self.opts.chunked:
+                    self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
                 self._record(event="stream-end")
         except (BrokenPipeError, ConnectionResetError):
@@ -204,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, default=None)
     ap.add_argument("--chunk-delay", type=float, default=0.0)
     ap.add_argument("--die-mid-stream", action="store_true")
+    ap.add_argument("--chunked", action="store_true")
+    ap.add_argument("--frame-size", type=int, default=0)
+    ap.add_argument("--no-model-field", action="store_true")
     ap.add_argument("--record")
     ap.add_argument("--first-byte-delay", type=float, default=0.0)
     ap.add_argument("--health-gate", default=None)
