@@ -164,6 +164,19 @@ class Catalog:
                                    ModelSpec.from_entry(entry), problem, endpoints=entry.endpoints))
         return out
 
+    def resolved(self, name: str) -> ServedModel | None:
+        """The :class:`ServedModel` :meth:`get` resolved for registered model ``name`` when
+        neither the registry nor discovery changed since (one ``stat`` of the registry, no
+        probe: the request's hot path), else None (then :meth:`get`)."""
+        hit = self._served.get(name)
+        if hit is None:
+            return None
+        found = self.discovery()
+        entries = self.entries()
+        if hit[0] is entries and hit[1] is found and not os.environ.get(OVERRIDE_ENV):
+            return hit[2]
+        return None
+
     def get(self, name: str) -> ServedModel:
         """The model ``name``: a registered model, or an existing model file or bundle
         directory (module docstring). Raises :class:`ModelNotFound`, or

@@ -269,6 +269,9 @@ class Driver:
 
     async def get(self, model: str) -> ServedModel:
         """``catalog.get(model)``, off the event loop when it may probe presence (I/O)."""
+        hit = self.catalog.resolved(model)
+        if hit is not None:
+            return hit
         if self.catalog.may_probe(model):
             return await asyncio.get_running_loop().run_in_executor(None, self.catalog.get, model)
         return self.catalog.get(model)

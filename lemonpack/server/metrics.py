@@ -45,6 +45,7 @@ class Metrics:
         self.memory = Gauge("lemonpack_model_memory_bytes", "Estimated memory of each engine", ("model",), registry=r)
         self.budget = Gauge("lemonpack_memory_budget_bytes", "Memory budget (0: none)", registry=r)
         self._seen: set[str] = set()
+        self._children: dict[tuple, tuple] = {}  # (model, route, status) -> the three series' children
         self._endpoints = endpoints
         self.endpoint_up = Gauge("lemonpack_endpoint_up", "Endpoint of an endpoint model up (1) or not (0)",
                                  ("model", "endpoint"), registry=r)
@@ -52,11 +53,21 @@ class Metrics:
                                        ("model", "endpoint"), registry=r)
 
     def request(self, model: str | None, route: str, status: int, seconds: float, ttfb: float | None) -> None:
-        m = clip(model or "", 200)
-        self.requests.labels(m, route, str(status)).inc()
-        self.duration.labels(m, route).observe(seconds)
+        """Count one answered request. The series' children are kept by their labels (no
+        ``labels()`` look-up per request; the labels are bounded by the caller: resolved
+        model names, route patterns, statuses)."""
+        key = (model, route, status)
+        kids = self._children.get(key)
+        if kids is None:
+            if len(self._children) >= 4096:
+                self._children.clear()
+            m = clip(model or "", 200)
+            kids = self._children[key] = (self.requests.labels(m, route, str(status)),
+                                          self.duration.labels(m, route), self.ttfb.labels(m, route))
+        kids[0].inc()
+        kids[1].observe(seconds)
         if ttfb is not None:
-            self.ttfb.labels(m, route).observe(ttfb)
+            kids[2].observe(ttfb)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

@@ -76,12 +76,19 @@ def route_key(route: str) -> str:
     return route if route in ROUTES else re.sub(r"^/slots/[^/]+$", "/slots/{id}", route)
 
 
+_DROPS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
 def strip_headers(headers: CIMultiDictProxy[str] | CIMultiDict[str], drop: tuple[str, ...] = ()) -> CIMultiDict[str]:
     """``headers`` without hop-by-hop ones (RFC 9110 section 7.6.1, and those ``Connection``
-    names) and without ``drop``; repeated headers are kept."""
-    conn = {t.strip().lower() for v in headers.getall("Connection", []) for t in v.split(",")}
-    return CIMultiDict((k, v) for k, v in headers.items()
-                       if k.lower() not in HOP_BY_HOP and k.lower() not in conn and k.lower() not in drop)
+    names) and without ``drop`` (lower-case names); repeated headers are kept."""
+    gone = _DROPS.get(drop)
+    if gone is None:
+        gone = _DROPS[drop] = HOP_BY_HOP | frozenset(drop)
+    conn = headers.get("Connection")
+    if conn is not None:
+        gone = gone | {t.strip().lower() for v in headers.getall("Connection") for t in v.split(",")}
+    return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in gone])
 
 
 def model_field(doc: object) -> str | None:

@@ -320,6 +320,7 @@ class Upstream:
         self.read_timeout = read_timeout
         self._idle: list[_Conn] = []
         self.closed = False
+        self._host_line = f"Host: {f'[{host}]' if ':' in host else host}:{port}\r\n"
 
     async def _connect(self) -> _Conn:
         try:
@@ -367,8 +368,7 @@ class Upstream:
             raise
 
     async def _exchange(self, conn: _Conn, method, target, headers, body, length) -> tuple[Answer, "_Lease"]:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        head = [f"{method} {target} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
+        head = [f"{method} {target} HTTP/1.1\r\n{self._host_line}"]
         head += [f"{k}: {v}\r\n" for k, v in headers.items()]
         streaming = body is not None and not isinstance(body, (bytes, bytearray))
         if body is None:
