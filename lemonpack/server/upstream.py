@@ -243,6 +243,22 @@ class _ChunkWalker:
                 i += skip
                 self.skip = 0
                 continue
+            if not self.line and not self.trailers:
+                # whole frames (a size line without extensions, its data and CRLF) in one
+                # tight loop; anything else (a last chunk, an extension, a cut line) below
+                while (j := find(b"\n", i)) >= 0:
+                    try:
+                        size = int(data[i:j], 16)
+                    except ValueError:
+                        break
+                    if not size:
+                        break
+                    i = j + size + 3
+                    if i >= n:
+                        self.skip = i - n
+                        return n
+                if i >= n:
+                    return n
             j = find(b"\n", i)
             if j < 0:
                 self.line += data[i:]
