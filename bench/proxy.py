@@ -13,7 +13,10 @@ this file, ``--engine`` mode, launched by ``lemonpack serve`` from a recipe in a
    keepalive upstream) when nginx is installed; p50 and p99 of each and what each proxy adds;
 2. an SSE stream of ``--chunks`` events: time to first chunk and total time, direct versus
    through lemonpack (best of ``--streams``), and the throughput ratio;
-3. the relay client alone (:func:`relay_clients`): the proxy's own ``server/upstream.py``
+3. the floor of a Python fast path (:func:`run_fastpath`: an asyncio ``Protocol`` with
+   httptools' parser, not serve's code) in the small-POST rounds, with its CPU per request:
+   the figure behind the decision in ``docs/architecture.md`` (the server room);
+4. the relay client alone (:func:`relay_clients`): the proxy's own ``server/upstream.py``
    against an httpx stream made by ``lemonpack.httpclient``, in this process, on the same
    engine: why the proxy keeps its relay (``docs/architecture.md``, the server room).
 
@@ -114,6 +117,116 @@ def run_relay(host: str, port: int, upstream: int) -> None:
 
     async def main():
         srv = await asyncio.start_server(conn, host, port)
+        async with srv:
+            await srv.serve_forever()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(main())
+
+
+def run_fastpath(host: str, port: int, upstream: int) -> None:
+    """The floor of a Python fast path for the inference routes (a prototype, not serve's
+    code; ``docs/architecture.md``, the server room): an asyncio ``Protocol`` with httptools'
+    parser in both directions, one pooled upstream connection, a sized answer relayed in one
+    write. Per request it does what serve's hot path cannot skip: parse the JSON body for the
+    model, look up precomputed per-model state, count it in flight, strip hop-by-hop headers,
+    one access line through ``logging`` (to stderr), a Prometheus counter and histogram."""
+    import logging
+
+    import httptools
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    hop = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade", b"host",
+           b"content-length", b"accept-encoding", b"proxy-connection"}
+    reg = CollectorRegistry()
+    route = "/v1/chat/completions"
+    state = {MODEL: {"idle": [], "busy": 0,
+                     "requests": Counter("r", "r", ("model", "route", "status"), registry=reg).labels(MODEL, route, "200"),
+                     "seconds": Histogram("d", "d", ("model", "route"), registry=reg).labels(MODEL, route)}}
+    access = logging.getLogger("fastpath.access")
+    h = logging.StreamHandler()
+    h.setFormatter(logging.Formatter("%(message)s %(fields)s"))
+    access.addHandler(h)
+    access.setLevel(logging.INFO)
+    access.propagate = False
+
+    class Up(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpResponseParser(self)
+            self.waiter: asyncio.Future | None = None
+
+        def connection_made(self, t) -> None:
+            self.t = t
+
+        def on_message_begin(self) -> None:
+            self.headers, self.body = [], []
+
+        def on_header(self, k: bytes, v: bytes) -> None:
+            self.headers.append((k, v))
+
+        def on_body(self, b: bytes) -> None:
+            self.body.append(b)
+
+        def on_message_complete(self) -> None:
+            w, self.waiter = self.waiter, None
+            w.set_result((self.parser.get_status_code(), self.headers, b"".join(self.body)))
+
+        def data_received(self, d: bytes) -> None:
+            self.parser.feed_data(d)
+
+    class Front(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpRequestParser(self)
+
+        def connection_made(self, t) -> None:
+            self.t = t
+
+        def on_message_begin(self) -> None:
+            self.url, self.headers, self.body = b"", [], []
+
+        def on_url(self, u: bytes) -> None:
+            self.url += u
+
+        def on_header(self, k: bytes, v: bytes) -> None:
+            self.headers.append((k, v))
+
+        def on_body(self, b: bytes) -> None:
+            self.body.append(b)
+
+        def on_message_complete(self) -> None:
+            asyncio.get_running_loop().create_task(self.handle(self.parser.get_method(), self.url, self.headers,
+                                                               b"".join(self.body)))
+
+        def data_received(self, d: bytes) -> None:
+            self.parser.feed_data(d)
+
+        async def handle(self, method: bytes, url: bytes, headers: list, body: bytes) -> None:
+            t0 = time.monotonic()
+            model = json.loads(body).get("model")
+            st = state[model]
+            st["busy"] += 1
+            try:
+                conn = st["idle"].pop() if st["idle"] else \
+                    (await asyncio.get_running_loop().create_connection(Up, "127.0.0.1", upstream))[1]
+                fut = conn.waiter = asyncio.get_running_loop().create_future()
+                head = [b"%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (method, url, upstream)]
+                head += [k + b": " + v + b"\r\n" for k, v in headers if k.lower() not in hop]
+                conn.t.write(b"".join(head) + b"Accept-Encoding: identity\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(body), body))
+                status, hdrs, data = await fut
+                st["idle"].append(conn)
+                out = [b"HTTP/1.1 %d OK\r\n" % status]
+                out += [k + b": " + v + b"\r\n" for k, v in hdrs if k.lower() not in hop]
+                self.t.write(b"".join(out) + b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+            finally:
+                st["busy"] -= 1
+            took = time.monotonic() - t0
+            st["requests"].inc()
+            st["seconds"].observe(took)
+            access.info("request", extra={"fields": {"model": model, "route": route, "status": status,
+                                                     "bytes": len(data), "total_ms": round(took * 1000, 2)}})
+
+    async def main():
+        srv = await asyncio.get_running_loop().create_server(Front, host, port)
         async with srv:
             await srv.serve_forever()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -424,6 +537,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--port-file", help=argparse.SUPPRESS)
     ap.add_argument("--relay", type=int, metavar="UPSTREAM", help=argparse.SUPPRESS)
+    ap.add_argument("--fastpath", type=int, metavar="UPSTREAM", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.engine:
         run_engine(a.host, a.port, a.port_file)
@@ -431,9 +545,12 @@ def main() -> int:
     if a.relay:
         run_relay(a.host, a.port, a.relay)
         return 0
+    if a.fastpath:
+        run_fastpath(a.host, a.port, a.fastpath)
+        return 0
 
     t_start = time.monotonic()
-    serve = nginx = relay = None
+    serve = nginx = relay = fast = None
     engine_pid = None
     with tempfile.TemporaryDirectory(prefix="lp-bench-proxy-") as d:
         tmp = Path(d)
@@ -461,9 +578,24 @@ def main() -> int:
             relay = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--host", "127.0.0.1",
                                       "--port", str(rl_port), "--relay", str(eng_port)])
             wait_port(rl_port, relay, "raw relay")
+            try:
+                import httptools  # noqa: F401  (the fast-path floor's parser; pyproject's test extra)
+            except ImportError:
+                why_no_fast = "httptools is not installed (pip install httptools)"
+            else:
+                why_no_fast = None
+                fp_port = free_port()
+                fast = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--host", "127.0.0.1",
+                                         "--port", str(fp_port), "--fastpath", str(eng_port)],
+                                        stderr=open(tmp / "fastpath.log", "wb"))
+                wait_port(fp_port, fast, "fast-path floor")
+                ports["fast path"] = fp_port
             cpu0 = cpu_seconds(serve.pid)
+            fcpu0 = cpu_seconds(fast.pid) if fast else 0.0
             lat = latencies(ports, a.requests)
             cpu_lat = cpu_seconds(serve.pid) - cpu0
+            fcpu_lat = cpu_seconds(fast.pid) - fcpu0 if fast else 0.0
+            ports.pop("fast path", None)
             streams = {"direct": [], "lemonpack": [], "raw relay": [], **({"nginx": []} if "nginx" in ports else {})}
             ports["raw relay"] = rl_port
             cpu_stream = 0.0
@@ -477,6 +609,7 @@ def main() -> int:
         finally:
             stop(nginx, signal.SIGQUIT)
             stop(relay)
+            stop(fast)
             stop(serve, signal.SIGINT)
         if engine_pid is not None:
             end = time.monotonic() + 10
@@ -503,6 +636,14 @@ def main() -> int:
         print(f"  nginx anchor skipped: {why_no_nginx}")
     print(f"  lemonpack serve CPU per request: {cpu_lat / (a.requests + 200) * 1e6:.0f} us "
           "(user+system, whole process; the load-independent figure)")
+    if "fast path" in p:
+        add_fp = p["fast path"][0] - p["direct"][0]
+        print(f"  fast-path floor (asyncio Protocol + httptools, not serve; --fastpath): added p50 {us(add_fp)}, "
+              f"CPU per request {fcpu_lat / (a.requests + 200) * 1e6:.0f} us"
+              + (f", {add_fp / (p['nginx'][0] - p['direct'][0]):.1f}x nginx's added"
+                 if "nginx" in p and p["nginx"][0] > p["direct"][0] else ""))
+    else:
+        print(f"  fast-path floor skipped: {why_no_fast}")
     print(f"SSE stream of {a.chunks} chunks ({a.streams} runs each, best | median):")
     best = {}
     for k, v in streams.items():
@@ -547,7 +688,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if {"--engine", "--relay"} & set(sys.argv) or {"-h", "--help"} & set(sys.argv):
+    if {"--engine", "--relay", "--fastpath"} & set(sys.argv) or {"-h", "--help"} & set(sys.argv):
         sys.exit(main())  # a helper process of the bench, or its usage: nothing to record
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _support import run_recorded

@@ -105,8 +105,10 @@ _HELD: Any = getattr(web, "RequestKey", lambda name, _t: name)("lemonpack_body_h
 
 
 def _limits(request: web.Request) -> BodyLimits | None:
+    """The :class:`BodyLimits` of ``request``'s application (set on the root application:
+    a plain look-up, not ``config_dict``'s chain built per call)."""
     try:
-        return request.config_dict.get(LIMITS)
+        return request.app.get(LIMITS)
     except (AttributeError, RuntimeError):  # a request without an application (tests)
         return None
 

@@ -34,7 +34,6 @@ metrics then say ``status=502`` (the access line adds ``cut=true``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -53,8 +52,9 @@ from lemonpack.server.driver import Driver
 from lemonpack.server.endpoints import EndpointModels, RemoteEngine, Target
 from lemonpack.server.logs import log_request
 from lemonpack.server.metrics import Metrics
-from lemonpack.server.responses import Rejected, error
-from lemonpack.server.rewrite import Dechunker, ModelRewriter
+from lemonpack.server.responses import Rejected, error, sse_error
+from lemonpack.server.framing import Dechunker
+from lemonpack.server.rewrite import ModelRewriter
 from lemonpack.server.upstream import Answer, ConnectFailed, Cut, Exchange, ReadTimeout, Upstream, UpstreamError
 
 log = logging.getLogger("lemonpack.server")
@@ -109,14 +109,6 @@ class RawResponse(web.StreamResponse):
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
         self._length_check = False
-
-
-def sse_error(message: str, kind: str = "upstream_error", code: str = "stream_cut") -> bytes:
-    """The last event of a stream that could not end normally: ``event: error`` with the
-    OpenAI error shape as its data (the ``openai`` client raises ``APIError`` on it). It
-    starts with an empty line, so it never joins a partly sent event."""
-    doc = {"error": {"message": message, "type": kind, "code": code}}
-    return b"\nevent: error\ndata: " + json.dumps(doc).encode() + b"\n\n"
 
 
 class _EndpointFailed(Exception):
@@ -461,7 +453,7 @@ class Proxy:
         if closing and b"[DONE]" not in tail[0] and await _exits(eng):
             why = f"{served.name}: the engine exited during its answer (code {eng.poll()})"
             log.warning("%s: answer cut: %s", served.name, why, extra={"fields": {"model": clip(served.name)}})
-            return await self._cut(request, out, info, ctype, raw and not (framed[0] or up.at_frame_boundary()), why)
+            return await self._cut(request, out, info, ctype, False, why)  # close-delimited: no framing
         if framed[0]:  # the end of a stream framed here
             rest = rewriter.end()
             await send((b"%x\r\n%s\r\n" % (len(rest), rest) if rest else b"") + b"0\r\n\r\n")

@@ -3,6 +3,7 @@ failure of a handler into one (never aiohttp's plain-text 500)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -23,6 +24,14 @@ def error(status: int, kind: str, message: str, headers: Mapping[str, str] | Non
     if code is not None:
         doc["code"] = code
     return web.json_response({"error": doc}, status=status, headers=headers)
+
+
+def sse_error(message: str, kind: str = "upstream_error", code: str = "stream_cut") -> bytes:
+    """The last event of a stream that could not end normally: ``event: error`` with the
+    OpenAI error shape as its data (the ``openai`` client raises ``APIError`` on it). It
+    starts with an empty line, so it never joins a partly sent event."""
+    doc = {"error": {"message": message, "type": kind, "code": code}}
+    return b"\nevent: error\ndata: " + json.dumps(doc).encode() + b"\n\n"
 
 
 def selection_error(e: BackendSelectionError) -> web.Response:
@@ -70,4 +79,4 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error(500, "server_error", f"internal error: {type(e).__name__}: {str(e)[:500]}")
 
 
-__all__ = ["error", "selection_error", "Rejected", "errors_middleware"]
+__all__ = ["error", "selection_error", "Rejected", "errors_middleware", "sse_error"]

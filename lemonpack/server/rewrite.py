@@ -11,7 +11,7 @@ OpenAI or Lemonade. :class:`ModelRewriter` rewrites the top-level ``model`` stri
   replaced (a JSON string cannot hold an unescaped quote, so the member cannot be text
   inside another string); a line longer than :data:`MAX_LINE` passes unchanged.
 
-A chunked answer is de-framed first (:class:`Dechunker`, RFC 9112 section 7.1): the
+A chunked answer is de-framed first (:class:`lemonpack.server.framing.Dechunker`): the
 rewritten body is framed again by the server.
 """
 
@@ -22,85 +22,8 @@ import re
 
 MAX_JSON_ANSWER = 8 << 20
 MAX_LINE = 1 << 20
-_SIZE = re.compile(rb"([0-9a-fA-F]{1,16})(?:;[^\r\n]*)?\r?\n")
 # the first "model" string member of each data: line (a JSON string holds no unescaped quote)
 _MODEL = re.compile(rb'^(data:[^\n]*?)("model"[ \t]*:[ \t]*"(?:[^"\\\n]|\\.)*")', re.M)
-
-
-class Dechunker:
-    """Incremental decoder of a chunked body: :meth:`feed` framed bytes, get the data.
-    ``done`` once the body ended (the last chunk, its trailer lines and the empty line);
-    ``extra``: bytes fed after that end (the relay then does not reuse the connection)."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._left = 0  # data bytes of the current chunk still to come
-        self._crlf = False  # the line end after a chunk's data is due
-        self._trailers = False  # after the last chunk: trailer lines up to the empty one
-        self.done = False
-        self.extra = 0
-
-    @classmethod
-    def resume(cls, skip: int, line: bytes = b"", trailers: bool = False) -> "Dechunker":
-        """A decoder taking over a chunked body part of which was already walked: ``skip``
-        bytes of the current chunk still to come (its data, then its CRLF), ``line`` a part
-        of a size or trailer line read, ``trailers`` after the last chunk (the state of
-        :class:`lemonpack.server.upstream._ChunkWalker`)."""
-        d = cls()
-        d._buf, d._trailers = line, trailers
-        if skip > 2:
-            d._left = skip - 2
-        elif skip:
-            d._crlf = True  # only (part of) the line end after the data is left
-        return d
-
-    def feed(self, data: bytes) -> bytes:
-        """The data bytes in ``data`` (framing removed); raises ValueError on a bad size line."""
-        buf = self._buf + data if self._buf else data
-        pos, n, out = 0, len(buf), []
-        while pos < n and not self.done:
-            if not self._left and not self._crlf:  # fast path: whole chunks with their CRLF
-                m = _SIZE.match(buf, pos)
-                if m is not None:
-                    size = int(m.group(1), 16)
-                    start = m.end()
-                    end = start + size
-                    if size and end + 2 <= n and buf[end:end + 2] == b"\r\n":
-                        out.append(buf[start:end])
-                        pos = end + 2
-                        continue
-            if self._left:
-                take = min(self._left, n - pos)
-                out.append(buf[pos:pos + take])
-                pos += take
-                self._left -= take
-                self._crlf = not self._left
-                continue
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                if n - pos > 4096:
-                    raise ValueError("chunk size line too long")
-                break
-            line = buf[pos:nl].strip()
-            pos = nl + 1
-            if self._trailers:  # trailers (if any) are not data
-                if not line:
-                    self.done, self.extra = True, n - pos
-                    break
-                continue
-            if self._crlf:
-                self._crlf = False
-                if not line:
-                    continue
-            if not line:
-                continue
-            size = int(line.split(b";", 1)[0], 16)
-            if size == 0:
-                self._trailers = True
-                continue
-            self._left = size
-        self._buf = b"" if self.done else buf[pos:]
-        return b"".join(out)
 
 
 class ModelRewriter:
@@ -149,6 +72,8 @@ class ModelRewriter:
         if not self.active or self._passing or not out:
             return out
         if self.json:
+            if b'"model"' not in out:  # no top-level member to rewrite (a cheap scan, no parse)
+                return out
             try:
                 doc = json.loads(out)
             except ValueError:
@@ -178,4 +103,4 @@ class ModelRewriter:
         return _MODEL.sub(self._template, block)
 
 
-__all__ = ["Dechunker", "ModelRewriter"]
+__all__ = ["ModelRewriter"]

@@ -27,6 +27,8 @@ from typing import Any
 
 from multidict import CIMultiDict
 
+from lemonpack.server.framing import ChunkWalker, FramingError, halves
+
 READ = 1 << 16
 WALK_EVERY = 1 << 20  # bytes of a chunked answer passed on before its frames are walked
 HEAD_LIMIT = 1 << 16
@@ -65,7 +67,7 @@ class Answer:
         self._conn = conn
         self.status, self.reason, self.headers, self.framing = status, reason, headers, framing
         self.done = framing[0] == "none"
-        self._walker = _ChunkWalker()  # a chunked body passed on: its frames walked so far
+        self._walker = ChunkWalker()  # a chunked body passed on: its frames walked so far
         self._backlog: list[bytes] = []  # and those passed on, not walked yet
 
     @property
@@ -79,12 +81,12 @@ class Answer:
     async def relay(self, write: Callable[[bytes], Awaitable[None]], first: Callable[[], None] | None = None,
                     decode: Any = None, watch: tuple[bytes, Callable[[Any], Any]] | None = None) -> None:
         """Pass the body to ``write`` as it arrives (a chunked body with its framing, unless
-        ``decode``, a :class:`lemonpack.server.rewrite.Dechunker`, is given: then its data,
+        ``decode``, a :class:`lemonpack.server.framing.Dechunker`, is given: then its data,
         the one parse of the framing); ``first()`` before the first bytes. ``watch``:
         ``(needle, switch)`` for a chunked body passed with its framing: from the first read
         that may hold ``needle`` (in it, across two reads, or cut once by the chunk framing:
         its first or last half is there), the rest is de-chunked instead:
-        ``switch(walker)`` gets the framing's state (a :class:`_ChunkWalker` at the start of
+        ``switch(walker)`` gets the framing's state (a :class:`lemonpack.server.framing.ChunkWalker` at the start of
         that read) and returns ``(write, decoder)`` for the rest. Raises
         :class:`UpstreamError` when the engine ends it early."""
         conn = self._conn
@@ -124,11 +126,11 @@ class Answer:
         # bytes end like that or hold a last chunk ("0" CRLF CRLF, found at C speed), or when
         # WALK_EVERY bytes are waiting (memory stays bounded).
         # The walk is then off the client's critical path: it has the bytes already.
-        walker = self._walker = _ChunkWalker()
+        walker = self._walker = ChunkWalker()
         backlog = self._backlog
         waiting = 0
         tail = b""
-        head, end = _halves(watch[0]) if watch is not None else (b"", b"")
+        head, end = halves(watch[0]) if watch is not None else (b"", b"")
         assert len(head) <= 8, "the seam between two reads holds 8 bytes of each"
         while True:
             data = await read(READ)
@@ -163,7 +165,11 @@ class Answer:
         walker, backlog = self._walker, self._backlog
         try:
             for k, part in enumerate(backlog):
-                used = walker.feed(part)
+                try:
+                    used = walker.feed(part)
+                except FramingError as e:
+                    self._conn.reusable = False
+                    raise UpstreamError(f"the engine sent {e}") from None
                 if walker.done:
                     if used < len(part) or k < len(backlog) - 1:
                         # bytes after the end (already passed on): not an exchange we can reuse
@@ -209,84 +215,6 @@ class Answer:
                     raise UpstreamError("the engine sent bytes after the end of its chunked answer")
                 self.done = True
                 return
-
-
-def _halves(needle: bytes) -> tuple[bytes, bytes]:
-    """Two pieces of ``needle`` of which the bytes hold one wherever the chunk framing cuts
-    it once: its first and last ``(len + 1) // 2`` bytes (a cut leaves a prefix or a suffix
-    at least that long)."""
-    k = (len(needle) + 1) // 2
-    return needle[:k], needle[-k:]
-
-
-class _ChunkWalker:
-    """Finds the end of a chunked body (RFC 9112 section 7.1) without copying it: each size
-    line is read and the chunk skipped; then trailer lines up to the empty line."""
-
-    def __init__(self) -> None:
-        self.skip = 0
-        self.line = b""
-        self.trailers = False
-        self.done = False
-
-    def feed(self, data: bytes) -> int:
-        """Walk ``data``; return how many of its bytes belong to the body. The common case
-        (a size line without extensions, then the chunk) costs one ``find`` and one ``int``."""
-        i, n = 0, len(data)
-        find = data.find
-        while i < n:
-            skip = self.skip
-            if skip:
-                if skip >= n - i:
-                    self.skip = skip - (n - i)
-                    return n
-                i += skip
-                self.skip = 0
-                continue
-            if not self.line and not self.trailers:
-                # whole frames (a size line without extensions, its data and CRLF) in one
-                # tight loop; anything else (a last chunk, an extension, a cut line) below
-                while (j := find(b"\n", i)) >= 0:
-                    try:
-                        size = int(data[i:j], 16)
-                    except ValueError:
-                        break
-                    if not size:
-                        break
-                    i = j + size + 3
-                    if i >= n:
-                        self.skip = i - n
-                        return n
-                if i >= n:
-                    return n
-            j = find(b"\n", i)
-            if j < 0:
-                self.line += data[i:]
-                if len(self.line) > 4096:
-                    raise UpstreamError("the engine sent a chunk-size line longer than 4 KiB")
-                return n
-            if self.line:
-                line, self.line = self.line + data[i:j + 1], b""
-            else:
-                line = data[i:j + 1]
-            i = j + 1
-            if self.trailers:
-                if line in (b"\r\n", b"\n"):
-                    self.done = True
-                    return i
-                continue
-            try:
-                size = int(line, 16)
-            except ValueError:
-                try:
-                    size = int(line.split(b";", 1)[0], 16)
-                except ValueError:
-                    raise UpstreamError(f"the engine sent a bad chunk-size line {line[:40]!r}") from None
-            if size:
-                self.skip = size + 2
-            else:
-                self.trailers = True
-        return n
 
 
 class _Conn:

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from lemonpack.server.rewrite import MAX_JSON_ANSWER, Dechunker, ModelRewriter
+from lemonpack.server.framing import Dechunker
+from lemonpack.server.rewrite import MAX_JSON_ANSWER, ModelRewriter
 
 NAME = 'user.a\\b"c'  # a name that needs JSON escaping
 

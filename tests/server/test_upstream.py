@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from lemonpack.server.upstream import UpstreamError, _ChunkWalker, _framing
+from lemonpack.server.framing import ChunkWalker, FramingError
+from lemonpack.server.upstream import UpstreamError, _framing
 from multidict import CIMultiDict
 
 BODY = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n"
@@ -18,7 +19,7 @@ BODY = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n"
 
 @pytest.mark.parametrize("cut", [1, 2, 3, 7, len(BODY)])
 def test_walker_finds_the_end_whatever_the_reads(cut):
-    w = _ChunkWalker()
+    w = ChunkWalker()
     used = 0
     for i in range(0, len(BODY), cut):
         part = BODY[i:i + cut]
@@ -30,11 +31,11 @@ def test_walker_finds_the_end_whatever_the_reads(cut):
 
 
 def test_walker_stops_at_the_end_and_rejects_garbage():
-    w = _ChunkWalker()
+    w = ChunkWalker()
     assert w.feed(b"3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK") == len(b"3\r\nabc\r\n0\r\n\r\n") and w.done
-    assert not _ChunkWalker().feed(b"3\r\nab") == 0
-    with pytest.raises(UpstreamError, match="chunk-size"):
-        _ChunkWalker().feed(b"zz\r\n")
+    assert not ChunkWalker().feed(b"3\r\nab") == 0
+    with pytest.raises(FramingError, match="chunk-size"):
+        ChunkWalker().feed(b"zz\r\n")
 
 
 def test_framing_rules():
