@@ -436,7 +436,8 @@ class Proxy:
 
         try:
             # de-chunked there (one parse of the framing) when it must be
-            await up.relay(write, first, dechunk, (b'"model"', switch) if lazy else None)
+            direct = not closing and not sized[0] and (lazy or not rewriter.active)  # nothing to look at
+            await up.relay(send if direct else write, first, dechunk, (b'"model"', switch) if lazy else None)
         except (UpstreamError, ValueError) as e:
             if _gone(request):
                 info["status"] = 499
