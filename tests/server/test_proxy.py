@@ -181,10 +181,13 @@ def test_a_chunked_event_stream_without_a_model_member_passes_whole(live):
     assert raw.count(b"data: ") == 31 and raw.endswith(b"data: [DONE]\n\n")
 
 
-def test_a_chunked_event_stream_cut_by_the_engines_death_ends_with_an_error_event(live):
+@pytest.mark.parametrize("rewritten", [False, True])
+def test_a_chunked_event_stream_cut_by_the_engines_death_ends_with_an_error_event(live, rewritten):
+    """Relayed with the engine's framing (no model member) or framed by serve (rewritten):
+    either way the last event is an error and the body is left unterminated."""
     lv = live()
-    lv.add("user.fake", recipe_doc("dying", fake_engine=["--chunked", "--die-mid-stream", "--no-model-field",
-                                                         "--chunks", "10"]))
+    flags = ["--chunked", "--die-mid-stream", "--chunks", "10", "--model", "/models/own-name.gguf"]
+    lv.add("user.fake", recipe_doc("dying", fake_engine=flags + ([] if rewritten else ["--no-model-field"])))
     lv.start()
     with client(lv.url) as c:
         got = b""
@@ -193,6 +196,7 @@ def test_a_chunked_event_stream_cut_by_the_engines_death_ends_with_an_error_even
                 for part in r.iter_raw():
                     got += part
     assert got.count(b"data: ") == 3 and b"event: error" in got and b"[DONE]" not in got
+    assert (b'"model":"user.fake"' in got) is rewritten and b'"model": "/models/own-name.gguf"' not in got
 
 
 def test_concurrent_cold_requests_spawn_one_engine(live):
