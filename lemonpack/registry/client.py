@@ -297,9 +297,15 @@ class RegistryClient:
         except (FetchError, _Transient):
             pass
 
-    def push_blob(self, repo: str, source: str | os.PathLike[str] | bytes, digest: str, size: int,
+    def push_blob(self, repo: str, source: str | os.PathLike[str] | bytes, digest: str | None, size: int,
                   *, on_bytes: Callable[[int], None] | None = None, session: str | None = None) -> str:
-        """Upload a blob (a file path or bytes) to ``repo``; returns ``digest``.
+        """Upload a blob (a file path or bytes) to ``repo``; returns its digest.
+
+        ``digest`` None (a file only): the digest is not known beforehand; it is the sha256 of
+        the bytes as they are sent (the one pass over the file), named by the closing ``PUT
+        ?digest=`` and returned, so a file is read and hashed once instead of hashed first and
+        read again to send it (nothing is asked about the blob before: a registry that holds it
+        already gets it again).
 
         A file is streamed from disk (flat memory) in ``PATCH`` chunks of up to ``chunk_size``
         bytes, hashed as it goes (:class:`~lemonpack.registry.upload.UploadDigest`); the closing
@@ -312,10 +318,12 @@ class RegistryClient:
         the registry's session says it stands, or restarts the upload. ``on_bytes(n)`` is
         called as bytes go out (progress bars).
         """
-        _check_digest(digest)
+        if digest is not None or isinstance(source, (bytes, bytearray)):
+            _check_digest(digest)  # type: ignore[arg-type]
         on_bytes = on_bytes or (lambda n: None)
         hasher = None
         if isinstance(source, (bytes, bytearray)):
+            assert digest is not None
             data = bytes(source)
             actual = str(Digest.of_bytes(data))
             if actual != digest or len(data) != size:
@@ -335,20 +343,20 @@ class RegistryClient:
             try:
                 if session is None:
                     session, offset = self._start_upload(repo), 0
-                session = self._upload_from(session, offset, path, data if path is None else None, size,
-                                            digest, on_bytes, hasher)
+                session, sent = self._upload_from(session, offset, path, data if path is None else None, size,
+                                                  digest, on_bytes, hasher)
                 self.stats.blobs_uploaded += 1
-                return digest
+                return sent
             except _Transient as exc:
                 last = exc
                 if exc.attempts is not None and attempt + 1 >= exc.attempts:
-                    raise FetchError(f"uploading {digest} to {self.host}/{repo} failed: {exc} "
+                    raise FetchError(f"uploading {digest or path} to {self.host}/{repo} failed: {exc} "
                                      f"(after {attempt + 1} attempts)") from None
             except FetchError as exc:
                 if "HTTP 404" not in str(exc) and "HTTP 416" not in str(exc):
                     raise
                 last, session = exc, None  # the session is gone: start again
-        raise FetchError(f"uploading {digest} to {self.host}/{repo} failed: {last} "
+        raise FetchError(f"uploading {digest or path} to {self.host}/{repo} failed: {last} "
                          f"(after {self.retries + 1} attempts)")
 
     def _start_upload(self, repo: str) -> str:
@@ -384,7 +392,10 @@ class RegistryClient:
         return session, upload_offset(resp.headers.get("Range", ""))
 
     def _upload_from(self, session: str, offset: int, path: Path | None, data: bytes | None, size: int,
-                     digest: str, on_bytes: Callable[[int], None], hasher: UploadDigest | None) -> str:
+                     digest: str | None, on_bytes: Callable[[int], None],
+                     hasher: UploadDigest | None) -> tuple[str, str]:
+        """Send the blob from ``offset`` through ``session`` and commit it; ``(session, digest)``
+        (``digest`` None: the hash of the bytes sent)."""
         def sent(n: int) -> None:
             self.stats.bytes_sent += n
             on_bytes(n)
@@ -418,10 +429,13 @@ class RegistryClient:
             final = b""
         if hasher is not None:
             actual = hasher.digest()
-            if actual != digest:
+            if digest is None:
+                digest = actual
+            elif actual != digest:
                 self.cancel_upload(session)
                 raise IntegrityError(f"{path} (read while uploading it to {self.host}; the upload was not "
-                                     "committed: the layout blob is corrupt)", digest, actual)
+                                     "committed: the file is not what its digest says)", digest, actual)
+        assert digest is not None, "bytes are pushed with their digest; a file without one was hashed as it went"
         sep = "&" if urllib.parse.urlsplit(session).query else "?"
         url = f"{session}{sep}{urllib.parse.urlencode({'digest': digest})}"
         length = size if final != b"" else 0
@@ -431,7 +445,7 @@ class RegistryClient:
         answered = resp.headers.get("Docker-Content-Digest")
         if answered and answered != digest:
             raise IntegrityError(f"blob uploaded to {self.host} (registry's answer)", digest, answered)
-        return session
+        return session, digest
 
     def get_blob(self, repo: str, digest: str, dest_path: str | os.PathLike[str], *,
                  size: int | None = None, on_bytes: Callable[[int], None] | None = None) -> Path:
@@ -633,13 +647,13 @@ def upload_offset(range_header: str) -> int:
 
 
 def _raw_socket(resp: httpx.Response) -> socket.socket | None:
-    """The socket an HTTP/1.1 answer's body arrives on, when its bytes can be read from it
+    """The socket an HTTP/1.x answer's body arrives on, when its bytes can be read from it
     directly: httpcore's ``network_stream`` response extension (``get_extra_info("socket")``),
     a plain socket or an :class:`ssl.SSLSocket` speaking to the server itself. ``None`` for
     HTTP/2 (frames, not the body), TLS inside a proxy's TLS (the socket carries the outer
     layer: httpcore's stream then reports an :class:`ssl.SSLObject` of its own), or anything
     unknown."""
-    if resp.http_version != "HTTP/1.1":
+    if resp.http_version not in ("HTTP/1.1", "HTTP/1.0"):
         return None
     stream = resp.extensions.get("network_stream")
     get = getattr(stream, "get_extra_info", None)
@@ -659,7 +673,7 @@ def _body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memor
     consumed (hashed, written) at once.
 
     A body of known length (``Content-Length``, no ``Content-Encoding``, not chunked) on an
-    HTTP/1.1 connection (:func:`_raw_socket`) is read through httpx for its first piece only,
+    HTTP/1.x connection (:func:`_raw_socket`) is read through httpx for its first piece only,
     which drains everything h11 holds past the head (h11's ``ContentLengthReader`` hands over
     all it buffered at once), then straight from the socket, :data:`BODY_READ` bytes at a
     time into one buffer (``recv_into``: no new bytes object per read, no copy through h11).
