@@ -28,11 +28,12 @@ Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layou
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
@@ -529,8 +530,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
                     continue
                 stage[0] = f"downloading blob {n} of {len(blobs_todo)} ({blob.digest})"
                 # read_blob hashes the bytes as they arrive and raises unless they are blob's
-                lw.receive_blob(blob, lambda f, b=blob: client.read_blob(repo, b.digest, f, size=b.size,
-                                                                         on_bytes=on_bytes))
+                lw.receive_blob(blob, functools.partial(_read_into, client, repo, blob, on_bytes))
                 counters["bytes"] += blob.size
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
@@ -538,6 +538,11 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
     checked.save(blobs_todo)
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
+
+
+def _read_into(client: RegistryClient, repo: str, blob: Descriptor, on_bytes: Callable[[int], None] | None,
+               f: BinaryIO) -> int:
+    return client.read_blob(repo, blob.digest, f, size=blob.size, on_bytes=on_bytes)
 
 
 def _already_there(out: Path, name: str, root: Descriptor, manifests: Sequence[tuple[str, bytes]]) -> Pulled | None:
