@@ -38,12 +38,10 @@ import logging
 import os
 import re
 import secrets
-import socket
-import ssl
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Literal, overload
+from typing import Callable, Literal, overload
 
 import httpx
 
@@ -57,19 +55,13 @@ from lemonpack.registry.authn import RegistryAuth
 from lemonpack.registry.registries_conf import RegistriesConf
 from lemonpack.registry.registries_conf import load as load_registries_conf
 from lemonpack.registry.transport import Transient as _Transient
-from lemonpack.registry.transport import TransferStats, Transport, plain_http_for, short as _short
+from lemonpack.registry.transport import TransferStats, Transport, body as _body, plain_http_for, short as _short
 from lemonpack.registry.upload import UploadDigest, FileSlice
 
 log = logging.getLogger(__name__)
 
 #: Largest manifest read (distribution's own limit for a manifest PUT is 4 MiB).
 MAX_MANIFEST_BYTES = 4 << 20
-#: Bytes read from the socket at once when a blob body is read past httpx (:func:`_body`): one
-#: buffer, reused for every read, so each byte is copied once from the kernel, hashed once and
-#: written once, with one Python step per MiB (httpcore reads 64 KiB at a time and h11 copies each
-#: piece twice on its way: measured here, 1 GiB pulls from the local registry, 0.55-0.75 s of CPU
-#: after the imports against 1.0-1.2 s through httpx with a hashing thread, load 4-5).
-BODY_READ = 1 << 20
 #: Blob files are uploaded in PATCH chunks of at most this size (distribution-spec "pushing a
 #: blob in chunks"), then committed by an empty closing PUT once their hash is checked; blobs
 #: given as bytes (hashed before sending) up to this size go in a single PUT.
@@ -644,74 +636,6 @@ def upload_offset(range_header: str) -> int:
         return 0
     end = int(m.group(1))
     return end + 1 if end > 0 else 0
-
-
-def _raw_socket(resp: httpx.Response) -> socket.socket | None:
-    """The socket an HTTP/1.x answer's body arrives on, when its bytes can be read from it
-    directly: httpcore's ``network_stream`` response extension (``get_extra_info("socket")``),
-    a plain socket or an :class:`ssl.SSLSocket` speaking to the server itself. ``None`` for
-    HTTP/2 (frames, not the body), TLS inside a proxy's TLS (the socket carries the outer
-    layer: httpcore's stream then reports an :class:`ssl.SSLObject` of its own), or anything
-    unknown."""
-    if resp.http_version not in ("HTTP/1.1", "HTTP/1.0"):
-        return None
-    stream = resp.extensions.get("network_stream")
-    get = getattr(stream, "get_extra_info", None)
-    if get is None:
-        return None
-    sock, tls = get("socket"), get("ssl_object")
-    if not isinstance(sock, socket.socket) or isinstance(tls, ssl.SSLObject):
-        return None
-    if (tls is None) != (not isinstance(sock, ssl.SSLSocket)):
-        return None
-    return sock
-
-
-def _body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memoryview]:
-    """The body of the streamed answer ``resp`` (asked with ``Accept-Encoding: identity``), in
-    pieces: each one is valid only until the next is asked for (a buffer reused), so it must be
-    consumed (hashed, written) at once.
-
-    A body of known length (``Content-Length``, no ``Content-Encoding``, not chunked) on an
-    HTTP/1.x connection (:func:`_raw_socket`) is read through httpx for its first piece only,
-    which drains everything h11 holds past the head (h11's ``ContentLengthReader`` hands over
-    all it buffered at once), then straight from the socket, :data:`BODY_READ` bytes at a
-    time into one buffer (``recv_into``: no new bytes object per read, no copy through h11).
-    The connection is then closed by ``resp.close()`` instead of going back to the pool
-    (httpcore sees the body unfinished). Any other answer goes through ``iter_bytes`` (which
-    decodes a ``Content-Encoding`` the server applied anyway). Socket errors are raised as
-    httpx's (``ReadTimeout``, ``ReadError``, ``RemoteProtocolError`` for a body cut short), so
-    the caller's resume logic treats both paths alike; a piece is yielded before the next
-    read, so what arrived before a failure counts."""
-    length = resp.headers.get("Content-Length", "")
-    plain = resp.headers.get("Content-Encoding", "identity").strip().lower() in ("", "identity") and \
-        "chunked" not in resp.headers.get("Transfer-Encoding", "").lower()
-    sock = _raw_socket(resp) if plain and length.isdigit() else None
-    if sock is None:
-        yield from resp.iter_bytes()
-        return
-    pieces = resp.iter_raw()
-    first = next(pieces, b"")
-    left = int(length) - len(first)
-    if first:
-        yield first
-    if left <= 0:
-        yield from pieces  # nothing more, or a server sending past its length: httpx says so
-        return
-    view = memoryview(bytearray(min(BODY_READ, left)))
-    try:
-        sock.settimeout(timeout)
-        while left > 0:
-            n = sock.recv_into(view, min(len(view), left))
-            if n == 0:
-                raise httpx.RemoteProtocolError(f"the server closed the connection with {left} bytes of the body "
-                                                "still to come")
-            left -= n
-            yield view[:n]
-    except TimeoutError as exc:
-        raise httpx.ReadTimeout(f"no byte of the body for {timeout} s") from exc
-    except OSError as exc:
-        raise httpx.ReadError(exc.strerror or str(exc) or type(exc).__name__) from exc
 
 
 __all__ = ["RegistryClient", "TransferStats", "MountAnswer", "upload_offset", "MANIFEST_MEDIA_TYPES", "MAX_MANIFEST_BYTES", "Keychain"]

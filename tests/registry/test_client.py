@@ -55,7 +55,7 @@ def test_a_blob_body_is_read_from_the_socket_after_httpx_hands_over_its_first_pi
     """A blob of several MiB is read through httpx for its first piece only (what h11 buffered
     past the head), then from the socket in reused buffers: every byte arrives once, in order,
     over plain http and TLS alike; the digest is checked over all of them."""
-    from lemonpack.registry.client import BODY_READ, _body
+    from lemonpack.registry.transport import BODY_READ, body
 
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))
     reg = tls_registry if tls else registry
@@ -68,7 +68,7 @@ def test_a_blob_body_is_read_from_the_socket_after_httpx_hands_over_its_first_pi
                                         headers={"Accept-Encoding": "identity"})
         kinds, got = [], bytearray()
         try:
-            for piece in _body(resp, 30.0):
+            for piece in body(resp, 30.0):
                 kinds.append(type(piece))
                 got += piece
         finally:
