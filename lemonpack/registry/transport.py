@@ -66,6 +66,12 @@ MAX_RETRY_AFTER = 30.0
 #: piece twice on its way: measured here, 1 GiB pulls from the local registry, 0.55-0.75 s of CPU
 #: after the imports against 1.0-1.2 s through httpx with a hashing thread, load 4-5).
 BODY_READ = 1 << 20
+#: Bodies shorter than this (past their first piece) go through httpx, which keeps the connection
+#: for the next request: the socket path closes it, and a new connection to a distant registry
+#: (TCP and TLS handshakes: a few round trips) costs more than the CPU saved on a small body
+#: (about 0.4 ms per MiB here). A slow link moving 32 MiB takes seconds, beside which the
+#: reconnect is small; a fast one, where the CPU matters, reconnects in well under a millisecond.
+RAW_BODY_MIN = 32 << 20
 
 
 class Transient(Exception):
@@ -438,7 +444,8 @@ def body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memory
     pieces: each one is valid only until the next is asked for (a buffer reused), so it must be
     consumed (hashed, written) at once.
 
-    A body of known length (``Content-Length``, no ``Content-Encoding``, not chunked) on an
+    A body of known length (``Content-Length``, no ``Content-Encoding``, not chunked; at least
+    :data:`RAW_BODY_MIN` bytes past its first piece) on an
     HTTP/1.x connection (:func:`_raw_socket`) is read through httpx for its first piece only,
     which drains everything h11 holds past the head (h11's ``ContentLengthReader`` hands over
     all it buffered at once), then straight from the socket, :data:`BODY_READ` bytes at a
@@ -461,8 +468,8 @@ def body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memory
     left = int(length) - len(first)
     if first:
         yield first
-    if left <= 0:
-        yield from pieces  # nothing more, or a server sending past its length: httpx says so
+    if left < RAW_BODY_MIN:
+        yield from pieces  # small (the connection stays pooled), or done, or past its length: httpx says so
         return
     view = memoryview(bytearray(min(BODY_READ, left)))
     try:
@@ -480,5 +487,5 @@ def body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memory
         raise httpx.ReadError(exc.strerror or str(exc) or type(exc).__name__) from exc
 
 
-__all__ = ["Transport", "body", "BODY_READ", "TransferStats", "Transient", "check_url", "connection_failure", "failure", "short",
+__all__ = ["Transport", "body", "BODY_READ", "RAW_BODY_MIN", "TransferStats", "Transient", "check_url", "connection_failure", "failure", "short",
            "plain_http_for", "http_fallback_for", "ca_bundle", "is_tls_failure", "met_plain_http", "REFUSED_ATTEMPTS", "TRANSIENT_STATUSES"]
