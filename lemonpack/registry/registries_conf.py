@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lemonpack.errors import ConfigError
@@ -171,8 +171,21 @@ def conf_files(environ: dict[str, str] | None = None, home: Path | None = None) 
     return out
 
 
+#: Registries the command line names with ``--insecure REGISTRY`` (:func:`insecure_on_command_line`).
+_COMMAND_LINE_INSECURE: list[str] = []
+
+
+def insecure_on_command_line(hosts: list[str]) -> None:
+    """Registries (``host[:port]``) given as ``--insecure REGISTRY``: every :func:`load` of this
+    process then has ``insecure = true`` for each, as a ``[[registry]] location = REGISTRY
+    insecure = true`` entry would say (an entry the files have for it keeps its other settings:
+    mirrors, ``blocked``, a ``location`` it rewrites to). Replaces the list given before."""
+    _COMMAND_LINE_INSECURE[:] = [h.rstrip("/") for h in hosts]
+
+
 def load(environ: dict[str, str] | None = None, home: Path | None = None) -> RegistriesConf:
-    """Read and merge the registries.conf files (:func:`conf_files`). Raises
+    """Read and merge the registries.conf files (:func:`conf_files`), then the registries the
+    command line said insecure (:func:`insecure_on_command_line`). Raises
     :class:`ConfigError` naming the file and the entry for a malformed one."""
     conf = RegistriesConf()
     by_prefix: dict[str, Registry] = {}
@@ -186,6 +199,10 @@ def load(environ: dict[str, str] | None = None, home: Path | None = None) -> Reg
         conf.files.append(path)
         for reg in _entries(doc, path):
             by_prefix[reg.prefix] = reg
+    for host in _COMMAND_LINE_INSECURE:
+        known = by_prefix.get(host)
+        by_prefix[host] = replace(known, insecure=True) if known is not None else \
+            Registry(prefix=host, location=host, insecure=True, source="--insecure " + host)
     conf.registries = list(by_prefix.values())
     return conf
 
@@ -230,4 +247,4 @@ def _entries(doc: dict, path: Path) -> list[Registry]:
     return out
 
 
-__all__ = ["RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]
+__all__ = ["insecure_on_command_line", "RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]
