@@ -136,53 +136,6 @@ class _CtrlC:
         raise KeyboardInterrupt
 
 
-def take_insecure_registries(args: list[str]) -> list[str]:
-    """``args`` without its ``--insecure REGISTRY`` / ``--insecure=REGISTRY`` pairs, each
-    REGISTRY (``host[:port]``, repeatable) declared plain http for the whole command, as
-    ``insecure = true`` for it in containers-registries.conf(5) would
-    (:func:`lemonpack.registry.registries_conf.insecure_on_command_line`: every registry
-    client of the command reads it). ``--insecure`` followed by anything that is not a registry
-    host (:func:`lemonpack.oci.reference.is_registry_host`: ``127.0.0.1:5000``, ``reg.example``,
-    ``localhost``; a reference or a path has a ``/`` or no host shape) stays the bare flag of
-    before: plain http to the registry the command names. Nothing after ``--`` is looked at.
-    Raises :class:`~lemonpack.errors.UsageError` for ``--insecure=`` with no registry host."""
-    out: list[str] = []
-    hosts: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            out += args[i:]
-            break
-        if a.startswith("--insecure="):
-            from lemonpack.oci.reference import is_registry_host
-
-            value = a[len("--insecure="):]
-            if not is_registry_host(value):
-                from lemonpack.errors import UsageError
-
-                raise UsageError(f"--insecure={value}: give a registry as HOST[:PORT] (e.g. 127.0.0.1:5000)")
-            hosts.append(value)
-        elif a == "--insecure" and i + 1 < len(args) and not args[i + 1].startswith("-") \
-                and _registry_host(args[i + 1]):
-            hosts.append(args[i + 1])
-            i += 1
-        else:
-            out.append(a)
-        i += 1
-    if hosts:
-        from lemonpack.registry.registries_conf import insecure_on_command_line
-
-        insecure_on_command_line(hosts)
-    return out
-
-
-def _registry_host(text: str) -> bool:
-    from lemonpack.oci.reference import is_registry_host
-
-    return is_registry_host(text)
-
-
 def _print_static_page(args: list[str]) -> bool:
     """Print what ``lemonpack --version`` or ``lemonpack --help`` prints, without importing
     typer or a command module (most of their start-up); False for any other command line,
@@ -221,7 +174,10 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
     from lemonpack.errors import LemonpackError, StorageError
 
     try:
-        args = take_insecure_registries(args)
+        if any(a == "--insecure" or a.startswith("--insecure=") for a in args):
+            from lemonpack.registry.registries_conf import take_insecure_registries
+
+            args = take_insecure_registries(args)  # --insecure REGISTRY: declared for every client
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == 130 and ctrl_c.seen:  # typer (0.29) turned Ctrl-C into Exit(130), silently

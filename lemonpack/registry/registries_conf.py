@@ -41,7 +41,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lemonpack.errors import ConfigError
+from lemonpack.errors import ConfigError, UsageError
+from lemonpack.oci.reference import is_registry_host
 
 SYSTEM_FILE = Path("/etc/containers/registries.conf")
 SYSTEM_DIR = Path("/etc/containers/registries.conf.d")
@@ -183,6 +184,40 @@ def insecure_on_command_line(hosts: list[str]) -> None:
     _COMMAND_LINE_INSECURE[:] = [h.rstrip("/") for h in hosts]
 
 
+def take_insecure_registries(args: list[str]) -> list[str]:
+    """``args`` without its ``--insecure REGISTRY`` / ``--insecure=REGISTRY`` pairs, each
+    REGISTRY (``host[:port]``, repeatable) declared plain http for the whole command, as
+    ``insecure = true`` for it in containers-registries.conf(5) would
+    (:func:`insecure_on_command_line`: every registry client of the command reads it). ``--insecure`` followed by anything that is not a registry
+    host (:func:`lemonpack.oci.reference.is_registry_host`: ``127.0.0.1:5000``, ``reg.example``,
+    ``localhost``; a reference or a path has a ``/`` or no host shape) stays the bare flag of
+    before: plain http to the registry the command names. Nothing after ``--`` is looked at.
+    Raises :class:`~lemonpack.errors.UsageError` for ``--insecure=`` with no registry host."""
+    out: list[str] = []
+    hosts: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out += args[i:]
+            break
+        if a.startswith("--insecure="):
+            value = a[len("--insecure="):]
+            if not is_registry_host(value):
+                raise UsageError(f"--insecure={value}: give a registry as HOST[:PORT] (e.g. 127.0.0.1:5000)")
+            hosts.append(value)
+        elif a == "--insecure" and i + 1 < len(args) and not args[i + 1].startswith("-") \
+                and is_registry_host(args[i + 1]):
+            hosts.append(args[i + 1])
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    if hosts:
+        insecure_on_command_line(hosts)
+    return out
+
+
 def load(environ: dict[str, str] | None = None, home: Path | None = None) -> RegistriesConf:
     """Read and merge the registries.conf files (:func:`conf_files`), then the registries the
     command line said insecure (:func:`insecure_on_command_line`). Raises
@@ -247,4 +282,4 @@ def _entries(doc: dict, path: Path) -> list[Registry]:
     return out
 
 
-__all__ = ["insecure_on_command_line", "RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]
+__all__ = ["insecure_on_command_line", "take_insecure_registries", "RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from lemonpack import cli
 
 
@@ -56,20 +54,3 @@ def test_a_write_the_disk_refuses_is_one_line_never_a_traceback(tmp_path):
         assert r.returncode == 1, r.stderr
         assert "Traceback" not in r.stderr and str(out) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
-
-def test_insecure_registry_pairs_are_taken_from_the_command_line_and_the_bare_flag_stays():
-    from lemonpack.errors import UsageError
-    from lemonpack.registry import registries_conf as rc
-
-    try:
-        args = ["pull", "--insecure", "127.0.0.1:5000", "--insecure=reg.example", "127.0.0.1:5000/a:v1", "--out", "o"]
-        assert cli.take_insecure_registries(args) == ["pull", "127.0.0.1:5000/a:v1", "--out", "o"]
-        assert rc._COMMAND_LINE_INSECURE == ["127.0.0.1:5000", "reg.example"]
-        bare = ["pull", "--insecure", "127.0.0.1:5000/a:v1", "--out", "o"]  # a reference is no registry host
-        assert cli.take_insecure_registries(bare) == bare
-        for flag in (["publish", "--insecure", "layout:v1"], ["publish", "x", "--insecure"], ["x", "--", "--insecure", "h.example"]):
-            assert cli.take_insecure_registries(flag) == flag
-        with pytest.raises(UsageError, match="--insecure=a/b: give a registry"):
-            cli.take_insecure_registries(["pull", "--insecure=a/b"])
-    finally:
-        rc.insecure_on_command_line([])

@@ -104,3 +104,20 @@ location = "mirror.example/reg"
     finally:
         rc.insecure_on_command_line([])
     assert not rc.load(_env(tmp_path, main)).insecure("127.0.0.1:5000")
+
+
+def test_insecure_registry_pairs_are_taken_from_the_command_line_and_the_bare_flag_stays():
+    from lemonpack.errors import UsageError
+
+    try:
+        args = ["pull", "--insecure", "127.0.0.1:5000", "--insecure=reg.example", "127.0.0.1:5000/a:v1", "--out", "o"]
+        assert rc.take_insecure_registries(args) == ["pull", "127.0.0.1:5000/a:v1", "--out", "o"]
+        assert rc._COMMAND_LINE_INSECURE == ["127.0.0.1:5000", "reg.example"]
+        bare = ["pull", "--insecure", "127.0.0.1:5000/a:v1", "--out", "o"]  # a reference is no registry host
+        assert rc.take_insecure_registries(bare) == bare
+        for flag in (["publish", "--insecure", "layout:v1"], ["publish", "x", "--insecure"], ["x", "--", "--insecure", "h.example"]):
+            assert rc.take_insecure_registries(flag) == flag
+        with pytest.raises(UsageError, match="--insecure=a/b: give a registry"):
+            rc.take_insecure_registries(["pull", "--insecure=a/b"])
+    finally:
+        rc.insecure_on_command_line([])
