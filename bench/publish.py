@@ -26,7 +26,7 @@ answer sizes must equal lemonpack's ``bytes`` (and be 0 for the re-pull).
 Both tools write to and read from the same registry, same layout, same compressed blob, so the
 ratios compare like with like (an uncompressed layer would make skopeo gzip it on the way, and a
 comparison would count that). Targets (issue 25): publish and pull <= 1.0x skopeo in wall time
-and in CPU seconds (user + sys), peak RSS <= 40 MiB, re-pull into the same layout <= 0.1 s with
+and in CPU seconds (user + sys), peak RSS <= 40 MiB, re-pull into the same layout <= 0.1 s (median of five) with
 0 blob bytes (also timed inside the process, after its imports), re-publish < 1 s with 0 blob
 bytes; a missed target makes the exit code 2. Usage: python bench/publish.py [--size-mib N]
 
@@ -94,6 +94,8 @@ def make_layout(path: Path, size_mib: int) -> int:
 
 
 CPU: dict[str, list[float]] = {}
+#: Re-pulls timed; the median is the figure.
+REPULLS = 5
 
 #: A child that imports what ``lemonpack pull`` imports, then times the command itself (its
 #: last line: seconds).
@@ -204,8 +206,12 @@ def main() -> int:
                     pulled_bytes = json.loads(text)["bytes"]
                 if n == 0:  # the same pull again into the layout it wrote: nothing to move
                     before = reg.served_blob_bytes()
-                    repull, _, text = run([*argv, "--json"], e)
-                    repulled = json.loads(text)
+                    repulls = []  # five runs: a 0.1 s figure on a shared machine is mostly its scheduler's
+                    for _ in range(REPULLS):
+                        took, _, text = run([*argv, "--json"], e, who="re-pull")
+                        repulls.append(took)
+                        repulled = json.loads(text)
+                    repull = sorted(repulls)[len(repulls) // 2]
                     repull_served = reg.served_blob_bytes() - before
                     # the same once more, timed inside the process after its imports: what the
                     # pull itself costs, apart from Python's and the libraries' start-up
@@ -267,7 +273,9 @@ def main() -> int:
           f"{' / '.join(str(b) for b in served['skopeo pull'])}")
     peak = max(rss["publish"], rss["pull"]) / 1024
     print(f"peak RSS of lemonpack: {peak:.1f} MiB {target(peak <= 40, 'peak RSS')} (target <= 40 MiB)")
-    print(f"re-pull into the same layout: {repull:.2f} s {target(repull <= 0.1, 're-pull time')} (target <= 0.1 s), "
+    print(f"re-pull into the same layout: {repull:.2f} s {target(repull <= 0.1, 're-pull time')} (target <= 0.1 s; "
+          f"median of {REPULLS}: {' / '.join(f'{t:.2f}' for t in repulls)}; CPU median "
+          f"{sorted(CPU['re-pull'])[REPULLS // 2]:.2f} s), "
           f"{repulled['bytes']} blob bytes downloaded {target(repulled['bytes'] == 0, 're-pull bytes')}, "
           f"{repulled['blobs_reused']} blobs already there (checked); inside the process after its imports "
           f"{inside:.3f} s")
