@@ -64,8 +64,13 @@ log = logging.getLogger(__name__)
 MAX_MANIFEST_BYTES = 4 << 20
 #: Blob files are uploaded in PATCH chunks of at most this size (distribution-spec "pushing a
 #: blob in chunks"), then committed by an empty closing PUT once their hash is checked; blobs
-#: given as bytes (hashed before sending) up to this size go in a single PUT.
-DEFAULT_CHUNK_SIZE = 64 << 20
+#: given as bytes (hashed before sending) up to this size go in a single PUT. One PATCH per GiB,
+#: as skopeo sends a whole blob in one: each PATCH costs distribution a round of its own (measured
+#: here, 1 GiB blobs, four interleaved pushes each at load 4: 64 MiB chunks 3.54-4.65 s, mean
+#: 4.03 s; one PATCH 3.06-3.63 s, mean 3.39 s; the same CPU). Smaller chunks would buy nothing
+#: against distribution, which forgets a session interrupted mid-PATCH (the upload restarts), and
+#: a registry that keeps what it got says where it stands whatever the chunk size.
+DEFAULT_CHUNK_SIZE = 1 << 30
 
 
 @dataclass(frozen=True)
