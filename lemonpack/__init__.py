@@ -37,14 +37,17 @@ def __getattr__(name: str):
 class _UnusedByHttpx:
     """A ``sys.meta_path`` finder that answers "not installed" for the optional packages httpx
     and httpcore import when they can but lemonpack never uses through them: httpcore's trio
-    backend (``trio``, for code on a trio event loop: lemonpack's async code runs on asyncio)
-    and httpx's command-line client (``click``, ``pygments``, then ``rich``: typer has its own click). Only an import made from
+    backend (``trio``, for code on a trio event loop: lemonpack's async code runs on asyncio),
+    httpx's command-line client (``click``, ``pygments``, then ``rich``: typer has its own click)
+    and httpcore's HTTP/2 (``h2``: no client of lemonpack asks for ``http2=True``; measured slower
+    than HTTP/1.1 for blobs, docs/registries-and-signatures.md; ~12 ms of every registry command's
+    start-up). Only an import made from
     httpx's or httpcore's own modules is refused; any other ``import trio`` works as usual.
     Measured here (bench/publish.py): ~9 MiB of peak RSS and ~0.1 s off every registry
     command. Both libraries catch the ImportError (httpx: ``from ._main import main``;
-    httpcore: ``_synchronization``)."""
+    httpcore: ``_synchronization``, ``_sync/__init__``'s ``from .http2 import ...``)."""
 
-    HIDDEN = frozenset({"trio", "click", "pygments"})
+    HIDDEN = frozenset({"trio", "click", "pygments", "h2"})
 
     @classmethod
     def find_spec(cls, name: str, path: object = None, target: object = None) -> None:

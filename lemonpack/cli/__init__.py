@@ -174,6 +174,10 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
     from lemonpack.errors import LemonpackError, StorageError
 
     try:
+        if any(a == "--insecure" or a.startswith("--insecure=") for a in args):
+            from lemonpack.registry.registries_conf import take_insecure_registries
+
+            args = take_insecure_registries(args)  # --insecure REGISTRY: declared for every client
         result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == 130 and ctrl_c.seen:  # typer (0.29) turned Ctrl-C into Exit(130), silently

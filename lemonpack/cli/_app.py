@@ -100,7 +100,9 @@ JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on
 #: install oci://, catalogue build): one definition, so help and behaviour stay the same.
 INSECURE_OPTION = typer.Option(False, "--insecure",
                                help="Speak plain http to the registry this command names, with no TLS attempt "
-                                    "(as insecure = true for it in containers-registries.conf(5) says). Without "
+                                    "(as insecure = true for it in containers-registries.conf(5) says). "
+                                    "--insecure REGISTRY (HOST[:PORT], repeatable; or --insecure=REGISTRY) says "
+                                    "it of that registry only, wherever the command meets it. Without "
                                     "it TLS is tried first, loopback registries too (one answering in plain "
                                     "http is then used in plain http, said on stderr).")
 REGISTRY_CONFIG_OPTION = typer.Option(

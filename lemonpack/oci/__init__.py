@@ -16,14 +16,37 @@ layer.md, config.md, annotations.md) and the distribution/reference grammar.
 - :mod:`~lemonpack.oci.platform`: this machine's OCI platform names.
 """
 
+from typing import TYPE_CHECKING
+
 from lemonpack.oci.mediatypes import *  # noqa: F401,F403
 from lemonpack.oci.mediatypes import __all__ as _mediatypes_all
-from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
 from lemonpack.oci.descriptor import Descriptor
-from lemonpack.oci.layout import LayoutWriter, rfc3339
-from lemonpack.oci.layout_reader import read_layout, verify_layout
-from lemonpack.oci.cmdline import ContainerInvocation, UnreadableCommandLine, read_container_argv
 from lemonpack.oci.reference import ImageReference, InvalidReferenceError, check_pinned, parse_reference
+
+if TYPE_CHECKING:
+    from lemonpack.oci.cmdline import ContainerInvocation, UnreadableCommandLine, read_container_argv
+    from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, LayerInfo, write_dir_layer, write_files_layer
+    from lemonpack.oci.layout import LayoutWriter, rfc3339
+    from lemonpack.oci.layout_reader import read_layout, verify_layout
+
+#: Names imported from their module when first asked for (PEP 562): a command that only parses a
+#: reference (``models pull REF@sha256:...`` answered from the store) does not load the layer
+#: writer, the layout writer and the container command-line reader (~10 ms of start-up).
+_LAZY = {
+    "DEFAULT_COMPRESSLEVEL": "layer", "LayerInfo": "layer", "write_dir_layer": "layer", "write_files_layer": "layer",
+    "LayoutWriter": "layout", "rfc3339": "layout", "read_layout": "layout_reader", "verify_layout": "layout_reader",
+    "ContainerInvocation": "cmdline", "UnreadableCommandLine": "cmdline", "read_container_argv": "cmdline",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lemonpack.oci' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"lemonpack.oci.{module}"), name)
+
 
 __all__ = [
     *_mediatypes_all, "DEFAULT_COMPRESSLEVEL", "LayerInfo", "write_dir_layer", "write_files_layer",

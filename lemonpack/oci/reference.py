@@ -245,6 +245,17 @@ def parse_registry_reference(s: str) -> ImageReference:
     return img
 
 
+def is_registry_host(text: str) -> bool:
+    """Whether ``text`` is a registry as a reference's first component names one on its own:
+    ``host[:port]`` of the reference grammar that contains ``.`` or a ``:PORT``, an IPv6
+    literal, or is ``localhost`` (Docker's rule), with no ``/`` (so no repository), e.g.
+    ``127.0.0.1:5000``, ``registry.example``, ``localhost:5000``."""
+    if not isinstance(text, str) or not _DOMAIN_RE.fullmatch(text):
+        return False
+    host = text.rsplit(":", 1)[0] if not text.endswith("]") and ":" in text else text
+    return "." in host or ":" in text or host == "localhost" or text.startswith("[")
+
+
 def _split_domain(name: str) -> tuple[str | None, str]:
     first, sep, remainder = name.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"

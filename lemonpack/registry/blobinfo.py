@@ -61,10 +61,15 @@ class BlobLocations:
         """Note that ``repo`` holds ``digest`` (kept until :meth:`save`)."""
         self._added.setdefault(digest, []).append(repo)
 
+    def _newest(self, digest: str) -> str | None:
+        repos = self._known.get(digest)
+        return repos[-1] if isinstance(repos, list) and repos and isinstance(repos[-1], str) else None
+
     def save(self) -> None:
         """Merge what was recorded into the file (re-read first), bounded; errors ignored."""
-        if not self._added:
-            return
+        if not self._added or all(self._newest(d) == repos[-1] and len(set(repos)) == 1
+                                  for d, repos in self._added.items()):
+            return  # nothing new (each blob's newest repository is the one recorded): no write
         from lemonpack.files import replace_file
 
         doc = self._load()

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lemonpack.errors import ConfigError
+from lemonpack.errors import ConfigError, UsageError
+from lemonpack.oci.reference import is_registry_host
 
 SYSTEM_FILE = Path("/etc/containers/registries.conf")
 SYSTEM_DIR = Path("/etc/containers/registries.conf.d")
@@ -171,8 +172,55 @@ def conf_files(environ: dict[str, str] | None = None, home: Path | None = None) 
     return out
 
 
+#: Registries the command line names with ``--insecure REGISTRY`` (:func:`insecure_on_command_line`).
+_COMMAND_LINE_INSECURE: list[str] = []
+
+
+def insecure_on_command_line(hosts: list[str]) -> None:
+    """Registries (``host[:port]``) given as ``--insecure REGISTRY``: every :func:`load` of this
+    process then has ``insecure = true`` for each, as a ``[[registry]] location = REGISTRY
+    insecure = true`` entry would say (an entry the files have for it keeps its other settings:
+    mirrors, ``blocked``, a ``location`` it rewrites to). Replaces the list given before."""
+    _COMMAND_LINE_INSECURE[:] = [h.rstrip("/") for h in hosts]
+
+
+def take_insecure_registries(args: list[str]) -> list[str]:
+    """``args`` without its ``--insecure REGISTRY`` / ``--insecure=REGISTRY`` pairs, each
+    REGISTRY (``host[:port]``, repeatable) declared plain http for the whole command, as
+    ``insecure = true`` for it in containers-registries.conf(5) would
+    (:func:`insecure_on_command_line`: every registry client of the command reads it). ``--insecure`` followed by anything that is not a registry
+    host (:func:`lemonpack.oci.reference.is_registry_host`: ``127.0.0.1:5000``, ``reg.example``,
+    ``localhost``; a reference or a path has a ``/`` or no host shape) stays the bare flag of
+    before: plain http to the registry the command names. Nothing after ``--`` is looked at.
+    Raises :class:`~lemonpack.errors.UsageError` for ``--insecure=`` with no registry host."""
+    out: list[str] = []
+    hosts: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out += args[i:]
+            break
+        if a.startswith("--insecure="):
+            value = a[len("--insecure="):]
+            if not is_registry_host(value):
+                raise UsageError(f"--insecure={value}: give a registry as HOST[:PORT] (e.g. 127.0.0.1:5000)")
+            hosts.append(value)
+        elif a == "--insecure" and i + 1 < len(args) and not args[i + 1].startswith("-") \
+                and is_registry_host(args[i + 1]):
+            hosts.append(args[i + 1])
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    if hosts:
+        insecure_on_command_line(hosts)
+    return out
+
+
 def load(environ: dict[str, str] | None = None, home: Path | None = None) -> RegistriesConf:
-    """Read and merge the registries.conf files (:func:`conf_files`). Raises
+    """Read and merge the registries.conf files (:func:`conf_files`), then the registries the
+    command line said insecure (:func:`insecure_on_command_line`). Raises
     :class:`ConfigError` naming the file and the entry for a malformed one."""
     conf = RegistriesConf()
     by_prefix: dict[str, Registry] = {}
@@ -186,6 +234,10 @@ def load(environ: dict[str, str] | None = None, home: Path | None = None) -> Reg
         conf.files.append(path)
         for reg in _entries(doc, path):
             by_prefix[reg.prefix] = reg
+    for host in _COMMAND_LINE_INSECURE:
+        known = by_prefix.get(host)
+        by_prefix[host] = replace(known, insecure=True) if known is not None else \
+            Registry(prefix=host, location=host, insecure=True, source="--insecure " + host)
     conf.registries = list(by_prefix.values())
     return conf
 
@@ -230,4 +282,4 @@ def _entries(doc: dict, path: Path) -> list[Registry]:
     return out
 
 
-__all__ = ["RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]
+__all__ = ["insecure_on_command_line", "take_insecure_registries", "RegistriesConf", "Registry", "Mirror", "Source", "conf_files", "load", "SYSTEM_FILE", "SYSTEM_DIR"]

@@ -28,11 +28,12 @@ Spec: OCI distribution-spec v1.1 ("push", "pull"); image-spec v1.1 ``image-layou
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
@@ -457,78 +458,114 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
     counters = {"blobs": 0, "bytes": 0, "reused": 0}
     seen: set[str] = set()
     blobs_todo: list[Descriptor] = []
+    manifests: list[tuple[str, bytes]] = []  # (media type, bytes), children before parents
 
     existing = out / "blobs" / "sha256" if (out / "oci-layout").is_file() else None
     known = BlobLocations(client.host)  # where the blobs are, for a later publish's mounts
     checked = _Checked(out)  # blobs of this layout hashed before, unchanged since: not hashed again
+
+    def enter(desc: Descriptor | None, reference: str) -> list:
+        """Fetch and check one manifest: its frame ``[data, media_type, digest, blobs,
+        pending children]``."""
+        data, declared, digest = client.get_manifest(repo, reference)
+        what = f"manifest {ref.host}/{repo}@{digest}"
+        if desc is not None:
+            if digest != desc.digest:
+                raise IntegrityError(what, desc.digest, digest)
+            if len(data) != desc.size:
+                raise IntegrityError(what + " (size)", f"{desc.size} bytes", f"{len(data)} bytes")
+        doc, media_type = _media_type_of(data, declared, what)
+        children, blobs, _subject = _children(doc, media_type)
+        return [data, media_type, digest, blobs, iter(children)]
+
+    def fetch_manifest(desc: Descriptor | None, reference: str) -> Descriptor:
+        """Fetch ``reference`` and every manifest it names, children before parents,
+        iteratively: a registry serving an index chain of any depth costs memory in
+        proportion, never a RecursionError. Returns the root's descriptor."""
+        stack = [enter(desc, reference)]
+        top: Descriptor | None = None
+        while stack:
+            child = next((c for c in stack[-1][4] if c.digest not in seen), None)
+            if child is not None:
+                seen.add(child.digest)
+                stack.append(enter(child, child.digest))
+                continue
+            data, media_type, digest, blobs, _ = stack.pop()
+            for blob in blobs:
+                if blob.digest not in seen:
+                    seen.add(blob.digest)
+                    blobs_todo.append(blob)
+            manifests.append((media_type, data))
+            counters["blobs"] += 1
+            top = Descriptor(media_type, digest, len(data))
+        assert top is not None, "the stack held the root"
+        return top
+
+    root = fetch_manifest(None, reference)
+    if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
+        raise IntegrityError(str(ref), ref.digest, root.digest)
+    for blob in blobs_todo:
+        known.record(blob.digest, repo)
     remove_leftovers(out)
+    held = [b for b in blobs_todo if existing is not None and _holds(existing / b.hex, b, checked)]
+    if existing is not None and len(held) == len(blobs_todo):
+        done = _already_there(out, name, root, manifests)
+        if done is not None:  # every byte there, checked, and the tag names the root: nothing to write
+            known.save()
+            checked.save(blobs_todo)
+            counters["blobs"] += len(blobs_todo)
+            return replace(done, blobs=counters["blobs"], reused=len(held))
     with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
         hold.lock(lw.staging_dir)  # held until the layout is installed (hold exits after lw)
         hold.record(lw.staging_dir)  # `cache clean --partial` finds it if this process is killed
-        def fetch_blob(desc: Descriptor, on_bytes: Callable[[int], None] | None) -> None:
-            counters["blobs"] += 1
-            known.record(desc.digest, repo)
-            if existing is not None and _holds(existing / desc.hex, desc, checked):
-                counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
-                if on_bytes:
-                    on_bytes(desc.size)
-                return
-            # read_blob hashes the bytes as they arrive and raises unless they are desc's
-            lw.receive_blob(desc, lambda f: client.read_blob(repo, desc.digest, f, size=desc.size,
-                                                             on_bytes=on_bytes))
-            counters["bytes"] += desc.size
-
-        def enter(desc: Descriptor | None, reference: str) -> list:
-            """Fetch and check one manifest: its frame ``[data, media_type, digest, blobs,
-            pending children]``."""
-            data, declared, digest = client.get_manifest(repo, reference)
-            what = f"manifest {ref.host}/{repo}@{digest}"
-            if desc is not None:
-                if digest != desc.digest:
-                    raise IntegrityError(what, desc.digest, digest)
-                if len(data) != desc.size:
-                    raise IntegrityError(what + " (size)", f"{desc.size} bytes", f"{len(data)} bytes")
-            doc, media_type = _media_type_of(data, declared, what)
-            children, blobs, _subject = _children(doc, media_type)
-            return [data, media_type, digest, blobs, iter(children)]
-
-        def fetch_manifest(desc: Descriptor | None, reference: str) -> Descriptor:
-            """Fetch ``reference`` and every manifest it names, children before parents,
-            iteratively: a registry serving an index chain of any depth costs memory in
-            proportion, never a RecursionError. Returns the root's descriptor."""
-            stack = [enter(desc, reference)]
-            top: Descriptor | None = None
-            while stack:
-                child = next((c for c in stack[-1][4] if c.digest not in seen), None)
-                if child is not None:
-                    seen.add(child.digest)
-                    stack.append(enter(child, child.digest))
-                    continue
-                data, media_type, digest, blobs, _ = stack.pop()
-                for blob in blobs:
-                    if blob.digest not in seen:
-                        seen.add(blob.digest)
-                        blobs_todo.append(blob)
-                lw.add_blob_bytes(media_type, data)
-                counters["blobs"] += 1
-                top = Descriptor(media_type, digest, len(data))
-            assert top is not None, "the stack held the root"
-            return top
-
-        root = fetch_manifest(None, reference)
-        if ref.digest and root.digest != ref.digest:  # get_manifest checked it; keep the invariant visible
-            raise IntegrityError(str(ref), ref.digest, root.digest)
-        with byte_progress(sum(b.size for b in blobs_todo), f"pull {ref.host}/{repo}",
-                           progress and bool(blobs_todo)) as on_bytes:
+        for media_type, data in manifests:
+            lw.add_blob_bytes(media_type, data)
+        held_digests = {b.digest for b in held}
+        with byte_progress(sum(b.size for b in blobs_todo if b.digest not in held_digests),
+                           f"pull {ref.host}/{repo}", progress and bool(blobs_todo)) as on_bytes:
             for n, blob in enumerate(blobs_todo, 1):
+                counters["blobs"] += 1
+                if blob.digest in held_digests:
+                    counters["reused"] += 1  # the layout we add to has it, checked: not downloaded again
+                    continue
                 stage[0] = f"downloading blob {n} of {len(blobs_todo)} ({blob.digest})"
-                fetch_blob(blob, on_bytes)
+                # read_blob hashes the bytes as they arrive and raises unless they are blob's
+                lw.receive_blob(blob, functools.partial(_read_into, client, repo, blob, on_bytes))
+                counters["bytes"] += blob.size
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
     known.save()
     checked.save(blobs_todo)
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
+
+
+def _read_into(client: RegistryClient, repo: str, blob: Descriptor, on_bytes: Callable[[int], None] | None,
+               f: BinaryIO) -> int:
+    return client.read_blob(repo, blob.digest, f, size=blob.size, on_bytes=on_bytes)
+
+
+def _already_there(out: Path, name: str, root: Descriptor, manifests: Sequence[tuple[str, bytes]]) -> Pulled | None:
+    """The answer of a pull that finds everything in the layout at ``out`` already: its tag
+    ``name`` names ``root`` (same digest, size and media type) and every manifest blob holds
+    exactly the bytes fetched (compared; the blobs they name were checked by the caller). None
+    when anything differs (then the layout is written as usual)."""
+    from lemonpack.digest import Digest
+    from lemonpack.oci.layout_reader import read_layout
+
+    try:
+        tags = read_layout(out)
+        for _media_type, data in manifests:
+            path = out / "blobs" / "sha256" / Digest.of_bytes(data).hex
+            if path.is_symlink() or not path.is_file() or path.read_bytes() != data:
+                return None
+    except (OSError, LayoutError):
+        return None
+    tagged = tags.get(name)
+    if tagged is None or (tagged.digest, tagged.size, tagged.media_type) != (root.digest, root.size, root.media_type):
+        return None
+    return Pulled(out, name, root.digest, root.media_type, len(manifests), 0, merged=True,
+                  kept=len(tags) - 1, replaced=root.digest)
 
 
 class _Checked:
@@ -573,6 +610,8 @@ class _Checked:
         for desc in blobs:
             with contextlib.suppress(OSError):
                 facts[desc.hex] = stat_facts(self.out / "blobs" / "sha256" / desc.hex)
+        if facts == self.facts:
+            return  # what the record says already: nothing to write
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             replace_file(self.path, json.dumps(facts, sort_keys=True).encode(), mode=0o600)

@@ -81,8 +81,6 @@ def load_registries_dir(directory: str | os.PathLike[str]) -> RegistriesD:
     """Read every ``*.yaml`` file of ``directory`` (sorted by name). Raises
     :class:`PolicyFileError` naming the file and key for a malformed file, a duplicated
     ``default-docker`` or namespace, an ``--registries.d`` that is not a directory."""
-    import yaml
-
     d = Path(directory)
     if not d.exists():
         return RegistriesD(str(d))
@@ -99,8 +97,16 @@ def load_registries_dir(directory: str | os.PathLike[str]) -> RegistriesD:
         if len(data) > MAX_FILE_BYTES:
             raise PolicyFileError(f"{f}: larger than {MAX_FILE_BYTES} bytes")
         try:
-            doc = yaml.safe_load(data.decode("utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PolicyFileError(f"{f}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        if _only_comments(text):
+            continue  # no document (what yaml.safe_load answers with None), and no YAML parser imported
+        import yaml
+
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
             raise PolicyFileError(f"{f}: not valid YAML: {str(exc).splitlines()[0]}") from None
         if doc is None:
             continue
@@ -123,6 +129,12 @@ def load_registries_dir(directory: str | os.PathLike[str]) -> RegistriesD:
                 raise PolicyFileError(f"\"docker\" namespace {scope!r} defined both in {docker[scope].file} and {f}")
             docker[scope] = _namespace(value, f, f"docker.{scope}")
     return RegistriesD(str(d), default, docker)
+
+
+def _only_comments(text: str) -> bool:
+    """True when ``text`` holds no YAML document: only blank lines and ``#`` comment lines
+    (YAML 1.2 section 6.6), as the files shipped commented out are."""
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
 
 
 def _namespace(value: Any, file: Path, where: str) -> Namespace:

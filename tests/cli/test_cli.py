@@ -53,3 +53,4 @@ def test_a_write_the_disk_refuses_is_one_line_never_a_traceback(tmp_path):
                             "--out", str(out)], capture_output=True, text=True, timeout=120)
         assert r.returncode == 1, r.stderr
         assert "Traceback" not in r.stderr and str(out) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+

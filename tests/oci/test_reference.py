@@ -171,3 +171,14 @@ def test_credential_keys_of_docker_hub_and_loopback():
     assert credential_keys("index.docker.io") == ["docker.io", "https://index.docker.io/v1/", "index.docker.io",
                                                   "registry-1.docker.io"]
     assert credential_keys("localhost:5000") == ["localhost:5000", "127.0.0.1:5000"]
+
+
+@pytest.mark.parametrize("text, host", [
+    ("127.0.0.1:5000", True), ("reg.example", True), ("localhost", True), ("localhost:5000", True),
+    ("[::1]:5000", True), ("layout:v1", False), ("mylayout", False), ("127.0.0.1:5000/app", False),
+    ("host:", False), ("-x", False),
+])
+def test_a_registry_host_on_its_own_is_told_from_references_and_paths(text, host):
+    from lemonpack.oci.reference import is_registry_host
+
+    assert is_registry_host(text) is host

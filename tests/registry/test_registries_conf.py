@@ -84,3 +84,40 @@ def test_prefix_matching_follows_containers_image(tmp_path):
                    home=tmp_path / "home")
     assert conf.insecure("r.example", "ns/app") and conf.insecure("r.example", "ns")
     assert not conf.insecure("r.example", "nsx/app") and not conf.insecure("r.example")
+
+
+def test_registries_the_command_line_says_insecure_join_what_the_files_say(tmp_path):
+    main = '''
+[[registry]]
+location = "reg.example:5000"
+[[registry.mirror]]
+location = "mirror.example/reg"
+'''
+    try:
+        rc.insecure_on_command_line(["127.0.0.1:5000", "reg.example:5000"])
+        conf = rc.load(_env(tmp_path, main))
+        assert conf.insecure("127.0.0.1:5000") and conf.insecure("reg.example:5000", "x/y")
+        assert not conf.insecure("127.0.0.1:5001")
+        entry = conf.find("reg.example:5000/x")
+        assert entry is not None and [m.location for m in entry.mirrors] == ["mirror.example/reg"]  # kept
+        assert [s.insecure for s in conf.pull_sources("reg.example:5000", "x", by_digest=False)] == [False, True]
+    finally:
+        rc.insecure_on_command_line([])
+    assert not rc.load(_env(tmp_path, main)).insecure("127.0.0.1:5000")
+
+
+def test_insecure_registry_pairs_are_taken_from_the_command_line_and_the_bare_flag_stays():
+    from lemonpack.errors import UsageError
+
+    try:
+        args = ["pull", "--insecure", "127.0.0.1:5000", "--insecure=reg.example", "127.0.0.1:5000/a:v1", "--out", "o"]
+        assert rc.take_insecure_registries(args) == ["pull", "127.0.0.1:5000/a:v1", "--out", "o"]
+        assert rc._COMMAND_LINE_INSECURE == ["127.0.0.1:5000", "reg.example"]
+        bare = ["pull", "--insecure", "127.0.0.1:5000/a:v1", "--out", "o"]  # a reference is no registry host
+        assert rc.take_insecure_registries(bare) == bare
+        for flag in (["publish", "--insecure", "layout:v1"], ["publish", "x", "--insecure"], ["x", "--", "--insecure", "h.example"]):
+            assert rc.take_insecure_registries(flag) == flag
+        with pytest.raises(UsageError, match="--insecure=a/b: give a registry"):
+            rc.take_insecure_registries(["pull", "--insecure=a/b"])
+    finally:
+        rc.insecure_on_command_line([])

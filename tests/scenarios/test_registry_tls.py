@@ -82,6 +82,12 @@ def test_a_plain_http_loopback_registry_after_the_tls_attempt_is_said_on_stderr(
         told = cli("publish", src, "--to", to, "--no-progress", "--insecure",
                    env={"CONTAINERS_REGISTRIES_CONF": str(empty)})
         assert told.returncode == 0 and NOTICE not in told.stderr, told.stderr
+        named = cli("publish", src, "--to", to, "--no-progress", "--insecure", reg.host,
+                    env={"CONTAINERS_REGISTRIES_CONF": str(empty)})  # --insecure REGISTRY: that one only
+        assert named.returncode == 0 and NOTICE not in named.stderr, named.stderr
+        other = cli("publish", src, "--to", to, "--no-progress", "--insecure=127.0.0.1:1",
+                    env={"CONTAINERS_REGISTRIES_CONF": str(empty)})
+        assert other.returncode == 0 and f"registry {reg.host} {NOTICE}" in other.stderr, other.stderr
         conf = tmp_path / "insecure.conf"
         conf.write_text(f'[[registry]]\nlocation = "{reg.host}"\ninsecure = true\n')
         said = cli("publish", src, "--to", to, "--no-progress", env={"CONTAINERS_REGISTRIES_CONF": str(conf)})

@@ -88,7 +88,7 @@ class LocalRegistry:
     """A ``docker-registry serve`` child on 127.0.0.1 with its own storage and config (see module doc)."""
 
     def __init__(self, workdir: Path, *, users: dict[str, str] | None = None, token=None, tls=None,
-                 declare: bool = True):
+                 declare: bool = True, access_log: bool = False):
         self.binary = need_registry()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +104,7 @@ class LocalRegistry:
         self.url = f"{'https' if tls else 'http'}://{self.host}"
         if declare and tls is None:
             declare_insecure(self.host)  # a plain-http registry, said as its users say it
+        self.access_log = access_log  # distribution's access log (combined format) into the log file
         self.config = self.workdir / "config.yml"
         self.log = self.workdir / "registry.log"
         self.proc: subprocess.Popen | None = None
@@ -115,7 +116,7 @@ class LocalRegistry:
             "log:",
             "  level: warn",
             "  accesslog:",
-            "    disabled: true",
+            f"    disabled: {'false' if self.access_log else 'true'}",
             "storage:",
             "  filesystem:",
             f"    rootdirectory: {self.storage}",
@@ -180,6 +181,17 @@ class LocalRegistry:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+    def served_blob_bytes(self) -> int:
+        """Blob bytes the registry says it sent so far: the sizes of its access log's ``GET
+        .../blobs/sha256:...`` answers (200 or 206), the registry's own count (needs
+        ``access_log=True``; combined log format: ``"METHOD URI PROTO" STATUS SIZE``)."""
+        import re
+
+        assert self.access_log, "start the registry with access_log=True"
+        pattern = re.compile(r'"GET /v2/\S+/blobs/sha256:[0-9a-f]{64} HTTP/[0-9.]+" (?:200|206) (\d+) ')
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return sum(int(m.group(1)) for m in pattern.finditer(text))
 
     def __enter__(self) -> "LocalRegistry":
         return self.start()

@@ -1,14 +1,31 @@
 """Model files pushed to a registry as one model artifact (``lemonpack models push FILE... --to
 HOST/REPO[:TAG]``).
 
-Each file is hashed once, from disk (never loaded whole), its GGUF header read through
+Each file is read and hashed once (never loaded whole), its GGUF header read through
 :mod:`lemonpack.gguf_header` for the config's facts; the manifest and config are
 :func:`~lemonpack.runtime.models.artifact.write_modelpack` (default) or
 :func:`~lemonpack.runtime.models.artifact.write_docker` (``--format docker``), both pure, so the
 same files, names and ``SOURCE_DATE_EPOCH`` give the same manifest digest on every machine.
-Blobs the registry already has (``HEAD``) are not sent again; a file is uploaded by the registry
-client of :mod:`lemonpack.registry` (hashed as it is sent, chunked, resumed on a transient failure:
-what ``publish`` uses); the manifest goes last, under the tag. Signing is the caller's
+The manifest needs every file's digest, which comes, per file, from one of two places:
+
+- the **digest record** (:class:`DigestRecord`, ``<cache>/file-digests.json``): the digest of a
+  file hashed before, kept with its ``[size, mtime_ns, ctime_ns, inode, device]``
+  (:func:`lemonpack.files.stat_facts`) right after that hash. It is used only while the file
+  still has exactly those facts: any write, truncation, ``touch``, ``chmod``, copy or rename
+  in its place changes one of them (ctime cannot be set from user space), and such a file is
+  hashed again. With a recorded digest the registry is asked first (``HEAD``): a blob it has is
+  not sent; one it lacks is uploaded and hashed as it is sent, and committed only when the
+  bytes sent hash to the recorded digest (else the record is dropped, the file hashed anew and
+  sent again): a record can cost a retry, never a wrong blob in the registry;
+- else the **upload itself**: the file is sent through a new upload session and hashed as it
+  goes; the closing ``PUT ?digest=`` names the hash of exactly the bytes sent. One pass, but
+  the registry is not asked beforehand (without a digest there is nothing to ask about): a
+  file it already holds, from another machine, is sent again.
+
+Either way the record is written after the push for every file (so the next push of the same
+files asks the registry and sends nothing it has). A file is uploaded by the registry client of
+:mod:`lemonpack.registry` (chunked, resumed on a transient failure: what ``publish`` uses); the
+config follows the layers (it names their digests), the manifest goes last, under the tag. Signing is the caller's
 ``sign`` callback (the CLI passes :func:`lemonpack.signing.remote.sign_image`, as ``publish
 --sign`` does), called with ``HOST/REPO@sha256:...`` once the manifest is in.
 
@@ -18,12 +35,14 @@ modelpack/model-spec ``docs/spec.md``; docker/model-runner ``pkg/distribution/ty
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lemonpack.errors import UnreadableFileError, UsageError
 from lemonpack.oci.reference import ImageReference
@@ -72,42 +91,193 @@ def _main(files: Sequence[tuple[Path, PackFile]]) -> Path | None:
     return weights[0][0] if weights else None
 
 
-def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack", name: str | None = None,
-               version: str | None = None, environ: Mapping[str, str] | None = None
-               ) -> tuple[Packed, list[tuple[Path, PackFile]], ModelFacts]:
-    """The manifest and config ``files`` make (no network): ``(packed, [(path, PackFile)],
-    facts)``. Each file is named by its base name (two files of one name are refused); the
-    main weight file (the first GGUF weight, of splits the ``-00001-of-`` one) gives the facts;
-    ``name`` defaults to its stem (without the split suffix); the date is ``SOURCE_DATE_EPOCH`` (0 when unset). Raises
-    :class:`UsageError` (no file, an unknown ``fmt``), :class:`UnreadableFileError` (a file
-    missing, not regular), ``ModelFileError`` (a ``.gguf`` that is not one), ``ConfigError``
-    (a bad ``SOURCE_DATE_EPOCH``)."""
-    from lemonpack.digest import file_digest
-    from lemonpack.gguf_header import read_identity
-    from lemonpack.sourcedate import source_date_epoch
+#: Files remembered in the digest record (the oldest dropped first).
+MAX_RECORDED = 10000
 
-    if fmt not in PUSH_FORMATS:
-        raise UsageError(f"--format {fmt!r}: use one of {', '.join(PUSH_FORMATS)}")
+
+class DigestRecord:
+    """The digests of files hashed before, each with the :func:`lemonpack.files.stat_facts`
+    taken right after (module docstring): ``<cache>/file-digests.json``, ``{"<device>:<inode>":
+    [digest, facts]}``, read once, written back by :meth:`save` (atomic replace; concurrent
+    writers may lose each other's entries, never corrupt the file). A file that cannot be read
+    or written is ignored: a missing record means "hash it"."""
+
+    def __init__(self, path: Path | None = None):
+        from lemonpack.paths import cache_root
+
+        self.path = path if path is not None else cache_root() / "file-digests.json"
+        self._added: dict[str, list] = {}
+        self._dropped: set[str] = set()
+        try:
+            doc = json.loads(self.path.read_bytes())
+            self._known: dict = doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError):
+            self._known = {}
+
+    @staticmethod
+    def _key(facts: list[int]) -> str:
+        return f"{facts[4]}:{facts[3]}"
+
+    def digest(self, path: Path) -> str | None:
+        """The recorded digest of ``path`` when its facts are exactly those recorded with it,
+        else None (never hashed, or changed since)."""
+        from lemonpack.digest import is_sha256_digest
+        from lemonpack.files import stat_facts
+
+        try:
+            facts = stat_facts(path)
+        except OSError:
+            return None
+        entry = self._known.get(self._key(facts))
+        if isinstance(entry, list) and len(entry) == 2 and entry[1] == facts and is_sha256_digest(entry[0]):
+            return entry[0]
+        return None
+
+    def record(self, path: Path, digest: str, facts: list[int]) -> None:
+        """Note that ``path`` hashed to ``digest`` when it had ``facts`` (taken right after the
+        hash; kept only while the file still has them now)."""
+        from lemonpack.files import stat_facts
+
+        try:
+            if stat_facts(path) != facts:
+                return  # changed since it was hashed: the digest is of bytes no longer there
+        except OSError:
+            return
+        self._added[self._key(facts)] = [digest, facts]
+
+    def forget(self, path: Path) -> None:
+        """Drop what is recorded for ``path`` (its recorded digest proved wrong)."""
+        from lemonpack.files import stat_facts
+
+        try:
+            key = self._key(stat_facts(path))
+        except OSError:
+            return
+        self._known.pop(key, None)
+        self._added.pop(key, None)
+        self._dropped.add(key)
+
+    def save(self) -> None:
+        """Merge what was recorded and forgotten into the file (re-read first), bounded."""
+        if not self._added and not self._dropped:
+            return
+        from lemonpack.files import replace_file
+
+        try:
+            doc = json.loads(self.path.read_bytes())
+            doc = doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError):
+            doc = {}
+        for key in self._dropped:
+            doc.pop(key, None)
+        for key, entry in self._added.items():
+            doc.pop(key, None)
+            doc[key] = entry  # re-inserted: the newest last
+        while len(doc) > MAX_RECORDED:
+            doc.pop(next(iter(doc)))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(self.path, json.dumps(doc, separators=(",", ":")).encode())
+        except OSError:
+            pass
+        self._added.clear()
+        self._dropped.clear()
+
+
+@dataclass(frozen=True)
+class _File:
+    """A model file to push: ``path``, ``name`` (its base name), ``size``, ``role``, ``facts``
+    (:func:`lemonpack.files.stat_facts` when it was looked at), ``digest`` (recorded, or None)."""
+
+    path: Path
+    name: str
+    size: int
+    role: str
+    facts: list[int]
+    digest: str | None
+
+
+def _files(files: Sequence[str | os.PathLike[str]], record: DigestRecord | None) -> list[_File]:
+    from lemonpack.files import stat_facts
+
     if not files:
         raise UsageError("give at least one model file to push")
-    packed_files: list[tuple[Path, PackFile]] = []
+    out = []
     for given in files:
         path = Path(given)
         try:
-            digest, size = file_digest(path)
+            facts = stat_facts(path)
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise UnreadableFileError(f"model file {path}: not a regular file")
+            with open(path, "rb"):
+                pass
         except OSError as exc:
             raise UnreadableFileError(f"model file {path}: {exc.strerror or exc}") from None
-        packed_files.append((path, PackFile(path.name, str(digest), size, role_of(path.name))))
-    main = _main(packed_files)
+        out.append(_File(path, path.name, os.stat(path).st_size, role_of(path.name), facts,
+                         record.digest(path) if record is not None else None))
+    return out
+
+
+def _pack(files: Sequence[tuple[Path, PackFile]], fmt: str, name: str | None, version: str | None,
+          environ: Mapping[str, str] | None) -> tuple[Packed, ModelFacts]:
+    from lemonpack.gguf_header import read_identity
+    from lemonpack.sourcedate import source_date_epoch
+
+    main = _main(files)
     facts = facts_from_gguf(read_identity(main)) if main is not None else ModelFacts()
     created = source_date_epoch(environ)
-    specs = [f for _, f in packed_files]
+    specs = [f for _, f in files]
     if fmt == "docker":
-        packed = write_docker(specs, facts, created=created)
-    else:
-        stem = re.sub(r"-0*1-of-\d+$", "", main.name[:-len(".gguf")]) if main is not None else specs[0].name
-        packed = write_modelpack(specs, facts, created=created, name=name or stem, version=version)
+        return write_docker(specs, facts, created=created), facts
+    stem = re.sub(r"-0*1-of-\d+$", "", main.name[:-len(".gguf")]) if main is not None else specs[0].name
+    return write_modelpack(specs, facts, created=created, name=name or stem, version=version), facts
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in PUSH_FORMATS:
+        raise UsageError(f"--format {fmt!r}: use one of {', '.join(PUSH_FORMATS)}")
+
+
+def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack", name: str | None = None,
+               version: str | None = None, environ: Mapping[str, str] | None = None,
+               record: DigestRecord | None = None) -> tuple[Packed, list[tuple[Path, PackFile]], ModelFacts]:
+    """The manifest and config ``files`` make (no network): ``(packed, [(path, PackFile)],
+    facts)``. Each file is named by its base name (two files of one name are refused); the
+    main weight file (the first GGUF weight, of splits the ``-00001-of-`` one) gives the facts;
+    ``name`` defaults to its stem (without the split suffix); the date is ``SOURCE_DATE_EPOCH``
+    (0 when unset). Each file is hashed, unless ``record`` (a :class:`DigestRecord`) holds its
+    digest for its present facts; what was hashed is added to ``record`` (the caller saves it).
+    Raises :class:`UsageError` (no file, an unknown ``fmt``), :class:`UnreadableFileError` (a
+    file missing, not regular), ``ModelFileError`` (a ``.gguf`` that is not one),
+    ``ConfigError`` (a bad ``SOURCE_DATE_EPOCH``)."""
+    from lemonpack.digest import file_digest
+    from lemonpack.files import stat_facts
+
+    _check_format(fmt)
+    packed_files: list[tuple[Path, PackFile]] = []
+    for f in _files(files, record):
+        digest, size = f.digest, f.size
+        if digest is None:
+            try:
+                hashed, size = file_digest(f.path)
+                digest = str(hashed)
+                if record is not None:
+                    record.record(f.path, digest, stat_facts(f.path))
+            except OSError as exc:
+                raise UnreadableFileError(f"model file {f.path}: {exc.strerror or exc}") from None
+        packed_files.append((f.path, PackFile(f.name, digest, size, f.role)))
+    _unique(packed_files)
+    packed, facts = _pack(packed_files, fmt, name, version, environ)
     return packed, packed_files, facts
+
+
+def _unique(files: Sequence[tuple[Path, PackFile]]) -> None:
+    seen: dict[str, Path] = {}
+    for path, f in files:
+        if f.name in seen:
+            raise UsageError(f"two model files are named {f.name}: {seen[f.name]} and {path} (a file is pushed "
+                             "under its base name)")
+        seen[f.name] = path
 
 
 def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference, *, fmt: str = "modelpack",
@@ -128,7 +298,10 @@ def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference
     if dest.digest:
         raise UsageError(f"--to {to}: push to a tag or a repository, not a digest (the push makes the digest)")
     tag = dest.tag or "latest"
-    packed, packed_files, facts = pack_model(files, fmt=fmt, name=name, version=version, environ=environ)
+    _check_format(fmt)
+    record = DigestRecord()
+    wanted = _files(files, record)
+    _unique([(f.path, PackFile(f.name, "", f.size, f.role)) for f in wanted])
     own = client is None
     if client is None:
         from lemonpack.registry import RegistryClient
@@ -137,17 +310,24 @@ def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference
     try:
         before = client.stats.bytes_sent
         repo = dest.repository
-        todo = [(p, f) for p, f in packed_files if not client.has_blob(repo, f.digest, f.size)]
+        todo = [f for f in wanted if f.digest is None or not client.has_blob(repo, f.digest, f.size)]
         from lemonpack.registry.transfer import byte_progress
 
-        with byte_progress(sum(f.size for _, f in todo), f"pushing {repo}", progress) as on_bytes:
-            for p, f in todo:
-                client.push_blob(repo, p, f.digest, f.size, on_bytes=on_bytes)
+        digests = {f.path: f.digest for f in wanted}
+        with byte_progress(sum(f.size for f in todo), f"pushing {repo}", progress) as on_bytes:
+            for f in todo:
+                digests[f.path] = _upload(client, repo, f, record, on_bytes)
+        packed_files = [(f.path, PackFile(f.name, cast(str, digests[f.path]), f.size, f.role)) for f in wanted]
+        for f in wanted:
+            if f.digest is not None:
+                record.record(f.path, cast(str, digests[f.path]), f.facts)  # refreshed: the newest last
+        packed, facts = _pack(packed_files, fmt, name, version, environ)
         if not client.has_blob(repo, packed.config_digest, len(packed.config)):
             client.push_blob(repo, packed.config, packed.config_digest, len(packed.config))
         digest = client.put_manifest(repo, tag, packed.manifest, packed.media_type)
         uploaded = client.stats.bytes_sent - before
     finally:
+        record.save()
         if own:
             client.close()
     pinned = dest.with_ref(tag=tag, digest=digest)
@@ -155,4 +335,22 @@ def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference
     return PushedModel(pinned, digest, fmt, tuple(f for _, f in packed_files), facts, uploaded, signature)
 
 
-__all__ = ["PUSH_FORMATS", "PushedModel", "pack_model", "push_model"]
+def _upload(client, repo: str, f: _File, record: DigestRecord, on_bytes) -> str:
+    """Send ``f`` (module docstring: with its recorded digest, checked as it is sent, or hashed
+    as it is sent); returns its digest, recorded with the facts the file had before it was
+    read (a file changed while it was sent is not recorded: its facts differ now)."""
+    from lemonpack.errors import IntegrityError
+
+    if f.digest is not None:
+        try:
+            return client.push_blob(repo, f.path, f.digest, f.size, on_bytes=on_bytes)
+        except IntegrityError:
+            record.forget(f.path)  # the file is not what its record says: hash what is there now
+            if on_bytes is not None:
+                on_bytes(-f.size)  # the bar goes back for the second sending
+    digest = client.push_blob(repo, f.path, None, f.size, on_bytes=on_bytes)
+    record.record(f.path, digest, f.facts)
+    return digest
+
+
+__all__ = ["PUSH_FORMATS", "DigestRecord", "PushedModel", "pack_model", "push_model"]

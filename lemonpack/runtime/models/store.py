@@ -85,7 +85,7 @@ class BlobWriter:
             self.partial.unlink()
             have = 0
         self._file = open(self.partial, "ab")
-        self._hasher = Hasher(cast(BinaryIO, _After(self._file, have)), threaded=True)
+        self._hasher = Hasher(cast(BinaryIO, _After(self._file, have)))  # hashed and written as each piece arrives
         if have:
             with open(self.partial, "rb") as old:
                 left = have

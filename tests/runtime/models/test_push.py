@@ -102,3 +102,50 @@ def test_sign_callback_signs_the_pushed_digest(registry, tmp_path):
     pushed = push_model([model], f"{registry.host}/models/s:v1", sign=lambda ref: sign_image(ref, private))
     assert pushed.signature is not None and pushed.signature["digest"] == pushed.digest
     verify_image(f"{registry.host}/models/s@{pushed.digest}", private.public_key())
+
+
+def _recorded(home) -> dict:
+    return json.loads((home.cache / "file-digests.json").read_bytes())
+
+
+def test_a_file_is_hashed_once_as_it_is_sent_and_its_digest_recorded_for_the_next_push(
+        registry, tmp_path, home, monkeypatch):
+    import lemonpack.digest
+
+    model = llama(tmp_path / "tiny.gguf")
+    hashed_first = []
+    real = lemonpack.digest.file_digest
+    monkeypatch.setattr(lemonpack.digest, "file_digest", lambda p: hashed_first.append(p) or real(p))
+    first = push_model([model], f"{registry.host}/models/once:v1")
+    assert hashed_first == [] and first.uploaded >= model.stat().st_size  # hashed only while it was sent
+    assert first.files[0].digest == str(real(model)[0])
+    assert first.digest == pack_model([model])[0].digest  # the same manifest as hashing first makes
+    hashed_first.clear()
+    assert [digest for digest, _facts in _recorded(home).values()] == [first.files[0].digest]
+    second = push_model([model], f"{registry.host}/models/once:v2")
+    assert second.digest == first.digest and second.uploaded == 0 and hashed_first == []  # asked, not sent
+
+
+def test_a_changed_file_is_hashed_again_and_a_wrong_record_costs_a_second_sending_not_a_wrong_blob(
+        registry, tmp_path, home):
+    model = llama(tmp_path / "tiny.gguf")
+    first = push_model([model], f"{registry.host}/models/changed:v1")
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes: mtime and ctime move, the record no longer applies
+    model.write_bytes(bytes(data))
+    second = push_model([model], f"{registry.host}/models/changed:v2")
+    assert second.files[0].digest == str(file_digest(model)[0]) != first.files[0].digest
+    # a record whose facts match but whose digest is of other bytes (none the registry has)
+    record = home.cache / "file-digests.json"
+    doc = json.loads(record.read_bytes())
+    (key,) = doc
+    doc[key][0] = "sha256:" + "0" * 64
+    record.write_bytes(json.dumps(doc).encode())
+    model.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 1]))  # not in the registry yet
+    doc[key][1] = __import__("lemonpack.files", fromlist=["stat_facts"]).stat_facts(model)
+    record.write_bytes(json.dumps(doc).encode())
+    third = push_model([model], f"{registry.host}/models/changed:v3")
+    assert third.files[0].digest == str(file_digest(model)[0])
+    assert third.uploaded >= 2 * model.stat().st_size  # sent, refused by our own check, sent again
+    assert [d for d, _f in _recorded(home).values()] == [third.files[0].digest]
+    assert skopeo_raw(f"{registry.host}/models/changed:v3")["layers"][0]["digest"] == third.files[0].digest
