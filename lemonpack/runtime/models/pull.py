@@ -146,29 +146,38 @@ def resolve_model(reference: str | ImageReference, *, insecure: bool = False, re
 
 def pull_model(reference: str | ImageReference, *, store: ModelStore | None = None, offline: bool = False,
                progress: bool | Callable[[int, int], None] = False, insecure: bool = False,
-               registry_config: str | os.PathLike[str] | None = None, client=None) -> PulledModel:
+               registry_config: str | os.PathLike[str] | None = None, client=None, trust=None,
+               use: str = "models pull") -> PulledModel:
     """Pull the model ``reference`` into ``store`` (default :class:`ModelStore`) and return it
     (module docstring). ``offline``: never contact the registry (a model not in the store is a
     :class:`NotFoundError`; a tag is looked up in the store's record of earlier pulls).
     ``progress``: True for a progress bar on stderr, or ``callback(done, total)`` in bytes.
     ``client``: a :class:`~lemonpack.registry.RegistryClient` to use (else one is made for the
-    reference's host with ``insecure`` and ``registry_config``).
+    reference's host with ``insecure`` and ``registry_config``). ``trust``: a
+    :class:`lemonpack.trust.check.Trust` the reference is judged by first (unless ``offline``),
+    through the same client as the pull (one token cache: a tag resolved once, its digest judged
+    and then pulled, also from the store); ``use`` names what was refused.
 
-    Raises :class:`ModelArtifactError` (not a model format lemonpack reads: nothing fetched but
+    Raises :class:`~lemonpack.errors.TrustError` (exit 3: the policy rejects it; nothing
+    fetched), :class:`ModelArtifactError` (not a model format lemonpack reads: nothing fetched but
     the manifest), :class:`IntegrityError` (exit 3: a byte not what its digest says; that blob
     is not kept), :class:`FetchError` (network, registry), :class:`NotFoundError` (offline),
     :class:`~lemonpack.errors.StorageError`."""
     ref = as_model_reference(reference)
     store = store or ModelStore()
-    known = _stored_digest(ref, store)
-    if known is not None and (ref.digest or offline):
-        got = _from_store(ref, known, store)
-        if got is not None:
-            return got
-    if offline:
-        raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
     remote = _Remote(ref, offline, insecure, registry_config, client)
     try:
+        if trust is not None and not offline:  # no policy: nothing asked of the registry, no client made
+            checker = remote.get("the trust check") if trust.policy is not None else None
+            ref = as_model_reference(trust.enforce(str(ref), use=use, client=checker))
+            remote.ref = ref
+        known = _stored_digest(ref, store)
+        if known is not None and (ref.digest or offline):
+            got = _from_store(ref, known, store)
+            if got is not None:
+                return got
+        if offline:
+            raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
         return _pull(ref, store, remote, progress)
     finally:
         remote.close()

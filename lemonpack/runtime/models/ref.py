@@ -271,11 +271,13 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
 
         trust = Trust.load()
     for name, reference in refs.items():
-        if not offline:
-            trust.enforce(_checked(reference), use=f"model {spec.name!r} checkpoint {name!r}")
+        use = f"model {spec.name!r} checkpoint {name!r}"
         if not fetch:
+            if not offline:
+                trust.enforce(_checked(reference), use=use)
             continue
-        pulled = _pull(_checked(reference), offline=offline, progress=progress, store=store)
+        pulled = _pull(_checked(reference), offline=offline, progress=progress, store=store,
+                       trust=None if offline else trust, use=use)  # judged through the pull's client
         checkpoints[name] = path = str(pulled.files[artifact_file(pulled.artifact, name, reference)])
         if name == "main" or len(spec.checkpoints) == 1:
             model_dir = os.path.dirname(path)
@@ -285,15 +287,15 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
                      mode=spec.mode, model_dir=model_dir)
 
 
-def _pull(reference: str, *, offline: bool, progress: bool, store: Any) -> Any:
-    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference``; an offline refusal
-    says how to fetch it."""
+def _pull(reference: str, *, offline: bool, progress: bool, store: Any, trust: Any = None, use: str = "") -> Any:
+    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference`` (judged by ``trust``
+    first, through the pull's client); an offline refusal says how to fetch it."""
     from lemonpack.runtime.models.pull import pull_model
     from lemonpack.runtime.models.store import ModelStore
 
     try:
         return pull_model(reference, store=store if store is not None else ModelStore(), offline=offline,
-                          progress=progress)
+                          progress=progress, trust=trust, use=use)
     except NotFoundError as e:
         if offline:
             raise NotFoundError(f"{e} (fetch it first: lemonpack models pull {reference})") from None
