@@ -206,7 +206,7 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
         catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host), offline=config.offline,
                           progress=sys.stderr.isatty(), trust=trust).start()
         server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output, trust=trust,
-                                               judged_plans=catalog.judged_plan),
+                                               judged_references=catalog.judged_references),
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,
