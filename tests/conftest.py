@@ -43,7 +43,19 @@ def pytest_configure(config):
     ``insecure = true`` in it (:func:`support.registry.install_registries_conf`); the session's
     lemonpack and XDG directories, never the user's (:func:`support.home.isolate_session`)."""
     install_registries_conf()
-    isolate_session()
+    config.stash[_SESSION_DIRS] = isolate_session()
+
+
+_SESSION_DIRS = pytest.StashKey[Path]()
+
+
+def pytest_unconfigure(config):
+    """The session's lemonpack and XDG directories go with the session."""
+    import shutil
+
+    root = config.stash.get(_SESSION_DIRS, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
