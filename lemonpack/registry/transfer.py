@@ -36,6 +36,7 @@ from typing import Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
+from lemonpack.fetch.download import ProgressLines
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
@@ -90,22 +91,17 @@ class PublishResult:
 
 
 @contextlib.contextmanager
-def byte_progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar on stderr for ``total`` bytes (``lemonpack.fetch.download``'s bar:
-    bytes, speed, ETA), as a context manager yielding the ``on_bytes(n)`` callback to advance
-    it; yields ``None`` (no bar, nothing printed) when not ``enabled``. The bar is stopped on
-    exit, also on error. Shared by publish (uploads) and pull (downloads)."""
-    if not enabled:
-        yield None
-        return
-    from lemonpack.fetch.download import progress_bar
+def byte_progress(total: int, label: str, enabled: bool, *,
+                  lines: Callable[[str], None] | None = None) -> Iterator[Callable[[int], None] | None]:
+    """The progress of ``total`` bytes, as a context manager yielding the ``on_bytes(n)``
+    callback to advance it (None, nothing shown, when not ``enabled``): a rich bar on stderr
+    when it is a terminal, progress lines otherwise (to ``lines`` when given: a log), the
+    downloads' own (:func:`lemonpack.fetch.download.byte_meter`). Shared by publish (uploads)
+    and pull (downloads), of images and of models."""
+    from lemonpack.fetch.download import byte_meter
 
-    bar, task = progress_bar(total, label)
-    bar.start()
-    try:
-        yield lambda n: bar.update(task, advance=n)
-    finally:
-        bar.stop()
+    with byte_meter(total, label, enabled, lines=lines) as on_bytes:
+        yield on_bytes
 
 
 def _children(doc: dict, media_type: str) -> tuple[list[Descriptor], list[Descriptor], Descriptor | None]:
@@ -599,4 +595,5 @@ def _holds(path: Path, desc: Descriptor, checked: _Checked | None = None) -> boo
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "ProgressLines",
+           "PublishResult", "Pushed", "Pulled"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from lemonpack.runtime.recipes.watch import DiscoveryWatcher
 from lemonpack.runtime.launch.build import build_launch_plan, launch_images
 from lemonpack.runtime.launch.modelfiles import ModelSpec
 from lemonpack.runtime.models.ref import fetch_checkpoints, launch_checkpoints, resolve_model
+from lemonpack.runtime.models.pull import progress_lines
 from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
 from lemonpack.runtime.launch.plan import LaunchPlan
 from lemonpack.runtime.lifecycle.runner import ModelReferences
@@ -97,8 +99,9 @@ class Catalog:
         """``model_files``: whether a request may name a model file by its absolute path
         (``lemonpack serve`` allows it only when it listens on a loopback address: a remote
         client must not point an engine at any file of this machine). ``offline``: an
-        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``: a
-        progress bar on stderr while one is pulled (:meth:`plan`); ``trust``: the
+        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``:
+        show a pull of one (:meth:`plan`): a bar when stderr is a terminal, else a line per 10%
+        (and every 10 s) in the server's log; ``trust``: the
         :class:`lemonpack.trust.check.Trust` an ``oci://`` checkpoint is judged by before it is
         fetched (None: the default places)."""
         from lemonpack.contract import detect_host
@@ -298,7 +301,10 @@ class Catalog:
         ``build_launch_plan`` and the pull's (a failed start the server reports)."""
         m = self._startable(name)
         assert m.recipe is not None
-        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=self.progress, trust=self.trust)
+        progress: Any = self.progress
+        if progress and not sys.stderr.isatty():  # a log, not a terminal: lines a log keeps, not a bar
+            progress = progress_lines(f"model {name}: pulling", log.info)
+        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=progress, trust=self.trust)
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)

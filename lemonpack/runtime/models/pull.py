@@ -183,6 +183,16 @@ def pull_model(reference: str | ImageReference, *, store: ModelStore | None = No
         remote.close()
 
 
+def progress_lines(label: str, write: Callable[[str], None]) -> Callable[[int, int], None]:
+    """A ``progress`` for :func:`pull_model` (and ``fetch_checkpoints``) that writes progress
+    lines to ``write`` (a logger's ``info``: ``serve``'s log when stderr is no terminal), a line
+    per 10% and at least one every 10 s while bytes arrive: the downloads' own
+    (:class:`lemonpack.registry.transfer.ProgressLines`)."""
+    from lemonpack.registry.transfer import ProgressLines
+
+    return ProgressLines(label, write)
+
+
 def _progress(progress, total: int, label: str):
     if callable(progress):
         done = [0]
@@ -381,4 +391,4 @@ def _header_by_range(client, ref, main: ModelFile, digest: str, path: Path, read
 
 
 __all__ = ["GgufHeader", "InspectedModel", "PulledModel", "inspect_model", "fetch_blob", "fetch_gguf_header", "as_model_reference",
-           "pull_model", "resolve_model"]
+           "progress_lines", "pull_model", "resolve_model"]

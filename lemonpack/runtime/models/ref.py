@@ -251,13 +251,14 @@ def launch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None) -> dict[st
 
 
 def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
-                      progress: bool = False, store: Any = None, trust: Any = None) -> ModelSpec:
+                      progress: Any = False, store: Any = None, trust: Any = None) -> ModelSpec:
     """``spec`` with every ``oci://`` checkpoint replaced by its file in the model store (module
     docstring), pulling what the store lacks; ``spec`` itself when it has none, or when
     ``recipe`` manages its own weights (``model_management: self_managed``, seed 000 section
     4.3: never pre-fetched). ``offline``: fetch nothing (a model not in the store is a
     :class:`~lemonpack.errors.NotFoundError`, exit 1, as a missing model file is); ``progress``: a progress bar on stderr while
-    blobs download; ``store``: the model store (default: the user's cache); ``trust``: the
+    blobs download (or ``callback(done, total)``: :func:`lemonpack.runtime.models.pull.progress_lines`
+    for a log); ``store``: the model store (default: the user's cache); ``trust``: the
     :class:`lemonpack.trust.check.Trust` each reference is judged by before it is fetched
     (issue 24: the same containers-policy.json as engine images; None: the default places,
     read once; with ``offline`` nothing is fetched, so nothing is judged: the store holds only
@@ -294,7 +295,7 @@ def checkpoint_use(model: str, checkpoint: str) -> str:
     return f"model {model!r} checkpoint {checkpoint!r}"
 
 
-def _pull(reference: str, *, offline: bool, progress: bool, store: Any, trust: Any = None, use: str = "") -> Any:
+def _pull(reference: str, *, offline: bool, progress: Any, store: Any, trust: Any = None, use: str = "") -> Any:
     """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference`` (judged by ``trust``
     first, through the pull's client); an offline refusal says how to fetch it."""
     from lemonpack.runtime.models.pull import pull_model
