@@ -27,8 +27,10 @@ from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
 from lemonpack.oci.reference import ImageReference, parse_registry_reference
+from lemonpack.oci.descriptor import Descriptor
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
     manifest_config, needs_config, read_artifact
+from lemonpack.runtime.models.index import index_manifests, is_index, pick_index_manifest
 from lemonpack.runtime.models.store import ModelStore, view_files
 from lemonpack.safetree import inside
 
@@ -103,9 +105,12 @@ def _client(ref: ImageReference, insecure: bool, registry_config, client):
 
 
 def _stored_digest(ref: ImageReference, store: ModelStore) -> str | None:
+    """The manifest digest ``ref`` names in the store: its digest (or, for the digest of an image
+    index, the model manifest an earlier pull took from it), else what a pull of the tag recorded."""
+    recorded = store.refs().get(str(ref))
     if ref.digest:
-        return ref.digest
-    return store.refs().get(str(ref))
+        return recorded or ref.digest
+    return recorded
 
 
 def _from_store(ref: ImageReference, digest: str, store: ModelStore) -> PulledModel | None:
@@ -264,6 +269,8 @@ def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
         manifest, _, digest = remote.get("the manifest").get_manifest(ref.repository, ref.ref or "latest")
         if ref.digest and digest != ref.digest:
             raise IntegrityError(f"manifest {ref}", ref.digest, digest)
+        if is_index(manifest):  # the one model artifact of an image index (pick_index_manifest)
+            digest, manifest = _from_index(ref, manifest, store, remote)
         if not needs_config(manifest):
             detect_format(manifest)  # refuse an unknown format before fetching anything else
     assert digest is not None
@@ -276,6 +283,41 @@ def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
     if keep_manifest:
         store.put_bytes(digest, manifest)
     return digest, manifest, config
+
+
+#: Largest image config read to tell whether an index's image manifest is a model (a RamaLama
+#: model image's label); configs are a few KiB.
+INDEX_CONFIG_MAX = 4 << 20
+
+
+def _from_index(ref: ImageReference, index: bytes, store: ModelStore, remote: _Remote) -> tuple[str, bytes]:
+    """``(digest, manifest)`` of the model artifact the image index ``index`` names
+    (:func:`lemonpack.runtime.models.index.pick_index_manifest` for this machine's platform):
+    each image manifest it names is fetched (checked against its descriptor) and its format read,
+    an image config read too when the format depends on it (a RamaLama model image)."""
+    from lemonpack.oci.platform import host_platform
+
+    client = remote.get("the index's manifests")
+    formats: list[tuple[Descriptor, str | None]] = []
+    bodies: dict[str, bytes] = {}
+    for desc in index_manifests(index):
+        body, _, got = client.get_manifest(ref.repository, desc.digest)  # verified against the digest
+        if len(body) != desc.size:
+            raise IntegrityError(f"manifest {ref.host}/{ref.repository}@{desc.digest} (size)", f"{desc.size} bytes",
+                                 f"{len(body)} bytes")
+        bodies[desc.digest] = body
+        config = None
+        try:
+            if needs_config(body):
+                cfg = manifest_config(body)
+                if cfg.size <= INDEX_CONFIG_MAX:
+                    fetch_blob(client, ref.repository, cfg.digest, cfg.size, store)
+                    config = store.read(cfg.digest)
+            formats.append((desc, detect_format(body, config)))
+        except ModelArtifactError:
+            formats.append((desc, None))  # a runtime image, a build attestation: no model
+    chosen = pick_index_manifest(str(ref), formats, host_platform())
+    return chosen.digest, bodies[chosen.digest]
 
 
 @dataclass(frozen=True)
