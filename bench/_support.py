@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import io
 import os
 import re
@@ -27,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lemonpack.contract.model import HealthProbe
-from lemonpack.files import replace_file
+from lemonpack.files import locked, replace_file
 from lemonpack.runtime.engines.proctable import pid_alive
 from lemonpack.runtime.launch.plan import LaunchPlan
 
@@ -225,8 +224,7 @@ def record(section: str, rows: Sequence[str | Sequence[object]], note: str = "",
     when = when or datetime.datetime.now(datetime.timezone.utc)
     head = (f"## {section}\n\n{when:%Y-%m-%d %H:%M} UTC · {machine()} · commit {git_commit()}\n\n"
             + (f"{note.strip()}\n\n" if note.strip() else ""))
-    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(path.with_name(f".{path.name}.lock")):
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -5,16 +5,20 @@ records and discovered recipe files are read through, so a symlink, a fifo or a 
 planted where a file is expected is refused, never followed or blocked on. Replacing a
 directory tree in one step (:func:`replace_directory`): what OCI layouts, release
 directories and installs are put in place with, so a reader sees the old tree or the new
-one, never none or half of one."""
+one, never none or half of one. Advisory file locks (:func:`locked`, :func:`lock_fd`): the one
+place that calls ``flock(2)``."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -226,5 +230,64 @@ def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         raise
 
 
-__all__ = ["commit", "exchange", "fsync_dir", "kind_of", "open_regular", "read_user_file", "remove_tree",
-           "replace_directory", "replace_file"]
+def lock_fd(fd: int, *, shared: bool = False, wait: bool = True) -> bool:
+    """Take an advisory ``flock(2)`` on the open file ``fd``: exclusive, or shared when
+    ``shared`` (any number of shared holders, no exclusive one beside them). With ``wait``
+    (the default) it blocks until the lock is granted, with no timeout, and returns True; with
+    ``wait=False`` it returns False at once when another open file description holds a
+    conflicting lock. The lock belongs to the open file description: it goes when every
+    descriptor of it is closed, or when the process dies, whatever killed it. Raises
+    ``OSError`` (``EBADF``, ``ENOLCK``, ``EINTR`` is retried by Python). Use :func:`locked` for a
+    lock file; this is for a file opened for another reason (a temp that is locked while it is
+    written, a probe of whether its writer lives)."""
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
+    except OSError as exc:
+        if not wait and exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
+@contextmanager
+def locked(path: str | os.PathLike[str], *, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory ``flock(2)`` lock on ``path`` for the ``with`` block.
+
+    ``path`` is a lock file, created empty (mode 0600) when missing (its directory must exist;
+    a symlink there is refused, not followed), or an existing directory, which is locked itself
+    (a staging directory that :func:`lemonpack.fetch.staging.sweep` must leave alone). The lock
+    is exclusive, or shared when ``shared`` (readers that exclude only a writer). Entering
+    blocks until the lock is granted, with no timeout. It is released when the block exits,
+    however it exits, and by the kernel when the process dies (SIGKILL included), so a killed
+    holder never leaves it taken; the lock file itself stays (removing it while another process
+    waits on it would let a third lock a new file beside the first). Advisory only: it excludes
+    other holders of a lock on the same file, not readers or writers that take none. Not
+    re-entrant: a second ``locked`` of the same path in the same process opens another file
+    description and waits for the first (a deadlock when nested). Semantics are Linux
+    ``flock(2)``'s (on NFS, since Linux 2.6.12, emulated with ``fcntl`` byte-range locks).
+
+    Raises :class:`lemonpack.errors.StorageError` (exit 1) naming the path when it cannot be
+    opened or locked (a missing directory, a denied permission, a read-only file system, a
+    symlink); exceptions raised inside the block pass through unchanged."""
+    from lemonpack.errors import StorageError
+
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        try:
+            fd = os.open(path, flags | os.O_CREAT, 0o600)
+        except IsADirectoryError:
+            fd = os.open(path, flags | os.O_DIRECTORY)
+    except OSError as exc:
+        raise StorageError(f"cannot lock {os.fspath(path)}: {exc.strerror or exc}") from None
+    try:
+        try:
+            lock_fd(fd, shared=shared)
+        except OSError as exc:
+            raise StorageError(f"cannot lock {os.fspath(path)}: {exc.strerror or exc}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+__all__ = ["commit", "exchange", "fsync_dir", "kind_of", "lock_fd", "locked", "open_regular", "read_user_file",
+           "remove_tree", "replace_directory", "replace_file"]

@@ -2,7 +2,9 @@
 module of tests/support/ and registered here (there is no conftest.py in another folder), so a
 test file can move between tests/<room>/ and tests/scenarios/ without losing one.
 
-- a sandboxed lemonpack home: ``home`` (:mod:`support.home`);
+- a sandboxed lemonpack home: ``home`` (:mod:`support.home`); and for every test, autouse,
+  ``isolated_dirs``: lemonpack's cache and config roots and the XDG directories of its own
+  (``@pytest.mark.real_dirs`` opts out), the session's set once in ``pytest_configure``;
 - recipes to mutate: ``passthrough``, ``variant`` (:mod:`support.recipes`, the one recipe builder);
 - real servers and tools: ``server`` (below), ``site`` and ``lp`` (:mod:`support.buildkit`), ``registry``,
   ``auth_registry``, ``token_registry``, ``example_layout`` (:mod:`support.registry`), ``podman_conf``,
@@ -24,7 +26,7 @@ from support.containers import podman_conf, podman_env  # noqa: F401 (fixtures f
 from support.debian_base import debian_layout  # noqa: F401 (a real Debian base image, session-scoped)
 from support.extensions import tree  # noqa: F401 (a private copy of the extension tree)
 from support.fileserver import LocalServer
-from support.home import home  # noqa: F401 (the one sandboxed lemonpack home)
+from support.home import home, isolate_session, isolated_dirs  # noqa: F401 (the sandboxed home; isolation)
 from support.kube import kube_env  # noqa: F401 (discovery, registry and model files for kube)
 from support.recipes import PASSTHROUGH, VARIANT
 from support.registry import auth_registry, example_layout, registry, token_registry  # noqa: F401 (docker-registry)
@@ -38,8 +40,22 @@ from support.tools import need
 
 def pytest_configure(config):
     """The session's containers-registries.conf(5): local plain-http registries are declared
-    ``insecure = true`` in it (:func:`support.registry.install_registries_conf`)."""
+    ``insecure = true`` in it (:func:`support.registry.install_registries_conf`); the session's
+    lemonpack and XDG directories, never the user's (:func:`support.home.isolate_session`)."""
     install_registries_conf()
+    config.stash[_SESSION_DIRS] = isolate_session()
+
+
+_SESSION_DIRS = pytest.StashKey[Path]()
+
+
+def pytest_unconfigure(config):
+    """The session's lemonpack and XDG directories go with the session."""
+    import shutil
+
+    root = config.stash.get(_SESSION_DIRS, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -833,3 +833,46 @@ def _parse_image_ref(s): return s.rsplit("@", 1)
     assert not _plant(tmp_path, 'from lemonpack.oci.reference import parse_registry_reference\n'
                                 'class RecipeRef: ...\n'
                                 'def parse_listen(text): return text.rpartition(":")\n', reference_copies)
+
+
+# -- file locks: lemonpack/files.py --------------------------------------------------------------
+
+LOCK_OWNER = "lemonpack/files.py"
+
+
+def flock_copies(module: str, tree: ast.AST) -> list[Finding]:
+    """A file lock taken by hand outside :mod:`lemonpack.files` (whose ``locked`` and ``lock_fd``
+    are the one helper): any use of the ``fcntl`` module's ``flock``/``lockf`` or its ``LOCK_*``
+    constants, however ``fcntl`` was imported."""
+    aliases = import_aliases(tree)  # type: ignore[arg-type]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            name = dotted(node, aliases) or ""
+            if name.startswith("fcntl.") and (name[6:] in ("flock", "lockf") or name[6:].startswith("LOCK_")):
+                out.append(Finding(module, node.lineno, "a file lock by hand", name))
+        elif isinstance(node, ast.Name) and aliases.get(node.id, "").startswith(("fcntl.flock", "fcntl.lockf",
+                                                                                   "fcntl.LOCK_")):
+            out.append(Finding(module, node.lineno, "a file lock by hand", aliases[node.id]))
+    return out
+
+
+def test_file_locks_are_taken_in_files_py_only():
+    found = _scan(flock_copies, LOCK_OWNER, {})
+    assert not found, ("file locks taken outside lemonpack/files.py (use lemonpack.files.locked, or "
+                       "lock_fd for a file opened for another reason):\n" + "\n".join(map(str, found)))
+
+
+def test_the_lock_guard_catches_planted_copies(tmp_path):
+    planted = '''
+"""Holds an fcntl.flock (documentation is fine)."""
+import fcntl
+import fcntl as f
+from fcntl import flock, LOCK_EX
+def a(fd): fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+def b(fd): f.lockf(fd, f.LOCK_SH)
+def c(fd): flock(fd, LOCK_EX)
+'''
+    found = _plant(tmp_path, planted, flock_copies)
+    assert sorted(f.line for f in found) == [6, 6, 6, 7, 7, 8, 8], found
+    assert not _plant(tmp_path, "from lemonpack.files import locked\nwith locked('x'):\n    pass\n", flock_copies)

@@ -1,9 +1,11 @@
-"""lemonpack.files.replace_directory: a tree replaced in one step, or not at all."""
+"""lemonpack.files: replace_directory (a tree replaced in one step, or not at all), and the one
+flock helper (locked, lock_fd)."""
 
 from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +123,103 @@ def test_commit_renames_a_finished_file_and_a_directory(tmp_path):
     (tmp_path / "d.tmp" / "x").write_text("x")
     commit(tmp_path / "d.tmp", tmp_path / "d", durable=False)
     assert (tmp_path / "d" / "x").read_text() == "x"
+
+
+# -- locked / lock_fd: the one flock helper -----------------------------------------------------
+
+_HOLDER = ("import sys, time\n"
+           "from lemonpack.files import locked\n"
+           "with locked(sys.argv[1], shared=sys.argv[2] == 'shared'):\n"
+           "    print('held', flush=True)\n"
+           "    time.sleep(60)\n")
+
+
+def _holder(path, mode="exclusive"):
+    """A child process holding the lock of ``path`` until killed (it says when it holds it)."""
+    import subprocess
+    import sys
+
+    root = str(Path(files.__file__).resolve().parent.parent)  # this checkout's lemonpack, in the child too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), mode], stdout=subprocess.PIPE, text=True,
+                             env=env)
+    assert child.stdout is not None and child.stdout.readline() == "held\n"
+    return child
+
+
+def _probe(path) -> bool:
+    """Whether the lock of ``path`` could be taken exclusively right now (another open file description)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return files.lock_fd(fd, wait=False)
+    finally:
+        os.close(fd)
+
+
+def test_locked_creates_a_private_lock_file_and_releases_it_however_the_block_exits(tmp_path):
+    lock = tmp_path / "x.lock"
+    with files.locked(lock):
+        assert oct(lock.stat().st_mode & 0o777) == "0o600"
+        assert not _probe(lock)
+    assert _probe(lock)
+    with pytest.raises(KeyError):
+        with files.locked(lock):
+            raise KeyError("inside")  # passes through unchanged
+    assert _probe(lock) and lock.is_file()  # released, the file stays
+
+
+def test_locked_waits_for_another_process_and_a_killed_holder_lets_go(tmp_path):
+    import threading
+    import time
+
+    lock = tmp_path / "x.lock"
+    child = _holder(lock)
+    got = threading.Event()
+
+    def take() -> None:
+        with files.locked(lock):
+            got.set()
+    t = threading.Thread(target=take, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    assert not got.is_set()  # blocks while the child holds it
+    child.kill()  # SIGKILL: the kernel drops the lock
+    child.wait()
+    assert got.wait(10)
+    t.join(10)
+
+
+def test_shared_locks_admit_each_other_not_an_exclusive_one(tmp_path):
+    lock = tmp_path / "x.lock"
+    child = _holder(lock, "shared")
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            assert files.lock_fd(fd, shared=True, wait=False)  # a second reader is let in
+        finally:
+            os.close(fd)
+        assert not _probe(lock)  # a writer is not
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_locked_locks_a_directory_itself(tmp_path):
+    d = tmp_path / "staging"
+    d.mkdir()
+    with files.locked(d):
+        assert not _probe(d)
+    assert _probe(d) and sorted(os.listdir(d)) == []
+
+
+def test_locked_refuses_what_it_cannot_lock_naming_the_path(tmp_path):
+    from lemonpack.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"cannot lock .*/missing/x\.lock: No such file"):
+        with files.locked(tmp_path / "missing" / "x.lock"):
+            pass
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "link.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StorageError, match="link.lock"):
+        with files.locked(tmp_path / "link.lock"):  # a planted symlink is not followed
+            pass

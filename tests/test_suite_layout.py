@@ -38,6 +38,7 @@ SUITE_CHECKS = {
     "test_errors_typed.py": "every room raises typed errors (and lemonpack/errors.py's family)",
     "test_references.py": "no dangling file or module references in the code and the docs",
     "test_suite_collection.py": "every test file on disk is collected",
+    "test_suite_isolation.py": "no test run writes into the user's lemonpack or XDG directories",
     "test_suite_layout.py": "this file: tests/ mirrors lemonpack/",
     "test_thin_commands.py": "the CLI stays thin: commands parse and print, the rooms decide",
 }

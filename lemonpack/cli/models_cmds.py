@@ -237,10 +237,9 @@ def models_pull(reference: str = typer.Argument(..., metavar="[oci://]HOST[:PORT
     from lemonpack.trust.check import Trust
 
     show = (sys.stderr.isatty() and not json_out) if progress is None else progress
-    if not offline:
-        trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
-        reference = trust.enforce(reference, use="models pull")
-    got = pull_model(reference, offline=offline, progress=show, insecure=insecure, registry_config=registry_config)
+    trust = None if offline else Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
+    got = pull_model(reference, offline=offline, progress=show, insecure=insecure, registry_config=registry_config,
+                     trust=trust)  # judged first, through the pull's own client
     _print_pulled(got, json_out)
     return 0
 

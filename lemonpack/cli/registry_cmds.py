@@ -172,15 +172,15 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
 
     r = parse_registry_reference(ref)
     trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
-    try:
-        with _client(r.host, insecure, registry_config) as client:
+    with _client(r.host, insecure, registry_config) as client:  # one client (and token cache): check, then pull
+        try:
             judged = parse_registry_reference(trust.enforce(ref, use="pull", client=client))
-    except KeyboardInterrupt:
-        raise Interrupted(f"pull of {r} interrupted while checking the trust policy; nothing was written at {out}") \
-            from None
-    result = pull_image(judged, out, insecure=insecure, registry_config=registry_config, tag=tag or r.tag,
-                        progress=_show_progress(progress, json_out),
-                        notice=lambda line: err_console.print(line, markup=False))
+        except KeyboardInterrupt:
+            raise Interrupted(f"pull of {r} interrupted while checking the trust policy; nothing was written at "
+                              f"{out}") from None
+        result = pull_image(judged, out, insecure=insecure, registry_config=registry_config, tag=tag or r.tag,
+                            progress=_show_progress(progress, json_out),
+                            notice=lambda line: err_console.print(line, markup=False), client=client)
     if json_out:
         print_json(result.to_json())
     else:

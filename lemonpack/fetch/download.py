@@ -18,7 +18,9 @@ the server stored (as curl and Nix's fetcher see it).
 from __future__ import annotations
 
 import sys
+import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +112,84 @@ def progress_bar(total: int | None, label: str):
     return progress, task
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class ProgressLines:
+    """Transfer progress as plain lines, for a log or a pipe (where a progress bar shows nothing
+    until it ends). Called with ``(done, total)`` bytes so far (``total`` None: unknown), or
+    advanced with :meth:`advance`; ``write(line)`` gets ``LABEL: 40% (4.0 MiB of 10.0 MiB,
+    2.1 MiB/s)`` with the first bytes, each time another ``step`` percent has arrived (100%
+    last), and at least every ``interval`` seconds while bytes keep arriving (with an unknown
+    total, only those, with the byte count); nothing while none arrive. ``clock``: monotonic
+    seconds (tests inject one)."""
+
+    def __init__(self, label: str, write: Callable[[str], None], *, total: int | None = None, step: int = 10,
+                 interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        if not 1 <= step <= 100:
+            raise ValueError(f"step must be 1..100 percent, got {step!r}")
+        self.label, self.write, self.total, self.step, self.interval, self.clock = \
+            label, write, total, step, interval, clock
+        self.done = 0
+        self._start = clock()
+        self._last_time = self._start
+        self._last_step = -1
+        self._last_done = -1
+
+    def advance(self, n: int) -> None:
+        """``n`` more bytes arrived (of the ``total`` given at construction)."""
+        self(self.done + n, self.total)
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.done, self.total = done, total
+        now = self.clock()
+        pct = min(100, done * 100 // total) if total else None
+        step = pct // self.step if pct is not None else -1
+        due = (self._last_done < 0 or now - self._last_time >= self.interval) and done > self._last_done
+        if not (pct is not None and step > self._last_step) and not due:
+            return
+        self._last_step, self._last_time, self._last_done = max(step, self._last_step), now, done
+        elapsed = now - self._start
+        rate = f", {_size(done / elapsed)}/s" if elapsed > 0 and done else ""
+        if total and pct is not None:
+            self.write(f"{self.label}: {pct}% ({_size(done)} of {_size(total)}{rate})")
+        else:
+            self.write(f"{self.label}: {_size(done)}{rate}")
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def byte_meter(total: int | None, label: str, enabled: bool, *,
+               lines: Callable[[str], None] | None = None) -> Iterator[Callable[[int], None] | None]:
+    """The progress of a transfer of ``total`` bytes (None: unknown), as a context manager
+    yielding the ``on_bytes(n)`` callback (None, and nothing shown, when not ``enabled``): a
+    rich bar on stderr (:func:`progress_bar`) when stderr is a terminal, else
+    :class:`ProgressLines` written to stderr (or to ``lines``, a logger's function). The bar
+    is stopped on exit, also on error. What every long download and upload shows: artifacts
+    (:func:`fetch`), image and model pulls and pushes (``lemonpack.registry.transfer.byte_progress``)."""
+    if not enabled:
+        yield None
+        return
+    if lines is not None or not sys.stderr.isatty():
+        meter = ProgressLines(label, lines or _stderr_line, total=total)
+        yield meter.advance
+        return
+    bar, task = progress_bar(total, label)
+    bar.start()
+    try:
+        yield lambda n: bar.update(task, advance=n)
+    finally:
+        bar.stop()
+
+
 def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror | None = None,
           progress: bool | None = None, client: httpx.Client | None = None) -> Fetched:
     """Fetch ``url`` into ``cache``, verifying its sha256; returns :class:`Fetched`.
@@ -119,7 +199,8 @@ def fetch(url: str, *, sha256: str | None, cache: ArtifactCache, mirror: Mirror 
     ``mirror.rewrite(url)`` instead of the origin (no fallback to the origin if the mirror
     fails; the transport policy applies to the mirror URL, the origin is only a key).
     ``progress``: show a rich progress bar
-    on stderr (bytes, speed, ETA); None means "if stderr is a TTY". ``client``: an
+    on stderr (bytes, speed, ETA), or progress lines when stderr is no terminal
+    (:func:`byte_meter`); None means "if stderr is a TTY". ``client``: an
     ``httpx.Client`` to use (not closed); default a fresh one.
 
     Raises ``IntegrityError(url, expected, actual)`` (both ``sha256:<hex>``) on mismatch,
@@ -233,19 +314,12 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
     sink = Hasher(fh)
     try:
         total = response.headers.get("Content-Length")
-        bar = task = None
-        if progress:
-            bar, task = progress_bar(int(total) if total and total.isdigit() else None,
-                                      url.rsplit("/", 1)[-1] or url)
-            bar.start()
-        try:
+        with byte_meter(int(total) if total and total.isdigit() else None, url.rsplit("/", 1)[-1] or url,
+                        progress) as on_bytes:
             for chunk in response.iter_raw(CHUNK_SIZE):
                 sink.write(chunk)
-                if bar is not None:
-                    bar.update(task, advance=len(chunk))
-        finally:
-            if bar is not None:
-                bar.stop()
+                if on_bytes is not None:
+                    on_bytes(len(chunk))
         actual = sink.digest().hex
         if expected is not None and actual != expected:
             raise IntegrityError(url, sha256_text(expected), sha256_text(actual))
@@ -256,4 +330,5 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
     return Fetched(path=path, sha256=actual, url=url, fetched_from=current, from_cache=False, size=sink.size)
 
 
-__all__ = ["CHUNK_SIZE", "CONNECT_TIMEOUT", "Fetched", "READ_TIMEOUT", "download_client", "fetch", "get_bytes"]
+__all__ = ["CHUNK_SIZE", "CONNECT_TIMEOUT", "Fetched", "ProgressLines", "READ_TIMEOUT", "byte_meter", "download_client",
+           "fetch", "get_bytes"]

@@ -16,15 +16,13 @@ also work on directories (Linux ``flock(2)``; not on NFS before Linux 2.6.12).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import stat
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from lemonpack.files import kind_of, open_regular, remove_tree
+from lemonpack.files import kind_of, lock_fd, open_regular, remove_tree
 
 
 def _same(fd: int, path: str) -> bool:
@@ -45,7 +43,7 @@ def locked_temp_file(directory: Path, prefix: str = ".tmp-") -> tuple[BinaryIO, 
     directory.mkdir(parents=True, exist_ok=True)
     while True:
         fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_fd(fd)
         if _same(fd, name):
             return os.fdopen(fd, "wb"), Path(name)
         os.close(fd)  # a sweeper removed it between mkstemp and flock: try again
@@ -60,7 +58,7 @@ class LockedDir:
         while True:
             name = tempfile.mkdtemp(dir=directory, prefix=prefix)
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_fd(fd)
             if _same(fd, name):
                 self.path = Path(name)
                 self._fd: int | None = fd
@@ -132,12 +130,7 @@ def is_stale(path: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return False
-        raise
+        return lock_fd(fd, wait=False)
     finally:
         os.close(fd)
 
@@ -173,12 +166,8 @@ def sweep(directory: Path, prefixes: tuple[str, ...]) -> list[tuple[Path, int]]:
         except OSError:
             continue
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    continue  # a live writer
-                raise
+            if not lock_fd(fd, wait=False):
+                continue  # a live writer
             if not _same(fd, str(path)):
                 continue  # renamed into place or replaced meanwhile
             if stat.S_ISDIR(st.st_mode):

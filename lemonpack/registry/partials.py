@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from lemonpack.files import locked
+
 
 def remove_leftovers(out: Path) -> list[Path]:
     """Remove what a killed pull into ``out`` left beside it: ``OUT.tmp-*`` staging
@@ -30,7 +32,7 @@ class DirLock:
     ``with`` block exits: :func:`remove_leftovers` of another run leaves it alone meanwhile."""
 
     def __init__(self) -> None:
-        self.fd: int | None = None
+        self._held = contextlib.ExitStack()
         self.note: Path | None = None
 
     def record(self, directory: Path) -> None:
@@ -45,18 +47,16 @@ class DirLock:
             self.note = None
 
     def lock(self, directory: Path) -> None:
-        import fcntl
-
-        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        """Take the exclusive lock of ``directory`` (:func:`lemonpack.files.locked`: blocks until
+        granted, :class:`lemonpack.errors.StorageError` when it cannot be opened), held until the
+        block exits."""
+        self._held.enter_context(locked(directory))
 
     def __enter__(self) -> "DirLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        self._held.close()
         if self.note is not None:
             self.note.unlink(missing_ok=True)
             self.note = None

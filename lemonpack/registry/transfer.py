@@ -37,11 +37,12 @@ from typing import BinaryIO, Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
 from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
+from lemonpack.fetch.download import ProgressLines
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
-from lemonpack.oci.reference import ImageReference, is_tag
+from lemonpack.oci.reference import ImageReference, is_tag, normal_host
 from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.partials import DirLock as _DirLock, remove_leftovers
@@ -91,22 +92,17 @@ class PublishResult:
 
 
 @contextlib.contextmanager
-def byte_progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar on stderr for ``total`` bytes (``lemonpack.fetch.download``'s bar:
-    bytes, speed, ETA), as a context manager yielding the ``on_bytes(n)`` callback to advance
-    it; yields ``None`` (no bar, nothing printed) when not ``enabled``. The bar is stopped on
-    exit, also on error. Shared by publish (uploads) and pull (downloads)."""
-    if not enabled:
-        yield None
-        return
-    from lemonpack.fetch.download import progress_bar
+def byte_progress(total: int, label: str, enabled: bool, *,
+                  lines: Callable[[str], None] | None = None) -> Iterator[Callable[[int], None] | None]:
+    """The progress of ``total`` bytes, as a context manager yielding the ``on_bytes(n)``
+    callback to advance it (None, nothing shown, when not ``enabled``): a rich bar on stderr
+    when it is a terminal, progress lines otherwise (to ``lines`` when given: a log), the
+    downloads' own (:func:`lemonpack.fetch.download.byte_meter`). Shared by publish (uploads)
+    and pull (downloads), of images and of models."""
+    from lemonpack.fetch.download import byte_meter
 
-    bar, task = progress_bar(total, label)
-    bar.start()
-    try:
-        yield lambda n: bar.update(task, advance=n)
-    finally:
-        bar.stop()
+    with byte_meter(total, label, enabled, lines=lines) as on_bytes:
+        yield on_bytes
 
 
 def _children(doc: dict, media_type: str) -> tuple[list[Descriptor], list[Descriptor], Descriptor | None]:
@@ -421,14 +417,17 @@ def pull_layout(ref: ImageReference, out: str | os.PathLike[str], client: Regist
 def pull_image(ref: ImageReference, out: str | os.PathLike[str], *, insecure: bool = False,
                registry_config: str | os.PathLike[str] | None = None, tag: str | None = None,
                progress: bool = False, conf: RegistriesConf | None = None,
-               notice: Callable[[str], None] | None = None) -> Pulled:
+               notice: Callable[[str], None] | None = None, client: RegistryClient | None = None) -> Pulled:
     """:func:`pull_layout` from where containers-registries.conf(5) says ``ref`` is: its
     mirrors first (those whose ``pull-from-mirror`` fits a tag or a digest), then the registry
     itself (its ``location`` when the entry rewrites it), as podman and skopeo pull. A source
     that fails (unreachable, refused, missing, or not what the digest says) is passed over for
     the next, said through ``notice`` (one line each); the last one's error is raised.
     ``insecure``: plain http to the registry named (a mirror's own ``insecure`` decides for
-    it). The layout's tag defaults to ``ref``'s, as :func:`pull_layout`'s. Raises what
+    it). The layout's tag defaults to ``ref``'s, as :func:`pull_layout`'s. ``client``: an open
+    client of ``ref``'s registry (the one the command's trust check used): the source that is
+    the registry itself is pulled through it, so its connections and token cache serve both
+    (it is not closed here); mirrors and a rewritten ``location`` get clients of their own. Raises what
     :func:`pull_layout` raises, and :class:`~lemonpack.errors.ConfigError` for a ``blocked``
     registry or a broken registries.conf."""
     from lemonpack.errors import FetchError
@@ -440,9 +439,11 @@ def pull_image(ref: ImageReference, out: str | os.PathLike[str], *, insecure: bo
     for n, src in enumerate(sources, 1):
         here = replace(ref, name=f"{src.host}/{src.repository}", domain=src.host, path=src.repository)
         try:
-            with RegistryClient(src.host, insecure=src.insecure or (insecure and not src.mirror),
-                                registry_config=registry_config, registries_conf=conf) as client:
+            if client is not None and not src.mirror and normal_host(src.host) == client.host:
                 return pull_layout(here, out, client, tag=name, progress=progress)
+            with RegistryClient(src.host, insecure=src.insecure or (insecure and not src.mirror),
+                                registry_config=registry_config, registries_conf=conf) as own:
+                return pull_layout(here, out, own, tag=name, progress=progress)
         except (FetchError, IntegrityError) as exc:
             if n == len(sources):
                 raise
@@ -633,4 +634,5 @@ def _holds(path: Path, desc: Descriptor, checked: _Checked | None = None) -> boo
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "PublishResult", "Pushed", "Pulled"]
+__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "ProgressLines",
+           "PublishResult", "Pushed", "Pulled"]

@@ -65,7 +65,7 @@ class Server:
                  body_limits: BodyLimits | None = None):
         self.catalog = catalog
         self.body_limits = body_limits or BodyLimits()
-        self.runner = runner or Runner(catalog.plan, on_spawn=engine_output, judged_plans=catalog.judged_plan)
+        self.runner = runner or Runner(catalog.plan, on_spawn=engine_output, judged_references=catalog.judged_references)
         self.config = cfg = config or ServerConfig()
         self.metrics = Metrics(lambda: ({**dict.fromkeys(self.driver.known, 0), **self.policy.in_flight()},
                                        self.policy.memory(), self.policy.budget),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -36,11 +37,13 @@ from lemonpack.errors import InputError, LemonpackError, NotFoundError
 from lemonpack.runtime.engines.ports import free_port
 from lemonpack.runtime.recipes.discovery import DiscoveryResult
 from lemonpack.runtime.recipes.watch import DiscoveryWatcher
-from lemonpack.runtime.launch.build import build_launch_plan
+from lemonpack.runtime.launch.build import build_launch_plan, launch_images
 from lemonpack.runtime.launch.modelfiles import ModelSpec
-from lemonpack.runtime.models.ref import fetch_checkpoints, resolve_model
+from lemonpack.runtime.models.ref import fetch_checkpoints, launch_checkpoints, resolve_model
+from lemonpack.runtime.models.pull import progress_lines
 from lemonpack.runtime.models.registry import ModelEntry, ModelRegistry
 from lemonpack.runtime.launch.plan import LaunchPlan
+from lemonpack.runtime.lifecycle.runner import ModelReferences
 from lemonpack.runtime.selection.presence import gather_presence
 from lemonpack.server.body import shown
 from lemonpack.runtime.selection.selector import (
@@ -96,8 +99,9 @@ class Catalog:
         """``model_files``: whether a request may name a model file by its absolute path
         (``lemonpack serve`` allows it only when it listens on a loopback address: a remote
         client must not point an engine at any file of this machine). ``offline``: an
-        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``: a
-        progress bar on stderr while one is pulled (:meth:`plan`); ``trust``: the
+        ``oci://`` checkpoint is never fetched (it must be in the model store); ``progress``:
+        show a pull of one (:meth:`plan`): a bar when stderr is a terminal, else a line per 10%
+        (and every 10 s) in the server's log; ``trust``: the
         :class:`lemonpack.trust.check.Trust` an ``oci://`` checkpoint is judged by before it is
         fetched (None: the default places)."""
         from lemonpack.contract import detect_host
@@ -276,27 +280,44 @@ class Catalog:
             presence = self._presence[2]
         return select_backend(artifact, recipes, self.facts, presence, override=override, override_source=source)
 
-    def judged_plan(self, name: str) -> LaunchPlan:
-        """:meth:`plan` with ``fetch=False``: what the runner's trust check judges (its
-        ``judged_plans``), so asking whether a model is trusted downloads no weights."""
-        return self.plan(name, fetch=False)
+    def judged_references(self, name: str) -> ModelReferences:
+        """What a start of ``name`` takes from registries, for the runner's trust check before
+        admission (its ``judged_references``): the engine images of the recipe :meth:`get`
+        selects (:func:`~lemonpack.runtime.launch.build.launch_images`, from the block the plan
+        would use) and the ``oci://`` checkpoints it pulls
+        (:func:`~lemonpack.runtime.models.ref.launch_checkpoints`), without building the plan:
+        no port, no weights, no file of this machine looked at. Raises what :meth:`plan` raises
+        before it builds (an unknown model, an endpoint model, an undiscovered recipe, no block
+        for the host, an unpinned checkpoint)."""
+        m = self._startable(name)
+        assert m.recipe is not None
+        return ModelReferences(m.spec.name, m.recipe.recipe,
+                               launch_images(m.recipe, m.spec, self.facts, options=self.load_options.get(name) or None),
+                               launch_checkpoints(m.spec, m.recipe))
 
-    def plan(self, name: str, *, fetch: bool = True) -> LaunchPlan:
-        """A fresh launch plan for ``name`` on a free port (called at each engine start, in the
-        runner's start worker). An ``oci://`` checkpoint is pulled into the model store first
-        when the store lacks it, and the engine gets the store's path
-        (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`; never for a ``self_managed``
-        recipe, nothing with ``offline``); ``fetch`` False: its ``oci://`` checkpoints are judged
-        by the trust policy but not pulled (the plan the runner's trust check reads). Raises :class:`ModelNotFound`, the launch errors of
-        ``build_launch_plan`` and the pull's (a failed start the server reports)."""
+    def _startable(self, name: str) -> ServedModel:
+        """:meth:`get` of a model lemonpack starts: an endpoint model or an undiscovered recipe refused."""
         m = self.get(name)
         if m.remote:
             raise InputError(f"model {name!r} is served by its endpoints ({', '.join(m.endpoints)}); "
                            "lemonpack does not start it")
         if m.recipe is None:
             raise NotFoundError(f"model {name!r}: {m.problem}")
-        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=self.progress, trust=self.trust,
-                                 fetch=fetch)
+        return m
+
+    def plan(self, name: str) -> LaunchPlan:
+        """A fresh launch plan for ``name`` on a free port (called at each engine start, in the
+        runner's start worker). An ``oci://`` checkpoint is pulled into the model store first
+        when the store lacks it, and the engine gets the store's path
+        (:func:`lemonpack.runtime.models.ref.fetch_checkpoints`; never for a ``self_managed``
+        recipe, nothing with ``offline``). Raises :class:`ModelNotFound`, the launch errors of
+        ``build_launch_plan`` and the pull's (a failed start the server reports)."""
+        m = self._startable(name)
+        assert m.recipe is not None
+        progress: Any = self.progress
+        if progress and not sys.stderr.isatty():  # a log, not a terminal: lines a log keeps, not a bar
+            progress = progress_lines(f"model {name}: pulling", log.info)
+        spec = fetch_checkpoints(m.spec, m.recipe, offline=self.offline, progress=progress, trust=self.trust)
         port = free_port(self.engine_host, self.avoid_ports)
         return build_launch_plan(m.recipe, spec, self.facts, port=port, host_addr=self.engine_host,
                                  install_ref=m.recipe_id, options=self.load_options.get(name) or None)

@@ -15,7 +15,6 @@ import asyncio
 import errno
 import logging
 import socket
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -204,9 +203,9 @@ def run(config: ServeConfig, notice: Callable[[str], None], stop: Any = None) ->
         engines.cleanup_leftovers()
         # a remote client must not point an engine at any file of this machine (nor learn which exist)
         catalog = Catalog(avoid_ports=frozenset({port}), model_files=is_loopback(host), offline=config.offline,
-                          progress=sys.stderr.isatty(), trust=trust).start()
+                          progress=True, trust=trust).start()
         server = Server(catalog, Runner(catalog.plan, engines, on_spawn=engine_output, trust=trust,
-                                               judged_plans=catalog.judged_plan),
+                                               judged_references=catalog.judged_references),
                         ServerConfig(max_in_flight=config.max_in_flight, ttl=config.ttl, soft_idle=config.soft_idle,
                                      load_timeout=config.load_timeout, memory_budget=budget,
                                      metrics_remote=config.metrics_remote, drain_timeout=config.drain_timeout,

@@ -285,3 +285,41 @@ def test_get_bytes_follows_checked_redirects_and_bounds_the_body(server):
         get_bytes(f"{server.base}/to-file", max_bytes=100)
     with pytest.raises(FetchError, match="only http and https"):
         get_bytes("file:///etc/passwd", max_bytes=100)
+
+
+def test_progress_lines_a_line_per_step_and_per_interval():
+    from lemonpack.fetch.download import ProgressLines
+
+    now = [0.0]
+    out: list[str] = []
+    meter = ProgressLines("m.gguf", out.append, total=10 << 20, step=25, interval=5.0, clock=lambda: now[0])
+    for _ in range(10):  # 1 MiB a second
+        now[0] += 1.0
+        meter.advance(1 << 20)
+    assert out == ["m.gguf: 10% (1.0 MiB of 10.0 MiB, 1.0 MiB/s)",  # the first bytes
+                   "m.gguf: 30% (3.0 MiB of 10.0 MiB, 1.0 MiB/s)",  # 25% crossed
+                   "m.gguf: 50% (5.0 MiB of 10.0 MiB, 1.0 MiB/s)",
+                   "m.gguf: 80% (8.0 MiB of 10.0 MiB, 1.0 MiB/s)",
+                   "m.gguf: 100% (10.0 MiB of 10.0 MiB, 1.0 MiB/s)"]
+    out.clear()
+    slow = ProgressLines("big", out.append, step=50, interval=5.0, clock=lambda: now[0])
+    for _ in range(12):  # no total: the first bytes, then a line every 5 s while bytes arrive
+        now[0] += 1.0
+        slow(slow.done + 1024, None)
+    now[0] += 60
+    slow(slow.done, None)  # the bytes since the last line, however late
+    now[0] += 60
+    slow(slow.done, None)  # none since: no line
+    assert out == ["big: 1.0 KiB, 1.0 KiB/s", "big: 6.0 KiB, 1.0 KiB/s", "big: 11.0 KiB, 1.0 KiB/s",
+                   "big: 12.0 KiB, 171 B/s"]
+    with pytest.raises(ValueError):
+        ProgressLines("x", out.append, step=0)
+
+
+def test_a_download_off_a_terminal_prints_progress_lines(server, cache, capsys):
+    data = os.urandom(3 << 20)
+    got = fetch(server.put("engine.tar.gz", data), sha256="sha256:" + _sha(data), cache=cache, progress=True)
+    assert got.size == len(data)
+    lines = capsys.readouterr().err.splitlines()  # pytest's stderr is no terminal: lines, not a bar
+    assert lines[0].startswith("engine.tar.gz: ") and lines[-1].startswith("engine.tar.gz: 100% (3.0 MiB of 3.0 MiB")
+    assert len(lines) <= 11 + 1, lines

@@ -5,9 +5,9 @@ tests/scenarios/test_registry_logins_and_repull.py."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 
+from lemonpack.files import locked
 from lemonpack.registry.partials import DirLock, partial_pulls_dir, remove_leftovers, sweep_partial_pulls
 
 
@@ -37,11 +37,7 @@ def test_cache_clean_sweeps_what_a_killed_pull_recorded(tmp_path, monkeypatch):
     records.mkdir(parents=True)
     (records / "out.tmp-123-99999.path").write_text(str(staged))  # the process that wrote it died
     (records / "junk.path").write_text("/etc")  # not a staging directory: the record goes, /etc stays
-    fd = os.open(tmp_path, os.O_RDONLY)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # a lock on something else does not count
-    try:
+    with locked(tmp_path):  # a lock on something else does not count
         removed = sweep_partial_pulls()
-    finally:
-        os.close(fd)
     assert [(p, n) for p, n in removed] == [(staged, 5)]
     assert not staged.exists() and not list(records.iterdir()) and os.path.isdir("/etc")

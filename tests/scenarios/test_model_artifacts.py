@@ -186,3 +186,61 @@ def test_a_model_the_trust_policy_rejects_is_never_fetched(home, registry, tiny,
     run_json(capsys, "models", "push", str(tiny), "--to", f"{registry.host}/models/allowed:v1")
     allowed = run_json(capsys, "models", "pull", f"{registry.host}/models/allowed:v1", "--policy", str(policy))
     assert Path(allowed["files"]["tiny.gguf"]).read_bytes() == tiny.read_bytes()
+
+
+def _descriptor(client, repo: str, digest: str, platform: dict | None = None) -> dict:
+    """The index entry of manifest ``digest`` of ``repo`` (its media type and size as the registry has it)."""
+    body, media_type, _ = client.get_manifest(repo, digest)
+    entry = {"mediaType": media_type, "digest": digest, "size": len(body)}
+    return {**entry, "platform": platform} if platform else entry
+
+
+def _push_index(client, repo: str, tag: str, entries: list[dict]) -> str:
+    from lemonpack.canonical import canonical_json
+    from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_INDEX
+
+    doc = {"schemaVersion": 2, "mediaType": MEDIA_TYPE_IMAGE_INDEX, "manifests": entries}
+    return client.put_manifest(repo, tag, canonical_json(doc), MEDIA_TYPE_IMAGE_INDEX)
+
+
+def test_an_image_index_is_pulled_through_its_one_model_artifact(home, registry, tiny, tmp_path, capsys):
+    """``models pull`` of an OCI image index: the one manifest that is a model artifact (ModelPack
+    or Docker's) is taken, beside runtime images and attestations; of several, the one for this
+    machine's platform; several with no platform match are refused, each named."""
+    from lemonpack.oci.platform import host_platform
+    from lemonpack.registry import RegistryClient
+    from lemonpack.runtime.models.push import push_model
+    from support.trust import push_image
+
+    os_name, arch = host_platform()
+    other = "arm64" if arch != "arm64" else "amd64"
+    repo = "models/indexed"
+    other_gguf = llama(tmp_path / "other.gguf")
+    modelpack = push_model([tiny], f"{registry.host}/{repo}:modelpack").digest
+    docker = push_model([other_gguf], f"{registry.host}/{repo}:docker", fmt="docker").digest
+    with RegistryClient(registry.host) as client:
+        runtime = push_image(client, repo, "runtime", b"an engine's runtime layer")
+        here = {"os": os_name, "architecture": arch}
+        _push_index(client, repo, "with-runtime", [_descriptor(client, repo, runtime, here),
+                                                   _descriptor(client, repo, modelpack)])
+        per_platform = _push_index(client, repo, "per-platform", [_descriptor(client, repo, modelpack, {"os": os_name, "architecture": other}),
+                                                   _descriptor(client, repo, docker, here)])
+        _push_index(client, repo, "ambiguous", [_descriptor(client, repo, modelpack),
+                                                            _descriptor(client, repo, docker)])
+        _push_index(client, repo, "no-model", [_descriptor(client, repo, runtime, here)])
+
+    pulled = run_json(capsys, "models", "pull", f"{registry.host}/{repo}:with-runtime")
+    assert pulled["digest"] == modelpack and pulled["artifact"]["format"] == "modelpack"
+    assert Path(pulled["files"]["tiny.gguf"]).read_bytes() == tiny.read_bytes()
+    picked = run_json(capsys, "models", "pull", f"{registry.host}/{repo}:per-platform")
+    assert picked["digest"] == docker and picked["artifact"]["format"] == "docker-v0.1"
+    # by the index's digest, then offline: the store knows which manifest that index gave
+    for extra in ((), ("--offline",)):
+        again = run_json(capsys, "models", "pull", f"{registry.host}/{repo}@{per_platform}", *extra)
+        assert again["digest"] == docker, (extra, again)
+    assert run_json(capsys, "models", "pull", f"{registry.host}/{repo}@{per_platform}")["fetched"] == 0
+    code, _out, err = lp(capsys, "models", "pull", f"{registry.host}/{repo}:ambiguous")
+    assert code == 1 and "2 model artifacts and none for" in err and modelpack in err and docker in err, err
+    assert "modelpack" in err and "docker-v0.1" in err and "Traceback" not in err
+    code, _out, err = lp(capsys, "models", "pull", f"{registry.host}/{repo}:no-model")
+    assert code == 1 and "no model artifact among its manifests" in err and runtime in err, err

@@ -6,13 +6,14 @@ byte, while a blob that is not what its name says is downloaded again and a kill
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+
+from lemonpack.files import locked
 
 from scenarios.test_registry_faults import LAYER, one_layer_layout
 
@@ -63,13 +64,9 @@ def test_a_repull_into_the_same_layout_moves_no_byte_and_a_bad_blob_is_fetched_a
     stale, live = tmp_path / "pulled.tmp-0123456789ab", tmp_path / "pulled.tmp-ba9876543210"
     (stale / "blobs" / "sha256").mkdir(parents=True)
     live.mkdir()
-    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
+    with locked(live):
         again = cli("pull", ref, "--out", str(out), "--json")
         assert live.is_dir()
-    finally:
-        os.close(fd)
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)
     assert (doc["bytes"], doc["blobs_reused"], doc["digest"]) == (0, 2, digest)

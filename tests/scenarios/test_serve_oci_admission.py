@@ -79,3 +79,45 @@ def test_a_backend_override_sees_the_artifacts_file_name(live, registry, tmp_pat
     with httpx.Client(base_url=lv.url, trust_env=False, timeout=60) as c:
         r = c.post("/v1/chat/completions", json={**CHAT, "model": "user.big"})
     assert r.status_code == 200, r.text
+
+
+def test_a_pull_serve_makes_off_a_terminal_is_logged_a_line_per_step(registry, tmp_path, monkeypatch):
+    """serve with stderr no terminal (a service, a pipe): pulling an oci:// checkpoint logs a
+    progress line per 10% on the server's logger instead of drawing a bar nobody sees."""
+    import io
+    import logging
+    import sys
+
+    from lemonpack.runtime.models.registry import ModelRegistry
+    from lemonpack.runtime.recipes.discovery import Discovery, SearchDir
+    from lemonpack.runtime.recipes.watch import DiscoveryWatcher
+    from lemonpack.server.catalog import Catalog
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal, whatever runs the suite
+    gguf = _big_gguf(tmp_path / "big.gguf")
+    ref = f"oci://{registry.host}/models/logged@{push_model([gguf], f'{registry.host}/models/logged:v1').digest}"
+    write_recipe(tmp_path / "backends" / "fake-oci.json", recipe_doc("fake-oci", fake_engine=[]))
+    models = ModelRegistry(tmp_path / "user_models.json")
+    models.add("user.big", "fake-oci", {"main": ref})
+    catalog = Catalog(models, DiscoveryWatcher(Discovery([SearchDir(tmp_path / "backends", "user")])),
+                      model_files=False, progress=True)
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("lemonpack.server")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        plan = catalog.plan("user.big")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    pulled = [line for line in lines if line.startswith("model user.big: pulling: ")]
+    assert pulled and pulled[-1].startswith("model user.big: pulling: 100% ("), lines
+    assert 1 < len(pulled) <= 12 and "%" in pulled[0], pulled
+    assert sys.stderr.getvalue() == ""  # no bar drawn into the log
+    from lemonpack.paths import cache_root
+
+    assert plan.model == "user.big"
+    assert [f.read_bytes() == gguf.read_bytes() for f in (cache_root() / "models").rglob("big.gguf")] == [True]

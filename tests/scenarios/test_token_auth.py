@@ -258,3 +258,36 @@ def test_anonymous_client_is_denied_with_exit_4(token_registry, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+
+
+def test_pull_and_models_pull_judge_and_fetch_through_one_client(token_registry, tmp_path):
+    """The trust check (a tag resolved, its signatures read) and the pull share one registry
+    client per command: one token for the repository's pull scope, not one per client."""
+    from lemonpack.signing.remote import sign_image
+    from support.gguf_files import llama
+    from support.trust import key_data, new_key, push_image, write_policy, write_registries_d
+
+    (user, password), = token_registry.users.items()
+    ts = token_registry.token_server
+    host = token_registry.host
+    image, model = f"tok-{secrets.token_hex(3)}/judged", f"tok-{secrets.token_hex(3)}/model"
+    key = new_key()
+    env = {"REGISTRY_AUTH_FILE": str(auth_file(tmp_path / "auth.json", host, user, password)),
+           "DOCKER_CONFIG": str(tmp_path / "no-docker"), "LEMONPACK_CACHE_DIR": str(tmp_path / "cache")}
+    assert lemonpack("models", "push", str(llama(tmp_path / "tiny.gguf")), "--to", f"{host}/{model}:v1",
+                     env=env).returncode == 0
+    with RegistryClient(host, auth=Credentials(user, password, source="test")) as client:
+        push_image(client, image, "v1", b"a judged layer")
+        for repo in (image, model):
+            sign_image(f"{host}/{repo}:v1", key, client=client)
+    policy = write_policy(tmp_path / "policy.json", {"default": [{"type": "reject"}], "transports": {"docker": {
+        host: [{"type": "sigstoreSigned", "keyData": key_data(key), "signedIdentity": {"type": "matchRepository"}}]}}})
+    registries_d = write_registries_d(tmp_path / "rd", {"docker": {host: {"use-sigstore-attachments": True}}})
+    trust = ("--policy", str(policy), "--registries.d", str(registries_d))
+    for repo, command in ((image, ("pull", f"{host}/{image}:v1", "--out", str(tmp_path / "out"))),
+                          (model, ("models", "pull", f"{host}/{model}:v1"))):
+        ts.requests.clear()
+        done = lemonpack(*command, *trust, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        asked = [_scopes(r) for r in ts.requests]
+        assert asked == [[f"repository:{repo}:pull"]], (command, asked)  # the check's token served the pull

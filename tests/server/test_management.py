@@ -81,3 +81,51 @@ def test_a_registered_model_is_resolved_once_until_the_registry_or_discovery_cha
     monkeypatch.setenv("LEMONPACK_BACKEND", "beta")  # an override: resolved (and selected) every time
     with pytest.raises(Exception, match="LEMONPACK_BACKEND=beta"):
         cat.get("user.b")
+
+
+def test_the_trust_check_before_admission_lists_references_without_building_a_plan(tmp_path):
+    """serve's 403 check (``Runner.trust_refusal`` over ``Catalog.judged_references``): the engine
+    image of a podman recipe and the model's ``oci://`` checkpoint are judged from the block and
+    the registry entry, no launch plan built (no port, no weights). An ``oci://`` model's plan
+    cannot even be built before its pull, so a rejected engine image of one used to pass."""
+    import json
+
+    from lemonpack.runtime.lifecycle.runner import ModelReferences, Runner
+    from lemonpack.runtime.models.registry import ModelRegistry
+    from lemonpack.runtime.recipes.discovery import Discovery, SearchDir
+    from lemonpack.runtime.recipes.watch import DiscoveryWatcher
+    from lemonpack.server.catalog import Catalog
+    from lemonpack.trust.check import Trust
+
+    digest = "sha256:" + "ab" * 32
+    backends = tmp_path / "backends"
+    for rid, image in (("bad-image", f"r.example/bad/engine@{digest}"), ("good-image", f"r.example/good/engine@{digest}")):
+        write_recipe(backends / f"{rid}.json", recipe_doc(rid, command="podman",
+                                                          args=("run", "--rm", image, "--port", "{port}")))
+    registry = ModelRegistry(tmp_path / "user_models.json")
+    registry.add("user.oci", "bad-image", {"main": f"oci://r.example/good/model@{digest}"})
+    registry.add("user.denied", "good-image", {"main": f"oci://r.example/bad/model@{digest}"})
+    registry.add("user.fine", "good-image", {"main": f"oci://r.example/good/model@{digest}"})
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}],
+                                  "transports": {"docker": {"r.example/bad": [{"type": "reject"}]}}}))
+    (tmp_path / "rd").mkdir()
+    catalog = Catalog(registry, DiscoveryWatcher(Discovery([SearchDir(backends, "user")]), interval=0.2),
+                      model_files=False)
+
+    def no_plan(model: str):
+        raise AssertionError(f"a launch plan of {model} was built for the trust check")
+
+    assert catalog.judged_references("user.oci") == ModelReferences(
+        "user.oci", "bad-image", (f"r.example/bad/engine@{digest}",), {"main": f"oci://r.example/good/model@{digest}"})
+    runner = Runner(no_plan, engines=object(), trust=Trust.load(policy, tmp_path / "rd"),
+                    judged_references=catalog.judged_references)
+    why = runner.trust_refusal("user.oci")
+    assert why and why.startswith("bad-image: engine image: r.example/bad/engine@") and "reject" in why, why
+    status = runner.trust_status("user.oci")
+    assert status is not None and status["allowed"] is False
+    why = runner.trust_refusal("user.denied")
+    assert why and why.startswith("model 'user.denied' checkpoint 'main': r.example/bad/model@"), why
+    assert runner.trust_refusal("user.fine") is None
+    assert runner.trust_status("user.fine") == {"allowed": True, "scope": "default", "reason": None,
+                                                "policy": str(policy), "reference": f"r.example/good/engine@{digest}"}

@@ -19,7 +19,6 @@ used. The session fixture :func:`debian_layout` gives ``oci:DIR:TAG`` of the bas
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Sequence
 
 import pytest
+
+from lemonpack.files import locked
 
 SUITE = "bookworm"
 VARIANT = "essential"
@@ -76,8 +77,7 @@ def debian_base(extra: Sequence[str] = (), arch: str = "amd64") -> tuple[Path, s
     final = root / key
     if (final / "oci-layout").is_file():
         return final, TAG
-    with open(root / f".{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(root / f".{key}.lock"):
         if (final / "oci-layout").is_file():
             return final, TAG
         for tool in ("mmdebstrap", "umoci"):

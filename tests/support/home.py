@@ -11,6 +11,15 @@ from ``os.environ`` both see them, and pytest restores the environment after the
 
 A test asks for more when it needs it: ``home.host(...)`` injects host facts,
 ``home.search_path(...)`` replaces discovery's search path, ``home.model()`` writes a model file.
+
+Every test is isolated even without ``home``: :func:`isolated_dirs` (autouse, registered in
+tests/conftest.py) points :data:`ISOLATED` (lemonpack's two roots and the XDG base directories)
+at fresh directories of the test's own, and :func:`isolate_session` does the same once for the
+whole run (session fixtures, ``pytest_configure``), so nothing a test or a fixture starts writes
+into the user's ``~/.cache/lemonpack`` (``blob-locations.json`` and the layer cache were) or
+reads the user's ``~/.config/lemonpack``. A test that must see the real directories says so
+with ``@pytest.mark.real_dirs``. ``XDG_RUNTIME_DIR`` is left alone: root podman keeps its
+runtime state there.
 """
 
 from __future__ import annotations
@@ -25,6 +34,12 @@ import pytest
 #: Variables of the machine that would change what lemonpack does; ``home`` removes them.
 AMBIENT = ("LEMONPACK_MIRROR", "SOURCE_DATE_EPOCH", "LEMONPACK_HOST_FACTS", "LEMONPACK_BACKEND",
            "LEMONPACK_BACKENDS_PATH")
+
+#: What :func:`isolated_dirs` points at a test's own directories: lemonpack's cache and config
+#: roots (:mod:`lemonpack.paths`) and the XDG base directories their defaults and other tools
+#: (platformdirs, Nix, Chromium) derive from.
+ISOLATED = ("LEMONPACK_CACHE_DIR", "LEMONPACK_CONFIG_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+            "XDG_STATE_HOME")
 
 #: The host facts most tests run on (``LEMONPACK_HOST_FACTS``): Linux with a CPU only.
 CPU_HOST = {"os": "linux", "accelerators": ["cpu"]}
@@ -88,3 +103,33 @@ def make_home(root: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     """A sandboxed lemonpack home in ``tmp_path`` (:func:`make_home`)."""
     return make_home(tmp_path, monkeypatch)
+
+
+def _isolated(root: Path) -> dict[str, str]:
+    """:data:`ISOLATED` -> a directory under ``root`` each (not created: lemonpack and the tools
+    create them as on a fresh machine)."""
+    return {var: str(root / var.lower()) for var in ISOLATED}
+
+
+def isolate_session() -> Path:
+    """Point :data:`ISOLATED` at a fresh temporary directory for the whole test session (what
+    session fixtures and ``pytest_configure`` see, before any test's :func:`isolated_dirs`);
+    called once from ``pytest_configure`` (tests/conftest.py). Returns that directory."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="lp-test-dirs-"))
+    os.environ.update(_isolated(root))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (autouse): :data:`ISOLATED` pointed at directories of its own, outside its
+    ``tmp_path`` (a test may list that), restored afterwards; ``home`` and a test's own
+    ``monkeypatch.setenv`` still win (they run later). ``@pytest.mark.real_dirs`` opts out: the
+    test sees the session's directories (:func:`isolate_session`), still not the user's."""
+    if request.node.get_closest_marker("real_dirs") is not None:
+        return
+    for var, value in _isolated(tmp_path_factory.mktemp("dirs")).items():
+        monkeypatch.setenv(var, value)

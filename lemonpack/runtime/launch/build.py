@@ -178,8 +178,7 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     variant_of with no launch plan.
     """
     env_snapshot = dict(os.environ if environ is None else environ)
-    merged = launch_options(recipe, model.recipe_options, options)
-    eff = select_block(recipe, host, device or merged.get("device"))
+    merged, eff = _block(recipe, model, host, device, options)
     chosen_mode = deployment_mode(recipe, mode or model.mode)
 
     cache = Path(cache_root) if cache_root is not None else paths.cache_root()
@@ -273,6 +272,33 @@ def build_launch_plan(recipe: Recipe, model: ModelSpec, host: HostFacts, *, devi
     )
 
 
+def _block(recipe: Recipe, model: ModelSpec, host: HostFacts, device: str | None,
+           options: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], EffectiveBlock]:
+    """The merged launch options and the effective block a launch of ``model`` on ``host``
+    uses: the one block selection of :func:`build_launch_plan` and :func:`launch_images`."""
+    merged = launch_options(recipe, model.recipe_options, options)
+    return merged, select_block(recipe, host, device or merged.get("device"))
+
+
+def launch_images(recipe: Recipe, model: ModelSpec, host: HostFacts, *, device: str | None = None,
+                  options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The container images the launch plan of ``recipe`` for ``model`` on ``host`` runs (each
+    once, argv order; ``()`` for a ``variant_of`` recipe or a command that is no container run),
+    read from the effective block :func:`build_launch_plan` would use (same ``device`` and
+    ``options``), without building the plan: no token resolved, no port taken, no file of this
+    machine looked at. The same images as the plan's argv, since the pinning policy
+    (:mod:`lemonpack.oci.policy`) admits only literal ``name@sha256:`` images in ``command``
+    and ``args``; an image a user's ``{custom_args}`` adds is not listed (the check before the
+    spawn judges the plan's argv). Raises :class:`SelectionError` as :func:`build_launch_plan`
+    (no block for the host), ``UnreadableCommandLine`` for an argv the container reader refuses."""
+    from lemonpack.oci.policy import container_images
+
+    _merged, eff = _block(recipe, model, host, device, options)
+    if recipe.variant_of is not None or not eff.command:
+        return ()
+    return container_images(eff.command, eff.args)
+
+
 def _enable_templates(recipe: Recipe, mode: str | None) -> tuple[str, ...]:
     if mode is None:
         return ()
@@ -282,4 +308,4 @@ def _enable_templates(recipe: Recipe, mode: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-__all__ = ["build_launch_plan", "container_of", "deployment_mode"]
+__all__ = ["build_launch_plan", "container_of", "deployment_mode", "launch_images"]

@@ -43,6 +43,21 @@ class _Live:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+@dataclass(frozen=True)
+class ModelReferences:
+    """What a model's launch takes from registries, listed without building its launch plan
+    (``serve``'s trust check before admission): ``model`` (its name), ``recipe`` (the recipe id
+    a refusal names), ``images`` (the engine's container images:
+    :func:`lemonpack.runtime.launch.build.launch_images`), ``checkpoints`` (``{checkpoint name:
+    oci:// reference}`` pulled before the start:
+    :func:`lemonpack.runtime.models.ref.launch_checkpoints`)."""
+
+    model: str
+    recipe: str
+    images: tuple[str, ...] = ()
+    checkpoints: Mapping[str, str] = field(default_factory=dict)
+
+
 class Runner:
     """The supervisor bound to real engines: a thread-safe front for many models.
 
@@ -56,18 +71,19 @@ class Runner:
 
     Before each spawn the plan's container images are judged by the trust policy
     (:func:`trusted_plan`): a rejected image is never started (the start fails with the
-    refusal); :meth:`trust_refusal` asks the same question ahead, for the server's 403.
-    ``trust``: the :class:`~lemonpack.trust.check.Trust` to judge with (``--policy``,
-    ``--registries.d``); None: the default places, read at each check.
+    refusal); :meth:`trust_refusal` asks the same question ahead, for the server's 403, of the
+    references ``judged_references(model)`` lists (:class:`ModelReferences`; without it, of
+    the model's plan). ``trust``: the :class:`~lemonpack.trust.check.Trust` to judge with
+    (``--policy``, ``--registries.d``); None: the default places, read at each check.
     """
 
     def __init__(self, plans: Mapping[str, LaunchPlan] | Callable[[str], LaunchPlan],
                  engines: Engines | None = None, *, watchdog_interval: float | None = None,
                  watchdog_failures: int = 3, on_state: Callable[[str, State, State], None] | None = None,
                  on_spawn: Callable[[str, EngineProcess], None] | None = None, trust: Trust | None = None,
-                 judged_plans: Callable[[str], LaunchPlan] | None = None) -> None:
+                 judged_references: Callable[[str], ModelReferences] | None = None) -> None:
         self._plans = plans
-        self._judged_plans = judged_plans  # what trust_refusal judges: serve's fetches no model weights
+        self._judged_references = judged_references  # what trust_refusal judges: no plan, no weights
         self.trust = trust
         self._on_spawn = on_spawn
         self.engines = engines or Engines()
@@ -158,7 +174,7 @@ class Runner:
         life; the check before each spawn is not cached. Blocks (registry I/O)."""
         if model not in self._refusals:
             try:
-                self._trusted(model, fetch=False)
+                self._judge_ahead(model)
                 self._refusals[model] = None
             except TrustError as e:
                 self._refusals[model] = str(e)
@@ -179,22 +195,50 @@ class Runner:
         with self._lock:
             return self._verdicts.get(model)
 
-    def _trusted(self, model: str, *, fetch: bool = True) -> LaunchPlan:
-        """:func:`trusted_plan` of ``model``'s plan, recording what it decided
-        (:meth:`trust_status`). ``fetch`` False: the plan of ``judged_plans`` when the runner
-        has one (a plan whose ``oci://`` checkpoints are judged, not pulled: asking whether a
-        model is trusted must not download its weights before admission)."""
+    def _trusted(self, model: str) -> LaunchPlan:
+        """:func:`trusted_plan` of ``model``'s plan, recording what it decided (:meth:`trust_status`)."""
         seen: list = []
-        plan = self._judged_plans(model) if not fetch and self._judged_plans is not None else self._plan(model)
         try:
-            return trusted_plan(plan, self.trust, on_verdict=seen.append)
+            return trusted_plan(self._plan(model), self.trust, on_verdict=seen.append)
         finally:
-            if seen:
-                v = next((v for v in seen if not v.allowed), seen[-1])
-                with self._lock:
-                    self._verdicts[model] = {"allowed": all(x.allowed for x in seen), "scope": v.scope,
-                                             "reason": v.reason or None, "reference": v.reference,
-                                             "policy": v.policy_file}
+            self._record(model, seen)
+
+    def _judge_ahead(self, model: str) -> None:
+        """Judge what ``model``'s launch would take from registries (its ``judged_references``:
+        checkpoints, then engine images, as a start meets them) without building its plan, so
+        asking whether a model is trusted downloads no weights and takes no port; without
+        ``judged_references``, the plan's images (:meth:`_trusted`). Raises TrustError."""
+        if self._judged_references is None:
+            self._trusted(model)
+            return
+        from lemonpack.runtime.models.ref import checkpoint_use
+
+        refs = self._judged_references(model)
+        if not refs.images and not refs.checkpoints:
+            return  # nothing to judge: no policy read
+        if self.trust is not None:
+            trust = self.trust
+        else:
+            from lemonpack.trust.check import Trust
+
+            trust = Trust.load()
+        for name, reference in refs.checkpoints.items():
+            trust.enforce(reference, use=checkpoint_use(refs.model, name))
+        seen: list = []
+        try:
+            for image in refs.images:
+                trust.enforce_image(image, use=f"{refs.recipe}: engine image", on_verdict=seen.append)
+        finally:
+            self._record(model, seen)
+
+    def _record(self, model: str, seen: list) -> None:
+        """Keep the verdicts of a check of ``model``'s engine images for :meth:`trust_status`."""
+        if seen:
+            v = next((v for v in seen if not v.allowed), seen[-1])
+            with self._lock:
+                self._verdicts[model] = {"allowed": all(x.allowed for x in seen), "scope": v.scope,
+                                         "reason": v.reason or None, "reference": v.reference,
+                                         "policy": v.policy_file}
 
     # -- Effects (called under the lock; must not block)
 
@@ -322,4 +366,4 @@ def _settle(waiter: Future, result, error: BaseException | None) -> None:
         pass
 
 
-__all__ = ["Runner", "WATCHDOG", "exit_text"]
+__all__ = ["ModelReferences", "Runner", "WATCHDOG", "exit_text"]

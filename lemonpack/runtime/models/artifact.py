@@ -195,8 +195,7 @@ def manifest_config(manifest: bytes) -> Descriptor:
     Raises :class:`ModelArtifactError` when it is no image manifest with a config."""
     doc = _json(manifest, "model manifest")
     if doc.get("mediaType", mt.MEDIA_TYPE_IMAGE_MANIFEST) not in mt.IMAGE_MANIFEST_TYPES:
-        raise ModelArtifactError(f"model manifest has mediaType {doc.get('mediaType')!r}, not an image manifest "
-                                 "(an index names one manifest per platform: pull that one by digest)")
+        raise ModelArtifactError(f"model manifest has mediaType {doc.get('mediaType')!r}, not an image manifest")
     return _descriptor(doc.get("config"), "model manifest config")
 
 

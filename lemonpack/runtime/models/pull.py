@@ -27,8 +27,10 @@ from pathlib import Path
 
 from lemonpack.errors import FetchError, IntegrityError, NotFoundError
 from lemonpack.oci.reference import ImageReference, parse_registry_reference
+from lemonpack.oci.descriptor import Descriptor
 from lemonpack.runtime.models.artifact import ModelArtifact, ModelArtifactError, ModelFile, detect_format, \
     manifest_config, needs_config, read_artifact
+from lemonpack.runtime.models.index import index_manifests, is_index, pick_index_manifest
 from lemonpack.runtime.models.store import ModelStore, view_files
 from lemonpack.safetree import inside
 
@@ -103,9 +105,12 @@ def _client(ref: ImageReference, insecure: bool, registry_config, client):
 
 
 def _stored_digest(ref: ImageReference, store: ModelStore) -> str | None:
+    """The manifest digest ``ref`` names in the store: its digest (or, for the digest of an image
+    index, the model manifest an earlier pull took from it), else what a pull of the tag recorded."""
+    recorded = store.refs().get(str(ref))
     if ref.digest:
-        return ref.digest
-    return store.refs().get(str(ref))
+        return recorded or ref.digest
+    return recorded
 
 
 def _from_store(ref: ImageReference, digest: str, store: ModelStore) -> PulledModel | None:
@@ -146,32 +151,51 @@ def resolve_model(reference: str | ImageReference, *, insecure: bool = False, re
 
 def pull_model(reference: str | ImageReference, *, store: ModelStore | None = None, offline: bool = False,
                progress: bool | Callable[[int, int], None] = False, insecure: bool = False,
-               registry_config: str | os.PathLike[str] | None = None, client=None) -> PulledModel:
+               registry_config: str | os.PathLike[str] | None = None, client=None, trust=None,
+               use: str = "models pull") -> PulledModel:
     """Pull the model ``reference`` into ``store`` (default :class:`ModelStore`) and return it
     (module docstring). ``offline``: never contact the registry (a model not in the store is a
     :class:`NotFoundError`; a tag is looked up in the store's record of earlier pulls).
     ``progress``: True for a progress bar on stderr, or ``callback(done, total)`` in bytes.
     ``client``: a :class:`~lemonpack.registry.RegistryClient` to use (else one is made for the
-    reference's host with ``insecure`` and ``registry_config``).
+    reference's host with ``insecure`` and ``registry_config``). ``trust``: a
+    :class:`lemonpack.trust.check.Trust` the reference is judged by first (unless ``offline``),
+    through the same client as the pull (one token cache: a tag resolved once, its digest judged
+    and then pulled, also from the store); ``use`` names what was refused.
 
-    Raises :class:`ModelArtifactError` (not a model format lemonpack reads: nothing fetched but
+    Raises :class:`~lemonpack.errors.TrustError` (exit 3: the policy rejects it; nothing
+    fetched), :class:`ModelArtifactError` (not a model format lemonpack reads: nothing fetched but
     the manifest), :class:`IntegrityError` (exit 3: a byte not what its digest says; that blob
     is not kept), :class:`FetchError` (network, registry), :class:`NotFoundError` (offline),
     :class:`~lemonpack.errors.StorageError`."""
     ref = as_model_reference(reference)
     store = store or ModelStore()
-    known = _stored_digest(ref, store)
-    if known is not None and (ref.digest or offline):
-        got = _from_store(ref, known, store)
-        if got is not None:
-            return got
-    if offline:
-        raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
     remote = _Remote(ref, offline, insecure, registry_config, client)
     try:
+        if trust is not None and not offline:  # no policy: nothing asked of the registry, no client made
+            checker = remote.get("the trust check") if trust.policy is not None else None
+            ref = as_model_reference(trust.enforce(str(ref), use=use, client=checker))
+            remote.ref = ref
+        known = _stored_digest(ref, store)
+        if known is not None and (ref.digest or offline):
+            got = _from_store(ref, known, store)
+            if got is not None:
+                return got
+        if offline:
+            raise NotFoundError(f"{ref}: not in the model store {store.root} and --offline forbids fetching it")
         return _pull(ref, store, remote, progress)
     finally:
         remote.close()
+
+
+def progress_lines(label: str, write: Callable[[str], None]) -> Callable[[int, int], None]:
+    """A ``progress`` for :func:`pull_model` (and ``fetch_checkpoints``) that writes progress
+    lines to ``write`` (a logger's ``info``: ``serve``'s log when stderr is no terminal), a line
+    per 10% and at least one every 10 s while bytes arrive: the downloads' own
+    (:class:`lemonpack.registry.transfer.ProgressLines`)."""
+    from lemonpack.registry.transfer import ProgressLines
+
+    return ProgressLines(label, write)
 
 
 def _progress(progress, total: int, label: str):
@@ -245,6 +269,8 @@ def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
         manifest, _, digest = remote.get("the manifest").get_manifest(ref.repository, ref.ref or "latest")
         if ref.digest and digest != ref.digest:
             raise IntegrityError(f"manifest {ref}", ref.digest, digest)
+        if is_index(manifest):  # the one model artifact of an image index (pick_index_manifest)
+            digest, manifest = _from_index(ref, manifest, store, remote)
         if not needs_config(manifest):
             detect_format(manifest)  # refuse an unknown format before fetching anything else
     assert digest is not None
@@ -257,6 +283,41 @@ def _described(ref: ImageReference, store: ModelStore, remote: _Remote, *,
     if keep_manifest:
         store.put_bytes(digest, manifest)
     return digest, manifest, config
+
+
+#: Largest image config read to tell whether an index's image manifest is a model (a RamaLama
+#: model image's label); configs are a few KiB.
+INDEX_CONFIG_MAX = 4 << 20
+
+
+def _from_index(ref: ImageReference, index: bytes, store: ModelStore, remote: _Remote) -> tuple[str, bytes]:
+    """``(digest, manifest)`` of the model artifact the image index ``index`` names
+    (:func:`lemonpack.runtime.models.index.pick_index_manifest` for this machine's platform):
+    each image manifest it names is fetched (checked against its descriptor) and its format read,
+    an image config read too when the format depends on it (a RamaLama model image)."""
+    from lemonpack.oci.platform import host_platform
+
+    client = remote.get("the index's manifests")
+    formats: list[tuple[Descriptor, str | None]] = []
+    bodies: dict[str, bytes] = {}
+    for desc in index_manifests(index):
+        body, _, got = client.get_manifest(ref.repository, desc.digest)  # verified against the digest
+        if len(body) != desc.size:
+            raise IntegrityError(f"manifest {ref.host}/{ref.repository}@{desc.digest} (size)", f"{desc.size} bytes",
+                                 f"{len(body)} bytes")
+        bodies[desc.digest] = body
+        config = None
+        try:
+            if needs_config(body):
+                cfg = manifest_config(body)
+                if cfg.size <= INDEX_CONFIG_MAX:
+                    fetch_blob(client, ref.repository, cfg.digest, cfg.size, store)
+                    config = store.read(cfg.digest)
+            formats.append((desc, detect_format(body, config)))
+        except ModelArtifactError:
+            formats.append((desc, None))  # a runtime image, a build attestation: no model
+    chosen = pick_index_manifest(str(ref), formats, host_platform())
+    return chosen.digest, bodies[chosen.digest]
 
 
 @dataclass(frozen=True)
@@ -372,4 +433,4 @@ def _header_by_range(client, ref, main: ModelFile, digest: str, path: Path, read
 
 
 __all__ = ["GgufHeader", "InspectedModel", "PulledModel", "inspect_model", "fetch_blob", "fetch_gguf_header", "as_model_reference",
-           "pull_model", "resolve_model"]
+           "progress_lines", "pull_model", "resolve_model"]

@@ -239,20 +239,30 @@ def artifact_file(artifact: Any, checkpoint: str, reference: str) -> str:
                      f"(files: {found})")
 
 
+def launch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None) -> dict[str, str]:
+    """The ``oci://`` checkpoints a launch of ``spec`` with ``recipe`` pulls (and the trust policy
+    judges first), ``{checkpoint name: reference}``: none when ``recipe`` manages its own
+    weights (``model_management: self_managed``). The rule :func:`fetch_checkpoints` follows, for
+    a caller that only judges them (``serve``'s trust check: no pull). Raises
+    :class:`InputError` for a reference not pinned by digest."""
+    if recipe is not None and recipe.model_management == "self_managed":
+        return {}
+    return {name: _checked(reference) for name, reference in oci_checkpoints(spec).items()}
+
+
 def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline: bool = False,
-                      progress: bool = False, store: Any = None, trust: Any = None,
-                      fetch: bool = True) -> ModelSpec:
+                      progress: Any = False, store: Any = None, trust: Any = None) -> ModelSpec:
     """``spec`` with every ``oci://`` checkpoint replaced by its file in the model store (module
     docstring), pulling what the store lacks; ``spec`` itself when it has none, or when
     ``recipe`` manages its own weights (``model_management: self_managed``, seed 000 section
     4.3: never pre-fetched). ``offline``: fetch nothing (a model not in the store is a
     :class:`~lemonpack.errors.NotFoundError`, exit 1, as a missing model file is); ``progress``: a progress bar on stderr while
-    blobs download; ``store``: the model store (default: the user's cache); ``trust``: the
+    blobs download (or ``callback(done, total)``: :func:`lemonpack.runtime.models.pull.progress_lines`
+    for a log); ``store``: the model store (default: the user's cache); ``trust``: the
     :class:`lemonpack.trust.check.Trust` each reference is judged by before it is fetched
     (issue 24: the same containers-policy.json as engine images; None: the default places,
     read once; with ``offline`` nothing is fetched, so nothing is judged: the store holds only
     what a pull that was judged put there, or what ``models pull`` fetched). Raises
-    ``fetch`` False: judge each reference and return ``spec`` unchanged (nothing pulled).
     :class:`InputError` (an unpinned reference), :class:`~lemonpack.errors.TrustError` (exit 3:
     the policy rejects it; nothing fetched), and what
     :func:`lemonpack.runtime.models.pull.pull_model` raises: :class:`~lemonpack.errors.FetchError`
@@ -261,8 +271,8 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
     unknown artifact format."""
     from lemonpack.runtime.launch.modelfiles import ModelSpec
 
-    refs = oci_checkpoints(spec)
-    if not refs or (recipe is not None and recipe.model_management == "self_managed"):
+    refs = launch_checkpoints(spec, recipe)
+    if not refs:
         return spec
     checkpoints = dict(spec.checkpoints)
     model_dir = spec.model_dir
@@ -271,29 +281,29 @@ def fetch_checkpoints(spec: ModelSpec, recipe: Recipe | None = None, *, offline:
 
         trust = Trust.load()
     for name, reference in refs.items():
-        if not offline:
-            trust.enforce(_checked(reference), use=f"model {spec.name!r} checkpoint {name!r}")
-        if not fetch:
-            continue
-        pulled = _pull(_checked(reference), offline=offline, progress=progress, store=store)
+        pulled = _pull(reference, offline=offline, progress=progress, store=store, trust=None if offline else trust,
+                       use=checkpoint_use(spec.name, name))  # judged through the pull's client
         checkpoints[name] = path = str(pulled.files[artifact_file(pulled.artifact, name, reference)])
         if name == "main" or len(spec.checkpoints) == 1:
             model_dir = os.path.dirname(path)
-    if not fetch:
-        return spec
     return ModelSpec(name=spec.name, checkpoints=MappingProxyType(checkpoints), recipe_options=spec.recipe_options,
                      mode=spec.mode, model_dir=model_dir)
 
 
-def _pull(reference: str, *, offline: bool, progress: bool, store: Any) -> Any:
-    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference``; an offline refusal
-    says how to fetch it."""
+def checkpoint_use(model: str, checkpoint: str) -> str:
+    """What a trust refusal of a checkpoint names: ``model 'user.x' checkpoint 'main'``."""
+    return f"model {model!r} checkpoint {checkpoint!r}"
+
+
+def _pull(reference: str, *, offline: bool, progress: Any, store: Any, trust: Any = None, use: str = "") -> Any:
+    """:func:`~lemonpack.runtime.models.pull.pull_model` of ``reference`` (judged by ``trust``
+    first, through the pull's client); an offline refusal says how to fetch it."""
     from lemonpack.runtime.models.pull import pull_model
     from lemonpack.runtime.models.store import ModelStore
 
     try:
         return pull_model(reference, store=store if store is not None else ModelStore(), offline=offline,
-                          progress=progress)
+                          progress=progress, trust=trust, use=use)
     except NotFoundError as e:
         if offline:
             raise NotFoundError(f"{e} (fetch it first: lemonpack models pull {reference})") from None
@@ -410,6 +420,7 @@ def pin_checkpoint(reference: str, *, insecure: bool = False, registry_config: s
     return f"{OCI_SCHEME}{tagged}"
 
 
-__all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "fetch_checkpoints", "oci_checkpoints",
+__all__ = ["OCI_SCHEME", "OciModelFacts", "ResolvedModel", "artifact_file", "checkpoint_use", "fetch_checkpoints",
+           "launch_checkpoints", "oci_checkpoints",
            "oci_estimate", "oci_file_names", "oci_model_facts", "pin_checkpoint",
            "resolve_model"]

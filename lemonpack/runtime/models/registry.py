@@ -64,16 +64,11 @@ from types import MappingProxyType
 from typing import Any
 
 from lemonpack.contract.model import RECIPE_ID_PATTERN
-from lemonpack.files import replace_file
+from lemonpack.files import locked, replace_file
 from lemonpack import paths
 from lemonpack import jsonpath
 from lemonpack.strictjson import parse_json_strict, short_repr
 from lemonpack.errors import InputError, ManifestError, NotFoundError, Problem, StorageError
-
-try:  # POSIX advisory locks; on other systems updates are atomic but not serialised
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
 
 #: The registry's JSON Schema, package data beside this module.
 SCHEMA_FILE = "user_models.schema.json"
@@ -452,19 +447,8 @@ class ModelRegistry:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self._ensure_dir()
-        if fcntl is None:  # pragma: no cover
+        with locked(self.path.with_name(self.path.name + ".lock")):
             yield
-            return
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     def _ensure_dir(self) -> None:
         try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import builtins
 import errno
-import fcntl
 import json
 import os
 import secrets
@@ -48,7 +47,7 @@ from typing import Any, BinaryIO, cast
 
 from lemonpack.digest import Digest, Hasher, file_digest, hex_of, is_sha256_hex, sha256_text
 from lemonpack.errors import IntegrityError, StorageError, UnsafeContentError
-from lemonpack.files import commit, kind_of, remove_tree, replace_file
+from lemonpack.files import commit, kind_of, lock_fd, locked, remove_tree, replace_file
 from lemonpack.paths import CacheItem
 from lemonpack.safetree import path_problem
 
@@ -205,14 +204,10 @@ class ModelStore:
         path = self.root / "locks" / "sha256" / Digest.parse(digest).hex
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(f"model store {self.root}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(path):
             yield
-        finally:
-            os.close(fd)
 
     @contextmanager
     def writer(self, digest: str, size: int) -> Iterator[BlobWriter]:
@@ -303,14 +298,10 @@ class ModelStore:
         """Remember that ``reference`` (as the user wrote it, tag or digest) named
         ``manifest_digest`` at its last pull (``refs.json``, replaced atomically)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".refs.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # two pulls recording at once: neither entry lost
+        with locked(self.root / ".refs.lock"):  # two pulls recording at once: neither entry lost
             refs = self.refs()
             refs[reference] = manifest_digest
             replace_file(self.root / "refs.json", json.dumps(refs, indent=1, sort_keys=True).encode() + b"\n")
-        finally:
-            os.close(fd)
 
     def refs(self) -> dict[str, str]:
         """reference -> manifest digest of every recorded pull (``{}`` when none)."""
@@ -392,12 +383,11 @@ class ModelStore:
         except OSError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return not lock_fd(fd, wait=False)
         except OSError:
             return True
         finally:
             os.close(fd)
-        return False
 
 
 def _link(blob: Path, dest: Path) -> None:

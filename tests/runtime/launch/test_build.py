@@ -403,3 +403,26 @@ def test_model_spec_from_the_real_registry_entry(tmp_path):
     hub = ModelEntry("user.h", "test-engine", {"main": "org/repo:file.gguf"}, {})
     with pytest.raises(LemonpackError, match="hub reference 'org/repo:file.gguf'"):
         plan(recipe(["{checkpoint:main}"]), ModelSpec.from_entry(hub))
+
+
+def test_launch_images_are_the_plans_images_without_building_it(model):
+    """launch_images reads the block build_launch_plan picks (same device, same options), so it
+    lists what the plan's argv runs; a variant_of recipe or a program runs no image."""
+    from lemonpack.oci.policy import container_images
+    from lemonpack.runtime.launch.build import launch_images
+
+    digest = "sha256:" + "cd" * 32
+    cpu, rocm = f"r.example/engine-cpu@{digest}", f"r.example/engine-rocm@{digest}"
+    mount = f"type=image,source=r.example/weights@{digest},destination=/w"
+    doc = recipe_doc("boxed", platforms={"linux": {
+        "cpu": {"command": "podman", "args": ["run", "--rm", "--mount", mount, cpu, "--port", "{port}"]},
+        "rocm": {"command": "podman", "args": ["run", "--rm", rocm, "-m", "{checkpoint:main}"]}}})
+    r = load_doc(doc)
+    for host, device, want in ((ROCM, None, (rocm,)), (ROCM, "cpu", (f"r.example/weights@{digest}", cpu)),
+                               (CPU, None, (f"r.example/weights@{digest}", cpu))):
+        plan = build_launch_plan(r, model, host, device=device, port=9000)
+        assert launch_images(r, model, host, device=device) == container_images(plan.argv[0], plan.argv[1:]) == want
+    assert launch_images(r, model, ROCM, options={"device": "cpu"})[-1] == cpu  # the device option picks too
+    assert launch_images(recipe(["--port", "{port}"]), model, CPU) == ()
+    with pytest.raises(SelectionError):
+        launch_images(r, model, HostFacts("windows"))
