@@ -337,6 +337,13 @@ def _nullctx():
     return contextlib.nullcontext()
 
 
+def _plain(entry: dict) -> dict:
+    """``entry`` as a reader of its JSON sees it (lists, string keys): what the index, the
+    memo and the site are made of, so an entry from the memo and one described now are the
+    same objects. Floats pass (refused when the whole index is encoded)."""
+    return json.loads(canonical_json(entry, floats="shortest"))
+
+
 def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     """The catalogue index (``catalogue.json`` as a dict) of ``cfg.source`` and the opened
     signing key (None without ``cfg.key``); raises
@@ -362,7 +369,9 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                              "publisher": p.stem if is_pub else p.parent.name, "file": _rel(ctx, p),
                              "reasons": [one_line(f"schema: {q.path or '(root)'}: {q.message} [{q.rule}]")
                                          for q in problems]})
+        entries = [_plain(e) for e in entries]
         seen: dict[str, str] = {}
+        pub_parts: dict[str, tuple] = {}
         official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
@@ -371,13 +380,18 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                     raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
                 key = None
                 if cfg.memo is not None and memoizable(ent, cfg.rebuild) and ent.publisher in ctx.sources.publishers:
-                    pub = ctx.sources.publishers[ent.publisher]
-                    key = entry_key(ent.data, pub.to_json(), [k.pem for k in pub.keys], official_ids)
-                entry = ctx.memo.entry(key) if key else None
-                if entry is None:
-                    entry = community_entry(ctx, ent, wdir)
+                    if ent.publisher not in pub_parts:
+                        pub = ctx.sources.publishers[ent.publisher]
+                        pub_parts[ent.publisher] = (pub.to_json(), [k.pem for k in pub.keys])
+                    key = entry_key(ent.data, *pub_parts[ent.publisher], official_ids)
+                hit = ctx.memo.entry(key) if key else None
+                if hit is None:
+                    entry = _plain(community_entry(ctx, ent, wdir))
                     if key:
                         ctx.memo.remember(key, entry)
+                    entry = dict(entry)
+                else:
+                    entry = dict(hit)  # the memo's own object stays as remembered (history is added below)
                 entries.append(entry)
                 seen[ent.id] = _rel(ctx, ent.file)
             except Rejected as r:
@@ -398,36 +412,90 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
             "rejected": rejected}, ctx.private
 
 
-def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
-    """Write every output file of ``index`` into the (empty) directory ``tmp`` (``cache``:
-    rendered site fragments, :func:`lemonpack.catalogue.site.site_files`)."""
-    data = canonical_json(index)  # refuses floats anywhere in the index, so each entry below too
-    (tmp / INDEX_NAME).write_bytes(data)
-    parsed = json.loads(data)  # what a reader sees: the compact search index and the site are made from it
-    (tmp / SEARCH_NAME).write_bytes(search_file_bytes(parsed, Digest.of_bytes(data).hex))
+def _entry_json(entry: dict) -> bytes:
+    """One entry's canonical JSON (:func:`lemonpack.canonical.canonical_json` without its float
+    walk: the whole index is checked for floats once, :func:`_index_json`)."""
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def _index_json(index: dict, entry_bytes: list[bytes]) -> bytes:
+    """``canonical_json(index)`` from each entry's canonical JSON already made: the index's
+    other fields encoded around an empty ``entries`` list (sorted keys put it first), the
+    entries spliced in. Raises ``TypeError`` for a float anywhere in the index, as
+    ``canonical_json`` does (:func:`lemonpack.canonical.refuse_floats_in`)."""
+    from lemonpack.canonical import refuse_floats_in
+
+    shell = canonical_json({**index, "entries": []})
+    head = b'{"entries":['
+    if not shell.startswith(head + b"]"):  # pragma: no cover - a field that sorts before "entries"
+        return canonical_json(index)
+    data = head + b",".join(entry_bytes) + shell[len(head):]
+    refuse_floats_in(data, index["entries"])
+    return data
+
+
+def write_outputs(index: dict, tmp: Path, private=None, cache=None, previous=None, epoch: int = 0,
+                  memo=None) -> bytes:
+    """Write every output file of ``index`` into the (empty) directory ``tmp`` and return the
+    bytes of ``catalogue.json``. ``cache``: rendered fragments and the digests of made
+    outputs (:class:`lemonpack.catalogue.memo.PageCache`); ``previous``: the output of the
+    last build (:class:`lemonpack.catalogue.memo.Previous`), whose files holding the bytes
+    this build writes are hard-linked instead of written; ``epoch``: every file's mtime;
+    ``memo``: remembers the history view of the written index. Entries are encoded once each
+    (the index is spliced from them, :func:`_index_json`); files made from the whole index
+    (the search index, the feed, the front page and the data scripts) are taken from
+    ``previous`` when ``catalogue.json`` is the same."""
+    from lemonpack.catalogue.memo import Writer
+
+    writer = Writer(tmp, previous, cache, epoch)
+    entry_bytes = [_entry_json(e) for e in index["entries"]]
+    data = _index_json(index, entry_bytes)
+    sha = Digest.of_bytes(data).hex
+    writer.put(INDEX_NAME, data)
+    # what a reader sees (the compact search index and the site are made from it): the
+    # entries are reader-shaped already (:func:`_plain`), publishers and rejects are made so here
+    parsed = {**json.loads(canonical_json({k: v for k, v in index.items() if k != "entries"})),
+              "entries": index["entries"]}
+    writer.put(SEARCH_NAME, key=f"file:{SEARCH_NAME}:{sha}", render=lambda: search_file_bytes(parsed, sha))
     (tmp / "entries").mkdir()
-    for e in index["entries"]:  # the index refused floats above: no need to walk each entry for them again
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e, floats="shortest"))
+    for e, eb in zip(index["entries"], entry_bytes):
+        writer.put("entries/" + entry_filename(e["id"]), eb)
     if private is not None:
-        (tmp / SIG_NAME).write_text(sign_payload(private, data) + "\n", encoding="ascii")
-    (tmp / FEED_NAME).write_bytes(atom_feed(index))
+        writer.put(SIG_NAME, (sign_payload(private, data) + "\n").encode("ascii"))
+    writer.put(FEED_NAME, key=f"file:{FEED_NAME}:{sha}", render=lambda: atom_feed(index))
+    if memo is not None:
+        memo.remember_index(sha, index)
     try:
         from lemonpack.catalogue.site import render_site
     except ImportError:  # pragma: no cover
-        return
-    render_site(parsed, tmp, signatures.index_digest(data), cache=cache, atomic=False)
+        return data
+    render_site(parsed, tmp, signatures.index_digest(data), cache=cache, writer=writer, entry_bytes=entry_bytes,
+                index_key=sha)
+    return data
 
 
 #: Versions kept per entry in ``history`` (the oldest dropped first).
 MAX_HISTORY = 50
 
 
-def _previous_index(path: Path) -> dict | None:
+def _previous_index(path: Path, memo=None) -> dict | None:
     """The index an earlier build wrote at ``path`` (the output directory's ``catalogue.json``),
-    or None when there is none or it is not an index of this schema (then history starts over)."""
+    or None when there is none or it is not an index of this schema (then history starts over).
+    ``memo``: when it remembers what the carry reads of the index with these very bytes
+    (:meth:`lemonpack.catalogue.memo.Memo.previous_index`), that is returned instead of the
+    file parsed again."""
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if memo is not None:
+        view = memo.previous_index(Digest.of_bytes(data).hex)
+        if view is not None:
+            return view
+    try:
+        doc = json.loads(data)
+    except ValueError:
         return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("entries"), list):
         return None
@@ -456,12 +524,6 @@ def carry_history(index: dict, previous: dict | None) -> None:
                         for h in hist[-MAX_HISTORY:]]
 
 
-def _normalise_mtimes(root: Path, epoch: int) -> None:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            os.utime(Path(dirpath, name), (epoch, epoch))
-
-
 def replace_dir(tmp: Path, out: Path) -> None:
     """Put the directory ``tmp`` at ``out`` in one step (:func:`lemonpack.files.replace_directory`).
     Raises StorageError."""
@@ -481,14 +543,16 @@ def build(cfg: BuildConfig) -> dict:
         raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
-    carry_history(index, _previous_index(out / INDEX_NAME))
+    carry_history(index, _previous_index(out / INDEX_NAME, cfg.memo_state if cfg.memo is not None else None))
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        memo = cfg.memo_state
-        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None)
-        _normalise_mtimes(tmp, cfg.epoch)
+        from lemonpack.catalogue.memo import Previous
+
+        memo = cfg.memo_state if cfg.memo is not None else None
+        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None,
+                      Previous(out if memo is not None else None, cfg.epoch), cfg.epoch, memo)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException:

@@ -327,52 +327,110 @@ def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
-    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring);
+#: Entries listed in ``index.html`` itself (the rest are in ``all.html`` and shown by site.js).
+FRONT_ITEMS = 50
+
+
+class SiteFile:
+    """One output file of the site: ``rel`` (posix path), and either ``data`` (its bytes) or
+    ``key`` (the sha256 of what it is made from, :func:`_fragment_key`) with ``render`` (a
+    function returning its bytes, called only when no earlier build's file of that ``key`` can
+    be reused: :class:`lemonpack.catalogue.memo.Writer`)."""
+
+    __slots__ = ("rel", "data", "key", "render")
+
+    def __init__(self, rel: str, data: bytes | None = None, key: str | None = None, render: Any = None):
+        self.rel, self.data, self.key, self.render = rel, data, key, render
+
+    def content(self) -> bytes:
+        """The file's bytes (rendered now when only a ``render`` function is known)."""
+        return self.data if self.data is not None else self.render()
+
+
+def _canonical_entry(entry: Any) -> bytes:
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: Any = None,
+                 entry_bytes: list[bytes] | None = None, index_key: str | None = None):
+    """Every file of the site as :class:`SiteFile` objects, one at a time (see the module
+    docstring), each entry's page as soon as it is known (nothing holds all pages at once).
+
     ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
-    entries); ``cache``: a mapping (``get``, item assignment) of earlier renderings, keyed by
-    the sha256 of everything a fragment is made of (:func:`_fragment_key`), so an unchanged
-    entry's page and list item are not rendered again (a warm ``catalogue build``). Pure: same
-    index, same bytes, with or without a cache. Raises ``TypeError`` when the index holds
-    floats (the canonical JSON encoder refuses them)."""
+    entries); ``cache``: a :class:`lemonpack.catalogue.memo.PageCache` (or None) holding the
+    rendered list items and the sha256 of earlier pages by the sha256 of everything they are
+    made of (:func:`_fragment_key`), so an unchanged entry is not rendered again;
+    ``entry_bytes``: each entry's canonical JSON (sorted keys, compact), when the caller has
+    it; ``index_key``: a digest naming the whole index (the sha256 of ``catalogue.json``),
+    which keys the files made from all entries (``index.html``, ``all.html``, the data
+    scripts). Pure: same index, same bytes, with or without a cache. Raises ``TypeError``
+    for a value JSON cannot hold."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    if entry_bytes is None or len(entry_bytes) != len(entries):
+        entry_bytes = [_canonical_entry(e) for e in entries]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
+    pub_bytes: dict[Any, bytes] = {}
     env = _environment()
     common: dict[str, Any] = {"generated": index.get("generated") or "", "schema": index.get("schema"),
               "publishers": publishers, "index_digest": index_digest}
+    head = _canonical_entry([common["generated"], common["schema"]])
     item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
-    files: dict[str, bytes] = {}
-    items = []
-    for entry in entries:
+    items: list[str] = []
+    for entry, eb in zip(entries, entry_bytes):
         slug = entry_slug(str(entry.get("id", "")))
-        publisher = publishers.get(entry.get("publisher"))
+        pid = entry.get("publisher")
+        publisher = publishers.get(pid)
+        if pid not in pub_bytes:
+            pub_bytes[pid] = _canonical_entry(publisher)
         in_tree = (entry.get("signature") or {}).get("status") == "in-tree"
-        key = _fragment_key(entry, publisher, common["generated"], common["schema"], index_digest if in_tree else None)
-        item = _cached(cache, "item:" + key)
-        html = _cached(cache, "page:" + key)
-        if item is None or html is None:
-            description, summary = _description(entry.get("description"), 160)
-            item = item_tpl.render(e=entry, slug=slug, summary=summary)
-            html = page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
-                               facets=entry_facets(entry), publisher=publisher,
-                               platform_installs=_platform_installs(entry))
+        key = _fragment_key(eb, pub_bytes[pid], head, index_digest if in_tree else None)
+        item = cache.item("item:" + key) if cache is not None else None
+        if item is None:
+            item = item_tpl.render(e=entry, slug=slug, summary=_description(entry.get("description"), 160)[1])
             if cache is not None:
-                cache["item:" + key], cache["page:" + key] = item, html
-        items.append(Markup(item))
-        files[f"entry/{slug}.html"] = html.encode("utf-8")
-    files["index.html"] = env.get_template("index.html").render(
-        **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
-        skip_to="results", skip_label="results",
-        rejected=index.get("rejected") or [],
-    ).encode("utf-8")
-    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
+                cache.remember_item("item:" + key, item)
+        items.append(item)
+
+        def render_page(entry=entry, slug=slug, publisher=publisher) -> bytes:
+            description = _description(entry.get("description"), 160)[0]
+            return page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
+                               facets=entry_facets(entry), publisher=publisher,
+                               platform_installs=_platform_installs(entry)).encode("utf-8")
+        yield SiteFile(f"entry/{slug}.html", key="page:" + key, render=render_page)
+
+    def whole(rel: str, render) -> SiteFile:
+        if index_key is None:
+            return SiteFile(rel, data=render())
+        return SiteFile(rel, key=f"file:{rel}:{index_key}", render=render)
+
+    def front() -> bytes:
+        return env.get_template("index.html").render(
+            **common, csp=_CSP_INDEX, root="", items=[Markup(i) for i in items[:FRONT_ITEMS]], total=len(items),
+            facets=_facet_options(entries), skip_to="results", skip_label="results",
+            rejected=index.get("rejected") or [], all_page=len(items) > FRONT_ITEMS).encode("utf-8")
+
+    def every() -> bytes:
+        return env.get_template("all.html").render(
+            **common, csp=_CSP_ENTRY, root="", items=[Markup(i) for i in items], skip_to="entries",
+            skip_label="the list").encode("utf-8")
+
+    def data() -> bytes:
+        return b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
+
+    yield whole("index.html", front)
+    yield whole("all.html", every)
+    yield whole("assets/catalogue-data.js", data)
     from lemonpack.catalogue.search import rules
 
-    files["assets/search-rules.js"] = b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n"
-    files["assets/site.js"] = _asset("site.js")
-    files["assets/site.css"] = _asset("site.css")
-    files["assets/copy.js"] = _asset("copy.js")
-    return files
+    yield SiteFile("assets/search-rules.js", data=b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n")
+    for name in ("site.js", "site.css", "copy.js"):
+        yield SiteFile(f"assets/{name}", data=_asset(name))
+
+
+def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
+    """Every file of the site as ``{relative posix path: bytes}`` (:func:`site_outputs`, each
+    rendered)."""
+    return {f.rel: f.content() for f in site_outputs(index, index_digest, cache)}
 
 
 def _platform_installs(entry: dict) -> dict[str, str]:
@@ -386,42 +444,50 @@ def _platform_installs(entry: dict) -> dict[str, str]:
         return {}
 
 
-def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, index_digest: str | None) -> str:
-    """sha256 of what an entry's page and list item are rendered from (the templates are the
-    cache owner's concern: :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
-    data = json.dumps([entry, publisher, generated, schema, index_digest], sort_keys=True, ensure_ascii=False)
-    return Digest.of_bytes(data.encode("utf-8")).hex
+def _fragment_key(entry_bytes: bytes, publisher_bytes: bytes, head: bytes, index_digest: str | None) -> str:
+    """sha256 of what an entry's page and list item are rendered from: the entry's and its
+    publisher's canonical JSON, the index's date and schema (``head``) and, for an official
+    in-tree entry, the index digest (the templates are the cache owner's concern:
+    :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
+    from lemonpack.digest import Hasher
 
-
-def _cached(cache: Any, key: str) -> str | None:
-    return None if cache is None else cache.get(key)
+    h = Hasher()
+    for part in (entry_bytes, publisher_bytes, head, (index_digest or "").encode()):
+        h.write(len(part).to_bytes(8, "big") + part)
+    return h.digest().hex
 
 
 def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None, cache: Any = None,
-                atomic: bool = True) -> None:
+                atomic: bool = True, writer: Any = None, entry_bytes: list[bytes] | None = None,
+                index_key: str | None = None) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
-    Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
-    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically
-    (``atomic=False``: plain writes, for a fresh directory the caller swaps in as a whole;
-    ``cache``: see :func:`site_files`);
-    removes ``entry/*.html`` files left from an earlier index. Leaves every other file in
-    ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
-    written (naming it)."""
+    Writes ``index.html``, ``all.html``, ``entry/<slug>.html`` per entry and the assets (see
+    the module docstring), each atomically (``atomic=False``: plain writes, for a fresh
+    directory the caller swaps in as a whole; ``writer``: a
+    :class:`lemonpack.catalogue.memo.Writer` into a fresh directory, which takes unchanged
+    files from the previous output; ``cache``, ``entry_bytes``, ``index_key``: see
+    :func:`site_outputs`); removes ``entry/*.html`` files left from an earlier index. Leaves
+    every other file in ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a
+    file cannot be written (naming it)."""
     out = Path(out)
-    files = site_files(index, index_digest, cache)
+    keep: set[str] = set()
     try:
-        for rel in sorted(files):
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            if atomic:
-                replace_file(out / rel, files[rel], mode=0o644)
+        (out / "entry").mkdir(parents=True, exist_ok=True)
+        (out / "assets").mkdir(parents=True, exist_ok=True)
+        for f in site_outputs(index, index_digest, cache, entry_bytes, index_key):
+            if f.rel.startswith("entry/"):
+                keep.add(f.rel.split("/", 1)[1])
+            if writer is not None:
+                writer.put(f.rel, f.data, f.key, f.render)
+            elif atomic:
+                replace_file(out / f.rel, f.content(), mode=0o644)
             else:  # a fresh directory swapped in as a whole (catalogue build): plain writes
-                with os.fdopen(os.open(out / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
-                    f.write(files[rel])
-        entry_dir = out / "entry"
-        keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
-        for old in sorted(entry_dir.glob("*.html")):
-            if old.name not in keep and old.is_file() and not old.is_symlink():
-                old.unlink()
+                with os.fdopen(os.open(out / f.rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as fh:
+                    fh.write(f.content())
+        if writer is None:
+            for old in sorted((out / "entry").glob("*.html")):
+                if old.name not in keep and old.is_file() and not old.is_symlink():
+                    old.unlink()
     except OSError as e:
         raise StorageError(f"cannot write the catalogue site under {out}: {e}") from e

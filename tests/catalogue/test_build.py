@@ -285,6 +285,31 @@ def test_warm_build_from_the_memo_is_the_same_as_a_fresh_one(world, built):
         entry.write_text(text)
 
 
+def test_a_warm_build_into_its_own_output_links_what_is_unchanged_and_rewrites_what_was_touched(world, tmp_path):
+    """A warm build into the directory it built before takes the unchanged files from there
+    (hard links: same inodes, nothing rewritten) and gives the bytes and mtimes of --fresh; a
+    file edited in the old output in place, or replaced by a symlink, is written again."""
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    build(world, out)
+    build(world, fresh, "--fresh")
+    want = tree_bytes(fresh)
+    page = out / "entry" / "recipe-beta-box.html"
+    inodes = {rel: (out / rel).stat().st_ino for rel in want}
+    build(world, out)
+    assert tree_bytes(out) == want
+    linked = [rel for rel in want if (out / rel).stat().st_ino == inodes[rel]]
+    assert page.relative_to(out).as_posix() in linked and "catalogue.json" in linked
+    assert len(linked) == len(want), sorted(set(want) - set(linked))
+    assert {(out / rel).stat().st_mtime for rel in want} == {(fresh / rel).stat().st_mtime for rel in want}
+    page.write_text(page.read_text().replace("beta-box", "tampered"))  # in place: the same inode
+    entry_json = out / "entries" / "recipe.beta-box.json"
+    entry_json.unlink()
+    entry_json.symlink_to(fresh / "entries" / "recipe.beta-box.json")
+    build(world, out)
+    assert tree_bytes(out) == want
+    assert not entry_json.is_symlink()
+
+
 def test_update_over_http_goes_through_fetch(world, built):
     """``catalogue update`` from a URL uses the one download path: a redirected index is
     followed hop by hop, and a body that is not an index (an HTML error page behind a 200)
