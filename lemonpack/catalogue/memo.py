@@ -86,8 +86,8 @@ class Memo:
         self.valid: dict[str, Any] = {}
         self.used_entries: dict[str, Any] = {}
         self.used_valid: dict[str, Any] = {}
-        self.items: dict[str, str] = {}
-        self.used_items: dict[str, str] = {}
+        self.items: dict[str, Any] = {}
+        self.used_items: dict[str, Any] = {}
         self.made: dict[str, str] = {}
         self.used_made: dict[str, str] = {}
         self.histories: dict[str, Any] | None = None  # :meth:`previous_index`'s view of the last output
@@ -179,14 +179,14 @@ class PageCache:
     def __init__(self, memo: Memo):
         self.memo = memo
 
-    def item(self, key: str) -> str | None:
+    def item(self, key: str) -> Any:
         hit = self.memo.items.get(key)
         if hit is not None:
             self.memo.used_items[key] = hit
         return hit
 
-    def remember_item(self, key: str, html: str) -> None:
-        self.memo.used_items[key] = html
+    def remember_item(self, key: str, item: Any) -> None:
+        self.memo.used_items[key] = item
 
     def made(self, key: str) -> str | None:
         """The sha256 (bare hex) of the output made from ``key`` by an earlier build, or None."""

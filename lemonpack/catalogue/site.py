@@ -286,10 +286,11 @@ def _environment() -> jinja2.Environment:
 #: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
 PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
                                 "tags", "capabilities", "default_accelerator", "platforms", "signature",
-                                "pinning", "reproducible", "added", "updated", "memory")
+                                "pinning", "reproducible", "added", "updated", "memory", "slug", "summary",
+                                "version", "license")
 
 
-def page_data(index: dict[str, Any]) -> dict[str, Any]:
+def page_data(index: dict[str, Any], summaries: list[str] | None = None) -> dict[str, Any]:
     """What ``assets/catalogue-data.js`` holds: ``{"format": "lemonpack-catalogue-page/1",
     "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
     index order. Values are the index's own (``null`` when absent), except ``platforms`` =
@@ -299,7 +300,11 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
     orders read), and ``memory`` a model entry's estimate in bytes (what its fit reads). That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
-    site.js turns each array back into an object with these keys. The search vocabulary
+    ``summaries``: each entry's :func:`summary_text` (160 characters) when the caller has them;
+    site.js turns each array back into an object with these keys; ``slug``, ``summary``,
+    ``version`` and ``license`` (with ``labels``, the badge texts) are what it needs to build a
+    list item as ``templates/item.html`` does, for results beyond the :data:`FRONT_ITEMS`
+    entries ``index.html`` holds (``front``). The search vocabulary
     (arch families, synonyms, phrases) is ``assets/search-rules.js``: the CLI's own table,
     :func:`lemonpack.catalogue.search.rules`."""
     from lemonpack.catalogue.search import entry_dates
@@ -308,9 +313,10 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
         return v.get("status") if isinstance(v, dict) else None
 
     rows = []
-    for e in index.get("entries") or []:
-        if not isinstance(e, dict):
-            continue
+    entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    if summaries is None or len(summaries) != len(entries):
+        summaries = [summary_text(e.get("description"), 160) for e in entries]
+    for e, summary in zip(entries, summaries):
         row = [e.get(k) for k in PAGE_FIELDS[:10]]
         row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or [],
                      bool(p.get("any_arch", not p.get("archs")))]
@@ -318,9 +324,15 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
         row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
         row += list(entry_dates(e))
         row.append(((e.get("model") or {}).get("memory") or {}).get("bytes"))  # a model entry's estimate
+        # what a list item shows beyond the search fields (site.js builds items as item.html does)
+        row += [entry_slug(str(e.get("id", ""))), summary, e.get("version"),
+                e.get("license")]
         rows.append(row)
+    labels = {"signature": [_SIGNATURE_LABELS, "unsigned"], "pinning": [_PINNING_LABELS, "not pinned"],
+              "reproducible": [_REPRO_LABELS, "reproducibility not checked"]}
     return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
-            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
+            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows, "labels": labels,
+            "front": FRONT_ITEMS}
 
 
 def _asset(name: str) -> bytes:
@@ -376,6 +388,7 @@ def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: 
     head = _canonical_entry([common["generated"], common["schema"]])
     item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
     items: list[str] = []
+    summaries: list[str] = []
     for entry, eb in zip(entries, entry_bytes):
         slug = entry_slug(str(entry.get("id", "")))
         pid = entry.get("publisher")
@@ -384,12 +397,16 @@ def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: 
             pub_bytes[pid] = _canonical_entry(publisher)
         in_tree = (entry.get("signature") or {}).get("status") == "in-tree"
         key = _fragment_key(eb, pub_bytes[pid], head, index_digest if in_tree else None)
-        item = cache.item("item:" + key) if cache is not None else None
-        if item is None:
-            item = item_tpl.render(e=entry, slug=slug, summary=_description(entry.get("description"), 160)[1])
+        hit = cache.item("item:" + key) if cache is not None else None
+        if isinstance(hit, list) and len(hit) == 2:
+            item, summary = hit
+        else:
+            summary = _description(entry.get("description"), 160)[1]
+            item = item_tpl.render(e=entry, slug=slug, summary=summary)
             if cache is not None:
-                cache.remember_item("item:" + key, item)
+                cache.remember_item("item:" + key, [item, summary])
         items.append(item)
+        summaries.append(summary)
 
         def render_page(entry=entry, slug=slug, publisher=publisher) -> bytes:
             description = _description(entry.get("description"), 160)[0]
@@ -415,7 +432,7 @@ def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: 
             skip_label="the list").encode("utf-8")
 
     def data() -> bytes:
-        return b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
+        return b"window.CATALOGUE = " + canonical_json(page_data(index, summaries)) + b";\n"
 
     yield whole("index.html", front)
     yield whole("all.html", every)
