@@ -143,8 +143,10 @@ def _compact(p: Path) -> dict | None:
             return None  # changed while read: the full index decides
     except (OSError, ValueError):
         return None
-    if not (isinstance(doc, dict) and doc.get("format") == search.SEARCH_FORMAT
-            and isinstance(doc.get("entries"), list) and isinstance(doc.get("hays"), list)):
+    if not (isinstance(doc, dict) and doc.get("format") == search.SEARCH_FORMAT):
+        return None
+    found = search.compact_index(doc)
+    if found is None:
         return None
     stamps_file, where = search_stamps_path(), str(p.resolve())
     try:
@@ -168,13 +170,13 @@ def _compact(p: Path) -> dict | None:
                                                  sort_keys=True).encode())
         except OSError:
             pass  # a read-only cache: verified again next time
-    return {"schema": 1, "entries": doc["entries"], "hays": doc["hays"]}
+    return found
 
 
 def load_search_index(index: str | os.PathLike[str] | None) -> dict:
     """What ``catalogue search`` reads: the index at ``index`` (:func:`locate`) as
-    ``{"schema", "entries", "hays"}`` with each entry reduced to the fields search reads
-    (:func:`lemonpack.catalogue.search.search_entry`), from the compact
+    ``{"schema", "entries", "hays", "vocabulary"}`` with each entry reduced to the fields search reads
+    (:func:`lemonpack.catalogue.search.search_entry`, :func:`~lemonpack.catalogue.search.compact_index`), from the compact
     ``catalogue-search.json`` beside ``catalogue.json`` (written by ``catalogue build`` and
     ``catalogue update``; a third of the size, parsed several times faster).
 

@@ -270,8 +270,13 @@ def suggest(term: str, vocab: Iterable[str]) -> str | None:
     edits, then alphabetical), or None."""
     limit = max_distance(term)
     best: tuple[int, str] | None = None
+    chars = set(term)
     for w in vocab:
         if abs(len(w) - len(term)) > limit or w == term:
+            continue
+        # each character of w that term lacks costs an insertion or a substitution: a lower
+        # bound of the distance, so skipping these changes no answer (and saves most of them)
+        if len(set(w) - chars) > limit:
             continue
         d = osa_distance(term, w)
         if d <= limit and (best is None or (d, w) < best):
@@ -302,7 +307,9 @@ def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[st
         for k, t in enumerate(ts):
             if len(t) > 1 or _keep(t, hays, archs, first=True):
                 continue  # a synonym group is never corrected
-            vocab = vocabulary(index) if vocab is None else vocab
+            if vocab is None:  # catalogue-search.json's, made by vocabulary()
+                given_vocab = index.get("vocabulary")
+                vocab = given_vocab if isinstance(given_vocab, list) and given is not None else vocabulary(index)
             word = suggest(t[0], vocab)
             if word is not None:
                 corrected[t[0]] = word
@@ -392,11 +399,14 @@ def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
 
 
 #: ``format`` of ``catalogue-search.json`` (:func:`search_file_bytes`).
-SEARCH_FORMAT = "lemonpack-catalogue-search/1"
+SEARCH_FORMAT = "lemonpack-catalogue-search/2"
 #: The entry fields ``catalogue-search.json`` keeps: what :func:`search_report`,
-#: :func:`check_filters`, :func:`sort_entries` and the CLI's output read.
-SEARCH_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
-                                  "tags", "capabilities")
+#: :func:`check_filters`, :func:`sort_entries` and the CLI's output read (the description is
+#: searched through the entry's text in ``hays`` only).
+SEARCH_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "tags",
+                                  "capabilities")
+#: The fields of a compact entry that are its own (the rest is a shared "shape", :func:`search_file_bytes`).
+_OWN = ("id", "name", "display_name")
 
 
 def search_entry(entry: Mapping[str, Any]) -> dict:
@@ -430,16 +440,53 @@ def search_code() -> str:
 def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
     """The bytes of ``catalogue-search.json`` for the index ``index`` parsed from the
     ``catalogue.json`` bytes whose sha256 (bare hex) is ``index_sha256``: sorted-key JSON
-    ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "entries":
-    [search_entry...], "hays": [_joined...]}`` (index order; ``hays``: each entry's searched
-    text, so a search does not join it again), about a third of ``catalogue.json``. A reader
-    uses it only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and
-    ``code`` its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
+    ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "shapes", "rows",
+    "hays", "vocabulary"}``, index order. Each entry is :func:`search_entry` split in two: its
+    own id, name and display name, and the rest (kind, publisher, tags, capabilities,
+    platforms, statuses, dates), which many entries share, stored once in ``shapes``; a row is
+    ``[shape, id, name, display_name]`` (``[shape]`` when the entry lacks one of those: the
+    shape is the whole entry then). ``hays``: each entry's searched text (:func:`_joined`),
+    ``vocabulary``: :func:`vocabulary` of the index (the words a near miss is corrected to),
+    so a search neither joins nor tokenizes every entry again. A tenth of ``catalogue.json``
+    for a catalogue of similar entries; :func:`compact_index` reads it back. A reader uses it
+    only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and ``code``
+    its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
     ``catalogue verify`` / ``update`` can derive it again and compare."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
-    return json.dumps({"format": SEARCH_FORMAT, "code": search_code(), "index_sha256": index_sha256,
-                       "entries": [search_entry(e) for e in entries], "hays": [_joined(e) for e in entries]},
-                      sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    shapes: dict[str, int] = {}
+    rows: list[list] = []
+    for e in entries:
+        se = search_entry(e)
+        own = all(k in se for k in _OWN)
+        shape = {k: v for k, v in se.items() if k not in _OWN} if own else se
+        text = json.dumps(shape, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        n = shapes.setdefault(text, len(shapes))
+        rows.append([n, se["id"], se["name"], se["display_name"]] if own else [n])
+    body = ",".join(shapes)  # in first-use order: the n-th key is shape n
+    doc = json.dumps({"format": SEARCH_FORMAT, "code": search_code(), "index_sha256": index_sha256, "shapes": [],
+                      "rows": rows, "hays": [_joined(e) for e in entries], "vocabulary": vocabulary({"entries": entries})},
+                     sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return doc.replace('"shapes":[]', '"shapes":[' + body + "]", 1).encode("utf-8")
+
+
+def compact_index(doc: Mapping[str, Any]) -> dict | None:
+    """The search index of a parsed ``catalogue-search.json`` (:func:`search_file_bytes`):
+    ``{"schema": 1, "entries": [search_entry...], "hays", "vocabulary"}`` (the entries share
+    their shape's objects: not to be modified), or None when ``doc`` is not of that shape."""
+    shapes, rows, hays, vocab = (doc.get(k) for k in ("shapes", "rows", "hays", "vocabulary"))
+    if not (isinstance(shapes, list) and isinstance(rows, list) and isinstance(hays, list)
+            and isinstance(vocab, list) and len(rows) == len(hays)):
+        return None
+    entries = []
+    try:
+        for r in rows:
+            e = dict(shapes[r[0]])
+            if len(r) == 4:
+                e["id"], e["name"], e["display_name"] = r[1], r[2], r[3]
+            entries.append(e)
+    except (TypeError, IndexError, KeyError, ValueError):
+        return None
+    return {"schema": 1, "entries": entries, "hays": hays, "vocabulary": vocab}
 
 
 #: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.

@@ -218,8 +218,8 @@ def test_the_cli_reads_the_compact_index_only_while_it_matches_catalogue_json(in
     # CLI reads: proof that it reads it; `catalogue verify` and `update` catch such a file
     compact = index_dir / "catalogue-search.json"
     doc = json.loads(compact.read_bytes())
-    k = next(i for i, e in enumerate(doc["entries"]) if e["id"] == "recipe:beta-whisper-cuda")
-    del doc["entries"][k], doc["hays"][k]
+    k = next(i for i, r in enumerate(doc["rows"]) if r[1] == "recipe:beta-whisper-cuda")
+    del doc["rows"][k], doc["hays"][k]
     compact.write_text(json.dumps(doc))
     assert ids("whisper") == []
     from lemonpack.catalogue.index import verify_dir
