@@ -371,7 +371,7 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                                          for q in problems]})
         entries = [_plain(e) for e in entries]
         seen: dict[str, str] = {}
-        pub_parts: dict[str, tuple] = {}
+        pub_parts: dict[str, tuple[dict, list[str]]] = {}
         official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
@@ -383,7 +383,8 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                     if ent.publisher not in pub_parts:
                         pub = ctx.sources.publishers[ent.publisher]
                         pub_parts[ent.publisher] = (pub.to_json(), [k.pem for k in pub.keys])
-                    key = entry_key(ent.data, *pub_parts[ent.publisher], official_ids)
+                    pub_json, pems = pub_parts[ent.publisher]
+                    key = entry_key(ent.data, pub_json, pems, official_ids)
                 hit = ctx.memo.entry(key) if key else None
                 if hit is None:
                     entry = _plain(community_entry(ctx, ent, wdir))

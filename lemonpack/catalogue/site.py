@@ -315,7 +315,7 @@ def page_data(index: dict[str, Any], summaries: list[str] | None = None) -> dict
     rows = []
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     if summaries is None or len(summaries) != len(entries):
-        summaries = [summary_text(e.get("description"), 160) for e in entries]
+        summaries = [_description(e.get("description"), 160)[1] for e in entries]
     for e, summary in zip(entries, summaries):
         row = [e.get(k) for k in PAGE_FIELDS[:10]]
         row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or [],

@@ -233,10 +233,17 @@
   }
 
   function suggest(term, vocab) {
-    var limit = maxDistance(term), best = null, bestD = 0;
+    var limit = maxDistance(term), best = null, bestD = 0, chars = {};
+    for (var c = 0; c < term.length; c++) { chars[term[c]] = true; }
     for (var i = 0; i < vocab.length; i++) {
       var w = vocab[i];
       if (Math.abs(w.length - term.length) > limit || w === term) { continue; }
+      // search.py's bound: each character of w that term lacks costs an edit
+      var lacks = {}, n = 0;
+      for (var k = 0; k < w.length && n <= limit; k++) {
+        if (!chars[w[k]] && !lacks[w[k]]) { lacks[w[k]] = true; n++; }
+      }
+      if (n > limit) { continue; }
       var d = osaDistance(term, w);
       if (d <= limit && (best === null || d < bestD)) { best = w; bestD = d; }
     }
