@@ -2,7 +2,8 @@
 a signed, byte-reproducible index, searched from the CLI and browsed as a static site.
 
 - :mod:`.sources`: publisher / entry TOML files, their JSON Schemas (``schema/``), ``lint``.
-- :mod:`.build`: ``catalogue build``: fetch, verify, describe, write, sign.
+- :mod:`.build`: ``catalogue build``: fetch, verify, describe, write, sign; :mod:`.output`: its
+  output files (entries encoded once, the previous output's unchanged files linked).
 - :mod:`.search`: the search semantics shared with the site; :mod:`.fits`: "runs on this host".
 - :mod:`.index`: reading, verifying and updating a built index (local or cached).
 - :mod:`.site`: the static site (``render_site(index, out)``); :mod:`.feed`: ``feed.atom``.

@@ -35,11 +35,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lemonpack.signing.simplesigning import sign_payload
 from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
-from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
 from lemonpack.catalogue.memo import Memo, entry_key, memoizable
 from lemonpack.catalogue.models import community_model, link_recipes, recipe_serves
@@ -54,9 +52,8 @@ from lemonpack.canonical import canonical_json
 from lemonpack.safetree import inside
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SEARCH_NAME, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
-from lemonpack.catalogue.search import search_file_bytes
+from lemonpack.catalogue.output import FEED_NAME, write_outputs  # noqa: F401  (the build's output files)
 
-FEED_NAME = "feed.atom"
 OFFICIAL_PUBLISHER = "lemonpack"
 
 
@@ -411,69 +408,6 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
             "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
             "rejected": rejected}, ctx.private
-
-
-def _entry_json(entry: dict) -> bytes:
-    """One entry's canonical JSON (:func:`lemonpack.canonical.canonical_json` without its float
-    walk: the whole index is checked for floats once, :func:`_index_json`)."""
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-def _index_json(index: dict, entry_bytes: list[bytes]) -> bytes:
-    """``canonical_json(index)`` from each entry's canonical JSON already made: the index's
-    other fields encoded around an empty ``entries`` list (sorted keys put it first), the
-    entries spliced in. Raises ``TypeError`` for a float anywhere in the index, as
-    ``canonical_json`` does (:func:`lemonpack.canonical.refuse_floats_in`)."""
-    from lemonpack.canonical import refuse_floats_in
-
-    shell = canonical_json({**index, "entries": []})
-    head = b'{"entries":['
-    if not shell.startswith(head + b"]"):  # pragma: no cover - a field that sorts before "entries"
-        return canonical_json(index)
-    data = head + b",".join(entry_bytes) + shell[len(head):]
-    refuse_floats_in(data, index["entries"])
-    return data
-
-
-def write_outputs(index: dict, tmp: Path, private=None, cache=None, previous=None, epoch: int = 0,
-                  memo=None) -> bytes:
-    """Write every output file of ``index`` into the (empty) directory ``tmp`` and return the
-    bytes of ``catalogue.json``. ``cache``: rendered fragments and the digests of made
-    outputs (:class:`lemonpack.catalogue.memo.PageCache`); ``previous``: the output of the
-    last build (:class:`lemonpack.catalogue.memo.Previous`), whose files holding the bytes
-    this build writes are hard-linked instead of written; ``epoch``: every file's mtime;
-    ``memo``: remembers the history view of the written index. Entries are encoded once each
-    (the index is spliced from them, :func:`_index_json`); files made from the whole index
-    (the search index, the feed, the front page and the data scripts) are taken from
-    ``previous`` when ``catalogue.json`` is the same."""
-    from lemonpack.catalogue.memo import Writer
-
-    writer = Writer(tmp, previous, cache, epoch)
-    entry_bytes = [_entry_json(e) for e in index["entries"]]
-    data = _index_json(index, entry_bytes)
-    sha = Digest.of_bytes(data).hex
-    writer.put(INDEX_NAME, data)
-    # what a reader sees (the compact search index and the site are made from it): the
-    # entries are reader-shaped already (:func:`_plain`), publishers and rejects are made so here
-    parsed = {**json.loads(canonical_json({k: v for k, v in index.items() if k != "entries"})),
-              "entries": index["entries"]}
-    writer.put(SEARCH_NAME, key=f"file:{SEARCH_NAME}:{sha}", render=lambda: search_file_bytes(parsed, sha))
-    (tmp / "entries").mkdir()
-    for e, eb in zip(index["entries"], entry_bytes):
-        writer.put("entries/" + entry_filename(e["id"]), eb)
-    if private is not None:
-        writer.put(SIG_NAME, (sign_payload(private, data) + "\n").encode("ascii"))
-    writer.put(FEED_NAME, key=f"file:{FEED_NAME}:{sha}", render=lambda: atom_feed(index))
-    if memo is not None:
-        memo.remember_index(sha, index)
-    try:
-        from lemonpack.catalogue.site import render_site
-    except ImportError:  # pragma: no cover
-        return data
-    render_site(parsed, tmp, signatures.index_digest(data), cache=cache, writer=writer, entry_bytes=entry_bytes,
-                index_key=sha)
-    return data
 
 
 #: Versions kept per entry in ``history`` (the oldest dropped first).

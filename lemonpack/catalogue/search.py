@@ -189,11 +189,19 @@ def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: fr
 def _keep(alts: list[str], hays: list[tuple[str, Any]], archs: frozenset, first: bool = False) -> list:
     """The ``(hay, entry)`` pairs of ``hays`` whose entry matches the term ``alts``
     (:func:`_term_matches`); ``first``: only the first such pair (is there any?)."""
-    if len(alts) == 1 and alts[0] not in archs:  # the common case: one word, a substring test
-        a = alts[0]
-        if first:
-            return next(([x] for x in hays if a in x[0]), [])
-        return [x for x in hays if a in x[0]]
+    if alts[0] not in archs:  # an alternative holding another matches only where that one does
+        need = sorted(set(alts), key=len)
+        need = [a for i, a in enumerate(need) if not any(b in a for b in need[:i])]
+        if len(need) == 1:  # the common case: one word, a substring test
+            a = need[0]
+            if first:
+                return next(([x] for x in hays if a in x[0]), [])
+            return [x for x in hays if a in x[0]]
+        if len(need) <= 4:  # padded with repeats, the same test in one comprehension
+            a, b, c, d = (need * 4)[:4]
+            if first:
+                return next(([x] for x in hays if a in x[0] or b in x[0] or c in x[0] or d in x[0]), [])
+            return [x for x in hays if a in x[0] or b in x[0] or c in x[0] or d in x[0]]
     if first:
         return next(([x] for x in hays if _term_matches(alts, x[0], x[1], archs)), [])
     return [x for x in hays if _term_matches(alts, x[0], x[1], archs)]
@@ -274,9 +282,7 @@ def suggest(term: str, vocab: Iterable[str]) -> str | None:
     for w in vocab:
         if abs(len(w) - len(term)) > limit or w == term:
             continue
-        # each character of w that term lacks costs an insertion or a substitution: a lower
-        # bound of the distance, so skipping these changes no answer (and saves most of them)
-        if len(set(w) - chars) > limit:
+        if len(set(w) - chars) > limit:  # a character term lacks costs an edit: a lower bound
             continue
         d = osa_distance(term, w)
         if d <= limit and (best is None or (d, w) < best):
@@ -441,17 +447,16 @@ def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
     """The bytes of ``catalogue-search.json`` for the index ``index`` parsed from the
     ``catalogue.json`` bytes whose sha256 (bare hex) is ``index_sha256``: sorted-key JSON
     ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "shapes", "rows",
-    "hays", "vocabulary"}``, index order. Each entry is :func:`search_entry` split in two: its
-    own id, name and display name, and the rest (kind, publisher, tags, capabilities,
-    platforms, statuses, dates), which many entries share, stored once in ``shapes``; a row is
-    ``[shape, id, name, display_name]`` (``[shape]`` when the entry lacks one of those: the
-    shape is the whole entry then). ``hays``: each entry's searched text (:func:`_joined`),
-    ``vocabulary``: :func:`vocabulary` of the index (the words a near miss is corrected to),
-    so a search neither joins nor tokenizes every entry again. A tenth of ``catalogue.json``
-    for a catalogue of similar entries; :func:`compact_index` reads it back. A reader uses it
+    "hays", "vocabulary"}``, index order: each entry a row ``[shape, id, name, display_name]``
+    (``[shape]`` when it lacks one of those: the shape is the whole entry then), the rest of
+    its :func:`search_entry` (shared by many entries) stored once in ``shapes``; ``hays`` its
+    searched text (:func:`_joined`), ``vocabulary`` the index's :func:`vocabulary`. A tenth of ``catalogue.json``
+    for a catalogue of similar entries; :func:`lemonpack.catalogue.index.compact_index` reads it back. A reader uses it
     only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and ``code``
     its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
     ``catalogue verify`` / ``update`` can derive it again and compare."""
+    from lemonpack.canonical import canonical_json
+
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
     shapes: dict[str, int] = {}
     rows: list[list] = []
@@ -459,7 +464,7 @@ def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
         se = search_entry(e)
         own = all(k in se for k in _OWN)
         shape = {k: v for k, v in se.items() if k not in _OWN} if own else se
-        text = json.dumps(shape, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = canonical_json(shape, floats="shortest").decode("utf-8")
         n = shapes.setdefault(text, len(shapes))
         rows.append([n, se["id"], se["name"], se["display_name"]] if own else [n])
     body = ",".join(shapes)  # in first-use order: the n-th key is shape n
@@ -467,26 +472,6 @@ def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
                       "rows": rows, "hays": [_joined(e) for e in entries], "vocabulary": vocabulary({"entries": entries})},
                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return doc.replace('"shapes":[]', '"shapes":[' + body + "]", 1).encode("utf-8")
-
-
-def compact_index(doc: Mapping[str, Any]) -> dict | None:
-    """The search index of a parsed ``catalogue-search.json`` (:func:`search_file_bytes`):
-    ``{"schema": 1, "entries": [search_entry...], "hays", "vocabulary"}`` (the entries share
-    their shape's objects: not to be modified), or None when ``doc`` is not of that shape."""
-    shapes, rows, hays, vocab = (doc.get(k) for k in ("shapes", "rows", "hays", "vocabulary"))
-    if not (isinstance(shapes, list) and isinstance(rows, list) and isinstance(hays, list)
-            and isinstance(vocab, list) and len(rows) == len(hays)):
-        return None
-    entries = []
-    try:
-        for r in rows:
-            e = dict(shapes[r[0]])
-            if len(r) == 4:
-                e["id"], e["name"], e["display_name"] = r[1], r[2], r[3]
-            entries.append(e)
-    except (TypeError, IndexError, KeyError, ValueError):
-        return None
-    return {"schema": 1, "entries": entries, "hays": hays, "vocabulary": vocab}
 
 
 #: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.

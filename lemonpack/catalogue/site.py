@@ -5,8 +5,8 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
 
 - ``index.html``: the front page: a search box, facets (kind, capability, OS, accelerator,
   GPU arch, official/community, signature, pinning, reproducibility, publisher), a
-  "runs on this host" file input, and the FULL list of entries in index order, so the page is
-  readable with JavaScript off; JavaScript only hides what a filter excludes.
+  "runs on this host" file input, the first :data:`FRONT_ITEMS` entries; ``all.html``: every entry
+  (no script: the list for JavaScript off). site.js shows 50 results at a time, from the data.
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
   download/install/run/nix commands (download first), signature status with the key fingerprint. No script at all.
@@ -15,8 +15,7 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
   search, facets and host fit read, one array per entry (:func:`page_data`); the full index
   stays in ``catalogue.json`` and the entry pages. ``assets/search-rules.js``:
   ``window.CATALOGUE_RULES = <the search vocabulary>;`` (:func:`lemonpack.catalogue.search.rules`,
-  the table the CLI's search reads). The scripts are ``defer`` in the head: they load while the
-  list is parsed and run once it is, before any rendering of the list.
+  the table the CLI's search reads). The scripts are ``defer`` in the head.
 - ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
 
 The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
@@ -40,7 +39,6 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -339,15 +337,12 @@ def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-#: Entries listed in ``index.html`` itself (the rest are in ``all.html`` and shown by site.js).
-FRONT_ITEMS = 50
+FRONT_ITEMS = 50  #: entries listed in ``index.html`` itself (all of them: ``all.html``)
 
 
 class SiteFile:
-    """One output file of the site: ``rel`` (posix path), and either ``data`` (its bytes) or
-    ``key`` (the sha256 of what it is made from, :func:`_fragment_key`) with ``render`` (a
-    function returning its bytes, called only when no earlier build's file of that ``key`` can
-    be reused: :class:`lemonpack.catalogue.memo.Writer`)."""
+    """One file of the site: ``rel`` (posix path) and ``data`` (its bytes), or ``key`` (what it
+    is made from) and ``render`` (its bytes, made only when needed: :class:`.memo.Writer`)."""
 
     __slots__ = ("rel", "data", "key", "render")
 
@@ -360,15 +355,13 @@ class SiteFile:
 
 
 def _canonical_entry(entry: Any) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return canonical_json(entry, floats="shortest")
 
 
 def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: Any = None,
                  entry_bytes: list[bytes] | None = None, index_key: str | None = None):
     """Every file of the site as :class:`SiteFile` objects, one at a time (see the module
-    docstring), each entry's page as soon as it is known (nothing holds all pages at once).
-
-    ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
+    docstring): nothing holds all pages at once. ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
     entries); ``cache``: a :class:`lemonpack.catalogue.memo.PageCache` (or None) holding the
     rendered list items and the sha256 of earlier pages by the sha256 of everything they are
     made of (:func:`_fragment_key`), so an unchanged entry is not rendered again;
@@ -416,9 +409,8 @@ def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: 
         yield SiteFile(f"entry/{slug}.html", key="page:" + key, render=render_page)
 
     def whole(rel: str, render) -> SiteFile:
-        if index_key is None:
-            return SiteFile(rel, data=render())
-        return SiteFile(rel, key=f"file:{rel}:{index_key}", render=render)
+        return SiteFile(rel, data=render()) if index_key is None else SiteFile(rel, key=f"file:{rel}:{index_key}",
+                                                                                render=render)
 
     def front() -> bytes:
         return env.get_template("index.html").render(
@@ -427,9 +419,8 @@ def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: 
             rejected=index.get("rejected") or [], all_page=len(items) > FRONT_ITEMS).encode("utf-8")
 
     def every() -> bytes:
-        return env.get_template("all.html").render(
-            **common, csp=_CSP_ENTRY, root="", items=[Markup(i) for i in items], skip_to="entries",
-            skip_label="the list").encode("utf-8")
+        return env.get_template("all.html").render(**common, csp=_CSP_ENTRY, root="", items=[Markup(i) for i in items],
+                                                   skip_to="entries", skip_label="the list").encode("utf-8")
 
     def data() -> bytes:
         return b"window.CATALOGUE = " + canonical_json(page_data(index, summaries)) + b";\n"
@@ -479,12 +470,10 @@ def render_site(index: dict[str, Any], out: Path, index_digest: str | None = Non
                 index_key: str | None = None) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
-    Writes ``index.html``, ``all.html``, ``entry/<slug>.html`` per entry and the assets (see
-    the module docstring), each atomically (``atomic=False``: plain writes, for a fresh
-    directory the caller swaps in as a whole; ``writer``: a
-    :class:`lemonpack.catalogue.memo.Writer` into a fresh directory, which takes unchanged
-    files from the previous output; ``cache``, ``entry_bytes``, ``index_key``: see
-    :func:`site_outputs`); removes ``entry/*.html`` files left from an earlier index. Leaves
+    Writes :func:`site_outputs`' files, each atomically (``atomic=False``: plain writes, for a
+    fresh directory the caller swaps in; ``writer``: a :class:`.memo.Writer` into one, taking
+    unchanged files from the previous output); removes ``entry/*.html`` files left from an
+    earlier index (not with a ``writer``). Leaves
     every other file in ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a
     file cannot be written (naming it)."""
     out = Path(out)
