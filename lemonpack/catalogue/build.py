@@ -25,6 +25,7 @@ memo of a warm build (:mod:`.memo`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
 from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
-from lemonpack.catalogue.memo import Memo, entry_key, memoizable
+from lemonpack.catalogue.memo import Memo, entry_key, entry_key_prefix, memoizable
 from lemonpack.catalogue.models import community_model, link_recipes, recipe_serves
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
@@ -328,12 +329,6 @@ def _shown_source(src: dict) -> dict:
     return {k: src[k] for k in sorted(src)}
 
 
-def _nullctx():
-    import contextlib
-
-    return contextlib.nullcontext()
-
-
 def _plain(entry: dict) -> dict:
     """``entry`` as a reader of its JSON sees it (lists, string keys): what the index, the
     memo and the site are made of, so an entry from the memo and one described now are the
@@ -351,10 +346,8 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
 
     ctx = _Context(cfg)
     rejected: list[dict] = []
-    own_client = cfg.client is None
-    if own_client:
-        cfg.client = download_client()
-    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, cfg.client if own_client else _nullctx():
+    own_client = cfg.client is None  # then made on the first fetch (a warm build may make none)
+    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, contextlib.ExitStack() as clients:
         work = Path(tmp)
         t0 = time.perf_counter()
         entries, rej = official_entries(ctx, work)
@@ -368,22 +361,26 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                                          for q in problems]})
         entries = [_plain(e) for e in entries]
         seen: dict[str, str] = {}
-        pub_parts: dict[str, tuple[dict, list[str]]] = {}
+        pub_parts: dict[str, bytes] = {}
         official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
+            fetched = False
             try:
                 if ent.id in seen:
-                    raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
+                    raise Rejected(f"duplicate id {ent.id!r} (also {_rel(ctx, seen[ent.id])})")
                 key = None
                 if cfg.memo is not None and memoizable(ent, cfg.rebuild) and ent.publisher in ctx.sources.publishers:
                     if ent.publisher not in pub_parts:
                         pub = ctx.sources.publishers[ent.publisher]
-                        pub_parts[ent.publisher] = (pub.to_json(), [k.pem for k in pub.keys])
-                    pub_json, pems = pub_parts[ent.publisher]
-                    key = entry_key(ent.data, pub_json, pems, official_ids)
+                        pub_parts[ent.publisher] = entry_key_prefix(pub.to_json(), [k.pem for k in pub.keys],
+                                                                    official_ids)
+                    key = entry_key(ent.data, prefix=pub_parts[ent.publisher])
                 hit = ctx.memo.entry(key) if key else None
                 if hit is None:
+                    fetched = True
+                    if own_client and cfg.client is None:
+                        cfg.client = clients.enter_context(download_client())
                     entry = _plain(community_entry(ctx, ent, wdir))
                     if key:
                         ctx.memo.remember(key, entry)
@@ -391,11 +388,11 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                 else:
                     entry = dict(hit)  # the memo's own object stays as remembered (history is added below)
                 entries.append(entry)
-                seen[ent.id] = _rel(ctx, ent.file)
+                seen[ent.id] = ent.file  # shown relative only when a duplicate names it
             except Rejected as r:
                 rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
                                  "reasons": [_unpath(ctx, wdir, x) for x in r.reasons]})
-            if wdir.exists():
+            if fetched and wdir.exists():
                 shutil.rmtree(wdir, ignore_errors=True)
         cfg.timings["entries"] = time.perf_counter() - t0
     cfg.memo_state = ctx.memo
