@@ -11,6 +11,7 @@ a signed, byte-reproducible index, searched from the CLI and browsed as a static
   :mod:`.bounded`: the limits on community input; :mod:`.signatures`: signature status;
   :mod:`.commands`: the commands shown; :mod:`.signing`: ``catalogue sign``.
 - :mod:`.official`: the shipped index of official entries; :mod:`.dates`: the build date;
+  :mod:`.history`: each entry's versions with dates, carried from the previous index;
   :mod:`.memo`: what a warm build reuses.
 - :mod:`.facts`: an entry's platforms and pinning; :mod:`.archs`: GPU arch tables and arch
   patterns; :mod:`.names`: names and checks the build and the readers share.

@@ -54,6 +54,7 @@ from lemonpack.safetree import inside
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SEARCH_NAME, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
 from lemonpack.catalogue.output import FEED_NAME, write_outputs  # noqa: F401  (the build's output files)
+from lemonpack.catalogue.history import MAX_HISTORY, _previous_index, carry_history  # noqa: F401
 
 OFFICIAL_PUBLISHER = "lemonpack"
 
@@ -405,55 +406,6 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
             "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
             "rejected": rejected}, ctx.private
-
-
-#: Versions kept per entry in ``history`` (the oldest dropped first).
-MAX_HISTORY = 50
-
-
-def _previous_index(path: Path, memo=None) -> dict | None:
-    """The index an earlier build wrote at ``path`` (the output directory's ``catalogue.json``),
-    or None when there is none or it is not an index of this schema (then history starts over).
-    ``memo``: when it remembers what the carry reads of the index with these very bytes
-    (:meth:`lemonpack.catalogue.memo.Memo.previous_index`), that is returned instead of the
-    file parsed again."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if memo is not None:
-        view = memo.previous_index(Digest.of_bytes(data).hex)
-        if view is not None:
-            return view
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("entries"), list):
-        return None
-    return doc
-
-
-def carry_history(index: dict, previous: dict | None) -> None:
-    """Give every entry of ``index`` its ``history``: the versions it had, oldest first, each
-    ``{"version", "digest", "date"}`` (``date``: the ``generated`` date of the first index that
-    held that digest), carried from ``previous`` (the index the last build wrote) and extended
-    with the entry's current digest when it changed; an entry ``previous`` lacks starts with
-    its current version dated ``index["generated"]``. At most :data:`MAX_HISTORY` versions.
-    Deterministic: the same index and previous index give the same history. Raises nothing."""
-    old = {e.get("id"): e for e in (previous or {}).get("entries", []) if isinstance(e, dict)}
-    for e in index["entries"]:
-        prev = old.get(e["id"])
-        hist: list = []
-        if prev is not None:
-            hist = [h for h in prev.get("history") or [] if isinstance(h, dict) and isinstance(h.get("digest"), str)]
-            if not hist and isinstance(prev.get("digest"), str):
-                hist = [{"version": prev.get("version"), "digest": prev["digest"],
-                         "date": (previous or {}).get("generated")}]
-        if not hist or hist[-1]["digest"] != e["digest"]:
-            hist.append({"version": e.get("version"), "digest": e["digest"], "date": index["generated"]})
-        e["history"] = [{"version": h.get("version"), "digest": h["digest"], "date": h.get("date")}
-                        for h in hist[-MAX_HISTORY:]]
 
 
 def replace_dir(tmp: Path, out: Path) -> None:

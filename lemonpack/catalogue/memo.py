@@ -141,7 +141,7 @@ class Memo:
 
     def previous_index(self, sha256: str) -> dict | None:
         """What the history carry reads of the index an earlier build wrote
-        (:func:`lemonpack.catalogue.build.carry_history`: ``generated`` and each entry's ``id`` and
+        (:func:`lemonpack.catalogue.history.carry_history`: ``generated`` and each entry's ``id`` and
         ``history``), when that index's bytes had the sha256 (bare hex) ``sha256``; else None."""
         h = self.histories
         if h is None or h.get("index_sha256") != sha256 or not isinstance(h.get("index"), dict):

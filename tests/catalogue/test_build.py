@@ -337,32 +337,6 @@ def test_update_over_http_goes_through_fetch(world, built):
     assert cached.read_bytes() == (out / "catalogue.json").read_bytes()
 
 
-def test_history_is_carried_from_the_previous_index_and_grows_when_the_digest_changes():
-    from lemonpack.catalogue.build import MAX_HISTORY, carry_history
-
-    def index(date, **digests):
-        return {"generated": date, "entries": [{"id": i, "version": f"v-{d[-1]}", "digest": d} for i, d in digests.items()]}
-
-    first = index("2026-01-01T00:00:00Z", a="sha256:1", b="sha256:2")
-    carry_history(first, None)
-    assert first["entries"][0]["history"] == [{"version": "v-1", "digest": "sha256:1", "date": "2026-01-01T00:00:00Z"}]
-    second = index("2026-02-01T00:00:00Z", a="sha256:1", b="sha256:3", c="sha256:4")
-    carry_history(second, first)
-    a, b, c = (e["history"] for e in second["entries"])
-    assert a == first["entries"][0]["history"]  # unchanged digest: unchanged history
-    assert [(h["digest"], h["date"][:7]) for h in b] == [("sha256:2", "2026-01"), ("sha256:3", "2026-02")]
-    assert [(h["digest"], h["date"][:7]) for h in c] == [("sha256:4", "2026-02")]  # new entry
-    # an index written before histories existed: its entries' digests dated by its generated date
-    old = {"generated": "2025-12-01T00:00:00Z", "entries": [{"id": "a", "version": "v-0", "digest": "sha256:0"}]}
-    third = index("2026-03-01T00:00:00Z", a="sha256:1")
-    carry_history(third, old)
-    assert [h["date"][:7] for h in third["entries"][0]["history"]] == ["2025-12", "2026-03"]
-    many = {"generated": "x", "entries": [{"id": "a", "digest": "d", "history": [
-        {"version": str(i), "digest": f"d{i}", "date": "y"} for i in range(MAX_HISTORY)]}]}
-    carry_history(many, many)  # the same index is its own previous one: only the new digest is added
-    assert len(many["entries"][0]["history"]) == MAX_HISTORY and many["entries"][0]["history"][-1]["digest"] == "d"
-
-
 def test_a_rebuild_into_the_same_directory_keeps_each_entrys_history(world, tmp_path):
     index = build(world, tmp_path / "o")
     again = build(world, tmp_path / "o")  # the same sources, the same directory: no new versions
