@@ -17,7 +17,9 @@ Measured:
 - baseline, in the same run and browser: the same ``index.html`` with its two script tags
   removed (DOMContentLoaded of the bare HTML list), so the ratio shows what the script adds.
 
-Target (issue 10): page interactive under 1 s for 5,000 entries.
+Targets: page interactive under 1 s for 5,000 entries (issue 10) and for 10,000, with a typed
+query updating the list (script, style and layout) within 100 ms (issue 28). The front page
+holds the first 50 entries (``all.html`` every one); the script shows 50 results at a time.
 
 Usage: ``python bench/catalogue_site.py [--entries N] [--repeat R]`` (needs apt ``chromium
 chromium-driver`` and pip ``selenium``; never downloads a browser).
@@ -134,12 +136,18 @@ def main() -> int:
                 dcl.append(d.execute_script(
                     "const n = performance.getEntriesByType('navigation')[0]; return n.domContentLoadedEventEnd"))
                 filt.append(d.execute_script("""
-                    const t = performance.now();
+                    const list = document.getElementById('entries');
+                    let t = performance.now();
                     const q = document.getElementById('q'); q.value = 'llama fast';
                     q.dispatchEvent(new Event('input', {bubbles: true}));
+                    list.getBoundingClientRect(); document.body.offsetHeight;  // style and layout done
+                    const typed = performance.now() - t;
+                    t = performance.now();
                     const box = document.querySelector('input[name=accelerator][value=rocm]'); box.click();
+                    list.getBoundingClientRect(); document.body.offsetHeight;
+                    const ticked = performance.now() - t;
                     const shown = document.querySelectorAll('#entries > li:not([hidden])').length;
-                    return [performance.now() - t, shown];"""))
+                    return [typed + ticked, shown, typed, document.getElementById('summary').textContent];"""))
                 d.get("about:blank")
                 d.get(bare.as_uri())
                 bare_dcl.append(d.execute_script(
@@ -150,10 +158,14 @@ def main() -> int:
               f"(DOMContentLoaded {med(dcl):.0f} ms; runs: {', '.join(f'{x:.0f}' for x in tti)})")
         print(f"baseline: the same HTML list without scripts, DOMContentLoaded {base_ms:.0f} ms; "
               f"ratio {tti_ms / base_ms:.2f}x")
-        print(f"filter step (query 'llama fast' + accelerator rocm): {med(f[0] for f in filt):.1f} ms, "
-              f"{filt[0][1]} entries shown")
-        ok = tti_ms < 1000
-        print(f"target page interactive < 1000 ms: {'met' if ok else 'MISSED'}")
+        typed = med(f[2] for f in filt)
+        print(f"typed query 'llama fast' (script, style and layout): {typed:.1f} ms (runs: "
+              f"{', '.join(f'{f[2]:.1f}' for f in filt)}); with accelerator rocm ticked too: "
+              f"{med(f[0] for f in filt):.1f} ms; {filt[0][1]} entries shown, summary {filt[0][3]!r}")
+        ok = tti_ms < 1000 and typed <= 100
+        print(f"target page interactive < 1000 ms: {'met' if tti_ms < 1000 else 'MISSED'}; "
+              f"typed query <= 100 ms: {'met' if typed <= 100 else 'MISSED'}; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0 if ok else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

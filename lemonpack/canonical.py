@@ -18,7 +18,12 @@ Format-specific encoders stay with their format (cosign's Go-style payload in
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
+
+#: Where a float can be in compact JSON: after ``:``, ``[`` or ``,``, a number with a fraction
+#: or an exponent (``repr`` of a float always has one), before ``,``, ``]`` or ``}``.
+_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)[,\]}]")
 
 
 def canonical_json(obj: Any, *, floats: Literal["refuse", "shortest"] = "refuse") -> bytes:
@@ -33,6 +38,15 @@ def canonical_json(obj: Any, *, floats: Literal["refuse", "shortest"] = "refuse"
                       allow_nan=False).encode("utf-8")
 
 
+def refuse_floats_in(data: bytes, obj: Any) -> None:
+    """Raise ``TypeError`` when ``obj``, whose compact JSON encoding is ``data``, holds a float
+    (as ``canonical_json`` does), without walking ``obj`` unless ``data`` has something that
+    may be one (a float's encoding always matches :data:`_FLOAT_TOKEN`; text inside a string
+    may too, then ``obj`` is walked)."""
+    if isinstance(obj, float) or _FLOAT_TOKEN.search(data):
+        _refuse_floats(obj)
+
+
 def _refuse_floats(obj: Any) -> None:
     stack = [obj]
     while stack:
@@ -45,4 +59,4 @@ def _refuse_floats(obj: Any) -> None:
             stack.extend(value)
 
 
-__all__ = ["canonical_json"]
+__all__ = ["canonical_json", "refuse_floats_in"]

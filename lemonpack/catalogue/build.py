@@ -25,6 +25,7 @@ memo of a warm build (:mod:`.memo`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,13 +36,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lemonpack.signing.simplesigning import sign_payload
 from lemonpack.catalogue import bounded, signatures
 from lemonpack.catalogue.commands import extension_commands, recipe_commands
 from lemonpack.catalogue.facts import extension_platforms, pinning, recipe_platforms
-from lemonpack.catalogue.feed import atom_feed
 from lemonpack.catalogue.fetching import bounded_fetch, fetch_source, tree_digest
-from lemonpack.catalogue.memo import Memo, entry_key, memoizable
+from lemonpack.catalogue.memo import Memo, entry_key, entry_key_prefix, memoizable
 from lemonpack.catalogue.models import community_model, link_recipes, recipe_serves
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
@@ -54,9 +53,9 @@ from lemonpack.canonical import canonical_json
 from lemonpack.safetree import inside
 
 from lemonpack.catalogue.names import INDEX_NAME, SCHEMA, SEARCH_NAME, SIG_NAME, entry_filename, verify_bytes  # noqa: F401
-from lemonpack.catalogue.search import search_file_bytes
+from lemonpack.catalogue.output import FEED_NAME, write_outputs  # noqa: F401  (the build's output files)
+from lemonpack.catalogue.history import MAX_HISTORY, _previous_index, carry_history  # noqa: F401
 
-FEED_NAME = "feed.atom"
 OFFICIAL_PUBLISHER = "lemonpack"
 
 
@@ -331,10 +330,11 @@ def _shown_source(src: dict) -> dict:
     return {k: src[k] for k in sorted(src)}
 
 
-def _nullctx():
-    import contextlib
-
-    return contextlib.nullcontext()
+def _plain(entry: dict) -> dict:
+    """``entry`` as a reader of its JSON sees it (lists, string keys): what the index, the
+    memo and the site are made of, so an entry from the memo and one described now are the
+    same objects. Floats pass (refused when the whole index is encoded)."""
+    return json.loads(canonical_json(entry, floats="shortest"))
 
 
 def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
@@ -347,10 +347,8 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
 
     ctx = _Context(cfg)
     rejected: list[dict] = []
-    own_client = cfg.client is None
-    if own_client:
-        cfg.client = download_client()
-    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, cfg.client if own_client else _nullctx():
+    own_client = cfg.client is None  # then made on the first fetch (a warm build may make none)
+    with tempfile.TemporaryDirectory(prefix="lemonpack-catalogue-") as tmp, contextlib.ExitStack() as clients:
         work = Path(tmp)
         t0 = time.perf_counter()
         entries, rej = official_entries(ctx, work)
@@ -362,28 +360,40 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
                              "publisher": p.stem if is_pub else p.parent.name, "file": _rel(ctx, p),
                              "reasons": [one_line(f"schema: {q.path or '(root)'}: {q.message} [{q.rule}]")
                                          for q in problems]})
+        entries = [_plain(e) for e in entries]
         seen: dict[str, str] = {}
+        pub_parts: dict[str, bytes] = {}
         official_ids = sorted(ctx.official_recipes)
         for i, ent in enumerate(ctx.sources.entries):
             wdir = work / f"e{i}"  # created by the fetchers that need room (git, archives, OCI)
+            fetched = False
             try:
                 if ent.id in seen:
-                    raise Rejected(f"duplicate id {ent.id!r} (also {seen[ent.id]})")
+                    raise Rejected(f"duplicate id {ent.id!r} (also {_rel(ctx, seen[ent.id])})")
                 key = None
                 if cfg.memo is not None and memoizable(ent, cfg.rebuild) and ent.publisher in ctx.sources.publishers:
-                    pub = ctx.sources.publishers[ent.publisher]
-                    key = entry_key(ent.data, pub.to_json(), [k.pem for k in pub.keys], official_ids)
-                entry = ctx.memo.entry(key) if key else None
-                if entry is None:
-                    entry = community_entry(ctx, ent, wdir)
+                    if ent.publisher not in pub_parts:
+                        pub = ctx.sources.publishers[ent.publisher]
+                        pub_parts[ent.publisher] = entry_key_prefix(pub.to_json(), [k.pem for k in pub.keys],
+                                                                    official_ids)
+                    key = entry_key(ent.data, prefix=pub_parts[ent.publisher])
+                hit = ctx.memo.entry(key) if key else None
+                if hit is None:
+                    fetched = True
+                    if own_client and cfg.client is None:
+                        cfg.client = clients.enter_context(download_client())
+                    entry = _plain(community_entry(ctx, ent, wdir))
                     if key:
                         ctx.memo.remember(key, entry)
+                    entry = dict(entry)
+                else:
+                    entry = dict(hit)  # the memo's own object stays as remembered (history is added below)
                 entries.append(entry)
-                seen[ent.id] = _rel(ctx, ent.file)
+                seen[ent.id] = ent.file  # shown relative only when a duplicate names it
             except Rejected as r:
                 rejected.append({"id": ent.id, "publisher": ent.publisher, "file": _rel(ctx, ent.file),
                                  "reasons": [_unpath(ctx, wdir, x) for x in r.reasons]})
-            if wdir.exists():
+            if fetched and wdir.exists():
                 shutil.rmtree(wdir, ignore_errors=True)
         cfg.timings["entries"] = time.perf_counter() - t0
     cfg.memo_state = ctx.memo
@@ -396,70 +406,6 @@ def build_index(cfg: BuildConfig) -> tuple[dict, Any]:
     return {"schema": SCHEMA, "generated": rfc3339(cfg.epoch),
             "publishers": [pubs[k].to_json() for k in sorted(pubs)], "entries": entries,
             "rejected": rejected}, ctx.private
-
-
-def write_outputs(index: dict, tmp: Path, private=None, cache=None) -> None:
-    """Write every output file of ``index`` into the (empty) directory ``tmp`` (``cache``:
-    rendered site fragments, :func:`lemonpack.catalogue.site.site_files`)."""
-    data = canonical_json(index)  # refuses floats anywhere in the index, so each entry below too
-    (tmp / INDEX_NAME).write_bytes(data)
-    parsed = json.loads(data)  # what a reader sees: the compact search index and the site are made from it
-    (tmp / SEARCH_NAME).write_bytes(search_file_bytes(parsed, Digest.of_bytes(data).hex))
-    (tmp / "entries").mkdir()
-    for e in index["entries"]:  # the index refused floats above: no need to walk each entry for them again
-        (tmp / "entries" / entry_filename(e["id"])).write_bytes(canonical_json(e, floats="shortest"))
-    if private is not None:
-        (tmp / SIG_NAME).write_text(sign_payload(private, data) + "\n", encoding="ascii")
-    (tmp / FEED_NAME).write_bytes(atom_feed(index))
-    try:
-        from lemonpack.catalogue.site import render_site
-    except ImportError:  # pragma: no cover
-        return
-    render_site(parsed, tmp, signatures.index_digest(data), cache=cache, atomic=False)
-
-
-#: Versions kept per entry in ``history`` (the oldest dropped first).
-MAX_HISTORY = 50
-
-
-def _previous_index(path: Path) -> dict | None:
-    """The index an earlier build wrote at ``path`` (the output directory's ``catalogue.json``),
-    or None when there is none or it is not an index of this schema (then history starts over)."""
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("entries"), list):
-        return None
-    return doc
-
-
-def carry_history(index: dict, previous: dict | None) -> None:
-    """Give every entry of ``index`` its ``history``: the versions it had, oldest first, each
-    ``{"version", "digest", "date"}`` (``date``: the ``generated`` date of the first index that
-    held that digest), carried from ``previous`` (the index the last build wrote) and extended
-    with the entry's current digest when it changed; an entry ``previous`` lacks starts with
-    its current version dated ``index["generated"]``. At most :data:`MAX_HISTORY` versions.
-    Deterministic: the same index and previous index give the same history. Raises nothing."""
-    old = {e.get("id"): e for e in (previous or {}).get("entries", []) if isinstance(e, dict)}
-    for e in index["entries"]:
-        prev = old.get(e["id"])
-        hist: list = []
-        if prev is not None:
-            hist = [h for h in prev.get("history") or [] if isinstance(h, dict) and isinstance(h.get("digest"), str)]
-            if not hist and isinstance(prev.get("digest"), str):
-                hist = [{"version": prev.get("version"), "digest": prev["digest"],
-                         "date": (previous or {}).get("generated")}]
-        if not hist or hist[-1]["digest"] != e["digest"]:
-            hist.append({"version": e.get("version"), "digest": e["digest"], "date": index["generated"]})
-        e["history"] = [{"version": h.get("version"), "digest": h["digest"], "date": h.get("date")}
-                        for h in hist[-MAX_HISTORY:]]
-
-
-def _normalise_mtimes(root: Path, epoch: int) -> None:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            os.utime(Path(dirpath, name), (epoch, epoch))
 
 
 def replace_dir(tmp: Path, out: Path) -> None:
@@ -481,14 +427,16 @@ def build(cfg: BuildConfig) -> dict:
         raise CatalogueError(f"{cfg.source} has no catalogue/ directory (use --source REPO_TOP)")
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
-    carry_history(index, _previous_index(out / INDEX_NAME))
+    carry_history(index, _previous_index(out / INDEX_NAME, cfg.memo_state if cfg.memo is not None else None))
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        memo = cfg.memo_state
-        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None)
-        _normalise_mtimes(tmp, cfg.epoch)
+        from lemonpack.catalogue.memo import Previous
+
+        memo = cfg.memo_state if cfg.memo is not None else None
+        write_outputs(index, tmp, private, memo.page_cache() if memo is not None else None,
+                      Previous(out if memo is not None else None, cfg.epoch), cfg.epoch, memo)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException:

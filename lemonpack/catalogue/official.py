@@ -29,9 +29,10 @@ SHIPPED = Path(str(resources.files("lemonpack.catalogue"))) / "shipped" / "catal
 def official_index(source: Path, epoch: int, previous: dict | None = None) -> dict:
     """The index (a dict, ``catalogue.json``'s shape) of the official entries of the source
     tree ``source``, dated ``epoch``, each entry's ``history`` carried from ``previous`` (the
-    shipped index: :func:`lemonpack.catalogue.build.carry_history`). Raises LemonpackError for
+    shipped index: :func:`lemonpack.catalogue.history.carry_history`). Raises LemonpackError for
     a tree without ``catalogue/``."""
-    from lemonpack.catalogue.build import SCHEMA, BuildConfig, _Context, carry_history, official_entries, rfc3339
+    from lemonpack.catalogue.build import SCHEMA, BuildConfig, _Context, official_entries, rfc3339
+    from lemonpack.catalogue.history import carry_history
 
     cfg = BuildConfig(out=Path(source) / "unused", source=Path(source), epoch=epoch)
     ctx = _Context(cfg)

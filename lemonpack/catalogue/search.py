@@ -189,11 +189,19 @@ def _term_matches(alts: list[str], hay: str, entry: Mapping[str, Any], archs: fr
 def _keep(alts: list[str], hays: list[tuple[str, Any]], archs: frozenset, first: bool = False) -> list:
     """The ``(hay, entry)`` pairs of ``hays`` whose entry matches the term ``alts``
     (:func:`_term_matches`); ``first``: only the first such pair (is there any?)."""
-    if len(alts) == 1 and alts[0] not in archs:  # the common case: one word, a substring test
-        a = alts[0]
-        if first:
-            return next(([x] for x in hays if a in x[0]), [])
-        return [x for x in hays if a in x[0]]
+    if alts[0] not in archs:  # an alternative holding another matches only where that one does
+        need = sorted(set(alts), key=len)
+        need = [a for i, a in enumerate(need) if not any(b in a for b in need[:i])]
+        if len(need) == 1:  # the common case: one word, a substring test
+            a = need[0]
+            if first:
+                return next(([x] for x in hays if a in x[0]), [])
+            return [x for x in hays if a in x[0]]
+        if len(need) <= 4:  # padded with repeats, the same test in one comprehension
+            a, b, c, d = (need * 4)[:4]
+            if first:
+                return next(([x] for x in hays if a in x[0] or b in x[0] or c in x[0] or d in x[0]), [])
+            return [x for x in hays if a in x[0] or b in x[0] or c in x[0] or d in x[0]]
     if first:
         return next(([x] for x in hays if _term_matches(alts, x[0], x[1], archs)), [])
     return [x for x in hays if _term_matches(alts, x[0], x[1], archs)]
@@ -270,8 +278,11 @@ def suggest(term: str, vocab: Iterable[str]) -> str | None:
     edits, then alphabetical), or None."""
     limit = max_distance(term)
     best: tuple[int, str] | None = None
+    chars = set(term)
     for w in vocab:
         if abs(len(w) - len(term)) > limit or w == term:
+            continue
+        if len(set(w) - chars) > limit:  # a character term lacks costs an edit: a lower bound
             continue
         d = osa_distance(term, w)
         if d <= limit and (best is None or (d, w) < best):
@@ -302,7 +313,9 @@ def search_report(index: Mapping[str, Any], query: str = "", filters: Mapping[st
         for k, t in enumerate(ts):
             if len(t) > 1 or _keep(t, hays, archs, first=True):
                 continue  # a synonym group is never corrected
-            vocab = vocabulary(index) if vocab is None else vocab
+            if vocab is None:  # catalogue-search.json's, made by vocabulary()
+                given_vocab = index.get("vocabulary")
+                vocab = given_vocab if isinstance(given_vocab, list) and given is not None else vocabulary(index)
             word = suggest(t[0], vocab)
             if word is not None:
                 corrected[t[0]] = word
@@ -392,11 +405,14 @@ def check_filters(index: Mapping[str, Any], filters: Mapping[str, Any]) -> dict:
 
 
 #: ``format`` of ``catalogue-search.json`` (:func:`search_file_bytes`).
-SEARCH_FORMAT = "lemonpack-catalogue-search/1"
+SEARCH_FORMAT = "lemonpack-catalogue-search/2"
 #: The entry fields ``catalogue-search.json`` keeps: what :func:`search_report`,
-#: :func:`check_filters`, :func:`sort_entries` and the CLI's output read.
-SEARCH_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
-                                  "tags", "capabilities")
+#: :func:`check_filters`, :func:`sort_entries` and the CLI's output read (the description is
+#: searched through the entry's text in ``hays`` only).
+SEARCH_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "tags",
+                                  "capabilities")
+#: The fields of a compact entry that are its own (the rest is a shared "shape", :func:`search_file_bytes`).
+_OWN = ("id", "name", "display_name")
 
 
 def search_entry(entry: Mapping[str, Any]) -> dict:
@@ -430,16 +446,32 @@ def search_code() -> str:
 def search_file_bytes(index: Mapping[str, Any], index_sha256: str) -> bytes:
     """The bytes of ``catalogue-search.json`` for the index ``index`` parsed from the
     ``catalogue.json`` bytes whose sha256 (bare hex) is ``index_sha256``: sorted-key JSON
-    ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "entries":
-    [search_entry...], "hays": [_joined...]}`` (index order; ``hays``: each entry's searched
-    text, so a search does not join it again), about a third of ``catalogue.json``. A reader
-    uses it only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and
-    ``code`` its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
+    ``{"format": SEARCH_FORMAT, "code": search_code(), "index_sha256", "shapes", "rows",
+    "hays", "vocabulary"}``, index order: each entry a row ``[shape, id, name, display_name]``
+    (``[shape]`` when it lacks one of those: the shape is the whole entry then), the rest of
+    its :func:`search_entry` (shared by many entries) stored once in ``shapes``; ``hays`` its
+    searched text (:func:`_joined`), ``vocabulary`` the index's :func:`vocabulary`. A tenth of ``catalogue.json``
+    for a catalogue of similar entries; :func:`lemonpack.catalogue.index.compact_index` reads it back. A reader uses it
+    only when ``index_sha256`` is the sha256 of the ``catalogue.json`` beside it and ``code``
+    its own (:func:`lemonpack.catalogue.index.load_search_index`); deterministic, so
     ``catalogue verify`` / ``update`` can derive it again and compare."""
+    from lemonpack.canonical import canonical_json
+
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
-    return json.dumps({"format": SEARCH_FORMAT, "code": search_code(), "index_sha256": index_sha256,
-                       "entries": [search_entry(e) for e in entries], "hays": [_joined(e) for e in entries]},
-                      sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    shapes: dict[str, int] = {}
+    rows: list[list] = []
+    for e in entries:
+        se = search_entry(e)
+        own = all(k in se for k in _OWN)
+        shape = {k: v for k, v in se.items() if k not in _OWN} if own else se
+        text = canonical_json(shape, floats="shortest").decode("utf-8")
+        n = shapes.setdefault(text, len(shapes))
+        rows.append([n, se["id"], se["name"], se["display_name"]] if own else [n])
+    body = ",".join(shapes)  # in first-use order: the n-th key is shape n
+    doc = json.dumps({"format": SEARCH_FORMAT, "code": search_code(), "index_sha256": index_sha256, "shapes": [],
+                      "rows": rows, "hays": [_joined(e) for e in entries], "vocabulary": vocabulary({"entries": entries})},
+                     sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return doc.replace('"shapes":[]', '"shapes":[' + body + "]", 1).encode("utf-8")
 
 
 #: Result orders: ``relevance`` (the search's own), ``name``, ``new``, ``updated``.

@@ -5,8 +5,8 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
 
 - ``index.html``: the front page: a search box, facets (kind, capability, OS, accelerator,
   GPU arch, official/community, signature, pinning, reproducibility, publisher), a
-  "runs on this host" file input, and the FULL list of entries in index order, so the page is
-  readable with JavaScript off; JavaScript only hides what a filter excludes.
+  "runs on this host" file input, the first :data:`FRONT_ITEMS` entries; ``all.html``: every entry
+  (no script: the list for JavaScript off). site.js shows 50 results at a time, from the data.
 - ``entry/<slug>.html``: one page per entry (see :func:`entry_slug`): description, digests,
   source, platforms table, pinned images and artifacts, capabilities, the exact
   download/install/run/nix commands (download first), signature status with the key fingerprint. No script at all.
@@ -15,8 +15,7 @@ Output, under ``out`` (the directory ``lemonpack catalogue build --out`` writes)
   search, facets and host fit read, one array per entry (:func:`page_data`); the full index
   stays in ``catalogue.json`` and the entry pages. ``assets/search-rules.js``:
   ``window.CATALOGUE_RULES = <the search vocabulary>;`` (:func:`lemonpack.catalogue.search.rules`,
-  the table the CLI's search reads). The scripts are ``defer`` in the head: they load while the
-  list is parsed and run once it is, before any rendering of the list.
+  the table the CLI's search reads). The scripts are ``defer`` in the head.
 - ``assets/site.js`` (search + facets + URL-fragment state + host fit), ``assets/site.css``.
 
 The hard part is the description: it is Markdown from community publishers, i.e. untrusted.
@@ -40,7 +39,6 @@ semantics"); :data:`FACETS` is the facet list both use and the shared query tabl
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -286,10 +284,11 @@ def _environment() -> jinja2.Environment:
 #: The entry fields of the page data, in the order of each entry's array (:func:`page_data`).
 PAGE_FIELDS: tuple[str, ...] = ("id", "kind", "name", "display_name", "official", "publisher", "description",
                                 "tags", "capabilities", "default_accelerator", "platforms", "signature",
-                                "pinning", "reproducible", "added", "updated", "memory")
+                                "pinning", "reproducible", "added", "updated", "memory", "slug", "summary",
+                                "version", "license")
 
 
-def page_data(index: dict[str, Any]) -> dict[str, Any]:
+def page_data(index: dict[str, Any], summaries: list[str] | None = None) -> dict[str, Any]:
     """What ``assets/catalogue-data.js`` holds: ``{"format": "lemonpack-catalogue-page/1",
     "schema", "generated", "fields": PAGE_FIELDS, "entries": [[value per field], ...]}`` in
     index order. Values are the index's own (``null`` when absent), except ``platforms`` =
@@ -299,7 +298,11 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
     orders read), and ``memory`` a model entry's estimate in bytes (what its fit reads). That is every field the search (docs/catalogue.md
     "Search semantics"), the facets and the host fit read, about 40 % of ``catalogue.json``
     (digests, sources, commands, pins and fingerprints stay in the index and entry pages);
-    site.js turns each array back into an object with these keys. The search vocabulary
+    ``summaries``: each entry's :func:`summary_text` (160 characters) when the caller has them;
+    site.js turns each array back into an object with these keys; ``slug``, ``summary``,
+    ``version`` and ``license`` (with ``labels``, the badge texts) are what it needs to build a
+    list item as ``templates/item.html`` does, for results beyond the :data:`FRONT_ITEMS`
+    entries ``index.html`` holds (``front``). The search vocabulary
     (arch families, synonyms, phrases) is ``assets/search-rules.js``: the CLI's own table,
     :func:`lemonpack.catalogue.search.rules`."""
     from lemonpack.catalogue.search import entry_dates
@@ -308,9 +311,10 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
         return v.get("status") if isinstance(v, dict) else None
 
     rows = []
-    for e in index.get("entries") or []:
-        if not isinstance(e, dict):
-            continue
+    entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    if summaries is None or len(summaries) != len(entries):
+        summaries = [_description(e.get("description"), 160)[1] for e in entries]
+    for e, summary in zip(entries, summaries):
         row = [e.get(k) for k in PAGE_FIELDS[:10]]
         row.append([[p.get("os"), p.get("accelerator"), p.get("archs") or [],
                      bool(p.get("any_arch", not p.get("archs")))]
@@ -318,61 +322,123 @@ def page_data(index: dict[str, Any]) -> dict[str, Any]:
         row += [status(e.get("signature")), status(e.get("pinning")), status(e.get("reproducible"))]
         row += list(entry_dates(e))
         row.append(((e.get("model") or {}).get("memory") or {}).get("bytes"))  # a model entry's estimate
+        # what a list item shows beyond the search fields (site.js builds items as item.html does)
+        row += [entry_slug(str(e.get("id", ""))), summary, e.get("version"),
+                e.get("license")]
         rows.append(row)
+    labels = {"signature": [_SIGNATURE_LABELS, "unsigned"], "pinning": [_PINNING_LABELS, "not pinned"],
+              "reproducible": [_REPRO_LABELS, "reproducibility not checked"]}
     return {"format": "lemonpack-catalogue-page/1", "schema": index.get("schema"),
-            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows}
+            "generated": index.get("generated"), "fields": list(PAGE_FIELDS), "entries": rows, "labels": labels,
+            "front": FRONT_ITEMS}
 
 
 def _asset(name: str) -> bytes:
     return resources.files("lemonpack.catalogue").joinpath("static", name).read_bytes()
 
 
-def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
-    """Every file of the site as ``{relative posix path: bytes}`` (see the module docstring);
-    ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
-    entries); ``cache``: a mapping (``get``, item assignment) of earlier renderings, keyed by
-    the sha256 of everything a fragment is made of (:func:`_fragment_key`), so an unchanged
-    entry's page and list item are not rendered again (a warm ``catalogue build``). Pure: same
-    index, same bytes, with or without a cache. Raises ``TypeError`` when the index holds
-    floats (the canonical JSON encoder refuses them)."""
+FRONT_ITEMS = 50  #: entries listed in ``index.html`` itself (all of them: ``all.html``)
+
+
+class SiteFile:
+    """One file of the site: ``rel`` (posix path) and ``data`` (its bytes), or ``key`` (what it
+    is made from) and ``render`` (its bytes, made only when needed: :class:`.memo.Writer`)."""
+
+    __slots__ = ("rel", "data", "key", "render")
+
+    def __init__(self, rel: str, data: bytes | None = None, key: str | None = None, render: Any = None):
+        self.rel, self.data, self.key, self.render = rel, data, key, render
+
+    def content(self) -> bytes:
+        """The file's bytes (rendered now when only a ``render`` function is known)."""
+        return self.data if self.data is not None else self.render()
+
+
+def _canonical_entry(entry: Any) -> bytes:
+    return canonical_json(entry, floats="shortest")
+
+
+def site_outputs(index: dict[str, Any], index_digest: str | None = None, cache: Any = None,
+                 entry_bytes: list[bytes] | None = None, index_key: str | None = None):
+    """Every file of the site as :class:`SiteFile` objects, one at a time (see the module
+    docstring): nothing holds all pages at once. ``index_digest``: the digest of the ``catalogue.json`` bytes (shown for official in-tree
+    entries); ``cache``: a :class:`lemonpack.catalogue.memo.PageCache` (or None) holding the
+    rendered list items and the sha256 of earlier pages by the sha256 of everything they are
+    made of (:func:`_fragment_key`), so an unchanged entry is not rendered again;
+    ``entry_bytes``: each entry's canonical JSON (sorted keys, compact), when the caller has
+    it; ``index_key``: a digest naming the whole index (the sha256 of ``catalogue.json``),
+    which keys the files made from all entries (``index.html``, ``all.html``, the data
+    scripts). Pure: same index, same bytes, with or without a cache. Raises ``TypeError``
+    for a value JSON cannot hold."""
     entries = [e for e in index.get("entries") or [] if isinstance(e, dict)]
+    if entry_bytes is None or len(entry_bytes) != len(entries):
+        entry_bytes = [_canonical_entry(e) for e in entries]
     publishers = {p.get("id"): p for p in index.get("publishers") or [] if isinstance(p, dict)}
+    pub_bytes: dict[Any, bytes] = {}
     env = _environment()
     common: dict[str, Any] = {"generated": index.get("generated") or "", "schema": index.get("schema"),
               "publishers": publishers, "index_digest": index_digest}
+    head = _canonical_entry([common["generated"], common["schema"]])
     item_tpl, page = env.get_template("item.html"), env.get_template("entry.html")
-    files: dict[str, bytes] = {}
-    items = []
-    for entry in entries:
+    items: list[str] = []
+    summaries: list[str] = []
+    for entry, eb in zip(entries, entry_bytes):
         slug = entry_slug(str(entry.get("id", "")))
-        publisher = publishers.get(entry.get("publisher"))
+        pid = entry.get("publisher")
+        publisher = publishers.get(pid)
+        if pid not in pub_bytes:
+            pub_bytes[pid] = _canonical_entry(publisher)
         in_tree = (entry.get("signature") or {}).get("status") == "in-tree"
-        key = _fragment_key(entry, publisher, common["generated"], common["schema"], index_digest if in_tree else None)
-        item = _cached(cache, "item:" + key)
-        html = _cached(cache, "page:" + key)
-        if item is None or html is None:
-            description, summary = _description(entry.get("description"), 160)
+        key = _fragment_key(eb, pub_bytes[pid], head, index_digest if in_tree else None)
+        hit = cache.item("item:" + key) if cache is not None else None
+        if isinstance(hit, list) and len(hit) == 2:
+            item, summary = hit
+        else:
+            summary = _description(entry.get("description"), 160)[1]
             item = item_tpl.render(e=entry, slug=slug, summary=summary)
-            html = page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
-                               facets=entry_facets(entry), publisher=publisher,
-                               platform_installs=_platform_installs(entry))
             if cache is not None:
-                cache["item:" + key], cache["page:" + key] = item, html
-        items.append(Markup(item))
-        files[f"entry/{slug}.html"] = html.encode("utf-8")
-    files["index.html"] = env.get_template("index.html").render(
-        **common, csp=_CSP_INDEX, root="", items=items, facets=_facet_options(entries),
-        skip_to="results", skip_label="results",
-        rejected=index.get("rejected") or [],
-    ).encode("utf-8")
-    files["assets/catalogue-data.js"] = b"window.CATALOGUE = " + canonical_json(page_data(index)) + b";\n"
+                cache.remember_item("item:" + key, [item, summary])
+        items.append(item)
+        summaries.append(summary)
+
+        def render_page(entry=entry, slug=slug, publisher=publisher) -> bytes:
+            description = _description(entry.get("description"), 160)[0]
+            return page.render(**common, csp=_CSP_ENTRY, root="../", entry=entry, slug=slug, description=description,
+                               facets=entry_facets(entry), publisher=publisher,
+                               platform_installs=_platform_installs(entry)).encode("utf-8")
+        yield SiteFile(f"entry/{slug}.html", key="page:" + key, render=render_page)
+
+    def whole(rel: str, render) -> SiteFile:
+        return SiteFile(rel, data=render()) if index_key is None else SiteFile(rel, key=f"file:{rel}:{index_key}",
+                                                                                render=render)
+
+    def front() -> bytes:
+        return env.get_template("index.html").render(
+            **common, csp=_CSP_INDEX, root="", items=[Markup(i) for i in items[:FRONT_ITEMS]], total=len(items),
+            facets=_facet_options(entries), skip_to="results", skip_label="results",
+            rejected=index.get("rejected") or [], all_page=len(items) > FRONT_ITEMS).encode("utf-8")
+
+    def every() -> bytes:
+        return env.get_template("all.html").render(**common, csp=_CSP_ENTRY, root="", items=[Markup(i) for i in items],
+                                                   skip_to="entries", skip_label="the list").encode("utf-8")
+
+    def data() -> bytes:
+        return b"window.CATALOGUE = " + canonical_json(page_data(index, summaries)) + b";\n"
+
+    yield whole("index.html", front)
+    yield whole("all.html", every)
+    yield whole("assets/catalogue-data.js", data)
     from lemonpack.catalogue.search import rules
 
-    files["assets/search-rules.js"] = b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n"
-    files["assets/site.js"] = _asset("site.js")
-    files["assets/site.css"] = _asset("site.css")
-    files["assets/copy.js"] = _asset("copy.js")
-    return files
+    yield SiteFile("assets/search-rules.js", data=b"window.CATALOGUE_RULES = " + canonical_json(rules()) + b";\n")
+    for name in ("site.js", "site.css", "copy.js"):
+        yield SiteFile(f"assets/{name}", data=_asset(name))
+
+
+def site_files(index: dict[str, Any], index_digest: str | None = None, cache: Any = None) -> dict[str, bytes]:
+    """Every file of the site as ``{relative posix path: bytes}`` (:func:`site_outputs`, each
+    rendered)."""
+    return {f.rel: f.content() for f in site_outputs(index, index_digest, cache)}
 
 
 def _platform_installs(entry: dict) -> dict[str, str]:
@@ -386,42 +452,48 @@ def _platform_installs(entry: dict) -> dict[str, str]:
         return {}
 
 
-def _fragment_key(entry: dict, publisher: Any, generated: str, schema: Any, index_digest: str | None) -> str:
-    """sha256 of what an entry's page and list item are rendered from (the templates are the
-    cache owner's concern: :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
-    data = json.dumps([entry, publisher, generated, schema, index_digest], sort_keys=True, ensure_ascii=False)
-    return Digest.of_bytes(data.encode("utf-8")).hex
+def _fragment_key(entry_bytes: bytes, publisher_bytes: bytes, head: bytes, index_digest: str | None) -> str:
+    """sha256 of what an entry's page and list item are rendered from: the entry's and its
+    publisher's canonical JSON, the index's date and schema (``head``) and, for an official
+    in-tree entry, the index digest (the templates are the cache owner's concern:
+    :mod:`lemonpack.catalogue.memo` drops its cache when code changes)."""
+    from lemonpack.digest import Hasher
 
-
-def _cached(cache: Any, key: str) -> str | None:
-    return None if cache is None else cache.get(key)
+    h = Hasher()
+    for part in (entry_bytes, publisher_bytes, head, (index_digest or "").encode()):
+        h.write(len(part).to_bytes(8, "big") + part)
+    return h.digest().hex
 
 
 def render_site(index: dict[str, Any], out: Path, index_digest: str | None = None, cache: Any = None,
-                atomic: bool = True) -> None:
+                atomic: bool = True, writer: Any = None, entry_bytes: list[bytes] | None = None,
+                index_key: str | None = None) -> None:
     """Write the static site for catalogue ``index`` (catalogue.json's shape) into ``out``.
 
-    Writes ``index.html``, ``entry/<slug>.html`` per entry, ``assets/catalogue-data.js``,
-    ``assets/site.js`` and ``assets/site.css`` (see the module docstring), each atomically
-    (``atomic=False``: plain writes, for a fresh directory the caller swaps in as a whole;
-    ``cache``: see :func:`site_files`);
-    removes ``entry/*.html`` files left from an earlier index. Leaves every other file in
-    ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a file cannot be
-    written (naming it)."""
+    Writes :func:`site_outputs`' files, each atomically (``atomic=False``: plain writes, for a
+    fresh directory the caller swaps in; ``writer``: a :class:`.memo.Writer` into one, taking
+    unchanged files from the previous output); removes ``entry/*.html`` files left from an
+    earlier index (not with a ``writer``). Leaves
+    every other file in ``out`` alone. Raises :class:`~lemonpack.errors.StorageError` when a
+    file cannot be written (naming it)."""
     out = Path(out)
-    files = site_files(index, index_digest, cache)
+    keep: set[str] = set()
     try:
-        for rel in sorted(files):
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            if atomic:
-                replace_file(out / rel, files[rel], mode=0o644)
+        (out / "entry").mkdir(parents=True, exist_ok=True)
+        (out / "assets").mkdir(parents=True, exist_ok=True)
+        for f in site_outputs(index, index_digest, cache, entry_bytes, index_key):
+            if f.rel.startswith("entry/"):
+                keep.add(f.rel.split("/", 1)[1])
+            if writer is not None:
+                writer.put(f.rel, f.data, f.key, f.render)
+            elif atomic:
+                replace_file(out / f.rel, f.content(), mode=0o644)
             else:  # a fresh directory swapped in as a whole (catalogue build): plain writes
-                with os.fdopen(os.open(out / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
-                    f.write(files[rel])
-        entry_dir = out / "entry"
-        keep = {rel.split("/", 1)[1] for rel in files if rel.startswith("entry/")}
-        for old in sorted(entry_dir.glob("*.html")):
-            if old.name not in keep and old.is_file() and not old.is_symlink():
-                old.unlink()
+                with os.fdopen(os.open(out / f.rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as fh:
+                    fh.write(f.content())
+        if writer is None:
+            for old in sorted((out / "entry").glob("*.html")):
+                if old.name not in keep and old.is_file() and not old.is_symlink():
+                    old.unlink()
     except OSError as e:
         raise StorageError(f"cannot write the catalogue site under {out}: {e}") from e

@@ -147,7 +147,11 @@ def _print_indented(o: Any, pad: str) -> str:
         if not all(type(k) is str for k in o):
             raise _NotPlain
         inner = pad + "  "
-        return "{\n" + ",\n".join(f"{inner}{_encode_str(k)}: {_print_indented(o[k], inner)}" for k in sorted(o)) + f"\n{pad}}}"
+        parts = []
+        for k in sorted(o):  # a plain string value (most of them) without a call of its own
+            v = o[k]
+            parts.append(f"{inner}{_encode_str(k)}: {_encode_str(v) if type(v) is str else _print_indented(v, inner)}")
+        return "{\n" + ",\n".join(parts) + f"\n{pad}}}"
     if isinstance(o, (list, tuple)):
         if not o:
             return "[]"

@@ -130,40 +130,41 @@ def search_cmd(query: str = typer.Argument("", help="Terms (all must match; case
                index: str = INDEX_OPTION, json_out: bool = JSON_OPTION) -> int:
     """Search the built index (same rules as the site's search box); an unknown filter value
     is an error naming the choices (exit 2), a term no entry has is replaced by its near miss."""
-    from lemonpack.catalogue.index import load_index, load_search_index
+    from lemonpack.catalogue.index import gc_paused, load_index, load_search_index
     from lemonpack.catalogue.search import check_filters, search_report, sort_entries
 
-    # the compact search index when it matches catalogue.json; the host fit reads whole entries
-    data = load_index(index) if fits_host or host_facts or memory_budget else load_search_index(index)
-    report = search_report(data, query, check_filters(
-        data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
-    report["results"] = sort_entries(report["results"], sort)
-    if fits_host or host_facts or memory_budget:  # imported only then: the contract (jsonschema) is most of a search's start-up
-        from lemonpack.catalogue.fits import host_fit, install_command, search_host
-    budget = _budget(memory_budget)
-    host = search_host(host_facts) if fits_host or host_facts or memory_budget else None
-    rows = []
-    for e in report["results"]:
-        fit = None
-        if host is not None:
-            fit = host_fit(e, host, budget)
-            if fits_host and not fit.fits:
-                continue
-        rows.append((e, fit))
-    if json_out:
-        print_json({"query": query, "corrected": report["corrected"], "results": [
-            {"id": e["id"], "display_name": e["display_name"], "official": e["official"], "publisher": e["publisher"],
-             **({"fits": fit.reason, "runs_here": fit.fits, "install": install_command(e, fit)}
-                if fit is not None else {})} for e, fit in rows]})
-    else:
-        for term, word in report["corrected"].items():
-            typer.echo(one_line(f"no entry has {term!r}: did you mean {word!r}? showing results for {word!r}"), err=True)
-        for e, fit in rows:
-            badge = "official" if e["official"] else e["publisher"]
-            typer.echo(one_line(f"{e['id']}  [{badge}]  {e['display_name']}" + (f"  ({fit.reason})" if fit else "")))
-        if not rows:
-            typer.echo("no matches")
-    return 0
+    with gc_paused():  # no cycles made: the collector's passes over the index cost more than the search
+        # the compact search index when it matches catalogue.json; the host fit reads whole entries
+        data = load_index(index) if fits_host or host_facts or memory_budget else load_search_index(index)
+        report = search_report(data, query, check_filters(
+            data, _filters(kind, capability, accelerator, os_name, gpu_arch, official, community)))
+        report["results"] = sort_entries(report["results"], sort)
+        if fits_host or host_facts or memory_budget:  # imported only then: the contract (jsonschema) is most of a search's start-up
+            from lemonpack.catalogue.fits import host_fit, install_command, search_host
+        budget = _budget(memory_budget)
+        host = search_host(host_facts) if fits_host or host_facts or memory_budget else None
+        rows = []
+        for e in report["results"]:
+            fit = None
+            if host is not None:
+                fit = host_fit(e, host, budget)
+                if fits_host and not fit.fits:
+                    continue
+            rows.append((e, fit))
+        if json_out:
+            print_json({"query": query, "corrected": report["corrected"], "results": [
+                {"id": e["id"], "display_name": e["display_name"], "official": e["official"], "publisher": e["publisher"],
+                 **({"fits": fit.reason, "runs_here": fit.fits, "install": install_command(e, fit)}
+                    if fit is not None else {})} for e, fit in rows]})
+        else:
+            for term, word in report["corrected"].items():
+                typer.echo(one_line(f"no entry has {term!r}: did you mean {word!r}? showing results for {word!r}"), err=True)
+            for e, fit in rows:
+                badge = "official" if e["official"] else e["publisher"]
+                typer.echo(one_line(f"{e['id']}  [{badge}]  {e['display_name']}" + (f"  ({fit.reason})" if fit else "")))
+            if not rows:
+                typer.echo("no matches")
+        return 0
 
 
 @catalogue_app.command("show")

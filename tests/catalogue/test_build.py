@@ -285,6 +285,31 @@ def test_warm_build_from_the_memo_is_the_same_as_a_fresh_one(world, built):
         entry.write_text(text)
 
 
+def test_a_warm_build_into_its_own_output_links_what_is_unchanged_and_rewrites_what_was_touched(world, tmp_path):
+    """A warm build into the directory it built before takes the unchanged files from there
+    (hard links: same inodes, nothing rewritten) and gives the bytes and mtimes of --fresh; a
+    file edited in the old output in place, or replaced by a symlink, is written again."""
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    build(world, out)
+    build(world, fresh, "--fresh")
+    want = tree_bytes(fresh)
+    page = out / "entry" / "recipe-beta-box.html"
+    inodes = {rel: (out / rel).stat().st_ino for rel in want}
+    build(world, out)
+    assert tree_bytes(out) == want
+    linked = [rel for rel in want if (out / rel).stat().st_ino == inodes[rel]]
+    assert page.relative_to(out).as_posix() in linked and "catalogue.json" in linked
+    assert len(linked) == len(want), sorted(set(want) - set(linked))
+    assert {(out / rel).stat().st_mtime for rel in want} == {(fresh / rel).stat().st_mtime for rel in want}
+    page.write_text(page.read_text().replace("beta-box", "tampered"))  # in place: the same inode
+    entry_json = out / "entries" / "recipe.beta-box.json"
+    entry_json.unlink()
+    entry_json.symlink_to(fresh / "entries" / "recipe.beta-box.json")
+    build(world, out)
+    assert tree_bytes(out) == want
+    assert not entry_json.is_symlink()
+
+
 def test_update_over_http_goes_through_fetch(world, built):
     """``catalogue update`` from a URL uses the one download path: a redirected index is
     followed hop by hop, and a body that is not an index (an HTML error page behind a 200)
@@ -312,34 +337,9 @@ def test_update_over_http_goes_through_fetch(world, built):
     assert cached.read_bytes() == (out / "catalogue.json").read_bytes()
 
 
-def test_history_is_carried_from_the_previous_index_and_grows_when_the_digest_changes():
-    from lemonpack.catalogue.build import MAX_HISTORY, carry_history
-
-    def index(date, **digests):
-        return {"generated": date, "entries": [{"id": i, "version": f"v-{d[-1]}", "digest": d} for i, d in digests.items()]}
-
-    first = index("2026-01-01T00:00:00Z", a="sha256:1", b="sha256:2")
-    carry_history(first, None)
-    assert first["entries"][0]["history"] == [{"version": "v-1", "digest": "sha256:1", "date": "2026-01-01T00:00:00Z"}]
-    second = index("2026-02-01T00:00:00Z", a="sha256:1", b="sha256:3", c="sha256:4")
-    carry_history(second, first)
-    a, b, c = (e["history"] for e in second["entries"])
-    assert a == first["entries"][0]["history"]  # unchanged digest: unchanged history
-    assert [(h["digest"], h["date"][:7]) for h in b] == [("sha256:2", "2026-01"), ("sha256:3", "2026-02")]
-    assert [(h["digest"], h["date"][:7]) for h in c] == [("sha256:4", "2026-02")]  # new entry
-    # an index written before histories existed: its entries' digests dated by its generated date
-    old = {"generated": "2025-12-01T00:00:00Z", "entries": [{"id": "a", "version": "v-0", "digest": "sha256:0"}]}
-    third = index("2026-03-01T00:00:00Z", a="sha256:1")
-    carry_history(third, old)
-    assert [h["date"][:7] for h in third["entries"][0]["history"]] == ["2025-12", "2026-03"]
-    many = {"generated": "x", "entries": [{"id": "a", "digest": "d", "history": [
-        {"version": str(i), "digest": f"d{i}", "date": "y"} for i in range(MAX_HISTORY)]}]}
-    carry_history(many, many)  # the same index is its own previous one: only the new digest is added
-    assert len(many["entries"][0]["history"]) == MAX_HISTORY and many["entries"][0]["history"][-1]["digest"] == "d"
-
-
 def test_a_rebuild_into_the_same_directory_keeps_each_entrys_history(world, tmp_path):
     index = build(world, tmp_path / "o")
     again = build(world, tmp_path / "o")  # the same sources, the same directory: no new versions
     assert [e.get("history") for e in again["entries"]] == [e.get("history") for e in index["entries"]]
     assert all(len(e["history"]) == 1 and e["history"][0]["digest"] == e["digest"] for e in again["entries"])
+

@@ -218,8 +218,8 @@ def test_the_cli_reads_the_compact_index_only_while_it_matches_catalogue_json(in
     # CLI reads: proof that it reads it; `catalogue verify` and `update` catch such a file
     compact = index_dir / "catalogue-search.json"
     doc = json.loads(compact.read_bytes())
-    k = next(i for i, e in enumerate(doc["entries"]) if e["id"] == "recipe:beta-whisper-cuda")
-    del doc["entries"][k], doc["hays"][k]
+    k = next(i for i, r in enumerate(doc["rows"]) if r[1] == "recipe:beta-whisper-cuda")
+    del doc["rows"][k], doc["hays"][k]
     compact.write_text(json.dumps(doc))
     assert ids("whisper") == []
     from lemonpack.catalogue.index import verify_dir
@@ -249,3 +249,46 @@ def test_a_verified_pair_is_remembered_and_hashed_again_when_either_file_changes
     assert "hays" in ix.load_search_index(index_dir) and len(hashed) == 2
     (index_dir / "catalogue-search.json").write_bytes(b"{}")
     assert "hays" not in ix.load_search_index(index_dir)  # a malformed compact file: the full index
+
+
+def test_the_compact_index_carries_the_vocabulary_the_full_one_gives(index_dir):
+    from lemonpack.catalogue.index import load_index, load_search_index
+    from lemonpack.catalogue.search import vocabulary
+
+    compact, full = load_search_index(index_dir), load_index(index_dir)
+    assert compact["vocabulary"] == vocabulary(full) and "vocabulary" not in full
+
+
+def test_the_near_miss_bound_changes_no_answer():
+    """suggest() skips words with more characters the term lacks than edits allowed: the same
+    answer as trying every word (a brute force over the fixture's vocabulary and edits of it)."""
+    import random
+
+    from lemonpack.catalogue.search import max_distance, osa_distance, suggest, vocabulary
+
+    vocab = vocabulary(json.loads(FIXTURE.read_bytes()))
+    rnd = random.Random(5)
+
+    def brute(term):
+        hits = [(osa_distance(term, w), w) for w in vocab if w != term]
+        hits = [h for h in hits if h[0] <= max_distance(term)]
+        return min(hits)[1] if hits else None
+
+    terms = []
+    for w in vocab:
+        for _ in range(3):
+            t = list(w)
+            for _ in range(rnd.randint(1, 3)):
+                i = rnd.randrange(len(t) + 1)
+                op = rnd.choice("ids")
+                if op == "i":
+                    t.insert(i, rnd.choice("abcdefgx0-"))
+                elif t and i < len(t):
+                    if op == "d":
+                        del t[i]
+                    else:
+                        t[i] = rnd.choice("abcdefgx0-")
+            terms.append("".join(t))
+    assert len(terms) > 200
+    assert [suggest(t, vocab) for t in terms] == [brute(t) for t in terms]
+    assert sum(suggest(t, vocab) is not None for t in terms) > 100

@@ -26,7 +26,7 @@ def test_site_has_front_page_entry_pages_and_assets(tmp_path):
     render_site(index, tmp_path)
     files = tree(tmp_path)
     slugs = [entry_slug(e["id"]) for e in index["entries"]]
-    assert sorted(files) == sorted(["index.html", "assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js", "assets/copy.js",
+    assert sorted(files) == sorted(["index.html", "all.html", "assets/catalogue-data.js", "assets/search-rules.js", "assets/site.js", "assets/copy.js",
                                    "assets/site.css"]
                                    + [f"entry/{s}.html" for s in slugs])
     # The data script is the page data, canonical: per entry, in index order, the fields the

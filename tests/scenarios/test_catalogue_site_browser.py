@@ -234,6 +234,7 @@ def test_host_facts_file_marks_fits(browser, site, shots, tmp_path):
     load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "rocm"], "rocm_arch": "gfx1151"})
     assert "fits=1" in browser.execute_script("return location.hash")
     browser.save_screenshot(str(shots / "host-rocm-gfx1151.png"))
+    browser.find_element("id", "only-fits").click()  # every entry again: the list holds only what it shows
     # The GPU arch decides: an NVIDIA host whose arch the recipe does not list, then one it does.
     load_host(browser, tmp_path, {"os": "linux", "accelerators": ["cpu", "cuda"], "cuda_arch": "sm_86"})
     m = fit_marks(browser)["recipe:beta-whisper-cuda"]
@@ -415,3 +416,50 @@ def test_copy_buttons_copy_the_command_shown(browser, site, shots):
     body = browser.find_element("tag name", "body").text
     assert "Versions" in body and "1.0.0" in body
     browser.save_screenshot(str(shots / "entry-copy.png"))
+
+
+CANON_JS = """
+function canon(li) { const c = li.cloneNode(true); c.normalize(); return canon1(c); }
+function canon1(n) {
+  if (n.nodeType === 3) { const t = n.textContent.replace(/\\s+/g, ' '); return t.trim() ? t : null; }
+  const attrs = Array.from(n.attributes).map(a => [a.name, a.value]).sort();
+  return [n.tagName, attrs, Array.from(n.childNodes).map(canon1).filter(c => c !== null)];
+}
+"""
+
+
+def test_items_built_by_the_script_are_the_templates_items(browser, site, tmp_path):
+    """Results beyond the entries index.html holds are built by site.js from the page data:
+    the same elements, attributes and text as templates/item.html writes (hostile entry too)."""
+    index, out = site
+    open_index(browser, out)
+    pairs = browser.execute_script(CANON_JS + """
+        return Array.from(document.querySelectorAll('#entries > li')).map(li =>
+          [li.dataset.id, canon(li), canon(window.lemonpackCatalogue.buildItem(li.dataset.id))]);""")
+    assert [p[0] for p in pairs] == [e["id"] for e in index["entries"]]
+    for ident, server, built in pairs:
+        assert built == server, ident
+
+
+def test_a_long_list_shows_the_first_results_and_more_on_request(browser, tmp_path):
+    """With more entries than index.html holds, the page shows 50 results and a button for the
+    next 50; all.html lists every entry for JavaScript off."""
+    base = hostile_index()
+    template = base["entries"][1]
+    extra = [dict(template, id=f"recipe:many-{i:03d}", name=f"many-{i:03d}", display_name=f"Many {i}")
+             for i in range(120)]
+    index = dict(base, entries=base["entries"] + extra)
+    out = tmp_path / "long"
+    render_site(index, out)
+    front = (out / "index.html").read_text()
+    assert front.count('class="entry"') == 50 and 'href="all.html"' in front
+    assert (out / "all.html").read_text().count('class="entry"') == len(index["entries"])
+    open_index(browser, out)
+    assert len(visible_ids(browser)) == 50
+    more = browser.find_element("id", "more")
+    assert more.text == f"Show 50 more ({len(index['entries']) - 50} not shown)"
+    more.click()
+    assert visible_ids(browser) == [e["id"] for e in index["entries"]][:100]
+    open_index(browser, out, "#q=many")
+    assert browser.find_element("id", "summary").text == f"120 of {len(index['entries'])} entries"
+    assert visible_ids(browser) == [e["id"] for e in extra][:50]

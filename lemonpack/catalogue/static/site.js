@@ -1,8 +1,9 @@
 /* lemonpack catalogue: search, facets and "runs on this host" for the static site.
  *
- * Data: window.CATALOGUE (assets/catalogue-data.js, the page data: see decode()). The HTML already
- * lists every entry in index order (the page is readable with JavaScript off); this script only
- * hides the entries a filter excludes. Nothing is fetched and nothing is sent anywhere.
+ * Data: window.CATALOGUE (assets/catalogue-data.js, the page data: see decode()). index.html lists
+ * the first entries in index order and all.html every entry (the site is readable with JavaScript
+ * off); this script shows the first 50 results of the current filters (more on request), built
+ * from the page data as templates/item.html writes them. Nothing is fetched or sent anywhere.
  *
  * Search semantics (docs/catalogue.md; identical to `lemonpack catalogue search`, whose
  * lemonpack/catalogue/search.py this file follows function by function): the vocabulary is
@@ -232,10 +233,17 @@
   }
 
   function suggest(term, vocab) {
-    var limit = maxDistance(term), best = null, bestD = 0;
+    var limit = maxDistance(term), best = null, bestD = 0, chars = {};
+    for (var c = 0; c < term.length; c++) { chars[term[c]] = true; }
     for (var i = 0; i < vocab.length; i++) {
       var w = vocab[i];
       if (Math.abs(w.length - term.length) > limit || w === term) { continue; }
+      // search.py's bound: each character of w that term lacks costs an edit
+      var lacks = {}, n = 0;
+      for (var k = 0; k < w.length && n <= limit; k++) {
+        if (!chars[w[k]] && !lacks[w[k]]) { lacks[w[k]] = true; n++; }
+      }
+      if (n > limit) { continue; }
       var d = osaDistance(term, w);
       if (d <= limit && (best === null || d < bestD)) { best = w; bestD = d; }
     }
@@ -407,9 +415,102 @@
   var panel = document.getElementById('facet-panel');
   // wide screens show the filters beside the results; narrow ones fold them above (one line)
   if (panel && window.matchMedia && window.matchMedia('(min-width: 761px)').matches) { panel.open = true; }
+  // The list shows the first PAGE results; "Show more" adds the next PAGE. index.html holds
+  // the first entries' items already (the rest are in all.html for JavaScript off); any other
+  // item is built from the page data as templates/item.html writes it (buildItem), once.
+  var PAGE = 50;
+  var limit = PAGE;
   var items = {};
   Array.prototype.forEach.call(list_.children, function (li) { items[li.getAttribute('data-id')] = li; });
   var hostFits = null; // {id: fit result} once a host file was loaded
+  var moreLine = document.getElementById('more-line');
+  if (!moreLine) {
+    moreLine = document.createElement('p');
+    moreLine.id = 'more-line';
+    moreLine.className = 'more';
+    list_.parentNode.insertBefore(moreLine, list_.nextSibling);
+  }
+  var moreButton = document.createElement('button');
+  moreButton.type = 'button';
+  moreButton.id = 'more';
+  while (moreLine.firstChild) { moreLine.removeChild(moreLine.firstChild); }
+  moreLine.appendChild(moreButton);
+  moreLine.hidden = true;
+  var LABELS = catalogue.labels || {};
+
+  // lemonpack.errors.visible_bidi (what the templates' finalize does to every value)
+  var BIDI = /[\u202a-\u202e\u2066-\u2069]/g;
+  function vis(v) {
+    return String(v).replace(BIDI, function (c) { return '\\u' + ('000' + c.charCodeAt(0).toString(16)).slice(-4); });
+  }
+
+  function node(tag, attrs, children) {
+    var n = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { n.setAttribute(k, attrs[k]); });
+    (children || []).forEach(function (c) {
+      n.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+    });
+    return n;
+  }
+
+  function label(kind, status) {
+    var t = LABELS[kind] || [{}, ''];
+    return typeof status === 'string' && Object.prototype.hasOwnProperty.call(t[0], status) ? t[0][status] : t[1];
+  }
+
+  function badge(kind, value, text) {
+    return node('span', { 'class': 'badge ' + vis(kind) + '-' + vis(value) }, [vis(text)]);
+  }
+
+  /** templates/item.html, from the page data (every text through vis(), as autoescaped Jinja). */
+  function buildItem(e) {
+    var meta = [node('code', {}, [vis(e.id)]), ' \u00b7 ' + vis(str(e.kind)) + ' \u00b7 ',
+                e.official === true ? badge('official', 'true', 'official') : badge('official', 'false', 'community'),
+                ' \u00b7 by ' + vis(str(e.publisher))];
+    if (e.version) { meta.push(' \u00b7 v', node('bdi', {}, [vis(e.version)])); }
+    if (e.license) { meta.push(' \u00b7 ', node('bdi', {}, [vis(e.license)])); }
+    if (e.updated) { meta.push(' \u00b7 updated ', node('time', { datetime: vis(e.updated) }, [vis(e.updated.slice(0, 10))])); }
+    var status = function (k) { return e[k] && e[k].status; };
+    var tags = [];
+    list(e.platforms).forEach(function (p) {
+      var archs = list(p.archs);
+      tags.push(node('b', {}, [vis(str(p.os)) + '/' + vis(str(p.accelerator)) +
+                               (archs.length ? ' (' + archs.map(vis).join(', ') + ')' : '')]), ' ');
+    });
+    if (!list(e.platforms).length) { tags.push('no platforms listed '); }
+    list(e.capabilities).forEach(function (c, i, all) {
+      tags.push(node('i', {}, [vis(c)]));
+      if (i < all.length - 1) { tags.push(' '); }
+    });
+    var children = [node('h2', {}, [node('a', { href: 'entry/' + e.slug + '.html' }, [node('bdi', {}, [vis(e.display_name || e.name)])])]),
+                    node('p', { 'class': 'meta' }, meta)];
+    if (e.description) { children.push(node('p', { 'class': 'desc', dir: 'auto' }, [vis(str(e.summary))])); }
+    children.push(node('p', { 'class': 'badges' }, [
+      badge('signature', status('signature'), label('signature', status('signature'))), ' ',
+      badge('pinning', status('pinning'), label('pinning', status('pinning'))), ' ',
+      badge('reproducible', status('reproducible'), label('reproducible', status('reproducible')))]),
+      node('p', { 'class': 'tags' }, tags));
+    return node('li', { 'class': 'entry', 'data-id': vis(e.id) }, children);
+  }
+
+  api.buildItem = function (id) { return BY_ID[id] ? buildItem(BY_ID[id]) : null; };
+
+  /** The list item of `id`, with its host fit line when a host file was loaded. */
+  function itemFor(id) {
+    var li = items[id];
+    if (!li) { li = items[id] = buildItem(BY_ID[id] || { id: id }); }
+    if (hostFits && hostFits[id]) {
+      var r = hostFits[id], p = li.querySelector('.fit');
+      if (!p) { p = document.createElement('p'); p.className = 'fit'; li.appendChild(p); }
+      li.classList.toggle('fits', r.fits);
+      li.classList.toggle('no-fit', !r.fits);
+      p.hidden = false;
+      p.textContent = r.fits ? 'Runs on this host: ' + r.reason +
+        (r.installArgs.length ? ' (install with ' + r.installArgs.join(' ') + ')' : '')
+        : 'Does not run on this host: ' + r.reason;
+    }
+    return li;
+  }
 
   function checkboxes(facet) {
     return Array.prototype.slice.call(form.querySelectorAll('input[type=checkbox][name="' + facet + '"]'));
@@ -475,33 +576,33 @@
     if (sortSelect) { sortSelect.value = state.sort; }
   }
 
-  var order = entries.map(function (e) { return e.id; }); // the list's current element order
+  var visible = []; // the ids the current state shows, in order
 
-  /** Move the list's elements into `ids` order (the rest after, in index order), only when
-   *  that differs from the current order. */
-  function reorder(ids, shown) {
-    var want = ids.concat(entries.map(function (e) { return e.id; }).filter(function (id) { return !shown[id]; }));
-    var same = want.length === order.length && want.every(function (id, i) { return order[i] === id; });
-    if (same) { return; }
-    var frag = document.createDocumentFragment();
-    want.forEach(function (id) { if (items[id]) { frag.appendChild(items[id]); } });
-    list_.appendChild(frag);
-    order = want;
+  /** Show the first `limit` of `visible` (the list's children replaced only when they differ). */
+  function showList() {
+    var want = visible.slice(0, limit), kids = list_.children;
+    var same = kids.length === want.length;
+    for (var i = 0; same && i < want.length; i++) { same = kids[i].getAttribute('data-id') === want[i]; }
+    if (!same) {
+      var frag = document.createDocumentFragment();
+      want.forEach(function (id) { frag.appendChild(itemFor(id)); });
+      list_.replaceChildren(frag);
+    } else if (hostFits) {
+      want.forEach(itemFor);
+    }
+    var rest = visible.length - want.length;
+    moreLine.hidden = rest <= 0;
+    moreButton.textContent = 'Show ' + Math.min(PAGE, rest) + ' more (' + rest + ' not shown)';
   }
 
   function render() {
     var state = currentState();
     var report = searchReport(state.q, state.filters), ids = sortIds(report.ids, state.sort);
-    var shown = {};
-    ids.forEach(function (id) { shown[id] = true; });
-    reorder(ids, shown);
-    var count = 0;
-    Object.keys(items).forEach(function (id) {
-      var visible = shown[id] === true;
-      if (visible && state.fits && hostFits && !(hostFits[id] && hostFits[id].fits)) { visible = false; }
-      if (items[id].hidden === visible) { items[id].hidden = !visible; }
-      if (visible) { count++; }
-    });
+    if (state.fits && hostFits) { ids = ids.filter(function (id) { return hostFits[id] && hostFits[id].fits; }); }
+    visible = ids;
+    limit = PAGE;
+    showList();
+    var count = ids.length;
     var fixes = Object.keys(report.corrected).map(function (t) {
       return 'no entry has \u201c' + t + '\u201d: showing results for \u201c' + report.corrected[t] + '\u201d';
     });
@@ -513,22 +614,14 @@
     }
   }
 
+  moreButton.addEventListener('click', function () { limit += PAGE; showList(); });
+
   function showFits(host) {
     hostFits = {};
     var n = 0;
     entries.forEach(function (e) {
       var r = fit(e, host);
       hostFits[e.id] = r;
-      var li = items[e.id];
-      if (!li) { return; }
-      var p = li.querySelector('.fit');
-      if (!p) { p = document.createElement('p'); p.className = 'fit'; li.appendChild(p); }
-      li.classList.toggle('fits', r.fits);
-      li.classList.toggle('no-fit', !r.fits);
-      p.hidden = false;
-      p.textContent = r.fits ? 'Runs on this host: ' + r.reason +
-        (r.installArgs.length ? ' (install with ' + r.installArgs.join(' ') + ')' : '')
-        : 'Does not run on this host: ' + r.reason;
       if (r.fits) { n++; }
     });
     var arch = [host.rocm_arch, host.cuda_arch].filter(Boolean).join(', ');
@@ -571,6 +664,8 @@
   applyStateToForm(fragmentToState(window.location.hash));
   render();
   document.body.setAttribute('data-ready', 'true');
+  // the searched texts of every entry, made once while the reader looks at the first screen
+  setTimeout(function () { PREPARED = PREPARED || entries.map(prepared); }, 0);
   window.__catalogueStart = started;
   window.__catalogueReady = performance.now();
 })();
