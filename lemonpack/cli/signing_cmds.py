@@ -150,6 +150,10 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
     """
     if predicate is not None and not attestation:
         raise typer.BadParameter("--type applies with --attestation", param_hint="--type")
+    if reference.startswith("oci:") and not reference.startswith("oci://") and not attestation:
+        raise typer.BadParameter(f"{reference}: signatures are verified in a registry only; in a layout "
+                                 "(oci:DIR:TAG) verify checks the attestations build --attest wrote: add "
+                                 "--attestation", param_hint="REF")
     public = load_verification_key(key)
     if attestation:
         from lemonpack.signing.attestations import predicate_type_uri, verify_attestations

@@ -65,3 +65,13 @@ def test_sign_with_a_public_key_says_so_before_asking_for_a_password(tmp_path):
         assert r.returncode == 1, (args, r.stderr)
         assert "cosign.pub: PEM block 'PUBLIC KEY' is not an encrypted cosign private key" in r.stderr
         assert "no password" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verify_a_layout_without_attestation_names_the_flag(tmp_path):
+    """``verify oci:DIR:TAG`` reads attestations only: without --attestation it is a usage error
+    naming the flag (it was "invalid image reference ... malformed domain 'oci:'")."""
+    assert keygen(tmp_path).returncode == 0
+    r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "verify",
+                        f"oci:{tmp_path}:hello-engine", "--key", "cosign.pub"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "add --attestation" in " ".join(r.stderr.split()) and "malformed domain" not in r.stderr
