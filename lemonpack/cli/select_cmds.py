@@ -4,7 +4,10 @@ MODEL is a model file (or bundle directory) or a registered model name (``user.*
 decision is :func:`lemonpack.runtime.selection.selector.select_backend` over the discovered recipes
 (discovery order), the host facts (``LEMONPACK_HOST_FACTS`` or detection) and the presence
 of each recipe's binary or image; the override is ``LEMONPACK_BACKEND``, else the
-registered model's ``backend`` field. Prints the decision and, per candidate, why it was
+registered model's ``backend`` field. Prints the decision, the recipe ``lemonpack serve``
+would start for it (``serves``: a registered model keeps its registered recipe
+unless an override selected another, ``Selection.serving_recipe``;
+``--json``: ``serving``, None when nothing serves it), per candidate why it was
 taken or not, and the memory estimate ``lemonpack serve`` admits the model with (at the launch
 options of the recipe that would serve it: :func:`lemonpack.runtime.launch.options.launch_options`).
 Exit codes: 0 decided (a recipe or the default), 1 a hard error (an override naming an unknown,
@@ -41,6 +44,7 @@ def select(
     mem = resolved.memory(next((r for r in recipes if r.recipe == serving), None))  # at its launch options
     if json_out:
         doc = sel.to_json()
+        doc["serving"] = serving
         if mem is not None:
             doc["memory"] = mem
         print_json(doc)
@@ -53,6 +57,9 @@ def select(
         head = f"hard error ({sel.error})"
     console.print(f"model: {artifact.ref} ({', '.join(artifact.names)})", markup=False)
     console.print(f"decision: {head}: {sel.message}", markup=False)
+    if resolved.recipe is not None and serving is not None:
+        why = "an override" if serving != resolved.recipe else "its registered recipe"
+        console.print(f"serves: {serving} ({why}: what lemonpack serve starts for {artifact.ref})", markup=False)
     if mem is not None:
         console.print(f"memory: {mem['bytes']} bytes at ctx_size {mem['ctx_size']} ({mem['how']}; "
                       "what lemonpack serve admits against --memory-budget)", markup=False)

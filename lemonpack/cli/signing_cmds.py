@@ -63,10 +63,16 @@ def _read_key_file(path: str) -> bytes:
 
 
 def load_private_key(path: str):
-    """The private key of a cosign key file, opened with the password (see :func:`read_password`)."""
-    from lemonpack.signing.keys import decode_private_key
+    """The private key of a cosign key file, opened with the password (see :func:`read_password`).
+    A file that is no encrypted cosign private key (a ``cosign.pub`` given to ``--key`` of
+    ``sign``, ``--sign`` or ``--attest``) is refused naming its PEM block before any password is
+    asked for (:class:`~lemonpack.signing.keys.KeyFileError`)."""
+    from lemonpack.signing.keys import decode_private_key, is_private_key_file
 
-    return decode_private_key(_read_key_file(path), read_password(confirm=False, what=path), what=path)
+    data = _read_key_file(path)
+    if not is_private_key_file(data):
+        decode_private_key(data, b"", what=path)  # raises, naming the block type (or "not a PEM file")
+    return decode_private_key(data, read_password(confirm=False, what=path), what=path)
 
 
 def load_verification_key(path: str):
@@ -144,6 +150,10 @@ def verify(reference: str = typer.Argument(..., metavar="REF", help="HOST[:PORT]
     """
     if predicate is not None and not attestation:
         raise typer.BadParameter("--type applies with --attestation", param_hint="--type")
+    if reference.startswith("oci:") and not reference.startswith("oci://") and not attestation:
+        raise typer.BadParameter(f"{reference}: signatures are verified in a registry only; in a layout "
+                                 "(oci:DIR:TAG) verify checks the attestations build --attest wrote: add "
+                                 "--attestation", param_hint="REF")
     public = load_verification_key(key)
     if attestation:
         from lemonpack.signing.attestations import predicate_type_uri, verify_attestations

@@ -222,7 +222,8 @@ def parse_registry_reference(s: str) -> ImageReference:
     dropped): a reference lemonpack sends to the registry it names.
 
     Raises :class:`InvalidReferenceError` (a ``LemonpackError``, exit 1) for a malformed
-    reference, a short name without a registry host (``busybox``, ``library/x``: the first
+    reference, a containers-transports(5) reference (``oci:DIR:TAG``, ``docker://NAME``: said
+    so, not read as a host ``oci:``), a short name without a registry host (``busybox``, ``library/x``: the first
     component must look like a host: contain ``.`` or ``:`` or be ``localhost``; no search
     registry is tried, ``unqualified-search-registries`` is not read: write
     ``docker.io/library/x``), or a digest that is not sha256. Docker Hub names are normalised
@@ -233,6 +234,13 @@ def parse_registry_reference(s: str) -> ImageReference:
     ``<reference>`` is a tag or a digest).
     """
     text = s[len("oci://"):] if s.startswith("oci://") else s
+    transport, colon, after = text.partition(":")
+    if colon and transport in _TRANSPORTS and not after[:1].isdigit():  # ``docker:5000/x`` is a host and port
+        hint = (f"drop the {transport}:// prefix" if transport == "docker" and after.startswith("//")
+                else "a local layout or store is not a registry")
+        raise InvalidReferenceError(s, f"'{transport}:' is a containers-transports(5) prefix, not a registry host "
+                                       f"({hint}); write HOST[:PORT]/REPOSITORY[:TAG|@sha256:...] "
+                                       "(e.g. 127.0.0.1:5000/engines/llamacpp:v1)")
     img = parse_reference(text)
     if img.domain is None:
         hub = img.path if "/" in img.path else f"library/{img.path}"
@@ -254,6 +262,12 @@ def is_registry_host(text: str) -> bool:
         return False
     host = text.rsplit(":", 1)[0] if not text.endswith("]") and ":" in text else text
     return "." in host or ":" in text or host == "localhost" or text.startswith("[")
+
+
+# containers-transports(5) names: ``oci:DIR:TAG``, ``docker://NAME`` ... typed where a registry
+# reference belongs would otherwise read as a malformed host ``oci:``.
+_TRANSPORTS = frozenset({"oci", "oci-archive", "docker", "docker-archive", "docker-daemon",
+                         "containers-storage", "dir", "sif"})
 
 
 def _split_domain(name: str) -> tuple[str | None, str]:

@@ -150,3 +150,27 @@ def test_missing_model(engines, capsys):
     assert "model file not found" in capsys.readouterr().err
     assert main(["select", "user.nobody"]) == 1
     assert "no model file or registered model named 'user.nobody'" in capsys.readouterr().err
+
+
+def test_registered_model_says_the_recipe_serve_starts(engines, capsys, monkeypatch):
+    """The selector may pick another recipe for the file, but serve keeps a registered model's
+    recipe unless an override names one: select says which (found by trying the README's
+    example, `select user.hello` said "default (llamacpp)" while serve started hello-engine)."""
+    _, model, _ = engines
+    assert main(["models", "add", "user.plain", "--recipe", "fast-sys", "-c", f"main={model}"]) == 0
+    capsys.readouterr()
+    code, doc = _json(capsys, ["user.plain"])
+    assert code == 0 and doc["recipe"] == "fast-user" and doc["serving"] == "fast-sys"
+    assert main(["select", "user.plain"]) == 0
+    out = capsys.readouterr().out
+    assert "serves: fast-sys (its registered recipe" in out
+    monkeypatch.setenv("LEMONPACK_BACKEND", "fast-user")  # an override that selects a recipe wins
+    code, doc = _json(capsys, ["user.plain"])
+    assert code == 0 and doc["serving"] == "fast-user"
+    assert main(["select", "user.plain"]) == 0
+    assert "serves: fast-user (an override" in capsys.readouterr().out
+    monkeypatch.delenv("LEMONPACK_BACKEND")
+    code, doc = _json(capsys, [str(model)])  # a model file: the selected recipe
+    assert code == 0 and doc["serving"] == "fast-user"
+    assert main(["select", str(model)]) == 0
+    assert "serves:" not in capsys.readouterr().out

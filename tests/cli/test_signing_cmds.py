@@ -1,5 +1,6 @@
 """``lemonpack keygen`` (lemonpack/cli/signing_cmds.py): cosign-format key files with private
-modes, no overwrite without --force, no password source no files."""
+modes, no overwrite without --force, no password source no files; a public key given to sign
+refused as such before any password is asked for."""
 
 from __future__ import annotations
 
@@ -49,3 +50,28 @@ def test_keygen_without_password_source_fails_and_writes_nothing(tmp_path):
     r = keygen(tmp_path, password=None)
     assert r.returncode == 1 and "LEMONPACK_PASSWORD" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sign_with_a_public_key_says_so_before_asking_for_a_password(tmp_path):
+    """Found in the user trial: ``sign REF --key cosign.pub`` without a password source said
+    "no password for cosign.pub" rather than that a public key cannot sign. Nothing is sent
+    (port 9 on loopback: a request there would fail with exit 4, not 1)."""
+    assert keygen(tmp_path).returncode == 0
+    for args in (["sign", "127.0.0.1:9/x:v1", "--key", "cosign.pub"],
+                 ["publish", str(tmp_path), "--to", "127.0.0.1:9/x:v1", "--sign", "cosign.pub"]):
+        env = {k: v for k, v in os.environ.items() if k not in ("LEMONPACK_PASSWORD", "COSIGN_PASSWORD")}
+        r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", *args], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "cosign.pub: PEM block 'PUBLIC KEY' is not an encrypted cosign private key" in r.stderr
+        assert "no password" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verify_a_layout_without_attestation_names_the_flag(tmp_path):
+    """``verify oci:DIR:TAG`` reads attestations only: without --attestation it is a usage error
+    naming the flag (it was "invalid image reference ... malformed domain 'oci:'")."""
+    assert keygen(tmp_path).returncode == 0
+    r = subprocess.run([sys.executable, "-c", "from lemonpack.cli import main; main()", "verify",
+                        f"oci:{tmp_path}:hello-engine", "--key", "cosign.pub"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "add --attestation" in " ".join(r.stderr.split()) and "malformed domain" not in r.stderr

@@ -108,6 +108,7 @@ def test_split_ref_name_gives_the_name_a_full_name_tag_carries():
     (f"oci://ghcr.io/org/img@sha256:{HEX}", "ghcr.io", "org/img", None, f"sha256:{HEX}"),
     (f"localhost/x:t@sha256:{HEX}", "localhost", "x", "t", f"sha256:{HEX}"),
     ("[::1]:5000/a", "[::1]:5000", "a", None, None),
+    ("docker:5000/a:v1", "docker:5000", "a", "v1", None),  # a host named like a transport, with a port
 ])
 def test_parse_registry_reference(text, host, repository, tag, digest):
     ref = parse_registry_reference(text)
@@ -121,6 +122,10 @@ def test_parse_registry_reference(text, host, repository, tag, digest):
     ("library/ubuntu:24.04", "no registry host"),
     ("ubuntu", "no registry host"),
     ("oci://ubuntu", "no registry host"),
+    ("oci:/tmp/example-oci:hello-engine", "'oci:' is a containers-transports(5) prefix, not a registry host"),
+    ("oci:example-oci", "a local layout or store is not a registry"),
+    ("docker://127.0.0.1:5000/a:v1", "drop the docker:// prefix"),
+    ("containers-storage:localhost/hello:run", "'containers-storage:' is a containers-transports(5) prefix"),
     (f"ghcr.io/org/img@sha512:{HEX}{HEX}", "only sha256"),
     ("ghcr.io/Org/img", "lowercase"),
     ("", "empty"),

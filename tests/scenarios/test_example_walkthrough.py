@@ -121,6 +121,8 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
     out = cwd / "example-oci"
     first = tree(out)
     assert {"oci-layout", "index.json", "nix/hello-engine/default.nix", "nix/hello-engine/sources.json"} <= set(first)
+    said = re.search(r"nix/hello-engine/\{([^}]+)\}", README).group(1).split(",")  # the README's list, exactly
+    assert {f"nix/hello-engine/{name}" for name in said} == {k for k in first if k.startswith("nix/")}
     index = json.loads(first["index.json"])
     assert {m["annotations"]["org.opencontainers.image.ref.name"] for m in index["manifests"]} == \
         {"hello-engine", "hello-engine.linux-cpu"}
