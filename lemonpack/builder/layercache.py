@@ -11,8 +11,9 @@ Layout, beside the artifact store (``<cache root>/layers``, :mod:`lemonpack.path
     .rec-*              a record being written (locked)
     .scratch-*          a build's scratch directory (locked)
 
-``key`` is the sha256 of (:data:`LAYER_FORMAT`, artifact sha256, in-layer prefix, epoch,
-gzip level). Entries are written blob first, then record, both by rename.
+``key`` is the sha256 of (the format: :data:`LAYER_FORMAT` and, for gzip, the deflater
+and its version, :func:`lemonpack.oci.layer.deflater`; artifact sha256, in-layer prefix,
+epoch, gzip level). Entries are written blob first, then record, both by rename.
 
 A record states every input its key hashes, and the reader recomputes the key from them
 (:meth:`LayerCache.get`): a record that is not the one for its own name (copied over from
@@ -49,13 +50,15 @@ from typing import BinaryIO, Iterator
 from lemonpack.digest import Digest, Hasher, hex_of, is_sha256_hex
 from lemonpack.exe_header import Executable
 from lemonpack.files import commit, stat_facts
+from lemonpack.oci.layer import deflater
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever the bytes of an artifact layer would change for the same inputs.
-LAYER_FORMAT = "2"
+#: Bumped whenever the bytes of an artifact layer would change for the same inputs (3: gzip
+#: levels 1-3 deflated by ISA-L; the deflater's version is part of the format too).
+LAYER_FORMAT = "3"
 
 _READ = 1 << 20
 PARTIAL_PREFIXES = (".tmp-", ".rec-", ".scratch-")
@@ -173,11 +176,11 @@ class LayerCache:
     @staticmethod
     def inputs(artifact_sha: str, prefix: str, epoch: int, level: int, compression: str = "gzip") -> dict:
         """The inputs a layer is built from, as its record states them: ``{"format":
-        LAYER_FORMAT (``+zstd`` for a zstd layer), "artifact": "sha256:<hex>", "prefix",
-        "epoch", "level"}``. ``artifact_sha``: the artifact's sha256, hex (with or without
-        ``sha256:``)."""
+        LAYER_FORMAT and the deflater (``"3 isa-l 2.32.1"``; ``"3+zstd"`` for a zstd layer),
+        "artifact": "sha256:<hex>", "prefix", "epoch", "level"}``. ``artifact_sha``: the
+        artifact's sha256, hex (with or without ``sha256:``)."""
         artifact = Digest.parse(artifact_sha, bare=True)
-        fmt = LAYER_FORMAT if compression == "gzip" else f"{LAYER_FORMAT}+{compression}"
+        fmt = f"{LAYER_FORMAT} {deflater(level)}" if compression == "gzip" else f"{LAYER_FORMAT}+{compression}"
         return {"format": fmt, "artifact": str(artifact), "prefix": prefix, "epoch": epoch, "level": level}
 
     @staticmethod
