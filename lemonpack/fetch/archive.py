@@ -163,13 +163,13 @@ def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
 
 
 def _gzip_reader(path: Path):
-    """A reader of the gzip file ``path`` (RFC 1952, every member) inflated by ISA-L
-    (``isal.igzip``: about a third of zlib's CPU per byte, the same bytes out). Raises what
-    ``gzip.open`` raises (``gzip.BadGzipFile``, ``EOFError`` when truncated) and
-    ``isal.isal_zlib.error`` for corrupt deflate data."""
-    from isal import igzip
+    """A reader of the gzip file ``path`` (RFC 1952, every member) inflated by zlib-ng
+    (``zlib_ng.gzip_ng``: about 40 % of zlib's CPU per byte, measured on a 308 MiB tar.gz;
+    the same bytes out). Raises what ``gzip.open`` raises (``gzip.BadGzipFile``, ``EOFError``
+    when truncated) and ``zlib_ng.zlib_ng.error`` for corrupt deflate data."""
+    from zlib_ng import gzip_ng
 
-    return igzip.open(path, "rb")
+    return gzip_ng.open(path, "rb")
 
 
 class _Extractor:
@@ -299,7 +299,7 @@ class _Extractor:
 
     def tar(self) -> None:
         """Stream a (possibly compressed) tar, validating each member before writing it. A
-        gzip stream is inflated by ISA-L (:func:`_gzip_reader`) and read to its end, so its
+        gzip stream is inflated by zlib-ng (:func:`_gzip_reader`) and read to its end, so its
         CRC-32 is checked (``tarfile`` stops at the tar's end marker and checks none); the
         other compressions are ``tarfile``'s."""
         with open(self.archive, "rb") as f:
@@ -308,16 +308,16 @@ class _Extractor:
             with tarfile.open(self.archive, mode="r|*", bufsize=_COPY_CHUNK) as tf:
                 self._members(tf)
             return
-        from isal import isal_zlib
+        from zlib_ng import zlib_ng
 
-        IsalError = cast("type[Exception]", isal_zlib.error)  # its stub calls the class an instance
+        corrupt = cast("type[Exception]", zlib_ng.error)  # its stub calls the class an instance
         try:
             with _gzip_reader(self.archive) as gz:
                 with tarfile.open(fileobj=gz, mode="r|", bufsize=_COPY_CHUNK) as tf:
                     self._members(tf)
                 while gz.read(_COPY_CHUNK):  # to the end: every member's CRC-32 and length checked
                     pass
-        except IsalError as exc:  # a corrupt deflate stream: what zlib.error is to tarfile's own reader
+        except corrupt as exc:  # a corrupt deflate stream: what zlib.error is to tarfile's own reader
             raise tarfile.ReadError(f"corrupt gzip stream: {exc}") from None
 
     def _members(self, tf: tarfile.TarFile) -> None:

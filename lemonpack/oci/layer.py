@@ -30,17 +30,17 @@ digest hash (the caller's :class:`~lemonpack.digest.Hasher` when it hands one in
 compressed byte is hashed once). ``zstd`` layers (``tar+zstd``) use libzstd's own workers.
 No layer is ever held in memory.
 
-The deflater (:data:`DEFLATER`): levels 1-3 (the default is 1) are ISA-L's (Intel's
-Intelligent Storage Acceleration Library, through the ``isal`` package, pinned in
-``pyproject.toml``): its level 1 spends about a fifth of zlib's level-1 CPU per byte
-(measured: 640 vs 116 MiB/s per core on shared libraries, 850 vs 60 MiB/s on
-incompressible bytes) for output within a few percent of zlib's size; levels 0 and 4-9 are
-zlib's. ISA-L releases the GIL as zlib does. Byte-reproducibility holds for the same
-deflater: the same ``isal`` release (ISA-L version) and CPU family (measured identical on
-x86-64 with SSE4.2, AVX2 and AVX-512; a CPU without SSE4.2, older than 2008, compresses
-differently, and so may arm64); a zlib level for the same zlib build. The ``diff_id`` never
-depends on compression. The layer cache keys its entries by :data:`DEFLATER`, so a cached
-layer from another deflater is never reused.
+The deflater is zlib-ng's (through the ``zlib-ng`` package, pinned in ``pyproject.toml``),
+at level :data:`DEFAULT_COMPRESSLEVEL` by default: output within 1 % of zlib's level 1 for
+about two thirds of its CPU per byte (measured on shared libraries: 162 vs 110 MiB/s per
+core; zlib-ng's own level 1 is faster still but a fifth bigger). A block whose samples do not
+shrink (:func:`_incompressible`: already compressed data, random bytes) is stored instead of
+deflated, as a deflater would end up storing it, without spending the CPU to find that out.
+Byte-reproducibility holds for the same deflater (:func:`deflater`: zlib-ng's version):
+measured identical on x86-64 without SSE4.2, with SSE4.2, AVX2 and AVX-512, and on arm64
+(the compressed bytes of one corpus under qemu's CPU models), while ISA-L, evaluated too, gives
+other bytes on arm64 and on x86 without SSE4.2. The ``diff_id`` never depends on compression.
+The layer cache keys its entries by the deflater, so a layer from another one is never reused.
 
 Refused (:class:`~lemonpack.errors.UnsafeContentError`, naming the path inside the tree,
 never the directory it was read from): device files, fifos, sockets, names that are not
@@ -55,7 +55,6 @@ import os
 import stat
 import struct
 import tarfile
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -70,9 +69,11 @@ from lemonpack.oci.mediatypes import MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER
 CHUNK = 1 << 20
 """Read and queue granularity in bytes (1 MiB)."""
 
-DEFAULT_COMPRESSLEVEL = 1
-"""Default gzip level: 1 is the speed of ``gzip -1``; layers are usually binaries and model
-runtimes where level 6-9 gains a few percent for 3-5x the CPU time."""
+DEFAULT_COMPRESSLEVEL = 2
+"""Default gzip level (zlib-ng's levels): 2 compresses as ``gzip -1`` does, within 1 %, at
+about two thirds of its CPU per byte; zlib-ng's level 1 (``deflate_quick``, fixed Huffman
+codes) is faster but a fifth bigger on executables, and levels 6-9 gain a few percent for
+3-5x the CPU time (layers are usually binaries and model runtimes)."""
 
 _QUEUE_DEPTH = 8
 _TAR_FORMAT: Literal[2] = tarfile.PAX_FORMAT  # tobuf's format argument is typed as the literal
@@ -151,47 +152,54 @@ def _workers() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-ISAL_LEVELS = (1, 2, 3)
-"""The gzip levels ISA-L deflates (its own levels 1-3, same numbers); 0 and 4-9 are zlib's."""
+_PROBE = 4096  # bytes per sample of _incompressible
 
 
-def _deflate_module(level: int):
-    """The zlib-compatible module that deflates ``level``: ``isal.isal_zlib`` or ``zlib``."""
-    if level in ISAL_LEVELS:
-        from isal import isal_zlib
+def _deflate_module():
+    """The zlib-compatible module every gzip layer is deflated with: ``zlib_ng.zlib_ng``."""
+    from zlib_ng import zlib_ng
 
-        return isal_zlib
-    return zlib
+    return zlib_ng
 
 
-def deflater(compresslevel: int) -> str:
-    """Which deflater writes gzip layers at ``compresslevel`` and its version, e.g.
-    ``"isa-l 2.32.1"`` (levels 1-3) or ``"zlib 1.2.13"`` (0, 4-9): with the input, what the
-    compressed bytes depend on (see the module docstring); the layer cache keys its entries
-    by it. Raises ``ImportError`` when the ``isal`` package is missing."""
-    if compresslevel in ISAL_LEVELS:
-        from isal import _isal
+def deflater() -> str:
+    """Which deflater writes gzip layers, with its version (``"zlib-ng 2.3.3"``): with the
+    input and the level, what the compressed bytes depend on (module docstring); the layer
+    cache keys its entries by it. Raises ``ImportError`` when ``zlib-ng`` is missing."""
+    return f"zlib-ng {_deflate_module().ZLIBNG_VERSION}"
 
-        return f"isa-l {_isal.ISAL_VERSION}"
-    return f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
+
+def _incompressible(z, block) -> bool:
+    """Whether ``block`` is stored rather than deflated: each of four :data:`_PROBE`-byte
+    samples (at 0, 1/4, 1/2 and 3/4 of the block) deflated alone at level 1 saves less than
+    1/64 of its size. A pure function of the bytes (and the deflater), so the stream stays
+    reproducible; it costs about 1 % of deflating the block."""
+    step = len(block) // 4
+    if step < _PROBE:
+        return False
+    for off in range(0, 4 * step, step):
+        c = z.compressobj(1, z.DEFLATED, -15, 8, z.Z_DEFAULT_STRATEGY)
+        if len(c.compress(block[off:off + _PROBE]) + c.flush(z.Z_SYNC_FLUSH)) < _PROBE - _PROBE // 64:
+            return False
+    return True
 
 
 class _ParallelGzip:
     """A gzip member made of independently compressed deflate blocks, as ``pigz`` does.
 
-    Block *i* (:data:`BLOCK` input bytes) is raw-deflated at ``level`` (by ISA-L for
-    :data:`ISAL_LEVELS`, else zlib; memory level 8, window 32 KiB, both fixed because ISA-L's
-    hash table size follows the memory level) with the last 32 KiB of block *i-1* as its
-    preset dictionary and ends with a sync flush (an empty stored block, byte-aligned), so
-    the blocks concatenate into one valid deflate stream (RFC 1951); zlib's empty final block
-    closes it, then the CRC-32 and size (RFC 1952). Blocks are compressed by a pool of
-    threads (both libraries release the GIL) and written in order. The bytes depend only on
-    the input, the level and the deflater (:func:`deflater`), never on the thread count or
-    timing. Header: mtime 0, no name, XFL as ``gzip.GzipFile`` sets it, OS 255."""
+    Block *i* (:data:`BLOCK` input bytes) is raw-deflated by zlib-ng at ``level`` (memory
+    level 8, window 32 KiB) with the last 32 KiB of block *i-1* as its preset dictionary, or
+    stored when :func:`_incompressible` says so, and ends with a sync flush (an empty stored
+    block, byte-aligned), so the blocks concatenate into one valid deflate stream (RFC 1951);
+    an empty final block closes it, then the CRC-32 and size (RFC 1952). Blocks are
+    compressed by a pool of threads (zlib-ng releases the GIL) and written in order. The
+    bytes depend only on the input, the level and the deflater (:func:`deflater`), never on
+    the thread count or timing. Header: mtime 0, no name, XFL as ``gzip.GzipFile`` sets it,
+    OS 255."""
 
     def __init__(self, sink, level: int, workers: int):
         self.sink, self.level = sink, level
-        self.z = _deflate_module(level)
+        self.z = _deflate_module()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lemonpack-deflate")
         self.pending: deque = deque()
         self.depth = 2 * workers
@@ -201,14 +209,16 @@ class _ParallelGzip:
 
     def _deflate(self, block: bytes, zdict: bytes) -> bytes:
         z = self.z
-        if zdict:
+        if self.level and _incompressible(z, block):
+            c = z.compressobj(0, z.DEFLATED, -15, 8, z.Z_DEFAULT_STRATEGY)
+        elif zdict:
             c = z.compressobj(self.level, z.DEFLATED, -15, 8, z.Z_DEFAULT_STRATEGY, zdict)
         else:
             c = z.compressobj(self.level, z.DEFLATED, -15, 8, z.Z_DEFAULT_STRATEGY)
         return c.compress(block) + c.flush(z.Z_SYNC_FLUSH)
 
     def add(self, block: bytes) -> None:
-        self.crc = self.z.crc32(block, self.crc)  # the same CRC-32 (RFC 1952) in both
+        self.crc = self.z.crc32(block, self.crc)  # zlib's CRC-32 (RFC 1952), with PCLMULQDQ
         self.size += len(block)
         self.pending.append(self.pool.submit(self._deflate, block, self.tail))
         self.tail = bytes(block[-_DICT:])
@@ -219,7 +229,7 @@ class _ParallelGzip:
         while self.pending:
             self.sink.write(self.pending.popleft().result())
         self.pool.shutdown()
-        self.sink.write(zlib.compressobj(self.level, zlib.DEFLATED, -15).flush(zlib.Z_FINISH))
+        self.sink.write(b"\x03\x00")  # a final, empty block with fixed codes (what zlib's Z_FINISH writes)
         self.sink.write(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
 
     def abort(self) -> None:
@@ -271,8 +281,7 @@ class _Pipeline:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         self._diff = Hasher()
         self._buf = bytearray()
-        # a fresh Hasher handed in (LayoutWriter.add_blob_file's) already hashes every byte
-        # on its way out: use it rather than hashing the compressed stream twice
+        # a fresh Hasher handed in (add_blob_file's) hashes every byte out: the only hash of them
         self._sink = out if isinstance(out, Hasher) and out.size == 0 else Hasher(out)
         workers = _workers()
         self._z = _ParallelGzip(self._sink, compresslevel, workers) if compression == "gzip" else \
@@ -488,4 +497,4 @@ def write_files_layer(files: Sequence[tuple[str, bytes, int]], out: BinaryIO, *,
 
 
 __all__ = ["LayerInfo", "write_dir_layer", "write_files_layer", "deflater", "CHUNK", "BLOCK", "COMPRESSIONS",
-           "DEFAULT_COMPRESSLEVEL", "ISAL_LEVELS", "ZSTD_LEVEL"]
+           "DEFAULT_COMPRESSLEVEL", "ZSTD_LEVEL"]

@@ -223,10 +223,10 @@ def test_corrupt_tar_leaves_nothing(tmp_path):
 
 
 def test_corrupt_deflate_data_is_refused_as_corrupt_and_leaves_nothing(tmp_path):
-    """ISA-L inflates gzip tars: damaged compressed bytes are refused with what
+    """zlib-ng inflates gzip tars: damaged compressed bytes are refused with what
     :func:`extract` documents for a corrupt archive (a ``TarError``, an ``OSError`` without
     an errno such as ``gzip.BadGzipFile``, ``EOFError``: what the builder reports as "not a
-    readable archive"), never ISA-L's own exception class, and nothing is left."""
+    readable archive"), never zlib-ng's own exception class, and nothing is left."""
     text = b"".join(b"line %d of a log that compresses\n" % i for i in range(40000))
     good = _tar(tmp_path / "g.tar.gz", [(_info("a.log"), text), (_info("b.log"), text[::-1])]).read_bytes()
     for n, at in enumerate(range(len(good) // 8, len(good) // 2, len(good) // 16)):  # in the members
