@@ -214,20 +214,22 @@ class LayoutWriter:
         computed here. If the callback returns a :class:`LayerInfo`, its digest and size
         must match (else :class:`IntegrityError`) and its ``diff_id`` is remembered for
         :meth:`add_image_manifest`. ``tee``: files that get a copy of every byte of the blob
-        as it is written (e.g. the layer cache's entry); their errors propagate.
+        as it is written (e.g. the layer cache's entry); their errors propagate. The hashing
+        and the writes run in a thread of their own (:class:`~lemonpack.digest.Hasher`,
+        ``threaded``), overlapping the callback's work (a layer's reads and deflate); an
+        error of theirs is raised by the callback's next write or here.
         """
         tmp = self._tmp_blob()
         result = None
         try:
-            with open(tmp, "wb") as raw:
-                hf = Hasher(raw, *tee)
+            with open(tmp, "wb") as raw, Hasher(raw, *tee, threaded=True) as hf:
                 if callable(source):
                     result = source(cast(BinaryIO, hf))  # a write-only file object
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(CHUNK):
                             hf.write(chunk)
-            digest = str(hf.digest())
+                digest = str(hf.digest())  # every byte hashed and written
             if isinstance(result, LayerInfo):
                 if result.digest != digest:
                     raise IntegrityError("layer written by callback", result.digest, digest)
