@@ -12,7 +12,9 @@ Base. A synthetic base image (an OCI layout written by this script: one tar+gzip
 base with libc, libstdc++, libgomp and libssl: 143 MB of tar, 57 MB of gzip).
 
 Measured, each in its own child process (``os.wait4`` gives that child's wall time and
-peak RSS, ``ru_maxrss``), one run each, side by side:
+peak RSS, ``ru_maxrss``), one run each, side by side, each after an ``os.sync()`` (the
+gigabytes the earlier steps wrote are written back first: otherwise the kernel throttles the
+next step's writes, e.g. the warm build's 300 MB copy, for the earlier steps' dirty pages):
 
 - cold build: ``lemonpack build RECIPE --out OUT --mirror http://127.0.0.1:PORT`` with an
   empty ``LEMONPACK_CACHE_DIR``: download (served by a thread of this script) + sha256 +
@@ -31,6 +33,14 @@ peak RSS, ``ru_maxrss``), one run each, side by side:
 
 Targets: cold peak RSS < 200 MiB, cold wall <= 0.6 x baseline, with base <= 1.1 x cold,
 warm wall <= 0.3 s.
+
+The lemonpack children are the console script's own entry (``lemonpack.cli.main``) run by
+this interpreter, without PYTHONDONTWRITEBYTECODE (set in some dev shells and CI images) and
+with their bytecode kept in a ``PYTHONPYCACHEPREFIX`` of the work directory (the source tree
+is not written to): an installed package has its ``.pyc`` files (pip compiles them at
+install), so a first build, not measured, writes them and the builds measure what a user waits for,
+not the compilation of ~60 modules, nor a version manager's shim in front of the script
+(pyenv's adds a bash and a pyenv process).
 
 Usage: ``python bench/build.py [--size-mib N] [--base-mib N] [--workdir DIR] [--keep]``.
 """
@@ -52,6 +62,8 @@ from functools import partial
 from pathlib import Path
 
 MIB = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = "import sys; from lemonpack.cli import main; sys.exit(main())"
 URL = "https://example.invalid/bench/llama-server-bench.tar.gz"
 TARGETS = {"rss_mib": 200.0, "ratio": 0.6, "warm_s": 0.3, "base_ratio": 1.1}
 
@@ -153,6 +165,7 @@ def sha256_file(path: Path) -> str:
 def measured(argv: list[str], env: dict | None = None, shell: bool = False) -> tuple[float, float, subprocess.CompletedProcess]:
     """Run ``argv`` as one child; ``(wall seconds, peak RSS MiB of that child, result)``.
     For a shell pipeline the RSS is the shell's largest child (RUSAGE_CHILDREN semantics)."""
+    os.sync()  # the earlier steps' dirty pages written back first: no step pays for another's writes
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out_r = threading.Thread(target=lambda: setattr(p, "_out", p.stdout.read()))
@@ -218,14 +231,16 @@ def main() -> int:
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
 
         for d in ("out-cold", "out-warm", "out-base-first", "out-base", "out-zstd", "cache", "cache-base",
-                  "cache-zstd"):
+                  "cache-zstd", "out-warmup", "cache-warmup"):
             shutil.rmtree(work / d, ignore_errors=True)
         base_dir = make_base(work, ns.base_mib)
         base_known = work / "cache-base-known"  # a cache that has seen the base (its facts recorded)
-        env0 = {**os.environ}
+        env0 = {**os.environ, "PYTHONPYCACHEPREFIX": str(work / "pycache"),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         env0.pop("SOURCE_DATE_EPOCH", None)
-        lp = shutil.which("lemonpack") or sys.exit("lemonpack not on PATH")
-        argv = [lp, "build", str(recipe), "--mirror", base, "--no-progress", "--json"]
+        env0.pop("PYTHONDONTWRITEBYTECODE", None)
+        lp = [sys.executable, "-c", ENTRY]  # what the console script runs
+        argv = [*lp, "build", str(recipe), "--mirror", base, "--no-progress", "--json"]
 
         cpu: dict[str, float] = {}
 
@@ -238,6 +253,9 @@ def main() -> int:
             cpu[out] = res.cpu
             return wall, rss, json.loads(res.stdout)
 
+        # one build, not measured, fills the bytecode cache with every module a build imports
+        # (lemonpack's and its libraries': with a PYTHONPYCACHEPREFIX their own __pycache__ is not read)
+        build("out-warmup", work / "cache-warmup")
         cold_s, cold_rss, cold = build("out-cold", work / "cache")
         first_s, first_rss, _ = build("out-base-first", work / "cache-base", "--base", f"oci:{base_dir}:base")
         # the base known, the engine cold: the layer cache keeps the base facts, the rest is emptied
@@ -259,7 +277,7 @@ def main() -> int:
         tsha_s = measured(f"tar -cf - -C '{tree}' . | sha256sum > /dev/null", shell=True)[0]
         zst_s = measured(f"tar -cf - -C '{tree}' . | zstd -3 -T{cpus} -q > /dev/null", shell=True)[0] \
             if shutil.which("zstd") else None
-        help_s = measured([lp, "--help"])[0]
+        help_s = measured([*lp, "--help"], env0)[0]
         base_s = sha_s + gz_s
         warm_s, warm_rss, warm = build("out-warm", work / "cache")
         same = cold["indexes"] == warm["indexes"]

@@ -28,8 +28,12 @@ py.buildPythonApplication {
   dependencies = [
     own.typer py.jsonschema py.fastjsonschema py.httpx py.rich py.platformdirs py.aiohttp py.cryptography
     py.pynacl py.podman py.docker py.gguf py.jinja2 py.markdown-it-py py.nh3 py.prometheus-client
-    py.zstandard py.pyyaml own.lightkube
+    py.zstandard py.pyyaml py.zlib-ng own.lightkube
   ];
+  # pyproject.toml pins zlib-ng (the layers' deflater, so that pip installs compress alike); a
+  # nixpkgs revision may carry another release, whose layers are then that release's bytes
+  # (the layer cache keys them by the deflater's version)
+  pythonRelaxDeps = [ "zlib-ng" ];
   pythonImportsCheck = [ "lemonpack" "lemonpack.kube.generate" ];
   passthru.pythonPackages = own;
   meta = {

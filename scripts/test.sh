@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(nix-bin patchelf skopeo umoci podman runc busybox-static docker-registry g++ g++-aarch64-linux-gnu
-              qemu-user-static chromium chromium-driver mmdebstrap
+              qemu-user-static chromium chromium-driver mmdebstrap xfsprogs
               python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -223,3 +223,65 @@ def test_locked_refuses_what_it_cannot_lock_naming_the_path(tmp_path):
     with pytest.raises(StorageError, match="link.lock"):
         with files.locked(tmp_path / "link.lock"):  # a planted symlink is not followed
             pass
+
+
+def test_copy_file_is_an_independent_copy(tmp_path):
+    """The copy has the bytes and is a file of its own: a write to it leaves the source as it
+    was (what the layout's copy of a cached layer needs); a symlink source is refused."""
+    from lemonpack.files import copy_file
+
+    src = tmp_path / "src"
+    data = os.urandom(3 << 20) + b"tail"
+    src.write_bytes(data)
+    assert copy_file(src, tmp_path / "dst") == len(data)
+    dst = tmp_path / "dst"
+    assert dst.read_bytes() == data
+    assert os.stat(dst).st_ino != os.stat(src).st_ino and os.stat(src).st_nlink == 1
+    with open(dst, "r+b") as f:
+        f.write(b"changed")
+    assert src.read_bytes() == data
+    os.symlink(src, tmp_path / "link")
+    with pytest.raises(OSError):
+        copy_file(tmp_path / "link", tmp_path / "other")
+    with pytest.raises(FileExistsError):
+        copy_file(src, dst)
+
+
+@pytest.fixture
+def reflink_dir(tmp_path):
+    """A directory on an XFS file system with reflinks (a loop-mounted image), or skip."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("mkfs.xfs"):
+        pytest.skip("needs root and mkfs.xfs (xfsprogs)")
+    image, mnt = tmp_path / "xfs.img", tmp_path / "mnt"
+    with open(image, "wb") as f:
+        f.truncate(320 << 20)
+    mnt.mkdir()
+    if subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", str(image)], capture_output=True).returncode != 0 or \
+            subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make and loop-mount an XFS image here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_copy_file_on_xfs_is_a_reflink_that_copies_on_write(reflink_dir):
+    """On a file system that shares extents the copy moves no data (the free space does not
+    shrink by the file's size) and stays copy-on-write: writing to the copy leaves the source."""
+    from lemonpack.files import copy_file
+
+    src = reflink_dir / "src"
+    data = os.urandom(64 << 20)
+    src.write_bytes(data)
+    os.sync()
+    free = os.statvfs(reflink_dir).f_bfree * os.statvfs(reflink_dir).f_frsize
+    assert copy_file(src, reflink_dir / "dst") == len(data)
+    os.sync()
+    after = os.statvfs(reflink_dir).f_bfree * os.statvfs(reflink_dir).f_frsize
+    assert free - after < 8 << 20  # shared extents, not 64 MiB more
+    with open(reflink_dir / "dst", "r+b") as f:
+        f.write(b"changed")
+    assert src.read_bytes() == data and (reflink_dir / "dst").read_bytes()[7:] == data[7:]

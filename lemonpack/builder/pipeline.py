@@ -63,7 +63,7 @@ from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
-from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
+from lemonpack.oci import (ANNOTATION_TITLE, DEFAULT_COMPRESSLEVEL, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.base import BaseImage, BaseSource
 from lemonpack.oci.mediatypes import (ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE,
@@ -104,7 +104,7 @@ class BuildOptions:
     epoch: int = 0
     cpu_arch: str = "amd64"
     progress: bool | None = None
-    compresslevel: int = 1
+    compresslevel: int = DEFAULT_COMPRESSLEVEL
     base: BaseSource | None = None
     compression: str = "gzip"
     source_url: str | None = None

@@ -86,11 +86,24 @@ class BuildPlan:
                         for r, f in zip(self.recipes, self.files)],
             "extends_bases": sorted(self.bases), "out": str(self.out), "os": self.os,
             "accelerator": self.accelerator, "arch": self.arch, "cpu_arch": self.cpu_arch,
-            "compression": self.compression,
+            "compression": self.compression, "compressor": compressor(self.compression),
             "mirror": "example (served from the installed package on 127.0.0.1)" if self.example
             else (self.mirror.base_url if self.mirror else None),
             "base": self.base, "epoch": self.epoch, "source_url": self.source_url, "revision": self.revision,
         }
+
+
+def compressor(compression: str) -> str:
+    """What compresses the layers of a ``compression`` build, with its version and level: with
+    the inputs, what their bytes depend on (``"zlib-ng 2.3.3, level 2"``; ``"libzstd 1.5.7,
+    level 3"``)."""
+    from lemonpack.oci.layer import DEFAULT_COMPRESSLEVEL, ZSTD_LEVEL, deflater
+
+    if compression == "zstd":
+        import zstandard
+
+        return f"libzstd {'.'.join(map(str, zstandard.ZSTD_VERSION))}, level {ZSTD_LEVEL}"
+    return f"{deflater()}, level {DEFAULT_COMPRESSLEVEL}"
 
 
 def _check_provenance(source_url: str | None, revision: str | None) -> None:
@@ -228,4 +241,4 @@ def write_build(plan: BuildPlan, *, progress: bool | None = None,
         return build_recipes(list(plan.recipes), opts, on_target=on_target, bases=plan.bases)
 
 
-__all__ = ["BuildPlan", "COMPRESSIONS", "plan_build", "write_build"]
+__all__ = ["BuildPlan", "COMPRESSIONS", "compressor", "plan_build", "write_build"]

@@ -140,7 +140,7 @@ def _print_plan(plan, json_out: bool) -> int:
     if json_out:
         print_json(doc)
         return 0
-    for key in ("out", "os", "accelerator", "arch", "cpu_arch", "compression", "mirror", "base", "epoch"):
+    for key in ("out", "os", "accelerator", "arch", "cpu_arch", "compression", "compressor", "mirror", "base", "epoch"):
         console.print(f"{key}: {'-' if doc[key] is None else doc[key]}", markup=False)
     if doc["extends_bases"]:
         console.print(f"extends bases (discovered): {', '.join(doc['extends_bases'])}", markup=False)

@@ -311,7 +311,7 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
            response: httpx.Response, progress: bool) -> Fetched:
     """Write the response body to the cache, hashing as it streams; verify; commit."""
     fh, tmp = cache.staging()
-    sink = Hasher(fh)
+    sink = Hasher(fh, threaded=True)  # hashes and writes while the next bytes are read from the socket
     try:
         total = response.headers.get("Content-Length")
         with byte_meter(int(total) if total and total.isdigit() else None, url.rsplit("/", 1)[-1] or url,
@@ -324,6 +324,7 @@ def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
         if expected is not None and actual != expected:
             raise IntegrityError(url, sha256_text(expected), sha256_text(actual))
     except BaseException:
+        sink.close()
         cache.discard(fh, tmp)
         raise
     path = cache.commit(fh, tmp, actual)

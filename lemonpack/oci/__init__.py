@@ -1,5 +1,5 @@
 """lemonpack.oci: image references, deterministic layers, OCI image layouts (the standard library,
-and ``zstandard`` for zstd layers).
+``zlib-ng`` for gzip layers and ``zstandard`` for zstd layers).
 
 Follows OCI image-spec v1.1 (image-layout.md, manifest.md, image-index.md, descriptor.md,
 layer.md, config.md, annotations.md) and the distribution/reference grammar.

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, Callable, Mapping, Sequence, cast
 
 from lemonpack.digest import Digest, Hasher, hex_of
 from lemonpack.errors import IntegrityError, LayoutError, OutputError
-from lemonpack.files import commit, replace_directory, replace_file
+from lemonpack.files import commit, copy_file, replace_directory, replace_file
 from lemonpack.oci.mediatypes import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
 from lemonpack.oci.descriptor import Descriptor, _plain
@@ -214,20 +214,22 @@ class LayoutWriter:
         computed here. If the callback returns a :class:`LayerInfo`, its digest and size
         must match (else :class:`IntegrityError`) and its ``diff_id`` is remembered for
         :meth:`add_image_manifest`. ``tee``: files that get a copy of every byte of the blob
-        as it is written (e.g. the layer cache's entry); their errors propagate.
+        as it is written (e.g. the layer cache's entry); their errors propagate. The hashing
+        and the writes run in a thread of their own (:class:`~lemonpack.digest.Hasher`,
+        ``threaded``), overlapping the callback's work (a layer's reads and deflate); an
+        error of theirs is raised by the callback's next write or here.
         """
         tmp = self._tmp_blob()
         result = None
         try:
-            with open(tmp, "wb") as raw:
-                hf = Hasher(raw, *tee)
+            with open(tmp, "wb") as raw, Hasher(raw, *tee, threaded=True) as hf:
                 if callable(source):
                     result = source(cast(BinaryIO, hf))  # a write-only file object
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(CHUNK):
                             hf.write(chunk)
-            digest = str(hf.digest())
+                digest = str(hf.digest())  # every byte hashed and written
             if isinstance(result, LayerInfo):
                 if result.digest != digest:
                     raise IntegrityError("layer written by callback", result.digest, digest)
@@ -252,8 +254,9 @@ class LayoutWriter:
         write or a ``chmod`` there change the cache entry it shares an inode with.
         ``diff_id`` (for layers) is remembered for :meth:`add_image_manifest`. Returns
         ``descriptor``. ``verify=False`` is for a caller that verified the bytes itself (a
-        cache entry whose stat facts are the ones recorded when it was hashed): the kernel
-        copies the file (``copy_file_range``/``sendfile``) and only the size is checked.
+        cache entry whose stat facts are the ones recorded when it was hashed): the file is
+        copied by :func:`lemonpack.files.copy_file` (a copy-on-write reflink on XFS and btrfs,
+        no data moved; a kernel copy elsewhere) and only the size is checked.
         """
         src = Path(path)
         tmp = self._tmp_blob()
@@ -268,8 +271,7 @@ class LayoutWriter:
                     raise IntegrityError(str(src), descriptor.digest, actual)
                 size = hf.size
             else:
-                shutil.copyfile(src, tmp, follow_symlinks=False)
-                size = tmp.stat().st_size
+                size = copy_file(src, tmp)
             if size != descriptor.size:
                 raise LayoutError(f"{src}: size {size} does not match descriptor size {descriptor.size}")
             commit(tmp, self._blob_path(descriptor.digest), durable=False)

@@ -44,7 +44,7 @@ from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, 
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.files import open_regular
 from lemonpack.files import remove_tree, replace_directory
-from lemonpack.oci import LayoutWriter
+from lemonpack.oci import DEFAULT_COMPRESSLEVEL, LayoutWriter
 from lemonpack.oci.base import BaseSource, open_base
 from lemonpack.canonical import canonical_json
 from lemonpack.oci.policy import require_pinned
@@ -78,7 +78,7 @@ class ReleaseOptions:
     cache: ArtifactCache | None = None
     epoch: int = 0
     progress: bool | None = None
-    compresslevel: int = 1
+    compresslevel: int = DEFAULT_COMPRESSLEVEL
     base: str | None = None
     open_base: Callable[[str], BaseSource] | None = None
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from lemonpack.digest import Digest
 from lemonpack.errors import UnsafeContentError
-from lemonpack.oci import (ANNOTATION_TITLE, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
+from lemonpack.oci import (ANNOTATION_TITLE, DEFAULT_COMPRESSLEVEL, MEDIA_TYPE_LAYER_TAR_GZIP, Descriptor, LayoutWriter,
                            write_dir_layer, write_files_layer)
 from lemonpack.oci.mediatypes import ANNOTATION_CREATED
 from lemonpack.oci.layout import rfc3339
@@ -160,7 +160,7 @@ def _recipe_layers(lw: LayoutWriter, payloads: tuple[RecipePayload, ...], epoch:
     return layers
 
 
-def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compresslevel: int = 1,
+def write_image(lw: LayoutWriter, inputs: ImageInputs, *, epoch: int, compresslevel: int = DEFAULT_COMPRESSLEVEL,
                 based: "BaseLayers | None" = None) -> ImageResult:
     """Write the image of ``inputs`` into the open layout ``lw`` and tag it; see the
     module docstring. ``epoch``: seconds since 1970 for every file mtime, the configs'

@@ -75,7 +75,7 @@ let
     # nixpkgs' python-modules this repository names (see tests/fixtures/nixpkgs_attributes.json)
     "aiohttp" "annotated-doc" "cryptography" "docker" "fastjsonschema" "gguf" "httpx" "httpx2"
     "jinja2" "jsonschema" "markdown-it-py" "msgspec" "nh3" "pdm-backend" "platformdirs" "podman"
-    "prometheus-client" "pynacl" "pyyaml" "rich" "setuptools" "shellingham" "zstandard"
+    "prometheus-client" "pynacl" "pyyaml" "rich" "setuptools" "shellingham" "zlib-ng" "zstandard"
   ] fromHost // {
     fetchPypi = { pname, version, hash ? "", sha256 ? "", format ? "setuptools", extension ? "tar.gz"
                 , dist ? "py2.py3", python ? "py2.py3", abi ? "none", platform ? "any" }:

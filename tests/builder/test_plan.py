@@ -70,5 +70,10 @@ def test_dry_run_prints_the_plan_and_builds_nothing(lp, tmp_path, monkeypatch):
     doc = json.loads(r.out)
     assert doc == plan_build([PER_PLATFORM], out=out, compression="zstd").to_json()
     assert doc["epoch"] == 7 and doc["compression"] == "zstd" and doc["cpu_arch"] == host_arch()
+    assert doc["compressor"].startswith("libzstd ") and doc["compressor"].endswith(", level 3")
     text = lp("build", PER_PLATFORM, "--out", out, "--dry-run")
     assert text.code == 0 and "llamacpp-per-platform.linux-rocm: linux/rocm" in text.out and not out.exists()
+    # what the layers' bytes depend on besides the inputs: the deflater, its version and level
+    from zlib_ng import zlib_ng
+
+    assert f"compressor: zlib-ng {zlib_ng.ZLIBNG_VERSION}, level 2" in text.out

@@ -222,6 +222,42 @@ def test_corrupt_tar_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path / "out") == []
 
 
+def test_corrupt_deflate_data_is_refused_as_corrupt_and_leaves_nothing(tmp_path):
+    """zlib-ng inflates gzip tars: damaged compressed bytes are refused with what
+    :func:`extract` documents for a corrupt archive (a ``TarError``, an ``OSError`` without
+    an errno such as ``gzip.BadGzipFile``, ``EOFError``: what the builder reports as "not a
+    readable archive"), never zlib-ng's own exception class, and nothing is left."""
+    text = b"".join(b"line %d of a log that compresses\n" % i for i in range(40000))
+    good = _tar(tmp_path / "g.tar.gz", [(_info("a.log"), text), (_info("b.log"), text[::-1])]).read_bytes()
+    for n, at in enumerate(range(len(good) // 8, len(good) // 2, len(good) // 16)):  # in the members
+        data = bytearray(good)
+        for i in range(at, at + 64):  # past the header detect_format reads, inside the deflate stream
+            data[i] ^= 0x5A
+        bad = tmp_path / f"t{n}.tar.gz"
+        bad.write_bytes(bytes(data))
+        dest = tmp_path / f"out{n}" / "d"
+        with pytest.raises((tarfile.TarError, OSError, EOFError)) as err:
+            extract(bad, dest, name_hint="t.tar.gz")
+        assert isinstance(err.value, (tarfile.TarError, EOFError)) or err.value.errno is None, err.value
+        assert os.listdir(dest.parent) == []
+
+
+def test_gzip_of_several_members_is_one_tar(tmp_path):
+    """A gzip file may hold several members (``cat a.gz b.gz``, pigz): the tar is their
+    concatenation, as ``tar -xzf`` reads it."""
+    import gzip
+
+    plain = tmp_path / "p.tar"
+    _tar(plain, [(_info("a"), b"alpha" * 1000), (_info("b"), os.urandom(70000))], mode="w")
+    raw = plain.read_bytes()
+    arc = tmp_path / "m.tar.gz"
+    arc.write_bytes(gzip.compress(raw[:30000], 1) + gzip.compress(raw[30000:], 9))
+    extract(arc, tmp_path / "d", name_hint="m.tar.gz")
+    with tarfile.open(plain) as tf:
+        for m in tf:
+            assert (tmp_path / "d" / m.name).read_bytes() == tf.extractfile(m).read()
+
+
 def test_read_only_dirs_cleaned_on_failure(tmp_path):
     arc = _tar(tmp_path / "ro.tar.gz", [(_info("ro", tarfile.DIRTYPE, 0o555), None),
                                          (_info("ro/f"), b"x"), (_info("../boom"), b"x")])

@@ -310,3 +310,51 @@ def test_parallel_compression_same_bytes_whatever_the_workers_and_writes(compres
         assert plain == data
         outs.add(out)
     assert len(outs) == 1
+
+
+def test_incompressible_blocks_are_stored_and_the_rest_deflated():
+    """A 1 MiB block whose four samples do not shrink (random bytes) is stored: the layer is
+    its input plus a few bytes of framing per 64 KiB, and cost no deflate; a block with a
+    compressible sample is deflated whole. Either way the stream is gzip's, read back by the
+    standard library and by GNU gzip."""
+    import gzip as _gzip
+    import random as _random
+    import shutil as _shutil
+    import subprocess as _subprocess
+
+    import lemonpack.oci.layer as layer_mod
+
+    rnd = _random.Random(3)
+    noise = rnd.randbytes(4 << 20)
+    buf = io.BytesIO()
+    pipe = layer_mod._Pipeline(buf, 2)
+    pipe.write(noise)
+    pipe.finish()
+    stored = buf.getvalue()
+    assert len(noise) < len(stored) < len(noise) * 1.001
+    assert _gzip.decompress(stored) == noise
+
+    # the same noise with a compressible quarter in each block: every block is deflated
+    mixed = bytearray(noise)
+    for off in range(0, len(mixed), 1 << 20):
+        mixed[off + (1 << 18):off + (1 << 19)] = b"x" * (1 << 18)
+    buf = io.BytesIO()
+    pipe = layer_mod._Pipeline(buf, 2)
+    pipe.write(bytes(mixed))
+    pipe.finish()
+    deflated = buf.getvalue()
+    assert len(deflated) < len(mixed) * 0.8
+    assert _gzip.decompress(deflated) == bytes(mixed)
+    if _shutil.which("gzip"):
+        for data, plain in ((stored, noise), (deflated, bytes(mixed))):
+            assert _subprocess.run(["gzip", "-dc"], input=data, capture_output=True, check=True).stdout == plain
+
+
+def test_deflater_names_the_pinned_zlib_ng():
+    """What the bytes depend on besides the input is named with its version (the layer cache
+    keys by it, ``build --dry-run`` prints it)."""
+    from zlib_ng import zlib_ng
+
+    from lemonpack.oci.layer import deflater
+
+    assert deflater() == f"zlib-ng {zlib_ng.ZLIBNG_VERSION}"

@@ -219,13 +219,51 @@ def test_registry_base_pulled_by_digest(lp, site, recipe, tmp_path, registry):
 
 
 def test_recorded_base_facts_do_not_excuse_a_changed_blob(lp, site, recipe, tmp_path):
-    """The second build takes the layer facts from the cache, but still hashes the blob it copies."""
+    """The second build takes the layer facts from the cache; a blob whose stat facts are no
+    longer the ones recorded when it was hashed is hashed again, and refused."""
     made = make_base(tmp_path / "base")
     r = lp("build", recipe, "--out", tmp_path / "ok", "--mirror", site.base, "--os", "linux", "--accelerator", "cpu",
            "--cpu-arch", "amd64", "--base", f"oci:{tmp_path / 'base'}")
     assert r.code == 0, r
     victim = tmp_path / "base" / "blobs" / "sha256" / made["layers"][0].split(":")[1]
     victim.write_bytes(victim.read_bytes() + b"\0")
+    _fails(lp, site, recipe, tmp_path, f"oci:{tmp_path / 'base'}", 3, "sha256 mismatch", made["layers"][0])
+
+
+@pytest.mark.parametrize("edit", ["none", "same-size-old-mtime"])
+def test_an_unchanged_base_blob_is_trusted_by_its_stat_facts(lp, site, recipe, tmp_path, home, edit):
+    """A base blob hashed once has its stat facts in its layer's record; a later build copies it
+    unhashed while they hold (the same image), and hashes it again after a same-size edit that
+    puts the mtime back (the ctime moved), refusing it."""
+    import os
+
+    from lemonpack.files import stat_facts
+
+    made = make_base(tmp_path / "base")
+    args = ("--mirror", site.base, "--os", "linux", "--accelerator", "cpu", "--cpu-arch", "amd64",
+            "--base", f"oci:{tmp_path / 'base'}")
+    first = lp("build", recipe, "--out", tmp_path / "a", *args, "--json")
+    assert first.code == 0, first
+    hex_ = made["layers"][0].split(":")[1]
+    victim = tmp_path / "base" / "blobs" / "sha256" / hex_
+    record = json.loads((home.cache / "layers" / "bases" / f"{hex_}.json").read_text())
+    assert record["stat"] == stat_facts(victim) and record["diff_id"].startswith("sha256:")
+    if edit == "none":
+        again = lp("build", recipe, "--out", tmp_path / "b", *args, "--json")
+        assert again.code == 0, again
+        assert again.json()["indexes"] == first.json()["indexes"]
+        assert (tmp_path / "b" / "blobs" / "sha256" / hex_).read_bytes() == victim.read_bytes()
+        return
+    st = victim.stat()
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.chmod(0o644)
+    with open(victim, "r+b") as f:
+        f.seek(len(data) // 2)
+        f.write(data[len(data) // 2:len(data) // 2 + 1])
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    victim.chmod(st.st_mode & 0o777)
+    assert victim.stat().st_size == st.st_size and victim.stat().st_mtime_ns == st.st_mtime_ns
     _fails(lp, site, recipe, tmp_path, f"oci:{tmp_path / 'base'}", 3, "sha256 mismatch", made["layers"][0])
 
 

@@ -54,6 +54,51 @@ def test_byte_reproducible_across_caches_dirs_and_time(lp, site, tmp_path, monke
         assert blob_json(layout, m["config"]["digest"])["created"] == created
 
 
+def test_same_bytes_with_one_deflate_worker_or_two(lp, site, tmp_path, monkeypatch):
+    """The layer's gzip stream is cut at fixed tar offsets, whatever the number of threads
+    that deflate it (one per CPU the process may run on): a build pinned to one CPU and a
+    build on two give the same index digest and the same blobs, and GNU gzip reads the
+    layer back to the artifact's files."""
+    import hashlib
+    import random
+    import shutil
+    import subprocess
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    rnd = random.Random(25)
+    text = b"".join(b"%06d tensor rope kv-cache %d\n" % (i, i * 7 % 1000) for i in range(120_000))
+    data = tar_gz([("llama-server", b"#!/bin/sh\necho big\n", 0o755), ("lib/blob.bin", rnd.randbytes(3 << 20), 0o644),
+                   ("lib/log.txt", text, 0o644)])
+    url = "https://example.invalid/bt/big.tar.gz"
+    sha = site.put(url, data)
+    recipe = write_recipe(tmp_path / "big.json", recipe_doc(
+        "big-recipe", display_name="b", variant_of="llamacpp", version_policy="pinned", binary="llama-server",
+        block={"source": url, "sha256": "sha256:" + sha}))
+    cpus = os.sched_getaffinity(0)
+    outs = {}
+    for n in (1, 2):
+        monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / f"cache-{n}"))  # a cold build each
+        os.sched_setaffinity(0, set(sorted(cpus)[:n]))  # the deflate pool has one thread per CPU
+        try:
+            res = lp("build", recipe, "--out", tmp_path / f"out-{n}", "--mirror", site.base, "--json")
+        finally:
+            os.sched_setaffinity(0, cpus)
+        assert res.code == 0, res
+        outs[n] = res.json()["indexes"]
+    assert outs[1] == outs[2]
+    assert _blobs(tmp_path / "out-1") == _blobs(tmp_path / "out-2")
+    m = blob_json(tmp_path / "out-1", tags(tmp_path / "out-1")["big-recipe.linux-cpu"]["digest"])
+    layer = tmp_path / "out-1" / "blobs" / "sha256" / m["layers"][0]["digest"][7:]
+    assert layer.stat().st_size > 3 << 20  # several deflate blocks
+    if shutil.which("gzip"):
+        tar = subprocess.run(["gzip", "-dc", str(layer)], check=True, capture_output=True).stdout
+        diff_id = blob_json(tmp_path / "out-1", m["config"]["digest"])["rootfs"]["diff_ids"][0]
+        assert "sha256:" + hashlib.sha256(tar).hexdigest() == diff_id
+        with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+            assert tf.extractfile("opt/lemonpack/big-recipe/lib/log.txt").read() == text
+
+
 def test_bad_source_date_epoch_is_refused(lp, site, tmp_path, monkeypatch):
     recipe = site.pinned(ARCH, tmp_path / "recipes")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")

@@ -240,6 +240,22 @@ def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, home,
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == info["digest"][7:]
 
 
+def test_layer_records_name_the_deflater_so_another_one_rebuilds(tmp_path, site, lp, home):
+    """A layer's record states the format and the deflater with its version: a layer cached by
+    another zlib-ng release (or lemonpack's earlier zlib format) is another key, never reused."""
+    from lemonpack.builder.layercache import LAYER_FORMAT, LayerCache
+    from lemonpack.oci.layer import deflater
+
+    h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
+    assert lp("build", recipe(tmp_path, h), "--out", tmp_path / "a", "--mirror", site.base).code == 0
+    (rec,) = (home.cache / "layers").glob("*.json")
+    info = json.loads(rec.read_text())
+    assert info["format"] == f"{LAYER_FORMAT} {deflater()}" and deflater().startswith("zlib-ng ")
+    other = {**info, "format": f"{LAYER_FORMAT} zlib-ng 0.0.0"}
+    assert LayerCache.key_of(other) != rec.stem == LayerCache.key_of(info)
+    assert LayerCache.inputs(h, "opt/x", 0, 2, "zstd")["format"] == f"{LAYER_FORMAT}+zstd"
+
+
 def test_write_through_layout_does_not_reach_the_cache(tmp_path, site, lp, home):
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
@@ -572,9 +588,12 @@ def test_case05_killed_downloads_are_cleaned_live_ones_never(tmp_path, slow_serv
     assert list(store.glob(".tmp-*")) == []
 
 
-def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, home):
+@pytest.mark.parametrize("edit", ["rewrite-old-mtime", "rewrite-new-mtime", "in-place-old-mtime"])
+def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, home, edit):
     """Hits are trusted by the stat facts recorded when the bytes were hashed; an edit that
-    keeps the size and puts the mtime back still changes the ctime, so the entry is re-hashed."""
+    keeps the size (the file rewritten, or one byte written in place on the same inode) and
+    puts the mtime back, or moves it on as ``touch`` does, still changes the ctime, so the
+    entry is re-hashed."""
     h = _serve(site, tar_gz([("llama-server", b"#!/bin/sh\necho good\n", 0o755)]))
     r = recipe(tmp_path, h)
     assert lp("build", r, "--out", tmp_path / "a", "--mirror", site.base).code == 0
@@ -587,9 +606,16 @@ def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, h
         victim.chmod(0o644)
         data = bytearray(victim.read_bytes())
         data[len(data) // 2] ^= 0xFF
-        victim.write_bytes(bytes(data))
-        os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if edit.startswith("in-place"):
+            with open(victim, "r+b") as f:
+                f.seek(len(data) // 2)
+                f.write(data[len(data) // 2:len(data) // 2 + 1])
+        else:
+            victim.write_bytes(bytes(data))
+        mtime = st.st_mtime_ns + 5_000_000_000 if edit.endswith("new-mtime") else st.st_mtime_ns
+        os.utime(victim, ns=(st.st_atime_ns, mtime))
         victim.chmod(st.st_mode & 0o777)
+        assert victim.stat().st_ino == st.st_ino and victim.stat().st_size == st.st_size
     res = lp("build", r, "--out", tmp_path / "b", "--mirror", site.base)
     assert res.code == 0, res
     verify_layout(tmp_path / "b")
