@@ -7,7 +7,8 @@ without a block for the accelerator, a recipe discovery rejected, an argv that r
 shell script, a name Kubernetes cannot carry, a non-loopback ``--publish`` without
 ``--publish-any`` ...) is one line naming the model and the field, exit 1, and nothing is
 written. ``--systemd DIR`` also writes a ``podman-kube@`` drop-in and a quadlet ``.kube`` file
-there, so ``podman kube play`` starts the engines with the host. Every registry image is judged
+there, so ``podman kube play`` starts the engines with the host. ``--probe-exec JSON-ARGV`` makes
+the livenessProbe an exec of that argv (:mod:`lemonpack.kube.generate`, step 5). Every registry image is judged
 by the trust policy first (``--policy FILE``/``--registries.d DIR``, else the default places:
 exit 3, nothing written); ``--admission FILE`` writes the policy's rules for the cluster
 (``--admission-format``: policy-controller ClusterImagePolicy objects, or a Kyverno
@@ -74,6 +75,12 @@ def generate_cmd(
                                          help="Give the pods a livenessProbe (default: yes, but not with "
                                               "--publish: podman kube play runs it as curl inside the image "
                                               "and restarts an engine image without curl)."),
+    probe_exec: str | None = typer.Option(None, "--probe-exec", metavar="JSON-ARGV",
+                                          help="Make the livenessProbe an exec of this argv, a JSON list "
+                                               "({port}: the container port), e.g. '[\"curl\", \"-fsS\", "
+                                               "\"http://127.0.0.1:{port}/health\"]', for an image that "
+                                               "carries the tool (and /bin/sh: podman 4.3 runs it through "
+                                               "sh -c). Implies --liveness with --publish."),
     admission: Path | None = typer.Option(None, "--admission", metavar="FILE",
                                           help="Also write sigstore policy-controller ClusterImagePolicy objects "
                                                "for the file's images, from the trust policy's rules "
@@ -89,7 +96,7 @@ def generate_cmd(
     """Write a Deployment and a Service per MODEL, from its recipe's launch plan."""
     from lemonpack.kube import (GenerateOptions, KubeError, Target, documents, generate_objects, parse_images,
                                 parse_publish, render_yaml, resolve_models, systemd_units)
-    from lemonpack.kube.inputs import check_outputs, write_output
+    from lemonpack.kube.inputs import check_outputs, parse_probe_exec, write_output
     from lemonpack.kube.names import valid_namespace
     from lemonpack.kube.systemd import check_quadlet_free, quadlet_name
     from lemonpack.runtime.recipes.discovery import Discovery
@@ -101,6 +108,9 @@ def generate_cmd(
         raise KubeError(f"--admission-format {admission_format}: give --admission FILE, the file to write it to")
     if systemd is not None and out == "-":
         raise KubeError("--systemd: the units name the YAML file; give --out FILE, not -")
+    probe_argv = parse_probe_exec(probe_exec)
+    if probe_argv is not None and liveness is False:
+        raise KubeError("--probe-exec with --no-liveness: the probe is the livenessProbe; give one of them")
     check_outputs(out, systemd)
     trust = Trust.named(policy, registries_d)  # a --policy that cannot be used: exit 3, nothing written
     target = Target.parse(accelerator)
@@ -113,7 +123,8 @@ def generate_cmd(
     resolved = resolve_models(models, target=target, images=images, discovered=Discovery().scan(),
                               sources=per_model, default_source=default_source)
     opts = GenerateOptions(images=images, target=target, namespace=namespace, replicas=replicas, publish=pub,
-                           liveness=pub is None if liveness is None else liveness, trust=trust)
+                           liveness=(pub is None or probe_argv is not None) if liveness is None else liveness,
+                           trust=trust, probe_exec=probe_argv)
     generated = generate_objects(resolved, opts)
     data = render_yaml(documents(generated))
     admission_data = None

@@ -41,7 +41,15 @@ Per model:
    ``--publish``): ``podman kube play`` (4.3) turns a livenessProbe into a healthcheck run
    *inside the image* (``curl`` for httpGet, ``nc`` for tcpSocket, through ``/bin/sh``) and
    restarts the container when it fails, and engine images hold neither tool; the kubelet
-   runs probes itself, so a cluster file keeps all three;
+   runs probes itself, so a cluster file keeps all three. ``GenerateOptions.probe_exec`` (the
+   CLI's ``--probe-exec``, an argv with ``{port}`` the container port) makes the
+   ``livenessProbe`` an ``exec`` of that argv instead, in every variant (with ``--publish``
+   it is then there by default): for images that carry a tool (``curl``, busybox ``wget``),
+   it is what ``podman healthcheck run`` really checks. podman 4.3 runs it as ``/bin/sh -c
+   'WORDS || exit 1'`` (measured), so the image needs ``/bin/sh`` too, and the words are
+   shell-inert (:func:`lemonpack.kube.inputs.parse_probe_exec`); a ``process`` probe's
+   liveness exec waits the startup budget (``initialDelaySeconds``), as there is no
+   startupProbe to wait for;
 6. the target gives resource limits and node affinity (:mod:`lemonpack.kube.accelerators`),
    and with a device the NoSchedule toleration and the ``Recreate`` strategy; every pod gets
    cpu/memory requests, a memory limit and the Pod Security "restricted" security context
@@ -172,6 +180,8 @@ class GenerateOptions:
     none written); ``replicas``; ``publish`` ``(host IP, first port)`` or None;
     ``container_port`` what ``{port}`` resolves to; ``mount`` where the model volume is
     mounted; ``liveness`` whether pods get a livenessProbe (module docstring, step 5);
+    ``probe_exec`` the argv of an ``exec`` livenessProbe (``{port}``: the container port;
+    None: the health_probe's action);
     ``trust`` the :class:`~lemonpack.trust.check.Trust` every image is judged with
     (``--policy``/``--registries.d``; None: the default places)."""
 
@@ -184,6 +194,7 @@ class GenerateOptions:
     mount: str = "/models"
     liveness: bool = True
     trust: Any = None
+    probe_exec: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -251,11 +262,21 @@ def pod_checkpoints(model: KubeModel, mount: str) -> tuple[ModelSpec, str, dict[
     return pod_spec, local_dir, local
 
 
-def _probes(probe, period_ms: int, timeout_s: int, port: int) -> tuple[Any, Any, Any, int]:
+def _exec_liveness(argv: Sequence[str], port: int, delay: int) -> core_v1.Probe:
+    """The ``exec`` livenessProbe of ``argv`` (``{port}`` -> ``port``), ``delay`` seconds
+    before its first run (0: none written)."""
+    command = [w.replace("{port}", str(port)) for w in argv]
+    return core_v1.Probe(exec=core_v1.ExecAction(command=command), periodSeconds=LIVENESS_PERIOD_SECONDS,
+                         failureThreshold=3, timeoutSeconds=max(PROBE_TIMEOUT_SECONDS, LIVENESS_PERIOD_SECONDS),
+                         initialDelaySeconds=delay or None)
+
+
+def _probes(probe, period_ms: int, timeout_s: int, port: int,
+            probe_exec: Sequence[str] | None = None) -> tuple[Any, Any, Any, int]:
     period = max(1, math.ceil(period_ms / 1000))
     budget = max(period, int(timeout_s))
     if probe.type == "process":
-        return None, None, None, budget
+        return None, None, _exec_liveness(probe_exec, port, budget) if probe_exec else None, budget
     action: dict[str, Any]
     if probe.type == "http":
         action = {"httpGet": core_v1.HTTPGetAction(port=port, path=probe.endpoint)}
@@ -267,6 +288,8 @@ def _probes(probe, period_ms: int, timeout_s: int, port: int) -> tuple[Any, Any,
     ready = core_v1.Probe(periodSeconds=period, failureThreshold=3, timeoutSeconds=attempt, **action)
     live = core_v1.Probe(periodSeconds=LIVENESS_PERIOD_SECONDS, failureThreshold=3,
                          timeoutSeconds=max(PROBE_TIMEOUT_SECONDS, LIVENESS_PERIOD_SECONDS), **action)
+    if probe_exec:
+        live = _exec_liveness(probe_exec, port, 0)
     return startup, ready, live, budget
 
 
@@ -363,7 +386,8 @@ def generate_one(model: KubeModel, opts: GenerateOptions, *, host_port: int | No
     if probe.type == "http" and not 200 <= probe.expected_status <= 399:
         raise _fail(model.name, f"{recipe.file}: health_probe.expected_status: {probe.expected_status} is outside "
                                 "200-399, what a Kubernetes http probe counts as success")
-    startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds, c.port)
+    startup, ready, live, budget = _probes(probe, probe.poll_interval_ms, probe.timeout_seconds, c.port,
+                                         opts.probe_exec)
     if not opts.liveness:
         live = None
     if model.artifact_files is not None:

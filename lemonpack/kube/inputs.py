@@ -12,6 +12,8 @@
   refused, as ``lint`` refuses it in recipes).
 - :func:`parse_publish`: ``HOST:PORT`` with a loopback HOST unless publishing on any address
   is asked for explicitly.
+- :func:`parse_probe_exec`: ``--probe-exec`` as a JSON list of argv words, each one podman's
+  shell reads as itself (:data:`PROBE_WORD`).
 - :func:`check_outputs` / :func:`write_output`: ``--out`` and ``--systemd`` checked before
   anything is generated, and written atomically, every failure naming the user's path (never
   the temporary file a write goes through).
@@ -20,7 +22,9 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -76,6 +80,42 @@ def parse_publish(text: str | None, *, any_address: bool = False) -> tuple[str, 
         raise KubeError(f"--publish {text}: {bare} is not a loopback address; publishing the engines on other "
                         "hosts' reach needs --publish-any")
     return str(addr), port
+
+
+#: One word of ``--probe-exec``: characters a POSIX shell reads as themselves (what
+#: :func:`shlex.quote` leaves unquoted), plus ``{port}``. podman 4.3's ``kube play`` joins an exec
+#: probe's words with spaces and runs ``/bin/sh -c 'WORDS || exit 1'`` (measured: the healthcheck
+#: is ``["CMD-SHELL", word, ..., "||", "exit", "1"]``), while a kubelet executes the words as an
+#: argv: only words free of shell syntax mean the same to both.
+PROBE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+PROBE_PORT = "{port}"
+
+
+def parse_probe_exec(text: str | None) -> tuple[str, ...] | None:
+    """The argv of ``--probe-exec`` (None for None): a JSON list of 1..32 non-empty strings,
+    each :data:`PROBE_WORD` after ``{port}`` (the container port, filled in by
+    :func:`lemonpack.kube.generate.generate_one`) is taken out, at most 4096 characters in all.
+    No shell string is accepted: ``["sh", "-c", "..."]`` is refused by the word rule. Raises
+    :class:`KubeError` naming ``--probe-exec`` and the word."""
+    if text is None:
+        return None
+    if len(text) > 4096:
+        raise KubeError(f"--probe-exec: {len(text)} characters; at most 4096")
+    try:
+        argv = json.loads(text)
+    except ValueError as e:
+        raise KubeError(f"--probe-exec {text!r}: not a JSON list of strings ({e.msg}), e.g. "
+                        '\'["wget", "-q", "--spider", "http://127.0.0.1:{port}/health"]\'') from None
+    if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
+        raise KubeError(f"--probe-exec {text!r}: expected a non-empty JSON list of strings (an argv)")
+    if len(argv) > 32:
+        raise KubeError(f"--probe-exec: {len(argv)} words; at most 32")
+    for i, word in enumerate(argv):
+        if not PROBE_WORD.fullmatch(word.replace(PROBE_PORT, "0")):
+            raise KubeError(f"--probe-exec: word {i} {word!r} holds a character a shell would read (podman "
+                            "kube play runs the probe through /bin/sh -c); use only letters, digits and "
+                            "_@%+=:,./- (and {port})")
+    return tuple(argv)
 
 
 def check_outputs(out: str, systemd: Path | None) -> None:
@@ -202,4 +242,5 @@ def _file_model(ref: str, path: Path, target: Target, images: Mapping[str, str],
     return KubeModel(resolved.stem, spec, recipe, source)
 
 
-__all__ = ["check_outputs", "parse_images", "parse_publish", "resolve_models", "write_output"]
+__all__ = ["PROBE_PORT", "PROBE_WORD", "check_outputs", "parse_images", "parse_probe_exec", "parse_publish",
+           "resolve_models", "write_output"]
