@@ -152,6 +152,60 @@ def test_liveness_is_left_out_for_podman_kube_play_and_kept_for_a_cluster(kube_e
     assert "livenessProbe" in next(yaml.safe_load_all(forced))["spec"]["template"]["spec"]["containers"][0]
 
 
+def test_probe_exec_is_the_liveness_probe_of_every_variant(kube_env, capsys):
+    """Issue 23 point 4: an exec livenessProbe podman can run in an image that carries the tool."""
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.q", "llamacpp-gpu")
+    argv = '["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:{port}/health"]'
+    want = ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/health"]
+    for publish in (("--publish", "127.0.0.1:18080"), ()):
+        code, out, err = _run(capsys, "user.q", "--image", f"llamacpp-gpu={IMAGE}", *publish, "--probe-exec", argv,
+                              "--out", "-")
+        assert code == 0, err
+        c = next(yaml.safe_load_all(out))["spec"]["template"]["spec"]["containers"][0]
+        assert c["livenessProbe"] == {"exec": {"command": want}, "periodSeconds": 10, "failureThreshold": 3,
+                                      "timeoutSeconds": 15}, publish
+        assert c["startupProbe"]["httpGet"]["port"] == 8080 and c["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+@pytest.mark.parametrize("value, message", [
+    ('curl -f http://x', "not a JSON list of strings"),
+    ('[]', "expected a non-empty JSON list"),
+    ('["curl", 1]', "expected a non-empty JSON list"),
+    ('{"a": 1}', "expected a non-empty JSON list"),
+    ('["sh", "-c", "curl -f http://127.0.0.1:8080/health"]', "word 2 'curl -f http://127.0.0.1:8080/health'"),
+    ('["curl", "http://h/$(id)"]', "holds a character a shell would read"),
+    ('["curl", "a;reboot"]', "holds a character a shell would read"),
+    ('["curl", ""]', "word 1 ''"),
+    ('["curl", "{host}"]', "word 1 '{host}'"),
+])
+def test_probe_exec_takes_only_a_shell_inert_argv(kube_env, capsys, value, message):
+    """podman 4.3 joins the words and runs /bin/sh -c: a word the shell would read differently is refused."""
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.q", "llamacpp-gpu")
+    code, out, err = _run(capsys, "user.q", "--image", f"llamacpp-gpu={IMAGE}", "--probe-exec", value, "--out", "-")
+    assert code == 1 and out == "" and "--probe-exec" in err and message in err, err
+    assert "Traceback" not in err
+
+
+def test_probe_exec_with_no_liveness_is_refused(kube_env, capsys):
+    kube_env.descriptor(GPU_FORK)
+    kube_env.register("user.q", "llamacpp-gpu")
+    code, out, err = _run(capsys, "user.q", "--image", f"llamacpp-gpu={IMAGE}", "--probe-exec", '["true"]',
+                          "--no-liveness", "--out", "-")
+    assert code == 1 and out == "" and "--probe-exec with --no-liveness" in err
+
+
+def test_a_process_probe_gets_the_exec_liveness_after_the_startup_budget():
+    doc = json.loads(json.dumps(GPU_FORK))
+    doc["health_probe"] = {"type": "process", "timeout_seconds": 90}
+    m = KubeModel("user.p", ModelSpec(name="user.p", checkpoints={"main": "/srv/m/p.gguf"}), _recipe(doc),
+                  ModelSource.parse("pvc:m"))
+    c = _pod(generate([m], GenerateOptions(images={"llamacpp-gpu": IMAGE}, probe_exec=("true",))))["containers"][0]
+    assert c["livenessProbe"]["exec"] == {"command": ["true"]} and c["livenessProbe"]["initialDelaySeconds"] == 90
+    assert not {"startupProbe", "readinessProbe"} & set(c)
+
+
 # --- case 62: Pod Security "restricted" -----------------------------------------------------
 
 def _variants(tmp_path) -> dict[str, list[dict]]:
@@ -171,6 +225,10 @@ def _variants(tmp_path) -> dict[str, list[dict]]:
     m = KubeModel("user.m", ModelSpec(name="user.m", checkpoints={"main": str(f)}), _recipe(), ModelSource.parse("pvc:m"))
     out["cpu pvc publish"] = generate([m], GenerateOptions(images={"llamacpp-gpu": IMAGE},
                                                            publish=("127.0.0.1", 18080), liveness=False))
+    wget = ("/bin/busybox", "wget", "-q", "--spider", "http://127.0.0.1:{port}/health")
+    out["cpu pvc exec"] = generate([m], GenerateOptions(images={"llamacpp-gpu": IMAGE}, probe_exec=wget))
+    out["cpu pvc exec publish"] = generate([m], GenerateOptions(images={"llamacpp-gpu": IMAGE}, probe_exec=wget,
+                                                                publish=("127.0.0.1", 18080)))
     return out
 
 
@@ -183,7 +241,7 @@ def test_every_variant_is_valid_and_passes_pod_security_restricted(tmp_path):
             assert found == ["HostPath Volumes: spec.volumes[model].hostPath: must be undefined",
                              "Volume Types: spec.volumes[model]: ['hostPath'] is not an allowed volume type"], name
             assert pss.violations(_pod(docs), "baseline") == found[:1]
-        elif name.endswith("publish"):
+        elif name.endswith("publish"):  # "exec publish" too
             assert found == ["Host Ports: spec.containers[engine].ports[http].hostPort: must be undefined or 0"], name
         else:
             assert found == [], f"{name}: {found}"
