@@ -3,7 +3,10 @@
 ``podman kube play``. The engine answers on the published port; no mount of the pod exposes
 ``.ssh``; the engine runs as uid 65532; no podman healthcheck restarts it. And why the
 livenessProbe is left out for podman: forced in with ``--liveness``, podman runs it as ``curl``
-inside the image, which has none, and ``podman healthcheck run`` says unhealthy."""
+inside the image, which has none, and ``podman healthcheck run`` says unhealthy. And what works
+instead (issue 23 point 4): ``--probe-exec`` with a tool the image carries (busybox ``wget``
+added to the example image): healthy run after run, the engine never restarted, and a probe
+that fails is reported unhealthy."""
 
 from __future__ import annotations
 
@@ -110,6 +113,69 @@ def test_a_forced_liveness_probe_is_what_podman_runs_inside_the_image(kube_env, 
         hc = _podman(env, "healthcheck", "run", container)
         assert "unhealthy" in hc.stdout + hc.stderr  # while /health answers 200 on the published port
         assert _up(url)
+    finally:
+        down = _podman(env, "kube", "down", str(out))
+    assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture
+def busybox_image(example_image, tmp_path):
+    """``(name@digest, env)``: the example image plus ``/bin/busybox`` (its ``wget``), as an
+    upstream image carries curl; ``/bin/sh`` is the Debian base's own dash."""
+    image, env = example_image
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "busybox").write_bytes(Path(need("busybox")).read_bytes())
+    (ctx / "busybox").chmod(0o755)
+    (ctx / "Containerfile").write_text(f"FROM {image}\nCOPY busybox /bin/busybox\n")
+    name = f"localhost/kube-probe-{secrets.token_hex(4)}/hello"
+    _podman(env, "build", "-q", "-t", f"{name}:bb", str(ctx), check=True)
+    digest = _podman(env, "inspect", f"{name}:bb", "--format", "{{.Digest}}", check=True).stdout.strip()
+    yield f"{name}@{digest}", env
+    _podman(env, "rmi", f"{name}:bb")
+
+
+def _health(env, container: str) -> tuple[str, str, int]:
+    """``(health status, started at, engine start lines in the log)``."""
+    state = json.loads(_podman(env, "inspect", container, "--format", "{{json .State}}", check=True).stdout)
+    logs = _podman(env, "logs", container)
+    return (state.get("Health") or state.get("Healthcheck") or {}).get("Status", ""), state["StartedAt"], \
+        (logs.stdout + logs.stderr).count("hello-engine: serving")
+
+
+def test_a_probe_exec_with_a_tool_of_the_image_is_healthy_and_restarts_nothing(kube_env, busybox_image, tmp_path):
+    image, env = busybox_image
+    argv = json.dumps(["/bin/busybox", "wget", "-q", "--spider", "http://127.0.0.1:{port}/health"])
+    out, url, container, _ = _play(kube_env, image, env, tmp_path, "--probe-exec", argv)
+    try:
+        assert wait_for(lambda: _up(url), timeout=60), _podman(env, "logs", container).stderr
+        test = json.loads(_podman(env, "inspect", container, "--format", "{{json .Config.Healthcheck}}",
+                                  check=True).stdout)["Test"]
+        assert test[0] == "CMD-SHELL" and "http://127.0.0.1:8080/health" in test  # podman: /bin/sh -c, joined
+        _, started, _ = _health(env, container)
+        for _ in range(4):
+            hc = _podman(env, "healthcheck", "run", container)
+            assert hc.returncode == 0 and "unhealthy" not in hc.stdout + hc.stderr, hc
+            time.sleep(1)
+        status, again, starts = _health(env, container)
+        assert status == "healthy" and again == started and starts == 1
+        r = httpx.post(url + "/v1/chat/completions", timeout=10,
+                       json={"model": "hello", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
+    finally:
+        down = _podman(env, "kube", "down", str(out))
+    assert down.returncode == 0, down.stderr
+
+
+def test_a_probe_exec_that_fails_is_reported_unhealthy(kube_env, busybox_image, tmp_path):
+    image, env = busybox_image
+    argv = json.dumps(["/bin/busybox", "wget", "-q", "--spider", "http://127.0.0.1:{port}/no-such-endpoint"])
+    out, url, container, _ = _play(kube_env, image, env, tmp_path, "--probe-exec", argv)
+    try:
+        assert wait_for(lambda: _up(url), timeout=60), _podman(env, "logs", container).stderr
+        hc = _podman(env, "healthcheck", "run", container)
+        assert hc.returncode != 0 and "unhealthy" in hc.stdout + hc.stderr, hc
+        assert _health(env, container)[0] in ("starting", "unhealthy")  # one failure of 3 retries
     finally:
         down = _podman(env, "kube", "down", str(out))
     assert down.returncode == 0, down.stderr
