@@ -39,6 +39,7 @@ from lemonpack.runtime.models.ref import OCI_SCHEME, oci_model_facts, resolve_mo
 from lemonpack.runtime.models.registry import ModelRegistry
 from lemonpack.runtime.selection.selector import (Presence, discovery_order, effective_override, host_block, model_artifact,
                                         select_backend)
+from lemonpack.strictjson import nesting_depth
 
 
 def parse_images(values: Iterable[str]) -> dict[str, str]:
@@ -101,9 +102,11 @@ def parse_probe_exec(text: str | None) -> tuple[str, ...] | None:
         return None
     if len(text) > 4096:
         raise KubeError(f"--probe-exec: {len(text)} characters; at most 4096")
+    if nesting_depth(text) > 1:  # an argv is flat; deep nesting would only exhaust the decoder's stack
+        raise KubeError("--probe-exec: expected a flat JSON list of strings (an argv), not nested lists")
     try:
         argv = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise KubeError(f"--probe-exec {text!r}: not a JSON list of strings ({e.msg}), e.g. "
                         '\'["wget", "-q", "--spider", "http://127.0.0.1:{port}/health"]\'') from None
     if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):

@@ -178,6 +178,8 @@ def test_probe_exec_is_the_liveness_probe_of_every_variant(kube_env, capsys):
     ('["curl", "a;reboot"]', "holds a character a shell would read"),
     ('["curl", ""]', "word 1 ''"),
     ('["curl", "{host}"]', "word 1 '{host}'"),
+    ('["curl", ' + "[" * 3000, "not nested lists"),  # never the decoder's RecursionError
+    ('["w"' + ', "x"' * 40 + "]", "41 words; at most 32"),
 ])
 def test_probe_exec_takes_only_a_shell_inert_argv(kube_env, capsys, value, message):
     """podman 4.3 joins the words and runs /bin/sh -c: a word the shell would read differently is refused."""

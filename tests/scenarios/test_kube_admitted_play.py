@@ -21,6 +21,7 @@ import pytest
 
 from lemonpack.cli import main
 from support.helpers import free_port, wait_for
+from support.kube import BUSYBOX_PROBE, with_busybox
 from support.tools import need
 
 pytestmark = pytest.mark.slow
@@ -123,16 +124,9 @@ def busybox_image(example_image, tmp_path):
     """``(name@digest, env)``: the example image plus ``/bin/busybox`` (its ``wget``), as an
     upstream image carries curl; ``/bin/sh`` is the Debian base's own dash."""
     image, env = example_image
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    (ctx / "busybox").write_bytes(Path(need("busybox")).read_bytes())
-    (ctx / "busybox").chmod(0o755)
-    (ctx / "Containerfile").write_text(f"FROM {image}\nCOPY busybox /bin/busybox\n")
-    name = f"localhost/kube-probe-{secrets.token_hex(4)}/hello"
-    _podman(env, "build", "-q", "-t", f"{name}:bb", str(ctx), check=True)
-    digest = _podman(env, "inspect", f"{name}:bb", "--format", "{{.Digest}}", check=True).stdout.strip()
-    yield f"{name}@{digest}", env
-    _podman(env, "rmi", f"{name}:bb")
+    pinned, tagged = with_busybox(image, tmp_path, env)
+    yield pinned, env
+    _podman(env, "rmi", tagged)
 
 
 def _health(env, container: str) -> tuple[str, str, int]:
@@ -145,7 +139,7 @@ def _health(env, container: str) -> tuple[str, str, int]:
 
 def test_a_probe_exec_with_a_tool_of_the_image_is_healthy_and_restarts_nothing(kube_env, busybox_image, tmp_path):
     image, env = busybox_image
-    argv = json.dumps(["/bin/busybox", "wget", "-q", "--spider", "http://127.0.0.1:{port}/health"])
+    argv = json.dumps(BUSYBOX_PROBE)
     out, url, container, _ = _play(kube_env, image, env, tmp_path, "--probe-exec", argv)
     try:
         assert wait_for(lambda: _up(url), timeout=60), _podman(env, "logs", container).stderr

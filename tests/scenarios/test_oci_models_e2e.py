@@ -11,8 +11,10 @@ on a busybox base) to the local registry (CNCF distribution),
   supported VolumeSource"), so the file uses the modelcar init container (``--models
   MODEL=modelcar:REF``): podman pulls the modelcar from the registry, the init container copies
   ``/models`` into the pod's emptyDir, the engine (an image ``lemonpack build --base`` made with the
-  real llama-server) answers a chat completion on the published port with no hostPath in the file,
-  and is still up, never restarted, after ``podman healthcheck run`` several times.
+  real llama-server, plus busybox for its ``wget``) answers a chat completion on the published port
+  with no hostPath in the file, and is still up, never restarted, after ``podman healthcheck run``
+  of its ``--probe-exec`` livenessProbe (``wget`` of /health inside the image) several times, each
+  one healthy.
 
 slow: the llama-server build (tests/support/llama_server.py), the Debian base, podman."""
 
@@ -121,7 +123,7 @@ def test_serve_offline_refuses_to_fetch_a_model_the_store_lacks(registry, tmp_pa
 
 def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health_checks(
         kube_env, podman_conf, debian_layout, registry, tmp_path, capsys, monkeypatch):
-    from support.kube import built_engine_image, llama_artifact, llama_recipe
+    from support.kube import BUSYBOX_PROBE, built_engine_image, llama_artifact, llama_recipe, with_busybox
     from support.llama_server import llama_server_dir, write_tiny_gguf
 
     need("podman")
@@ -141,6 +143,7 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
     assert main(["models", "add", model, "-r", rid, "-c", f"main=oci://{registry.host}/{repo}@{pushed['digest']}",
                  "-o", "ctx_size=256"]) == 0
     image, remove = built_engine_image(recipe_file, artifact, debian_layout, tmp_path, env)
+    probing, remove_probing = with_busybox(image, tmp_path, env)  # the tool of the exec livenessProbe
     # the default for a model registered by oci://: its artifact as an image volume (a cluster's file)
     cluster = tmp_path / "cluster.yaml"
     assert main(["kube", "generate", model, "--image", f"{rid}={image}", "--out", str(cluster)]) == 0
@@ -150,8 +153,9 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
     assert "hostPath" not in cluster.read_text()
     port = free_port()
     out = tmp_path / "play.yaml"
-    assert main(["kube", "generate", model, "--image", f"{rid}={image}", "--publish", f"127.0.0.1:{port}",
-                 "--models", f"{model}=modelcar:{car_by_digest}", "--out", str(out)]) == 0
+    assert main(["kube", "generate", model, "--image", f"{rid}={probing}", "--publish", f"127.0.0.1:{port}",
+                 "--models", f"{model}=modelcar:{car_by_digest}", "--probe-exec", json.dumps(BUSYBOX_PROBE),
+                 "--out", str(out)]) == 0
     assert "hostPath" not in out.read_text() and "initContainers" in out.read_text()
     name = model.removeprefix("user.")
     container = f"{name}-pod-0-engine"
@@ -194,11 +198,13 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
         assert not [m for m in mounts if m.get("Type") == "bind" and m["Destination"].startswith("/models")], mounts
         started = subprocess.run(["podman", "inspect", container, "--format", "{{.State.StartedAt}}"], env=env,
                                  capture_output=True, text=True, check=True).stdout
-        for _ in range(4):  # what a systemd timer would run; nothing here restarts the engine
+        for _ in range(4):  # what a systemd timer would run: the --probe-exec livenessProbe, inside the image
             hc = subprocess.run(["podman", "healthcheck", "run", container], env=env, capture_output=True, text=True)
-            # the --publish file has no livenessProbe (podman 4.3 would run it as curl inside the image):
-            # podman defines no healthcheck, so none can fail and restart the engine
-            assert "unhealthy" not in hc.stdout + hc.stderr and "has no defined healthcheck" in hc.stderr, hc
+            assert hc.returncode == 0 and "unhealthy" not in hc.stdout + hc.stderr, hc
+            time.sleep(1)
+        health = json.loads(subprocess.run(["podman", "inspect", container, "--format", "{{json .State.Health}}"],
+                                           env=env, capture_output=True, text=True, check=True).stdout)
+        assert health["Status"] == "healthy" and health["FailingStreak"] == 0, health
         assert _ready(url)
         assert subprocess.run(["podman", "inspect", container, "--format", "{{.State.StartedAt}}"], env=env,
                               capture_output=True, text=True).stdout == started
@@ -211,6 +217,7 @@ def test_podman_kube_play_serves_the_model_from_the_registry_and_survives_health
             if down.returncode == 0 or "no pod with name" in down.stderr:
                 break
             time.sleep(2)
+        subprocess.run(["podman", "rmi", "-f", remove_probing], env=env, capture_output=True, timeout=120)
         subprocess.run(["podman", "rmi", "-f", remove], env=env, capture_output=True, timeout=120)
         subprocess.run(["podman", "rmi", car_by_digest], env=env, capture_output=True, timeout=120)
     assert down is not None and down.returncode == 0, down.stderr if down else "nothing generated"

@@ -148,3 +148,30 @@ def built_engine_image(recipe_file: Path, artifact: bytes, base: str, work: Path
     subprocess.run(["skopeo", "copy", "-q", f"oci:{layout}:{tag}", f"containers-storage:{tagged}"],
                    env=env, check=True, capture_output=True, timeout=600)
     return f"{name}@{digest}", tagged
+
+
+#: The exec livenessProbe of an image that carries busybox (:func:`with_busybox`): ``wget`` of /health.
+BUSYBOX_PROBE = ["/bin/busybox", "wget", "-q", "--spider", "http://127.0.0.1:{port}/health"]
+
+
+def with_busybox(image: str, work: Path, env: dict) -> tuple[str, str]:
+    """``(name@sha256:digest, name:tag)``: ``image`` (in podman's storage) plus ``/bin/busybox``
+    (Debian's busybox-static: its ``wget`` is the tool an exec probe runs, as upstream llama.cpp
+    images carry curl), made by ``podman build`` of a ``COPY`` (no RUN: no container runs) under a
+    unique name. Remove it by its tag (podman's storage is shared)."""
+    import secrets
+    import subprocess
+
+    from support.tools import need
+
+    ctx = work / f"busybox-{secrets.token_hex(4)}"
+    ctx.mkdir(parents=True)
+    (ctx / "busybox").write_bytes(Path(need("busybox")).read_bytes())
+    (ctx / "busybox").chmod(0o755)
+    (ctx / "Containerfile").write_text(f"FROM {image}\nCOPY busybox /bin/busybox\n")
+    tagged = f"localhost/kube-probe-{secrets.token_hex(4)}/engine:bb"
+    subprocess.run([need("podman"), "build", "-q", "-t", tagged, str(ctx)], env=env, check=True, capture_output=True,
+                   timeout=300)
+    digest = subprocess.run([need("podman"), "inspect", tagged, "--format", "{{.Digest}}"], env=env, check=True,
+                            capture_output=True, text=True, timeout=60).stdout.strip()
+    return f"{tagged.rpartition(':')[0]}@{digest}", tagged
