@@ -184,13 +184,13 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     if json_out:
         print_json(result.to_json())
     else:
+        kept = f"{result.kept} other tag{'' if result.kept == 1 else 's'} kept"
         if not result.merged:
             where = f"new layout {out}"
         elif result.replaced:
-            where = (f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; "
-                     f"{result.kept} other tags kept)")
+            where = f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; {kept})"
         else:
-            where = f"existing layout {out} ({result.kept} other tags kept)"
+            where = f"existing layout {out} ({kept})"
         console.print(f"{r} -> {where} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
     return 0
 
