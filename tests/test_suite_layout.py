@@ -108,8 +108,6 @@ WITHOUT_OWN_FILE = {
     # registry: operations against the real docker-registry
     "lemonpack.registry.answers": "the registry's answers checked, in tests/scenarios/test_registry_malicious.py",
     "lemonpack.registry.base": "pulling a base by digest, in tests/scenarios/test_build_base.py",
-    "lemonpack.registry.transfer": "through publish and pull in tests/scenarios/test_publish_pull.py and "
-                                   "tests/scenarios/test_distribution_trust.py",
     "lemonpack.release.build": "through lemonpack release in tests/scenarios/test_release.py",
     # runtime
     "lemonpack.runtime.engines.ports": "the ports engines are given, in tests/runtime/engines/test_handles.py",

@@ -142,9 +142,14 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     recipes an ``extends`` base may come from when it is not among ``recipes`` (called only
     then; the CLI passes discovery). Raises as the module docstring says."""
     recipes = list(recipes)
-    if example and (recipes or mirror):
+    if example and recipes:
         raise UsageError("--example builds the shipped example alone, from its own loopback mirror; "
                          "build your recipes in another run", param="--example")
+    if example and mirror:
+        value = mirror.base_url if isinstance(mirror, Mirror) else mirror
+        raise UsageError(f"{value!r} cannot be used with --example, which builds the shipped example from its "
+                         "own loopback mirror; a mirror (an http:// or https:// URL with a host, such as "
+                         "http://127.0.0.1:8080) is for building your recipes, in another run", param="--mirror")
     if example:
         from lemonpack.examples import example_recipes
 

@@ -243,30 +243,37 @@ def find_entry(index: dict, ident: str) -> dict:
     raise CatalogueError(f"no catalogue entry {ident!r}")
 
 
-def verify_dir(directory: Path, public_pem: bytes) -> list[str]:
+def verify_dir(directory: Path, public_pem: bytes, shown_as: str | None = None) -> list[str]:
     """Problems of the built index in ``directory``: the signature over ``catalogue.json``
     (missing or not verifying with ``public_pem``), and per entry its
-    ``entries/<file>.json`` missing or different from the index's entry. Empty: valid."""
+    ``entries/<file>.json`` missing or different from the index's entry. Empty: valid.
+
+    Each problem names its file under ``shown_as`` when given (the directory or URL the user
+    named, when ``directory`` is a temporary copy of it), else under ``directory``."""
+    def show(rel: str) -> str:
+        return f"{shown_as.rstrip('/')}/{rel}" if shown_as else str(directory / rel)
+
     problems = []
     data = (directory / INDEX_NAME).read_bytes()
     sig = directory / SIG_NAME
     if not sig.is_file():
-        problems.append(f"{sig}: missing (the index is unsigned)")
+        problems.append(f"{show(SIG_NAME)}: missing (the index is unsigned)")
     elif not verify_bytes(public_pem, data, sig.read_text(encoding="ascii", errors="replace")):
-        problems.append(f"{sig}: does not verify {INDEX_NAME} with the trusted key")
+        problems.append(f"{show(SIG_NAME)}: does not verify {INDEX_NAME} with the trusted key")
     try:
         index = json.loads(data)
     except ValueError as e:
-        return problems + [f"{directory / INDEX_NAME}: not JSON: {e}"]
+        return problems + [f"{show(INDEX_NAME)}: not JSON: {e}"]
     compact = directory / SEARCH_NAME
     if compact.is_file() and compact.read_bytes() != search_file_for(data, index):  # tampered, or derived elsewhere
-        problems.append(f"{compact}: differs from the search index derived from {INDEX_NAME}")
+        problems.append(f"{show(SEARCH_NAME)}: differs from the search index derived from {INDEX_NAME}")
     for entry in index.get("entries", []):
-        f = directory / "entries" / entry_filename(entry["id"])
+        rel = f"entries/{entry_filename(entry['id'])}"
+        f = directory / rel
         if not f.is_file():
-            problems.append(f"{f}: missing")
+            problems.append(f"{show(rel)}: missing")
         elif f.read_bytes() != canonical_json(entry):
-            problems.append(f"{f}: differs from the index's entry {entry['id']}")
+            problems.append(f"{show(rel)}: differs from the index's entry {entry['id']}")
     return problems
 
 
@@ -314,6 +321,7 @@ def update(source: str, public_pem: bytes) -> dict:
     dest = cached_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".catalogue.tmp-", dir=dest.parent))
+    shown_as = source  # what problems name: the user's URL or directory, not the temp copy
     try:
         if source.startswith(("http://", "https://")):
             from lemonpack.fetch.download import download_client, get_bytes
@@ -321,6 +329,7 @@ def update(source: str, public_pem: bytes) -> dict:
             base = source.rstrip("/")
             if base.endswith(INDEX_NAME):
                 base = base[: -len(INDEX_NAME) - 1]
+            shown_as = base
             from lemonpack.catalogue.bounded import transfer_bounds
             from lemonpack.httpclient import bounded
 
@@ -341,6 +350,7 @@ def update(source: str, public_pem: bytes) -> dict:
             src = Path(source)
             if src.is_file():
                 src = src.parent
+            shown_as = str(src)
             if not (src / INDEX_NAME).is_file():
                 raise CatalogueError(f"no {INDEX_NAME} in {source}")
             shutil.copy2(src / INDEX_NAME, tmp / INDEX_NAME)
@@ -350,9 +360,9 @@ def update(source: str, public_pem: bytes) -> dict:
                 shutil.copytree(src / "entries", tmp / "entries")
             else:
                 (tmp / "entries").mkdir()
-        problems = verify_dir(tmp, public_pem)
+        problems = verify_dir(tmp, public_pem, shown_as)
         if problems:
-            raise SignatureError("refusing the new index, the cached copy is unchanged:\n  " + "\n  ".join(problems),
+            raise SignatureError(f"refusing the new index from {shown_as}, the cached copy is unchanged:\n  " + "\n  ".join(problems),
                                  what=INDEX_NAME)
         data = (tmp / INDEX_NAME).read_bytes()
         index = json.loads(data)

@@ -184,20 +184,20 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     if json_out:
         print_json(result.to_json())
     else:
+        kept = f"{result.kept} other tag{'' if result.kept == 1 else 's'} kept"
         if not result.merged:
             where = f"new layout {out}"
         elif result.replaced:
-            where = (f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; "
-                     f"{result.kept} other tags kept)")
+            where = f"existing layout {out}, replacing its tag {result.tag} (was {result.replaced}; {kept})"
         else:
-            where = f"existing layout {out} ({result.kept} other tags kept)"
+            where = f"existing layout {out} ({kept})"
         console.print(f"{r} -> {where} (tag {result.tag}, {result.digest}, {result.blobs} blobs)", markup=False)
     return 0
 
 
 @app.command("pin")
 def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe file to pin in place."),
-        check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 when an image is not pinned."),
+        check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 when an image is not pinned, 2 when the file is not a recipe."),
         insecure: bool = INSECURE,
         registry_config: Path = REGISTRY_CONFIG,
         json_out: bool = JSON_OPTION) -> int:
@@ -207,7 +207,8 @@ def pin(recipe: Path = typer.Argument(..., metavar="RECIPE.json", help="Recipe f
     the registry sends one, must agree) and written as name:tag@sha256:...; everything else in the file stays
     byte for byte (key order, indentation, spacing). An image containing {arch_alias} is
     resolved once per arch alias of the recipe, or the command fails saying why. The file is
-    replaced atomically. --check only reports (exit 1 when anything is unpinned).
+    replaced atomically. --check only reports (exit 1 when anything is unpinned). A file the
+    recipe contract refuses (not JSON, a JSON array, another tool's file) is refused, exit 2.
     """
     from lemonpack.registry.pin import check_recipe, pin_recipe
 

@@ -97,9 +97,13 @@ class Mirror:
     @classmethod
     def from_env(cls, cli_value: str | None = None, *, allow_insecure: bool = False) -> Mirror | None:
         """The mirror to use: ``cli_value`` (``--mirror``) if given, else ``$LEMONPACK_MIRROR``
-        if set and non-empty, else None."""
+        if set and non-empty, else None. A bad value raises :class:`MirrorSettingError` whose
+        ``param`` (and message prefix) is ``--mirror`` or ``$LEMONPACK_MIRROR``."""
         value = cli_value or os.environ.get("LEMONPACK_MIRROR") or None
-        return cls(value, allow_insecure=allow_insecure) if value else None
+        try:
+            return cls(value, allow_insecure=allow_insecure) if value else None
+        except MirrorSettingError as exc:  # name where the value came from
+            raise MirrorSettingError(str(exc), param="--mirror" if cli_value else "$LEMONPACK_MIRROR") from None
 
 
 __all__ = ["Mirror", "mirror_path"]

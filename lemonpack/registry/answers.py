@@ -7,6 +7,8 @@ Spec: OCI distribution-spec v1.1, "error codes" (``{"errors": [{"code", "message
 
 from __future__ import annotations
 
+from lemonpack.errors import FetchError
+
 #: Most bytes of an error answer read to find the registry's error codes.
 MAX_ERROR_BODY = 64 << 10
 
@@ -57,4 +59,28 @@ def error_detail(body: bytes) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["error_body", "error_detail", "MAX_ERROR_BODY"]
+def error_codes(body: bytes) -> tuple[str, ...]:
+    """The ``code`` of each error of a distribution error body (``("MANIFEST_UNKNOWN",)``),
+    ``()`` when it is not one (distribution-spec "error codes")."""
+    import json
+
+    try:
+        errors = json.loads(body).get("errors") or []
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return ()
+    return tuple(one_code for e in (errors if isinstance(errors, list) else [])
+                 if isinstance(e, dict) and isinstance(one_code := e.get("code"), str))
+
+
+class RegistryAnswerError(FetchError):
+    """A request the registry refused with an HTTP status (a :class:`FetchError`, exit 4):
+    ``status`` (``404``) and ``codes``, the distribution error codes of its body
+    (``("MANIFEST_UNKNOWN",)``, possibly empty), so callers can tell "not there" from other
+    refusals without reading the message."""
+
+    def __init__(self, message: str, status: int, codes: tuple[str, ...] = ()):
+        self.status, self.codes = status, codes
+        super().__init__(message)
+
+
+__all__ = ["RegistryAnswerError", "error_body", "error_codes", "error_detail", "MAX_ERROR_BODY"]

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from lemonpack import jsonpath
 from lemonpack.errors import LemonpackError, ManifestError, Problem, RegistryError, SelectionError
 from lemonpack.files import read_user_file, replace_file
+from lemonpack.strictjson import decode_json_bytes
 from lemonpack.oci.cmdline import UnreadableCommandLine, read_container_argv
 from lemonpack.oci.policy import platform_argvs
 from lemonpack.oci.reference import check_pinned, parse_reference as parse_image
@@ -164,24 +165,55 @@ def image_sites(doc: Any) -> list[ImageSite]:
     return list(sites.values())
 
 
+class NotARecipeError(ManifestError):
+    """The file given to ``pin`` is not a recipe: the recipe contract
+    (:func:`lemonpack.contract.loader.check_text`, what ``lint`` and every loader apply) refuses
+    it, e.g. a JSON array, a containers-policy.json, a file that is not JSON. Exit 2, so that
+    ``pin --check`` on a wrong path fails in CI rather than passing as "every image pinned"
+    (exit 0) or being taken for "unpinned" (exit 1). ``problems`` are the contract's (rules as
+    ``lint`` names them: ``json-syntax``, ``document-type``, ``missing-field`` ...)."""
+
+    exit_code = 2
+    kind = "not-a-recipe"
+
+    def __init__(self, file: str, problems: list[Problem] | tuple[Problem, ...]):
+        self.file = file
+        super().__init__(problems)
+        self.args = (f"{file}: not a recipe (the recipe contract refuses it, as lint does); nothing was "
+                     "checked or pinned:\n" + "\n".join(f"  {p}" for p in self.problems),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`ManifestError.to_json` plus ``file``."""
+        return {**super().to_json(), "file": self.file}
+
+
 def check_recipe(path: str | os.PathLike[str]) -> list[ImageSite]:
     """The image sites of the recipe file at ``path`` that are not pinned by digest
-    (:func:`lemonpack.oci.reference.check_pinned`). Raises :class:`ManifestError` when the
-    file cannot be read or is not JSON."""
-    doc, _text = _read(Path(path))
+    (:func:`lemonpack.oci.reference.check_pinned`). Raises :class:`UnreadableFileError` when the
+    file cannot be read and :class:`NotARecipeError` (exit 2) when it is not a valid recipe."""
+    doc, _text, _bom = _read(Path(path))
     return [s for s in image_sites(doc) if check_pinned(s.image) is not None]
 
 
-def _read(path: Path) -> tuple[Any, str]:
+def _read(path: Path) -> tuple[Any, str, bytes]:
+    """``(document, text, bom)`` of the recipe at ``path``, validated as the contract does (the
+    digest-pinning policy is not part of the contract: unpinned images are what pin is for);
+    ``bom`` is the UTF-8 byte order mark the file starts with (kept on rewrite), or ``b""``."""
+    from lemonpack.contract.loader import check_text
+
+    file = str(path)
     data = read_user_file(path, "recipe file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ManifestError([Problem(str(path), "", "utf-8", "not UTF-8")]) from None
-    try:
-        return json.loads(text), text
-    except ValueError as exc:
-        raise ManifestError([Problem(str(path), "", "json", f"not valid JSON: {exc}")]) from None
+    bom = b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b""
+    text, problems = decode_json_bytes(data, file)
+    if text is None:
+        raise NotARecipeError(file, problems)
+    doc, problems = check_text(text, file)
+    if problems:
+        raise NotARecipeError(file, problems)
+    return doc, text, bom
 
 
 # --- resolving -----------------------------------------------------------------------------
@@ -229,20 +261,20 @@ def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
     """Pin every unpinned container image of the recipe at ``path`` in place; returns the
     rewrites (empty when nothing needed pinning: then the file is not touched).
 
-    Raises :class:`ManifestError` (a file that is not UTF-8 JSON, an image without registry
-    host), :class:`RegistryError` (a tag the registry does not have), :class:`SelectionError` for ``{arch_alias}`` images (the message
+    Raises :class:`NotARecipeError` (exit 2: not UTF-8 JSON, or not a recipe by the contract),
+    :class:`ManifestError` (an image without registry host), :class:`RegistryError` (a tag the registry does not have), :class:`SelectionError` for ``{arch_alias}`` images (the message
     gives the pinned image per arch pattern), ``FetchError``/:class:`IntegrityError` from the
     registry. The file is unchanged on any error.
     """
     file = Path(path)
-    doc, text = _read(file)
+    doc, text, bom = _read(file)
     sites = [s for s in image_sites(doc) if check_pinned(s.image) is not None]
     if not sites:
         return []
     try:
         spans = string_spans(text)
     except ValueError as exc:  # json.loads took it: the scanner and the parser disagree
-        raise ManifestError([Problem(str(file), "", "json", str(exc))]) from None
+        raise ManifestError([Problem(str(file), "", "json-syntax", str(exc))]) from None
     resolver = _Resolver(insecure, registry_config)
     try:
         templated = [s for s in sites if "{arch_alias}" in s.image]
@@ -264,7 +296,7 @@ def pin_recipe(path: str | os.PathLike[str], *, insecure: bool = False,
     out = text
     for jpath, (start, end) in sorted(((p, spans[p]) for p in edits), key=lambda x: -x[1][0]):
         out = out[:start] + json.dumps(edits[jpath], ensure_ascii=False) + out[end:]
-    replace_file(file, out.encode("utf-8"))
+    replace_file(file, bom + out.encode("utf-8"))
     return changes
 
 
@@ -293,4 +325,4 @@ def _alias_message(file: Path, doc: dict, sites: list[ImageSite], resolver: _Res
     return "\n".join(lines)
 
 
-__all__ = ["ImageSite", "Pinned", "check_recipe", "image_sites", "pin_recipe", "string_spans"]
+__all__ = ["ImageSite", "NotARecipeError", "Pinned", "check_recipe", "image_sites", "pin_recipe", "string_spans"]

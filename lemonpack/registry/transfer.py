@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
-from lemonpack.errors import IntegrityError, Interrupted, LayoutError, RegistryError
+from lemonpack.errors import FetchError, IntegrityError, Interrupted, LayoutError, NotFoundError, RegistryError
 from lemonpack.fetch.download import ProgressLines
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag, normal_host
+from lemonpack.registry.answers import RegistryAnswerError
 from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.partials import DirLock as _DirLock, remove_leftovers
@@ -51,6 +52,17 @@ from lemonpack.registry.registries_conf import RegistriesConf
 
 #: Repositories a blob was seen in that a publish tries to mount it from, besides --mount-from.
 AUTO_MOUNTS = 3
+
+
+class ImageNotFoundError(NotFoundError, FetchError):
+    """The registry has no image by the tag or digest pulled (its manifest ``GET`` answered
+    404, e.g. ``MANIFEST_UNKNOWN``): ``no such image: REF (the registry answered CODE)``. A
+    :class:`NotFoundError` (exit 1, kind ``not-found``, as every "what you named does not
+    exist"), and a :class:`FetchError` so that :func:`pull_image` tries the next source when a
+    mirror lacks it."""
+
+    exit_code = 1
+    kind = "not-found"
 
 
 @dataclass(frozen=True)
@@ -430,7 +442,6 @@ def pull_image(ref: ImageReference, out: str | os.PathLike[str], *, insecure: bo
     (it is not closed here); mirrors and a rewritten ``location`` get clients of their own. Raises what
     :func:`pull_layout` raises, and :class:`~lemonpack.errors.ConfigError` for a ``blocked``
     registry or a broken registries.conf."""
-    from lemonpack.errors import FetchError
     from lemonpack.registry.registries_conf import load as load_conf
 
     conf = conf if conf is not None else load_conf()
@@ -468,7 +479,13 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
     def enter(desc: Descriptor | None, reference: str) -> list:
         """Fetch and check one manifest: its frame ``[data, media_type, digest, blobs,
         pending children]``."""
-        data, declared, digest = client.get_manifest(repo, reference)
+        try:
+            data, declared, digest = client.get_manifest(repo, reference)
+        except RegistryAnswerError as exc:
+            if desc is not None or exc.status != 404:
+                raise
+            answered = ", ".join(exc.codes) or "HTTP 404"
+            raise ImageNotFoundError(f"no such image: {ref} (the registry answered {answered})") from None
         what = f"manifest {ref.host}/{repo}@{digest}"
         if desc is not None:
             if digest != desc.digest:
@@ -634,5 +651,5 @@ def _holds(path: Path, desc: Descriptor, checked: _Checked | None = None) -> boo
     return size == desc.size and str(digest) == desc.digest
 
 
-__all__ = ["publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "ProgressLines",
+__all__ = ["ImageNotFoundError", "publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "ProgressLines",
            "PublishResult", "Pushed", "Pulled"]

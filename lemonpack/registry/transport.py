@@ -49,7 +49,7 @@ import httpx
 from lemonpack import httpclient
 from lemonpack.errors import FetchError, one_line
 from lemonpack.hosts import is_loopback
-from lemonpack.registry.answers import error_body, error_detail
+from lemonpack.registry.answers import RegistryAnswerError, error_body, error_codes, error_detail
 
 log = logging.getLogger(__name__)
 
@@ -387,7 +387,7 @@ class Transport:
                 if resp.status_code == 404 and missing_ok:
                     resp.close()
                     return None
-                raise FetchError(self.http_error(method, url, resp))
+                raise self.refusal(method, url, resp)
             except Transient as exc:
                 if not retry:
                     raise
@@ -406,10 +406,17 @@ class Transport:
             delay = max(delay, min(MAX_RETRY_AFTER, float(after)))
         return delay
 
-    def http_error(self, method: str, url: str, resp: httpx.Response) -> str:
+    def refusal(self, method: str, url: str, resp: httpx.Response) -> RegistryAnswerError:
+        """The error of a refused request: :meth:`http_error`'s line, with the status and the
+        registry's error codes as attributes. Closes ``resp``."""
+        body = error_body(resp)
+        return RegistryAnswerError(self.http_error(method, url, resp, body), resp.status_code, error_codes(body))
+
+    def http_error(self, method: str, url: str, resp: httpx.Response, body: bytes | None = None) -> str:
         """One line for a refused request: method, URL without its query, status, reason, who
-        we were (401/403), the registry's error codes. Closes ``resp``."""
-        detail = error_detail(error_body(resp))
+        we were (401/403), the registry's error codes (from ``body``, read from ``resp`` when
+        None). Closes ``resp``."""
+        detail = error_detail(error_body(resp) if body is None else body)
         where = urllib.parse.urlsplit(url)._replace(query="").geturl()
         msg = f"{method} {where}: HTTP {resp.status_code} {resp.reason_phrase or ''}".rstrip()
         if resp.status_code in (401, 403):

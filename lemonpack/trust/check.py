@@ -118,12 +118,20 @@ class Trust:
         if any(isinstance(r, (Reject, Unsupported)) for r in scope.requirements):
             # refused whatever the registry holds: decided without asking it
             return evaluate(self.policy, judged, Evidence(judged.digest, on, source, skipped=True))
+        # the keys first: a key that cannot be read refuses the image, naming the key (not
+        # "attachments are off"), and no registry is asked. containers/image reads them per
+        # signature (prSigstoreSigned.isSignatureAccepted), so with no signature it says "no
+        # signature exists": the verdict is the same (refused), the reason here the real fault
+        # (skopeo's agreement: tests/scenarios/test_policy_agreement.py, missing-keyPath)
+        keys = {k: read_key(k) for r in scope.requirements if isinstance(r, SigstoreSigned) for k in r.keys}
+        if any(isinstance(v, str) for v in keys.values()):
+            return evaluate(self.policy, judged, Evidence(judged.digest, on, source, keys=keys))
         want_sigs = needs_signatures(scope.requirements)
         if not want_sigs or (judged.digest is not None and not on):
             # nothing to look at in the registry (insecureAcceptAnything only, as containers/image
             # decides it; or a digest with attachments off): no request, so a pull's mirrors and
             # an unreachable registry are the pull's business, not the check's
-            return evaluate(self.policy, judged, Evidence(judged.digest, on, source))
+            return evaluate(self.policy, judged, Evidence(judged.digest, on, source, keys=keys))
         from lemonpack.registry import RegistryClient
         from lemonpack.signing.remote import fetch_signatures, resolve_digest
 
@@ -140,7 +148,6 @@ class Trust:
         finally:
             if client is None:
                 c.close()
-        keys = {k: read_key(k) for r in scope.requirements if isinstance(r, SigstoreSigned) for k in r.keys}
         return evaluate(self.policy, judged, Evidence(digest, on, source, found, tag, keys))
 
     def enforce(self, reference: str, *, use: str = "", client=None,

@@ -264,7 +264,7 @@ def evaluate(policy: Policy, ref: ImageReference, evidence: Evidence,
     scope = lookup(policy, ref)
     results: list[Result] = []
     for req in scope.requirements:
-        results.append(_evaluate_one(req, scope, ref, evidence, verify))
+        results.append(_evaluate_one(req, scope, ref, evidence, verify, policy.file))
     failing = next((r for r in results if not r.ok and not r.saw.startswith(_SKIPPED)), None)
     failing = failing or next((r for r in results if not r.ok), None)
     return Verdict(failing is None, str(ref), evidence.digest, policy.file, scope.label, tuple(results),
@@ -272,7 +272,7 @@ def evaluate(policy: Policy, ref: ImageReference, evidence: Evidence,
 
 
 def _evaluate_one(req: Requirement, scope: Scope, ref: ImageReference, ev: Evidence,
-                  verify: Callable[[Any, bytes, str], bool]) -> Result:
+                  verify: Callable[[Any, bytes, str], bool], policy_file: str) -> Result:
     if isinstance(req, InsecureAcceptAnything):
         return Result(req.type, True, "accepts any image")
     if isinstance(req, Reject):
@@ -280,14 +280,19 @@ def _evaluate_one(req: Requirement, scope: Scope, ref: ImageReference, ev: Evide
     if isinstance(req, Unsupported):
         return Result(req.type, False, f"{req.what} in {scope.label} is not supported here: "
                                        "lemonpack cannot check it, so the image is refused")
-    return _sigstore(req, ref, ev, verify)
+    return _sigstore(req, scope, ref, ev, verify, policy_file)
 
 
-def _sigstore(req: SigstoreSigned, ref: ImageReference, ev: Evidence,
-              verify: Callable[[Any, bytes, str], bool]) -> Result:
+def _sigstore(req: SigstoreSigned, scope: Scope, ref: ImageReference, ev: Evidence,
+              verify: Callable[[Any, bytes, str], bool], policy_file: str) -> Result:
     keys = ", ".join(k.field for k in req.keys)
     if ev.skipped:
         return Result(req.type, False, f"{_SKIPPED} (another requirement of the scope refuses the image)")
+    unreadable = [(k, v) for k, v in ev.keys.items() if k in req.keys and isinstance(v, str)]
+    if unreadable:  # containers/image fails on any key of the requirement it cannot read (prepareTrustRoot)
+        what = "; ".join(f"{k.field}: {v}" for k, v in unreadable)
+        return Result(req.type, False, f"the public key of {scope.label} in {policy_file} cannot be used "
+                                       f"({what}), so no signature can be checked")
     if not ev.attachments:
         return Result(req.type, False, "A signature was required, but no signature exists: sigstore attachments "
                                        f"are off for this registry ({ev.attachments_source}); "
@@ -300,7 +305,6 @@ def _sigstore(req: SigstoreSigned, ref: ImageReference, ev: Evidence,
         where = f" under {ev.signature_tag}" if ev.signature_tag else ""
         return Result(req.type, False, f"A signature was required, but no signature exists{where}{extra}")
     usable = {k: v for k, v in ev.keys.items() if k in req.keys and not isinstance(v, str)}
-    unreadable = [f"{k.field}: {v}" for k, v in ev.keys.items() if k in req.keys and isinstance(v, str)]
     reasons: list[str] = []
     for i, s in enumerate(candidates, 1):
         label = f"signature {i}"
@@ -312,8 +316,7 @@ def _sigstore(req: SigstoreSigned, ref: ImageReference, ev: Evidence,
             continue
         signer = next((k for k in req.keys if k in usable and verify(usable[k], s.payload, s.signature)), None)
         if signer is None:
-            reasons.append(f"{label}: made by none of the {len(req.keys)} expected keys ({keys})"
-                           + (f"; unreadable: {'; '.join(unreadable)}" if unreadable else ""))
+            reasons.append(f"{label}: made by none of the {len(req.keys)} expected keys ({keys})")
             continue
         try:
             claims = ss.parse_payload(s.payload)

@@ -59,7 +59,23 @@ def test_a_bad_mirror_exits_2_from_every_command(lp, tmp_path, command):
     args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     r = lp(*args, "--mirror", "ftp://no-such-mirror.invalid")
     assert r.code == 2 and "mirror must be an http(s) URL" in r.err and "Traceback" not in r.err, r
+    assert "--mirror: " in r.err and "ftp://no-such-mirror.invalid" in r.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mirror", ["ftp://x", "http://127.0.0.1:1/m"])
+def test_example_with_a_mirror_names_the_mirror_option_its_value_and_the_schemes(lp, tmp_path, mirror):
+    r = lp("build", "--example", "--mirror", mirror, "--out", tmp_path / "out")
+    assert r.code == 2 and "Traceback" not in r.err, r
+    assert f"--mirror: {mirror!r} cannot be used with --example" in r.err and "http:// or https://" in r.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_mirror_from_the_environment_is_named_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEMONPACK_MIRROR", "ftp://m/x")
+    with pytest.raises(MirrorSettingError) as e:
+        plan_build([PER_PLATFORM], out=tmp_path / "out")
+    assert e.value.param == "$LEMONPACK_MIRROR" and "'ftp://m/x'" in str(e.value)
 
 
 def test_dry_run_prints_the_plan_and_builds_nothing(lp, tmp_path, monkeypatch):

@@ -241,7 +241,14 @@ def test_update_verifies_and_keeps_old_copy_on_bad_signature(world, built):
     (forged / "catalogue.json.sig").unlink()
     r = run(world, "catalogue", "update", "--from", str(forged), "--key", str(world.index_pub), env=env)
     assert r.returncode == 3 and "unsigned" in r.stderr
+    # named under the user's --from directory, not the temporary copy it was verified in
+    assert f"{forged / 'catalogue.json.sig'}: missing" in r.stderr and ".catalogue.tmp-" not in r.stderr
     assert cached.read_bytes() == good
+    # over HTTP: named under the URL given
+    shutil.copytree(forged, world.mirror_root / "unsigned")
+    r = run(world, "catalogue", "update", "--from", f"{world.mirror}/unsigned/", "--key", str(world.index_pub), env=env)
+    assert r.returncode == 3 and f"{world.mirror}/unsigned/catalogue.json.sig: missing" in r.stderr
+    assert ".catalogue.tmp-" not in r.stderr
     # search and show read the cached copy
     r = run(world, "catalogue", "search", "acme strix", "--json", env=env)
     assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)["results"]] == ["recipe:acme-strix"]

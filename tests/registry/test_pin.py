@@ -72,3 +72,25 @@ def test_pin_resolves_arch_alias_per_alias_then_says_why_it_cannot_write_it(regi
     assert "arch gfx1151 (alias strix)" in r.stderr and layout_tags(example_layout)[image_tag] in r.stderr
     assert "arch gfx1100 (alias rdna3): cannot resolve" in r.stderr
     assert recipe.read_bytes() == before
+
+
+@pytest.mark.parametrize("content", [
+    "[1, 2]\n",  # a JSON array
+    json.dumps({"default": [{"type": "insecureAcceptAnything"}],
+                "transports": {"docker": {"r.example": [{"type": "sigstoreSigned", "keyPath": "/k.pub"}]}}}),
+    "{not json\n",
+])
+@pytest.mark.parametrize("check", [True, False])
+def test_pin_refuses_a_file_that_is_not_a_recipe(tmp_path, content, check):
+    """A wrong path in CI (an array, a containers-policy.json, broken JSON) must fail, exit 2,
+    never pass as "every container image is pinned" / "nothing to pin"; rules named as lint names them."""
+    f = tmp_path / "not-a-recipe.json"
+    f.write_text(content)
+    r = lemonpack("pin", str(f), *(["--check"] if check else []), check=False)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"{f}: not a recipe" in r.stderr and "pinned" not in r.stdout and "nothing to pin" not in r.stdout
+    lint = lemonpack("lint", str(f), check=False)
+    rules = {line.rsplit("[", 1)[1] for line in lint.stdout.splitlines() + lint.stderr.splitlines() if "[" in line}
+    assert rules and all(f"[{rule}" in r.stderr for rule in rules)
+    assert "[json]" not in r.stderr
+    assert f.read_text() == content

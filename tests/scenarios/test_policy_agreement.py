@@ -114,6 +114,11 @@ CASES = [
     Case("attachments-off", sig("a", REPO), "H/ns/team/app:v1", REJECT, "sigstore attachments are off", rd="off"),
     Case("attachments-off-for-repo", sig("a", REPO), "H/ns/team/app:v1", REJECT,
          "use-sigstore-attachments: false for docker 'H/ns/team/app'", rd="repo-off"),
+    # a key that cannot be read: refused naming it, whatever registries.d says (skopeo refuses
+    # too, saying "no signature exists": containers/image reads keys per signature)
+    Case("missing-keyPath", {"default": [{"type": "sigstoreSigned", "keyPath": "/nonexistent.pub",
+                                          "signedIdentity": REPO}]},
+         "H/ns/team/app:v1", REJECT, "keyPath: cannot read /nonexistent.pub", rd="off"),
     Case("gpg-signedBy", {"default": [{"type": "signedBy", "keyType": "GPGKeys", "keyPath": "/nonexistent.gpg"}]},
          "H/ns/team/app:v1", REJECT, "GPG signatures (signedBy) in default is not supported here"),
     # sigstoreSigned with attachments on: against the spec and cosign's format (skopeo: "sigstore disabled")
@@ -198,7 +203,8 @@ def test_verdict(case, trust_world, tmp_path):
         theirs = ACCEPT if ok else INVALID if "Error loading trust policy" in stderr else REJECT
         assert theirs == got, f"{case.id}: skopeo says {theirs} ({stderr}); lemonpack says {got} ({reason})"
         if "no signature exists" in stderr:
-            assert "no signature exists" in reason or "not supported here" in reason
+            assert "no signature exists" in reason or "not supported here" in reason or (
+                case.id == "missing-keyPath" and "cannot be used" in reason)
     else:
         assert not ok and "sigstore disabled" in stderr, (
             f"{case.id}: Debian's skopeo was expected to refuse sigstoreSigned ({stderr or 'accepted'}); "

@@ -80,6 +80,22 @@ def test_a_rejecting_scope_asks_no_registry(tmp_path):
     assert not verdict.allowed and json.dumps(verdict.to_json())
 
 
+@pytest.mark.parametrize("ref", ["127.0.0.1:1/ns/app@sha256:" + "a" * 64, "127.0.0.1:1/ns/app:v1"])
+def test_a_sigstore_key_that_cannot_be_read_is_named_with_the_policy_file(tmp_path, ref):
+    """A missing keyPath file refuses the image naming the key and the policy file (not
+    "sigstore attachments are off"), before any registry is asked (port 1 has none)."""
+    missing = tmp_path / "no-such.pub"
+    policy = write_policy(tmp_path / "p.json", {"default": [{"type": "reject"}], "transports": {"docker": {
+        "127.0.0.1:1/ns": [{"type": "sigstoreSigned", "keyPath": str(missing),
+                            "signedIdentity": {"type": "matchRepository"}}]}}})
+    verdict = Trust.load(policy, tmp_path / "rd").check(ref)
+    assert not verdict.allowed
+    assert "keyPath" in verdict.reason and str(missing) in verdict.reason and str(policy) in verdict.reason
+    assert "No such file" in verdict.reason and "attachments" not in verdict.reason
+    with pytest.raises(TrustError, match="keyPath"):
+        Trust.load(policy, tmp_path / "rd").enforce(ref)
+
+
 def test_named_is_none_without_options_and_reads_a_named_file_at_once(tmp_path):
     from lemonpack.errors import PolicyFileError
 

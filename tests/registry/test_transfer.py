@@ -1,0 +1,41 @@
+"""registry.transfer's pull as the user sees it, against the real registry: a tag the registry
+does not have is "no such image" (exit 1, as every not-found), and what a merge kept is counted
+in good English."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+
+from lemonpack.oci.reference import parse_registry_reference
+from lemonpack.registry import RegistryClient
+from lemonpack.registry.transfer import publish_layout
+from support.registry import layout_tags, lemonpack
+
+pytestmark = pytest.mark.slow
+
+
+def test_pulling_a_tag_the_registry_does_not_have_is_no_such_image(registry, tmp_path):
+    ref = f"{registry.host}/nope-{secrets.token_hex(3)}/app:v1"
+    out = tmp_path / "out"
+    r = lemonpack("pull", ref, "--out", str(out), "--insecure", check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)  # NotFoundError's code (lemonpack.errors), not fetch's 4
+    assert f"no such image: {ref} (the registry answered MANIFEST_UNKNOWN)" in r.stderr
+    assert "HTTP 404" not in r.stderr and "Traceback" not in r.stderr and not out.exists()
+    doc = json.loads(lemonpack("pull", ref, "--out", str(out), "--insecure", "--json", check=False).stdout)
+    assert doc["error"] == "not-found" and ref in doc["message"]
+
+
+def test_a_pull_into_a_layout_counts_the_tags_it_kept(registry, example_layout, tmp_path):
+    repo = f"kept-{secrets.token_hex(3)}/app"
+    image_tag = next(t for t in layout_tags(example_layout) if "." in t)
+    with RegistryClient(registry.host) as client:
+        for tag in ("a", "b", "c"):
+            publish_layout(example_layout, parse_registry_reference(f"{registry.host}/{repo}:{tag}"), client, tag=image_tag)
+    out = tmp_path / "out"
+    lines = [lemonpack("pull", f"{registry.host}/{repo}:{tag}", "--out", str(out), "--insecure").stdout
+             for tag in ("a", "b", "c")]
+    assert "(1 other tag kept)" in lines[1] and "tags kept" not in lines[1]
+    assert "(2 other tags kept)" in lines[2]
