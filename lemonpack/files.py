@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import secrets
 import shutil
@@ -259,6 +260,23 @@ def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         raise
 
 
+def save_bounded_record(path: str | os.PathLike[str], doc: dict, limit: int) -> bool:
+    """Write the JSON object ``doc`` to ``path`` as a best-effort cache record: its oldest keys
+    (first in insertion order) dropped until at most ``limit`` remain (``doc`` is trimmed in
+    place), the parent directory created, the bytes written by :func:`replace_file` (compact
+    separators). Returns True when written; an ``OSError`` is swallowed (False), since such a
+    record only saves work and is rebuilt by whoever misses it."""
+    while len(doc) > limit:
+        doc.pop(next(iter(doc)))
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, json.dumps(doc, separators=(",", ":")).encode())
+    except OSError:
+        return False
+    return True
+
+
 def lock_fd(fd: int, *, shared: bool = False, wait: bool = True) -> bool:
     """Take an advisory ``flock(2)`` on the open file ``fd``: exclusive, or shared when
     ``shared`` (any number of shared holders, no exclusive one beside them). With ``wait``
@@ -319,4 +337,4 @@ def locked(path: str | os.PathLike[str], *, shared: bool = False) -> Iterator[No
 
 
 __all__ = ["commit", "copy_file", "exchange", "fsync_dir", "kind_of", "lock_fd", "locked", "open_regular",
-           "read_user_file", "remove_tree", "replace_directory", "replace_file"]
+           "read_user_file", "remove_tree", "replace_directory", "replace_file", "save_bounded_record"]

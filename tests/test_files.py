@@ -285,3 +285,14 @@ def test_copy_file_on_xfs_is_a_reflink_that_copies_on_write(reflink_dir):
     with open(reflink_dir / "dst", "r+b") as f:
         f.write(b"changed")
     assert src.read_bytes() == data and (reflink_dir / "dst").read_bytes()[7:] == data[7:]
+
+
+def test_save_bounded_record_drops_the_oldest_keys_and_never_raises(tmp_path):
+    import json
+
+    doc = {f"k{i}": i for i in range(5)}
+    target = tmp_path / "sub" / "record.json"
+    assert files.save_bounded_record(target, doc, 3) is True
+    assert json.loads(target.read_bytes()) == {"k2": 2, "k3": 3, "k4": 4}
+    (tmp_path / "file").write_text("x")
+    assert files.save_bounded_record(tmp_path / "file" / "record.json", {"a": 1}, 3) is False  # parent is a file

@@ -24,6 +24,8 @@ from pathlib import Path
 MAX_REPOS = 8
 #: Blobs remembered per registry host.
 MAX_BLOBS = 20000
+#: registries remembered in the file, least recently written first dropped
+MAX_HOSTS = 256
 
 
 def _path() -> Path:
@@ -70,7 +72,7 @@ class BlobLocations:
         if not self._added or all(self._newest(d) == repos[-1] and len(set(repos)) == 1
                                   for d, repos in self._added.items()):
             return  # nothing new (each blob's newest repository is the one recorded): no write
-        from lemonpack.files import replace_file
+        from lemonpack.files import save_bounded_record
 
         doc = self._load()
         mine = doc.get(self.host)
@@ -81,13 +83,10 @@ class BlobLocations:
             mine[digest] = (old + list(dict.fromkeys(repos)))[-MAX_REPOS:]  # re-inserted: the newest last
         while len(mine) > MAX_BLOBS:
             mine.pop(next(iter(mine)))
-        doc[self.host] = mine
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self.path, json.dumps(doc, separators=(",", ":")).encode())
-        except OSError:
-            pass
+        doc.pop(self.host, None)
+        doc[self.host] = mine  # re-inserted: the registry used last is the last one dropped
+        save_bounded_record(self.path, doc, MAX_HOSTS)
         self._added.clear()
 
 
-__all__ = ["BlobLocations", "MAX_REPOS", "MAX_BLOBS"]
+__all__ = ["BlobLocations", "MAX_BLOBS", "MAX_HOSTS", "MAX_REPOS"]

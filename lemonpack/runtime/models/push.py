@@ -161,7 +161,7 @@ class DigestRecord:
         """Merge what was recorded and forgotten into the file (re-read first), bounded."""
         if not self._added and not self._dropped:
             return
-        from lemonpack.files import replace_file
+        from lemonpack.files import save_bounded_record
 
         try:
             doc = json.loads(self.path.read_bytes())
@@ -173,13 +173,7 @@ class DigestRecord:
         for key, entry in self._added.items():
             doc.pop(key, None)
             doc[key] = entry  # re-inserted: the newest last
-        while len(doc) > MAX_RECORDED:
-            doc.pop(next(iter(doc)))
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self.path, json.dumps(doc, separators=(",", ":")).encode())
-        except OSError:
-            pass
+        save_bounded_record(self.path, doc, MAX_RECORDED)
         self._added.clear()
         self._dropped.clear()
 
