@@ -7,7 +7,7 @@ Spec: OCI distribution-spec v1.1, "error codes" (``{"errors": [{"code", "message
 
 from __future__ import annotations
 
-from lemonpack.errors import FetchError
+from lemonpack.errors import FetchError, NotFoundError
 
 #: Most bytes of an error answer read to find the registry's error codes.
 MAX_ERROR_BODY = 64 << 10
@@ -83,4 +83,20 @@ class RegistryAnswerError(FetchError):
         super().__init__(message)
 
 
-__all__ = ["RegistryAnswerError", "error_body", "error_codes", "error_detail", "MAX_ERROR_BODY"]
+class ImageNotFoundError(NotFoundError, FetchError):
+    """The registry has no image by the tag or digest pulled (its manifest ``GET`` answered
+    404, e.g. ``MANIFEST_UNKNOWN``): ``no such image: REF (the registry answered CODE)``. A
+    :class:`NotFoundError` (exit 1, kind ``not-found``, as every "what you named does not
+    exist"), and a :class:`FetchError` so that :func:`pull_image` tries the next source when a
+    mirror lacks it."""
+
+    exit_code = 1
+    kind = "not-found"
+
+    @classmethod
+    def of(cls, ref: str, answer: RegistryAnswerError) -> ImageNotFoundError:
+        """The error for ``ref`` from the 404 ``answer`` of its manifest ``GET``."""
+        return cls(f"no such image: {ref} (the registry answered {', '.join(answer.codes) or 'HTTP 404'})")
+
+
+__all__ = ["ImageNotFoundError", "RegistryAnswerError", "error_body", "error_codes", "error_detail", "MAX_ERROR_BODY"]

@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from lemonpack.digest import file_digest
-from lemonpack.errors import FetchError, IntegrityError, Interrupted, LayoutError, NotFoundError, RegistryError
+from lemonpack.errors import FetchError, IntegrityError, Interrupted, LayoutError, RegistryError
 from lemonpack.fetch.download import ProgressLines
 from lemonpack.oci.descriptor import Descriptor
 from lemonpack.oci.layout import LayoutWriter
 from lemonpack.oci.layout_reader import read_blob, read_layout
 from lemonpack.oci.mediatypes import IMAGE_INDEX_TYPES, IMAGE_MANIFEST_TYPES
 from lemonpack.oci.reference import ImageReference, is_tag, normal_host
-from lemonpack.registry.answers import RegistryAnswerError
+from lemonpack.registry.answers import ImageNotFoundError, RegistryAnswerError
 from lemonpack.registry.blobinfo import BlobLocations
 from lemonpack.registry.client import RegistryClient
 from lemonpack.registry.partials import DirLock as _DirLock, remove_leftovers
@@ -54,15 +54,6 @@ from lemonpack.registry.registries_conf import RegistriesConf
 AUTO_MOUNTS = 3
 
 
-class ImageNotFoundError(NotFoundError, FetchError):
-    """The registry has no image by the tag or digest pulled (its manifest ``GET`` answered
-    404, e.g. ``MANIFEST_UNKNOWN``): ``no such image: REF (the registry answered CODE)``. A
-    :class:`NotFoundError` (exit 1, kind ``not-found``, as every "what you named does not
-    exist"), and a :class:`FetchError` so that :func:`pull_image` tries the next source when a
-    mirror lacks it."""
-
-    exit_code = 1
-    kind = "not-found"
 
 
 @dataclass(frozen=True)
@@ -484,8 +475,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         except RegistryAnswerError as exc:
             if desc is not None or exc.status != 404:
                 raise
-            answered = ", ".join(exc.codes) or "HTTP 404"
-            raise ImageNotFoundError(f"no such image: {ref} (the registry answered {answered})") from None
+            raise ImageNotFoundError.of(str(ref), exc) from None
         what = f"manifest {ref.host}/{repo}@{digest}"
         if desc is not None:
             if digest != desc.digest:

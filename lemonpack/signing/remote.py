@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
 
-from lemonpack.digest import Digest
+from lemonpack.digest import Digest, names_sha256
 from lemonpack.errors import RegistryError, SignatureError
 from lemonpack.oci.mediatypes import MEDIA_TYPE_IMAGE_MANIFEST
 from lemonpack.oci.reference import parse_registry_reference
@@ -37,8 +37,18 @@ def _client(host: str, insecure: bool, client: RegistryClient | None, registry_c
 
 def resolve_digest(client: RegistryClient, repository: str, ref: str) -> str:
     """The manifest digest ``ref`` (tag or digest) names in ``repository``, read from the
-    manifest body (verified by the client)."""
-    _, _, digest = _manifest(client, repository, ref)
+    manifest body (verified by the client). Raises
+    :class:`lemonpack.registry.answers.ImageNotFoundError` (exit 1) when the registry has no
+    manifest by ``ref`` (404), as ``pull`` does, other registry refusals as ``FetchError``."""
+    from lemonpack.registry.answers import ImageNotFoundError, RegistryAnswerError
+
+    try:
+        _, _, digest = _manifest(client, repository, ref)
+    except RegistryAnswerError as exc:
+        if exc.status != 404:
+            raise
+        sep = "@" if names_sha256(ref) else ":"
+        raise ImageNotFoundError.of(f"{client.host}/{repository}{sep}{ref}", exc) from None
     return digest
 
 

@@ -13,6 +13,7 @@ from lemonpack.oci.reference import parse_registry_reference
 from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
 from support.registry import layout_tags, lemonpack
+from support.trust import key_data, new_key, write_policy, write_registries_d
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +27,20 @@ def test_pulling_a_tag_the_registry_does_not_have_is_no_such_image(registry, tmp
     assert "HTTP 404" not in r.stderr and "Traceback" not in r.stderr and not out.exists()
     doc = json.loads(lemonpack("pull", ref, "--out", str(out), "--insecure", "--json", check=False).stdout)
     assert doc["error"] == "not-found" and ref in doc["message"]
+
+
+def test_a_missing_tag_is_no_such_image_when_the_trust_policy_asks_for_a_signature_first(registry, tmp_path):
+    # the trust check resolves the tag before the pull does: its 404 is the same "no such image"
+    ref = f"{registry.host}/nope-{secrets.token_hex(3)}/app:v1"
+    policy = write_policy(tmp_path / "policy.json", {"default": [{"type": "reject"}], "transports": {"docker": {
+        registry.host: [{"type": "sigstoreSigned", "keyData": key_data(new_key()),
+                         "signedIdentity": {"type": "matchRepository"}}]}}})
+    registries_d = write_registries_d(tmp_path / "rd", {"docker": {registry.host: {"use-sigstore-attachments": True}}})
+    r = lemonpack("pull", ref, "--out", str(tmp_path / "out"), "--insecure", "--policy", str(policy),
+                  "--registries.d", str(registries_d), check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"no such image: {ref} (the registry answered MANIFEST_UNKNOWN)" in r.stderr, r.stderr
+    assert "HTTP 404" not in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "out").exists()
 
 
 def test_a_pull_into_a_layout_counts_the_tags_it_kept(registry, example_layout, tmp_path):
