@@ -42,20 +42,25 @@ def pytest_configure(config):
     """The session's containers-registries.conf(5): local plain-http registries are declared
     ``insecure = true`` in it (:func:`support.registry.install_registries_conf`); the session's
     lemonpack and XDG directories, never the user's (:func:`support.home.isolate_session`)."""
-    install_registries_conf()
+    config.stash[_REGISTRIES_CONF] = install_registries_conf()
     config.stash[_SESSION_DIRS] = isolate_session()
 
 
 _SESSION_DIRS = pytest.StashKey[Path]()
+_REGISTRIES_CONF = pytest.StashKey[Path]()
 
 
 def pytest_unconfigure(config):
-    """The session's lemonpack and XDG directories go with the session."""
+    """The session's lemonpack and XDG directories, and its registries.conf's directory, go with
+    the session."""
     import shutil
 
     root = config.stash.get(_SESSION_DIRS, None)
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)
+    conf = config.stash.get(_REGISTRIES_CONF, None)
+    if conf is not None:
+        shutil.rmtree(conf.parent, ignore_errors=True)
 
 
 @pytest.fixture

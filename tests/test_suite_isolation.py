@@ -56,8 +56,10 @@ def test_probe_opted_out_writes_into_the_sessions_directories():
 def test_a_test_run_writes_nothing_into_the_users_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
+    tmp = tmp_path / "tmp"  # the child's temporary directory: the session's files in it go with it
+    tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ISOLATED}
-    env.update(HOME=str(home), LEMONPACK_TEST_CACHE=os.environ.get("LEMONPACK_TEST_CACHE")
+    env.update(HOME=str(home), TMPDIR=str(tmp), LEMONPACK_TEST_CACHE=os.environ.get("LEMONPACK_TEST_CACHE")
                or str(Path.home() / ".cache" / "lemonpack-test"))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"{Path(__file__).relative_to(ROOT)}::test_probe_writes_into_the_tests_own_directories",
@@ -67,3 +69,5 @@ def test_a_test_run_writes_nothing_into_the_users_home(tmp_path):
     assert not written, f"a test run wrote into the user's home: {written}\n{proc.stdout[-2000:]}"
     # the probes refuse to write under the home before they write: a failed probe is a leak too
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    left = sorted(p.name for p in tmp.iterdir() if not p.name.startswith("pytest-of-"))  # pytest keeps its basetemp
+    assert not left, f"a test run left temporary files behind (registries.conf, session dirs): {left}"
