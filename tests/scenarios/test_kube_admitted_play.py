@@ -143,8 +143,11 @@ def test_a_probe_exec_with_a_tool_of_the_image_is_healthy_and_restarts_nothing(k
     out, url, container, _ = _play(kube_env, image, env, tmp_path, "--probe-exec", argv)
     try:
         assert wait_for(lambda: _up(url), timeout=60), _podman(env, "logs", container).stderr
-        test = json.loads(_podman(env, "inspect", container, "--format", "{{json .Config.Healthcheck}}",
-                                  check=True).stdout)["Test"]
+        healthcheck = json.loads(_podman(env, "inspect", container, "--format", "{{json .Config.Healthcheck}}",
+                                         check=True).stdout)
+        # the livenessProbe's period, timeout and failure threshold reach podman's healthcheck (in ns)
+        assert (healthcheck["Interval"], healthcheck["Timeout"], healthcheck["Retries"]) == (10 * 10**9, 15 * 10**9, 3)
+        test = healthcheck["Test"]
         assert test[0] == "CMD-SHELL" and "http://127.0.0.1:8080/health" in test  # podman: /bin/sh -c, joined
         _, started, _ = _health(env, container)
         for _ in range(4):
