@@ -46,6 +46,7 @@ from typing import Callable, Literal, overload
 import httpx
 
 from lemonpack.files import commit
+from lemonpack.httpclient import body as _body
 from lemonpack.digest import Digest, Hasher, is_sha256_digest, names_sha256
 from lemonpack.errors import ConfigError, FetchError, IntegrityError, LayoutError, RegistryError, StorageError
 from lemonpack.oci.mediatypes import MANIFEST_MEDIA_TYPES
@@ -55,7 +56,7 @@ from lemonpack.registry.authn import RegistryAuth
 from lemonpack.registry.registries_conf import RegistriesConf
 from lemonpack.registry.registries_conf import load as load_registries_conf
 from lemonpack.registry.transport import Transient as _Transient
-from lemonpack.registry.transport import TransferStats, Transport, body as _body, plain_http_for, short as _short
+from lemonpack.registry.transport import TransferStats, Transport, plain_http_for, short as _short
 from lemonpack.registry.upload import UploadDigest, FileSlice
 
 log = logging.getLogger(__name__)

@@ -55,8 +55,8 @@ def test_a_blob_body_is_read_from_the_socket_after_httpx_hands_over_its_first_pi
     """A blob of several MiB is read through httpx for its first piece only (what h11 buffered
     past the head), then from the socket in reused buffers: every byte arrives once, in order,
     over plain http and TLS alike; the digest is checked over all of them."""
-    from lemonpack.registry import transport
-    from lemonpack.registry.transport import BODY_READ, body
+    from lemonpack import httpclient as transport
+    from lemonpack.httpclient import BODY_READ, body
 
     monkeypatch.setattr(transport, "RAW_BODY_MIN", BODY_READ)  # the path of large bodies, on a few MiB
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))
@@ -98,7 +98,7 @@ def test_a_body_cut_short_on_the_socket_path_resumes_and_verifies(registry, tmp_
     """The proxy sends 2.5 MiB of a 4 MiB blob and closes: the socket path raises httpx's error
     after yielding what came, the download resumes with ``Range`` from there, and the blob is
     whole and verified."""
-    from lemonpack.registry import transport
+    from lemonpack import httpclient as transport
 
     monkeypatch.setattr(transport, "RAW_BODY_MIN", 1 << 20)
     data = secrets.token_bytes(4 << 20)
