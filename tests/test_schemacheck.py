@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -19,6 +20,7 @@ from support.recipes import PASSTHROUGH, VARIANT
 
 INTEGER_FIELDS = [("requested_ports",), ("health_probe", "expected_status"),
                   ("health_probe", "timeout_seconds"), ("health_probe", "poll_interval_ms")]
+ROOT = Path(__file__).resolve().parents[1]
 GOOD = {"requested_ports": "1", "expected_status": "200", "timeout_seconds": "60", "poll_interval_ms": "200"}
 
 
@@ -132,3 +134,27 @@ def test_the_shipped_recipe_schema_has_no_ref_left():
                 walk(v, under_defs)
     walk(inline_local_refs(load_schema(1)))
     assert seen == []
+
+
+#: Every JSON Schema shipped in the package: the validators built from them skip the
+#: metaschema check at run time (``strict_validator(..., shipped=True)``), so it is made here.
+SHIPPED_SCHEMAS = sorted(p.relative_to(ROOT) for p in (ROOT / "lemonpack").rglob("*.schema.json")
+                         if "tree" not in p.relative_to(ROOT / "lemonpack").parts)
+
+
+@pytest.mark.parametrize("path", SHIPPED_SCHEMAS, ids=str)
+def test_every_shipped_schema_passes_its_metaschema(path):
+    schema = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+
+
+def test_the_shipped_schemas_are_the_ones_the_validators_load():
+    names = {p.name for p in SHIPPED_SCHEMAS}
+    assert {"recipe-v1.schema.json", "extension-v1.schema.json"} <= names, names
+
+
+def test_a_schema_not_shipped_is_still_checked_against_its_metaschema():
+    bad = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "objekt"}
+    with pytest.raises(jsonschema.SchemaError):
+        strict_validator(bad)
+    strict_validator(bad, shipped=True)  # a shipped schema is trusted: the test above checked it

@@ -41,9 +41,9 @@ _EXEC_FIELDS = tuple(f for f in ExecFields.__dataclass_fields__)
 @lru_cache(maxsize=None)
 def _validator(major: int = 1) -> jsonschema.protocols.Validator:
     """The ``jsonschema`` validator of contract ``major``'s schema (draft 2020-12, checked
-    against its metaschema once), with three documented narrowings: ECMA-262 ``pattern``
+    against its metaschema by the tests, not at run time), with three documented narrowings: ECMA-262 ``pattern``
     anchoring, a linear ``uniqueItems``, and integers written as integers."""
-    return strict_validator(load_schema(major))
+    return strict_validator(load_schema(major), shipped=True)
 
 
 

@@ -148,7 +148,7 @@ class Extension:
 
 @lru_cache(maxsize=None)
 def _validator() -> jsonschema.protocols.Validator:
-    return strict_validator(load_schema(1, SCHEMA_DIR, SCHEMA_STEM))
+    return strict_validator(load_schema(1, SCHEMA_DIR, SCHEMA_STEM), shipped=True)
 
 
 #: Keywords the fast acceptor understands the same way as the strict validator (draft 2020-12

@@ -187,7 +187,7 @@ def schema() -> dict[str, Any]:
 def _validator() -> Any:
     from lemonpack.schemacheck import strict_validator  # jsonschema: only when a registry is checked
 
-    return strict_validator(schema())
+    return strict_validator(schema(), shipped=True)
 
 
 def _shown_url(value: Any) -> str:
