@@ -187,8 +187,9 @@ class Runner:
         return model in self._refusals
 
     def trust_status(self, model: str) -> dict[str, object] | None:
-        """The last trust check of ``model``'s engine images (:meth:`trust_refusal` or the
-        check before a spawn): ``{"allowed": bool, "scope": label, "reason": sentence or None,
+        """The last trust check of ``model``'s engine images and, when judged ahead
+        (:meth:`trust_refusal` with ``judged_references``), its ``oci://`` checkpoints first
+        (:meth:`trust_refusal` or the check before a spawn): ``{"allowed": bool, "scope": label, "reason": sentence or None,
         "reference": judged reference, "policy": file}``; for several images, the first
         rejected one (else the last judged). None when no check ran (no policy file, no
         registry image, or not asked yet). Does not block."""
@@ -222,17 +223,17 @@ class Runner:
             from lemonpack.trust.check import Trust
 
             trust = Trust.load()
-        for name, reference in refs.checkpoints.items():
-            trust.enforce(reference, use=checkpoint_use(refs.model, name))
-        seen: list = []
+        seen: list = []  # checkpoints' verdicts too: the status page shows a rejected model, not only images
         try:
+            for name, reference in refs.checkpoints.items():
+                trust.enforce(reference, use=checkpoint_use(refs.model, name), on_verdict=seen.append)
             for image in refs.images:
                 trust.enforce_image(image, use=f"{refs.recipe}: engine image", on_verdict=seen.append)
         finally:
             self._record(model, seen)
 
     def _record(self, model: str, seen: list) -> None:
-        """Keep the verdicts of a check of ``model``'s engine images for :meth:`trust_status`."""
+        """Keep the verdicts of a check of ``model``'s checkpoints and engine images for :meth:`trust_status`."""
         if seen:
             v = next((v for v in seen if not v.allowed), seen[-1])
             with self._lock:

@@ -71,3 +71,25 @@ def test_the_runner_judges_with_its_trust_and_records_each_verdict(tmp_path):
     assert r.trust_status("good") == {"allowed": True, "scope": "default", "reason": None, "policy": str(policy),
                                       "reference": f"r.example/good/x@{DIGEST}"}
     assert r.trust_refusal("local") is None and r.trust_status("local") is None  # no registry image: no check
+
+
+def test_a_rejected_checkpoint_is_the_verdict_the_status_page_shows(tmp_path):
+    """Judged ahead (``judged_references``: no plan, no pull), a model's ``oci://`` checkpoint is
+    judged before its engine images, and its verdict is what trust_status keeps: a model refused
+    for its weights shows why, not a blank verdict."""
+    from lemonpack.runtime.lifecycle.runner import ModelReferences
+
+    trust, policy = _trust(tmp_path)
+    refs = {"m": ModelReferences("m", "r", images=(f"r.example/good/x@{DIGEST}",),
+                                 checkpoints={"main": f"oci://r.example/bad/weights@{DIGEST}"}),
+            "ok": ModelReferences("ok", "r", images=(f"r.example/good/x@{DIGEST}",),
+                                  checkpoints={"main": f"oci://r.example/good/weights@{DIGEST}"})}
+    r = Runner(lambda name: _plan("unused"), engines=object(), trust=trust, judged_references=refs.__getitem__)
+    why = r.trust_refusal("m")
+    assert why and "model 'm' checkpoint 'main'" in why
+    status = r.trust_status("m")
+    assert status is not None and status["allowed"] is False
+    assert status["reference"] == f"r.example/bad/weights@{DIGEST}" and status["policy"] == str(policy)
+    assert r.trust_refusal("ok") is None
+    assert r.trust_status("ok") == {"allowed": True, "scope": "default", "reason": None, "policy": str(policy),
+                                    "reference": f"r.example/good/x@{DIGEST}"}
