@@ -136,7 +136,7 @@ def test_a_rewrite_with_the_same_size_and_the_old_mtime_is_a_miss(tmp_path):
     _hashed(record, f)
     record.save()
     st = os.stat(f)
-    time.sleep(0.01)  # a later ctime even on a coarse clock
+    time.sleep(0.03)  # a later ctime even on a coarse (jiffy) clock
     with open(f, "r+b") as fh:  # the same inode, the same size, other bytes
         fh.write(b"xyz")
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -155,7 +155,7 @@ def test_a_file_changed_while_it_was_hashed_is_not_recorded(tmp_path):
     record = FileDigests(tmp_path / "r.json")
     before = record.facts(f)
     digest = str(file_digest(f)[0])
-    time.sleep(0.01)
+    time.sleep(0.03)
     f.write_bytes(b"abcd")  # written between the facts and the record
     assert not record.record(f, digest, before)
     assert record.known(f) is None and record.save() and not (tmp_path / "r.json").exists()
@@ -227,3 +227,4 @@ def test_the_record_is_bounded_and_forget_drops_an_entry(tmp_path):
     assert [FileDigests(tmp_path / "r.json").known(f) is not None for f in files[2:]] == [True, True, False]
     (tmp_path / "r.json").write_bytes(b'{"x": "' + b"y" * (3 * 256 + 4096) + b'"}')  # larger than its bound
     assert FileDigests(tmp_path / "r.json", limit=3).known(files[2]) is None
+
