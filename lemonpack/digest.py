@@ -274,7 +274,9 @@ class FileDigests:
     :meth:`known` only while all five are exactly what they were: any write, truncation,
     ``touch``, ``chmod``, rename or copy over it changes at least one, and the ctime catches a
     rewrite that puts the size and mtime back (it cannot be set from user space). Bit rot under
-    an unchanged inode is not seen (``lemonpack cache verify`` re-hashes). A caller takes the
+    an unchanged inode is not seen (``lemonpack cache verify`` re-hashes), nor a same-size write
+    within the same tick of the file system's coarse clock (a few ms on Linux) as an earlier
+    write that the recorded facts already show (git's "racy clean" case). A caller takes the
     facts with :meth:`facts` **before** it reads the bytes it hashes and hands them to
     :meth:`record` after; :meth:`record` keeps the digest only when the file still has exactly
     those facts, so a file changed while it was hashed is never recorded (:meth:`digest_of`
