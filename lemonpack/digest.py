@@ -16,7 +16,9 @@ What this module owns (``tests/test_concept_owners.py`` fails on a copy elsewher
   elsewhere fails ``tests/test_architecture.py``);
 - hashing bytes as they pass: :class:`Hasher` (a write-only file object: the digest and the
   size of what went through, passed on to any number of files, optionally on a thread of its
-  own), :class:`HashingReader` (the same on the reading side) and :func:`file_digest`.
+  own), :class:`HashingReader` (the same on the reading side) and :func:`file_digest`;
+- the digest of a file hashed before while its stat facts are unchanged: :class:`FileDigests`
+  (the one place that compares a file's stat facts with those recorded when it was hashed).
 
 The general reference grammar (any algorithm, for parsing what others wrote) stays in
 :mod:`lemonpack.oci.reference`. ``hashlib`` (OpenSSL) is imported on first use, so importing
@@ -253,5 +255,165 @@ def file_digest(path: str | os.PathLike[str]) -> tuple[Digest, int]:
     return h.digest(), h.size
 
 
-__all__ = ["ALGORITHM", "Digest", "Hasher", "HashingReader", "SHA256_HEX_LENGTH", "file_digest", "hex_of",
+#: Files a :class:`FileDigests` record keeps by default (the oldest dropped first).
+RECORD_LIMIT = 10000
+_ENTRY_BYTES = 256  # a generous bound on one entry's JSON: a record file larger than limit * this is a miss
+
+
+class FileDigests:
+    """The digests of files hashed before, each kept with the stat facts the file had when it
+    was hashed: the one answer to "the digest of this path, if it has not changed since it was
+    hashed", for the download cache (:mod:`lemonpack.fetch.cache`), the blobs of pulled
+    layouts (:mod:`lemonpack.registry.transfer`), the layer cache's blobs and the builder's base
+    blobs (:mod:`lemonpack.builder.layercache`, :mod:`lemonpack.builder.baselayers`) and the
+    files of ``models push`` (:mod:`lemonpack.runtime.models.push`).
+
+    **The rule.** A file's facts are ``[size, mtime_ns, ctime_ns, inode, device]`` of its
+    ``lstat`` (:meth:`facts`), for a regular file only (a symlink, fifo or
+    directory has none: never a hit, never recorded). A recorded digest is answered by
+    :meth:`known` only while all five are exactly what they were: any write, truncation,
+    ``touch``, ``chmod``, rename or copy over it changes at least one, and the ctime catches a
+    rewrite that puts the size and mtime back (it cannot be set from user space). Bit rot under
+    an unchanged inode is not seen (``lemonpack cache verify`` re-hashes), nor a same-size write
+    within the same tick of the file system's coarse clock (a few ms on Linux) as an earlier
+    write that the recorded facts already show (git's "racy clean" case). A caller takes the
+    facts with :meth:`facts` **before** it reads the bytes it hashes and hands them to
+    :meth:`record` after; :meth:`record` keeps the digest only when the file still has exactly
+    those facts, so a file changed while it was hashed is never recorded (:meth:`digest_of`
+    does all of it for a file hashed here).
+
+    **The record.** One JSON object in the file ``path``: ``{"<device>:<inode>": {"digest":
+    "sha256:<hex>", "facts": [size, mtime_ns, ctime_ns, inode, device]}}``, the newest entry
+    last, at most ``limit`` entries (the oldest dropped), read once (lazily, at most ``limit`` x
+    256 bytes), merged into the file as it is then (re-read) and written atomically by
+    :meth:`save` (:func:`lemonpack.files.save_bounded_record`, not fsync-ed: every entry is
+    checked when read): concurrent writers may lose each other's entries, never corrupt the
+    file. Best effort throughout: a record that is missing,
+    unreadable, too large, not ours or of an older shape is a miss (the file is hashed again),
+    never an error; a failed write is ignored."""
+
+    def __init__(self, path: str | os.PathLike[str], *, limit: int = RECORD_LIMIT):
+        self.path = os.fspath(path)
+        self.limit = limit
+        self._known: dict | None = None
+        self._added: dict[str, dict] = {}
+        self._dropped: set[str] = set()
+        self._lock = threading.Lock()  # one instance may be shared by threads
+
+    @staticmethod
+    def facts(path: str | os.PathLike[str]) -> list[int] | None:
+        """``[size, mtime_ns, ctime_ns, inode, device]`` of the regular file at ``path`` (one
+        ``lstat``: a symlink is not followed), or None when it is missing, unreadable or not a
+        regular file. Take them before hashing the file, for :meth:`record`. Any write,
+        truncation, ``touch``, ``chmod``, rename over it or copy in its place changes at least
+        one of them (ctime cannot be set from user space); bit rot under an unchanged inode
+        does not."""
+        import stat as stat_
+
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):
+            return None
+        if not stat_.S_ISREG(st.st_mode):
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    @staticmethod
+    def _key(facts: list[int]) -> str:
+        return f"{facts[4]}:{facts[3]}"
+
+    def _load(self) -> dict:
+        if self._known is None:
+            self._known = self._read()
+        return self._known
+
+    def _read(self) -> dict:
+        import json
+
+        from lemonpack.files import open_regular
+
+        bound = self.limit * _ENTRY_BYTES + 4096
+        try:
+            with open_regular(self.path) as f:
+                data = f.read(bound + 1)
+            doc = json.loads(data) if len(data) <= bound else None
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def known(self, path: str | os.PathLike[str]) -> str | None:
+        """The digest (``sha256:<hex>``) recorded for ``path`` when its facts now are exactly
+        those recorded with it, else None (never hashed, changed since, not a regular file, or
+        a record that is not one)."""
+        facts = self.facts(path)
+        if facts is None:
+            return None
+        key = self._key(facts)
+        with self._lock:
+            entry = self._added.get(key) or self._load().get(key)
+        if isinstance(entry, dict) and entry.get("facts") == facts and is_sha256_digest(entry.get("digest")):
+            return entry["digest"]
+        return None
+
+    def record(self, path: str | os.PathLike[str], digest: str | Digest, before: list[int] | None) -> bool:
+        """Note that ``path`` hashed to ``digest`` (``sha256:<hex>`` or a :class:`Digest`), its
+        bytes read after :meth:`facts` gave ``before``. Kept (True) only when the file has exactly
+        ``before`` now (so not changed while, or since, it was hashed); written by :meth:`save`.
+        Raises ``ValueError`` for a ``digest`` that is not one."""
+        digest = str(digest) if isinstance(digest, Digest) else str(Digest.parse(digest))
+        if before is None or self.facts(path) != before:
+            return False
+        key = self._key(before)
+        with self._lock:
+            self._added.pop(key, None)
+            self._added[key] = {"digest": digest, "facts": list(before)}  # re-inserted: the newest last
+        return True
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        """Drop what is recorded for the file now at ``path`` (its digest proved wrong; written
+        by :meth:`save`)."""
+        facts = self.facts(path)
+        if facts is None:
+            return
+        key = self._key(facts)
+        with self._lock:
+            self._added.pop(key, None)
+            self._load().pop(key, None)
+            self._dropped.add(key)
+
+    def digest_of(self, path: str | os.PathLike[str]) -> tuple[Digest, int]:
+        """``(digest, size)`` of the regular file ``path``: the recorded digest when
+        :meth:`known` has it, else hashed (:func:`file_digest`) and recorded under the facts it
+        had before. Raises ``OSError`` as :func:`file_digest` does."""
+        before = self.facts(path)
+        known = self.known(path)
+        if known is not None and before is not None:
+            return Digest.parse(known), before[0]
+        digest, size = file_digest(path)
+        self.record(path, digest, before)
+        return digest, size
+
+    def save(self) -> bool:
+        """Merge what was recorded and forgotten since the last save into the record file as
+        it is now (re-read), bounded to ``limit`` entries, atomically. True when written (or
+        nothing to write); False on an ``OSError`` (ignored: the record only saves work)."""
+        from lemonpack.files import save_bounded_record
+
+        with self._lock:
+            if not self._added and not self._dropped:
+                return True
+            doc = self._read()
+            for key in self._dropped:
+                doc.pop(key, None)
+            for key, entry in self._added.items():
+                doc.pop(key, None)
+                doc[key] = entry
+            done = save_bounded_record(self.path, doc, self.limit, durable=False)  # checked on every read
+            self._known = doc
+            self._added.clear()
+            self._dropped.clear()
+        return done
+
+
+__all__ = ["ALGORITHM", "Digest", "FileDigests", "Hasher", "HashingReader", "RECORD_LIMIT", "SHA256_HEX_LENGTH", "file_digest", "hex_of",
            "is_sha256_digest", "is_sha256_hex", "names_sha256", "sha256_text"]

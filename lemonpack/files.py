@@ -91,16 +91,6 @@ def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
         raise UnreadableFileError(f"cannot read {what} {os.fspath(path)}: {reason}") from None
 
 
-def stat_facts(path: str | os.PathLike[str]) -> list[int]:
-    """``[size, mtime_ns, ctime_ns, inode, device]`` of ``path`` (``lstat``): what a cache
-    hit is checked against instead of re-hashing, when recorded right after the bytes were
-    hashed. Any write, truncation, ``touch``, ``chmod``, rename over it or copy in its place
-    changes at least one of them (ctime cannot be set from user space); bit rot under an
-    unchanged inode does not. Raises ``OSError``."""
-    st = os.lstat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-
-
 def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
     """Copy the regular file ``src`` (a symlink there is refused, never followed: ``OSError``
     ``ELOOP``) to the new file ``dst``; returns the bytes copied. By ``copy_file_range(2)``:
@@ -260,18 +250,33 @@ def replace_file(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         raise
 
 
-def save_bounded_record(path: str | os.PathLike[str], doc: dict, limit: int) -> bool:
+def save_bounded_record(path: str | os.PathLike[str], doc: dict, limit: int, *, durable: bool = True) -> bool:
     """Write the JSON object ``doc`` to ``path`` as a best-effort cache record: its oldest keys
     (first in insertion order) dropped until at most ``limit`` remain (``doc`` is trimmed in
-    place), the parent directory created, the bytes written by :func:`replace_file` (compact
-    separators). Returns True when written; an ``OSError`` is swallowed (False), since such a
-    record only saves work and is rebuilt by whoever misses it."""
+    place), the parent directory created, the bytes (compact separators) written to a
+    temporary file beside it and put in place by one rename, so a reader sees the old record or
+    the new. ``durable``: by :func:`replace_file` (fsync-ed); ``durable=False``: by
+    :func:`commit` without fsync, for a record every reader checks (a crash may leave it short,
+    which reads as no record). Returns True when written; an ``OSError`` is swallowed (False),
+    since such a record only saves work and is rebuilt by whoever misses it."""
     while len(doc) > limit:
         doc.pop(next(iter(doc)))
     path = Path(path)
+    data = json.dumps(doc, separators=(",", ":")).encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, json.dumps(doc, separators=(",", ":")).encode())
+        if durable:
+            replace_file(path, data)
+            return True
+        tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            commit(tmp, path, durable=False)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     except OSError:
         return False
     return True

@@ -235,7 +235,7 @@ def _raw_socket(resp: httpx.Response) -> socket.socket | None:
     return sock
 
 
-def body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memoryview]:
+def body(resp: httpx.Response, timeout: float | None, *, raw: bool = False) -> Iterator[bytes | memoryview]:
     """The body of the streamed answer ``resp`` (asked with ``Accept-Encoding: identity``), in
     pieces: each one is valid only until the next is asked for (a buffer reused), so it must be
     consumed (hashed, written) at once.
@@ -251,13 +251,17 @@ def body(resp: httpx.Response, timeout: float | None) -> Iterator[bytes | memory
     decodes a ``Content-Encoding`` the server applied anyway). Socket errors are raised as
     httpx's (``ReadTimeout``, ``ReadError``, ``RemoteProtocolError`` for a body cut short), so
     the caller's resume logic treats both paths alike; a piece is yielded before the next
-    read, so what arrived before a failure counts."""
+    read, so what arrived before a failure counts.
+
+    ``raw``: the bytes as served, a ``Content-Encoding`` never decoded (a download hashed as the
+    server stored it, as curl and Nix's fetcher see it): such a body takes the socket path too,
+    and any other goes through ``iter_raw``."""
     length = resp.headers.get("Content-Length", "")
-    plain = resp.headers.get("Content-Encoding", "identity").strip().lower() in ("", "identity") and \
+    plain = (raw or resp.headers.get("Content-Encoding", "identity").strip().lower() in ("", "identity")) and \
         "chunked" not in resp.headers.get("Transfer-Encoding", "").lower()
     sock = _raw_socket(resp) if plain and length.isdigit() else None
     if sock is None:
-        yield from resp.iter_bytes()
+        yield from (resp.iter_raw() if raw else resp.iter_bytes())
         return
     pieces = resp.iter_raw()
     first = next(pieces, b"")

@@ -7,7 +7,8 @@ Among them: ``lemonpack/digest.py`` owns digest text (a ``"sha256:"`` literal, d
 from the algorithm's name, a digest split at its ``:``) and hashing (``hashlib``: the one hashing
 sink is :class:`lemonpack.digest.Hasher`); ``lemonpack/oci/mediatypes.py`` every media-type
 string (``application/vnd.…``); ``lemonpack/oci/reference.py`` the image-reference type and its
-parsers. Docstrings are documentation, not code, and are not looked at; ``tests/`` (fixtures)
+parsers; ``lemonpack/digest.py``'s ``FileDigests`` the one digest trusted by a file's stat facts.
+Docstrings are documentation, not code, and are not looked at; ``tests/`` (fixtures)
 and data files (JSON schemas) are not Python of ``lemonpack/`` either."""
 
 from __future__ import annotations
@@ -876,3 +877,66 @@ def c(fd): flock(fd, LOCK_EX)
     found = _plant(tmp_path, planted, flock_copies)
     assert sorted(f.line for f in found) == [6, 6, 6, 7, 7, 8, 8], found
     assert not _plant(tmp_path, "from lemonpack.files import locked\nwith locked('x'):\n    pass\n", flock_copies)
+
+
+# -- a digest trusted by stat facts: lemonpack/digest.py (FileDigests) ---------------------------
+
+FACTS_OWNER = "lemonpack/digest.py"
+#: Stat tuples that are not a recorded digest, each with why it is not FileDigests' concept.
+FACTS_ALLOWED = {
+    ("lemonpack/runtime/recipes/discovery.py", "(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, "
+     "st.st_mode, st.st_uid, st.st_gid)"): "an in-memory cache of parsed recipe files (nothing recorded)",
+    ("lemonpack/runtime/models/registry.py", "(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)"):
+        "an in-memory cache of the parsed user_models.json (nothing recorded)",
+    ("lemonpack/catalogue/index.py", "[st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]"):
+        "the search index's stamp: three files verified together (index, compact index, code), not one file's digest",
+}
+
+
+def stat_facts_copies(module: str, tree: ast.AST) -> list[Finding]:
+    """A second "digest of this file while its stat facts are unchanged" outside
+    :class:`lemonpack.digest.FileDigests`: a tuple or list of stat fields holding both
+    ``st_ctime_ns`` and ``st_ino`` (the facts such a record is checked against), or any use of
+    a ``stat_facts`` name (the helper the four records each compared by hand)."""
+    aliases = import_aliases(tree)  # type: ignore[arg-type]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List)):
+            fields = {e.attr for e in node.elts if isinstance(e, ast.Attribute)}
+            if {"st_ctime_ns", "st_ino"} <= fields:
+                out.append(Finding(module, node.lineno, "stat facts gathered by hand", ast.unparse(node)))
+        elif isinstance(node, ast.Name) and (node.id == "stat_facts" or aliases.get(node.id, "").endswith(".stat_facts")):
+            out.append(Finding(module, node.lineno, "a second stat-facts helper", node.id))
+        elif isinstance(node, ast.Attribute) and node.attr == "stat_facts":
+            out.append(Finding(module, node.lineno, "a second stat-facts helper", ast.unparse(node)))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "stat_facts":
+            out.append(Finding(module, node.lineno, "a second stat-facts helper", node.name))
+    return out
+
+
+def test_a_digest_trusted_by_stat_facts_lives_in_digest_py_only():
+    found = _scan(stat_facts_copies, FACTS_OWNER, FACTS_ALLOWED)
+    assert not found, ("stat facts compared outside lemonpack/digest.py (use lemonpack.digest.FileDigests: "
+                       "known, record with the facts taken before hashing, forget, save):\n"
+                       + "\n".join(map(str, found)))
+
+
+def test_the_stat_facts_allowlist_has_no_stale_entry():
+    assert not _unused(FACTS_ALLOWED, stat_facts_copies, FACTS_OWNER)
+
+
+def test_the_stat_facts_guard_catches_planted_copies(tmp_path):
+    planted = '''
+"""Compares stat_facts (documentation is fine)."""
+import os
+from lemonpack.files import stat_facts as sf
+def stat_facts(p): return os.lstat(p)
+def a(p, rec): return rec["stat"] == sf(p)
+def b(st): return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+def c(p, files): return files.stat_facts(p)
+def d(st): return (st.st_size, st.st_mtime_ns)
+'''
+    found = _plant(tmp_path, planted, stat_facts_copies)
+    assert sorted(f.line for f in found) == [5, 6, 7, 8], found
+    assert not _plant(tmp_path, "from lemonpack.digest import FileDigests\n"
+                                "def a(r, p): return r.known(p) == FileDigests.facts(p)\n", stat_facts_copies)

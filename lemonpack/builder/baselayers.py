@@ -3,14 +3,17 @@ digest while copied) and checked once against the engine's directory, their fact
 in the layer cache. Used by every image on a base: ``lemonpack build --base``
 (:mod:`lemonpack.builder.pipeline`) and the release images (:mod:`lemonpack.release`).
 
-Trust on a later build: as the caches' own entries, **the stat facts recorded when the bytes
-were hashed**. After a blob of the base layout was copied and its bytes hashed to its digest,
-its ``[size, mtime_ns, ctime_ns, inode, device]`` (:func:`lemonpack.files.stat_facts`) are
-added to that layer's facts record (``stat``); a later build that finds the blob with exactly
-those facts copies it without hashing it again (:meth:`~lemonpack.oci.layout.LayoutWriter.copy_blob`
-``verify=False``: a reflink or a kernel copy, the size checked). Any write, truncation,
-``touch``, ``chmod`` or replacement of the blob changes its ctime at least, so it is hashed
-again (and refused when it no longer matches its digest)."""
+Trust on a later build: as the caches' own entries, **the digest recorded with the stat facts
+the blob had when it was hashed** (:class:`lemonpack.digest.FileDigests`, its rule). A blob of
+the base layout whose bytes hashed to its digest while copied has that digest recorded, under
+the ``[size, mtime_ns, ctime_ns, inode, device]`` taken before the copy read it (kept only when
+unchanged after), in the layer cache's record (:attr:`LayerCache.digests
+<lemonpack.builder.layercache.LayerCache.digests>`, ``<layers>/digests/blobs.json``); a later
+build that finds the blob with exactly those facts copies it without hashing it again
+(:meth:`~lemonpack.oci.layout.LayoutWriter.copy_blob` ``verify=False``: a reflink or a kernel
+copy, the size checked). Any write, truncation, ``touch``, ``chmod`` or replacement of the blob
+changes its ctime at least, so it is hashed again (and refused when it no longer matches its
+digest)."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lemonpack.builder.layercache import LayerCache
+from lemonpack.digest import FileDigests
 from lemonpack.errors import IntegrityError, LayoutError, LemonpackError
-from lemonpack.files import kind_of, stat_facts
 from lemonpack.oci import Descriptor, LayoutWriter
 from lemonpack.oci.base import BaseImage
 from lemonpack.oci.layerscan import LayerFacts, scan_layer
@@ -49,6 +52,7 @@ class BaseLayers:
 
     def __init__(self, lw: LayoutWriter, layers: LayerCache):
         self.lw, self.layers = lw, layers
+        self.digests: FileDigests = layers.digests
         self.copied: set[str] = set()
         self.checked: set[tuple[str, tuple[str, ...]]] = set()
 
@@ -62,7 +66,8 @@ class BaseLayers:
             if desc.digest in self.copied:
                 continue
             path = image.blob(desc)
-            hashed_before = self._unchanged(desc, path)
+            hashed_before = self.digests.known(path) == desc.digest
+            before = None if hashed_before else self.digests.facts(path)  # taken before the copy reads it
             try:
                 self.lw.copy_blob(path, desc, diff_id=diff_id, verify=not hashed_before)
             except IntegrityError as exc:
@@ -74,27 +79,9 @@ class BaseLayers:
             except LemonpackError as exc:
                 raise LayoutError(f"base {image.name}: {exc}") from None
             if not hashed_before:
-                self._record(desc, path)
+                self.layers.hashed(path, desc.digest, before)
             self.copied.add(desc.digest)
         return list(image.layers)
-
-    def _unchanged(self, desc: Descriptor, path: Path) -> bool:
-        """Whether ``path`` has the stat facts recorded when its bytes last hashed to ``desc``."""
-        doc = self.layers.base_facts(desc.digest)
-        try:
-            return doc is not None and doc.get("stat") == stat_facts(path) and kind_of(path) == "file"
-        except OSError:
-            return False
-
-    def _record(self, desc: Descriptor, path: Path) -> None:
-        """Add ``path``'s stat facts to ``desc``'s facts record, right after its bytes were hashed
-        (a regular file only; a record that is missing, or an error, records nothing)."""
-        doc = self.layers.base_facts(desc.digest)
-        try:
-            if doc is not None and kind_of(path) == "file":
-                self.layers.put_base_facts(desc.digest, {**doc, "stat": stat_facts(path)})
-        except OSError:
-            pass
 
 
 __all__ = ["BaseLayers", "base_layer_facts"]

@@ -8,6 +8,8 @@ Layout, beside the artifact store (``<cache root>/layers``, :mod:`lemonpack.path
                          "executables": [[path, [kind, [archs], machine]], ...]}
     blobs/<hex>         the tar+gzip layer, named by its digest (mode 0444)
     blobs/.tmp-*        a layer being written (locked; stale once its lock is free)
+    bases/<hex>.json    what reading a base layer found (its LayerFacts), by the layer's digest
+    digests/blobs.json  the digests of cached and base blobs with their stat facts (FileDigests)
     .rec-*              a record being written (locked)
     .scratch-*          a build's scratch directory (locked)
 
@@ -24,17 +26,20 @@ another recipe's blob: nothing short of rebuilding links a layer's bytes to the 
 ``~/.cache/pip`` or a container store; ``lemonpack cache clean`` or a fresh
 ``LEMONPACK_CACHE_DIR`` rebuilds every layer from verified artifacts.
 
-Trust on a hit: **stat facts, recorded when the bytes were verified**. The record holds
-``stat``: the blob's ``[size, mtime_ns, ctime_ns, inode, device]`` (:func:`lemonpack.files.stat_facts`), taken
-right after the blob was written and hashed (or re-hashed). A hit whose blob still has exactly
-those facts is copied into the layout with the kernel's copy, without reading it in Python:
-any write, truncation, ``touch``, ``chmod``, replacement or restore changes the ctime at least
-(it cannot be set from user space), so what those catch is caught. A hit whose facts differ
-(or a record without them) is **re-hashed while it is copied** (:func:`read_layer`): the
-compressed bytes must hash to the record's digest and size and the decompressed tar to its
-``diff_id`` (a wrong one makes an image unloadable); then the new facts are recorded. What
-stat facts cannot see is bit rot under an unchanged inode: ``lemonpack cache verify`` re-hashes
-every entry. A bad entry is dropped and the layer rebuilt from the (verified) artifact.
+Trust on a hit: **the digest recorded with the stat facts the blob had when it was hashed**
+(:class:`lemonpack.digest.FileDigests`, its rule and record: ``<root>/digests/blobs.json``, at
+most :data:`RECORDED` blobs, the base layers' blobs of :mod:`lemonpack.builder.baselayers` too). A blob is recorded right after it was written and hashed, or after it
+was re-hashed (its ``[size, mtime_ns, ctime_ns, inode, device]`` taken before the read, kept
+only when unchanged after). A hit whose blob still has exactly those facts, and whose recorded
+digest is the record's, is copied into the layout with the kernel's copy, without reading it
+in Python: any write, truncation, ``touch``, ``chmod``, replacement or restore changes the
+ctime at least (it cannot be set from user space), so what those catch is caught. Any other
+hit is **re-hashed while it is copied** (:func:`read_layer`): the compressed bytes must hash to
+the record's digest and size and the decompressed tar to its ``diff_id`` (a wrong one makes an
+image unloadable); then the blob is recorded. What stat facts cannot see is bit rot under an
+unchanged inode: ``lemonpack cache verify`` re-hashes every entry. A bad entry is dropped and
+the layer rebuilt from the (verified) artifact. (A ``stat`` kept in records by earlier
+releases is not read: a re-hash.)
 """
 
 from __future__ import annotations
@@ -46,9 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, cast
 
-from lemonpack.digest import Digest, Hasher, hex_of, is_sha256_hex
+from lemonpack.digest import Digest, FileDigests, Hasher, hex_of, is_sha256_hex
 from lemonpack.exe_header import Executable
-from lemonpack.files import commit, stat_facts
+from lemonpack.files import commit
 from lemonpack.oci.layer import deflater
 from lemonpack.fetch.staging import (LockedDir, clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      open_regular, partials, remove_entry, sweep, tree_size)
@@ -61,6 +66,9 @@ log = logging.getLogger(__name__)
 LAYER_FORMAT = "3"
 
 _READ = 1 << 20
+#: Blobs (cached layers and base layers) whose digest ``<root>/digests/blobs.json`` remembers
+#: (the oldest dropped first).
+RECORDED = 8192
 PARTIAL_PREFIXES = (".tmp-", ".rec-", ".scratch-")
 
 
@@ -170,6 +178,23 @@ class LayerCache:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._digests: FileDigests | None = None
+
+    @property
+    def digests(self) -> FileDigests:
+        """``<root>/digests/blobs.json`` (:class:`lemonpack.digest.FileDigests`): the digests of
+        the cached layers' blobs and of base layers' blobs, each with its stat facts when it was
+        hashed (module docstring)."""
+        if self._digests is None:
+            self._digests = FileDigests(self.root / "digests" / "blobs.json", limit=RECORDED)
+        return self._digests
+
+    def hashed(self, blob: Path, digest: str, before: list[int] | None) -> None:
+        """Record that ``blob`` hashed to ``digest``, its bytes read after its facts were
+        ``before`` (:meth:`FileDigests.facts`; kept only when it still has them). Never raises:
+        the record only saves a later read."""
+        if self.digests.record(blob, digest, before) and not self.digests.save():
+            log.warning("cannot record the digest of cached layer %s in %s", blob, self.digests.path)
 
     @property
     def blobs(self) -> Path:
@@ -284,8 +309,8 @@ class LayerCache:
         clear_non_regular(blob)
         commit(tmp, blob, durable=False)  # content-addressed: checked by stat facts and digest
         fh.close()
-        self._write_record(key, {**(facts or {}), **inputs, "digest": digest, "diff_id": diff_id, "size": size,
-                                 "stat": stat_facts(blob)})
+        self._write_record(key, {**(facts or {}), **inputs, "digest": digest, "diff_id": diff_id, "size": size})
+        self.hashed(blob, digest, self.digests.facts(blob))  # hashed by its writer, ours from its rename on
         return blob
 
     def _write_record(self, key: str, doc: dict) -> None:
@@ -295,14 +320,6 @@ class LayerCache:
             rfh.flush()
             clear_non_regular(self.root / f"{key}.json")
             commit(rtmp, self.root / f"{key}.json", durable=False)
-
-    def verified_at(self, key: str, record: dict, blob: Path) -> None:
-        """Record ``blob``'s stat facts in ``key``'s record after it was re-hashed and found
-        to be what the record says (errors are logged: the facts are only a shortcut)."""
-        try:
-            self._write_record(key, {**record, "stat": stat_facts(blob)})
-        except OSError as exc:
-            log.warning("cannot record the stat facts of cached layer %s: %s", key, exc)
 
     @staticmethod
     def discard(fh: BinaryIO, tmp: Path) -> None:
@@ -410,4 +427,4 @@ class LayerCache:
         return sweep(self.blobs, (".tmp-",)) + sweep(self.root, (".rec-", ".scratch-"))
 
 
-__all__ = ["LayerCache", "LayerEntry", "LayerFacts", "read_layer", "stat_facts", "LAYER_FORMAT"]
+__all__ = ["LayerCache", "LayerEntry", "LayerFacts", "read_layer", "LAYER_FORMAT"]

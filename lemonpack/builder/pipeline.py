@@ -53,7 +53,7 @@ from pathlib import Path
 from lemonpack.builder.artifact import (artifact_where, check_recorded, fetch_target, other_cpu_artifacts,
                                        source_field, unpack_target)
 from lemonpack.builder.baselayers import BaseLayers
-from lemonpack.builder.layercache import LayerCache, read_layer, recorded_executables, stat_facts
+from lemonpack.builder.layercache import LayerCache, read_layer, recorded_executables
 from lemonpack.contract import EffectiveBlock, Recipe, targets
 from lemonpack.contract.cpuartifacts import for_cpu
 from lemonpack.contract.extends import resolve_extends
@@ -223,13 +223,11 @@ def _cached_layer(lw: LayoutWriter, layers: LayerCache, key: str, blob: Path, re
     entry is bad."""
     zstd = str(record.get("format", "")).endswith("+zstd")
     media = MEDIA_TYPE_LAYER_TAR_ZSTD if zstd else MEDIA_TYPE_LAYER_TAR_GZIP
-    try:
-        same = record.get("stat") == stat_facts(blob)
-    except OSError:
-        same = False
-    if same:
+    if layers.digests.known(blob) == record["digest"]:
         desc = Descriptor(media, record["digest"], record["size"])
         return lw.copy_blob(blob, desc, diff_id=record["diff_id"], verify=False)
+
+    before = layers.digests.facts(blob)  # taken before the copy reads it
 
     def copy(f):
         try:
@@ -247,7 +245,7 @@ def _cached_layer(lw: LayoutWriter, layers: LayerCache, key: str, blob: Path, re
     except _BadEntry as exc:
         log.warning("cached layer %s is corrupt (%s); rebuilding it", blob, exc)
         return None
-    layers.verified_at(key, record, blob)
+    layers.hashed(blob, record["digest"], before)
     return desc
 
 

@@ -12,28 +12,29 @@ writer, and only then ``os.replace``-d to their digest's name. A crash leaves at
 (:mod:`lemonpack.fetch.staging`); temps whose lock can be taken are stale and are removed
 by the next :meth:`ArtifactCache.staging` and by ``lemonpack cache clean``.
 
-Trust on a hit: **stat facts recorded when the bytes were hashed**
-(:meth:`ArtifactCache.verified`). When an entry is committed (its bytes hashed by the writer)
-or re-hashed, its ``[size, mtime_ns, ctime_ns, inode, device]`` (:func:`lemonpack.files.stat_facts`)
-is recorded in ``<root>/stat/<hex>``. A hit whose file still has exactly those facts is used
-without reading it again; any other hit is re-hashed (and its facts recorded when good). A
-user's edit, a copy or restore in its place, a truncation, a ``touch`` or ``chmod`` all
-change the ctime at least (it cannot be set from user space), so they are caught; bit rot
-under an unchanged inode is not: ``lemonpack cache verify`` re-hashes every entry. A bad
-entry is removed and the caller downloads it again.
+Trust on a hit: **the digest recorded with the stat facts the entry had when it was hashed**
+(:meth:`ArtifactCache.verified`, through :class:`lemonpack.digest.FileDigests`, whose rule and
+record shape it is: ``[size, mtime_ns, ctime_ns, inode, device]`` all unchanged). When an entry
+is committed (its bytes hashed by the writer) or re-hashed (its facts taken before the read),
+its digest is recorded in ``<root>/digests.json``, at most :data:`RECORDED` entries. A hit whose
+file still has exactly those facts is used without reading it again; any other hit is
+re-hashed (and recorded when good and unchanged while read). A user's edit, a copy or restore
+in its place, a truncation, a ``touch`` or ``chmod`` all change the ctime at least (it cannot be
+set from user space), so they are caught; bit rot under an unchanged inode is not: ``lemonpack
+cache verify`` re-hashes every entry. A bad entry is removed and the caller downloads it again.
+(The per-entry ``<root>/stat/<hex>`` files of earlier releases are not read: a miss, a re-hash.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from lemonpack.digest import file_digest, is_sha256_hex, sha256_text
-from lemonpack.files import commit, open_regular, stat_facts
+from lemonpack.digest import FileDigests, file_digest, is_sha256_hex, sha256_text
+from lemonpack.files import commit
 from lemonpack.fetch.staging import (clear_non_regular, ensure_dir, kind_of, locked_temp_file,
                                      partials, remove_entry, sweep, tree_size)
 from lemonpack.paths import require_cache_root
@@ -43,8 +44,8 @@ log = logging.getLogger(__name__)
 PARTIAL_PREFIXES = (".tmp-",)
 """Names of in-flight (or, once their lock is free, stale) downloads in the store."""
 
-
-
+#: Entries whose digest ``<root>/digests.json`` remembers (the oldest dropped first).
+RECORDED = 4096
 
 
 def default_cache_root() -> Path:
@@ -78,11 +79,12 @@ class ArtifactCache:
 
     ``root`` defaults to ``default_cache_root() / "artifacts"``. Nothing is created until
     the first write. Entries are read-only (mode 0444); :meth:`verified` re-hashes an
-    entry on every hit (see the module docstring for why).
+    entry on a hit unless its recorded digest still holds by its stat facts (module docstring).
     """
 
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root is not None else default_cache_root() / "artifacts"
+        self._digests: FileDigests | None = None
 
     @property
     def directory(self) -> Path:
@@ -116,11 +118,10 @@ class ArtifactCache:
         path = self.path_for(hex_digest)
         if path is None:
             return None
-        try:
-            if self._recorded(hex_digest) == stat_facts(path):
-                return path
-        except OSError:
-            pass
+        digests = self.digests
+        if digests.known(path) == sha256_text(hex_digest):
+            return path
+        before = digests.facts(path)
         try:
             actual = file_digest(path)[0].hex
         except OSError as exc:
@@ -128,39 +129,25 @@ class ArtifactCache:
             self.drop(hex_digest)
             return None
         if actual == hex_digest:
-            self._record(hex_digest, path)
+            self._record(hex_digest, path, before)
             return path
         log.warning("cache entry %s does not hash to its name (sha256:%s); dropped", path, actual)
         self.drop(hex_digest)
         return None
 
     @property
-    def stats(self) -> Path:
-        """``<root>/stat``: per entry, its stat facts when it was last hashed."""
-        return self.root / "stat"
+    def digests(self) -> FileDigests:
+        """``<root>/digests.json`` (:class:`lemonpack.digest.FileDigests`): the entries' digests,
+        each with its stat facts when it was hashed."""
+        if self._digests is None:
+            self._digests = FileDigests(self.root / "digests.json", limit=RECORDED)
+        return self._digests
 
-    def _recorded(self, hex_digest: str) -> list | None:
-        try:
-            with open_regular(self.stats / hex_digest) as f:
-                doc = json.loads(f.read(4096))
-        except (OSError, ValueError):
-            return None
-        return doc if isinstance(doc, list) else None
-
-    def _record(self, hex_digest: str, path: Path) -> None:
-        """Record ``path``'s stat facts for ``hex_digest`` right after its bytes were hashed
-        (temp + rename; errors are logged: the facts are only a shortcut)."""
-        try:
-            for bad in ensure_dir(self.stats, self.root.parent):
-                log.warning("%s was not a directory; removed", bad)
-            fh, tmp = locked_temp_file(self.stats, ".tmp-")
-            with fh:
-                fh.write(json.dumps(stat_facts(path)).encode())
-                fh.flush()
-                clear_non_regular(self.stats / hex_digest)
-                commit(tmp, self.stats / hex_digest, durable=False)  # a hint: a bad one means a re-hash
-        except OSError as exc:
-            log.warning("cannot record the stat facts of cache entry %s: %s", path, exc)
+    def _record(self, hex_digest: str, path: Path, before: list[int] | None) -> None:
+        """Record that ``path`` hashed to ``hex_digest``, its bytes read after its facts were
+        ``before`` (kept only if it still has them; a failed write is only a later re-hash)."""
+        if self.digests.record(path, sha256_text(hex_digest), before) and not self.digests.save():
+            log.warning("cannot record the digest of cache entry %s in %s", path, self.digests.path)
 
     def drop(self, hex_digest: str) -> None:
         """Remove the entry for ``hex_digest``, whatever it is (a directory tree, a
@@ -238,7 +225,8 @@ class ArtifactCache:
         except BaseException:
             self.discard(fh, tmp)
             raise
-        self._record(hex_digest, final)
+        # the writer hashed these bytes; the entry is theirs from its rename on
+        self._record(hex_digest, final, self.digests.facts(final))
         return final
 
     @staticmethod

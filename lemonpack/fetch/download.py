@@ -2,8 +2,9 @@
 
 Flow of :func:`fetch`: warm cache hit (expected digest known, entry present and still
 hashing to its name, :meth:`ArtifactCache.verified`) returns with no network at all; a
-corrupted entry is dropped and downloaded again. Otherwise the bytes are streamed (1 MiB chunks, never held in memory)
-from the mirror (if any) or the origin into a temp file in the cache directory, hashed as
+corrupted entry is dropped and downloaded again. Otherwise the bytes are streamed (never held in
+memory; a large body of known length read from the socket into one reused 1 MiB buffer,
+:func:`lemonpack.httpclient.body`) from the mirror (if any) or the origin into a temp file in the cache directory, hashed as
 they arrive, and only moved into the cache once the digest is checked. Any failure
 (mismatch, HTTP status, network error, interruption) deletes the temp file.
 
@@ -307,17 +308,33 @@ def get_bytes(url: str, *, max_bytes: int, client: httpx.Client | None = None) -
             client.close()
 
 
+def _read_timeout(response: httpx.Response) -> float | None:
+    """The read timeout ``response`` was asked with (the client's: :data:`READ_TIMEOUT` for
+    :func:`download_client`), for :func:`lemonpack.httpclient.body`'s socket reads."""
+    try:
+        timeout = response.request.extensions.get("timeout")
+    except RuntimeError:  # an answer made without a request (a test's)
+        timeout = None
+    read = timeout.get("read", READ_TIMEOUT) if isinstance(timeout, dict) else READ_TIMEOUT
+    return read if read is None or isinstance(read, (int, float)) else READ_TIMEOUT
+
+
 def _store(url: str, current: str, expected: str | None, cache: ArtifactCache,
            response: httpx.Response, progress: bool) -> Fetched:
-    """Write the response body to the cache, hashing as it streams; verify; commit."""
+    """Write the response body to the cache, hashing as it streams (through
+    :func:`lemonpack.httpclient.body`, raw: a large body of known length read from the socket
+    into one reused 1 MiB buffer, the hashing and the write on the :class:`Hasher`'s thread);
+    verify; commit."""
+    from lemonpack.httpclient import body
+
     fh, tmp = cache.staging()
     sink = Hasher(fh, threaded=True)  # hashes and writes while the next bytes are read from the socket
     try:
         total = response.headers.get("Content-Length")
         with byte_meter(int(total) if total and total.isdigit() else None, url.rsplit("/", 1)[-1] or url,
                         progress) as on_bytes:
-            for chunk in response.iter_raw(CHUNK_SIZE):
-                sink.write(chunk)
+            for chunk in body(response, _read_timeout(response), raw=True):
+                sink.write(chunk)  # a piece is valid until the next is read: the Hasher copies it to its thread
                 if on_bytes is not None:
                     on_bytes(len(chunk))
         actual = sink.digest().hex

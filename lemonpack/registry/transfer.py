@@ -520,7 +520,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         done = _already_there(out, name, root, manifests)
         if done is not None:  # every byte there, checked, and the tag names the root: nothing to write
             known.save()
-            checked.save(blobs_todo)
+            checked.save([])  # what _holds hashed is recorded; nothing was downloaded
             counters["blobs"] += len(blobs_todo)
             return replace(done, blobs=counters["blobs"], reused=len(held))
     with _DirLock() as hold, LayoutWriter(out, merge=True) as lw:
@@ -543,7 +543,7 @@ def _pull(ref: ImageReference, reference: str, out: Path, client: RegistryClient
         lw.set_tags({name: root})
         stage[0] = f"writing the layout at {out}"
     known.save()
-    checked.save(blobs_todo)
+    checked.save([b for b in blobs_todo if b.digest not in held_digests])
     return Pulled(out, name, root.digest, root.media_type, counters["blobs"], counters["bytes"],
                   merged=lw.merged, kept=lw.kept, replaced=lw.replaced.get(name), reused=counters["reused"])
 
@@ -577,68 +577,65 @@ def _already_there(out: Path, name: str, root: Descriptor, manifests: Sequence[t
 
 
 class _Checked:
-    """The blobs of the pulled layout at ``out`` that were hashed (downloaded and verified, or
-    found there and hashed) by an earlier pull, each with its
-    :func:`lemonpack.files.stat_facts` right after: a re-pull into the same layout does not
-    hash a blob again whose facts are unchanged (any write, ``touch``, copy or rename in its
-    place changes them; ctime cannot be set from user space), as the download cache does
-    (:mod:`lemonpack.fetch.cache`). Kept under the cache root, ``pulled-blobs/<sha256 of out's
-    real path>.json``; a record that is missing, unreadable or not ours means "hash it"."""
+    """The blobs of pulled layouts hashed before (downloaded and verified, or found there and
+    hashed) with their stat facts then (:class:`lemonpack.digest.FileDigests`, its rule): a
+    re-pull into the same layout does not hash a blob again whose facts are unchanged (any
+    write, ``touch``, copy or rename in its place changes them; ctime cannot be set from user
+    space), as the download cache does (:mod:`lemonpack.fetch.cache`). One record under the
+    cache root, ``pulled-blobs.json`` (at most :data:`PULLED_RECORDED` blobs); a record that is
+    missing, unreadable or not ours means "hash it"."""
 
     def __init__(self, out: Path):
-        from lemonpack.digest import Digest
+        from lemonpack.digest import FileDigests
         from lemonpack.paths import cache_root
 
         self.out = out
-        key = Digest.of_bytes(os.fsencode(os.path.realpath(out))).hex
-        self.path = cache_root() / "pulled-blobs" / f"{key}.json"
-        try:
-            doc = json.loads(self.path.read_bytes())
-            self.facts: dict = doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError):
-            self.facts = {}
+        self.digests = FileDigests(cache_root() / "pulled-blobs.json", limit=PULLED_RECORDED)
 
     def unchanged(self, path: Path, desc: Descriptor) -> bool:
-        """True when ``path`` (a blob of ``out``) has the facts recorded after it was hashed."""
-        from lemonpack.files import stat_facts
+        """True when ``path`` (a blob of ``out``) has the facts recorded after it hashed to
+        ``desc``'s digest."""
+        return self.digests.known(path) == desc.digest
 
-        recorded = self.facts.get(desc.hex)
-        try:
-            return isinstance(recorded, list) and recorded == stat_facts(path) and recorded[0] == desc.size
-        except OSError:
-            return False
+    def hashed(self, path: Path, desc: Descriptor, before: list[int] | None) -> None:
+        """``path`` hashed to ``desc``'s digest, read after its facts were ``before``."""
+        self.digests.record(path, desc.digest, before)
 
-    def save(self, blobs: Sequence[Descriptor]) -> None:
-        """Record the facts of ``blobs`` as the installed layout holds them (each was hashed by
-        this pull, downloaded or found). A failure to write the record is ignored (the next
-        pull hashes them)."""
-        from lemonpack.files import replace_file, stat_facts
+    def save(self, downloaded: Sequence[Descriptor]) -> None:
+        """Record the blobs this pull ``downloaded`` (hashed as they arrived, written by it) as
+        the installed layout holds them, then write the record with what :meth:`hashed` noted.
+        Blobs found in the layout are never recorded here: only when hashed, under the facts
+        they had before (a blob changed since is hashed again next time). A failure to write the
+        record is ignored (the next pull hashes them)."""
+        for desc in downloaded:
+            path = self.out / "blobs" / "sha256" / desc.hex
+            self.digests.record(path, desc.digest, self.digests.facts(path))
+        self.digests.save()
 
-        facts = {}
-        for desc in blobs:
-            with contextlib.suppress(OSError):
-                facts[desc.hex] = stat_facts(self.out / "blobs" / "sha256" / desc.hex)
-        if facts == self.facts:
-            return  # what the record says already: nothing to write
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self.path, json.dumps(facts, sort_keys=True).encode(), mode=0o600)
+
+#: Blobs of pulled layouts whose digest ``<cache>/pulled-blobs.json`` remembers.
+PULLED_RECORDED = 10000
 
 
 def _holds(path: Path, desc: Descriptor, checked: _Checked | None = None) -> bool:
     """True when ``path`` is a regular file of ``desc``'s size and sha256 (read once, hashed in
-    large pieces; not again when ``checked`` says it was hashed before and is unchanged since):
-    a blob a pull need not download again. A symlink, a wrong size or a wrong hash is not (the
-    blob is downloaded and replaces it)."""
+    large pieces; not again when ``checked`` says it was hashed before and is unchanged since,
+    and recorded there when it is hashed here): a blob a pull need not download again. A
+    symlink, a wrong size or a wrong hash is not (the blob is downloaded and replaces it)."""
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
             return False
         if checked is not None and checked.unchanged(path, desc):
             return True
+        before = checked.digests.facts(path) if checked is not None else None
         digest, size = file_digest(path)
     except OSError:
         return False
-    return size == desc.size and str(digest) == desc.digest
+    if size == desc.size and str(digest) == desc.digest:
+        if checked is not None:
+            checked.hashed(path, desc, before)
+        return True
+    return False
 
 
 __all__ = ["ImageNotFoundError", "publish_layout", "pull_layout", "pull_image", "remove_leftovers", "select_tags", "byte_progress", "ProgressLines",

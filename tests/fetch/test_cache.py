@@ -63,3 +63,27 @@ def test_store_directories_that_are_files_are_replaced(tmp_path):
     fh, tmp = cache.staging()
     fh.write(GOOD)
     assert cache.commit(fh, tmp, HEX).read_bytes() == GOOD
+
+
+def test_an_entry_rewritten_while_it_is_re_hashed_is_not_recorded_so_the_next_hit_hashes_it_again(
+        tmp_path, monkeypatch):
+    """The stat facts of a re-hash are taken before the read: an entry changed while it was being
+    read (here: right after) keeps no record, and the next hit hashes the bytes now there."""
+    import lemonpack.fetch.cache as cache_module
+
+    cache, entry = _store(tmp_path)
+    assert cache.digests.known(entry) == f"sha256:{HEX}"  # recorded by the writer's commit
+    os.chmod(entry, 0o644)  # the facts move: the next hit re-hashes
+    real = cache_module.file_digest
+
+    def rewritten_while_read(path):
+        result = real(path)
+        with open(path, "r+b") as f:  # same size, other bytes, as a writer racing the read
+            f.write(b"X")
+        return result
+
+    monkeypatch.setattr(cache_module, "file_digest", rewritten_while_read)
+    assert cache.verified(HEX) == entry  # the bytes read were the good ones
+    monkeypatch.setattr(cache_module, "file_digest", real)
+    assert cache.digests.known(entry) is None
+    assert ArtifactCache(cache.root).verified(HEX) is None and not entry.exists()  # hashed again: dropped

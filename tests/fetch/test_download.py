@@ -323,3 +323,72 @@ def test_a_download_off_a_terminal_prints_progress_lines(server, cache, capsys):
     lines = capsys.readouterr().err.splitlines()  # pytest's stderr is no terminal: lines, not a bar
     assert lines[0].startswith("engine.tar.gz: ") and lines[-1].startswith("engine.tar.gz: 100% (3.0 MiB of 3.0 MiB")
     assert len(lines) <= 11 + 1, lines
+
+
+# ---- large bodies: read from the socket into one reused buffer (httpclient.body) ----------------
+
+def _spy_raw_socket(monkeypatch) -> list:
+    from lemonpack import httpclient
+
+    seen: list = []
+    real = httpclient._raw_socket
+    monkeypatch.setattr(httpclient, "_raw_socket", lambda resp: seen.append(real(resp)) or seen[-1])
+    return seen
+
+
+def test_a_large_download_is_read_from_the_socket_hashed_and_counted(server, cache, monkeypatch):
+    from lemonpack.fetch import download
+    from lemonpack.httpclient import RAW_BODY_MIN
+
+    data = os.urandom(RAW_BODY_MIN + (5 << 20) + 123)
+    url = server.put("large.bin", data)
+    seen = _spy_raw_socket(monkeypatch)
+    counted: list[int] = []
+
+    class Meter:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return counted.append
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(download, "byte_meter", Meter)
+    got = fetch(url, sha256=f"sha256:{_sha(data)}", cache=cache, progress=True)
+    assert seen and seen[0] is not None  # the socket path, not httpx's 64 KiB pieces
+    assert got.path.read_bytes() == data and got.size == len(data) and sum(counted) == len(data)
+    assert max(counted) <= 1 << 20 and _entries(cache) == [_sha(data)]
+
+
+def test_a_large_body_cut_short_is_a_fetch_error_and_leaves_nothing(cache, monkeypatch):
+    import socket
+    import threading
+
+    from lemonpack.httpclient import RAW_BODY_MIN
+
+    size = RAW_BODY_MIN + (4 << 20)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+            piece = b"\0" * (1 << 20)
+            for _ in range((size >> 20) - 2):  # two MiB short
+                conn.sendall(piece)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    seen = _spy_raw_socket(monkeypatch)
+    try:
+        with pytest.raises(FetchError, match="RemoteProtocolError"):
+            fetch(f"http://127.0.0.1:{port}/short.bin", sha256=None, cache=cache, progress=False)
+    finally:
+        thread.join(10)
+        listener.close()
+    assert seen and seen[0] is not None
+    assert _entries(cache) == []  # the temp file is gone, nothing committed

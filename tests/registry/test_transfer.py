@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 
 import pytest
 
+from lemonpack.digest import Digest
 from lemonpack.oci.reference import parse_registry_reference
 from lemonpack.registry import RegistryClient
 from lemonpack.registry.transfer import publish_layout
@@ -54,3 +56,27 @@ def test_a_pull_into_a_layout_counts_the_tags_it_kept(registry, example_layout, 
              for tag in ("a", "b", "c")]
     assert "(1 other tag kept)" in lines[1] and "tags kept" not in lines[1]
     assert "(2 other tags kept)" in lines[2]
+
+
+def test_a_pulled_layout_blob_is_recorded_with_the_facts_from_before_its_hash(tmp_path, monkeypatch):
+    """registry.transfer: a blob found in the layout is recorded under the facts taken before
+    _holds hashed it, so one changed before the pull's end is hashed again next time."""
+    from lemonpack.oci.descriptor import Descriptor
+    from lemonpack.registry import transfer
+
+    monkeypatch.setenv("LEMONPACK_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "layout"
+    data = b"layer bytes"
+    desc = Descriptor("application/octet-stream", str(Digest.of_bytes(data)), len(data))
+    blob = out / "blobs" / "sha256" / desc.hex
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(data)
+    checked = transfer._Checked(out)
+    assert transfer._holds(blob, desc, checked)
+    time.sleep(0.03)
+    blob.write_bytes(b"LAYER BYTES")  # changed after it was hashed, before the pull ends
+    checked.save([])
+    again = transfer._Checked(out)
+    assert not again.unchanged(blob, desc) and not transfer._holds(blob, desc, again)
+    blob.write_bytes(data)
+    assert transfer._holds(blob, desc, again) and again.unchanged(blob, desc)

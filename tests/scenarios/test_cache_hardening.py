@@ -8,8 +8,6 @@ import hashlib
 import http.server
 import io
 import json
-
-from lemonpack.files import stat_facts
 import os
 import signal
 import stat
@@ -18,6 +16,8 @@ import sys
 import tarfile
 import threading
 from pathlib import Path
+
+from lemonpack.digest import FileDigests
 
 import pytest
 
@@ -235,8 +235,8 @@ def test_case03_corrupted_layer_cache_entry_is_rebuilt(tmp_path, site, lp, home,
     # the rebuilt layout is the same image, byte for byte, and the cache is whole again
     assert tags(tmp_path / "b") == tags(tmp_path / "a")
     again = json.loads(rec.read_text())
-    assert {k: v for k, v in again.items() if k != "stat"} == {k: v for k, v in info.items() if k != "stat"}
-    assert again["stat"] == stat_facts(cached)  # the facts of the rebuilt, hashed blob
+    assert again == info and "stat" not in again
+    assert FileDigests(layers / "digests" / "blobs.json").known(cached) == info["digest"]  # the rebuilt, hashed blob
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == info["digest"][7:]
 
 
@@ -600,7 +600,9 @@ def test_same_size_edit_with_the_old_mtime_is_still_caught(tmp_path, site, lp, h
     layers = home.cache / "layers"
     (rec,) = layers.glob("*.json")
     info = json.loads(rec.read_text())
-    assert info["stat"] == stat_facts(layers / "blobs" / info["digest"][7:])
+    assert FileDigests(layers / "digests" / "blobs.json").known(layers / "blobs" / info["digest"][7:]) == info["digest"]
+    assert FileDigests(home.cache / "artifacts" / "digests.json").known(
+        home.cache / "artifacts" / "sha256" / h) == "sha256:" + h
     for victim in (layers / "blobs" / info["digest"][7:], home.cache / "artifacts" / "sha256" / h):
         st = victim.stat()
         victim.chmod(0o644)

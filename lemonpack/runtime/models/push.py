@@ -8,12 +8,12 @@ Each file is read and hashed once (never loaded whole), its GGUF header read thr
 same files, names and ``SOURCE_DATE_EPOCH`` give the same manifest digest on every machine.
 The manifest needs every file's digest, which comes, per file, from one of two places:
 
-- the **digest record** (:class:`DigestRecord`, ``<cache>/file-digests.json``): the digest of a
-  file hashed before, kept with its ``[size, mtime_ns, ctime_ns, inode, device]``
-  (:func:`lemonpack.files.stat_facts`) right after that hash. It is used only while the file
-  still has exactly those facts: any write, truncation, ``touch``, ``chmod``, copy or rename
-  in its place changes one of them (ctime cannot be set from user space), and such a file is
-  hashed again. With a recorded digest the registry is asked first (``HEAD``): a blob it has is
+- the **digest record** (:func:`digest_record`, ``<cache>/file-digests.json``, a
+  :class:`lemonpack.digest.FileDigests`): the digest of a file hashed before, kept with its
+  ``[size, mtime_ns, ctime_ns, inode, device]`` taken before that hash read it (and unchanged
+  after). It is used only while the file still has exactly those facts: any write,
+  truncation, ``touch``, ``chmod``, copy or rename in its place changes one of them (ctime
+  cannot be set from user space), and such a file is hashed again. With a recorded digest the registry is asked first (``HEAD``): a blob it has is
   not sent; one it lacks is uploaded and hashed as it is sent, and committed only when the
   bytes sent hash to the recorded digest (else the record is dropped, the file hashed anew and
   sent again): a record can cost a retry, never a wrong blob in the registry;
@@ -35,7 +35,6 @@ modelpack/model-spec ``docs/spec.md``; docker/model-runner ``pkg/distribution/ty
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from lemonpack.digest import FileDigests
 from lemonpack.errors import UnreadableFileError, UsageError
 from lemonpack.oci.reference import ImageReference
 from lemonpack.runtime.models.artifact import ModelFacts, PackFile, Packed, facts_from_gguf, role_of, write_docker, \
@@ -95,112 +95,36 @@ def _main(files: Sequence[tuple[Path, PackFile]]) -> Path | None:
 MAX_RECORDED = 10000
 
 
-class DigestRecord:
-    """The digests of files hashed before, each with the :func:`lemonpack.files.stat_facts`
-    taken right after (module docstring): ``<cache>/file-digests.json``, ``{"<device>:<inode>":
-    [digest, facts]}``, read once, written back by :meth:`save` (atomic replace; concurrent
-    writers may lose each other's entries, never corrupt the file). A file that cannot be read
-    or written is ignored: a missing record means "hash it"."""
+def digest_record(path: Path | None = None) -> FileDigests:
+    """The digest record of pushed files (module docstring): ``path``, default
+    ``<cache>/file-digests.json``, at most :data:`MAX_RECORDED` files."""
+    from lemonpack.paths import cache_root
 
-    def __init__(self, path: Path | None = None):
-        from lemonpack.paths import cache_root
-
-        self.path = path if path is not None else cache_root() / "file-digests.json"
-        self._added: dict[str, list] = {}
-        self._dropped: set[str] = set()
-        try:
-            doc = json.loads(self.path.read_bytes())
-            self._known: dict = doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError):
-            self._known = {}
-
-    @staticmethod
-    def _key(facts: list[int]) -> str:
-        return f"{facts[4]}:{facts[3]}"
-
-    def digest(self, path: Path) -> str | None:
-        """The recorded digest of ``path`` when its facts are exactly those recorded with it,
-        else None (never hashed, or changed since)."""
-        from lemonpack.digest import is_sha256_digest
-        from lemonpack.files import stat_facts
-
-        try:
-            facts = stat_facts(path)
-        except OSError:
-            return None
-        entry = self._known.get(self._key(facts))
-        if isinstance(entry, list) and len(entry) == 2 and entry[1] == facts and is_sha256_digest(entry[0]):
-            return entry[0]
-        return None
-
-    def record(self, path: Path, digest: str, facts: list[int]) -> None:
-        """Note that ``path`` hashed to ``digest`` when it had ``facts`` (taken right after the
-        hash; kept only while the file still has them now)."""
-        from lemonpack.files import stat_facts
-
-        try:
-            if stat_facts(path) != facts:
-                return  # changed since it was hashed: the digest is of bytes no longer there
-        except OSError:
-            return
-        self._added[self._key(facts)] = [digest, facts]
-
-    def forget(self, path: Path) -> None:
-        """Drop what is recorded for ``path`` (its recorded digest proved wrong)."""
-        from lemonpack.files import stat_facts
-
-        try:
-            key = self._key(stat_facts(path))
-        except OSError:
-            return
-        self._known.pop(key, None)
-        self._added.pop(key, None)
-        self._dropped.add(key)
-
-    def save(self) -> None:
-        """Merge what was recorded and forgotten into the file (re-read first), bounded."""
-        if not self._added and not self._dropped:
-            return
-        from lemonpack.files import save_bounded_record
-
-        try:
-            doc = json.loads(self.path.read_bytes())
-            doc = doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError):
-            doc = {}
-        for key in self._dropped:
-            doc.pop(key, None)
-        for key, entry in self._added.items():
-            doc.pop(key, None)
-            doc[key] = entry  # re-inserted: the newest last
-        save_bounded_record(self.path, doc, MAX_RECORDED)
-        self._added.clear()
-        self._dropped.clear()
+    return FileDigests(path if path is not None else cache_root() / "file-digests.json", limit=MAX_RECORDED)
 
 
 @dataclass(frozen=True)
 class _File:
     """A model file to push: ``path``, ``name`` (its base name), ``size``, ``role``, ``facts``
-    (:func:`lemonpack.files.stat_facts` when it was looked at), ``digest`` (recorded, or None)."""
+    (:meth:`FileDigests.facts` when it was looked at, before any read), ``digest`` (recorded,
+    or None)."""
 
     path: Path
     name: str
     size: int
     role: str
-    facts: list[int]
+    facts: list[int] | None
     digest: str | None
 
 
-def _files(files: Sequence[str | os.PathLike[str]], record: DigestRecord | None) -> list[_File]:
-    from lemonpack.files import stat_facts
-
+def _files(files: Sequence[str | os.PathLike[str]], record: FileDigests | None) -> list[_File]:
     if not files:
         raise UsageError("give at least one model file to push")
     out = []
     for given in files:
         path = Path(given)
         try:
-            facts = stat_facts(path)
+            facts = FileDigests.facts(path)
             if not stat.S_ISREG(os.stat(path).st_mode):
                 raise UnreadableFileError(f"model file {path}: not a regular file")
             with open(path, "rb"):
@@ -208,7 +132,7 @@ def _files(files: Sequence[str | os.PathLike[str]], record: DigestRecord | None)
         except OSError as exc:
             raise UnreadableFileError(f"model file {path}: {exc.strerror or exc}") from None
         out.append(_File(path, path.name, os.stat(path).st_size, role_of(path.name), facts,
-                         record.digest(path) if record is not None else None))
+                         record.known(path) if record is not None else None))
     return out
 
 
@@ -234,18 +158,17 @@ def _check_format(fmt: str) -> None:
 
 def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack", name: str | None = None,
                version: str | None = None, environ: Mapping[str, str] | None = None,
-               record: DigestRecord | None = None) -> tuple[Packed, list[tuple[Path, PackFile]], ModelFacts]:
+               record: FileDigests | None = None) -> tuple[Packed, list[tuple[Path, PackFile]], ModelFacts]:
     """The manifest and config ``files`` make (no network): ``(packed, [(path, PackFile)],
     facts)``. Each file is named by its base name (two files of one name are refused); the
     main weight file (the first GGUF weight, of splits the ``-00001-of-`` one) gives the facts;
     ``name`` defaults to its stem (without the split suffix); the date is ``SOURCE_DATE_EPOCH``
-    (0 when unset). Each file is hashed, unless ``record`` (a :class:`DigestRecord`) holds its
+    (0 when unset). Each file is hashed, unless ``record`` (:func:`digest_record`) holds its
     digest for its present facts; what was hashed is added to ``record`` (the caller saves it).
     Raises :class:`UsageError` (no file, an unknown ``fmt``), :class:`UnreadableFileError` (a
     file missing, not regular), ``ModelFileError`` (a ``.gguf`` that is not one),
     ``ConfigError`` (a bad ``SOURCE_DATE_EPOCH``)."""
     from lemonpack.digest import file_digest
-    from lemonpack.files import stat_facts
 
     _check_format(fmt)
     packed_files: list[tuple[Path, PackFile]] = []
@@ -256,7 +179,7 @@ def pack_model(files: Sequence[str | os.PathLike[str]], *, fmt: str = "modelpack
                 hashed, size = file_digest(f.path)
                 digest = str(hashed)
                 if record is not None:
-                    record.record(f.path, digest, stat_facts(f.path))
+                    record.record(f.path, digest, f.facts)  # facts taken before the hash read it
             except OSError as exc:
                 raise UnreadableFileError(f"model file {f.path}: {exc.strerror or exc}") from None
         packed_files.append((f.path, PackFile(f.name, digest, size, f.role)))
@@ -293,7 +216,7 @@ def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference
         raise UsageError(f"--to {to}: push to a tag or a repository, not a digest (the push makes the digest)")
     tag = dest.tag or "latest"
     _check_format(fmt)
-    record = DigestRecord()
+    record = digest_record()
     wanted = _files(files, record)
     _unique([(f.path, PackFile(f.name, "", f.size, f.role)) for f in wanted])
     own = client is None
@@ -329,7 +252,7 @@ def push_model(files: Sequence[str | os.PathLike[str]], to: str | ImageReference
     return PushedModel(pinned, digest, fmt, tuple(f for _, f in packed_files), facts, uploaded, signature)
 
 
-def _upload(client, repo: str, f: _File, record: DigestRecord, on_bytes) -> str:
+def _upload(client, repo: str, f: _File, record: FileDigests, on_bytes) -> str:
     """Send ``f`` (module docstring: with its recorded digest, checked as it is sent, or hashed
     as it is sent); returns its digest, recorded with the facts the file had before it was
     read (a file changed while it was sent is not recorded: its facts differ now)."""
@@ -347,4 +270,4 @@ def _upload(client, repo: str, f: _File, record: DigestRecord, on_bytes) -> str:
     return digest
 
 
-__all__ = ["PUSH_FORMATS", "DigestRecord", "PushedModel", "pack_model", "push_model"]
+__all__ = ["PUSH_FORMATS", "digest_record", "PushedModel", "pack_model", "push_model"]

@@ -121,7 +121,7 @@ def test_a_file_is_hashed_once_as_it_is_sent_and_its_digest_recorded_for_the_nex
     assert first.files[0].digest == str(real(model)[0])
     assert first.digest == pack_model([model])[0].digest  # the same manifest as hashing first makes
     hashed_first.clear()
-    assert [digest for digest, _facts in _recorded(home).values()] == [first.files[0].digest]
+    assert [e["digest"] for e in _recorded(home).values()] == [first.files[0].digest]
     second = push_model([model], f"{registry.host}/models/once:v2")
     assert second.digest == first.digest and second.uploaded == 0 and hashed_first == []  # asked, not sent
 
@@ -139,13 +139,13 @@ def test_a_changed_file_is_hashed_again_and_a_wrong_record_costs_a_second_sendin
     record = home.cache / "file-digests.json"
     doc = json.loads(record.read_bytes())
     (key,) = doc
-    doc[key][0] = "sha256:" + "0" * 64
+    doc[key]["digest"] = "sha256:" + "0" * 64
     record.write_bytes(json.dumps(doc).encode())
     model.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 1]))  # not in the registry yet
-    doc[key][1] = __import__("lemonpack.files", fromlist=["stat_facts"]).stat_facts(model)
+    doc[key]["facts"] = __import__("lemonpack.digest", fromlist=["FileDigests"]).FileDigests.facts(model)
     record.write_bytes(json.dumps(doc).encode())
     third = push_model([model], f"{registry.host}/models/changed:v3")
     assert third.files[0].digest == str(file_digest(model)[0])
     assert third.uploaded >= 2 * model.stat().st_size  # sent, refused by our own check, sent again
-    assert [d for d, _f in _recorded(home).values()] == [third.files[0].digest]
+    assert [e["digest"] for e in _recorded(home).values()] == [third.files[0].digest]
     assert skopeo_raw(f"{registry.host}/models/changed:v3")["layers"][0]["digest"] == third.files[0].digest
