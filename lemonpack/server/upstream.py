@@ -150,7 +150,7 @@ class Answer:
             await write(data)
             backlog.append(data)
             waiting += len(data)
-            tail = (tail + data)[-8:]
+            tail = data[-8:] if len(data) >= 8 else (tail + data)[-8:]  # (no copy of the whole read)
             if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")
                                              or b"0\r\n\r\n" in data or b"0\r\n\r\n" in seam):
                 continue
