@@ -33,7 +33,6 @@ import json
 import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -90,18 +89,18 @@ class BodyBudget:
 
 @dataclass
 class BodyLimits:
-    """``timeout`` seconds a read waits for the next bytes of a body (None: forever) and the
-    shared :class:`BodyBudget`."""
+    """``timeout`` seconds a read waits for the next bytes of a body (None: forever), the
+    shared :class:`BodyBudget` and ``held``: the bytes of it each request in flight holds, by
+    ``id(request)`` (released by :func:`release_body` when its handler ends; a plain dict,
+    not the request's own mapping, whose ``get``/``in``/``pop`` raise and catch a KeyError)."""
 
     timeout: float | None = None
     budget: BodyBudget = field(default_factory=lambda: BodyBudget(None))
+    held: dict[int, int] = field(default_factory=dict)
 
 
 #: Where a request's application keeps its :class:`BodyLimits` (none: no bounds).
 LIMITS = web.AppKey("lemonpack_body_limits", BodyLimits)
-#: Bytes of the budget one request holds (released by :func:`release_body`); a
-#: ``web.RequestKey`` where aiohttp has one (3.12 and later), else a plain key.
-_HELD: Any = getattr(web, "RequestKey", lambda name, _t: name)("lemonpack_body_held", int)
 
 
 def _limits(request: web.Request) -> BodyLimits | None:
@@ -134,15 +133,17 @@ def _hold(request: web.Request, limits: BodyLimits | None, n: int) -> None:
     if limits is None:
         return
     limits.budget.take(n)
-    request[_HELD] = request.get(_HELD, 0) + n
+    key = id(request)
+    limits.held[key] = limits.held.get(key, 0) + n
 
 
 def release_body(request: web.Request) -> None:
     """Give back the budget ``request``'s body held (its handler has ended)."""
-    n = request.pop(_HELD, 0) if _HELD in request else 0
     limits = _limits(request)
-    if n and limits is not None:
-        limits.budget.give(n)
+    if limits is not None:
+        n = limits.held.pop(id(request), 0)
+        if n:
+            limits.budget.give(n)
 
 
 def shown(name: object, limit: int = NAME_SHOWN) -> str:
