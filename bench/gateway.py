@@ -14,7 +14,9 @@ path, for reference).
    through serve to its own engine; p50/p99, what each adds, and the ratio of the
    gateway's added p50 to the local proxy's;
 2. an SSE stream of ``--chunks`` events direct versus through the gateway: the throughput
-   ratio (median of interleaved pairs).
+   ratio (median of interleaved pairs), each side's median and spread (the direct stream
+   varies most: the fake engine sends each event by itself, and a client reading as fast as
+   it writes takes them nearly one by one) and serve's CPU per gateway stream.
 
 Targets: the gateway adds no more than the local proxy path (added p50 ratio <= 1.5x, the
 same relay plus one pick) and streams at >= 0.9x direct. Everything started is stopped.
@@ -119,9 +121,12 @@ def main() -> int:
             cpu0 = cpu_seconds(serve.pid)
             lat = latencies(targets, a.requests)
             cpu_lat = cpu_seconds(serve.pid) - cpu0
-            pairs = []
+            pairs, cpu_streams = [], []
             for _ in range(a.streams):
-                pairs.append((stream(ext_port, REMOTE, a.chunks), stream(lp_port, REMOTE, a.chunks)))
+                direct = stream(ext_port, REMOTE, a.chunks)
+                c0 = cpu_seconds(serve.pid)
+                pairs.append((direct, stream(lp_port, REMOTE, a.chunks)))
+                cpu_streams.append(cpu_seconds(serve.pid) - c0)
         finally:
             stop(serve, signal.SIGINT)
             stop(engine)
@@ -140,6 +145,11 @@ def main() -> int:
     print(f"SSE stream of {a.chunks} chunks, {a.streams} interleaved pairs: direct best "
           f"{min(x[0] for x in pairs) * 1e3:.1f} ms, gateway best {min(x[1] for x in pairs) * 1e3:.1f} ms; "
           f"throughput through the gateway / direct {thr:.2f}x (median)")
+    print(f"  medians: direct {statistics.median(x[0] for x in pairs) * 1e3:.1f} ms (its spread "
+          f"{min(x[0] for x in pairs) * 1e3:.1f}-{max(x[0] for x in pairs) * 1e3:.1f}), gateway "
+          f"{statistics.median(x[1] for x in pairs) * 1e3:.1f} ms ({min(x[1] for x in pairs) * 1e3:.1f}-"
+          f"{max(x[1] for x in pairs) * 1e3:.1f}); serve CPU per gateway stream "
+          f"{statistics.median(cpu_streams) * 1e3:.1f} ms (median)")
     print("targets:")
     print(f"  gateway added p50 <= 1.5x local proxy's: {'met' if ratio <= 1.5 else 'MISSED'} ({ratio:.2f}x)")
     print(f"  streaming >= 0.9x direct:                {'met' if thr >= 0.9 else 'MISSED'} ({thr:.2f}x)")

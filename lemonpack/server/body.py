@@ -33,7 +33,6 @@ import json
 import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -90,18 +89,18 @@ class BodyBudget:
 
 @dataclass
 class BodyLimits:
-    """``timeout`` seconds a read waits for the next bytes of a body (None: forever) and the
-    shared :class:`BodyBudget`."""
+    """``timeout`` seconds a read waits for the next bytes of a body (None: forever), the
+    shared :class:`BodyBudget` and ``held``: the bytes of it each request in flight holds, by
+    ``id(request)`` (released by :func:`release_body` when its handler ends; a plain dict,
+    not the request's own mapping, whose ``get``/``in``/``pop`` raise and catch a KeyError)."""
 
     timeout: float | None = None
     budget: BodyBudget = field(default_factory=lambda: BodyBudget(None))
+    held: dict[int, int] = field(default_factory=dict)
 
 
 #: Where a request's application keeps its :class:`BodyLimits` (none: no bounds).
 LIMITS = web.AppKey("lemonpack_body_limits", BodyLimits)
-#: Bytes of the budget one request holds (released by :func:`release_body`); a
-#: ``web.RequestKey`` where aiohttp has one (3.12 and later), else a plain key.
-_HELD: Any = getattr(web, "RequestKey", lambda name, _t: name)("lemonpack_body_held", int)
 
 
 def _limits(request: web.Request) -> BodyLimits | None:
@@ -134,15 +133,17 @@ def _hold(request: web.Request, limits: BodyLimits | None, n: int) -> None:
     if limits is None:
         return
     limits.budget.take(n)
-    request[_HELD] = request.get(_HELD, 0) + n
+    key = id(request)
+    limits.held[key] = limits.held.get(key, 0) + n
 
 
 def release_body(request: web.Request) -> None:
     """Give back the budget ``request``'s body held (its handler has ended)."""
-    n = request.pop(_HELD, 0) if _HELD in request else 0
     limits = _limits(request)
-    if n and limits is not None:
-        limits.budget.give(n)
+    if limits is not None:
+        n = limits.held.pop(id(request), 0)
+        if n:
+            limits.budget.give(n)
 
 
 def shown(name: object, limit: int = NAME_SHOWN) -> str:
@@ -194,7 +195,9 @@ def parse_json(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> object:
         raise BadBody(f"request body nests JSON deeper than {max_depth} levels") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise BadBody(f"request body is not valid JSON: {str(e)[:200]}") from None
-    if not json_depth_ok(doc, max_depth):
+    # each level of nesting opens with its own bracket: a body with at most max_depth of them
+    # (two C-speed counts; brackets in strings only count too many) needs no walk
+    if body.count(b"[") + body.count(b"{") > max_depth and not json_depth_ok(doc, max_depth):
         raise BadBody(f"request body nests JSON deeper than {max_depth} levels")
     return doc
 
@@ -208,9 +211,12 @@ async def read_bounded(request: web.Request, limit: int = MAX_JSON_BYTES) -> byt
     _hold(request, limits, known)  # counted before a byte is read
     # one buffer, filled in place and returned as it is (a bytearray: no second copy of a
     # large body; json.loads and the relay take it as bytes)
+    chunk = await _read(request, limits)
+    if known and len(chunk) == known and request.content.at_eof():
+        return chunk  # the whole body in one chunk (a small body comes with its head): no copy
     buf = bytearray(known)
     size = 0
-    while chunk := await _read(request, limits):
+    while chunk:
         end = size + len(chunk)
         if end > limit:
             raise BadBody(f"request body is larger than {limit} bytes", 413)
@@ -219,6 +225,7 @@ async def read_bounded(request: web.Request, limit: int = MAX_JSON_BYTES) -> byt
             known = end
         buf[size:end] = chunk
         size = end
+        chunk = await _read(request, limits)
     if size < len(buf):
         del buf[size:]
     return buf  # type: ignore[return-value]  # bytes-like; see above

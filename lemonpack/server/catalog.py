@@ -56,6 +56,21 @@ log = logging.getLogger("lemonpack.server")
 PRESENCE_TTL = 10.0
 
 
+def _overridden() -> bool:
+    """Whether ``$LEMONPACK_BACKEND`` (``OVERRIDE_ENV``) is set and not empty:
+    ``os.environ.get`` without the two KeyErrors it raises when it is not (the request's hot path
+    asks on every request): the environment's own mapping when ``os.environ`` is the usual
+    one, else its ``get``."""
+    env = os.environ
+    data = getattr(env, "_data", None) if type(env) is os._Environ else None
+    if data is None:
+        return bool(env.get(OVERRIDE_ENV))
+    return bool(data.get(_OVERRIDE_KEY))
+
+
+_OVERRIDE_KEY = os.environ.encodekey(OVERRIDE_ENV) if type(os.environ) is os._Environ else OVERRIDE_ENV
+
+
 class ModelNotFound(LemonpackError):
     """The model is not registered (HTTP 404 ``model_not_found``)."""
 
@@ -177,7 +192,7 @@ class Catalog:
             return None
         found = self.discovery()
         entries = self.entries()
-        if hit[0] is entries and hit[1] is found and not os.environ.get(OVERRIDE_ENV):
+        if hit[0] is entries and hit[1] is found and not _overridden():
             return hit[2]
         return None
 
@@ -189,7 +204,7 @@ class Catalog:
         found = self.discovery()
         entries = self.entries()
         hit = self._served.get(name)
-        if hit is not None and hit[0] is entries and hit[1] is found and not os.environ.get(OVERRIDE_ENV):
+        if hit is not None and hit[0] is entries and hit[1] is found and not _overridden():
             return hit[2]  # the request's hot path: nothing changed since this name was resolved
         try:
             got = resolve_model(name, directories=True, paths="absolute" if self.model_files else "none",

@@ -134,10 +134,13 @@ class Driver:
         try:
             while self._events:
                 ev = self._events.popleft()
-                if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
-                        and not self.endpoints.pool.has(ev.model):  # an endpoint model counts endpoints_down
-                    self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
-                self.events.observe(ev, remote=self.endpoints.pool.has(getattr(ev, "model", "")))
+                if isinstance(ev, (Arrive, Finish)):  # a request's event (most of them): no engine fact
+                    self.events.observe(ev)
+                else:
+                    if isinstance(ev, EngineExited) and self.policy.phase(ev.model) is Phase.READY \
+                            and not self.endpoints.pool.has(ev.model):  # an endpoint model counts endpoints_down
+                        self.metrics.failures.labels(clip(ev.model, 200), "exited").inc()  # not asked to stop
+                    self.events.observe(ev, remote=self.endpoints.pool.has(getattr(ev, "model", "")))
                 try:
                     self.policy.handle(ev)
                     if isinstance(ev, Arrive) and self.policy.is_queued(ev.req):

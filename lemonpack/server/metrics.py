@@ -21,13 +21,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from lemonpack.server.body import clip
 
+#: Requests counted before they are applied to the collectors (:meth:`Metrics.request`).
+BATCH = 256
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class Metrics:
     """The server's collectors in their own :class:`CollectorRegistry`; ``snapshot`` is a
     callable returning ``(in_flight by model, memory by model, budget or None)`` read at
-    each scrape."""
+    each scrape. Read the collectors through :meth:`render` (or after :meth:`flush`):
+    request counts are applied in batches."""
 
     def __init__(self, snapshot, endpoints=None) -> None:
         """``endpoints``: a callable returning ``(model, url, up, in flight)`` rows."""
@@ -46,6 +49,7 @@ class Metrics:
         self.budget = Gauge("lemonpack_memory_budget_bytes", "Memory budget (0: none)", registry=r)
         self._seen: set[str] = set()
         self._children: dict[tuple, tuple] = {}  # (model, route, status) -> the three series' children
+        self._pending: list[tuple] = []  # requests counted, not applied yet (flush)
         self._endpoints = endpoints
         self.endpoint_up = Gauge("lemonpack_endpoint_up", "Endpoint of an endpoint model up (1) or not (0)",
                                  ("model", "endpoint"), registry=r)
@@ -55,22 +59,35 @@ class Metrics:
     def request(self, model: str | None, route: str, status: int, seconds: float, ttfb: float | None) -> None:
         """Count one answered request. The series' children are kept by their labels (no
         ``labels()`` look-up per request; the labels are bounded by the caller: resolved
-        model names, route patterns, statuses)."""
+        model names, route patterns, statuses). The counts are applied in batches
+        (:data:`BATCH` requests, and always before :meth:`render` reads them): a scrape
+        sees every request answered before it, and the request's hot path pays one append
+        (``bench/proxy.py``; the collectors' locks and bucket walks run back to back)."""
         key = (model, route, status)
         kids = self._children.get(key)
-        if kids is None:
+        if kids is None:  # a new series: made now (its _created is this request's time)
             if len(self._children) >= 4096:
                 self._children.clear()
             m = clip(model or "", 200)
             kids = self._children[key] = (self.requests.labels(m, route, str(status)),
                                           self.duration.labels(m, route), self.ttfb.labels(m, route))
-        kids[0].inc()
-        kids[1].observe(seconds)
-        if ttfb is not None:
-            kids[2].observe(ttfb)
+        pending = self._pending
+        pending.append((kids, seconds, ttfb))
+        if len(pending) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Apply the requests counted since the last flush to the collectors."""
+        pending, self._pending = self._pending, []
+        for kids, seconds, ttfb in pending:
+            kids[0].inc()
+            kids[1].observe(seconds)
+            if ttfb is not None:
+                kids[2].observe(ttfb)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
+        self.flush()
         inflight, memory, budget = self._snapshot()
         for name in self._seen | set(inflight):
             self.inflight.labels(clip(name, 200)).set(inflight.get(name, 0))

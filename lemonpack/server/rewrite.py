@@ -37,12 +37,22 @@ class ModelRewriter:
         self.json = ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
         self.active = self.sse or self.json
         self._name = model
-        member = b'"model":' + json.dumps(model).encode()
-        self._member = member
-        self._template = b"\\1" + member.replace(b"\\", b"\\\\")  # a re.sub template: backslashes doubled
+        self._member_made: bytes | None = None  # made when first needed (most answers never need it)
         self._literal: bytes | None = None  # the engine's own member, as it writes it (learnt)
         self._buf = b""
         self._passing = False  # gave up rewriting (too large): pass the rest unchanged
+
+    @property
+    def _member(self) -> bytes:
+        """The member written instead: ``"model":`` and the name as a JSON string."""
+        if self._member_made is None:
+            self._member_made = b'"model":' + json.dumps(self._name).encode()
+        return self._member_made
+
+    @property
+    def _template(self) -> bytes:
+        """:attr:`_member` as a ``re.sub`` template after the line's first group (backslashes doubled)."""
+        return b"\\1" + self._member.replace(b"\\", b"\\\\")
 
     @property
     def passing(self) -> bool:

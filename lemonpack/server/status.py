@@ -209,7 +209,8 @@ class StatusPage:
 
 def _counters(metrics: Any) -> dict[str, tuple[int, float, int]]:
     """``model label -> (requests answered, time-to-first-byte seconds summed, their count)``,
-    read from the collectors ``/metrics`` renders (one source for both)."""
+    read from the collectors ``/metrics`` renders (one source for both; flushed first)."""
+    metrics.flush()
     out: dict[str, list[float]] = {}
     for fam in metrics.requests.collect():
         for s in fam.samples:

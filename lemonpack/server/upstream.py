@@ -8,15 +8,14 @@ same way, and ``bench/proxy.py``'s "relay client alone" measures it at 1.25-1.65
 this relay per 5,000-event stream and 2.7-3.9x per small request. Here a chunked answer is passed
 to the client *as it arrived*, framing included; frames are only walked (size line, skip) to
 find the end, after they were passed on (when the bytes end with an empty line, as the last
-chunk does, or every MiB), and a sized answer is copied as it is read. Everything else is the usual
-HTTP/1.1 (RFC 9112): request framing by ``Content-Length`` or chunked, interim 1xx answers
-skipped, ``HEAD``/204/304 without a body, a body delimited by the close of the connection.
+chunk does, or every MiB), and a sized answer is copied as it is read; a burst of small reads
+is paced (:meth:`_Conn.pace`). Else the usual HTTP/1.1 (RFC 9112): request framing by length
+or chunked, 1xx answers skipped, ``HEAD``/204/304 bodiless, a body delimited by the close.
 
 :class:`Upstream` is one engine's pool of keep-alive connections, kept for the engine's
 life; a connection goes back to the pool only after a whole exchange, else it is closed (a
 client that leaves closes the engine's connection: the engine sees it at once). A pooled
-connection the engine closed meanwhile is retried once on a fresh one when the request body
-can be sent again.
+connection the engine closed meanwhile is retried once on a fresh one when the body can be.
 """
 
 from __future__ import annotations
@@ -35,9 +34,13 @@ HEAD_LIMIT = 1 << 16
 CONNECT_TIMEOUT = 10.0
 
 
+#: Burst pacing of a streamed answer (:meth:`_Conn.pace`): bytes and seconds.
+PACE_BELOW, PACE_GAP = READ // 4, 0.001
+
 #: A body read whole is written in slices of this many bytes, each drained before the next
 #: (one write of a 60 MiB body would copy its unsent part into the transport's buffer).
 WRITE_SLICE = 1 << 20
+
 
 class UpstreamError(ConnectionError):
     """The engine did not answer (refused, reset, closed before an answer, malformed head)."""
@@ -110,7 +113,10 @@ class Answer:
             self.done = True
             return
         if kind == "close":
+            passed = 0
             while True:
+                if passed:
+                    await conn.pace(passed)
                 data = await read(READ)
                 if not data:
                     if conn.cut is not None:
@@ -121,6 +127,7 @@ class Answer:
                 if first is not None:
                     first(); first = None
                 await write(data)
+                passed = len(data)
         # Forward first, walk later: a chunked body always ends with an empty line (CRLF CRLF,
         # or LF LF from a lenient engine), so the frames read so far are walked only when the
         # bytes end like that or hold a last chunk ("0" CRLF CRLF, found at C speed), or when
@@ -132,7 +139,10 @@ class Answer:
         tail = b""
         head, end = halves(watch[0]) if watch is not None else (b"", b"")
         assert len(head) <= 8, "the seam between two reads holds 8 bytes of each"
+        passed = 0
         while True:
+            if passed:
+                await conn.pace(passed)
             data = await read(READ)
             if not data:
                 raise conn.ended("the engine closed its chunked answer before its end")
@@ -150,7 +160,8 @@ class Answer:
             await write(data)
             backlog.append(data)
             waiting += len(data)
-            tail = (tail + data)[-8:]
+            passed = len(data)
+            tail = data[-8:] if len(data) >= 8 else (tail + data)[-8:]  # (no copy of the whole read)
             if waiting < WALK_EVERY and not (tail.endswith(b"\r\n\r\n") or tail.endswith(b"\n\n")
                                              or b"0\r\n\r\n" in data or b"0\r\n\r\n" in seam):
                 continue
@@ -194,13 +205,17 @@ class Answer:
                        decode: Any, data: bytes) -> None:
         """The rest of a chunked body de-chunked by ``decode`` (from ``data``, then reads)."""
         conn = self._conn
+        got = 0
         while True:
             if not data:
+                if got:
+                    await conn.pace(got)
                 data = await conn.read(READ)
                 if not data:
                     raise conn.ended("the engine closed its chunked answer before its end")
             if first is not None:
                 first(); first = None
+            got = len(data)
             try:
                 out = decode.feed(data)
             except ValueError as e:
@@ -225,6 +240,29 @@ class _Conn:
         self.cut: str | None = None  # why the exchange was ended on purpose
         self.read_timeout = read_timeout
         self.read = reader.read if read_timeout is None else self._read_timed
+        self.paced_at = -1.0  # loop time of the last read pace() saw in this exchange (-1: none yet)
+
+    async def pace(self, n: int) -> None:
+        """After a streamed read of ``n`` bytes was passed on: when it was below :data:`PACE_BELOW`
+        and within :data:`PACE_GAP` s of the one before (a burst faster than it can be passed a
+        read at a time: 5,000 events took 800 reads in ``bench/gateway.py``, each waking this
+        process and the client), stop reading the engine's socket for ``PACE_GAP`` s: the next
+        read takes what came meanwhile in one piece. Events further apart (a model's tokens),
+        the first read, a reader holding bytes or paused by its own flow control: no pause."""
+        loop = asyncio.get_running_loop()
+        last, self.paced_at = self.paced_at, loop.time()
+        if n >= PACE_BELOW or last < 0 or self.paced_at - last >= PACE_GAP:
+            return
+        transport: Any = self.writer.transport
+        if getattr(self.reader, "_buffer", b"") or getattr(self.reader, "_paused", True) or transport.is_closing():
+            return  # bytes already here, or paused by the reader itself: its own resume stands
+        transport.pause_reading()
+        try:
+            await asyncio.sleep(PACE_GAP)
+        finally:
+            if not transport.is_closing():
+                transport.resume_reading()
+        self.paced_at = loop.time()
 
     async def _read_timed(self, n: int) -> bytes:
         try:
@@ -312,6 +350,7 @@ class Upstream:
             raise
 
     async def _exchange(self, conn: _Conn, method, target, headers, body, length) -> tuple[Answer, "_Lease"]:
+        conn.paced_at = -1.0
         head = [f"{method} {target} HTTP/1.1\r\n{self._host_line}"]
         head += [f"{k}: {v}\r\n" for k, v in headers.items()]
         streaming = body is not None and not isinstance(body, (bytes, bytearray))
@@ -423,7 +462,6 @@ class _Lease:
             self._pool._give_back(conn)
         else:
             conn.close()
-
 
 
 def _parse_head(raw: bytes) -> tuple[int, str, CIMultiDict]:

@@ -179,3 +179,59 @@ def test_relay_refuses_bytes_after_the_end_and_drops_the_connection():
         srv.close()
 
     asyncio.run(main())
+
+
+def test_relay_paces_a_burst_of_small_events_and_never_a_slow_stream():
+    """A burst of tiny chunks (an engine writing faster than they can be passed one by one)
+    is read in a few pieces, the bytes unchanged; events further apart than the pacing gap
+    are each passed on as they come (no pause)."""
+    import asyncio
+    import time
+
+    from lemonpack.server.upstream import PACE_GAP, Upstream
+
+    frame = b"%x\r\n%s\r\n" % (12, b"data: tok\n\n\n")
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    async def handle(r, w):
+        req = await r.readuntil(b"\r\n\r\n")
+        w.write(head)
+        if b"/burst" in req:
+            for _ in range(1000):  # one send each, one loop pass apart
+                w.write(frame)
+                await asyncio.sleep(0)
+        else:
+            for _ in range(5):
+                w.write(frame)
+                await w.drain()
+                await asyncio.sleep(PACE_GAP * 5)
+        w.write(b"0\r\n\r\n")
+        await w.drain()
+        w.close()
+
+    async def main():
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        pool = Upstream("127.0.0.1", srv.sockets[0].getsockname()[1])
+        out = {}
+        for path in ("/burst", "/slow"):
+            pieces, stamps = [], []
+
+            async def write(b):
+                pieces.append(b)
+                stamps.append(time.monotonic())
+            t0 = time.monotonic()
+            ans, lease = await pool.request("GET", path, CIMultiDict(), None, None, lambda: True)
+            await asyncio.wait_for(ans.relay(write), 10)
+            lease.release(ans)
+            out[path] = (pieces, [s - t0 for s in stamps])
+        pool.close()
+        srv.close()
+        return out
+
+    out = asyncio.run(main())
+    burst, _ = out["/burst"]
+    assert b"".join(burst) == frame * 1000 + b"0\r\n\r\n"
+    assert len(burst) < 100  # not one read per chunk
+    slow, _ = out["/slow"]
+    assert b"".join(slow) == frame * 5 + b"0\r\n\r\n"
+    assert len(slow) >= 5  # every event passed on by itself, as it came

@@ -253,6 +253,11 @@ class ServingPolicy:
         m = self._models.get(model)
         return m.engine if m else None
 
+    def _in_flight_of(self, name: str) -> int:
+        """``in_flight().get(name, 0)`` without the whole table."""
+        return sum(1 for n in self._granted.values() if n == name) + \
+            sum(1 for p in self._waiting.values() if p.model == name)
+
     def in_flight(self) -> dict[str, int]:
         """Requests busy or waiting, by model."""
         out: dict[str, int] = {}
@@ -398,7 +403,10 @@ class ServingPolicy:
     # -- transitions
 
     def _model(self, name: str) -> _Model:
-        return self._models.setdefault(name, _Model())
+        m = self._models.get(name)
+        if m is None:  # (not setdefault: that builds a _Model on every call)
+            m = self._models[name] = _Model()
+        return m
 
     def _arrive(self, ev: Arrive, now: float) -> None:
         if self._closing:
@@ -410,7 +418,7 @@ class ServingPolicy:
         if m.remote and m.down is not None and not ev.load:
             self._fx.reject(ev.req, 503, "model_unavailable", f"model {ev.model!r} is down: {m.down}")
             return
-        n = self.in_flight().get(ev.model, 0)
+        n = self._in_flight_of(ev.model)
         if not ev.load and n >= self.max_in_flight:
             self._fx.reject(ev.req, 429, "rate_limit_error", f"model {ev.model!r} has {n} requests in flight "
                             f"(limit {self.max_in_flight}); retry later")
