@@ -407,7 +407,7 @@ class Transport:
         msg = f"{method} {where}: HTTP {resp.status_code} {resp.reason_phrase or ''}".rstrip()
         if resp.status_code in (401, 403):
             who = getattr(self.auth, "who", None)
-            msg += f" — access denied {who() if who else 'anonymously'}"
+            msg += f" — access denied {who(url) if who else 'anonymously'}"
         return one_line(msg + (f" ({detail[:500]})" if detail else ""))
 
 
