@@ -470,7 +470,7 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                                ["not discovered"])
                 raise ExtensionError(f"selected extension {m} was rejected:\n  " + "\n  ".join(reasons))
             roots.append(hit[0].name)
-    unnamed = [r[0] if r[0].startswith(str(m)) else f"{m}: {r[0]}" for m, r in rejected.items()
+    unnamed = [r[0] if r[0].partition(": ")[0] == str(m) else f"{m}: {r[0]}" for m, r in rejected.items()
                if r and len(rejected_names.get(m, ())) < 2]
     names, errors = _closure(roots, valid_by_name, rejected_by_name, unnamed)
     if errors:
