@@ -188,9 +188,11 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None,
         for k, v in (auths.items() if isinstance(auths, dict) else ()):
             if isinstance(k, str) and isinstance(v, dict):
                 entries.setdefault(_entry_key(k, legacy), v)
-        if repository is None:  # the host's own key first, else the first of its namespaces
-            for k, v in list(entries.items()):
-                entries.setdefault(k.split("/", 1)[0] if k != DOCKER_HUB_LOGIN_KEY else k, v)
+        namespaced: dict[str, dict] = {}  # no repository: a host's first namespace, after its own keys
+        if repository is None:
+            for k, v in entries.items():
+                if k != DOCKER_HUB_LOGIN_KEY and "/" in k:
+                    namespaced.setdefault(k.split("/", 1)[0], v)
         helpers = doc.get("credHelpers") or {}
         names = _lookup_names(keys, repository)
         for name in names:
@@ -202,6 +204,12 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None,
                 if creds is not None:
                     return creds
             entry = entries.get(name if name == DOCKER_HUB_LOGIN_KEY else name.lower())
+            if entry is not None:
+                creds = _decode(entry, path, name)
+                if creds is not None:
+                    return creds
+        for name in names:
+            entry = namespaced.get(name.lower())
             if entry is not None:
                 creds = _decode(entry, path, name)
                 if creds is not None:

@@ -153,3 +153,10 @@ def test_a_namespaced_login_is_used_for_its_repositories_only(user_dirs):
     assert load_credentials("r.example:5000", repository="b/x").username == "b"
     assert load_credentials("r.example:5000", repository="c/x") is None
     assert load_credentials("r.example:5000").username == "a"  # no repository: the host's first login
+    hub = user_dirs / ".docker" / "config.json"
+    hub.parent.mkdir()
+    hub.write_text(json.dumps({"auths": {"docker.io/kyuz0": auth("ns"), "https://index.docker.io/v1/": auth("hub"),
+                                         "Index.Docker.io/other": auth("other")}}))
+    who = {repo: load_credentials("docker.io", repository=repo).username
+           for repo in ("kyuz0/x", "library/busybox", "other/y", None)}
+    assert who == {"kyuz0/x": "ns", "library/busybox": "hub", "other/y": "other", None: "hub"}
