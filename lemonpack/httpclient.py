@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -126,7 +127,10 @@ class TransferBounds:
     (None: none); ``max_body_bytes``: the body's size limit (a ``Content-Length`` above it
     fails before the body is read; otherwise reading stops at the first chunk that passes
     it). Checked as each chunk arrives: a read that gets nothing at all is bounded by the
-    client's ``timeout``, so the worst case is ``deadline`` plus one ``timeout``."""
+    client's ``timeout``, so the worst case is ``deadline`` plus one ``timeout``. The
+    ``deadline`` also holds while the status line and headers arrive (a server trickling
+    them): at the deadline the connection the request opened is shut down and the request
+    fails with :class:`TransferBoundError`."""
 
     deadline: float | None = None
     min_rate: float | None = None
@@ -141,16 +145,74 @@ class TransferBoundError(httpx.TransportError):
 
 
 _START = "lemonpack.transfer_start"
+_WATCHDOG = "lemonpack.transfer_watchdog"
+
+
+class _Watchdog:
+    """Shuts down the socket of one request's new connection once its deadline passes (a
+    server trickling its status line and headers is read byte by byte, each read inside the
+    client's timeout). ``expired``: it fired; :meth:`done` disarms it."""
+
+    def __init__(self, deadline: float):
+        self.deadline, self.expired, self._sock = deadline, False, None
+        self._start = time.monotonic()
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def trace(self, event: str, info: dict) -> None:
+        """httpcore's ``trace`` request extension: arms the timer on the connection's socket."""
+        if not event.endswith("connect_tcp.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sock = sock
+            left = max(0.0, self.deadline - (time.monotonic() - self._start))
+            self._timer = threading.Timer(left, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._sock is None:
+                return
+            self.expired = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def done(self) -> None:
+        with self._lock:
+            self._sock = None
+            if self._timer is not None:
+                self._timer.cancel()
 
 
 class _BoundedStream(httpx.SyncByteStream):
     def __init__(self, inner: Any, request: httpx.Request, bounds: TransferBounds, start: float):
         self._inner, self._request, self._bounds, self._start = inner, request, bounds, start
+        self._dog: _Watchdog | None = request.extensions.get(_WATCHDOG)
 
     def _fail(self, why: str) -> TransferBoundError:
         return TransferBoundError(f"{self._request.url}: {why}", request=self._request)
 
     def __iter__(self) -> Iterator[bytes]:
+        b, dog = self._bounds, self._dog
+        try:
+            yield from self._chunks()
+        except httpx.TransportError as exc:  # the deadline's watchdog shut the connection down
+            if dog is not None and dog.expired and not isinstance(exc, TransferBoundError):
+                raise self._fail(f"not complete after {b.deadline:g} s (deadline)") from None
+            raise
+        if dog is not None:
+            dog.done()
+            if dog.expired:  # the end of a body cut by the watchdog is no end
+                raise self._fail(f"not complete after {b.deadline:g} s (deadline)")
+
+    def _chunks(self) -> Iterator[bytes]:
         b, n = self._bounds, 0
         for chunk in self._inner:
             n += len(chunk)
@@ -175,8 +237,15 @@ def bounded(c: httpx.Client, bounds: TransferBounds) -> Iterator[httpx.Client]:
     (request and response event hooks, removed on exit; one thread at a time). Reading a body
     that breaks a bound raises :class:`TransferBoundError`; a ``Content-Length`` above
     ``max_body_bytes`` raises it from ``send``."""
+    watchdogs: list[_Watchdog] = []
+
     def on_request(request: httpx.Request) -> None:
         request.extensions[_START] = time.monotonic()
+        if bounds.deadline is not None and "trace" not in request.extensions:
+            dog = _Watchdog(bounds.deadline)
+            request.extensions["trace"] = dog.trace
+            request.extensions[_WATCHDOG] = dog
+            watchdogs.append(dog)
 
     def on_response(response: httpx.Response) -> None:
         request = response.request
@@ -187,13 +256,28 @@ def bounded(c: httpx.Client, bounds: TransferBounds) -> Iterator[httpx.Client]:
         start = request.extensions.get(_START, time.monotonic())
         response.stream = _BoundedStream(response.stream, request, bounds, start)
 
+    send = c.send
+
+    def bounded_send(request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        try:
+            return send(request, **kwargs)
+        except httpx.TransportError as exc:
+            if any(d.expired for d in watchdogs) and not isinstance(exc, TransferBoundError):
+                raise TransferBoundError(f"{request.url}: no complete answer after {bounds.deadline:g} s "
+                                         "(deadline)", request=request) from None
+            raise
+
     hooks = c.event_hooks
     hooks["request"].append(on_request)
     hooks["response"].append(on_response)
     c.event_hooks = hooks
+    c.send = bounded_send  # type: ignore[method-assign]
     try:
         yield c
     finally:
+        del c.send  # the class's own again
+        for dog in watchdogs:
+            dog.done()
         hooks = c.event_hooks
         hooks["request"] = [h for h in hooks["request"] if h is not on_request]
         hooks["response"] = [h for h in hooks["response"] if h is not on_response]

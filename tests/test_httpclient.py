@@ -202,3 +202,44 @@ def test_httpx_is_imported_without_its_cli_or_httpcore_trio_backend_and_those_st
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["[]", "ok"]
+
+
+def test_deadline_stops_a_server_trickling_its_headers():
+    # a variant of case 73: the status line and headers one byte at a time, each read inside the
+    # client's timeout; the deadline holds for them too and says so
+    import socket
+    import threading
+    import time
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(4096)
+            for b in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 200:
+                if stop.is_set():
+                    return
+                try:
+                    conn.sendall(bytes([b]))
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/r"
+    t0 = time.monotonic()
+    try:
+        with httpclient.client(timeout=5, trust_env=False) as c:
+            with httpclient.bounded(c, httpclient.TransferBounds(deadline=1.0)):
+                with pytest.raises(httpclient.TransferBoundError, match=r"no complete answer after 1 s \(deadline"):
+                    _read(c, url)
+            assert "send" not in vars(c)  # the client's own send again
+    finally:
+        stop.set()
+        srv.close()
+    assert time.monotonic() - t0 < 4

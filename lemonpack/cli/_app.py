@@ -107,8 +107,9 @@ INSECURE_OPTION = typer.Option(False, "--insecure",
                                     "http is then used in plain http, said on stderr).")
 REGISTRY_CONFIG_OPTION = typer.Option(
     None, "--registry-config", metavar="FILE",
-    help="Auth file to read first ({\"auths\": {HOST: {\"auth\": base64(user:pass)}}}); then "
-         "$REGISTRY_AUTH_FILE and ~/.docker/config.json.")
+    help="Auth file to read first ({\"auths\": {HOST[/NAMESPACE]: {\"auth\": base64(user:pass)}}}); then "
+         "$REGISTRY_AUTH_FILE, the podman/skopeo login files (${XDG_RUNTIME_DIR}/containers/auth.json, "
+         "~/.config/containers/auth.json) and Docker's ($DOCKER_CONFIG/config.json or ~/.docker/config.json).")
 
 #: Every command that uses a registry image or model (policy check, pull, install oci://, run,
 #: serve, kube generate) judges it with containers-policy.json(5) first (lemonpack.trust).

@@ -270,11 +270,13 @@ def registry_candidates(selection: Selection, mode: str) -> list[ProviderStatus]
     return listed
 
 
-def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]]
-             ) -> tuple[list[str], dict[str, str]]:
+def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name: dict[str, list[str]],
+             unnamed: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
     """Names reachable from ``roots`` through ``dependencies``, dependencies first; ``(names,
     {root: error})`` with an error per root whose closure hits a missing, rejected or cyclic
-    dependency (the first one met, depth first in manifest order), naming the chain.
+    dependency (the first one met, depth first in manifest order), naming the chain. A name
+    found nowhere is said with ``unnamed``: the rejected manifests whose name could not be read
+    (``"<manifest>: <reason>"``), one of which may be the one meant.
 
     Iterative (an explicit stack, not recursion): a chain of any length (the Nix library
     evaluates 2,000 links) costs memory in proportion, never a RecursionError."""
@@ -282,15 +284,20 @@ def _closure(roots: Sequence[str], valid: dict[str, Extension], rejected_by_name
     done: set[str] = set()
     order: list[str] = []
 
+    hint = ""
+    if unnamed:
+        more = f" and {len(unnamed) - 3} more" if len(unnamed) > 3 else ""
+        hint = f" (rejected manifests whose name could not be read: {'; '.join(unnamed[:3])}{more})"
+
     def fail(name: str, chain: list[str], root: str) -> None:
         path = " -> ".join(chain + [name])
         if not chain:
             errors[root] = (f"extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
-                            if name in rejected_by_name else f"no extension named {name!r}")
+                            if name in rejected_by_name else f"no extension named {name!r}{hint}")
         elif name in rejected_by_name:
             errors[root] = f"dependency {path}: extension {name!r} was rejected: " + "; ".join(rejected_by_name[name])
         else:
-            errors[root] = f"missing dependency {path}: no extension named {name!r}"
+            errors[root] = f"missing dependency {path}: no extension named {name!r}{hint}"
 
     def visit(root: str) -> None:
         chain: list[str] = []          # the path from root to the node being expanded
@@ -463,7 +470,9 @@ def run_pipeline(tree: Path, extra_dirs: Iterable[Path] = (), select: str | Sequ
                                ["not discovered"])
                 raise ExtensionError(f"selected extension {m} was rejected:\n  " + "\n  ".join(reasons))
             roots.append(hit[0].name)
-    names, errors = _closure(roots, valid_by_name, rejected_by_name)
+    unnamed = [r[0] if r[0].partition(": ")[0] == str(m) else f"{m}: {r[0]}" for m, r in rejected.items()
+               if r and len(rejected_names.get(m, ())) < 2]
+    names, errors = _closure(roots, valid_by_name, rejected_by_name, unnamed)
     if errors:
         if select == "all":  # an unbuildable community extension is skipped, not fatal
             for root, message in errors.items():

@@ -113,9 +113,13 @@ class Target:
     def parse(cls, text: str) -> "Target":
         """Read ``ACCELERATOR[:ARCH]`` (module docstring). Raises :class:`TargetError` for an
         unknown accelerator, one without a device plugin, an arch of the wrong vendor or shape,
-        and ``vulkan``/``gpu`` without an arch (the vendor is then unknown)."""
+        and ``vulkan``/``gpu`` without an arch (the vendor is then unknown). An arch is read
+        case-insensitively (``GFX90A`` is ``gfx90a``); an NVIDIA arch may be written as the
+        compute capability (``9.0``, as ``nvidia-smi --query-gpu=compute_cap`` prints it) or as
+        an arch-specific compile target (``sm_90a``, ``sm_100f``): both name the device
+        ``sm_90``/``sm_100``, the capability the node labels carry."""
         accel, _, arch_text = text.strip().partition(":")
-        arch = arch_text or None
+        arch = _normal_arch(arch_text) or None
         if accel not in ACCELERATORS:
             raise TargetError(f"--accelerator {text!r}: unknown accelerator {accel!r} "
                               f"(known: {', '.join(ACCELERATORS)})")
@@ -168,6 +172,21 @@ class Target:
 
     def __str__(self) -> str:
         return f"{self.accelerator}:{self.arch}" if self.arch else self.accelerator
+
+
+_CAPABILITY = re.compile(r"^([1-9][0-9]?)\.([0-9])$")
+_SM_TARGET = re.compile(r"^(sm_[0-9]{2,3})[af]$")
+
+
+def _normal_arch(text: str) -> str:
+    """``text`` as the arch tables spell it (see :meth:`Target.parse`): lowercase, ``9.0`` and
+    ``sm_90a`` as ``sm_90``; anything else unchanged (judged by the caller)."""
+    arch = text.strip().lower()
+    if m := _CAPABILITY.match(arch):
+        return f"sm_{m.group(1)}{m.group(2)}"
+    if m := _SM_TARGET.match(arch):
+        return m.group(1)
+    return arch
 
 
 def _vendor_of(arch: str) -> str | None:

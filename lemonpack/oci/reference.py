@@ -70,9 +70,17 @@ _LIBRARY = "library/"
 
 
 def normal_host(host: str) -> str:
-    """``host`` (``host[:port]``) as references name it: ``index.docker.io`` is ``docker.io``
-    (docker/distribution ``normalize.go``); every other host unchanged."""
-    return DOCKER_HUB if host == DOCKER_HUB_LEGACY else host
+    """``host`` (``host[:port]``) as references name it, lowercase (DNS names are
+    case-insensitive, RFC 4343: ``Docker.IO`` is ``docker.io``): ``index.docker.io`` is
+    ``docker.io`` (docker/distribution ``normalize.go``), so is Docker Hub's API host
+    ``registry-1.docker.io`` (the same registry: its one-part names get ``library/`` too), and
+    so is any of them with the default HTTPS port ``:443`` written out; every other host
+    otherwise unchanged."""
+    host = host.lower()
+    hub = (DOCKER_HUB, DOCKER_HUB_LEGACY, DOCKER_HUB_ENDPOINT)
+    if host.endswith(":443") and host[:-4] in hub:
+        host = host[:-4]
+    return DOCKER_HUB if host in hub else host
 
 
 def registry_endpoint(host: str) -> str:
@@ -89,7 +97,7 @@ def credential_keys(host: str) -> list[str]:
     ``index.docker.io`` and ``registry-1.docker.io``; for a loopback host the other loopback
     spelling (``localhost:P`` / ``127.0.0.1:P``) too."""
     host = normal_host(host)
-    if host in (DOCKER_HUB, DOCKER_HUB_ENDPOINT):
+    if host == DOCKER_HUB:
         return [DOCKER_HUB, DOCKER_HUB_LOGIN_KEY, DOCKER_HUB_LEGACY, DOCKER_HUB_ENDPOINT]
     names = [host]
     if host.startswith("localhost"):

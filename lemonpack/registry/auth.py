@@ -26,7 +26,11 @@ refresh token of the bearer flow). Credential helpers (``credHelpers``/``credsSt
 as Docker does (``docker-credential-<name> get``, the host on stdin, the answer
 ``{"Username", "Secret"}`` on stdout, nothing secret on a command line; a ``Username`` of
 ``<token>`` makes the secret an identity token). Keys may be written with a scheme (``https://host``) or a path
-(``host/v1/``), as old Docker configs do. Secrets are never logged: :class:`Credentials`
+(``host/v1/``), as old Docker configs do: such a key names the host. A key ``host/NAMESPACE`` without a
+scheme (``podman login host/ns`` writes one) holds the credentials of the repositories under
+``NAMESPACE``; for a repository the most specific key wins (``host/a/b`` before ``host/a``
+before ``host``), as containers-auth.json(5) says and containers/image does; a namespace's
+credentials are never sent for a repository outside it. Secrets are never logged: :class:`Credentials`
 prints as ``Credentials(user=..., secret=***)``.
 """
 
@@ -119,6 +123,31 @@ def _host_key(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+_API_PATHS = ("", "v1", "v2")  # ``host/v1/``: an old Docker key naming the host, not a namespace
+
+
+def _entry_key(key: str, legacy: bool) -> str:
+    """An ``auths`` key as looked up: ``host`` (lowercase) or ``host/NAMESPACE``. A key with a
+    scheme or from a legacy file names its host only (containers/image ``normalizeAuthFileKey``)."""
+    if key == DOCKER_HUB_LOGIN_KEY:
+        return key
+    host, _, path = key.partition("/")
+    if "://" in key or legacy or path.strip("/") in _API_PATHS:
+        return _host_key(key).lower()
+    return f"{host.lower()}/{path.strip('/')}"
+
+
+def _lookup_names(keys: list[str], repository: str | None) -> list[str]:
+    """The ``auths`` keys to try for a repository of the host spelled ``keys``, most specific
+    first: ``host/a/b``, ``host/a``, then the host's keys."""
+    if not repository:
+        return keys
+    parts = repository.strip("/").split("/")
+    scoped = [f"{k}/{'/'.join(parts[:n])}" for n in range(len(parts), 0, -1)
+              for k in keys if k != DOCKER_HUB_LOGIN_KEY]
+    return scoped + keys
+
+
 def _read_doc(path: Path) -> dict:
     data = read_user_file(path, "registry credentials file")
     try:
@@ -136,12 +165,16 @@ def _read_doc(path: Path) -> dict:
 
 
 def load_credentials(host: str, config: str | os.PathLike[str] | None = None,
-                     helpers_asked: list[str] | None = None) -> Credentials | None:
+                     helpers_asked: list[str] | None = None, repository: str | None = None) -> Credentials | None:
     """Credentials for ``host`` (``host[:port]``) from the auth files, or ``None`` (anonymous).
 
-    In each file, in order: a ``credHelpers`` entry for one of the host's keys
-    (:func:`lemonpack.oci.reference.credential_keys`), then an ``auths`` entry, then the file's
-    ``credsStore`` (Docker's priority). ``helpers_asked``: a list the helpers run are appended
+    ``repository``: the repository they are for (``a/b``): an ``auths`` key ``host/a/b`` or
+    ``host/a`` is then preferred to ``host`` and a key of another namespace is not used
+    (containers-auth.json(5)); ``None``: the host's credentials, a namespaced key of the host
+    counting when the file has no key for the host itself. In each file, in order: a
+    ``credHelpers`` entry for one of the host's keys
+    (:func:`lemonpack.oci.reference.credential_keys`), then an ``auths`` entry (most specific
+    first), then the file's ``credsStore`` (Docker's priority). ``helpers_asked``: a list the helpers run are appended
     to (for the "looked in" message). Raises :class:`ConfigError` naming the file (never the
     secret) when a file is not valid JSON, its entry for the host cannot be decoded or its
     helper fails.
@@ -150,17 +183,33 @@ def load_credentials(host: str, config: str | os.PathLike[str] | None = None,
     for path in auth_files(config):
         doc = _read_doc(path)
         auths = doc.get("auths") or {}
-        entries = {_host_key(k): v for k, v in (auths.items() if isinstance(auths, dict) else ()) if isinstance(v, dict)}
+        legacy = path.name == ".dockercfg"
+        entries: dict[str, dict] = {}
+        for k, v in (auths.items() if isinstance(auths, dict) else ()):
+            if isinstance(k, str) and isinstance(v, dict):
+                entries.setdefault(_entry_key(k, legacy), v)
+        namespaced: dict[str, dict] = {}  # no repository: a host's first namespace, after its own keys
+        if repository is None:
+            for k, v in entries.items():
+                if k != DOCKER_HUB_LOGIN_KEY and "/" in k:
+                    namespaced.setdefault(k.split("/", 1)[0], v)
         helpers = doc.get("credHelpers") or {}
-        for name in keys:
-            helper = helpers.get(name) if isinstance(helpers, dict) else None
+        names = _lookup_names(keys, repository)
+        for name in names:
+            helper = helpers.get(name) if isinstance(helpers, dict) and name in keys else None
             if isinstance(helper, str) and helper:
                 if helpers_asked is not None:
                     helpers_asked.append(helper)
                 creds = _from_helper(helper, name, path)
                 if creds is not None:
                     return creds
-            entry = entries.get(name) if name == DOCKER_HUB_LOGIN_KEY else entries.get(_host_key(name))
+            entry = entries.get(name if name == DOCKER_HUB_LOGIN_KEY else name.lower())
+            if entry is not None:
+                creds = _decode(entry, path, name)
+                if creds is not None:
+                    return creds
+        for name in names:
+            entry = namespaced.get(name.lower())
             if entry is not None:
                 creds = _decode(entry, path, name)
                 if creds is not None:
@@ -226,11 +275,11 @@ def _from_helper(helper: str, host: str, path: Path) -> Credentials | None:
 
 class Keychain(Protocol):
     """A source of registry credentials (after go-containerregistry's ``authn.Keychain``):
-    ``resolve(host)`` gives the credentials for ``host`` (``host[:port]``) or ``None``
-    (anonymous), raising :class:`ConfigError` for a broken source; ``describe()`` says where
+    ``resolve(host, repository)`` gives the credentials for ``host`` (``host[:port]``), for its
+    repository ``repository`` when one is given, or ``None`` (anonymous), raising :class:`ConfigError` for a broken source; ``describe()`` says where
     it looked, for the message when a registry wants credentials and none were found."""
 
-    def resolve(self, host: str) -> Credentials | None: ...
+    def resolve(self, host: str, repository: str | None = None) -> Credentials | None: ...
 
     def describe(self) -> str: ...
 
@@ -243,8 +292,8 @@ class FileKeychain:
         self.config = config
         self.helpers: list[str] = []  # the credential helpers run by resolve()
 
-    def resolve(self, host: str) -> Credentials | None:
-        return load_credentials(host, self.config, self.helpers)
+    def resolve(self, host: str, repository: str | None = None) -> Credentials | None:
+        return load_credentials(host, self.config, self.helpers, repository)
 
     def describe(self) -> str:
         hint = "" if self.config is not None else "; give an auth file with --registry-config FILE"
@@ -257,7 +306,7 @@ class StaticKeychain:
     def __init__(self, creds: Credentials | None):
         self.creds = creds
 
-    def resolve(self, host: str) -> Credentials | None:
+    def resolve(self, host: str, repository: str | None = None) -> Credentials | None:
         return self.creds
 
     def describe(self) -> str:

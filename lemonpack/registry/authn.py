@@ -113,7 +113,9 @@ class RegistryAuth(httpx.Auth):
     ``endpoint``, default ``host``, over ``scheme``), credentials from ``keychain`` looked up by
     ``host`` (once, now: a bad auth file fails here, naming the file).
 
-    ``creds``: the credentials found (``None``: anonymous). ``tokens``: the token cache,
+    ``creds``: the host's credentials found (``None``: anonymous); a request for repository
+    ``R`` (``/v2/R/...``) is made with :meth:`creds_for` ``R`` (an auth file's ``host/R``
+    key wins over ``host``: containers-auth.json(5)). ``tokens``: the token cache,
     ``(realm, service, scopes) -> Token``. ``token_requests``: token-service requests made.
     Raises from the flow: :class:`FetchError` (credentials needed and none found, the token
     service refused or answered garbage), :class:`~lemonpack.registry.transport.Transient`
@@ -128,6 +130,7 @@ class RegistryAuth(httpx.Auth):
         self.host, self.keychain, self.scheme, self.plain_http = host, keychain, scheme, plain_http
         self.endpoint = endpoint or host  # where the requests go (registry-1.docker.io for docker.io)
         self.creds: Credentials | None = keychain.resolve(host)
+        self._repo_creds: dict[str, Credentials | None] = {"": self.creds}
         url = httpx.URL(f"{scheme}://{self.endpoint}/")
         self._origin = (url.host, url.port)
         self._basic = False  # the registry asked for Basic credentials
@@ -143,9 +146,19 @@ class RegistryAuth(httpx.Auth):
         url = httpx.URL(f"http://{self.endpoint}/")
         self._origin = (url.host, url.port)
 
-    def who(self) -> str:
-        """Who the requests are made as, for an access-denied message (no secret)."""
-        return f"as {self.creds.username} (from {self.creds.source})" if self.creds else "anonymously"
+    def creds_for(self, repo: str) -> Credentials | None:
+        """The credentials for repository ``repo`` (``""``: the host's, :attr:`creds`), looked
+        up in the keychain once per repository."""
+        if repo not in self._repo_creds:
+            self._repo_creds[repo] = self.keychain.resolve(self.host, repo)
+        return self._repo_creds[repo]
+
+    def who(self, url: str | None = None) -> str:
+        """Who the requests are made as (to ``url``'s repository when given), for an
+        access-denied message (no secret)."""
+        m = _REPO_PATH_RE.match(httpx.URL(url).path) if url else None
+        creds = self.creds_for(m.group(1)) if m else self.creds
+        return f"as {creds.username} (from {creds.source})" if creds else "anonymously"
 
     def _ours(self, request: httpx.Request) -> bool:
         return (request.url.host, request.url.port) == self._origin
@@ -175,13 +188,14 @@ class RegistryAuth(httpx.Auth):
             response = yield request
 
     def _authorization(self, repo: str) -> Generator[httpx.Request, httpx.Response, str | None]:
-        if self._basic and self.creds is not None:
-            return "Basic " + self.creds.basic
+        creds = self.creds_for(repo)
+        if self._basic and creds is not None:
+            return "Basic " + creds.basic
         token = self._repo_tokens.get(repo)
         if token is None:
             return None
         if token.due():
-            token = yield from self._token(token.realm, token.service, token.scopes, fresh=True)
+            token = yield from self._token(token.realm, token.service, token.scopes, repo, fresh=True)
             self._repo_tokens[repo] = token
         return f"Bearer {token.value}"
 
@@ -190,13 +204,14 @@ class RegistryAuth(httpx.Auth):
         """The Authorization to retry with after a 401, or ``None`` (the answer stands)."""
         scheme, params = parse_challenge(response.headers.get("WWW-Authenticate", ""))
         if scheme == "basic":
-            if self.creds is None or not self.creds.password:
+            creds = self.creds_for(repo)
+            if creds is None or not creds.password:
                 raise FetchError(f"registry {self.host} needs credentials and none were found for it "
                                  f"({self.keychain.describe()})")
             if sent is not None and sent.startswith("Basic "):
                 return None  # the same credentials were just refused
             self._basic = True
-            return "Basic " + self.creds.basic
+            return "Basic " + creds.basic
         if scheme != "bearer":
             return None
         realm = params.get("realm")
@@ -207,21 +222,21 @@ class RegistryAuth(httpx.Auth):
         scopes = normal_scopes(params.get("scope", "").split())
         cached = self.tokens.get((realm, service, scopes))
         stale = cached is None or cached.due() or sent == f"Bearer {cached.value}"
-        token = yield from self._token(realm, service, scopes, fresh=stale)
+        token = yield from self._token(realm, service, scopes, repo, fresh=stale)
         self._repo_tokens[repo] = token
         return f"Bearer {token.value}"
 
-    def _token(self, realm: str, service: str, scopes: tuple[str, ...], *,
+    def _token(self, realm: str, service: str, scopes: tuple[str, ...], repo: str, *,
                fresh: bool) -> Generator[httpx.Request, httpx.Response, Token]:
         """A token for ``scopes``: the cached one unless ``fresh``, else one from the token
-        service (``GET`` with Basic credentials, or anonymous; ``POST`` with the refresh-token
-        grant for an identity token, ``oauth.md``), asked through the flow."""
+        service (``GET`` with repository ``repo``'s Basic credentials, or anonymous; ``POST``
+        with the refresh-token grant for an identity token, ``oauth.md``), asked through the flow."""
         key = (realm, service, scopes)
         cached = self.tokens.get(key)
         if not fresh and cached is not None and not cached.due():
             return cached
         check_url(realm, self.endpoint, self.plain_http)
-        creds = self.creds
+        creds = self.creds_for(repo)
         who = f"{creds.username} (from {creds.source})" if creds is not None else "anonymous"
         with self._lock:
             self.token_requests += 1

@@ -204,6 +204,25 @@ def check_url(url: str, host: str, plain_http: bool) -> str:
     return url
 
 
+# What a Go (net/http) or nginx TLS server answers (400) to a plain-http request on its TLS port
+_TLS_PORT_ANSWERS = (b"Client sent an HTTP request to an HTTPS server", b"plain HTTP request was sent to HTTPS port")
+
+
+def _speaks_tls(host: str, timeout: float = 3.0) -> bool:
+    """Whether ``host`` (``host[:port]``, port 80 by default) completes a TLS handshake (the
+    certificate not checked: only asked to explain a plain-http ``400``, never to trust it)."""
+    parts = urllib.parse.urlsplit(f"//{host}")
+    try:
+        port = parts.port or 80
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        with socket.create_connection((parts.hostname or host, port), timeout=timeout) as raw:
+            with ctx.wrap_socket(raw, server_hostname=parts.hostname):
+                return True
+    except (OSError, ValueError):
+        return False
+
+
 def plain_http_for(host: str, insecure: bool = False) -> bool:
     """True when ``host`` (``host[:port]``) is spoken to over plain http from the start: only
     when ``insecure`` (``--insecure``, or ``insecure = true`` in registries.conf). Every other
@@ -402,12 +421,18 @@ class Transport:
         """One line for a refused request: method, URL without its query, status, reason, who
         we were (401/403), the registry's error codes (from ``body``, read from ``resp`` when
         None). Closes ``resp``."""
-        detail = error_detail(error_body(resp) if body is None else body)
+        body = error_body(resp) if body is None else body
+        detail = error_detail(body)
         where = urllib.parse.urlsplit(url)._replace(query="").geturl()
         msg = f"{method} {where}: HTTP {resp.status_code} {resp.reason_phrase or ''}".rstrip()
         if resp.status_code in (401, 403):
             who = getattr(self.auth, "who", None)
-            msg += f" — access denied {who() if who else 'anonymously'}"
+            msg += f" — access denied {who(url) if who else 'anonymously'}"
+        elif resp.status_code == 400 and where.startswith("http://") and (
+                any(a in body for a in _TLS_PORT_ANSWERS) or _speaks_tls(self.host)):
+            msg += (f" — {self.host} speaks TLS, not plain http: drop --insecure (and insecure = true in "
+                    "registries.conf) and give its CA with SSL_CERT_FILE")
+            detail = ""
         return one_line(msg + (f" ({detail[:500]})" if detail else ""))
 
 

@@ -127,6 +127,18 @@ def test_missing_dependency_names_the_chain(tree, tmp_path):
     assert any("b -> c" in r for _, rs in sel.rejected for r in rs)
 
 
+def test_a_name_found_nowhere_points_at_manifests_whose_name_could_not_be_read(tree, tmp_path):
+    # a variant of case 71: a manifest that is not JSON cannot say its name, so selecting that
+    # name finds nothing; the message names the unreadable manifest and why
+    write_extension(tmp_path / "c" / "dir-c", manifest("trunc"))
+    bad = tmp_path / "c" / "dir-c" / "extension.json"
+    bad.write_text(bad.read_text()[:60])
+    with pytest.raises(ExtensionError) as e:
+        run_pipeline(tree, extra_dirs=[tmp_path / "c"], select=["trunc"], features=CPU, environ={})
+    assert "no extension named 'trunc'" in str(e.value) and f"{bad}: not valid JSON" in str(e.value)
+    assert str(e.value).count(str(bad)) == 1
+
+
 def test_cyclic_dependency_names_the_chain(tree, tmp_path):
     write_extension(tmp_path / "c" / "a", manifest("a", dependencies=["b"]))
     write_extension(tmp_path / "c" / "b", manifest("b", dependencies=["a"]))

@@ -339,6 +339,19 @@ def test_every_amd_arch_lemonpack_knows_is_accepted():
             Target.parse(f"rocm:{bad}")
 
 
+def test_arch_spellings_a_user_copies_name_the_same_target():
+    # variants of case 64: the arch as a tool prints it is not refused
+    for text, arch in (("rocm:GFX90A", "gfx90a"), ("cuda:SM_89", "sm_89"), ("cuda:9.0", "sm_90"),
+                       ("cuda:12.0", "sm_120"), ("cuda:sm_90a", "sm_90"), ("cuda:sm_100f", "sm_100"),
+                       ("vulkan:Intel", "intel")):
+        assert Target.parse(text).arch == arch, text
+    assert Target.parse("cuda:sm_90a").node_selector_requirements() == [
+        ("nvidia.com/gpu.compute.major", "9"), ("nvidia.com/gpu.compute.minor", "0")]
+    for bad in ("cuda:sm_90x", "cuda:9", "rocm:gfx90A1"):
+        with pytest.raises(TargetError):
+            Target.parse(bad)
+
+
 def test_gfx90a_deployment_as_the_case_expects(kube_env, capsys):
     kube_env.descriptor(GPU_FORK)
     kube_env.register("user.mi", "llamacpp-gpu")

@@ -155,6 +155,12 @@ def test_a_reference_without_a_host_has_no_registry_host():
     ("index.docker.io/busybox", "docker.io", "library/busybox", "registry-1.docker.io"),
     ("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm", "docker.io", "kyuz0/amd-strix-halo-toolboxes",
      "registry-1.docker.io"),
+    # variants of case 53: every spelling of Docker Hub reaches its API host with library/
+    ("registry-1.docker.io/busybox:latest", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("DOCKER.IO/library/busybox:latest", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("Index.Docker.io/busybox", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("docker.io:443/busybox", "docker.io", "library/busybox", "registry-1.docker.io"),
+    ("LOCALHOST:5000/busybox", "localhost:5000", "busybox", "localhost:5000"),
     ("quay.io/busybox", "quay.io", "busybox", "quay.io"),
     ("127.0.0.1:5000/busybox", "127.0.0.1:5000", "busybox", "127.0.0.1:5000"),
 ])

@@ -129,3 +129,34 @@ def test_creds_store_is_asked_for_docker_hub_by_its_login_key(user_dirs, tmp_pat
     creds = load_credentials("docker.io")
     assert (creds.username, creds.password) == ("hub", "tok")
     assert seen.read_text() == "https://index.docker.io/v1/"  # on stdin, never on a command line
+
+
+def test_a_namespaced_login_is_used_for_its_repositories_only(user_dirs):
+    # variants of case 54: ``podman login host/ns`` writes a key ``host/ns``; containers-auth.json(5):
+    # the most specific key wins, a namespace's credentials are not sent for another one
+    import base64
+
+    def auth(user: str) -> dict:
+        return {"auth": base64.b64encode(f"{user}:pw".encode()).decode()}
+
+    path = user_dirs / ".config" / "containers" / "auth.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"auths": {"r.example:5000/team": auth("team"), "r.example:5000": auth("host"),
+                                          "r.example:5000/team/deep/": auth("deep"),
+                                          "https://q.example/v1/": auth("schemed")}}))
+    who = {repo: load_credentials("r.example:5000", repository=repo).username
+           for repo in ("team/x", "team/deep/y", "teams/x", "other/x")}
+    assert who == {"team/x": "team", "team/deep/y": "deep", "teams/x": "host", "other/x": "host"}
+    assert load_credentials("r.example:5000").username == "host"
+    assert load_credentials("q.example", repository="any/x").username == "schemed"  # a scheme: the host
+    path.write_text(json.dumps({"auths": {"r.example:5000/a": auth("a"), "r.example:5000/b": auth("b")}}))
+    assert load_credentials("r.example:5000", repository="b/x").username == "b"
+    assert load_credentials("r.example:5000", repository="c/x") is None
+    assert load_credentials("r.example:5000").username == "a"  # no repository: the host's first login
+    hub = user_dirs / ".docker" / "config.json"
+    hub.parent.mkdir()
+    hub.write_text(json.dumps({"auths": {"docker.io/kyuz0": auth("ns"), "https://index.docker.io/v1/": auth("hub"),
+                                         "Index.Docker.io/other": auth("other")}}))
+    who = {repo: load_credentials("docker.io", repository=repo).username
+           for repo in ("kyuz0/x", "library/busybox", "other/y", None)}
+    assert who == {"kyuz0/x": "ns", "library/busybox": "hub", "other/y": "other", None: "hub"}

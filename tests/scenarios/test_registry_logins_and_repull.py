@@ -51,6 +51,26 @@ def test_a_skopeo_login_is_found_where_containers_auth_json_puts_it(auth_registr
 
 
 @pytest.mark.slow
+def test_a_namespaced_login_wins_over_the_hosts_for_its_repositories(auth_registry, tmp_path):
+    # a variant of case 54: ``podman login HOST/ns`` beside a stale login for HOST (skopeo uses the
+    # namespace's, containers-auth.json(5): the most specific key)
+    import base64
+
+    (user, password), = auth_registry.users.items()
+    auth = tmp_path / "auth.json"
+    entry = {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}
+    stale = {"auth": base64.b64encode(f"{user}:not-{password}".encode()).decode()}
+    auth.write_text(json.dumps({"auths": {f"{auth_registry.host}/ns": entry, auth_registry.host: stale}}))
+    one_layer_layout(tmp_path / "layout")
+    r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{auth_registry.host}/ns/app:v1", "--no-progress",
+            env={"REGISTRY_AUTH_FILE": str(auth)})
+    assert r.returncode == 0, r.stderr
+    r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{auth_registry.host}/other/app:v1", "--no-progress",
+            env={"REGISTRY_AUTH_FILE": str(auth)})
+    assert r.returncode == 4 and "access denied as" in r.stderr and password not in r.stderr
+
+
+@pytest.mark.slow
 def test_a_repull_into_the_same_layout_moves_no_byte_and_a_bad_blob_is_fetched_again(registry, tmp_path):
     digest, layer = one_layer_layout(tmp_path / "layout", size=2 * LAYER)
     ref = f"{registry.host}/repull/app:v1"

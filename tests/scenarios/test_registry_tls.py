@@ -70,6 +70,16 @@ def test_a_tls_failure_names_the_host_and_the_ca_bundle(tls_registry, tmp_path):
 
 
 @pytest.mark.slow
+def test_insecure_to_a_tls_registry_says_it_speaks_tls_not_an_opaque_400(tls_registry, tmp_path):
+    # a variant of case 55: --insecure (plain http) to a TLS port answers a bodiless 400 to HEAD
+    one_layer_layout(tmp_path / "layout")
+    r = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{tls_registry.host}/tls/app:v1", "--no-progress",
+            "--insecure")
+    assert r.returncode == 4, r.stderr
+    assert f"{tls_registry.host} speaks TLS, not plain http: drop --insecure" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
 def test_a_plain_http_loopback_registry_after_the_tls_attempt_is_said_on_stderr(tmp_path):
     one_layer_layout(tmp_path / "layout")
     empty = tmp_path / "registries.conf"
