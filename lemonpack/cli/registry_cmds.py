@@ -142,8 +142,11 @@ def _print_built(src, json_out: bool) -> None:
 
 @app.command("pull")
 def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:HEX]"),
-         out: Path = typer.Option(..., "--out", "-o", help="OCI image layout directory to write (atomically)."),
-         tag: str = typer.Option(None, "--tag", help="Tag in the layout (default: the reference's tag, else latest)."),
+         out: Path = typer.Option(..., "--out", "-o", metavar="DIR[:TAG]",
+                                  help="OCI image layout directory to write (atomically); DIR:TAG also names the "
+                                       "tag, as skopeo's oci:DIR:TAG (an existing DIR:TAG directory is a directory)."),
+         tag: str = typer.Option(None, "--tag", help="Tag in the layout (default: the one --out names, else the "
+                                                      "reference's tag, else latest)."),
          insecure: bool = INSECURE,
          registry_config: Path = REGISTRY_CONFIG,
          progress: bool = typer.Option(None, "--progress/--no-progress",
@@ -170,6 +173,14 @@ def pull(ref: str = typer.Argument(..., metavar="HOST[:PORT]/REPO[:TAG|@sha256:H
     from lemonpack.registry.transfer import pull_image
     from lemonpack.trust.check import Trust
 
+    from lemonpack.errors import InputError
+    from lemonpack.oci.layout_reader import split_layout_target
+
+    target, out_tag = split_layout_target(str(out))
+    if out_tag is not None:
+        if tag is not None and tag != out_tag:
+            raise InputError(f"--out {out} names the tag {out_tag!r} and --tag says {tag!r}: give one")
+        out, tag = Path(target), out_tag
     r = parse_registry_reference(ref)
     trust = Trust.load(policy, registries_d, insecure=insecure, registry_config=registry_config)
     with _client(r.host, insecure, registry_config) as client:  # one client (and token cache): check, then pull

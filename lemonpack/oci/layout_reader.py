@@ -177,6 +177,20 @@ def split_layout_arg(arg: str) -> tuple[str, str | None]:
     return arg, None
 
 
+def split_layout_target(arg: str) -> tuple[str, str | None]:
+    """Split a layout to *write*, ``DIR[:TAG]`` (``pull --out``, as skopeo's ``oci:DIR:TAG``),
+    into the directory and the tag (``None`` when absent). ``arg`` itself when it exists (a
+    directory may have a ``:`` in its name) or when what follows its last ``:`` is no tag of the
+    distribution grammar (``[\\w][\\w.-]{0,127}``, :func:`lemonpack.oci.reference.is_tag`: a tag
+    holds no ``/``); else ``(DIR, TAG)``. Pure apart from the existence check."""
+    from lemonpack.oci.reference import is_tag
+
+    head, sep, tail = arg.rpartition(":")
+    if not sep or not head or os.path.lexists(arg) or not is_tag(tail):
+        return arg, None
+    return head, tail
+
+
 def verify_layout(path: str | os.PathLike[str]) -> int:
     """Re-hash every blob of the layout at ``path`` and check every reference.
 
@@ -222,4 +236,4 @@ def verify_layout(path: str | os.PathLike[str]) -> int:
     return count
 
 
-__all__ = ["blob_path", "read_blob", "read_layout", "split_layout_arg", "verify_blob", "verify_layout"]
+__all__ = ["blob_path", "read_blob", "read_layout", "split_layout_arg", "split_layout_target", "verify_blob", "verify_layout"]

@@ -232,3 +232,29 @@ def test_a_repull_hashes_no_blob_it_hashed_before_unless_it_changed_since(regist
     third = pull()
     assert (third.bytes, third.reused, hashed) == (0, 2, [blob.name])
     assert pull().reused == 2 and hashed == [blob.name]  # recorded again after that hash
+
+
+@pytest.mark.slow
+def test_pull_out_dir_colon_tag_names_the_layout_and_its_tag_as_skopeo_reads_it(registry, tmp_path, require_tool):
+    # a variant of case 57: ``--out DIR:TAG`` (skopeo's oci:DIR:TAG) is the layout DIR with the tag
+    # TAG, not a directory named "DIR:TAG"; skopeo reads the tag back
+    require_tool("skopeo")
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    ref = f"{registry.host}/outtag/app:v1"
+    assert cli("publish", f"{tmp_path / 'layout'}:v1", "--to", ref, "--no-progress").returncode == 0
+    r = cli("pull", ref, "--out", f"{tmp_path / 'pulled'}:stable", "--json")
+    assert r.returncode == 0, r.stderr
+    assert (json.loads(r.stdout)["out"], json.loads(r.stdout)["tag"]) == (str(tmp_path / "pulled"), "stable")
+    assert not (tmp_path / "pulled:stable").exists()
+    inspected = subprocess.run(["skopeo", "inspect", "--raw", f"oci:{tmp_path / 'pulled'}:stable"],
+                               capture_output=True, timeout=120)
+    assert inspected.returncode == 0, inspected.stderr
+    import hashlib
+    assert "sha256:" + hashlib.sha256(inspected.stdout).hexdigest() == digest
+    clash = cli("pull", ref, "--out", f"{tmp_path / 'other'}:a", "--tag", "b")
+    assert clash.returncode == 1 and "--tag" in clash.stderr and "Traceback" not in clash.stderr
+    assert not (tmp_path / "other").exists()
+    (tmp_path / "odd:name").mkdir()  # an existing directory with a colon stays a directory
+    kept = cli("pull", ref, "--out", str(tmp_path / "odd:name"), "--json")
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["tag"] == "v1" and (tmp_path / "odd:name" / "oci-layout").is_file()
