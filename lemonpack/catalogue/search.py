@@ -488,7 +488,9 @@ def entry_dates(entry: Mapping[str, Any]) -> tuple[str, str]:
 def sort_entries(entries: list, order: str) -> list:
     """``entries`` in ``order`` (:data:`SORTS`): ``relevance`` as given; ``name`` by name then
     id; ``new`` / ``updated`` by the first / latest version's date, newest first. Stable: ties
-    keep the order given. Raises :class:`UsageError` for another order."""
+    keep the order given; ``order`` is read case-insensitively, as the filters are. Raises
+    :class:`UsageError` for another order."""
+    given, order = order, order.strip().lower()
     if order == "relevance":
         return list(entries)
     if order == "name":
@@ -496,4 +498,4 @@ def sort_entries(entries: list, order: str) -> list:
     if order in ("new", "updated"):
         k = 0 if order == "new" else 1
         return sorted(entries, key=lambda e: entry_dates(e)[k], reverse=True)  # reverse keeps ties in order
-    raise UsageError(f"unknown order {order!r} (choices: {', '.join(SORTS)})", param="--sort")
+    raise UsageError(f"unknown order {given!r} (choices: {', '.join(SORTS)})", param="--sort")

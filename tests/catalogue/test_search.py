@@ -171,6 +171,11 @@ def test_every_sort_order_is_in_the_table_and_an_unknown_one_is_a_usage_error():
     assert {q.get("sort", "relevance") for q in QUERIES} == set(SORTS)
     r = cli("catalogue", "search", "--sort", "newest", "--index", str(FIXTURE))
     assert r.returncode == 2 and "--sort" in r.stderr and "relevance, name, new, updated" in r.stderr
+    # read case-insensitively, as the filters are (a variant of case 74)
+    upper = cli("catalogue", "search", "--sort", "Name", "--index", str(FIXTURE), "--json")
+    lower = cli("catalogue", "search", "--sort", "name", "--index", str(FIXTURE), "--json")
+    assert upper.returncode == 0 == lower.returncode, upper.stderr
+    assert json.loads(upper.stdout)["results"] == json.loads(lower.stdout)["results"]
 
 
 # ---------------------------------------------------------------- the compact search index (catalogue-search.json)
