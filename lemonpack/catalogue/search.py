@@ -488,8 +488,7 @@ def entry_dates(entry: Mapping[str, Any]) -> tuple[str, str]:
 def sort_entries(entries: list, order: str) -> list:
     """``entries`` in ``order`` (:data:`SORTS`): ``relevance`` as given; ``name`` by name then
     id; ``new`` / ``updated`` by the first / latest version's date, newest first. Stable: ties
-    keep the order given; ``order`` is read case-insensitively, as the filters are. Raises
-    :class:`UsageError` for another order."""
+    keep the order given; ``order`` is read case-insensitively, as the filters. Raises :class:`UsageError` else."""
     given, order = order, order.strip().lower()
     if order == "relevance":
         return list(entries)

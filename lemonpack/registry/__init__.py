@@ -8,6 +8,7 @@ credentials from container auth files and helpers), :mod:`.authn` (Basic and Bea
 registry's error answers), :mod:`.client` (:class:`RegistryClient`: the operations),
 :mod:`.upload` (upload bodies hashed as they are sent; both directions hash through
 :class:`lemonpack.digest.Hasher`),
+:mod:`.certsd` (containers-certs.d(5): a registry's own CAs and client certificate),
 :mod:`.transfer` (publish / pull), :mod:`.pin` (``lemonpack pin``), :mod:`.base` (a ``--base``
 from a registry).
 """

@@ -134,7 +134,8 @@ def connection_failure(method: str, url: str, exc: BaseException) -> Exception:
             where_tls = urllib.parse.urlsplit(url)._replace(query="").geturl()
             return FetchError(one_line(f"{method} {where_tls}: TLS with {_host}:{port} failed: "
                                        f"{short(getattr(e, 'verify_message', None) or e)} "
-                                       f"(CA bundle: {ca_bundle()}; a registry without TLS: --insecure, "
+                                       f"(CA bundle: {ca_bundle(urllib.parse.urlsplit(url).netloc)}; a "
+                                       "registry without TLS: --insecure, "
                                        "or insecure = true in registries.conf)"))
     for e in chain:
         if isinstance(e, ConnectionRefusedError):
@@ -163,16 +164,29 @@ def failure(method: str, url: str, exc: httpx.HTTPError) -> Exception:
     return FetchError(f"{method} {shown}: {type(exc).__name__}: {short(exc)}")
 
 
-def ca_bundle() -> str:
+def ca_bundle(host: str | None = None) -> str:
     """The CA certificates a registry's TLS certificate is checked against, as a message names
     them: ``$SSL_CERT_FILE`` or ``$SSL_CERT_DIR`` when set (httpx honours them with
-    ``trust_env``, which the registry transport sets), else certifi's bundle (httpx's default)."""
+    ``trust_env``, which the registry transport sets), else certifi's bundle (httpx's default);
+    plus, for ``host`` (``host[:port]``), its containers-certs.d(5) directory when it has one
+    (:mod:`lemonpack.registry.certsd`), else where such a directory would go."""
+    from lemonpack.registry.certsd import find_certs_dir, roots
+
+    base = ""
     for var in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
         if os.environ.get(var):
-            return f"${var}={os.environ[var]}"
-    import certifi
+            base = f"${var}={os.environ[var]}"
+            break
+    if not base:
+        import certifi
 
-    return f"{certifi.where()} (certifi; set SSL_CERT_FILE to trust another CA)"
+        base = f"{certifi.where()} (certifi; set SSL_CERT_FILE to trust another CA)"
+    if not host:
+        return base
+    where = find_certs_dir(host)
+    if where is not None:
+        return f"{base}, and the CAs of {where}"
+    return f"{base}; a CA for this registry alone goes in {roots()[0] / host}/ca.crt (containers-certs.d(5))"
 
 
 def is_tls_failure(exc: BaseException) -> bool:
@@ -274,8 +288,13 @@ class Transport:
         self._tls_client: httpx.Client | None = None if self.plain_http else self.client
 
     def _new_client(self, verify: bool) -> httpx.Client:
+        checks: bool | ssl.SSLContext = verify
+        if verify:  # the registry's containers-certs.d(5) CAs and client certificate, when it has them
+            from lemonpack.registry.certsd import tls_context
+
+            checks = tls_context(self.host) or True
         return httpclient.client(timeout=self.timeout, connect_timeout=min(30.0, self.timeout), trust_env=True,
-                                 auth=self.auth, follow_redirects=False, verify=verify)
+                                 auth=self.auth, follow_redirects=False, verify=checks)
 
     def client_for(self, url: str) -> httpx.Client:
         """The client a request to ``url`` goes through: one that checks certificates for every

@@ -70,6 +70,37 @@ def test_a_tls_failure_names_the_host_and_the_ca_bundle(tls_registry, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_registry_ca_in_its_containers_certs_d_directory_is_trusted_as_podman_trusts_it(tls_registry, tmp_path):
+    # a variant of case 55: the CA of a private registry put where podman and skopeo read it,
+    # $HOME/.config/containers/certs.d/HOST:PORT/ca.crt, with no SSL_CERT_FILE
+    digest, _ = one_layer_layout(tmp_path / "layout")
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "SSL_CERT_FILE": ""}
+    certs = home / ".config" / "containers" / "certs.d" / tls_registry.host
+    refused = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{tls_registry.host}/certsd/app:v1",
+                  "--no-progress", env=env)
+    assert refused.returncode == 4 and f"goes in {certs}/ca.crt" in refused.stderr, refused.stderr
+    certs.mkdir(parents=True)
+    (certs / "ca.crt").write_bytes(tls_registry.tls.ca.read_bytes())
+    pushed = cli("publish", f"{tmp_path / 'layout'}:v1", "--to", f"{tls_registry.host}/certsd/app:v1",
+                 "--no-progress", "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    pulled = cli("pull", f"{tls_registry.host}/certsd/app:v1", "--out", str(tmp_path / "back"), "--json", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert json.loads(pulled.stdout)["digest"] == digest and NOTICE not in pulled.stderr
+    # skopeo, the oracle, trusts the same directory (--cert-dir: its rootless default is
+    # $HOME/.config/containers/certs.d only when run rootless, so it is named here)
+    inspect = subprocess.run(["skopeo", "inspect", "--raw", "--cert-dir", str(certs),
+                              f"docker://{tls_registry.host}/certsd/app:v1"],
+                             capture_output=True, env={**os.environ, **env}, timeout=120)
+    assert inspect.returncode == 0, inspect.stderr
+    (certs / "client.key").write_text("x")  # a key without its certificate: refused, naming the file
+    broken = cli("pull", f"{tls_registry.host}/certsd/app:v1", "--out", str(tmp_path / "again"), env=env)
+    assert broken.returncode != 0 and f"{certs / 'client.key'} has no client certificate" in broken.stderr
+    assert "Traceback" not in broken.stderr and not (tmp_path / "again").exists()
+
+
+@pytest.mark.slow
 def test_insecure_to_a_tls_registry_says_it_speaks_tls_not_an_opaque_400(tls_registry, tmp_path):
     # a variant of case 55: --insecure (plain http) to a TLS port answers a bodiless 400 to HEAD
     one_layer_layout(tmp_path / "layout")
