@@ -110,7 +110,8 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
     walk = commands(section("Try the example"))
     install_line = one(walk, "lemonpack install ")
     run_line = one(walk, "lemonpack run ")
-    curl_line = one(commands(section("Try the example").split("From another terminal", 1)[1]), "curl ")
+    curl_line = one(commands(section("Try the example").split("From another terminal", 1)[1]
+                             .split(SERVE_INTRO, 1)[0]), "curl ")
     readme_port = re.search(r"--port (\d+)", run_line).group(1)
     assert f"127.0.0.1:{readme_port}/" in curl_line
     answer = re.search(r"whose message is\s+`([^`]+)`", section("Try the example")).group(1)
@@ -167,6 +168,62 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert port_is_free(port)
+
+
+#: Where the README's serve walkthrough starts, inside "Try the example".
+SERVE_INTRO = "To serve it behind `lemonpack serve`"
+
+
+def test_readme_serve_block_as_written(newcomer, tmp_path):
+    """The README's serve block, line by line through bash as a user pastes it (``lemonpack`` on
+    PATH is this tree's CLI; XDG_CONFIG_HOME is the user's config, as the block's paths say; the
+    port is swapped for a free one): the request by model name gets the engine's answer, and
+    SIGTERM stops serve with exit 0 and the engine gone."""
+    cwd, env = newcomer
+    text = section("Try the example").split(SERVE_INTRO, 1)[1]
+    lines = commands(text)
+    serve_line = one(lines, "lemonpack serve ")
+    curl_line = one(lines, "curl ")
+    readme_port = re.search(r"--port (\d+)", serve_line).group(1)
+    assert f"127.0.0.1:{readme_port}/" in curl_line
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "lemonpack").write_text(f"#!{sys.executable}\nimport sys\nfrom lemonpack.cli import main\nsys.exit(main())\n")
+    (shim / "lemonpack").chmod(0o755)
+    env = {k: v for k, v in env.items() if k != "LEMONPACK_CONFIG_DIR"}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg-config"), PATH=f"{shim}:{env.get('PATH', '')}",
+               PYTHONPATH=str(REPO))
+    assert run_cli("lemonpack install --example --yes", cwd, env).returncode == 0
+    port = free_port()
+    for line in lines[:lines.index(serve_line)]:
+        done = subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+    argv = shlex.split(serve_line.split("#", 1)[0].replace(f"--port {readme_port}", f"--port {port}"))
+    proc = popen_interruptible(cli(" ".join(argv)), cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        import time
+
+        deadline = time.monotonic() + 60
+        while port_is_free(port) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        curl = shlex.split(curl_line.replace(readme_port, str(port)))
+        url = next(a for a in curl if a.startswith("http"))
+        headers = dict(h.split(": ", 1) for h in (curl[i + 1] for i, a in enumerate(curl) if a == "-H"))
+        data = curl[curl.index("-d") + 1].encode()
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=60) as r:
+            reply = json.load(r)
+        assert reply["model"] == "user.hello" and reply["choices"][0]["message"]["content"].startswith(
+            "Hello from hello-engine")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert rc == 0, err  # as the block's comment says
+    assert "hello-engine: stopped" in err and port_is_free(port)
 
 
 def test_run_example_before_install_says_how_to_install(newcomer):
