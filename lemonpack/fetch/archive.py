@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable, cast
 
 from lemonpack.errors import StorageError, UnsafeContentError
-from lemonpack.files import commit
+from lemonpack.files import commit, os_error_reason
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.safetree import name_problem, path_problem, safe_component, symlink_problem, target_problem
 
@@ -123,6 +123,9 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
     shown = label if label is not None else str(archive)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # ``afile/sub`` with ``afile`` a file: say which, not "File exists"
+        raise StorageError(f"cannot unpack into {dest}: {os_error_reason(exc, dest)}") from None
+    try:
         kind = detect_format(archive, name_hint)
         tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
     except OSError as exc:

@@ -49,3 +49,18 @@ def test_unsafe_member_is_refused_naming_it(tmp_path):
     assert out.returncode == 5
     assert "https://h/a.tar.gz: unsafe member '../escape'" in out.stderr
     assert not (tmp_path / "o").exists() and not (tmp_path / "escape").exists()
+
+
+def test_an_out_below_a_regular_file_is_said_to_be_not_a_directory_by_every_command(tmp_path):
+    # ``--out afile/sub`` with ``afile`` a file: the mkdir's "File exists" named no culprit
+    (tmp_path / "afile").write_text("x")
+    art = _tar(tmp_path / "a.tar.gz", {"ok": b"1"})
+    root = Path(__file__).resolve().parents[2]
+    for args in (("build", "--example", "--out", "afile/sub", "--no-progress"), ("unpack", art, "--out", "afile/sub"),
+                 ("extensions", "generate", "--out", "afile/sub"), ("kube", "generate", "x", "--out", "afile/k.yaml"),
+                 ("catalogue", "build", "--source", root, "--out", "afile/sub")):
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", *map(str, args)], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "afile is not a directory" in r.stderr and "File exists" not in r.stderr, (args, r.stderr)
+    assert (tmp_path / "afile").read_text() == "x"
