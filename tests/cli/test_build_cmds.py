@@ -64,3 +64,15 @@ def test_an_out_below_a_regular_file_is_said_to_be_not_a_directory_by_every_comm
         assert r.returncode == 1, (args, r.stderr)
         assert "afile is not a directory" in r.stderr and "File exists" not in r.stderr, (args, r.stderr)
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_an_empty_out_or_path_is_a_usage_error_not_the_current_directory(tmp_path):
+    (tmp_path / "keep").write_text("x")  # '' read as '.' would try to replace this directory
+    for args, name in ((("build", "--example", "--out", ""), "--out"), (("unpack", "/etc/hostname", "--out", ""), "--out"),
+                       (("kube", "generate", "x", "--out", ""), "--out"), (("pull", "a.b/c:d", "--out", ""), "--out"),
+                       (("unpack", "", "--out", "o"), "ARCHIVE")):
+        r = subprocess.run([sys.executable, "-m", "lemonpack.cli", *args], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stderr)
+        assert f"{name} is empty" in r.stderr, (args, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
