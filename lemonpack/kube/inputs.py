@@ -197,7 +197,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
         try:  # the one model-argument rule of run and select (runtime.models.ref)
             named = resolve_model(ref, registry=registry)
         except LemonpackError as e:
-            raise KubeError(f"model {ref}: {e}") from None
+            raise KubeError(str(e)) from None  # it names the model already (runtime.models.ref)
         if named.entry is None:
             assert named.path is not None, "a model that is no catalogue entry is a file"
             out.append(_file_model(ref, named.path, target, images, discovered, source or ModelSource()))
