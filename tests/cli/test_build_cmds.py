@@ -76,3 +76,23 @@ def test_an_empty_out_or_path_is_a_usage_error_not_the_current_directory(tmp_pat
         assert r.returncode == 2, (args, r.stderr)
         assert f"{name} is empty" in r.stderr, (args, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+
+
+def test_a_file_that_is_not_an_archive_is_copied_keeping_its_mode_and_said_so(tmp_path):
+    doc = tmp_path / "notes.md"
+    doc.write_text("# notes\n")
+    doc.chmod(0o644)
+    out = _unpack(doc, "--out", tmp_path / "u")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "u/notes.md").read_text() == "# notes\n"
+    assert (tmp_path / "u/notes.md").stat().st_mode & 0o777 == 0o644  # not made executable
+    assert out.stderr.strip().splitlines() == [f"lemonpack: {doc} is not an archive; copied as a file to "
+                                               f"{tmp_path / 'u' / 'notes.md'}"]
+    tool = tmp_path / "tool"
+    tool.write_bytes(b"#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert _unpack(tool, "--out", tmp_path / "v").returncode == 0
+    assert (tmp_path / "v/tool").stat().st_mode & 0o777 == 0o755  # executable as it was
+    tool.chmod(0o444)  # a download (a Nix store path) names its binary: made executable, as install does
+    assert _unpack(tool, "--out", tmp_path / "w", "--name", "engine", "--binary", "engine").returncode == 0
+    assert (tmp_path / "w/engine").stat().st_mode & 0o777 == 0o755
