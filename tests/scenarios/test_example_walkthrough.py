@@ -307,6 +307,21 @@ def test_engine_streams_completions_and_stops_on_sigterm(engine):
     assert proc.wait(30) == 0  # the timeout is a hang guard only
 
 
+def test_engine_logs_requests_but_not_the_health_probes(engine):
+    # an idle `run --example` printed a "GET /health" 200 line per probe (one a second)
+    proc, base = engine
+    for _ in range(3):
+        with urllib.request.urlopen(base + "/health", timeout=10) as r:
+            assert r.status == 200
+    with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
+        assert r.status == 200
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    lines = proc.stderr.read().splitlines()
+    assert not [line for line in lines if "/health" in line], lines
+    assert [line for line in lines if '"GET /v1/models HTTP/1.' in line and " 200 " in line], lines
+
+
 def test_engine_refuses_a_missing_model_file(tmp_path):
     r = subprocess.run([str(ENGINE_SOURCE), "-m", str(tmp_path / "none.gguf"), "--port", str(free_port())],
                        capture_output=True, text=True, timeout=30)
