@@ -42,6 +42,30 @@ def kind_of(path: str | os.PathLike[str]) -> str:
     return "device"
 
 
+def non_directory_parent(path: str | os.PathLike[str]) -> Path | None:
+    """The nearest existing ancestor of ``path`` (``path`` itself excluded, symlinks followed)
+    that is not a directory, as the user wrote it (``afile`` for ``afile/sub``), or ``None``:
+    what made creating ``path`` fail with ``EEXIST``/``ENOTDIR`` when its parent is a file."""
+    p = Path(path)
+    for parent in reversed(p.parents):
+        if str(parent) in ("", ".", "/"):
+            continue
+        if os.path.lexists(parent) and not parent.is_dir():
+            return parent
+    return None
+
+
+def os_error_reason(exc: OSError, path: str | os.PathLike[str]) -> str:
+    """One clause saying why ``exc`` stopped a write at ``path``: ``afile is not a directory``
+    when a parent of ``path`` is a file (:func:`non_directory_parent`; the ``File exists`` or
+    ``Not a directory`` the OS says then names no culprit), else the OS's ``strerror``."""
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        blocker = non_directory_parent(path)
+        if blocker is not None:
+            return f"{blocker} is not a directory"
+    return str(exc.strerror or exc)
+
+
 def _kind_of_mode(mode: int) -> str:
     for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
                        (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):

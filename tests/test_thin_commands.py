@@ -35,6 +35,8 @@ ALLOWED = {
     ("__init__.py", "_main"): "the entry point: the one place errors become exit codes",
     ("__init__.py", "_report_interrupt"): "the entry point: prints the Ctrl-C message",
     ("_app.py", "_width"): "console set-up (terminal width)",
+    ("_app.py", "refuse_empty_paths"): "argument parsing: every path parameter refuses '' (not read as .)",
+    ("_app.py", "_refuse_empty"): "argument parsing: the check refuse_empty_paths installs",
     ("_app.py", "confirm_install"): "terminal interaction: asks the user",
     ("cache_cmds.py", "_size"): "formats a byte count for printing",
     ("cache_cmds.py", "_totals"): "sums what it prints",

@@ -103,7 +103,8 @@ def prepare_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None 
                     mirror: str | Mirror | None = None, allow_insecure_mirror: bool = False,
                     example: bool = False) -> InstallPlan:
     """``lemonpack install``'s plan: :func:`plan_install` plus the mirror (``mirror`` else
-    ``$LEMONPACK_MIRROR``; none for the ``example``, whose mirror is served when installing)
+    ``$LEMONPACK_MIRROR``; none for the ``example``, whose mirror is served when installing, though
+    ``$LEMONPACK_MIRROR`` is still checked)
     and the lacking-accelerator warning. Raises :class:`~lemonpack.errors.UsageError`
     (exit 2) for an ``accelerator`` that is no accelerator name, a mirror that is no http(s)
     URL, or ``example`` with a ``mirror``; what :func:`plan_install` raises."""
@@ -116,8 +117,9 @@ def prepare_install(recipe: Recipe, host: HostFacts, *, accelerator: str | None 
                          param="--example")
     if accelerator is not None and accelerator not in ACCELERATORS:
         raise UsageError(f"{accelerator!r} is not one of {', '.join(ACCELERATORS)}", param="--accelerator")
-    resolved = None if example else (
-        mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
+    # checked for the example too (a bad $LEMONPACK_MIRROR is exit 2 from every command), then not used
+    checked = mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror)
+    resolved = None if example else checked
     plan = plan_install(recipe, host, accelerator=accelerator, arch=arch)
     lacking = lacking_accelerator_warning(recipe, host, plan.block.accelerator, requested=accelerator,
                                           requested_by="--accelerator")

@@ -62,6 +62,7 @@ from lemonpack.errors import (BuildError, LemonpackError, SelectionError,
                               StorageError, UnsafeContentError)
 from lemonpack.fetch import ArtifactCache, Fetched, Mirror, mirror_path
 from lemonpack.fetch.staging import remove_tree
+from lemonpack.files import os_error_reason
 from lemonpack.nix import NixSource, write_package_nix, write_recipe_json, write_sources_json
 from lemonpack.oci import (ANNOTATION_TITLE, DEFAULT_COMPRESSLEVEL, MEDIA_TYPE_LAYER_TAR_GZIP, MEDIA_TYPE_LAYER_TAR_ZSTD, Descriptor, LayerInfo, LayoutWriter,
                            write_dir_layer, write_files_layer)
@@ -367,7 +368,7 @@ def build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,
     try:
         return _build_recipes(recipes, opts, on_target, bases)
     except OSError as exc:
-        raise StorageError(f"cannot build into {opts.out}: {exc.strerror or exc}") from None
+        raise StorageError(f"cannot build into {opts.out}: {os_error_reason(exc, opts.out)}") from None
 
 
 def _build_recipes(recipes: Sequence[Recipe], opts: BuildOptions,

@@ -135,7 +135,7 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     """Resolve a build's inputs into a :class:`BuildPlan` (nothing fetched or written).
 
     ``recipes``: recipe files (or already loaded recipes); ``example``: build the shipped
-    example instead (then no recipes and no ``mirror``; ``$LEMONPACK_MIRROR`` is ignored);
+    example instead (then no recipes and no ``mirror``; ``$LEMONPACK_MIRROR`` is checked, then ignored);
     ``cpu_arch``: default the host's; ``mirror``: a URL or :class:`Mirror` (default
     ``$LEMONPACK_MIRROR``); ``epoch``: default ``SOURCE_DATE_EPOCH``; ``source_url``/``revision``:
     the images' ``org.opencontainers.image.source``/``.revision`` (None: none); ``known``: returns the
@@ -161,8 +161,9 @@ def plan_build(recipes: Sequence[Path | str | Recipe], *, out: Path, os: str | N
     _choice(cpu_arch, OCI_ARCHITECTURES, "--cpu-arch")
     _choice(compression, COMPRESSIONS, "--compression")
     _check_provenance(source_url, revision)
-    resolved_mirror = None if example else (
-        mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror))
+    # checked for the example too (a bad $LEMONPACK_MIRROR is exit 2 from every command), then not used
+    checked = mirror if isinstance(mirror, Mirror) else Mirror.from_env(mirror, allow_insecure=allow_insecure_mirror)
+    resolved_mirror = None if example else checked
     loaded: list[Recipe] = []
     files: list[Path | None] = []
     problems: list[Problem] = []

@@ -45,7 +45,7 @@ from lemonpack.catalogue.models import community_model, link_recipes, recipe_ser
 from lemonpack.catalogue.signatures import load_private_key
 from lemonpack.catalogue.sources import EntrySource, Publisher, described, load_sources
 from lemonpack.contract.loader import check_text
-from lemonpack.files import replace_directory
+from lemonpack.files import os_error_reason, replace_directory
 from lemonpack.digest import Digest
 from lemonpack.errors import CatalogueError, IntegrityError, LemonpackError, StorageError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror
@@ -428,7 +428,10 @@ def build(cfg: BuildConfig) -> dict:
     index, private = build_index(cfg)
     out = Path(cfg.out).absolute()
     carry_history(index, _previous_index(out / INDEX_NAME, cfg.memo_state if cfg.memo is not None else None))
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot build into {cfg.out}: {os_error_reason(exc, cfg.out)}") from None
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:

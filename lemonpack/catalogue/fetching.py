@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lemonpack.digest import Digest, sha256_text
-from lemonpack.files import commit, replace_file
+from lemonpack.files import commit, os_error_reason, replace_file
 from lemonpack.catalogue import bounded
 from lemonpack.errors import CatalogueError, FetchError, IntegrityError, OutputError, one_line
 from lemonpack.fetch import ArtifactCache, Mirror, detect_format, extract, fetch
@@ -194,10 +194,13 @@ def fetch_to(kind: str, src: dict, out: Path, *, mirror: Mirror | None = None,
     ``out`` (a file is replaced atomically; a directory must not exist yet). Returns the
     digest. Raises IntegrityError (exit 3: nothing is written), FetchError,
     UnsafeContentError, LemonpackError (``out`` exists)."""
-    out = Path(out).absolute()
+    given, out = out, Path(out).absolute()
     if kind == "extension" and (out.exists() or out.is_symlink()):
         raise OutputError(f"{out} exists: choose another --out, or remove it first")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write {given}: {os_error_reason(exc, given)}") from None
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.fetch-", dir=out.parent) as tmp:
         got = fetch_source(kind, src, Path(tmp) / "w", cache=cache, mirror=mirror)
         if kind == "recipe":

@@ -178,7 +178,12 @@ def _main(args: list[str], want_json: bool, exit_process: bool, ctrl_c: "_CtrlC"
             from lemonpack.registry.registries_conf import take_insecure_registries
 
             args = take_insecure_registries(args)  # --insecure REGISTRY: declared for every client
-        result = load_commands(args)(args=args, prog_name="lemonpack", standalone_mode=False)
+        from typer.main import get_command
+
+        from lemonpack.cli._app import refuse_empty_paths
+
+        command = refuse_empty_paths(get_command(load_commands(args)))  # ``--out ''`` is not ``.``
+        result = command(args=args, prog_name="lemonpack", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == 130 and ctrl_c.seen:  # typer (0.29) turned Ctrl-C into Exit(130), silently
             code = _report_interrupt(args, want_json)

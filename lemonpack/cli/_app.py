@@ -45,6 +45,39 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
     # is loaded (lemonpack.cli.load_commands): typer runs a lone command as the app itself.
 
 
+def _refuse_empty(param: Any) -> None:
+    """Wrap ``param``'s type conversion so ``''`` is a usage error naming the parameter."""
+    from typer._click.exceptions import UsageError  # typer (0.28) vendors click: its UsageError prints itself
+
+    convert = param.type.convert
+
+    def checked(value: Any, p: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value:
+            shown = p.opts[0] if getattr(p, "opts", None) and p.param_type_name == "option" else (
+                p.human_readable_name if p is not None else "a path")
+            raise UsageError(f"{shown} is empty", ctx)
+        return convert(value, p, ctx)
+
+    param.type.convert = checked
+    param.type._lemonpack_non_empty = True
+
+
+def refuse_empty_paths(command: Any) -> Any:
+    """Make every path parameter of ``command`` (typer's click command) and its subcommands (a
+    ``pathlib.Path`` parameter, and any ``--out``) refuse ``''`` as a usage error (exit 2:
+    ``--out is empty``) instead of reading it as ``Path('.')``, the current directory; returns
+    ``command``."""
+    from typer.models import TyperPath
+
+    for param in command.params:
+        is_out = "--out" in getattr(param, "opts", ()) and param.param_type_name == "option"
+        if (isinstance(param.type, TyperPath) or is_out) and not getattr(param.type, "_lemonpack_non_empty", False):
+            _refuse_empty(param)
+    for sub in getattr(command, "commands", {}).values():
+        refuse_empty_paths(sub)
+    return command
+
+
 def _width(stream) -> int | None:
     """Terminal width for a terminal; unlimited (no wrapping mid-path) when piped."""
     return None if stream.isatty() else 4096

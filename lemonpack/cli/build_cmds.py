@@ -249,7 +249,8 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
                                         "arm64 ...).")) -> int:
     """Unpack an artifact with install's safety rules (what the Nix recipe packages run).
 
-    tar (plain, gzip, bzip2, xz), zip, or one file: no absolute or '..' member names, no
+    tar (plain, gzip, bzip2, xz), zip, or one file (copied into DIR, said on stderr;
+    executable only if it was or --binary names it): no absolute or '..' member names, no
     link escaping DIR, no device files; setuid bits dropped; atomic (nothing left at DIR
     on failure). Exit 5 on an unsafe member, naming it; exit 1 on an executable for
     another CPU than --cpu-arch, naming it.
@@ -259,7 +260,7 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
     from lemonpack.builder.artifact import check_executables
     from lemonpack.errors import UnsafeContentError
     from lemonpack.exe_header import OCI_ARCHITECTURES
-    from lemonpack.fetch.archive import extract
+    from lemonpack.fetch.archive import detect_format, extract
     from lemonpack.files import remove_tree
     from lemonpack.safetree import name_problem, path_problem
 
@@ -267,7 +268,9 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
         raise typer.BadParameter(f"not a relative path inside the artifact: {binary!r}", param_hint="--binary")
     if cpu_arch is not None and cpu_arch not in OCI_ARCHITECTURES:
         raise typer.BadParameter(f"{cpu_arch!r} is not one of {', '.join(OCI_ARCHITECTURES)}", param_hint="--cpu-arch")
-    extract(archive, out, name_hint=name or archive.name, label=label or str(archive))
+    hint = name or archive.name
+    # a non-archive keeps its own mode, unless --binary names it (the recipe says it runs)
+    extract(archive, out, name_hint=hint, label=label or str(archive), file_mode=0o755 if binary == hint else None)
     if cpu_arch is not None:
         try:
             check_executables(out, cpu_arch, f"{label or archive}")
@@ -281,5 +284,7 @@ def unpack(archive: Path = typer.Argument(..., metavar="ARCHIVE", help="The arti
             remove_tree(out)  # nothing left at DIR on failure
             raise UnsafeContentError(f"{label or archive}: the recipe's binary {binary!r} is not an executable "
                                      f"regular file in the artifact")
+    if detect_format(archive, hint) == "file":
+        err_console.print(f"lemonpack: {archive} is not an archive; copied as a file to {out / hint}", markup=False)
     console.print(str(out), markup=False)
     return 0

@@ -56,7 +56,11 @@ def select(
     else:
         head = f"hard error ({sel.error})"
     console.print(f"model: {artifact.ref} ({', '.join(artifact.names)})", markup=False)
-    console.print(f"decision: {head}: {sel.message}", markup=False)
+    if sel.outcome == "default" and sel.no_recipe_reason is not None:  # say why before what it falls back to
+        console.print(f"decision: {head}: no recipe chosen ({sel.no_recipe_reason}), so "
+                      f"{sel.default.description or sel.default.name}", markup=False)
+    else:
+        console.print(f"decision: {head}: {sel.message}", markup=False)
     if resolved.recipe is not None and serving is not None:
         why = "an override" if serving != resolved.recipe else "its registered recipe"
         console.print(f"serves: {serving} ({why}: what lemonpack serve starts for {artifact.ref})", markup=False)

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from lemonpack.errors import LemonpackError, one_line
 from lemonpack.exe_header import goarch, read_executable
-from lemonpack.files import replace_directory
+from lemonpack.files import os_error_reason, replace_directory
 
 if TYPE_CHECKING:
     from lemonpack.extensions.manifest import Extension
@@ -235,7 +235,10 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
         if other:
             raise CompileError(f"{out} holds {other[0]!r}, which a build did not write; give a new directory "
                                "(the output directory is replaced as a whole)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompileError(one_line(f"cannot build into {out_dir}: {os_error_reason(e, out_dir)}")) from None
     stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.build-"))
     try:
         _build(stage, files, exts, cxx, ar, max(1, int(jobs)), tuple(cxxflags))
@@ -248,7 +251,7 @@ def compile_gufo(source: "Selection | str | os.PathLike[str]", out_dir: str | os
         replace_directory(stage, out)
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)
-        raise CompileError(one_line(f"cannot build into {out}: {e.strerror or e}")) from None
+        raise CompileError(one_line(f"cannot build into {out}: {os_error_reason(e, out)}")) from None
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from lemonpack.extensions import templates as T
+from lemonpack.files import os_error_reason
 
 if TYPE_CHECKING:
     from lemonpack.extensions.pipeline import Selection
@@ -158,7 +159,7 @@ def write_generated(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> 
     except OSError as e:
         if stage is not None and os.path.lexists(stage):
             remove_tree(stage)
-        raise StorageError(f"cannot write into {out}: {e.strerror or e}") from None
+        raise StorageError(f"cannot write into {out}: {os_error_reason(e, out)}") from None
     return [target / name for name in files]
 
 

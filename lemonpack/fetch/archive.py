@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable, cast
 
 from lemonpack.errors import StorageError, UnsafeContentError
-from lemonpack.files import commit
+from lemonpack.files import commit, os_error_reason
 from lemonpack.fetch.staging import remove_tree
 from lemonpack.safetree import name_problem, path_problem, safe_component, symlink_problem, target_problem
 
@@ -103,7 +103,8 @@ def detect_format(archive: Path, name_hint: str) -> str:
     return "file"
 
 
-def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = None) -> None:
+def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = None,
+            file_mode: int | None = 0o755) -> None:
     """Extract ``archive`` into ``dest`` safely and atomically (see the module docstring).
 
     ``archive``: the file (e.g. a cache entry); ``dest``: a directory that must not exist
@@ -115,6 +116,9 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
     the disk fails (no space ...); ``FileExistsError`` if ``dest`` is a non-empty directory
     or a file; ``tarfile.TarError``/``zipfile.BadZipFile``/``OSError`` without an errno
     on a corrupt archive. On any error nothing is left at ``dest`` or beside it.
+    ``file_mode``: the mode of a non-archive's one file (default 0755: a downloaded engine
+    binary carries no mode); ``None`` keeps ``archive``'s own: 0755 when it has an execute
+    bit, else 0644 (``lemonpack unpack`` of a local file that is not an archive).
     """
     archive, dest = Path(archive), Path(dest)
     if dest.exists() or dest.is_symlink():
@@ -123,6 +127,9 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
     shown = label if label is not None else str(archive)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # ``afile/sub`` with ``afile`` a file: say which, not "File exists"
+        raise StorageError(f"cannot unpack into {dest}: {os_error_reason(exc, dest)}") from None
+    try:
         kind = detect_format(archive, name_hint)
         tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.extract-"))
     except OSError as exc:
@@ -135,7 +142,7 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
             ex.zip()
         else:
             ex.current = name_hint
-            _single_file(archive, tmp, name_hint, shown)
+            _single_file(archive, tmp, name_hint, shown, file_mode)
         ex.current = None
         os.chmod(tmp, 0o755)
         commit(tmp, dest, durable=False)  # a tree extracted from a verified archive, re-made on demand
@@ -149,8 +156,9 @@ def extract(archive: Path, dest: Path, *, name_hint: str, label: str | None = No
         raise
 
 
-def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
-    """Copy a non-archive to ``tmp/<name_hint>`` with mode 0755."""
+def _single_file(archive: Path, tmp: Path, name_hint: str, label: str, mode: int | None = 0o755) -> None:
+    """Copy a non-archive to ``tmp/<name_hint>`` with ``mode`` (``None``: 0755 when ``archive``
+    has an execute bit, else 0644)."""
     if not safe_component(name_hint):  # safetree's rule: not empty, '.', '..', no '/', backslash, NUL
         raise UnsafeContentError(f"{label}: unsafe file name {name_hint!r} for a single-file artifact")
     why = name_problem(name_hint)
@@ -159,7 +167,9 @@ def _single_file(archive: Path, tmp: Path, name_hint: str, label: str) -> None:
     target = tmp / name_hint
     with open(archive, "rb") as src, open(target, "xb") as out:
         shutil.copyfileobj(src, out, _COPY_CHUNK)
-    os.chmod(target, 0o755)
+        if mode is None:
+            mode = 0o755 if os.fstat(src.fileno()).st_mode & 0o111 else 0o644
+    os.chmod(target, mode)
 
 
 def _gzip_reader(path: Path):

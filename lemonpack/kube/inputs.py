@@ -131,7 +131,11 @@ def check_outputs(out: str, systemd: Path | None) -> None:
                             f"(e.g. {Path(out) / 'engines.yaml'})")
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
-            raise KubeError(f"--out {out}: the directory {parent} does not exist")
+            from lemonpack.files import non_directory_parent
+
+            blocker = non_directory_parent(out)
+            raise KubeError(f"--out {out}: {blocker} is not a directory" if blocker is not None
+                            else f"--out {out}: the directory {parent} does not exist")
     if systemd is not None and systemd.exists() and not systemd.is_dir():
         raise KubeError(f"--systemd {systemd}: is not a directory")
 
@@ -139,12 +143,12 @@ def check_outputs(out: str, systemd: Path | None) -> None:
 def write_output(path: str, data: bytes, option: str) -> None:
     """Write ``data`` to ``path`` atomically (:func:`lemonpack.files.replace_file`). Raises
     :class:`KubeError` naming ``option`` and ``path`` when the disk refuses."""
-    from lemonpack.files import replace_file
+    from lemonpack.files import os_error_reason, replace_file
 
     try:
         replace_file(path, data)
     except OSError as e:
-        raise KubeError(f"{option}: cannot write {path}: {e.strerror or e}") from None
+        raise KubeError(f"{option}: cannot write {path}: {os_error_reason(e, path)}") from None
 
 
 def _recipe_image(recipe) -> str | None:
@@ -193,7 +197,7 @@ def resolve_models(refs: Sequence[str], *, target: Target, images: Mapping[str, 
         try:  # the one model-argument rule of run and select (runtime.models.ref)
             named = resolve_model(ref, registry=registry)
         except LemonpackError as e:
-            raise KubeError(f"model {ref}: {e}") from None
+            raise KubeError(str(e)) from None  # it names the model already (runtime.models.ref)
         if named.entry is None:
             assert named.path is not None, "a model that is no catalogue entry is a file"
             out.append(_file_model(ref, named.path, target, images, discovered, source or ModelSource()))

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, Callable, Mapping, Sequence, cast
 
 from lemonpack.digest import Digest, Hasher, hex_of
 from lemonpack.errors import IntegrityError, LayoutError, OutputError
-from lemonpack.files import commit, copy_file, replace_directory, replace_file
+from lemonpack.files import commit, copy_file, non_directory_parent, replace_directory, replace_file
 from lemonpack.oci.mediatypes import ANNOTATION_REF_NAME, EMPTY_DIGEST, EMPTY_JSON, EMPTY_SIZE, MEDIA_TYPE_EMPTY, MEDIA_TYPE_IMAGE_CONFIG, MEDIA_TYPE_IMAGE_INDEX, MEDIA_TYPE_IMAGE_MANIFEST, MEDIA_TYPE_LAYER_TAR, MEDIA_TYPE_LAYER_TAR_GZIP, OCI_LAYOUT_VERSION
 from lemonpack.canonical import canonical_json
 from lemonpack.oci.descriptor import Descriptor, _plain
@@ -116,6 +116,9 @@ class LayoutWriter:
 
     def _check_target(self) -> None:
         p = self.path
+        blocker = non_directory_parent(p)
+        if blocker is not None:  # its mkdir would say "File exists"
+            raise OutputError(f"cannot write {p}: {blocker} is not a directory")
         if p.is_symlink() or (p.exists() and not p.is_dir()):
             raise OutputError(f"{p}: exists and is not a directory; refusing to replace it")
         if p.is_dir() and not _is_layout(p) and any(p.iterdir()):

@@ -108,13 +108,15 @@ def credential_keys(host: str) -> list[str]:
 
 
 class InvalidReferenceError(LemonpackError, ValueError):
-    """A string is not a valid image reference. ``reference`` is the input, the message says why."""
+    """A string is not a valid image reference. ``reference`` is the input, ``reason`` says why
+    (a clause without the reference); the message is ``invalid image reference 'REF': REASON``
+    unless ``message`` gives a whole sentence that names the input itself."""
 
     kind = "reference"
 
-    def __init__(self, reference: str, reason: str):
+    def __init__(self, reference: str, reason: str, message: str | None = None):
         self.reference, self.reason = reference, reason
-        super().__init__(f"invalid image reference {reference!r}: {reason}")
+        super().__init__(message or f"invalid image reference {reference!r}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,8 @@ def parse_registry_reference(s: str) -> ImageReference:
     so, not read as a host ``oci:``), a short name without a registry host (``busybox``, ``library/x``: the first
     component must look like a host: contain ``.`` or ``:`` or be ``localhost``; no search
     registry is tried, ``unqualified-search-registries`` is not read: write
-    ``docker.io/library/x``), or a digest that is not sha256. Docker Hub names are normalised
+    ``docker.io/library/x``), a registry host alone (``docker.io``, ``localhost:5000``: "'docker.io'
+    is a registry host with no repository"), or a digest that is not sha256. Docker Hub names are normalised
     through :attr:`ImageReference.host`, :attr:`~ImageReference.repository` and
     :attr:`~ImageReference.endpoint` (module docstring).
 
@@ -251,6 +254,10 @@ def parse_registry_reference(s: str) -> ImageReference:
                                        "(e.g. 127.0.0.1:5000/engines/llamacpp:v1)")
     img = parse_reference(text)
     if img.domain is None:
+        bare = next((h for h in (text.partition("@")[0], img.name) if is_registry_host(h)), None)
+        if bare is not None:  # ``docker.io``, ``localhost:5000``: a host alone, no repository
+            reason = f"a registry host with no repository; write {bare}/NAMESPACE/REPO[:TAG]"
+            raise InvalidReferenceError(s, reason, message=f"{bare!r} is {reason}")
         hub = img.path if "/" in img.path else f"library/{img.path}"
         raise InvalidReferenceError(s, "a short name, no registry host: lemonpack does not search "
                                        "registries for it (unqualified-search-registries is not used: a pin needs "

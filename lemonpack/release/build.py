@@ -43,7 +43,7 @@ from lemonpack.digest import Digest, sha256_text
 from lemonpack.errors import BuildError, LockError, ManifestError, OutputError, Problem, SelectionError, StorageError
 from lemonpack.fetch import ArtifactCache, Mirror
 from lemonpack.files import open_regular
-from lemonpack.files import remove_tree, replace_directory
+from lemonpack.files import os_error_reason, remove_tree, replace_directory
 from lemonpack.oci import DEFAULT_COMPRESSLEVEL, LayoutWriter
 from lemonpack.oci.base import BaseSource, open_base
 from lemonpack.canonical import canonical_json
@@ -338,7 +338,7 @@ def release(opts: ReleaseOptions, *, on_image: Callable[[ImageSummary], None] | 
         tmp = out.parent / f"{out.name}.tmp-{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
-        raise StorageError(f"cannot create the release directory next to {out}: {exc.strerror or exc}") from None
+        raise StorageError(f"cannot create the release directory next to {out}: {os_error_reason(exc, out)}") from None
     try:
         with contextlib.ExitStack() as stack:
             scratch = tmp / ".scratch"

@@ -71,6 +71,15 @@ def test_example_with_a_mirror_names_the_mirror_option_its_value_and_the_schemes
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", [["build", "--example", "--out", "OUT", "--no-progress"], ["install", "--example", "--yes"]])
+def test_a_bad_mirror_from_the_environment_exits_2_from_the_example_too(lp, tmp_path, monkeypatch, command):
+    # the example never uses a mirror, but a non-URL $LEMONPACK_MIRROR is the same exit 2 as for recipes
+    monkeypatch.setenv("LEMONPACK_MIRROR", "notaurl")
+    r = lp(*[a.replace("OUT", str(tmp_path / "out")) for a in command])
+    assert r.code == 2 and "$LEMONPACK_MIRROR: mirror must be an http(s) URL" in r.err and "'notaurl'" in r.err, r
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_bad_mirror_from_the_environment_is_named_so(tmp_path, monkeypatch):
     monkeypatch.setenv("LEMONPACK_MIRROR", "ftp://m/x")
     with pytest.raises(MirrorSettingError) as e:

@@ -111,7 +111,7 @@ def test_facts_platforms_pinning_commands(built):
     assert cuda["archs"] == ["sm_90"]
     hello = e["recipe:hello-engine"]
     assert hello["pinning"]["artifacts"] == [{"url": "https://example.invalid/lemonpack/hello-engine-linux-cpu.tar.gz",
-                                              "sha256": "sha256:363a3d0e7264c23e3b2ab49ad4a3b8df5e31ac737fdff31af85d9c946c1a0a65"}]
+                                              "sha256": "sha256:45cecf7f16009f32175c88870a4680302f2eeeb65b148d2abf8030926dcb060d"}]
     assert hello["commands"]["install"] == "lemonpack install --example"  # the shipped example (case 29)
     assert hello["commands"]["nix"] == "nix build .#hello-engine-linux-cpu"
     assert e["extension:acme_moe"]["platforms"] == [

@@ -141,7 +141,8 @@ def test_bad_input_is_one_line_naming_model_and_field(kube_env, capsys, tmp_path
     assert "model user.qwen" in line and "--image" in line
 
     # an unknown model, a missing file
-    assert "no model file or registered model" in _bad(capsys, out, "user.nope")
+    line = _bad(capsys, out, "user.nope")  # the model named once: no prefix repeating it
+    assert line.startswith("error: no model file or registered model named 'user.nope' in ") and line.count("user.nope") == 1
     assert "model file not found" in _bad(capsys, out, "/nowhere/x.gguf")
 
 

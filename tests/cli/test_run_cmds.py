@@ -150,7 +150,7 @@ def test_missing_model_path_says_file_not_found(tmp_path, backends, ref, capsys)
 def test_unknown_model_name_still_names_the_registry(tmp_path, backends, capsys):
     recipe = write_recipe(tmp_path / "fake.json", recipe_doc(fake_engine=[]))
     assert main(["run", str(recipe), "-m", "user.nope"]) == 1
-    assert "no model named 'user.nope'" in capsys.readouterr().err
+    assert "no model file or registered model named 'user.nope' in " in capsys.readouterr().err
 
 
 # --- 7. the probe it waits for -----------------------------------------------------------------

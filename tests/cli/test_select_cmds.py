@@ -152,6 +152,29 @@ def test_missing_model(engines, capsys):
     assert "no model file or registered model named 'user.nobody'" in capsys.readouterr().err
 
 
+def test_the_default_decision_says_why_no_recipe_was_chosen(home, capsys):
+    """``select user.hello`` said "no available recipe can serve user.hello" then "serves:
+    hello-engine": the reason (no dev.lemonpack.serves patterns) was only in the candidate list."""
+    engine = home.root / "engine"
+    engine.write_text("#!/bin/sh\nexit 0\n")
+    engine.chmod(0o755)
+    (user,) = home.search_path(home.root / "user")
+    home.host()
+    write_recipe(user / "hello-eng.json", recipe_doc("hello-eng", command=str(engine), accelerator="cpu"))
+    model = home.model("hello-model.txt")
+    assert main(["models", "add", "user.hello", "--recipe", "hello-eng", "-c", f"main={model}"]) == 0
+    capsys.readouterr()
+    assert main(["select", "user.hello"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ('decision: default (llamacpp): no recipe chosen (hello-eng declares no '
+                        'extensions["dev.lemonpack.serves"] patterns), so the built-in default (llama.cpp), '
+                        'the implicit rank-0 fallback'), lines
+    assert lines[2].startswith("serves: hello-eng (its registered recipe")
+    code, doc = _json(capsys, ["user.hello"])
+    assert code == 0 and doc["outcome"] == "default" and doc["message"].startswith("no available recipe can serve")
+    assert doc["no_recipe_reason"] == 'hello-eng declares no extensions["dev.lemonpack.serves"] patterns'
+
+
 def test_registered_model_says_the_recipe_serve_starts(engines, capsys, monkeypatch):
     """The selector may pick another recipe for the file, but serve keeps a registered model's
     recipe unless an override names one: select says which (found by trying the README's

@@ -176,6 +176,16 @@ def test_a_short_name_is_refused_saying_no_registry_is_searched():
     assert "unqualified-search-registries is not used" in str(e.value) and "docker.io/library/busybox" in str(e.value)
 
 
+@pytest.mark.parametrize("text, host", [("docker.io", "docker.io"), ("localhost:5000", "localhost:5000"),
+                                        ("oci://reg.example:latest", "reg.example"), ("localhost", "localhost")])
+def test_a_registry_host_alone_is_refused_as_a_host_without_a_repository(text, host):
+    with pytest.raises(InvalidReferenceError) as e:
+        parse_registry_reference(text)
+    assert str(e.value) == f"'{host}' is a registry host with no repository; write {host}/NAMESPACE/REPO[:TAG]"
+    assert e.value.reason.startswith("a registry host with no repository")  # a clause callers prefix
+    assert "library/" not in str(e.value)
+
+
 def test_credential_keys_of_docker_hub_and_loopback():
     from lemonpack.oci.reference import credential_keys
 

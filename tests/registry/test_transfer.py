@@ -20,6 +20,18 @@ from support.trust import key_data, new_key, write_policy, write_registries_d
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.parametrize("args", [("pull", "docker.io", "--out", "x"), ("publish", "docker.io", "--to", "docker.io"),
+                                  ("install", "oci://docker.io"), ("policy", "check", "docker.io"),
+                                  ("models", "pull", "docker.io"), ("models", "inspect", "docker.io"),
+                                  ("models", "pin", "oci://docker.io")])
+def test_a_bare_registry_host_is_said_to_name_no_repository_by_every_command(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = lemonpack(*args, check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "'docker.io' is a registry host with no repository; write docker.io/NAMESPACE/REPO[:TAG]" in r.stderr
+    assert "library/docker.io" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_pulling_a_tag_the_registry_does_not_have_is_no_such_image(registry, tmp_path):
     ref = f"{registry.host}/nope-{secrets.token_hex(3)}/app:v1"
     out = tmp_path / "out"

@@ -2,8 +2,8 @@
 run to a ready engine that answers a chat completion, and stopped with Ctrl-C (SIGINT);
 its Nix expression builds offline and skopeo reads its layout. Commands are read from
 README.md itself (only the port is swapped for a free one), run through the real CLI in
-subprocesses, with a private cache and config directory and an unusable
-``LEMONPACK_MIRROR`` (the example must neither need nor check it). Also: the example artifact is exactly the engine source,
+subprocesses, with a private cache and config directory and an unreachable
+``LEMONPACK_MIRROR`` (the example must not need it; it still checks that it is a URL). Also: the example artifact is exactly the engine source,
 packed deterministically and pinned; the engine itself speaks the API it claims; the
 README's podman settings are the suite's own; the ``--example`` flags' usage errors."""
 
@@ -80,12 +80,13 @@ def cli(line: str) -> list[str]:
 @pytest.fixture
 def newcomer(tmp_path):
     """``(cwd, env)``: an empty working directory and a private cache/config; the default
-    mirror is no http(s) URL, so anything that read it would fail."""
+    mirror is a well-formed URL where nothing listens, so anything fetched through it would fail
+    (a non-URL one is exit 2 from every command, the example's too: tests/builder/test_plan.py)."""
     cwd = tmp_path / "work"
     cwd.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEMONPACK_")}
     env.update(LEMONPACK_CACHE_DIR=str(tmp_path / "cache"), LEMONPACK_CONFIG_DIR=str(tmp_path / "config"),
-               LEMONPACK_MIRROR="ftp://no-such-mirror.invalid", COLUMNS="250")
+               LEMONPACK_MIRROR="http://127.0.0.1:9/no-such-mirror", COLUMNS="250")
     return cwd, env
 
 
@@ -361,6 +362,21 @@ def test_engine_streams_completions_and_stops_on_sigterm(engine):
     assert e.value.code == 400
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0  # the timeout is a hang guard only
+
+
+def test_engine_logs_requests_but_not_the_health_probes(engine):
+    # an idle `run --example` printed a "GET /health" 200 line per probe (one a second)
+    proc, base = engine
+    for _ in range(3):
+        with urllib.request.urlopen(base + "/health", timeout=10) as r:
+            assert r.status == 200
+    with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
+        assert r.status == 200
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    lines = proc.stderr.read().splitlines()
+    assert not [line for line in lines if "/health" in line], lines
+    assert [line for line in lines if '"GET /v1/models HTTP/1.' in line and " 200 " in line], lines
 
 
 def test_engine_refuses_a_missing_model_file(tmp_path):

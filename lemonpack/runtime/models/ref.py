@@ -26,8 +26,8 @@ exists.
 
 4. Otherwise an error (exit 1): "model file not found: REF" when ``ref`` looks like a path
    (:func:`~lemonpack.runtime.models.registry.looks_like_path`: a separator or a model file suffix;
-   the registry is not named, it was not what the user meant), else "no model named REF: no
-   model file or registered model named REF in REGISTRY".
+   the registry is not named, it was not what the user meant), else "no model file or
+   registered model named REF in REGISTRY" (each names REF once: a caller adds no prefix).
 
 ``oci://`` checkpoints (issue 23, point 3). A registered model's checkpoint may be an OCI model
 artifact pinned by digest (``oci://HOST[:PORT]/REPO[:TAG]@sha256:HEX``; a tag alone is refused
@@ -202,7 +202,7 @@ def resolve_model(ref: str, *, directories: bool = False, registry: ModelRegistr
     if looks_like_path(ref) or (reg is None and entries is None):
         raise UnreadableFileError(f"model file not found: {ref}")
     where = f" in {reg.path}" if reg is not None else ""
-    raise NotFoundError(f"no model named {ref!r}: no model file or registered model named {ref!r}{where}")
+    raise NotFoundError(f"no model file or registered model named {ref!r}{where}")
 
 
 def oci_checkpoints(spec: ModelSpec) -> dict[str, str]:

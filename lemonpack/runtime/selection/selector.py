@@ -168,7 +168,10 @@ class Selection:
     (use :attr:`default`) or ``error`` (``error`` is one of :data:`ERROR_KINDS`);
     ``message`` one sentence saying why; ``override`` the override name and
     ``override_source`` where it came from (None without one); ``candidates`` every
-    candidate's report, in discovery order."""
+    candidate's report, in discovery order; ``no_recipe_reason`` (the ``default`` outcome
+    without an override) why no candidate was chosen, one short clause per candidate
+    (``hello-engine declares no extensions["dev.lemonpack.serves"] patterns``; ``none
+    discovered``), else None."""
 
     outcome: str
     model: str
@@ -179,6 +182,7 @@ class Selection:
     override_source: str | None = None
     default: DefaultBackend = BUILTIN_DEFAULT
     candidates: tuple[CandidateReport, ...] = field(default=())
+    no_recipe_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -211,7 +215,8 @@ class Selection:
         """JSON-serialisable form (``lemonpack select --json``)."""
         return {"model": self.model, "outcome": self.outcome, "recipe": self.recipe, "error": self.error,
                 "message": self.message, "override": self.override, "override_source": self.override_source,
-                "default": self.default.name, "candidates": [c.to_json() for c in self.candidates]}
+                "default": self.default.name, "candidates": [c.to_json() for c in self.candidates],
+                "no_recipe_reason": self.no_recipe_reason}
 
 
 # --- the declarations ------------------------------------------------------------------
@@ -304,6 +309,23 @@ def _can_serve(recipe: Recipe, model: ModelArtifact) -> tuple[bool, str]:
 # --- the decision ------------------------------------------------------------------------
 
 
+def _no_recipe_reason(facts: Sequence[tuple]) -> str:
+    """Why none of ``facts`` (select_backend's per-candidate tuples) qualified: a clause each,
+    the first three and a count of the rest; ``none discovered`` without candidates."""
+    parts = []
+    for r, avail, a_why, serve, s_why, _rank in facts:
+        if not avail:
+            parts.append(f"{r.recipe} is not available ({a_why})")
+        elif not serve:
+            parts.append(f"{r.recipe} {s_why}" if s_why.startswith("declares ") else f"{r.recipe} cannot serve it ({s_why})")
+        else:
+            parts.append(f"{r.recipe} has no preference rank")
+    if not parts:
+        return "none discovered"
+    return "; ".join(parts[:3] + ([f"{len(parts) - 3} more"] if len(parts) > 3 else []))
+
+
+
 def select_backend(model: ModelArtifact, candidates: Sequence[Recipe], host: HostFacts,
                    presence: Mapping[str, Presence], *, override: str | None = None,
                    override_source: str | None = None, default: DefaultBackend = BUILTIN_DEFAULT) -> Selection:
@@ -372,7 +394,8 @@ def select_backend(model: ModelArtifact, candidates: Sequence[Recipe], host: Hos
     if best is None:
         return Selection("default", model.ref, f"no available recipe can serve {model.ref}: "
                          f"{default.description or default.name}", default=default,
-                         candidates=reports(None, lambda r, a, s, k: unqualified(a, s) or "not qualified"))
+                         candidates=reports(None, lambda r, a, s, k: unqualified(a, s) or "not qualified"),
+                         no_recipe_reason=_no_recipe_reason(facts))
     winner = best[0]
 
     def why(r: Recipe, a: bool, s: bool | None, k: int | None) -> str:

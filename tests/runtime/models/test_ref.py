@@ -62,7 +62,7 @@ def test_model_file_registered_name_bundle_and_errors(tmp_path, monkeypatch):
         resolve_model("bundle.mlpackage", registry=registry)
     with pytest.raises(LemonpackError, match="^model file not found: x/nope.gguf$"):
         resolve_model("x/nope.gguf", registry=registry)
-    with pytest.raises(LemonpackError, match="no model named 'user.nope'.*registered model named 'user.nope'"):
+    with pytest.raises(LemonpackError, match="^no model file or registered model named 'user.nope' in "):
         resolve_model("user.nope", registry=registry)
 
 
