@@ -104,6 +104,29 @@ def port_is_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def post_as_curl(curl_line: str, readme_port: str, port: int, timeout: float) -> dict:
+    """The JSON answer to the README's ``curl`` line, sent as curl would (its URL, ``-H``
+    headers and ``-d`` body) to ``port`` instead of the README's."""
+    argv = shlex.split(curl_line.replace(readme_port, str(port)))
+    url = next(a for a in argv if a.startswith("http"))
+    headers = dict(h.split(": ", 1) for h in (argv[i + 1] for i, a in enumerate(argv) if a == "-H"))
+    data = argv[argv.index("-d") + 1].encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=timeout) as r:
+        return json.load(r)
+
+
+def stopped(proc: subprocess.Popen, sig: int, timeout: float) -> tuple[int, str]:
+    """``(exit code, stderr)`` of ``proc`` after ``sig``; killed if it outlives ``timeout``."""
+    try:
+        proc.send_signal(sig)
+        rc = proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return rc, proc.stderr.read()
+
+
 # ---------------------------------------------------------------- the walkthrough
 
 def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
@@ -147,23 +170,16 @@ def test_readme_build_install_run_chat_and_ctrl_c(newcomer):
         ready = proc.stdout.readline()
         assert ready.startswith(f"ready: http://127.0.0.1:{port} "), (ready, proc.stderr.read() if proc.poll() else "")
         pid = int(re.search(r"pid (\d+)", ready).group(1))
-        argv = shlex.split(curl_line.replace(readme_port, str(port)))
-        url = argv[-1] if argv[-1].startswith("http") else next(a for a in argv if a.startswith("http"))
-        headers = dict(h.split(": ", 1) for h in (argv[i + 1] for i, a in enumerate(argv) if a == "-H"))
-        data = argv[argv.index("-d") + 1].encode()
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=10) as r:
-            reply = json.load(r)
+        reply = post_as_curl(curl_line, readme_port, port, timeout=10)
         assert reply["object"] == "chat.completion"
         assert reply["choices"][0]["message"] == {"role": "assistant", "content": answer}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
             assert [m["id"] for m in json.load(r)["data"]] == ["hello-model"]
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    rc, err = stopped(proc, signal.SIGINT, 30)
     assert rc == 130, err  # as shells report Ctrl-C
     assert "stopped hello-engine (SIGINT)" in err and "hello-engine: stopped (SIGTERM)" in err, err
     with pytest.raises(ProcessLookupError):
@@ -208,21 +224,14 @@ def test_readme_serve_block_as_written(newcomer, tmp_path):
         deadline = time.monotonic() + 60
         while port_is_free(port) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        curl = shlex.split(curl_line.replace(readme_port, str(port)))
-        url = next(a for a in curl if a.startswith("http"))
-        headers = dict(h.split(": ", 1) for h in (curl[i + 1] for i, a in enumerate(curl) if a == "-H"))
-        data = curl[curl.index("-d") + 1].encode()
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=60) as r:
-            reply = json.load(r)
+        reply = post_as_curl(curl_line, readme_port, port, timeout=60)
         assert reply["model"] == "user.hello" and reply["choices"][0]["message"]["content"].startswith(
             "Hello from hello-engine")
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    rc, err = stopped(proc, signal.SIGTERM, 60)
     assert rc == 0, err  # as the block's comment says
     assert "hello-engine: stopped" in err and port_is_free(port)
 
