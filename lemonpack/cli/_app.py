@@ -46,9 +46,14 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 
 
 def _refuse_empty(param: Any) -> None:
-    """Wrap ``param``'s type conversion so ``''`` is a usage error naming the parameter."""
+    """Wrap ``param``'s type conversion so ``''`` is a usage error naming the parameter. The
+    type is copied first: click's ``STRING`` (a ``str`` option's type) is one instance shared by
+    every ``str`` parameter, which must keep accepting ``''``."""
+    import copy
+
     from typer._click.exceptions import UsageError  # typer (0.28) vendors click: its UsageError prints itself
 
+    param.type = copy.copy(param.type)
     convert = param.type.convert
 
     def checked(value: Any, p: Any, ctx: Any) -> Any:

@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 
 def _tar(path: Path, members: dict[str, bytes], mode: int = 0o755) -> Path:
     with tarfile.open(path, "w:gz") as tf:
@@ -76,6 +78,38 @@ def test_an_empty_out_or_path_is_a_usage_error_not_the_current_directory(tmp_pat
         assert r.returncode == 2, (args, r.stderr)
         assert f"{name} is empty" in r.stderr, (args, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+
+
+def test_only_the_path_parameters_refuse_an_empty_value_not_every_str_one():
+    """``kube generate --out`` is a ``str`` option: its check must not reach the other ``str``
+    parameters, which share click's one ``STRING`` type (an empty ``--namespace`` or a search
+    for ``''`` is not a path)."""
+    import typer
+    from typer._click.types import STRING
+
+    from lemonpack.cli._app import refuse_empty_paths
+
+    app = typer.Typer()
+
+    @app.command()
+    def one(out: str = typer.Option(..., "--out"), name: str = typer.Option("x", "--name")) -> None:
+        print(f"out={out!r} name={name!r}")
+
+    @app.command()
+    def two(query: str = typer.Argument("")) -> None:
+        print(f"query={query!r}")
+
+    command = refuse_empty_paths(typer.main.get_command(app))
+    with pytest.raises(SystemExit) as refused:
+        command.main(["one", "--out", ""], standalone_mode=True)
+    assert refused.value.code == 2
+    with pytest.raises(SystemExit) as kept:
+        command.main(["one", "--out", "o", "--name", ""], standalone_mode=True)
+    assert kept.value.code == 0
+    with pytest.raises(SystemExit) as searched:
+        command.main(["two", ""], standalone_mode=True)
+    assert searched.value.code == 0
+    assert STRING.convert("", None, None) == ""  # the shared type itself is untouched
 
 
 def test_a_file_that_is_not_an_archive_is_copied_keeping_its_mode_and_said_so(tmp_path):
